@@ -1,0 +1,42 @@
+#pragma once
+// Exact softmax attention: the reference every approximation is measured against.
+
+#include <torch/arg.h>
+
+#include "flt/attention/attention.h"
+
+namespace flt::attention {
+
+/// Attention weights softmax(q k^T * scale + causal mask).
+/// q: (B, H, Lq, D)  k: (B, H, Lk, D) -> (B, H, Lq, Lk). `scale` <= 0 means 1 / sqrt(D).
+torch::Tensor softmax_attention_weights(const torch::Tensor& q, const torch::Tensor& k,
+                                        bool causal = false, double scale = 0.0);
+
+/// softmax(q k^T * scale + mask) v.
+/// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
+torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, bool causal = false, double scale = 0.0);
+
+struct SoftmaxAttentionOptions {
+  static constexpr const char* kName = "softmax";
+  /// Logit scale; 0 (default) means 1 / sqrt(D).
+  TORCH_ARG(double, scale) = 0.0;
+};
+
+class SoftmaxAttentionImpl : public AttentionModule<SoftmaxAttentionImpl> {
+ public:
+  explicit SoftmaxAttentionImpl(SoftmaxAttentionOptions options = {});
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const AttentionCall& call = {}) override;
+  torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
+                            const AttentionCall& call = {}) override;
+  std::string name() const override { return SoftmaxAttentionOptions::kName; }
+
+  SoftmaxAttentionOptions options;
+};
+TORCH_MODULE(SoftmaxAttention);
+
+}  // namespace flt::attention

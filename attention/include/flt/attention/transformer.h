@@ -1,0 +1,126 @@
+#pragma once
+// Pre-LN transformer blocks whose attention variant is chosen by options, and two small models on
+// top: a causal language model and a sequence classifier.
+
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <vector>
+
+#include "flt/attention/multihead.h"
+
+namespace flt::attention {
+
+struct TransformerLayerOptions {
+  TransformerLayerOptions(int64_t embed_dim, int64_t heads) : embed_dim_(embed_dim), heads_(heads) {}
+  /// Model width E.
+  TORCH_ARG(int64_t, embed_dim);
+  /// Attention heads H (E divisible by H).
+  TORCH_ARG(int64_t, heads);
+  /// Hidden width of the feed-forward block; 0 (default) means 4 E.
+  TORCH_ARG(int64_t, ff_dim) = 0;
+  /// Attention variant and its options.
+  TORCH_ARG(AttentionOptions, attention) = SoftmaxAttentionOptions();
+};
+
+/// x + MHA(LN(x)), then x + FF(LN(x)) with FF = Linear -> GELU -> Linear.
+class TransformerLayerImpl : public torch::nn::Cloneable<TransformerLayerImpl> {
+ public:
+  explicit TransformerLayerImpl(TransformerLayerOptions options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  /// x: (B, L, E) -> (B, L, E)
+  torch::Tensor forward(const torch::Tensor& x, const AttentionCall& call = {});
+
+  TransformerLayerOptions options;
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  MultiheadAttention attention{nullptr};
+  torch::nn::Linear ff1{nullptr}, ff2{nullptr};
+};
+TORCH_MODULE(TransformerLayer);
+
+/// Options of the two models below (fields marked "LM" or "classifier" apply to that model only).
+struct TransformerOptions {
+  TransformerOptions(int64_t vocab_size, int64_t embed_dim, int64_t heads, int64_t layers)
+      : vocab_size_(vocab_size), embed_dim_(embed_dim), heads_(heads), layers_(layers) {}
+  /// Token ids lie in [0, vocab_size).
+  TORCH_ARG(int64_t, vocab_size);
+  /// Model width E.
+  TORCH_ARG(int64_t, embed_dim);
+  /// Heads H per layer.
+  TORCH_ARG(int64_t, heads);
+  /// Number of layers.
+  TORCH_ARG(int64_t, layers);
+  /// Learned absolute position embeddings for up to this many tokens; 0 (default) means none, for
+  /// variants that encode positions themselves (FLT) or position-free tasks.
+  TORCH_ARG(int64_t, max_length) = 0;
+  /// Feed-forward width; 0 means 4 E.
+  TORCH_ARG(int64_t, ff_dim) = 0;
+  /// Attention variant of every layer.
+  TORCH_ARG(AttentionOptions, attention) = SoftmaxAttentionOptions();
+  /// LM: tie the output head to the token embedding.
+  TORCH_ARG(bool, tie_weights) = true;
+  /// Classifier: number of classes C.
+  TORCH_ARG(int64_t, classes) = 2;
+};
+
+/// Shared body: embeddings, layers and final LayerNorm.
+class TransformerStackImpl : public torch::nn::Cloneable<TransformerStackImpl> {
+ public:
+  explicit TransformerStackImpl(TransformerOptions options);
+  void reset() override;
+
+  /// tokens: (B, L) int64 -> (B, L, E)
+  torch::Tensor forward(const torch::Tensor& tokens, const AttentionCall& call = {});
+
+  /// The attention matrices of every layer for these tokens: one (B, H, L, L) tensor per layer.
+  std::vector<torch::Tensor> attention_maps(const torch::Tensor& tokens, const AttentionCall& call = {});
+
+  TransformerOptions options;
+  torch::nn::Embedding token_embedding{nullptr}, position_embedding{nullptr};
+  std::vector<TransformerLayer> layers;
+  torch::nn::LayerNorm final_norm{nullptr};
+
+ private:
+  torch::Tensor embed(const torch::Tensor& tokens);
+};
+TORCH_MODULE(TransformerStack);
+
+/// Causal language model. tokens: (B, L) int64 -> logits (B, L, vocab_size)
+class TransformerLMImpl : public torch::nn::Cloneable<TransformerLMImpl> {
+ public:
+  explicit TransformerLMImpl(TransformerOptions options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  /// tokens: (B, L) int64 -> (B, L, vocab_size)
+  torch::Tensor forward(const torch::Tensor& tokens);
+  /// Per layer (B, H, L, L), causal.
+  std::vector<torch::Tensor> attention_maps(const torch::Tensor& tokens);
+
+  TransformerOptions options;
+  TransformerStack stack{nullptr};
+  torch::nn::Linear head{nullptr};  ///< null when tied
+};
+TORCH_MODULE(TransformerLM);
+
+/// Non-causal encoder, mean pooling over tokens, linear head. tokens: (B, L) -> logits (B, C)
+class SequenceClassifierImpl : public torch::nn::Cloneable<SequenceClassifierImpl> {
+ public:
+  explicit SequenceClassifierImpl(TransformerOptions options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  /// tokens: (B, L) int64 -> (B, C)
+  torch::Tensor forward(const torch::Tensor& tokens);
+  /// Per layer (B, H, L, L).
+  std::vector<torch::Tensor> attention_maps(const torch::Tensor& tokens);
+
+  TransformerOptions options;
+  TransformerStack stack{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+TORCH_MODULE(SequenceClassifier);
+
+}  // namespace flt::attention

@@ -1,0 +1,53 @@
+#include "flt/attention/linear.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "flt/kernels/linear_attention.h"
+
+namespace flt::attention {
+
+torch::Tensor elu_feature_map(const torch::Tensor& x) { return at::elu(x) + 1.0; }
+
+torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               bool causal, double eps) {
+  check_qkv("linear_attention", q, k, v, causal);
+  TORCH_CHECK(eps > 0.0 && std::isfinite(eps), "linear_attention: eps must be positive, got ", eps);
+  return kernels::normalized_linear_attention(elu_feature_map(q), elu_feature_map(k), v, causal, eps);
+}
+
+torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                       bool causal, double eps) {
+  auto scores = at::matmul(phi_q, phi_k.transpose(-2, -1));
+  if (causal) scores = scores.tril();
+  return scores / scores.sum(-1, /*keepdim=*/true).clamp_min(eps);
+}
+
+LinearAttentionImpl::LinearAttentionImpl(LinearAttentionOptions options_)
+    : options(std::move(options_)) {
+  reset();
+}
+
+void LinearAttentionImpl::reset() {
+  TORCH_CHECK(options.eps() > 0.0 && std::isfinite(options.eps()),
+              "LinearAttention: eps must be positive, got ", options.eps());
+}
+
+void LinearAttentionImpl::pretty_print(std::ostream& stream) const {
+  stream << "flt::attention::LinearAttention(feature_map=elu+1, eps=" << options.eps() << ")";
+}
+
+torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
+                                           const torch::Tensor& v, const AttentionCall& call) {
+  return linear_attention(q, k, v, call.causal, options.eps());
+}
+
+torch::Tensor LinearAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
+                                               const AttentionCall& call) {
+  check_qkv("LinearAttention::materialize", q, k, {}, call.causal);
+  return feature_attention_matrix(elu_feature_map(q), elu_feature_map(k), call.causal,
+                                  options.eps());
+}
+
+}  // namespace flt::attention

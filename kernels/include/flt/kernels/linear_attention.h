@@ -1,0 +1,25 @@
+#pragma once
+// Linear attention over feature maps: the one operator behind Linear, Performer, FLT and SchoenbAt.
+
+#include <torch/types.h>
+
+namespace flt::kernels {
+
+/// Unnormalised linear attention: out_i = sum_j (phi_q_i . phi_k_j) v_j over all j (non-causal) or
+/// j <= i (causal, a prefix sum of phi_k_j v_j^T). Never builds the (L, M, Dv) prefix tensor: the
+/// causal path works in chunks of `kCausalChunk` keys, carrying the (M, Dv) state between chunks.
+/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
+torch::Tensor linear_attention_numerator(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                         const torch::Tensor& v, bool causal);
+
+/// Normalised linear attention: numerator / denominator, where the denominator
+/// sum_j phi_q_i . phi_k_j is the numerator of a ones column (one call computes both).
+/// Denominators below `eps` are raised to `eps` (positive feature maps only reach it by underflow).
+/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
+torch::Tensor normalized_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                          const torch::Tensor& v, bool causal, double eps = 1e-6);
+
+/// Keys per block in the causal path: within a block the masked (C, C) scores, across blocks the state.
+constexpr int64_t kCausalChunk = 64;
+
+}  // namespace flt::kernels

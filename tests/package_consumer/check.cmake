@@ -1,0 +1,15 @@
+# Run by ctest: install the built library to a scratch prefix and build a user project against it.
+file(REMOVE_RECURSE "${FLT_WORK_DIR}")
+set(prefix "${FLT_WORK_DIR}/prefix")
+function(run_step)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "step failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  message(STATUS "${out}")
+endfunction()
+run_step(${CMAKE_COMMAND} --install "${FLT_BUILD_DIR}" --prefix "${prefix}")
+run_step(${CMAKE_COMMAND} -S "${FLT_CONSUMER_DIR}" -B "${FLT_WORK_DIR}/build"
+         -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+run_step(${CMAKE_COMMAND} --build "${FLT_WORK_DIR}/build")
+run_step("${FLT_WORK_DIR}/build/consumer")

@@ -1,0 +1,233 @@
+// Exact attention (softmax, linear) against naive double-precision loops, gradients, validation.
+#include <cmath>
+#include <limits>
+
+#include "flt/attention/linear.h"
+#include "flt/attention/softmax.h"
+#include "flt/kernels/linear_attention.h"
+#include "test_util.h"
+
+namespace fa = flt::attention;
+using flt::testing::all_close;
+using flt::testing::expect_error;
+using flt::testing::expect_gradients_match;
+
+namespace {
+
+// Weight of key j for query i, from the raw D-vectors.
+using Loop = std::function<double(const double* qi, const double* kj, int64_t dim)>;
+
+// out[b,h,i] = sum_j w(q_i, k_j) v_j / sum_j w(q_i, k_j), one scalar at a time, in double.
+torch::Tensor naive_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              bool causal, const Loop& weight) {
+  const auto qd = q.to(torch::kDouble).contiguous(), kd = k.to(torch::kDouble).contiguous();
+  const auto vd = v.to(torch::kDouble).contiguous();
+  const auto qa = qd.accessor<double, 4>(), ka = kd.accessor<double, 4>(), va = vd.accessor<double, 4>();
+  auto out = torch::zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, torch::kDouble);
+  auto oa = out.accessor<double, 4>();
+  const int64_t dim = q.size(3);
+  for (int64_t b = 0; b < q.size(0); ++b)
+    for (int64_t h = 0; h < q.size(1); ++h)
+      for (int64_t i = 0; i < q.size(2); ++i) {
+        std::vector<double> w(k.size(2), 0.0);
+        double total = 0.0;
+        for (int64_t j = 0; j < k.size(2) && !(causal && j > i); ++j) {
+          w[j] = weight(&qa[b][h][i][0], &ka[b][h][j][0], dim);
+          total += w[j];
+        }
+        for (int64_t d = 0; d < v.size(3); ++d) {
+          double acc = 0.0;
+          for (int64_t j = 0; j < k.size(2); ++j) acc += w[j] * va[b][h][j][d];
+          oa[b][h][i][d] = acc / total;
+        }
+      }
+  return out;
+}
+
+double elu1(double x) { return x > 0 ? x + 1.0 : std::exp(x); }
+
+// exp(q.k / sqrt(D)): softmax weights up to the row's constant factor, which cancels in the ratio.
+double softmax_weight(const double* qi, const double* kj, int64_t dim) {
+  double s = 0.0;
+  for (int64_t d = 0; d < dim; ++d) s += qi[d] * kj[d];
+  return std::exp(s / std::sqrt(static_cast<double>(dim)));
+}
+
+double linear_weight(const double* qi, const double* kj, int64_t dim) {
+  double s = 0.0;
+  for (int64_t d = 0; d < dim; ++d) s += elu1(qi[d]) * elu1(kj[d]);
+  return s;
+}
+
+class ExactAttention : public flt::testing::SeededTest {};
+
+}  // namespace
+
+TEST_F(ExactAttention, Softmax_MatchesNaiveLoop) {
+  for (bool causal : {false, true}) {
+    const auto q = torch::randn({2, 3, 7, 5}, torch::kDouble);
+    const auto k = torch::randn({2, 3, 7, 5}, torch::kDouble);
+    const auto v = torch::randn({2, 3, 7, 4}, torch::kDouble);
+    EXPECT_TRUE(all_close(fa::softmax_attention(q, k, v, causal),
+                          naive_attention(q, k, v, causal, softmax_weight), 1e-12, 1e-12))
+        << "causal=" << causal;
+  }
+}
+
+TEST_F(ExactAttention, Softmax_CrossLengths) {
+  const auto q = torch::randn({1, 2, 3, 4}, torch::kDouble);
+  const auto k = torch::randn({1, 2, 6, 4}, torch::kDouble);
+  const auto v = torch::randn({1, 2, 6, 2}, torch::kDouble);
+  EXPECT_TRUE(all_close(fa::softmax_attention(q, k, v),
+                        naive_attention(q, k, v, false, softmax_weight), 1e-12, 1e-12));
+}
+
+TEST_F(ExactAttention, Softmax_WeightsAreRowStochasticAndCausal) {
+  const auto q = torch::randn({1, 2, 9, 4});
+  const auto k = torch::randn({1, 2, 9, 4});
+  const auto a = fa::softmax_attention_weights(q, k, /*causal=*/true);
+  EXPECT_TRUE(all_close(a.sum(-1), torch::ones({1, 2, 9}), 1e-6, 1e-6));
+  EXPECT_EQ(a.triu(1).abs().max().item<float>(), 0.0f);
+}
+
+TEST_F(ExactAttention, Softmax_LargeLogitsStayFinite) {
+  const auto q = 100.0 * torch::randn({1, 1, 16, 8});
+  const auto k = 100.0 * torch::randn({1, 1, 16, 8});
+  const auto v = torch::randn({1, 1, 16, 8});
+  EXPECT_TRUE(fa::softmax_attention(q, k, v, true).isfinite().all().item<bool>());
+}
+
+TEST_F(ExactAttention, Linear_MatchesNaiveLoop) {
+  // L = 150 spans three causal chunks (kCausalChunk = 64), so the carried state is exercised.
+  static_assert(flt::kernels::kCausalChunk < 150, "test must cross chunk boundaries");
+  for (int64_t length : {5, 150}) {
+    for (bool causal : {false, true}) {
+      const auto q = torch::randn({1, 2, length, 3}, torch::kDouble);
+      const auto k = torch::randn({1, 2, length, 3}, torch::kDouble);
+      const auto v = torch::randn({1, 2, length, 2}, torch::kDouble);
+      EXPECT_TRUE(all_close(fa::linear_attention(q, k, v, causal),
+                            naive_attention(q, k, v, causal, linear_weight), 1e-11, 1e-12))
+          << "L=" << length << " causal=" << causal;
+    }
+  }
+}
+
+TEST_F(ExactAttention, Linear_MaterializeTimesVEqualsForward) {
+  for (bool causal : {false, true}) {
+    const auto q = torch::randn({2, 2, 70, 4}, torch::kDouble);
+    const auto k = torch::randn({2, 2, 70, 4}, torch::kDouble);
+    const auto v = torch::randn({2, 2, 70, 3}, torch::kDouble);
+    fa::LinearAttention attention;
+    fa::AttentionCall call;
+    call.causal = causal;
+    EXPECT_TRUE(all_close(attention(q, k, v, call),
+                          torch::matmul(attention->materialize(q, k, call), v), 1e-11, 1e-12));
+  }
+}
+
+TEST_F(ExactAttention, CausalOutputsIgnoreFutureTokens) {
+  const auto q = torch::randn({1, 2, 100, 4}, torch::kDouble);
+  const auto k = torch::randn({1, 2, 100, 4}, torch::kDouble);
+  const auto v = torch::randn({1, 2, 100, 3}, torch::kDouble);
+  auto k2 = k.clone(), v2 = v.clone();
+  k2.narrow(2, 60, 40).normal_();
+  v2.narrow(2, 60, 40).normal_();
+  for (auto fn : {&fa::softmax_attention, &fa::linear_attention}) {
+    const auto a = fn(q, k, v, true, fn == &fa::softmax_attention ? 0.0 : 1e-6).narrow(2, 0, 60);
+    const auto b = fn(q, k2, v2, true, fn == &fa::softmax_attention ? 0.0 : 1e-6).narrow(2, 0, 60);
+    EXPECT_TRUE(all_close(a, b, 1e-13, 1e-14));
+  }
+}
+
+TEST_F(ExactAttention, Softmax_GradientsMatchFiniteDifferences) {
+  for (bool causal : {false, true}) {
+    auto q = torch::randn({1, 2, 5, 3}, torch::kDouble).requires_grad_();
+    auto k = torch::randn({1, 2, 5, 3}, torch::kDouble).requires_grad_();
+    auto v = torch::randn({1, 2, 5, 2}, torch::kDouble).requires_grad_();
+    expect_gradients_match(
+        [causal](const std::vector<torch::Tensor>& x) {
+          return fa::softmax_attention(x[0], x[1], x[2], causal);
+        },
+        {q, k, v});
+  }
+}
+
+TEST_F(ExactAttention, Linear_GradientsMatchFiniteDifferences) {
+  for (bool causal : {false, true}) {
+    // L = 70 crosses a causal chunk boundary, so the state's gradient is checked too.
+    auto q = torch::randn({1, 1, 70, 2}, torch::kDouble).requires_grad_();
+    auto k = torch::randn({1, 1, 70, 2}, torch::kDouble).requires_grad_();
+    auto v = torch::randn({1, 1, 70, 2}, torch::kDouble).requires_grad_();
+    expect_gradients_match(
+        [causal](const std::vector<torch::Tensor>& x) {
+          return fa::linear_attention(x[0], x[1], x[2], causal);
+        },
+        {q, k, v});
+  }
+}
+
+TEST_F(ExactAttention, Float_AgreesWithDouble) {
+  const auto q = torch::randn({2, 4, 33, 16}, torch::kDouble);
+  const auto k = torch::randn({2, 4, 33, 16}, torch::kDouble);
+  const auto v = torch::randn({2, 4, 33, 8}, torch::kDouble);
+  for (bool causal : {false, true}) {
+    EXPECT_TRUE(all_close(fa::softmax_attention(q.to(torch::kFloat), k.to(torch::kFloat),
+                                                v.to(torch::kFloat), causal),
+                          fa::softmax_attention(q, k, v, causal), 1e-4, 1e-5));
+    EXPECT_TRUE(all_close(fa::linear_attention(q.to(torch::kFloat), k.to(torch::kFloat),
+                                               v.to(torch::kFloat), causal),
+                          fa::linear_attention(q, k, v, causal), 1e-4, 1e-5));
+  }
+}
+
+// ---- validation: every message names the argument and the bad shape or value ------------------
+
+TEST_F(ExactAttention, Validation_NamesTheBadArgument) {
+  const auto q = torch::randn({2, 3, 5, 4});
+  const auto k = torch::randn({2, 3, 5, 4});
+  const auto v = torch::randn({2, 3, 5, 6});
+  for (auto fn : {&fa::softmax_attention, &fa::linear_attention}) {
+    const double arg = fn == &fa::softmax_attention ? 0.0 : 1e-6;
+    const std::string name = fn == &fa::softmax_attention ? "softmax_attention" : "linear_attention";
+    expect_error([&] { fn(q[0], k, v, false, arg); }, {name, "q must have shape (B, H, L, D)", "[3, 5, 4]"});
+    expect_error([&] { fn(q, k[0], v, false, arg); }, {name, "k must have shape", "[3, 5, 4]"});
+    expect_error([&] { fn(q, k, v[0], false, arg); }, {name, "v must have shape", "[3, 5, 6]"});
+    expect_error([&] { fn(q, torch::randn({1, 3, 5, 4}), v, false, arg); },
+                 {name, "batch and heads", "[2, 3, 5, 4]", "[1, 3, 5, 4]"});
+    expect_error([&] { fn(q, torch::randn({2, 2, 5, 4}), v, false, arg); },
+                 {name, "batch and heads", "[2, 2, 5, 4]"});
+    expect_error([&] { fn(q, torch::randn({2, 3, 5, 7}), v, false, arg); },
+                 {name, "head dim D", "[2, 3, 5, 7]"});
+    expect_error([&] { fn(q, k, torch::randn({2, 3, 4, 6}), false, arg); },
+                 {name, "v must agree with k", "[2, 3, 4, 6]"});
+    expect_error([&] { fn(q, torch::randn({2, 3, 6, 4}), torch::randn({2, 3, 6, 6}), true, arg); },
+                 {name, "causal attention needs equal", "[2, 3, 6, 4]"});
+    expect_error([&] { fn(torch::ones({2, 3, 5, 4}, torch::kLong), k, v, false, arg); },
+                 {name, "floating-point", "Long"});
+    expect_error([&] { fn(q, k.to(torch::kDouble), v, false, arg); }, {name, "k has dtype", "Double"});
+    expect_error([&] { fn(q, k, v.to(torch::kDouble), false, arg); }, {name, "v has dtype", "Double"});
+    expect_error([&] { fn(torch::randn({2, 3, 0, 4}), k, v, false, arg); },
+                 {name, "q has empty length", "[2, 3, 0, 4]"});
+    expect_error([&] { fn(q, torch::randn({2, 3, 0, 4}), torch::randn({2, 3, 0, 6}), false, arg); },
+                 {name, "k has empty length"});
+    expect_error([&] { fn(q, k.to(torch::kMeta), v, false, arg); }, {name, "k is on meta"});
+  }
+  expect_error([&] { fa::linear_attention(q, k, v, false, -1.0); }, {"eps must be positive", "-1"});
+  expect_error([&] { fa::SoftmaxAttention(fa::SoftmaxAttentionOptions().scale(-2.0)); },
+               {"scale", "-2"});
+  expect_error([&] { fa::LinearAttention(fa::LinearAttentionOptions().eps(0.0)); }, {"eps", "0"});
+}
+
+TEST_F(ExactAttention, Modules_ShapesNamesAndParameters) {
+  fa::SoftmaxAttention softmax;
+  fa::LinearAttention linear;
+  const auto q = torch::randn({2, 3, 5, 4});
+  const auto v = torch::randn({2, 3, 5, 6});
+  EXPECT_EQ(softmax(q, q, v).sizes(), torch::IntArrayRef({2, 3, 5, 6}));
+  EXPECT_EQ(linear(q, q, v).sizes(), torch::IntArrayRef({2, 3, 5, 6}));
+  EXPECT_EQ(softmax->materialize(q, q).sizes(), torch::IntArrayRef({2, 3, 5, 5}));
+  EXPECT_EQ(softmax->name(), "softmax");
+  EXPECT_EQ(linear->name(), "linear");
+  EXPECT_EQ(softmax->parameter_count(), 0);
+  EXPECT_EQ(linear->parameter_count(), 0);
+}
