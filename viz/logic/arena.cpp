@@ -199,8 +199,9 @@ struct ArenaGame::Impl {
     grid.rows = grid.cols = kGridSize;
     grid.values.assign(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
     auto positive = values.masked_select(values > 0);
-    grid.lo = positive.numel() > 0 ? positive.min().item<float>() : 1e-6f;
     grid.hi = values.max().item<float>();
+    // the log colour scale spans at most 5 decades below the top, so the basin keeps its contrast
+    grid.lo = std::max(positive.numel() > 0 ? positive.min().item<float>() : 1e-6f, grid.hi * 1e-5f);
   }
 
   void add_racer(std::string name, RacerKind kind, std::array<uint8_t, 3> color, double lr, double momentum,

@@ -18,8 +18,12 @@ constexpr const char* kSceneKeys[kSceneCount] = {"attention", "kernel", "rpe", "
 constexpr const char* kMagic = "flt1";
 
 std::string format_double(double value) {
+  // the shortest of 15..17 significant digits that reads back exactly (0.9, not 0.90000000000000002)
   char buffer[40];
-  std::snprintf(buffer, sizeof(buffer), "%.17g", value);  // 17 digits: exact round trip
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", digits, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
   return buffer;
 }
 

@@ -1,0 +1,118 @@
+#pragma once
+// flt-lab application: the window, the per-frame panels over explicit state, headless PNG export
+// and frame-time profiling. main.cpp only parses the command line.
+
+#include <imgui.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/plot.h"
+#include "logic/arena.h"
+#include "logic/attention_lab.h"
+#include "logic/scenario.h"
+#include "logic/training.h"
+
+struct GLFWwindow;
+
+namespace flt::viz {
+
+/// Where interactive widgets ended up last frame (for scripted input tests).
+struct UiProbe {
+  ImVec2 step_min{0, 0}, step_max{0, 0};  ///< the transport bar's Step button
+};
+
+/// Mouse state injected instead of the real mouse (scripted input tests).
+struct InputOverride {
+  ImVec2 mouse{0, 0};
+  bool left_down = false;
+};
+
+struct ArenaView {
+  bool playing = false;
+  bool click_mode = false;          ///< human racer moves only on "My step"
+  bool show_surface = false;
+  float yaw = 0.7f, pitch = 0.9f;
+  LevelProgress progress;
+  std::vector<Segment> contours;    ///< of the current grid
+  int64_t grid_version = 0;
+  Texture texture;
+  bool dragging_start = false;
+  int recorded_level = -1;          ///< stars recorded once per finished race
+};
+
+struct TrainingView {
+  int layer = 0;
+  int64_t uploaded_version = -1;
+  std::vector<std::unique_ptr<Texture>> head_textures;
+};
+
+struct AttentionView {
+  bool playing = false;
+  double play_clock = 0.0;
+  int head = 0;
+  int64_t version = 0;
+  Texture approx, exact, diff;
+  bool dirty = true;
+};
+
+/// Everything the panels read and write.
+struct AppState {
+  Scenario scenario;
+  std::string state_text;            ///< the editable state string box
+  std::string message;               ///< last status message (exports, errors)
+  std::string runtime_line;          ///< flt::runtime_summary
+  bool headless = false;
+  bool select_scene_tab = true;      ///< select scenario.scene's tab on the next frame
+  ArenaGame arena;
+  ArenaView arena_view;
+  TrainingSession training;
+  TrainingView training_view;
+  bool training_worker = false;      ///< worker thread running (interactive mode)
+  AttentionLab lab;
+  AttentionView attention_view;
+  UiProbe probe;
+  std::string export_dir = ".";
+  std::string pending_screenshot;    ///< written after the next render
+};
+
+/// The window, GL context and ImGui context; one per process.
+class App {
+ public:
+  /// Creates the window (invisible when `hidden`), GL 3 context and ImGui. Throws std::runtime_error
+  /// with a helpful message when there is no display.
+  App(int width, int height, bool hidden);
+  ~App();
+
+  /// Applies a scenario (resets the scenes it affects).
+  void load(const Scenario& scenario);
+  /// Runs work synchronously so a headless frame shows a progressed scene: arena and training
+  /// steps, and a finished Attention Lab computation.
+  void prepare_headless(int steps);
+  /// Starts the training worker (interactive mode).
+  void start_worker();
+
+  /// One frame: poll, new frame, panels, render; swap unless `swap` is false. Returns frame ms.
+  double frame(const InputOverride* input = nullptr, bool swap = true);
+  /// Reads the back buffer of the last rendered frame (RGBA, top row first).
+  std::vector<uint8_t> read_pixels(int* width, int* height) const;
+  /// Renders a few frames and writes the window to `path` (PNG); false on failure.
+  bool screenshot(const std::string& path);
+
+  bool should_close() const;
+  AppState& state() { return *state_; }
+  GLFWwindow* window() const { return window_; }
+
+ private:
+  GLFWwindow* window_ = nullptr;
+  std::unique_ptr<AppState> state_;
+};
+
+/// Writes RGBA pixels (top row first) as a PNG.
+bool write_png(const std::string& path, const std::vector<uint8_t>& rgba, int width, int height);
+
+/// True when an X11 or Wayland display is available to GLFW.
+bool display_available();
+
+}  // namespace flt::viz
