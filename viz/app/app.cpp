@@ -215,7 +215,11 @@ void show_arena_map(AppState& s, ImVec2 size) {
   }
   // global minima and the start
   const auto& start = s.arena.racers().front().path.front();
-  for (const auto& racer : s.arena.racers()) (void)racer;
+  for (const auto& m : s.arena.minima()) {  // global minima: small white crosses
+    const ImVec2 p = to_screen(m[0], m[1]);
+    draw->AddLine(ImVec2(p.x - 5, p.y - 5), ImVec2(p.x + 5, p.y + 5), IM_COL32(255, 255, 255, 220), 2.0f);
+    draw->AddLine(ImVec2(p.x - 5, p.y + 5), ImVec2(p.x + 5, p.y - 5), IM_COL32(255, 255, 255, 220), 2.0f);
+  }
   const ImVec2 sp = to_screen(start[0], start[1]);
   draw->AddRect(ImVec2(sp.x - 7, sp.y - 7), ImVec2(sp.x + 7, sp.y + 7), IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
   draw->PopClipRect();
@@ -249,13 +253,13 @@ void show_arena_map(AppState& s, ImVec2 size) {
 void show_leaderboard(AppState& s) {
   auto rows = s.arena.leaderboard();
   const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
-                                ImGuiTableFlags_SizingStretchProp;
+                                ImGuiTableFlags_SizingFixedFit;
   if (!ImGui::BeginTable("leaderboard", 6, flags)) return;
   ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_DefaultSort, 0, static_cast<ImGuiID>(LeaderboardColumn::kRank));
-  ImGui::TableSetupColumn("racer", 0, 3.0f, static_cast<ImGuiID>(LeaderboardColumn::kName));
-  ImGui::TableSetupColumn("f - f*", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kValue));
-  ImGui::TableSetupColumn("dist to min", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kDistance));
-  ImGui::TableSetupColumn("steps to eps", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kStepsToEpsilon));
+  ImGui::TableSetupColumn("racer", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kName));
+  ImGui::TableSetupColumn("f-f*", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kValue));
+  ImGui::TableSetupColumn("dist", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kDistance));
+  ImGui::TableSetupColumn("steps", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kStepsToEpsilon));
   ImGui::TableSetupColumn("status", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kStatus));
   ImGui::TableHeadersRow();
   if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
@@ -304,7 +308,7 @@ void show_arena(AppState& s, double dt) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float map_size = std::min(avail.y - 8, avail.x * 0.55f);
   ImGui::BeginChild("arena_left", ImVec2(map_size + 80, avail.y - 4), false);
-  if (view.show_surface) {
+  if (settings.surface) {
     // a downsampled copy of the grid as a 3-D surface
     const auto& grid = s.arena.grid();
     const int stride = std::max(1, grid.rows / 48);
@@ -363,7 +367,7 @@ void show_arena(AppState& s, double dt) {
   }
   ImGui::Checkbox("contours", &settings.contours);
   ImGui::SameLine();
-  ImGui::Checkbox("3-D view", &view.show_surface);
+  ImGui::Checkbox("3-D view", &settings.surface);
   ImGui::SameLine();
   if (ImGui::Button("level start")) {
     settings.custom_start = false;
@@ -540,43 +544,45 @@ void show_attention(AppState& s, double dt) {
 
   ImGui::BeginChild("attn_maps", ImVec2(0, avail.y - 4), false);
   if (result.valid) {
-    view.head = std::clamp(view.head, 0, result.heads - 1);
-    if (result.heads > 1) {
-      ImGui::SetNextItemWidth(160);
-      ImGui::SliderInt("head", &view.head, 0, result.heads - 1);
-    }
+    // one row per head: the variant's matrix, exact softmax on the same q, k, and their difference
     const int L = result.length;
-    const size_t offset = static_cast<size_t>(view.head) * L * L;
-    const auto slice = [&](const std::vector<float>& all) {
-      return std::vector<float>(all.begin() + offset, all.begin() + offset + static_cast<size_t>(L) * L);
-    };
-    const auto approx = slice(result.approx), exact = slice(result.exact), diff = slice(result.diff);
-    float hi = 0.0f;
-    for (float v : approx) hi = std::max(hi, v);
-    for (float v : exact) hi = std::max(hi, v);
-    const float dmax = std::max(result.diff_max_abs, 1e-6f);
-    const int64_t key = view.version * 8 + view.head;
-    heatmap_texture(view.approx, key, approx, L, L, 0.0f, hi, Colormap::kViridis, false);
-    heatmap_texture(view.exact, key, exact, L, L, 0.0f, hi, Colormap::kViridis, false);
-    heatmap_texture(view.diff, key, diff, L, L, -dmax, dmax, Colormap::kDiverging, false);
+    const int heads = result.heads;
+    while (view.maps.size() < static_cast<size_t>(3 * heads)) view.maps.push_back(std::make_unique<Texture>());
     const ImVec2 region = ImGui::GetContentRegionAvail();
-    const float w = (region.x - 24) / 3.0f;
-    const float side = std::min(w - 64, region.y - 40);
-    const std::string title = result.variant + " (materialize)";
-    ImGui::BeginGroup();
-    heatmap("approx", view.approx, approx, L, L, 0.0f, hi, Colormap::kViridis, false, ImVec2(side + 64, side),
-            title.c_str());
-    ImGui::EndGroup();
-    ImGui::SameLine();
-    ImGui::BeginGroup();
-    heatmap("exact", view.exact, exact, L, L, 0.0f, hi, Colormap::kViridis, false, ImVec2(side + 64, side),
-            "exact softmax");
-    ImGui::EndGroup();
-    ImGui::SameLine();
-    ImGui::BeginGroup();
-    heatmap("diff", view.diff, diff, L, L, -dmax, dmax, Colormap::kDiverging, false, ImVec2(side + 64, side),
-            "difference (variant - softmax)");
-    ImGui::EndGroup();
+    const float row_height = (region.y - 10) / heads - ImGui::GetTextLineHeightWithSpacing() - 8;
+    const float side = std::max(40.0f, std::min((region.x - 30) / 3.0f - 70, row_height));
+    const float dmax = std::max(result.diff_max_abs, 1e-6f);
+    if (ImGui::BeginTable("attn_grid", 3, ImGuiTableFlags_SizingFixedFit)) {
+      for (int h = 0; h < heads; ++h) {
+        const size_t offset = static_cast<size_t>(h) * L * L;
+        const auto slice = [&](const std::vector<float>& all) {
+          return std::vector<float>(all.begin() + offset, all.begin() + offset + static_cast<size_t>(L) * L);
+        };
+        const auto approx = slice(result.approx), exact = slice(result.exact), diff = slice(result.diff);
+        float hi = 1e-6f;
+        for (float v : approx) hi = std::max(hi, v);
+        for (float v : exact) hi = std::max(hi, v);
+        auto& ta = *view.maps[3 * h];
+        auto& te = *view.maps[3 * h + 1];
+        auto& td = *view.maps[3 * h + 2];
+        heatmap_texture(ta, view.version, approx, L, L, 0.0f, hi, Colormap::kViridis, false);
+        heatmap_texture(te, view.version, exact, L, L, 0.0f, hi, Colormap::kViridis, false);
+        heatmap_texture(td, view.version, diff, L, L, -dmax, dmax, Colormap::kDiverging, false);
+        const std::string head = "head " + std::to_string(h) + ": ";
+        const std::string t1 = head + result.variant + " (materialize)", t2 = head + "exact softmax",
+                          t3 = head + "difference (variant - softmax)";
+        ImGui::PushID(h);
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        heatmap("approx", ta, approx, L, L, 0.0f, hi, Colormap::kViridis, false, ImVec2(side + 64, side), t1.c_str());
+        ImGui::TableNextColumn();
+        heatmap("exact", te, exact, L, L, 0.0f, hi, Colormap::kViridis, false, ImVec2(side + 64, side), t2.c_str());
+        ImGui::TableNextColumn();
+        heatmap("diff", td, diff, L, L, -dmax, dmax, Colormap::kDiverging, false, ImVec2(side + 64, side), t3.c_str());
+        ImGui::PopID();
+      }
+      ImGui::EndTable();
+    }
   } else if (!s.lab.busy()) {
     ImGui::TextDisabled("no result yet");
   }
@@ -814,6 +820,8 @@ bool App::screenshot(const std::string& path) {
   glfwSwapBuffers(window_);
   return write_png(path, pixels, w, h);
 }
+
+void App::set_vsync(bool on) { glfwSwapInterval(on ? 1 : 0); }
 
 bool App::should_close() const { return glfwWindowShouldClose(window_) != 0; }
 

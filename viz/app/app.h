@@ -32,7 +32,6 @@ struct InputOverride {
 struct ArenaView {
   bool playing = false;
   bool click_mode = false;          ///< human racer moves only on "My step"
-  bool show_surface = false;
   float yaw = 0.7f, pitch = 0.9f;
   LevelProgress progress;
   std::vector<Segment> contours;    ///< of the current grid
@@ -51,9 +50,8 @@ struct TrainingView {
 struct AttentionView {
   bool playing = false;
   double play_clock = 0.0;
-  int head = 0;
   int64_t version = 0;
-  Texture approx, exact, diff;
+  std::vector<std::unique_ptr<Texture>> maps;  ///< per head: variant, softmax, difference
   bool dirty = true;
 };
 
@@ -100,6 +98,8 @@ class App {
   /// Renders a few frames and writes the window to `path` (PNG); false on failure.
   bool screenshot(const std::string& path);
 
+  /// Vertical sync on or off (profiling measures frames with it off).
+  void set_vsync(bool on);
   bool should_close() const;
   AppState& state() { return *state_; }
   GLFWwindow* window() const { return window_; }

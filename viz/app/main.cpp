@@ -103,6 +103,7 @@ int run_headless(const Options& o, const flt::viz::Scenario& base) {
 int run_profile(const Options& o, const flt::viz::Scenario& base) {
   flt::viz::App app(kWidth, kHeight, /*hidden=*/false);
   app.start_worker();
+  app.set_vsync(false);
   std::printf("# %s\n# window %dx%d, %d frames per scene after 10 warm-up frames, vsync off\n",
               app.state().runtime_line.c_str(), kWidth, kHeight, o.frames);
   std::printf("%-10s %10s %10s %10s\n", "scene", "median_ms", "p90_ms", "max_ms");

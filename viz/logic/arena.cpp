@@ -72,7 +72,7 @@ const char* racer_status_name(RacerStatus status) {
     case RacerStatus::kReached: return "reached";
     case RacerStatus::kDiverged: return "diverged";
     case RacerStatus::kOutOfSteps: return "out of steps";
-    case RacerStatus::kUnavailable: return "not yet available";
+    case RacerStatus::kUnavailable: return "not yet";
   }
   return "?";
 }
@@ -185,6 +185,7 @@ struct ArenaGame::Impl {
   int par = 0;
   double pending_steps = 0.0;
   LandscapeGrid grid;
+  std::vector<std::array<double, 2>> minima;
 
   void build_grid() {
     torch::NoGradGuard no_grad;
@@ -221,7 +222,7 @@ struct ArenaGame::Impl {
     }
     if (kind == RacerKind::kLearned) {
       racer.status = RacerStatus::kUnavailable;
-      racer.note = "learned optimizers (issue 5) are not in the library yet";
+      racer.note = "learned optimizers (FLT, Performer, LSTM memory; issue 5) are not in the library yet";
       runners.emplace_back();
     } else {
       runners.push_back(make_runner(kind, x0, y0, lr, momentum, seed));
@@ -262,8 +263,12 @@ void ArenaGame::load(const ArenaSettings& settings, uint64_t seed) {
     s.add_racer("You (SGD)", RacerKind::kHuman, {255, 255, 255}, settings.human_lr, settings.human_momentum,
                 seed + 2, x0, y0);
   }
-  s.add_racer("Learned (FLT/Performer/LSTM)", RacerKind::kLearned, {200, 120, 255}, 0.0, 0.0, seed + 3, x0, y0);
+  s.add_racer("Learned (soon)", RacerKind::kLearned, {200, 120, 255}, 0.0, 0.0, seed + 3, x0, y0);
   s.build_grid();
+  s.minima.clear();
+  for (const auto& m : flt::optim::landscape_info(as_landscape(s.level.landscape), 2).minima) {
+    s.minima.push_back({m[0], m[1]});
+  }
 }
 
 void ArenaGame::step() {
@@ -323,6 +328,7 @@ int ArenaGame::stars() const {
 
 const std::vector<Racer>& ArenaGame::racers() const { return impl_->racers; }
 const LandscapeGrid& ArenaGame::grid() const { return impl_->grid; }
+const std::vector<std::array<double, 2>>& ArenaGame::minima() const { return impl_->minima; }
 double ArenaGame::value_at(double x, double y) const { return clean_value(impl_->level, x, y); }
 
 std::vector<LeaderboardRow> ArenaGame::leaderboard() const {

@@ -107,6 +107,8 @@ class ArenaGame {
   const std::vector<Racer>& racers() const;
   std::vector<LeaderboardRow> leaderboard() const;
   const LandscapeGrid& grid() const;
+  /// The landscape's global minimisers (x, y).
+  const std::vector<std::array<double, 2>>& minima() const;
   /// Value of f - f_min at a point (for hover readouts).
   double value_at(double x, double y) const;
   /// "racer,step,x,y,f" rows of every trajectory.

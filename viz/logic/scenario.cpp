@@ -110,6 +110,7 @@ const std::vector<Field>& fields() {
       double_field("a.mom", &Scenario::arena, &ArenaSettings::human_momentum),
       bool_field("a.human", &Scenario::arena, &ArenaSettings::human_enabled),
       bool_field("a.contours", &Scenario::arena, &ArenaSettings::contours),
+      bool_field("a.3d", &Scenario::arena, &ArenaSettings::surface),
       enum_field("t.task", &Scenario::training, &TrainingSettings::task, kTrainingTaskCount),
       int_field("t.variant", &Scenario::training, &TrainingSettings::variant, 0, 63),
       int_field("t.layers", &Scenario::training, &TrainingSettings::layers, 1, 8),

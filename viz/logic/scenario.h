@@ -27,6 +27,7 @@ struct ArenaSettings {
   double human_momentum = 0.9;   ///< and momentum
   bool human_enabled = true;
   bool contours = true;          ///< contour lines over the heatmap
+  bool surface = false;          ///< show the landscape as a 3-D surface instead of the map
 };
 
 enum class TrainingTask { kCopy = 0, kReverse, kAssociativeRecall, kPositionMatch };
