@@ -823,6 +823,11 @@ bool App::screenshot(const std::string& path) {
 
 void App::set_vsync(bool on) { glfwSwapInterval(on ? 1 : 0); }
 
+std::string App::renderer() const {
+  const auto* text = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
+  return text ? text : "unknown";
+}
+
 bool App::should_close() const { return glfwWindowShouldClose(window_) != 0; }
 
 }  // namespace flt::viz

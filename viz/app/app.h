@@ -100,6 +100,8 @@ class App {
 
   /// Vertical sync on or off (profiling measures frames with it off).
   void set_vsync(bool on);
+  /// GL_RENDERER of the context, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)".
+  std::string renderer() const;
   bool should_close() const;
   AppState& state() { return *state_; }
   GLFWwindow* window() const { return window_; }

@@ -122,16 +122,32 @@ Runner make_runner(RacerKind kind, double x0, double y0, double lr, double momen
   return runner;
 }
 
+// f(x, y) - f_min at one point, without autograd.
 double clean_value(const ArenaLevel& level, double x, double y) {
   torch::NoGradGuard no_grad;
-  const auto info = flt::optim::landscape_info(as_landscape(level.landscape), 2);
+  const auto landscape = as_landscape(level.landscape);
   auto point = torch::tensor({x, y}, torch::kDouble);
-  return flt::optim::evaluate_landscape(as_landscape(level.landscape), point).item<double>() - info.minimum;
+  return flt::optim::evaluate_landscape(landscape, point).item<double>() -
+         flt::optim::landscape_info(landscape, 2).minimum;
+}
+
+// Distance to the nearest of the landscape's global minimisers (from flt::optim::landscape_info).
+double distance_to_minima(const std::vector<std::array<double, 2>>& minima, double x, double y) {
+  double best = INFINITY;
+  for (const auto& m : minima) best = std::min(best, std::hypot(x - m[0], y - m[1]));
+  return best;
+}
+
+std::vector<std::array<double, 2>> minima_of(const ArenaLevel& level) {
+  std::vector<std::array<double, 2>> out;
+  for (const auto& m : flt::optim::landscape_info(as_landscape(level.landscape), 2).minima) out.push_back({m[0], m[1]});
+  return out;
 }
 
 // One optimizer step of `racer`, with the NaN guard: a non-finite gradient or value, or a point far
 // outside the view box, ends the racer as diverged instead of letting NaN spread.
-void step_racer(const ArenaLevel& level, Racer& racer, Runner& runner) {
+void step_racer(const ArenaLevel& level, const std::vector<std::array<double, 2>>& minima, Racer& racer,
+                Runner& runner) {
   if (racer.status != RacerStatus::kRunning) return;
   const auto landscape = as_landscape(level.landscape);
   runner.optimizer->zero_grad();
@@ -147,7 +163,8 @@ void step_racer(const ArenaLevel& level, Racer& racer, Runner& runner) {
   runner.optimizer->step();
   racer.steps += 1;
   const auto p = runner.x.detach();
-  const double x = p[0].item<double>(), y = p[1].item<double>();
+  const auto coordinates = p.accessor<double, 1>();
+  const double x = coordinates[0], y = coordinates[1];
   const double value = clean_value(level, x, y);
   const double span = std::max(level.hi_x - level.lo_x, level.hi_y - level.lo_y);
   const bool far = std::abs(x - 0.5 * (level.lo_x + level.hi_x)) > 3 * span ||
@@ -161,10 +178,7 @@ void step_racer(const ArenaLevel& level, Racer& racer, Runner& runner) {
   racer.path.push_back({x, y});
   racer.values.push_back(value);
   racer.best_value = std::min(racer.best_value, value);
-  {
-    torch::NoGradGuard no_grad;
-    racer.distance = flt::optim::distance_to_minimum(landscape, p).item<double>();
-  }
+  racer.distance = distance_to_minima(minima, x, y);
   if (value <= level.epsilon) {
     racer.status = RacerStatus::kReached;
     racer.steps_to_epsilon = racer.steps;
@@ -214,12 +228,7 @@ struct ArenaGame::Impl {
     racer.path.push_back({x0, y0});
     racer.values.push_back(clean_value(level, x0, y0));
     racer.best_value = racer.values.back();
-    {
-      torch::NoGradGuard no_grad;
-      racer.distance = flt::optim::distance_to_minimum(as_landscape(level.landscape),
-                                                       torch::tensor({x0, y0}, torch::kDouble))
-                           .item<double>();
-    }
+    racer.distance = distance_to_minima(minima, x0, y0);
     if (kind == RacerKind::kLearned) {
       racer.status = RacerStatus::kUnavailable;
       racer.note = "learned optimizers (FLT, Performer, LSTM memory; issue 5) are not in the library yet";
@@ -240,6 +249,7 @@ void ArenaGame::load(const ArenaSettings& settings, uint64_t seed) {
   s.settings = settings;
   s.level_index = std::clamp(settings.level, 0, static_cast<int>(levels.size()) - 1);
   s.level = levels[s.level_index];
+  s.minima = minima_of(s.level);
   s.racers.clear();
   s.runners.clear();
   s.steps = 0;
@@ -252,7 +262,7 @@ void ArenaGame::load(const ArenaSettings& settings, uint64_t seed) {
     Racer probe;
     probe.best_value = clean_value(s.level, x0, y0);
     Runner runner = make_runner(RacerKind::kAdam, x0, y0, s.level.adam_lr, 0.0, seed);
-    while (probe.status == RacerStatus::kRunning) step_racer(s.level, probe, runner);
+    while (probe.status == RacerStatus::kRunning) step_racer(s.level, s.minima, probe, runner);
     s.par = probe.steps_to_epsilon > 0 ? probe.steps_to_epsilon : s.level.max_steps;
   }
 
@@ -265,23 +275,19 @@ void ArenaGame::load(const ArenaSettings& settings, uint64_t seed) {
   }
   s.add_racer("Learned (soon)", RacerKind::kLearned, {200, 120, 255}, 0.0, 0.0, seed + 3, x0, y0);
   s.build_grid();
-  s.minima.clear();
-  for (const auto& m : flt::optim::landscape_info(as_landscape(s.level.landscape), 2).minima) {
-    s.minima.push_back({m[0], m[1]});
-  }
 }
 
 void ArenaGame::step() {
   auto& s = *impl_;
   if (finished()) return;
-  for (size_t i = 0; i < s.racers.size(); ++i) step_racer(s.level, s.racers[i], s.runners[i]);
+  for (size_t i = 0; i < s.racers.size(); ++i) step_racer(s.level, s.minima, s.racers[i], s.runners[i]);
   s.steps += 1;
 }
 
 void ArenaGame::step_human() {
   auto& s = *impl_;
   for (size_t i = 0; i < s.racers.size(); ++i) {
-    if (s.racers[i].kind == RacerKind::kHuman) step_racer(s.level, s.racers[i], s.runners[i]);
+    if (s.racers[i].kind == RacerKind::kHuman) step_racer(s.level, s.minima, s.racers[i], s.runners[i]);
   }
 }
 

@@ -344,3 +344,25 @@ TEST_F(VizLogic, AttentionLabComparesWithExactSoftmax) {
   lab.wait();
   EXPECT_EQ(lab.result().approx, linear.approx);
 }
+
+TEST_F(VizLogic, CsvExports) {
+  ArenaGame game;
+  game.load(ArenaSettings{}, 1);
+  for (int i = 0; i < 5; ++i) game.step();
+  const std::string arena = game.trajectories_csv();
+  size_t rows = 0;
+  for (char c : arena) rows += c == '\n';
+  size_t points = 0;
+  for (const auto& racer : game.racers()) points += racer.path.size();
+  EXPECT_EQ(rows, points + 1);  // header + one row per point
+  EXPECT_EQ(arena.rfind("racer,step,x,y,f\n", 0), 0u);
+
+  TrainingSession session;
+  TrainingSettings settings;
+  settings.length = 3;
+  session.configure(settings, 1);
+  session.run_steps(3);
+  const std::string curves = session.curves_csv();
+  EXPECT_EQ(curves.rfind("step,loss,accuracy\n1,", 0), 0u) << curves;
+  EXPECT_NE(curves.find("\n3,"), std::string::npos);
+}
