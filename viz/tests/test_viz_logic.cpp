@@ -366,3 +366,26 @@ TEST_F(VizLogic, CsvExports) {
   EXPECT_EQ(curves.rfind("step,loss,accuracy\n1,", 0), 0u) << curves;
   EXPECT_NE(curves.find("\n3,"), std::string::npos);
 }
+
+TEST_F(VizLogic, LiveModelInputReproducesTheModelsOwnAttention) {
+  // The Attention Lab's "live model" q, k (layer 0 of the probe) give back exactly the model's own
+  // layer-0 attention maps: the lab sees what the model sees.
+  TrainingSession session;
+  TrainingSettings settings;
+  settings.length = 5;
+  session.configure(settings, 9);
+  session.run_steps(5);
+  LiveQueriesKeys live;
+  ASSERT_TRUE(session.probe_queries_keys(&live.q, &live.k, &live.heads, &live.length, &live.dim));
+  AttentionLabSettings lab;
+  lab.input = AttentionInput::kLiveModel;
+  lab.variant = 0;
+  lab.causal = true;  // the LM's maps are causal
+  const auto result = compute_attention_lab(lab, 1, &live);
+  ASSERT_TRUE(result.valid) << result.error;
+  const auto snap = session.snapshot();
+  ASSERT_EQ(result.length, snap.map_length);
+  const size_t per_layer = static_cast<size_t>(snap.heads) * snap.map_length * snap.map_length;
+  ASSERT_EQ(result.exact.size(), per_layer);
+  for (size_t i = 0; i < per_layer; ++i) ASSERT_NEAR(result.exact[i], snap.maps[i], 1e-5f) << i;
+}
