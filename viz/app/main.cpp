@@ -107,25 +107,32 @@ int run_profile(const Options& o, const flt::viz::Scenario& base) {
   std::printf("# %s\n# GL renderer: %s\n# window %dx%d, %d frames per scene after 10 warm-up frames, vsync off, "
               "live training running at x64 on its worker thread throughout\n",
               app.state().runtime_line.c_str(), app.renderer().c_str(), kWidth, kHeight, o.frames);
-  std::printf("%-10s %10s %10s %10s\n", "scene", "median_ms", "p90_ms", "max_ms");
+  std::printf("%-10s %18s %10s %10s %18s\n", "scene", "median_ms(train)", "p90_ms", "max_ms", "median_ms(idle)");
+  const auto measure = [&](int frames) {
+    std::vector<double> times;
+    for (int i = 0; i < frames + 10; ++i) {
+      const double ms = app.frame();
+      if (i >= 10) times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    return times;
+  };
   for (const auto scene : scenes_for(o.scene)) {
     auto scenario = base;
     scenario.scene = scene;
     scenario.speed = 64.0f;  // training and the arena run flat out while we measure
     app.load(scenario);
-    app.state().training.set_playing(true);  // live training runs during every scene
     app.state().arena_view.playing = scene == flt::viz::SceneId::kArena;
     // the Attention Lab is measured showing its (finished) computation: playing it at x64 would
     // recompute every frame, which measures the attention, not the UI
-    std::vector<double> times;
-    for (int i = 0; i < o.frames + 10; ++i) {
-      const double ms = app.frame();
-      if (i >= 10) times.push_back(ms);
-    }
+    app.state().training.set_playing(true);  // live training runs during every scene
+    const auto busy = measure(o.frames);
     app.state().training.set_playing(false);
-    std::sort(times.begin(), times.end());
-    std::printf("%-10s %10.2f %10.2f %10.2f\n", flt::viz::scene_key(scene), times[times.size() / 2],
-                times[times.size() * 9 / 10], times.back());
+    app.load(scenario);  // same scene again with training paused: the UI's own cost
+    app.state().arena_view.playing = scene == flt::viz::SceneId::kArena;
+    const auto idle = measure(o.frames);
+    std::printf("%-10s %18.2f %10.2f %10.2f %18.2f\n", flt::viz::scene_key(scene), busy[busy.size() / 2],
+                busy[busy.size() * 9 / 10], busy.back(), idle[idle.size() / 2]);
   }
   return 0;
 }

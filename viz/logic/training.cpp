@@ -14,6 +14,12 @@
 #include <sstream>
 #include <thread>
 
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "flt/attention/transformer.h"
 #include "logic/variant_catalog.h"
 #include "logic/variant_options.h"
@@ -290,6 +296,11 @@ struct TrainingSession::Impl {
   }
 
   void worker_loop() {
+#ifdef __linux__
+    // Lower this thread's priority (and that of the OpenMP team it creates, which inherits it): on a
+    // small machine the UI thread then gets the CPU first and frames stay smooth while training.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+#endif
     while (true) {
       bool do_rebuild = false, do_step = false;
       TrainingSettings s;
