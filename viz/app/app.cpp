@@ -138,6 +138,12 @@ void show_transport(AppState& s) {
   ImGui::SameLine();
   if (ImGui::Button("Export PNG")) {
     s.pending_screenshot = s.export_dir + "/flt-lab-" + scene_key(scene) + ".png";
+    s.screenshot_panel_only = false;
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Export panel PNG")) {
+    s.pending_screenshot = s.export_dir + "/flt-lab-" + scene_key(scene) + "-panel.png";
+    s.screenshot_panel_only = true;
   }
   ImGui::SameLine();
   ImGui::BeginDisabled(scene != SceneId::kArena && scene != SceneId::kTraining);
@@ -574,7 +580,9 @@ void show_attention(AppState& s, double dt) {
         ImGui::PushID(h);
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
-        heatmap("approx", ta, approx, L, L, 0.0f, hi, Colormap::kViridis, false, ImVec2(side + 64, side), t1.c_str());
+        const auto hover =
+            heatmap("approx", ta, approx, L, L, 0.0f, hi, Colormap::kViridis, false, ImVec2(side + 64, side), t1.c_str());
+        if (h == 0) s.probe.attention_map = hover;
         ImGui::TableNextColumn();
         heatmap("exact", te, exact, L, L, 0.0f, hi, Colormap::kViridis, false, ImVec2(side + 64, side), t2.c_str());
         ImGui::TableNextColumn();
@@ -647,6 +655,9 @@ void show_main_window(AppState& s, double dt) {
       if (ImGui::BeginTabItem(kSceneTitles[i], nullptr, flags)) {
         if (!s.select_scene_tab) s.scenario.scene = scene;
         ImGui::BeginChild("scene", ImVec2(0, -status_height), false);
+        s.probe.scene_min = ImGui::GetWindowPos();
+        s.probe.scene_max = ImVec2(s.probe.scene_min.x + ImGui::GetWindowSize().x,
+                                   s.probe.scene_min.y + ImGui::GetWindowSize().y);
         switch (scene) {
           case SceneId::kArena: show_arena(s, dt); break;
           case SceneId::kTraining: show_training(s); break;
@@ -675,6 +686,21 @@ bool display_available() {
   const char* x11 = std::getenv("DISPLAY");
   const char* wayland = std::getenv("WAYLAND_DISPLAY");
   return (x11 && *x11) || (wayland && *wayland);
+}
+
+std::vector<uint8_t> crop(const std::vector<uint8_t>& rgba, int width, ImVec2 min, ImVec2 max, int* out_width,
+                          int* out_height) {
+  const int height = static_cast<int>(rgba.size() / 4 / static_cast<size_t>(width));
+  const int x0 = std::clamp(static_cast<int>(min.x), 0, width - 1), y0 = std::clamp(static_cast<int>(min.y), 0, height - 1);
+  const int x1 = std::clamp(static_cast<int>(max.x), x0 + 1, width), y1 = std::clamp(static_cast<int>(max.y), y0 + 1, height);
+  *out_width = x1 - x0;
+  *out_height = y1 - y0;
+  std::vector<uint8_t> out(static_cast<size_t>(*out_width) * *out_height * 4);
+  for (int y = y0; y < y1; ++y) {
+    std::copy_n(rgba.begin() + (static_cast<std::ptrdiff_t>(y) * width + x0) * 4, *out_width * 4,
+                out.begin() + static_cast<std::ptrdiff_t>(y - y0) * *out_width * 4);
+  }
+  return out;
 }
 
 bool write_png(const std::string& path, const std::vector<uint8_t>& rgba, int width, int height) {
@@ -788,7 +814,8 @@ double App::frame(const InputOverride* input, bool swap) {
     const std::string path = state_->pending_screenshot;
     state_->pending_screenshot.clear();
     int w = 0, h = 0;
-    const auto pixels = read_pixels(&w, &h);
+    auto pixels = read_pixels(&w, &h);
+    if (state_->screenshot_panel_only) pixels = crop(pixels, w, state_->probe.scene_min, state_->probe.scene_max, &w, &h);
     state_->message = write_png(path, pixels, w, h) ? "wrote " + path : "could not write " + path;
   }
   // 4. present

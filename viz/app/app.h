@@ -21,6 +21,8 @@ namespace flt::viz {
 /// Where interactive widgets ended up last frame (for scripted input tests).
 struct UiProbe {
   ImVec2 step_min{0, 0}, step_max{0, 0};  ///< the transport bar's Step button
+  HeatmapHover attention_map;             ///< the Attention Lab's first map (head 0, the variant)
+  ImVec2 scene_min{0, 0}, scene_max{0, 0};///< the scene panel below the tab bar (panel export)
 };
 
 /// Mouse state injected instead of the real mouse (scripted input tests).
@@ -73,6 +75,7 @@ struct AppState {
   UiProbe probe;
   std::string export_dir = ".";
   std::string pending_screenshot;    ///< written after the next render
+  bool screenshot_panel_only = false;///< crop it to the scene panel
 };
 
 /// The window, GL context and ImGui context; one per process.
@@ -110,6 +113,10 @@ class App {
   GLFWwindow* window_ = nullptr;
   std::unique_ptr<AppState> state_;
 };
+
+/// The [min, max) rectangle (screen pixels) of an RGBA image `width` wide.
+std::vector<uint8_t> crop(const std::vector<uint8_t>& rgba, int width, ImVec2 min, ImVec2 max, int* out_width,
+                          int* out_height);
 
 /// Writes RGBA pixels (top row first) as a PNG.
 bool write_png(const std::string& path, const std::vector<uint8_t>& rgba, int width, int height);

@@ -167,6 +167,8 @@ HeatmapHover heatmap(const char* id, const Texture& texture, const std::vector<f
   const float side = std::max(8.0f, std::min(size.x - bar_space, size.y));
   const ImVec2 min = origin, max(origin.x + side, origin.y + side);
   ImGui::InvisibleButton("map", ImVec2(side + bar_space, side));
+  hover.min = min;
+  hover.max = max;
   if (texture.ready()) draw->AddImage(texture.imgui_id(), min, max);
   draw->AddRect(min, max, kAxis);
   colorbar(draw, ImVec2(max.x + 6, min.y), ImVec2(max.x + 6 + bar_width, max.y), lo, hi, map, log);
@@ -175,7 +177,10 @@ HeatmapHover heatmap(const char* id, const Texture& texture, const std::vector<f
     const int col = static_cast<int>((m.x - min.x) / side * cols);
     const int row = static_cast<int>((m.y - min.y) / side * rows);
     if (row >= 0 && row < rows && col >= 0 && col < cols) {
-      hover = {true, row, col, values[static_cast<size_t>(row) * cols + col]};
+      hover.active = true;
+      hover.row = row;
+      hover.col = col;
+      hover.value = values[static_cast<size_t>(row) * cols + col];
       const float cw = side / cols, ch = side / rows;
       draw->AddRect(ImVec2(min.x + col * cw, min.y + row * ch), ImVec2(min.x + (col + 1) * cw, min.y + (row + 1) * ch),
                     IM_COL32(255, 255, 255, 255));

@@ -42,9 +42,10 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
                const char* y_label);
 
 struct HeatmapHover {
-  bool active = false;
+  bool active = false;            ///< the mouse is over a cell
   int row = 0, col = 0;
   float value = 0.0f;
+  ImVec2 min{0, 0}, max{0, 0};    ///< where the map was drawn
 };
 
 /// Heatmap of `values` (rows x cols) from `texture` (already updated by the caller via

@@ -151,3 +151,43 @@ TEST_F(VizRender, ScriptedClickOnStepAdvancesTheArena) {
   app_->frame(&input);
   EXPECT_EQ(app_->state().arena.step_count(), 1);
 }
+
+TEST_F(VizRender, HoverOnAnAttentionMapReadsTheCell) {
+  Scenario scenario;
+  scenario.scene = SceneId::kAttention;
+  scenario.attention.length = 16;
+  app_->load(scenario);
+  app_->prepare_headless(0);
+  app_->frame();
+  app_->frame();
+  const auto map = app_->state().probe.attention_map;
+  ASSERT_GT(map.max.x, map.min.x);
+  // the centre of cell (i=5, j=11) of a 16 x 16 map
+  const float cell = (map.max.x - map.min.x) / 16.0f;
+  InputOverride input{ImVec2(map.min.x + 11.5f * cell, map.min.y + 5.5f * cell), false};
+  app_->frame(&input);
+  app_->frame(&input);
+  const auto hover = app_->state().probe.attention_map;
+  ASSERT_TRUE(hover.active);
+  EXPECT_EQ(hover.row, 5);
+  EXPECT_EQ(hover.col, 11);
+  const auto& result = app_->state().lab.result();
+  EXPECT_EQ(hover.value, result.approx[5 * 16 + 11]);  // head 0, the variant's matrix
+}
+
+TEST_F(VizRender, PanelExportCropsToTheScene) {
+  Scenario scenario;
+  scenario.scene = SceneId::kArena;
+  app_->load(scenario);
+  app_->frame();
+  const std::string path = (out_ / "panel.png").string();
+  app_->state().pending_screenshot = path;
+  app_->state().screenshot_panel_only = true;
+  app_->frame();
+  const Image image = load_png(path);
+  const auto& probe = app_->state().probe;
+  EXPECT_EQ(image.width, static_cast<int>(probe.scene_max.x) - static_cast<int>(probe.scene_min.x));
+  EXPECT_LT(image.height, 800);
+  EXPECT_GT(image.height, 500);
+  EXPECT_GT(distinct_colors(image), 30);
+}
