@@ -22,13 +22,15 @@ namespace flt::viz {
 namespace {
 
 constexpr ImU32 kBannerRed = IM_COL32(200, 40, 40, 255);
-const char* const kSceneTitles[kSceneCount] = {"Attention Lab", "Kernel Explorer", "RPE Studio", "Live Training",
-                                               "Optimizer Arena"};
+const char* const kSceneTitles[kSceneCount] = {"Attention Lab", "Kernel Explorer", "RPE Studio",
+                                               "Live Training", "Optimizer Arena"};
 
 // Headless and scripted frames advance by a fixed 1/60 s so renders are reproducible.
 constexpr double kFixedFrameSeconds = 1.0 / 60.0;
 
-ImU32 rgb(const std::array<uint8_t, 3>& c, uint8_t alpha = 255) { return IM_COL32(c[0], c[1], c[2], alpha); }
+ImU32 rgb(const std::array<uint8_t, 3>& c, uint8_t alpha = 255) {
+  return IM_COL32(c[0], c[1], c[2], alpha);
+}
 
 void section(const char* title) {
   ImGui::Spacing();
@@ -36,12 +38,15 @@ void section(const char* title) {
   ImGui::Separator();
 }
 
-bool slider_double(const char* label, double* value, double lo, double hi, const char* format, bool log) {
+bool slider_double(const char* label, double* value, double lo, double hi, const char* format,
+                   bool log) {
   return ImGui::SliderScalar(label, ImGuiDataType_Double, value, &lo, &hi, format,
                              log ? ImGuiSliderFlags_Logarithmic : ImGuiSliderFlags_None);
 }
 
-void glfw_error(int code, const char* description) { std::fprintf(stderr, "GLFW error %d: %s\n", code, description); }
+void glfw_error(int code, const char* description) {
+  std::fprintf(stderr, "GLFW error %d: %s\n", code, description);
+}
 
 bool write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -62,14 +67,18 @@ void reset_scene(AppState& s) {
       s.training.configure(s.scenario.training, s.scenario.seed);
       s.training_view.uploaded_version = -1;
       break;
-    case SceneId::kAttention: s.attention_view.dirty = true; break;
-    default: break;
+    case SceneId::kAttention:
+      s.attention_view.dirty = true;
+      break;
+    default:
+      break;
   }
 }
 
 void show_transport(AppState& s) {
   const SceneId scene = s.scenario.scene;
-  const bool has_transport = scene == SceneId::kArena || scene == SceneId::kTraining || scene == SceneId::kAttention;
+  const bool has_transport =
+      scene == SceneId::kArena || scene == SceneId::kTraining || scene == SceneId::kAttention;
   const auto training = scene == SceneId::kTraining ? s.training.snapshot() : TrainingSnapshot{};
   bool playing = scene == SceneId::kArena      ? s.arena_view.playing
                  : scene == SceneId::kTraining ? training.playing
@@ -102,7 +111,8 @@ void show_transport(AppState& s) {
   if (ImGui::Button("Reset", ImVec2(64, 0))) reset_scene(s);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(150);
-  if (ImGui::SliderFloat("speed", &s.scenario.speed, 0.25f, 64.0f, "x%.2f", ImGuiSliderFlags_Logarithmic)) {
+  if (ImGui::SliderFloat("speed", &s.scenario.speed, 0.25f, 64.0f, "x%.2f",
+                         ImGuiSliderFlags_Logarithmic)) {
     s.training.set_speed(s.scenario.speed);
   }
   ImGui::EndDisabled();
@@ -149,7 +159,8 @@ void show_transport(AppState& s) {
   ImGui::BeginDisabled(scene != SceneId::kArena && scene != SceneId::kTraining);
   if (ImGui::Button("Export CSV")) {
     const std::string path = s.export_dir + "/flt-lab-" + scene_key(scene) + ".csv";
-    const bool ok = write_text(path, scene == SceneId::kArena ? s.arena.trajectories_csv() : s.training.curves_csv());
+    const bool ok = write_text(
+        path, scene == SceneId::kArena ? s.arena.trajectories_csv() : s.training.curves_csv());
     s.message = ok ? "wrote " + path : "could not write " + path;
   }
   ImGui::EndDisabled();
@@ -158,7 +169,8 @@ void show_transport(AppState& s) {
   ImGui::TextDisabled("state: %s", s.state_text.c_str());
 }
 
-// ---- Optimizer Arena -----------------------------------------------------------------------------
+// ---- Optimizer Arena
+// -----------------------------------------------------------------------------
 
 void reload_arena(AppState& s) {
   s.arena.load(s.scenario.arena, s.scenario.seed);
@@ -170,15 +182,17 @@ void show_arena_map(AppState& s, ImVec2 size) {
   const auto& level = s.arena.level();
   const auto& grid = s.arena.grid();
   // the texture and contours follow the grid (rebuilt on every load)
-  const int64_t grid_key = reinterpret_cast<intptr_t>(grid.values.data()) ^ (s.arena.level_index() << 20) ^
-                           static_cast<int64_t>(grid.hi * 1000);
+  const int64_t grid_key = reinterpret_cast<intptr_t>(grid.values.data()) ^
+                           (s.arena.level_index() << 20) ^ static_cast<int64_t>(grid.hi * 1000);
   if (grid_key != view.grid_version || !view.texture.ready()) {
     view.grid_version = grid_key;
-    view.texture.update(grid_key, colorize(grid.values, Colormap::kViridis, grid.lo, grid.hi, /*log=*/true),
+    view.texture.update(grid_key,
+                        colorize(grid.values, Colormap::kViridis, grid.lo, grid.hi, /*log=*/true),
                         grid.cols, grid.rows);
     // contour levels evenly spaced in log f
     std::vector<float> logs(grid.values.size());
-    for (size_t i = 0; i < logs.size(); ++i) logs[i] = std::log10(std::max(grid.values[i], grid.lo));
+    for (size_t i = 0; i < logs.size(); ++i)
+      logs[i] = std::log10(std::max(grid.values[i], grid.lo));
     std::vector<float> levels;
     const float a = std::log10(grid.lo), b = std::log10(grid.hi);
     for (int i = 1; i < 12; ++i) levels.push_back(a + (b - a) * i / 12.0f);
@@ -192,8 +206,10 @@ void show_arena_map(AppState& s, ImVec2 size) {
   ImGui::InvisibleButton("arena_map", ImVec2(side + 70, side));
   const bool hovered = ImGui::IsItemHovered();
   draw->AddImage(view.texture.imgui_id(), min, max);
-  if (s.scenario.arena.contours) draw_contours(draw, view.contours, grid.rows, grid.cols, min, max, IM_COL32(255, 255, 255, 70));
-  colorbar(draw, ImVec2(max.x + 6, min.y), ImVec2(max.x + 20, max.y), grid.lo, grid.hi, Colormap::kViridis, true);
+  if (s.scenario.arena.contours)
+    draw_contours(draw, view.contours, grid.rows, grid.cols, min, max, IM_COL32(255, 255, 255, 70));
+  colorbar(draw, ImVec2(max.x + 6, min.y), ImVec2(max.x + 20, max.y), grid.lo, grid.hi,
+           Colormap::kViridis, true);
   const auto to_screen = [&](double x, double y) {
     return ImVec2(min.x + static_cast<float>((x - level.lo_x) / (level.hi_x - level.lo_x)) * side,
                   min.y + static_cast<float>((level.hi_y - y) / (level.hi_y - level.lo_y)) * side);
@@ -223,11 +239,14 @@ void show_arena_map(AppState& s, ImVec2 size) {
   const auto& start = s.arena.racers().front().path.front();
   for (const auto& m : s.arena.minima()) {  // global minima: small white crosses
     const ImVec2 p = to_screen(m[0], m[1]);
-    draw->AddLine(ImVec2(p.x - 5, p.y - 5), ImVec2(p.x + 5, p.y + 5), IM_COL32(255, 255, 255, 220), 2.0f);
-    draw->AddLine(ImVec2(p.x - 5, p.y + 5), ImVec2(p.x + 5, p.y - 5), IM_COL32(255, 255, 255, 220), 2.0f);
+    draw->AddLine(ImVec2(p.x - 5, p.y - 5), ImVec2(p.x + 5, p.y + 5), IM_COL32(255, 255, 255, 220),
+                  2.0f);
+    draw->AddLine(ImVec2(p.x - 5, p.y + 5), ImVec2(p.x + 5, p.y - 5), IM_COL32(255, 255, 255, 220),
+                  2.0f);
   }
   const ImVec2 sp = to_screen(start[0], start[1]);
-  draw->AddRect(ImVec2(sp.x - 7, sp.y - 7), ImVec2(sp.x + 7, sp.y + 7), IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
+  draw->AddRect(ImVec2(sp.x - 7, sp.y - 7), ImVec2(sp.x + 7, sp.y + 7),
+                IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
   draw->PopClipRect();
   draw->AddRect(min, max, IM_COL32(170, 170, 180, 255));
 
@@ -239,7 +258,8 @@ void show_arena_map(AppState& s, ImVec2 size) {
   }
   if (view.dragging_start) {
     if (ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
-      const auto w = to_world(ImVec2(std::clamp(mouse.x, min.x, max.x), std::clamp(mouse.y, min.y, max.y)));
+      const auto w =
+          to_world(ImVec2(std::clamp(mouse.x, min.x, max.x), std::clamp(mouse.y, min.y, max.y)));
       s.scenario.arena.custom_start = true;
       s.scenario.arena.start_x = std::round(w[0] * 1000) / 1000;
       s.scenario.arena.start_y = std::round(w[1] * 1000) / 1000;
@@ -251,17 +271,18 @@ void show_arena_map(AppState& s, ImVec2 size) {
   }
   if (hovered && mouse.x <= max.x) {
     const auto w = to_world(mouse);
-    ImGui::SetTooltip("x=%.3f y=%.3f  f-f*=%.4g\n(drag the white square to move the start)", w[0], w[1],
-                      s.arena.value_at(w[0], w[1]));
+    ImGui::SetTooltip("x=%.3f y=%.3f  f-f*=%.4g\n(drag the white square to move the start)", w[0],
+                      w[1], s.arena.value_at(w[0], w[1]));
   }
 }
 
 void show_leaderboard(AppState& s) {
   auto rows = s.arena.leaderboard();
-  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
-                                ImGuiTableFlags_SizingFixedFit;
+  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg |
+                                ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
   if (!ImGui::BeginTable("leaderboard", 6, flags)) return;
-  ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_DefaultSort, 0, static_cast<ImGuiID>(LeaderboardColumn::kRank));
+  ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_DefaultSort, 0,
+                          static_cast<ImGuiID>(LeaderboardColumn::kRank));
   ImGui::TableSetupColumn("racer", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kName));
   ImGui::TableSetupColumn("f-f*", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kValue));
   ImGui::TableSetupColumn("dist", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kDistance));
@@ -322,10 +343,11 @@ void show_arena(AppState& s, double dt) {
     int rows = 0, cols = 0;
     for (int r = 0; r < grid.rows; r += stride, ++rows) {
       cols = 0;
-      for (int c = 0; c < grid.cols; c += stride, ++cols) small.push_back(grid.values[static_cast<size_t>(r) * grid.cols + c]);
+      for (int c = 0; c < grid.cols; c += stride, ++cols)
+        small.push_back(grid.values[static_cast<size_t>(r) * grid.cols + c]);
     }
-    surface_plot("surface", small, rows, cols, ImVec2(map_size + 70, map_size), &view.yaw, &view.pitch,
-                 Colormap::kViridis, true);
+    surface_plot("surface", small, rows, cols, ImVec2(map_size + 70, map_size), &view.yaw,
+                 &view.pitch, Colormap::kViridis, true);
   } else {
     show_arena_map(s, ImVec2(map_size + 70, map_size));
   }
@@ -337,9 +359,11 @@ void show_arena(AppState& s, double dt) {
   if (ImGui::BeginCombo("level", levels[s.arena.level_index()].name.c_str())) {
     for (int i = 0; i < static_cast<int>(levels.size()); ++i) {
       const bool unlocked = view.progress.unlocked(i) || i <= settings.level;
-      std::string label = levels[i].name + "  " + std::string(static_cast<size_t>(view.progress.best_stars[i]), '*');
+      std::string label = levels[i].name + "  " +
+                          std::string(static_cast<size_t>(view.progress.best_stars[i]), '*');
       if (!unlocked) label += "  (locked: earn a star on the level before)";
-      if (ImGui::Selectable(label.c_str(), i == settings.level, unlocked ? 0 : ImGuiSelectableFlags_Disabled)) {
+      if (ImGui::Selectable(label.c_str(), i == settings.level,
+                            unlocked ? 0 : ImGuiSelectableFlags_Disabled)) {
         settings.level = i;
         settings.custom_start = false;
         reload_arena(s);
@@ -349,13 +373,14 @@ void show_arena(AppState& s, double dt) {
   }
   const auto& level = s.arena.level();
   ImGui::TextWrapped("%s", level.hint.c_str());
-  ImGui::Text("step %d / %d   par %d (the house Adam's steps to eps=%.0e)", s.arena.step_count(), level.max_steps,
-              s.arena.par(), level.epsilon);
+  ImGui::Text("step %d / %d   par %d (the house Adam's steps to eps=%.0e)", s.arena.step_count(),
+              level.max_steps, s.arena.par(), level.epsilon);
   const int stars = s.arena.stars();
   ImGui::Text("stars: ");
   ImGui::SameLine();
   for (int i = 0; i < 3; ++i) {
-    ImGui::TextColored(i < stars ? ImVec4(1.0f, 0.85f, 0.2f, 1) : ImVec4(0.4f, 0.4f, 0.4f, 1), i < stars ? "[*]" : "[ ]");
+    ImGui::TextColored(i < stars ? ImVec4(1.0f, 0.85f, 0.2f, 1) : ImVec4(0.4f, 0.4f, 0.4f, 1),
+                       i < stars ? "[*]" : "[ ]");
     ImGui::SameLine();
   }
   ImGui::NewLine();
@@ -382,8 +407,9 @@ void show_arena(AppState& s, double dt) {
   section("Leaderboard (click a header to sort)");
   show_leaderboard(s);
   if (s.arena.finished()) {
-    ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.2f, 1), "Race over: %d star%s. %s", stars, stars == 1 ? "" : "s",
-                       view.progress.unlocked(s.arena.level_index() + 1) ? "Next level unlocked." : "");
+    ImGui::TextColored(
+        ImVec4(1.0f, 0.85f, 0.2f, 1), "Race over: %d star%s. %s", stars, stars == 1 ? "" : "s",
+        view.progress.unlocked(s.arena.level_index() + 1) ? "Next level unlocked." : "");
   }
   section("How to play");
   ImGui::TextWrapped(
@@ -393,7 +419,8 @@ void show_arena(AppState& s, double dt) {
   ImGui::EndChild();
 }
 
-// ---- Live Training -------------------------------------------------------------------------------
+// ---- Live Training
+// -------------------------------------------------------------------------------
 
 void show_training(AppState& s) {
   auto& settings = s.scenario.training;
@@ -414,9 +441,12 @@ void show_training(AppState& s) {
   changed |= ImGui::Combo("task", &task, tasks, kTrainingTaskCount);
   settings.task = static_cast<TrainingTask>(task);
   const auto& variants = attention_variants();
-  if (ImGui::BeginCombo("attention", variants[std::min<size_t>(settings.variant, variants.size() - 1)].name.c_str())) {
+  if (ImGui::BeginCombo(
+          "attention",
+          variants[std::min<size_t>(settings.variant, variants.size() - 1)].name.c_str())) {
     for (const auto& v : variants) {
-      if (ImGui::Selectable((v.name + (v.available ? "" : "  (" + v.note + ")")).c_str(), v.index == settings.variant,
+      if (ImGui::Selectable((v.name + (v.available ? "" : "  (" + v.note + ")")).c_str(),
+                            v.index == settings.variant,
                             v.available ? 0 : ImGuiSelectableFlags_Disabled)) {
         settings.variant = v.index;
         changed = true;
@@ -440,21 +470,27 @@ void show_training(AppState& s) {
   ImGui::Separator();
   ImGui::TextWrapped("%s", snap.model.c_str());
   ImGui::Text("step %lld   %.1f steps/s", static_cast<long long>(snap.step), snap.steps_per_second);
-  if (!snap.loss.empty()) ImGui::Text("loss %.4f   accuracy %.3f", snap.loss.back(), snap.accuracy.back());
+  if (!snap.loss.empty())
+    ImGui::Text("loss %.4f   accuracy %.3f", snap.loss.back(), snap.accuracy.back());
   if (ImGui::Button("Break it (inject NaN)")) s.training.inject_nan_at(snap.step + 1);
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("Poisons the next step's loss to show the NaN guard.");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Poisons the next step's loss to show the NaN guard.");
   ImGui::EndChild();
   ImGui::SameLine();
 
   ImGui::BeginChild("train_plots", ImVec2(0, avail.y - 4), false);
   const ImVec2 right = ImGui::GetContentRegionAvail();
   const float plot_w = right.x * 0.5f - 8, plot_h = 230;
-  line_plot("loss", {{"loss (raw)", snap.loss, IM_COL32(255, 140, 60, 90)},
-                     {"loss (smoothed)", smooth_ema(snap.loss, settings.smoothing), IM_COL32(255, 140, 60, 255)}},
-            ImVec2(plot_w, plot_h), settings.log_loss, "step", "loss");
+  line_plot(
+      "loss",
+      {{"loss (raw)", snap.loss, IM_COL32(255, 140, 60, 90)},
+       {"loss (smoothed)", smooth_ema(snap.loss, settings.smoothing), IM_COL32(255, 140, 60, 255)}},
+      ImVec2(plot_w, plot_h), settings.log_loss, "step", "loss");
   ImGui::SameLine();
-  line_plot("accuracy", {{"accuracy (raw)", snap.accuracy, IM_COL32(80, 200, 255, 90)},
-                         {"accuracy (smoothed)", smooth_ema(snap.accuracy, settings.smoothing), IM_COL32(80, 200, 255, 255)}},
+  line_plot("accuracy",
+            {{"accuracy (raw)", snap.accuracy, IM_COL32(80, 200, 255, 90)},
+             {"accuracy (smoothed)", smooth_ema(snap.accuracy, settings.smoothing),
+              IM_COL32(80, 200, 255, 255)}},
             ImVec2(plot_w, plot_h), false, "step", "accuracy");
   // attention maps of the probe sequence, one per head of the chosen layer
   auto& view = s.training_view;
@@ -468,24 +504,28 @@ void show_training(AppState& s) {
     while (view.head_textures.size() < static_cast<size_t>(snap.heads)) {
       view.head_textures.push_back(std::make_unique<Texture>());
     }
-    const float cell = std::min((right.x - 20) / snap.heads - 70, ImGui::GetContentRegionAvail().y - 30);
+    const float cell =
+        std::min((right.x - 20) / snap.heads - 70, ImGui::GetContentRegionAvail().y - 30);
     for (int h = 0; h < snap.heads; ++h) {
       const size_t offset = static_cast<size_t>(view.layer * snap.heads + h) * L * L;
-      std::vector<float> map(snap.maps.begin() + offset, snap.maps.begin() + offset + static_cast<size_t>(L) * L);
-      heatmap_texture(*view.head_textures[h], snap.maps_version * 64 + view.layer, map, L, L, 0.0f, 1.0f,
-                      Colormap::kViridis, false);
+      std::vector<float> map(snap.maps.begin() + offset,
+                             snap.maps.begin() + offset + static_cast<size_t>(L) * L);
+      heatmap_texture(*view.head_textures[h], snap.maps_version * 64 + view.layer, map, L, L, 0.0f,
+                      1.0f, Colormap::kViridis, false);
       if (h > 0) ImGui::SameLine();
       ImGui::BeginGroup();
-      const std::string title = "layer " + std::to_string(view.layer) + " head " + std::to_string(h);
-      heatmap(title.c_str(), *view.head_textures[h], map, L, L, 0.0f, 1.0f, Colormap::kViridis, false,
-              ImVec2(cell + 62, cell), title.c_str());
+      const std::string title =
+          "layer " + std::to_string(view.layer) + " head " + std::to_string(h);
+      heatmap(title.c_str(), *view.head_textures[h], map, L, L, 0.0f, 1.0f, Colormap::kViridis,
+              false, ImVec2(cell + 62, cell), title.c_str());
       ImGui::EndGroup();
     }
   }
   ImGui::EndChild();
 }
 
-// ---- Attention Lab -------------------------------------------------------------------------------
+// ---- Attention Lab
+// -------------------------------------------------------------------------------
 
 void show_attention(AppState& s, double dt) {
   auto& settings = s.scenario.attention;
@@ -513,7 +553,8 @@ void show_attention(AppState& s, double dt) {
     }
   }
   ImGui::Separator();
-  const char* inputs[kAttentionInputCount] = {"random", "local (near-diagonal)", "periodic", "live model (layer 0)"};
+  const char* inputs[kAttentionInputCount] = {"random", "local (near-diagonal)", "periodic",
+                                              "live model (layer 0)"};
   int input = static_cast<int>(settings.input);
   if (ImGui::Combo("input", &input, inputs, kAttentionInputCount)) {
     settings.input = static_cast<AttentionInput>(input);
@@ -532,7 +573,8 @@ void show_attention(AppState& s, double dt) {
     ImGui::Text("relative error ||A - A_softmax||_F / ||A_softmax||_F");
     ImGui::Text("  %.4g", result.relative_error);
     ImGui::Text("max |difference| %.4g", result.diff_max_abs);
-    ImGui::Text("forward: %s %.3f ms, softmax %.3f ms", result.variant.c_str(), result.variant_ms, result.softmax_ms);
+    ImGui::Text("forward: %s %.3f ms, softmax %.3f ms", result.variant.c_str(), result.variant_ms,
+                result.softmax_ms);
     ImGui::TextDisabled("(median of 5 calls, B=1, H=%d, L=%d)", result.heads, result.length);
   }
   ImGui::EndChild();
@@ -553,7 +595,8 @@ void show_attention(AppState& s, double dt) {
     // one row per head: the variant's matrix, exact softmax on the same q, k, and their difference
     const int L = result.length;
     const int heads = result.heads;
-    while (view.maps.size() < static_cast<size_t>(3 * heads)) view.maps.push_back(std::make_unique<Texture>());
+    while (view.maps.size() < static_cast<size_t>(3 * heads))
+      view.maps.push_back(std::make_unique<Texture>());
     const ImVec2 region = ImGui::GetContentRegionAvail();
     const float row_height = (region.y - 10) / heads - ImGui::GetTextLineHeightWithSpacing() - 8;
     const float side = std::max(40.0f, std::min((region.x - 30) / 3.0f - 70, row_height));
@@ -562,9 +605,11 @@ void show_attention(AppState& s, double dt) {
       for (int h = 0; h < heads; ++h) {
         const size_t offset = static_cast<size_t>(h) * L * L;
         const auto slice = [&](const std::vector<float>& all) {
-          return std::vector<float>(all.begin() + offset, all.begin() + offset + static_cast<size_t>(L) * L);
+          return std::vector<float>(all.begin() + offset,
+                                    all.begin() + offset + static_cast<size_t>(L) * L);
         };
-        const auto approx = slice(result.approx), exact = slice(result.exact), diff = slice(result.diff);
+        const auto approx = slice(result.approx), exact = slice(result.exact),
+                   diff = slice(result.diff);
         float hi = 1e-6f;
         for (float v : approx) hi = std::max(hi, v);
         for (float v : exact) hi = std::max(hi, v);
@@ -575,18 +620,20 @@ void show_attention(AppState& s, double dt) {
         heatmap_texture(te, view.version, exact, L, L, 0.0f, hi, Colormap::kViridis, false);
         heatmap_texture(td, view.version, diff, L, L, -dmax, dmax, Colormap::kDiverging, false);
         const std::string head = "head " + std::to_string(h) + ": ";
-        const std::string t1 = head + result.variant + " (materialize)", t2 = head + "exact softmax",
-                          t3 = head + "difference (variant - softmax)";
+        const std::string t1 = head + result.variant + " (materialize)",
+                          t2 = head + "exact softmax", t3 = head + "difference (variant - softmax)";
         ImGui::PushID(h);
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
-        const auto hover =
-            heatmap("approx", ta, approx, L, L, 0.0f, hi, Colormap::kViridis, false, ImVec2(side + 64, side), t1.c_str());
+        const auto hover = heatmap("approx", ta, approx, L, L, 0.0f, hi, Colormap::kViridis, false,
+                                   ImVec2(side + 64, side), t1.c_str());
         if (h == 0) s.probe.attention_map = hover;
         ImGui::TableNextColumn();
-        heatmap("exact", te, exact, L, L, 0.0f, hi, Colormap::kViridis, false, ImVec2(side + 64, side), t2.c_str());
+        heatmap("exact", te, exact, L, L, 0.0f, hi, Colormap::kViridis, false,
+                ImVec2(side + 64, side), t2.c_str());
         ImGui::TableNextColumn();
-        heatmap("diff", td, diff, L, L, -dmax, dmax, Colormap::kDiverging, false, ImVec2(side + 64, side), t3.c_str());
+        heatmap("diff", td, diff, L, L, -dmax, dmax, Colormap::kDiverging, false,
+                ImVec2(side + 64, side), t3.c_str());
         ImGui::PopID();
       }
       ImGui::EndTable();
@@ -597,7 +644,8 @@ void show_attention(AppState& s, double dt) {
   ImGui::EndChild();
 }
 
-// ---- scenes waiting for their modules ------------------------------------------------------------
+// ---- scenes waiting for their modules
+// ------------------------------------------------------------
 
 void show_placeholder(const char* scene, const char* module, const char* issue, const char* what) {
   ImGui::Dummy(ImVec2(0, 40));
@@ -615,10 +663,12 @@ void show_kernel(AppState&) {
   show_placeholder("Kernel Explorer", "<flt/attention/fourier.h> (found)", "issue 4",
                    "the module is present; its explorer panel is the next step of issue 6.");
 #else
-  show_placeholder("Kernel Explorer", "<flt/attention/fourier.h> (FourierAttention)", "issue 4",
-                   "the 1-D kernel phi(s(R x)) and the 2-D kernel for chosen R and phi; the generalized Fourier "
-                   "density estimator on samples from a correlated 2-D Gaussian next to a Gaussian KDE (MISE), and "
-                   "the nonparametric regression estimator; sliders for R, phi and the sample count.");
+  show_placeholder(
+      "Kernel Explorer", "<flt/attention/fourier.h> (FourierAttention)", "issue 4",
+      "the 1-D kernel phi(s(R x)) and the 2-D kernel for chosen R and phi; the generalized Fourier "
+      "density estimator on samples from a correlated 2-D Gaussian next to a Gaussian KDE (MISE), "
+      "and "
+      "the nonparametric regression estimator; sliders for R, phi and the sample count.");
 #endif
 }
 
@@ -627,31 +677,37 @@ void show_rpe(AppState&) {
   show_placeholder("RPE Studio", "<flt/attention/flt.h> (found)", "issue 3",
                    "the module is present; its studio panel is the next step of issue 6.");
 #else
-  show_placeholder("RPE Studio", "<flt/attention/flt.h> (FLT attention with RPE spectra)", "issue 3",
-                   "the spectrum g(xi) and the implied f(delta) per family, exact vs approximated with r features "
-                   "(error as r changes); 2-D local-RPE shapes as heatmaps and a rotatable 3-D surface; the learned "
+  show_placeholder("RPE Studio", "<flt/attention/flt.h> (FLT attention with RPE spectra)",
+                   "issue 3",
+                   "the spectrum g(xi) and the implied f(delta) per family, exact vs approximated "
+                   "with r features "
+                   "(error as r changes); 2-D local-RPE shapes as heatmaps and a rotatable 3-D "
+                   "surface; the learned "
                    "spectra of each head evolving during live training.");
 #endif
 }
 
-// ---- the main window -----------------------------------------------------------------------------
+// ---- the main window
+// -----------------------------------------------------------------------------
 
 void show_main_window(AppState& s, double dt) {
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(viewport->WorkPos);
   ImGui::SetNextWindowSize(viewport->WorkSize);
   ImGui::Begin("FLT Lab", nullptr,
-               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
-                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                   ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBringToFrontOnFocus);
   ImGui::TextColored(ImVec4(0.55f, 0.8f, 1.0f, 1.0f), "FLT Lab");
   ImGui::SameLine();
-  ImGui::TextDisabled("| %s | seed %llu", s.runtime_line.c_str(), static_cast<unsigned long long>(s.scenario.seed));
+  ImGui::TextDisabled("| %s | seed %llu", s.runtime_line.c_str(),
+                      static_cast<unsigned long long>(s.scenario.seed));
   show_transport(s);
   const float status_height = ImGui::GetFrameHeightWithSpacing();
   if (ImGui::BeginTabBar("scenes")) {
     for (int i = 0; i < kSceneCount; ++i) {
       const auto scene = static_cast<SceneId>(i);
-      const ImGuiTabItemFlags flags = s.select_scene_tab && scene == s.scenario.scene ? ImGuiTabItemFlags_SetSelected : 0;
+      const ImGuiTabItemFlags flags =
+          s.select_scene_tab && scene == s.scenario.scene ? ImGuiTabItemFlags_SetSelected : 0;
       if (ImGui::BeginTabItem(kSceneTitles[i], nullptr, flags)) {
         if (!s.select_scene_tab) s.scenario.scene = scene;
         ImGui::BeginChild("scene", ImVec2(0, -status_height), false);
@@ -659,11 +715,21 @@ void show_main_window(AppState& s, double dt) {
         s.probe.scene_max = ImVec2(s.probe.scene_min.x + ImGui::GetWindowSize().x,
                                    s.probe.scene_min.y + ImGui::GetWindowSize().y);
         switch (scene) {
-          case SceneId::kArena: show_arena(s, dt); break;
-          case SceneId::kTraining: show_training(s); break;
-          case SceneId::kAttention: show_attention(s, dt); break;
-          case SceneId::kKernel: show_kernel(s); break;
-          case SceneId::kRpe: show_rpe(s); break;
+          case SceneId::kArena:
+            show_arena(s, dt);
+            break;
+          case SceneId::kTraining:
+            show_training(s);
+            break;
+          case SceneId::kAttention:
+            show_attention(s, dt);
+            break;
+          case SceneId::kKernel:
+            show_kernel(s);
+            break;
+          case SceneId::kRpe:
+            show_rpe(s);
+            break;
         }
         ImGui::EndChild();
         ImGui::EndTabItem();
@@ -674,13 +740,15 @@ void show_main_window(AppState& s, double dt) {
   s.select_scene_tab = false;
   // status bar
   ImGui::Separator();
-  ImGui::TextDisabled("%.1f FPS | Dear ImGui %s | %s", ImGui::GetIO().Framerate, IMGUI_VERSION, s.message.c_str());
+  ImGui::TextDisabled("%.1f FPS | Dear ImGui %s | %s", ImGui::GetIO().Framerate, IMGUI_VERSION,
+                      s.message.c_str());
   ImGui::End();
 }
 
 }  // namespace
 
-// ---- App -----------------------------------------------------------------------------------------
+// ---- App
+// -----------------------------------------------------------------------------------------
 
 bool display_available() {
   const char* x11 = std::getenv("DISPLAY");
@@ -688,11 +756,13 @@ bool display_available() {
   return (x11 && *x11) || (wayland && *wayland);
 }
 
-std::vector<uint8_t> crop(const std::vector<uint8_t>& rgba, int width, ImVec2 min, ImVec2 max, int* out_width,
-                          int* out_height) {
+std::vector<uint8_t> crop(const std::vector<uint8_t>& rgba, int width, ImVec2 min, ImVec2 max,
+                          int* out_width, int* out_height) {
   const int height = static_cast<int>(rgba.size() / 4 / static_cast<size_t>(width));
-  const int x0 = std::clamp(static_cast<int>(min.x), 0, width - 1), y0 = std::clamp(static_cast<int>(min.y), 0, height - 1);
-  const int x1 = std::clamp(static_cast<int>(max.x), x0 + 1, width), y1 = std::clamp(static_cast<int>(max.y), y0 + 1, height);
+  const int x0 = std::clamp(static_cast<int>(min.x), 0, width - 1),
+            y0 = std::clamp(static_cast<int>(min.y), 0, height - 1);
+  const int x1 = std::clamp(static_cast<int>(max.x), x0 + 1, width),
+            y1 = std::clamp(static_cast<int>(max.y), y0 + 1, height);
   *out_width = x1 - x0;
   *out_height = y1 - y0;
   std::vector<uint8_t> out(static_cast<size_t>(*out_width) * *out_height * 4);
@@ -715,14 +785,16 @@ App::App(int width, int height, bool hidden) : state_(std::make_unique<AppState>
         "  xvfb-run -a flt-lab --headless --scene all --out DIR");
   }
   glfwSetErrorCallback(glfw_error);
-  if (!glfwInit()) throw std::runtime_error("flt-lab: glfwInit failed (no usable display?); try xvfb-run -a");
+  if (!glfwInit())
+    throw std::runtime_error("flt-lab: glfwInit failed (no usable display?); try xvfb-run -a");
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
   glfwWindowHint(GLFW_VISIBLE, hidden ? GLFW_FALSE : GLFW_TRUE);
   window_ = glfwCreateWindow(width, height, "FLT Lab", nullptr, nullptr);
   if (window_ == nullptr) {
     glfwTerminate();
-    throw std::runtime_error("flt-lab: could not create a 1280x800 OpenGL 3.0 window; try xvfb-run -a");
+    throw std::runtime_error(
+        "flt-lab: could not create a 1280x800 OpenGL 3.0 window; try xvfb-run -a");
   }
   glfwMakeContextCurrent(window_);
   glfwSwapInterval(hidden ? 0 : 1);  // vsync on screen; as fast as possible headless
@@ -815,7 +887,8 @@ double App::frame(const InputOverride* input, bool swap) {
     state_->pending_screenshot.clear();
     int w = 0, h = 0;
     auto pixels = read_pixels(&w, &h);
-    if (state_->screenshot_panel_only) pixels = crop(pixels, w, state_->probe.scene_min, state_->probe.scene_max, &w, &h);
+    if (state_->screenshot_panel_only)
+      pixels = crop(pixels, w, state_->probe.scene_min, state_->probe.scene_max, &w, &h);
     state_->message = write_png(path, pixels, w, h) ? "wrote " + path : "could not write " + path;
   }
   // 4. present
@@ -840,7 +913,8 @@ std::vector<uint8_t> App::read_pixels(int* width, int* height) const {
 }
 
 bool App::screenshot(const std::string& path) {
-  for (int i = 0; i < 3; ++i) frame(nullptr, true);  // ImGui settles its layout over a couple of frames
+  for (int i = 0; i < 3; ++i)
+    frame(nullptr, true);  // ImGui settles its layout over a couple of frames
   frame(nullptr, false);
   int w = 0, h = 0;
   const auto pixels = read_pixels(&w, &h);
@@ -848,13 +922,17 @@ bool App::screenshot(const std::string& path) {
   return write_png(path, pixels, w, h);
 }
 
-void App::set_vsync(bool on) { glfwSwapInterval(on ? 1 : 0); }
+void App::set_vsync(bool on) {
+  glfwSwapInterval(on ? 1 : 0);
+}
 
 std::string App::renderer() const {
   const auto* text = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
   return text ? text : "unknown";
 }
 
-bool App::should_close() const { return glfwWindowShouldClose(window_) != 0; }
+bool App::should_close() const {
+  return glfwWindowShouldClose(window_) != 0;
+}
 
 }  // namespace flt::viz

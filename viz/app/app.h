@@ -20,9 +20,9 @@ namespace flt::viz {
 
 /// Where interactive widgets ended up last frame (for scripted input tests).
 struct UiProbe {
-  ImVec2 step_min{0, 0}, step_max{0, 0};  ///< the transport bar's Step button
-  HeatmapHover attention_map;             ///< the Attention Lab's first map (head 0, the variant)
-  ImVec2 scene_min{0, 0}, scene_max{0, 0};///< the scene panel below the tab bar (panel export)
+  ImVec2 step_min{0, 0}, step_max{0, 0};    ///< the transport bar's Step button
+  HeatmapHover attention_map;               ///< the Attention Lab's first map (head 0, the variant)
+  ImVec2 scene_min{0, 0}, scene_max{0, 0};  ///< the scene panel below the tab bar (panel export)
 };
 
 /// Mouse state injected instead of the real mouse (scripted input tests).
@@ -33,14 +33,14 @@ struct InputOverride {
 
 struct ArenaView {
   bool playing = false;
-  bool click_mode = false;          ///< human racer moves only on "My step"
+  bool click_mode = false;  ///< human racer moves only on "My step"
   float yaw = 0.7f, pitch = 0.9f;
   LevelProgress progress;
-  std::vector<Segment> contours;    ///< of the current grid
+  std::vector<Segment> contours;  ///< of the current grid
   int64_t grid_version = 0;
   Texture texture;
   bool dragging_start = false;
-  int recorded_level = -1;          ///< stars recorded once per finished race
+  int recorded_level = -1;  ///< stars recorded once per finished race
 };
 
 struct TrainingView {
@@ -60,29 +60,29 @@ struct AttentionView {
 /// Everything the panels read and write.
 struct AppState {
   Scenario scenario;
-  std::string state_text;            ///< the editable state string box
-  std::string message;               ///< last status message (exports, errors)
-  std::string runtime_line;          ///< flt::runtime_summary
+  std::string state_text;    ///< the editable state string box
+  std::string message;       ///< last status message (exports, errors)
+  std::string runtime_line;  ///< flt::runtime_summary
   bool headless = false;
-  bool select_scene_tab = true;      ///< select scenario.scene's tab on the next frame
+  bool select_scene_tab = true;  ///< select scenario.scene's tab on the next frame
   ArenaGame arena;
   ArenaView arena_view;
   TrainingSession training;
   TrainingView training_view;
-  bool training_worker = false;      ///< worker thread running (interactive mode)
+  bool training_worker = false;  ///< worker thread running (interactive mode)
   AttentionLab lab;
   AttentionView attention_view;
   UiProbe probe;
   std::string export_dir = ".";
-  std::string pending_screenshot;    ///< written after the next render
-  bool screenshot_panel_only = false;///< crop it to the scene panel
+  std::string pending_screenshot;      ///< written after the next render
+  bool screenshot_panel_only = false;  ///< crop it to the scene panel
 };
 
 /// The window, GL context and ImGui context; one per process.
 class App {
  public:
-  /// Creates the window (invisible when `hidden`), GL 3 context and ImGui. Throws std::runtime_error
-  /// with a helpful message when there is no display.
+  /// Creates the window (invisible when `hidden`), GL 3 context and ImGui. Throws
+  /// std::runtime_error with a helpful message when there is no display.
   App(int width, int height, bool hidden);
   ~App();
 
@@ -115,8 +115,8 @@ class App {
 };
 
 /// The [min, max) rectangle (screen pixels) of an RGBA image `width` wide.
-std::vector<uint8_t> crop(const std::vector<uint8_t>& rgba, int width, ImVec2 min, ImVec2 max, int* out_width,
-                          int* out_height);
+std::vector<uint8_t> crop(const std::vector<uint8_t>& rgba, int width, ImVec2 min, ImVec2 max,
+                          int* out_width, int* out_height);
 
 /// Writes RGBA pixels (top row first) as a PNG.
 bool write_png(const std::string& path, const std::vector<uint8_t>& rgba, int width, int height);

@@ -2,8 +2,10 @@
 //
 //   flt-lab [--state STRING]                      interactive window (1280x800)
 //   flt-lab --headless --scene NAME|all [--state STRING] [--steps N] --out DIR
-//                                                 render scenes to DIR/NAME.png without a visible window
-//   flt-lab --profile [--frames N]                median frame time per scene (live training running)
+//                                                 render scenes to DIR/NAME.png without a visible
+//                                                 window
+//   flt-lab --profile [--frames N]                median frame time per scene (live training
+//   running)
 //
 // NAME is one of attention, kernel, rpe, training, arena. Headless rendering still needs an X
 // server: on a machine without a display run it under `xvfb-run -a`.
@@ -37,7 +39,8 @@ struct Options {
 
 void usage() {
   std::cout << "usage: flt-lab [--state STRING]\n"
-               "       flt-lab --headless --scene attention|kernel|rpe|training|arena|all [--state STRING]\n"
+               "       flt-lab --headless --scene attention|kernel|rpe|training|arena|all [--state "
+               "STRING]\n"
                "               [--steps N] --out DIR\n"
                "       flt-lab --profile [--frames N] [--state STRING]\n";
 }
@@ -50,13 +53,20 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--state") o.state = value();
-    else if (arg == "--headless") o.headless = true;
-    else if (arg == "--profile") o.profile = true;
-    else if (arg == "--scene") o.scene = value();
-    else if (arg == "--steps") o.steps = std::stoi(value());
-    else if (arg == "--frames") o.frames = std::stoi(value());
-    else if (arg == "--out") o.out = value();
+    if (arg == "--state")
+      o.state = value();
+    else if (arg == "--headless")
+      o.headless = true;
+    else if (arg == "--profile")
+      o.profile = true;
+    else if (arg == "--scene")
+      o.scene = value();
+    else if (arg == "--steps")
+      o.steps = std::stoi(value());
+    else if (arg == "--frames")
+      o.frames = std::stoi(value());
+    else if (arg == "--out")
+      o.out = value();
     else if (arg == "--help" || arg == "-h") {
       usage();
       std::exit(0);
@@ -64,19 +74,22 @@ Options parse(int argc, char** argv) {
       throw std::invalid_argument("unknown argument '" + arg + "'");
     }
   }
-  if (o.steps < 0) throw std::invalid_argument("--steps must be >= 0, got " + std::to_string(o.steps));
+  if (o.steps < 0)
+    throw std::invalid_argument("--steps must be >= 0, got " + std::to_string(o.steps));
   return o;
 }
 
 std::vector<flt::viz::SceneId> scenes_for(const std::string& name) {
   std::vector<flt::viz::SceneId> scenes;
   if (name == "all") {
-    for (int i = 0; i < flt::viz::kSceneCount; ++i) scenes.push_back(static_cast<flt::viz::SceneId>(i));
+    for (int i = 0; i < flt::viz::kSceneCount; ++i)
+      scenes.push_back(static_cast<flt::viz::SceneId>(i));
     return scenes;
   }
   flt::viz::SceneId scene;
   if (!flt::viz::parse_scene(name, &scene)) {
-    throw std::invalid_argument("unknown scene '" + name + "' (attention, kernel, rpe, training, arena or all)");
+    throw std::invalid_argument("unknown scene '" + name +
+                                "' (attention, kernel, rpe, training, arena or all)");
   }
   return {scene};
 }
@@ -104,10 +117,13 @@ int run_profile(const Options& o, const flt::viz::Scenario& base) {
   flt::viz::App app(kWidth, kHeight, /*hidden=*/false);
   app.start_worker();
   app.set_vsync(false);
-  std::printf("# %s\n# GL renderer: %s\n# window %dx%d, %d frames per scene after 10 warm-up frames, vsync off, "
-              "live training running at x64 on its worker thread throughout\n",
-              app.state().runtime_line.c_str(), app.renderer().c_str(), kWidth, kHeight, o.frames);
-  std::printf("%-10s %18s %10s %10s %18s\n", "scene", "median_ms(train)", "p90_ms", "max_ms", "median_ms(idle)");
+  std::printf(
+      "# %s\n# GL renderer: %s\n# window %dx%d, %d frames per scene after 10 warm-up frames, vsync "
+      "off, "
+      "live training running at x64 on its worker thread throughout\n",
+      app.state().runtime_line.c_str(), app.renderer().c_str(), kWidth, kHeight, o.frames);
+  std::printf("%-10s %18s %10s %10s %18s\n", "scene", "median_ms(train)", "p90_ms", "max_ms",
+              "median_ms(idle)");
   const auto measure = [&](int frames) {
     std::vector<double> times;
     for (int i = 0; i < frames + 10; ++i) {
@@ -131,8 +147,9 @@ int run_profile(const Options& o, const flt::viz::Scenario& base) {
     app.load(scenario);  // same scene again with training paused: the UI's own cost
     app.state().arena_view.playing = scene == flt::viz::SceneId::kArena;
     const auto idle = measure(o.frames);
-    std::printf("%-10s %18.2f %10.2f %10.2f %18.2f\n", flt::viz::scene_key(scene), busy[busy.size() / 2],
-                busy[busy.size() * 9 / 10], busy.back(), idle[idle.size() / 2]);
+    std::printf("%-10s %18.2f %10.2f %10.2f %18.2f\n", flt::viz::scene_key(scene),
+                busy[busy.size() / 2], busy[busy.size() * 9 / 10], busy.back(),
+                idle[idle.size() / 2]);
   }
   return 0;
 }

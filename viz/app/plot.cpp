@@ -8,7 +8,9 @@
 
 namespace flt::viz {
 
-ImU32 to_imu32(const Rgba& c, uint8_t alpha) { return IM_COL32(c[0], c[1], c[2], alpha); }
+ImU32 to_imu32(const Rgba& c, uint8_t alpha) {
+  return IM_COL32(c[0], c[1], c[2], alpha);
+}
 
 Texture::~Texture() {
   if (id_ != 0) glDeleteTextures(1, &id_);
@@ -36,14 +38,15 @@ constexpr ImU32 kText = IM_COL32(220, 220, 225, 255);
 
 }  // namespace
 
-void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, bool log_y, const char* x_label,
-               const char* y_label) {
+void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, bool log_y,
+               const char* x_label, const char* y_label) {
   ImGui::PushID(id);
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton("plot", size);
   const float left = 58.0f, bottom = 34.0f, top = 8.0f, right = 10.0f;
-  const ImVec2 min(origin.x + left, origin.y + top), max(origin.x + size.x - right, origin.y + size.y - bottom);
+  const ImVec2 min(origin.x + left, origin.y + top),
+      max(origin.x + size.x - right, origin.y + size.y - bottom);
   draw->AddRectFilled(min, max, IM_COL32(25, 25, 32, 255));
 
   // data ranges (finite values; positive ones on a log axis)
@@ -72,11 +75,16 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
   y0 -= pad;
   y1 += pad;
   const double x0 = 1, x1 = std::max<double>(2, static_cast<double>(count));
-  const auto sx = [&](double x) { return min.x + static_cast<float>((x - x0) / (x1 - x0)) * (max.x - min.x); };
-  const auto sy = [&](double y) { return max.y - static_cast<float>((ty(y) - y0) / (y1 - y0)) * (max.y - min.y); };
+  const auto sx = [&](double x) {
+    return min.x + static_cast<float>((x - x0) / (x1 - x0)) * (max.x - min.x);
+  };
+  const auto sy = [&](double y) {
+    return max.y - static_cast<float>((ty(y) - y0) / (y1 - y0)) * (max.y - min.y);
+  };
 
   // ticks and grid
-  const auto yticks = log_y ? log_ticks(std::pow(10.0, y0), std::pow(10.0, y1)) : nice_ticks(y0, y1, 5);
+  const auto yticks =
+      log_y ? log_ticks(std::pow(10.0, y0), std::pow(10.0, y1)) : nice_ticks(y0, y1, 5);
   for (double t : yticks) {
     const float y = sy(t);
     if (y < min.y - 1 || y > max.y + 1) continue;
@@ -103,14 +111,16 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
   draw->PushClipRect(min, max, true);
   for (const auto& s : series) {
     const size_t n = s.ys.size();
-    const size_t stride = std::max<size_t>(1, n / static_cast<size_t>(std::max(1.0f, max.x - min.x)));
+    const size_t stride =
+        std::max<size_t>(1, n / static_cast<size_t>(std::max(1.0f, max.x - min.x)));
     std::vector<ImVec2> points;
     for (size_t i = 0; i < n; i += stride) {
       const float y = s.ys[i];
       if (!std::isfinite(y) || (log_y && y <= 0)) continue;
       points.emplace_back(sx(static_cast<double>(i + 1)), sy(y));
     }
-    if (points.size() >= 2) draw->AddPolyline(points.data(), static_cast<int>(points.size()), s.color, 0, 1.8f);
+    if (points.size() >= 2)
+      draw->AddPolyline(points.data(), static_cast<int>(points.size()), s.color, 0, 1.8f);
   }
   draw->PopClipRect();
 
@@ -119,7 +129,8 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
   for (const auto& s : series) {
     const ImVec2 ts = ImGui::CalcTextSize(s.label.c_str());
     const float lx = max.x - ts.x - 34;
-    draw->AddRectFilled(ImVec2(lx - 4, ly - 2), ImVec2(max.x - 4, ly + ts.y + 2), IM_COL32(20, 20, 26, 200));
+    draw->AddRectFilled(ImVec2(lx - 4, ly - 2), ImVec2(max.x - 4, ly + ts.y + 2),
+                        IM_COL32(20, 20, 26, 200));
     draw->AddLine(ImVec2(lx, ly + ts.y * 0.5f), ImVec2(lx + 20, ly + ts.y * 0.5f), s.color, 2.5f);
     draw->AddText(ImVec2(lx + 26, ly), kText, s.label.c_str());
     ly += ts.y + 4;
@@ -127,20 +138,22 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
   ImGui::PopID();
 }
 
-void heatmap_texture(Texture& texture, int64_t version, const std::vector<float>& values, int rows, int cols,
-                     float lo, float hi, Colormap map, bool log) {
+void heatmap_texture(Texture& texture, int64_t version, const std::vector<float>& values, int rows,
+                     int cols, float lo, float hi, Colormap map, bool log) {
   if (texture.ready() && texture.version() == version) return;
   texture.update(version, colorize(values, map, lo, hi, log), cols, rows);
 }
 
-void colorbar(ImDrawList* draw, ImVec2 min, ImVec2 max, float lo, float hi, Colormap map, bool log) {
+void colorbar(ImDrawList* draw, ImVec2 min, ImVec2 max, float lo, float hi, Colormap map,
+              bool log) {
   constexpr int kSteps = 48;
   const float h = (max.y - min.y) / kSteps;
   for (int i = 0; i < kSteps; ++i) {
-    const float t0 = 1.0f - static_cast<float>(i) / kSteps, t1 = 1.0f - static_cast<float>(i + 1) / kSteps;
+    const float t0 = 1.0f - static_cast<float>(i) / kSteps,
+                t1 = 1.0f - static_cast<float>(i + 1) / kSteps;
     const ImU32 c0 = to_imu32(colormap(map, t0)), c1 = to_imu32(colormap(map, t1));
-    draw->AddRectFilledMultiColor(ImVec2(min.x, min.y + i * h), ImVec2(max.x, min.y + (i + 1) * h + 0.5f), c0, c0,
-                                  c1, c1);
+    draw->AddRectFilledMultiColor(ImVec2(min.x, min.y + i * h),
+                                  ImVec2(max.x, min.y + (i + 1) * h + 0.5f), c0, c0, c1, c1);
   }
   draw->AddRect(min, max, kAxis);
   const double a = log ? std::log10(std::max(lo, 1e-30f)) : lo;
@@ -156,8 +169,9 @@ void colorbar(ImDrawList* draw, ImVec2 min, ImVec2 max, float lo, float hi, Colo
   }
 }
 
-HeatmapHover heatmap(const char* id, const Texture& texture, const std::vector<float>& values, int rows, int cols,
-                     float lo, float hi, Colormap map, bool log, ImVec2 size, const char* title) {
+HeatmapHover heatmap(const char* id, const Texture& texture, const std::vector<float>& values,
+                     int rows, int cols, float lo, float hi, Colormap map, bool log, ImVec2 size,
+                     const char* title) {
   HeatmapHover hover;
   ImGui::PushID(id);
   ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -182,7 +196,8 @@ HeatmapHover heatmap(const char* id, const Texture& texture, const std::vector<f
       hover.col = col;
       hover.value = values[static_cast<size_t>(row) * cols + col];
       const float cw = side / cols, ch = side / rows;
-      draw->AddRect(ImVec2(min.x + col * cw, min.y + row * ch), ImVec2(min.x + (col + 1) * cw, min.y + (row + 1) * ch),
+      draw->AddRect(ImVec2(min.x + col * cw, min.y + row * ch),
+                    ImVec2(min.x + (col + 1) * cw, min.y + (row + 1) * ch),
                     IM_COL32(255, 255, 255, 255));
       ImGui::SetTooltip("(i=%d, j=%d) weight %.5g", row, col, hover.value);
     }
@@ -191,17 +206,18 @@ HeatmapHover heatmap(const char* id, const Texture& texture, const std::vector<f
   return hover;
 }
 
-void draw_contours(ImDrawList* draw, const std::vector<Segment>& segments, int rows, int cols, ImVec2 min,
-                   ImVec2 max, ImU32 color) {
-  const float sx = (max.x - min.x) / static_cast<float>(cols - 1), sy = (max.y - min.y) / static_cast<float>(rows - 1);
+void draw_contours(ImDrawList* draw, const std::vector<Segment>& segments, int rows, int cols,
+                   ImVec2 min, ImVec2 max, ImU32 color) {
+  const float sx = (max.x - min.x) / static_cast<float>(cols - 1),
+              sy = (max.y - min.y) / static_cast<float>(rows - 1);
   for (const auto& s : segments) {
-    draw->AddLine(ImVec2(min.x + s.x0 * sx, min.y + s.y0 * sy), ImVec2(min.x + s.x1 * sx, min.y + s.y1 * sy), color,
-                  1.0f);
+    draw->AddLine(ImVec2(min.x + s.x0 * sx, min.y + s.y0 * sy),
+                  ImVec2(min.x + s.x1 * sx, min.y + s.y1 * sy), color, 1.0f);
   }
 }
 
-void surface_plot(const char* id, const std::vector<float>& heights, int rows, int cols, ImVec2 size, float* yaw,
-                  float* pitch, Colormap map, bool log) {
+void surface_plot(const char* id, const std::vector<float>& heights, int rows, int cols,
+                  ImVec2 size, float* yaw, float* pitch, Colormap map, bool log) {
   ImGui::PushID(id);
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -210,7 +226,8 @@ void surface_plot(const char* id, const std::vector<float>& heights, int rows, i
     *yaw += ImGui::GetIO().MouseDelta.x * 0.01f;
     *pitch = std::clamp(*pitch + ImGui::GetIO().MouseDelta.y * 0.01f, 0.1f, 1.5f);
   }
-  draw->AddRectFilled(origin, ImVec2(origin.x + size.x, origin.y + size.y), IM_COL32(20, 20, 26, 255));
+  draw->AddRectFilled(origin, ImVec2(origin.x + size.x, origin.y + size.y),
+                      IM_COL32(20, 20, 26, 255));
   if (rows < 2 || cols < 2) {
     ImGui::PopID();
     return;
@@ -222,7 +239,8 @@ void surface_plot(const char* id, const std::vector<float>& heights, int rows, i
     hi = std::max(hi, tf(v));
   }
   const float span = hi - lo > 0 ? hi - lo : 1.0f;
-  const float cy = std::cos(*yaw), syaw = std::sin(*yaw), cp = std::cos(*pitch), sp = std::sin(*pitch);
+  const float cy = std::cos(*yaw), syaw = std::sin(*yaw), cp = std::cos(*pitch),
+              sp = std::sin(*pitch);
   const float scale = 0.42f * std::min(size.x, size.y);
   const ImVec2 center(origin.x + 0.5f * size.x, origin.y + 0.55f * size.y);
   struct P {
@@ -247,16 +265,19 @@ void surface_plot(const char* id, const std::vector<float>& heights, int rows, i
   quads.reserve(static_cast<size_t>(rows - 1) * (cols - 1));
   for (int r = 0; r + 1 < rows; ++r) {
     for (int c = 0; c + 1 < cols; ++c) {
-      const P a = project(r, c), b = project(r, c + 1), d = project(r + 1, c + 1), e = project(r + 1, c);
+      const P a = project(r, c), b = project(r, c + 1), d = project(r + 1, c + 1),
+              e = project(r + 1, c);
       const float mean = 0.25f * (tf(heights[static_cast<size_t>(r) * cols + c]) +
                                   tf(heights[static_cast<size_t>(r) * cols + c + 1]) +
                                   tf(heights[static_cast<size_t>(r + 1) * cols + c + 1]) +
                                   tf(heights[static_cast<size_t>(r + 1) * cols + c]));
-      quads.push_back({{a.screen, b.screen, d.screen, e.screen}, a.depth + b.depth + d.depth + e.depth,
+      quads.push_back({{a.screen, b.screen, d.screen, e.screen},
+                       a.depth + b.depth + d.depth + e.depth,
                        (mean - lo) / span});
     }
   }
-  std::sort(quads.begin(), quads.end(), [](const Quad& x, const Quad& y) { return x.depth > y.depth; });
+  std::sort(quads.begin(), quads.end(),
+            [](const Quad& x, const Quad& y) { return x.depth > y.depth; });
   draw->PushClipRect(origin, ImVec2(origin.x + size.x, origin.y + size.y), true);
   for (const auto& q : quads) {
     draw->AddConvexPolyFilled(q.p, 4, to_imu32(colormap(map, q.t)));

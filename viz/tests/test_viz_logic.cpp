@@ -155,7 +155,7 @@ TEST_F(VizLogic, ArenaScoringParAndStars) {
 TEST_F(VizLogic, ArenaNanGuardStopsADivergingRacer) {
   ArenaGame game;
   ArenaSettings settings;
-  settings.level = 2;       // Rosenbrock: a huge step size blows up
+  settings.level = 2;  // Rosenbrock: a huge step size blows up
   settings.human_lr = 1.0;
   settings.human_momentum = 0.9;
   game.load(settings, 1);
@@ -278,7 +278,8 @@ TEST_F(VizLogic, TrainingLearnsCopyAndTheNanGuardPauses) {
   session.run_steps(150);
   auto snap = session.snapshot();
   ASSERT_EQ(snap.step, 150);
-  // averages over the first and last 10 steps: the model learns to copy (behaviour, step budget 150)
+  // averages over the first and last 10 steps: the model learns to copy (behaviour, step budget
+  // 150)
   float first = 0, last = 0;
   for (int i = 0; i < 10; ++i) {
     first += snap.loss[i] / 10;

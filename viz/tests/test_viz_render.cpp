@@ -45,7 +45,9 @@ int count_near(const Image& image, int x0, int y0, int x1, int y1, Rgba color, i
   for (int y = y0; y < y1; ++y) {
     for (int x = x0; x < x1; ++x) {
       const auto p = image.at(x, y);
-      if (std::abs(p[0] - color[0]) + std::abs(p[1] - color[1]) + std::abs(p[2] - color[2]) <= tolerance) ++count;
+      if (std::abs(p[0] - color[0]) + std::abs(p[1] - color[1]) + std::abs(p[2] - color[2]) <=
+          tolerance)
+        ++count;
     }
   }
   return count;
@@ -64,7 +66,8 @@ class VizRender : public ::testing::Test {
   static void SetUpTestSuite() {
     flt::init(/*quiet=*/true);
     app_ = std::make_unique<App>(1280, 800, /*hidden=*/true);
-    out_ = std::filesystem::temp_directory_path() / ("flt-viz-render-" + std::to_string(::getpid()));
+    out_ =
+        std::filesystem::temp_directory_path() / ("flt-viz-render-" + std::to_string(::getpid()));
     std::filesystem::create_directories(out_);
   }
   static void TearDownTestSuite() {
@@ -105,7 +108,8 @@ TEST_F(VizRender, ArenaShowsTheLandscapeInViridisWithTrails) {
   // minimum itself, smaller than one grid cell)
   EXPECT_GT(count_near(image, 10, 100, 680, 760, colormap(Colormap::kViridis, 0.9f)), 5000);
   EXPECT_GT(count_near(image, 10, 100, 680, 760, colormap(Colormap::kViridis, 0.35f)), 500);
-  EXPECT_GT(count_near(image, 10, 100, 680, 760, {255, 120, 60, 255}, 60), 10);  // Adam's orange trail
+  EXPECT_GT(count_near(image, 10, 100, 680, 760, {255, 120, 60, 255}, 60),
+            10);  // Adam's orange trail
 }
 
 TEST_F(VizRender, TrainingShowsCurvesAndAttentionMaps) {
@@ -126,7 +130,8 @@ TEST_F(VizRender, PlaceholderScenesNameTheMissingModule) {
   for (SceneId scene : {SceneId::kKernel, SceneId::kRpe}) {
     const Image image = render(scene, 0);
     // the amber notice text is drawn
-    EXPECT_GT(count_near(image, 0, 90, 1280, 200, {255, 204, 76, 255}, 60), 100) << scene_key(scene);
+    EXPECT_GT(count_near(image, 0, 90, 1280, 200, {255, 204, 76, 255}, 60), 100)
+        << scene_key(scene);
   }
 }
 
@@ -137,7 +142,8 @@ TEST_F(VizRender, ScriptedClickOnStepAdvancesTheArena) {
   app_->frame();
   app_->frame();
   const auto& probe = app_->state().probe;
-  const ImVec2 center(0.5f * (probe.step_min.x + probe.step_max.x), 0.5f * (probe.step_min.y + probe.step_max.y));
+  const ImVec2 center(0.5f * (probe.step_min.x + probe.step_max.x),
+                      0.5f * (probe.step_min.y + probe.step_max.y));
   ASSERT_GT(probe.step_max.x, probe.step_min.x);
   EXPECT_EQ(app_->state().arena.step_count(), 0);
   InputOverride input{center, false};
