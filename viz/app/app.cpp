@@ -564,6 +564,18 @@ void show_attention(AppState& s, double dt) {
   view.dirty |= ImGui::SliderInt("head dim D", &settings.head_dim, 2, 64);
   view.dirty |= ImGui::SliderInt("heads", &settings.heads, 1, 4);
   view.dirty |= slider_double("q,k scale", &settings.input_scale, 0.1, 4.0, "%.2f", true);
+  // the chosen variant's own options
+  const std::string variant_name =
+      variants[std::min<size_t>(settings.variant, variants.size() - 1)].name;
+  if (variant_name == "softmax") {
+    view.dirty |= slider_double("logit scale", &settings.softmax_scale, 0.0, 2.0, "%.3f", false);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("SoftmaxAttentionOptions::scale; 0 means 1/sqrt(D)");
+  } else if (variant_name == "linear") {
+    view.dirty |= slider_double("eps", &settings.linear_eps, 1e-9, 1e-2, "%.1e", true);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("LinearAttentionOptions::eps: floor of the normaliser");
+  }
   view.dirty |= ImGui::Checkbox("causal", &settings.causal);
   ImGui::Separator();
   const auto& result = s.lab.result();

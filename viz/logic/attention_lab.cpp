@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <type_traits>
+#include <variant>
 
 #include "flt/attention/softmax.h"
 #include "flt/attention/variants.h"
@@ -83,7 +85,17 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
     q = (q * settings.input_scale).unsqueeze(0);  // (1, H, L, D)
     k = (k * settings.input_scale).unsqueeze(0);
     auto v = at::randn({1, heads, length, dim}, gen);
-    const auto options = variant_options(settings.variant);
+    auto options = variant_options(settings.variant);
+    std::visit(
+        [&settings](auto& o) {  // the knobs of the variants that have them
+          using Options = std::decay_t<decltype(o)>;
+          if constexpr (std::is_same_v<Options, flt::attention::SoftmaxAttentionOptions>) {
+            o.scale(settings.softmax_scale);
+          } else if constexpr (std::is_same_v<Options, flt::attention::LinearAttentionOptions>) {
+            o.eps(settings.linear_eps);
+          }
+        },
+        options);
     auto handle = flt::attention::make_attention(options, heads, dim);
     flt::attention::AttentionCall call;
     call.causal = settings.causal;

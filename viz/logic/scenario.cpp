@@ -148,6 +148,8 @@ const std::vector<Field>& fields() {
                  kAttentionInputCount),
       bool_field("l.causal", &Scenario::attention, &AttentionLabSettings::causal),
       double_field("l.scale", &Scenario::attention, &AttentionLabSettings::input_scale),
+      double_field("l.softmax_scale", &Scenario::attention, &AttentionLabSettings::softmax_scale),
+      double_field("l.linear_eps", &Scenario::attention, &AttentionLabSettings::linear_eps),
   };
   return kFields;
 }

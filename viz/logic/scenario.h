@@ -57,6 +57,9 @@ struct AttentionLabSettings {
   AttentionInput input = AttentionInput::kRandom;
   bool causal = false;
   double input_scale = 1.0;  ///< q and k are multiplied by this (sharper or flatter softmax)
+  // The variants' own options (their TORCH_ARG fields), one knob per field that exists so far.
+  double softmax_scale = 0.0;  ///< SoftmaxAttentionOptions::scale (0: 1 / sqrt(D))
+  double linear_eps = 1e-6;    ///< LinearAttentionOptions::eps
 };
 
 struct Scenario {

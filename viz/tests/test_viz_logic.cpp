@@ -390,3 +390,15 @@ TEST_F(VizLogic, LiveModelInputReproducesTheModelsOwnAttention) {
   ASSERT_EQ(result.exact.size(), per_layer);
   for (size_t i = 0; i < per_layer; ++i) ASSERT_NEAR(result.exact[i], snap.maps[i], 1e-5f) << i;
 }
+
+TEST_F(VizLogic, AttentionLabKnobsReachTheVariant) {
+  // softmax with logit scale 1/sqrt(D) explicitly equals the default; another scale differs
+  AttentionLabSettings settings;
+  settings.length = 12;
+  settings.head_dim = 16;
+  settings.variant = 0;
+  settings.softmax_scale = 0.25;  // = 1/sqrt(16)
+  EXPECT_LT(compute_attention_lab(settings, 3, nullptr).relative_error, 1e-6);
+  settings.softmax_scale = 1.0;
+  EXPECT_GT(compute_attention_lab(settings, 3, nullptr).relative_error, 0.05);
+}
