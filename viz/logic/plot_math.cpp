@@ -28,12 +28,20 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
 std::vector<double> log_ticks(double lo, double hi) {
   if (!(lo > 0.0) || !(hi > 0.0)) return {};
   if (hi < lo) std::swap(lo, hi);
-  const int first = static_cast<int>(std::ceil(std::log10(lo) - 1e-9));
-  const int last = static_cast<int>(std::floor(std::log10(hi) + 1e-9));
-  if (last < first) return nice_ticks(lo, hi, 3);
+  const int first = static_cast<int>(std::floor(std::log10(lo)));
+  const int last = static_cast<int>(std::ceil(std::log10(hi)));
+  // Up to ~6 labelled decades; with fewer than 3 decades also label 2 and 5 times each power.
+  const bool fine = last - first < 3;
+  const int stride = std::max(1, (last - first + 1) / 6);
   std::vector<double> ticks;
-  const int stride = std::max(1, (last - first + 1) / 6);  // at most ~6 labelled decades
-  for (int e = first; e <= last; e += stride) ticks.push_back(std::pow(10.0, e));
+  for (int e = first; e <= last; e += stride) {
+    for (double mantissa : {1.0, 2.0, 5.0}) {
+      if (mantissa != 1.0 && !fine) continue;
+      const double t = mantissa * std::pow(10.0, e);
+      if (t >= lo * (1 - 1e-9) && t <= hi * (1 + 1e-9)) ticks.push_back(t);
+    }
+  }
+  if (ticks.empty()) return nice_ticks(lo, hi, 3);
   return ticks;
 }
 

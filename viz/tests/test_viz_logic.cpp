@@ -217,8 +217,12 @@ TEST_F(VizLogic, PlotMaths) {
   ASSERT_EQ(ticks.size(), 6u);
   EXPECT_DOUBLE_EQ(ticks[1], 0.2);
   const auto logs = log_ticks(1e-3, 10.0);
-  ASSERT_EQ(logs.size(), 5u);
+  ASSERT_EQ(logs.size(), 5u);  // 4 decades: powers of ten only
   EXPECT_DOUBLE_EQ(logs.front(), 1e-3);
+  const auto narrow = log_ticks(2.5, 30.0);  // one decade: 5, 10, 20
+  ASSERT_EQ(narrow.size(), 3u);
+  EXPECT_DOUBLE_EQ(narrow[0], 5.0);
+  EXPECT_DOUBLE_EQ(narrow[2], 20.0);
   const auto smooth = smooth_ema({1, 1, 1, 5}, 0.5f);
   EXPECT_FLOAT_EQ(smooth[0], 1.0f);  // debiased: the first value is kept
   EXPECT_GT(smooth[3], 1.0f);
