@@ -75,38 +75,64 @@ void reset_scene(AppState& s) {
   }
 }
 
+bool scene_playing(AppState& s) {
+  switch (s.scenario.scene) {
+    case SceneId::kArena:
+      return s.arena_view.playing;
+    case SceneId::kTraining:
+      return s.training.snapshot().playing;
+    case SceneId::kAttention:
+      return s.attention_view.playing;
+    default:
+      return false;
+  }
+}
+
+void set_scene_playing(AppState& s, bool playing) {
+  if (s.scenario.scene == SceneId::kArena) s.arena_view.playing = playing;
+  if (s.scenario.scene == SceneId::kTraining) s.training.set_playing(playing);
+  if (s.scenario.scene == SceneId::kAttention) s.attention_view.playing = playing;
+}
+
+void step_scene(AppState& s) {
+  const SceneId scene = s.scenario.scene;
+  if (scene == SceneId::kArena) s.arena.step();
+  if (scene == SceneId::kTraining) {
+    if (s.training_worker) {
+      s.training.request_step();
+    } else {
+      s.training.run_steps(1);
+    }
+  }
+  if (scene == SceneId::kAttention) {  // a new draw of the random inputs
+    s.scenario.seed += 1;
+    s.attention_view.dirty = true;
+  }
+}
+
+// Keyboard transport (when no text field has focus): Space play/pause, S or Right step, R reset.
+void transport_keys(AppState& s) {
+  const ImGuiIO& io = ImGui::GetIO();
+  if (io.WantTextInput) return;
+  if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false)) set_scene_playing(s, !scene_playing(s));
+  if (ImGui::IsKeyPressed(GLFW_KEY_S) || ImGui::IsKeyPressed(GLFW_KEY_RIGHT)) step_scene(s);
+  if (ImGui::IsKeyPressed(GLFW_KEY_R, false)) reset_scene(s);
+}
+
 void show_transport(AppState& s) {
   const SceneId scene = s.scenario.scene;
   const bool has_transport =
       scene == SceneId::kArena || scene == SceneId::kTraining || scene == SceneId::kAttention;
-  const auto training = scene == SceneId::kTraining ? s.training.snapshot() : TrainingSnapshot{};
-  bool playing = scene == SceneId::kArena      ? s.arena_view.playing
-                 : scene == SceneId::kTraining ? training.playing
-                                               : s.attention_view.playing;
+  if (has_transport) transport_keys(s);
+  const bool playing = scene_playing(s);
   ImGui::BeginDisabled(!has_transport);
-  if (ImGui::Button(playing ? "Pause" : "Play ", ImVec2(64, 0))) {
-    playing = !playing;
-    if (scene == SceneId::kArena) s.arena_view.playing = playing;
-    if (scene == SceneId::kTraining) s.training.set_playing(playing);
-    if (scene == SceneId::kAttention) s.attention_view.playing = playing;
-  }
+  if (ImGui::Button(playing ? "Pause" : "Play ", ImVec2(64, 0))) set_scene_playing(s, !playing);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("Space");
   ImGui::SameLine();
-  if (ImGui::Button("Step", ImVec2(64, 0))) {
-    if (scene == SceneId::kArena) s.arena.step();
-    if (scene == SceneId::kTraining) {
-      if (s.training_worker) {
-        s.training.request_step();
-      } else {
-        s.training.run_steps(1);
-      }
-    }
-    if (scene == SceneId::kAttention) {  // a new draw of the random inputs
-      s.scenario.seed += 1;
-      s.attention_view.dirty = true;
-    }
-  }
+  if (ImGui::Button("Step", ImVec2(64, 0))) step_scene(s);
   s.probe.step_min = ImGui::GetItemRectMin();
   s.probe.step_max = ImGui::GetItemRectMax();
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("S or Right arrow");
   ImGui::SameLine();
   if (ImGui::Button("Reset", ImVec2(64, 0))) reset_scene(s);
   ImGui::SameLine();
@@ -882,6 +908,10 @@ double App::frame(const InputOverride* input, bool swap) {
   if (input != nullptr) {  // scripted input replaces the real mouse (the GLFW backend just set it)
     io.MousePos = input->mouse;
     io.MouseDown[0] = input->left_down;
+    for (int key = 0; key < IM_ARRAYSIZE(io.KeysDown); ++key) {
+      io.KeysDown[key] = std::find(input->keys_down.begin(), input->keys_down.end(), key) !=
+                         input->keys_down.end();
+    }
   }
   const bool fixed_step = state_->headless || input != nullptr;
   if (fixed_step) io.DeltaTime = static_cast<float>(kFixedFrameSeconds);

@@ -29,6 +29,7 @@ struct UiProbe {
 struct InputOverride {
   ImVec2 mouse{0, 0};
   bool left_down = false;
+  std::vector<int> keys_down;  ///< GLFW key codes held this frame (all others up)
 };
 
 struct ArenaView {

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <stb_image.h>
 
+#define GLFW_INCLUDE_NONE
+#include <GLFW/glfw3.h>
+
 #include <array>
 #include <cstdlib>
 #include <filesystem>
@@ -196,4 +199,27 @@ TEST_F(VizRender, PanelExportCropsToTheScene) {
   EXPECT_LT(image.height, 800);
   EXPECT_GT(image.height, 500);
   EXPECT_GT(distinct_colors(image), 30);
+}
+
+TEST_F(VizRender, KeyboardTransportStepsAndPlays) {
+  Scenario scenario;
+  scenario.scene = SceneId::kArena;
+  app_->load(scenario);
+  InputOverride input{ImVec2(5, 790), false, {}};
+  app_->frame(&input);
+  input.keys_down = {GLFW_KEY_S};  // S: one step
+  app_->frame(&input);
+  input.keys_down = {};
+  app_->frame(&input);
+  EXPECT_EQ(app_->state().arena.step_count(), 1);
+  input.keys_down = {GLFW_KEY_SPACE};  // Space: play
+  app_->frame(&input);
+  input.keys_down = {};
+  EXPECT_TRUE(app_->state().arena_view.playing);
+  for (int i = 0; i < 30; ++i) app_->frame(&input);  // 0.5 s at 10 steps/s
+  EXPECT_GE(app_->state().arena.step_count(), 5);
+  input.keys_down = {GLFW_KEY_R};  // R: reset
+  app_->frame(&input);
+  EXPECT_EQ(app_->state().arena.step_count(), 0);
+  EXPECT_FALSE(app_->state().arena_view.playing);
 }
