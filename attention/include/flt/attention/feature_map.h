@@ -1,0 +1,130 @@
+#pragma once
+// The one random-feature map of the library: FAVOR+ positive features (Choromanski et al. 2021), its
+// hyperbolic variant, trigonometric RFF, elu + 1, ReLU features and a learnable map. Performer, FLT
+// and the learned optimizer's memory cell all build their features here.
+//
+// Softmax-kernel maps (positive, hyperbolic, trigonometric) estimate exp(x . y):
+//   positive     phi(x) = m^{-1/2} exp(W x - |x|^2 / 2 - c)                          (M = m)
+//   hyperbolic   phi(x) = (2m)^{-1/2} [exp(W x - |x|^2/2 - c), exp(-W x - |x|^2/2 - c)]  (M = 2m)
+//   trigonometric phi(x) = m^{-1/2} exp(|x|^2 / 2 - c) [cos W x, sin W x]            (M = 2m, signed)
+// The caller scales its inputs (Performer passes q D^{-1/4}). The shift c cancels in the attention
+// ratio only when it is the same for every key of a query, so:
+//   - queries: c is the token's own max (per row; cancels between numerator and denominator);
+//   - keys, non-causal: c is the max over all keys of the sequence;
+//   - keys, causal or streaming: c depends on the FIRST key only (it is in every query's past) and is
+//     floored so no later key can overflow: c = max(max_i (w_i . k_0 - |k_0|^2/2), U - margin), with
+//     U = max_i |w_i|^2 / 2 >= w . k - |k|^2 / 2 for every k. A max over the whole sequence would
+//     make causal outputs depend on future tokens (performer-pytorch issue #82).
+// W: rows drawn as blocks of orthogonal Gaussian directions, each row rescaled to the norm of an
+// independent Gaussian vector (chi_D norms), stored as a buffer and redrawn only by `redraw(seed)`.
+
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/types.h>
+
+#include <string>
+
+namespace flt::attention {
+
+enum class FeatureKind {
+  kPositive,       ///< FAVOR+ exp(Wx - |x|^2/2) (default)
+  kHyperbolic,     ///< FAVOR+ with [exp(Wx), exp(-Wx)]: lower variance, 2m features
+  kTrigonometric,  ///< Rahimi-Recht [cos Wx, sin Wx] for the softmax kernel: signed features
+  kElu,            ///< elu(x) + 1 (linear attention; no projection, M = input dim)
+  kRelu,           ///< m^{-1/2} relu(W x) (Performer's generalised ReLU kernel)
+  kLearnable,      ///< elu(W x) + 1 with W a trainable parameter (initialised like FAVOR+)
+};
+
+/// "positive", "hyperbolic", "trigonometric", "elu", "relu", "learnable".
+std::string feature_kind_name(FeatureKind kind);
+/// Inverse of `feature_kind_name`; throws naming the unknown name.
+FeatureKind feature_kind_from_name(const std::string& name);
+
+/// Draws m rows of dimension `dim`: blocks of `dim` orthogonal directions (QR of a Gaussian block),
+/// each row rescaled to the norm of an independent N(0, I_dim) vector, so rows are marginally
+/// N(0, I) but orthogonal within a block. Deterministic in `seed`. -> (m, dim) double
+torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bool orthogonal = true);
+
+struct FeatureMapOptions {
+  FeatureMapOptions(int64_t input_dim, int64_t features) : input_dim_(input_dim), features_(features) {}
+  /// Dimension of the (already scaled) input vectors.
+  TORCH_ARG(int64_t, input_dim);
+  /// Random features m (the output has m or 2m columns, see `output_dim`).
+  TORCH_ARG(int64_t, features);
+  /// Which map (default FAVOR+ positive).
+  TORCH_ARG(FeatureKind, kind) = FeatureKind::kPositive;
+  /// Orthogonal blocks (true, default) or i.i.d. Gaussian rows.
+  TORCH_ARG(bool, orthogonal) = true;
+  /// Seed of the first draw; `redraw(seed)` draws again.
+  TORCH_ARG(uint64_t, seed) = 0;
+};
+
+class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
+ public:
+  explicit FeatureMapImpl(FeatureMapOptions options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  /// Draws W again from `seed` (in place: the buffer keeps its identity, dtype and device).
+  void redraw(uint64_t seed);
+
+  /// Columns of the features: m, 2m (hyperbolic, trigonometric) or input_dim (elu).
+  int64_t output_dim() const;
+  /// True for maps whose features are all >= 0 (the normaliser is then positive).
+  bool positive() const;
+
+  /// Query features with the per-token shift. x: (..., L, Din) -> (..., L, M)
+  torch::Tensor query_features(const torch::Tensor& x) const;
+  /// Key features with the sequence shift chosen for `causal` (see the file comment).
+  /// x: (..., L, Din) -> (..., L, M)
+  torch::Tensor key_features(const torch::Tensor& x, bool causal) const;
+  /// Key features with an explicit shift (streaming and RNN-style use, one step at a time).
+  /// x: (..., L, Din)  shift: broadcastable to (..., 1, 1) -> (..., L, M)
+  torch::Tensor key_features(const torch::Tensor& x, const torch::Tensor& shift) const;
+  /// The causal-safe key shift computed from the first key alone (zeros for maps without shifts).
+  /// first_key: (..., 1, Din) -> (..., 1, 1)
+  torch::Tensor causal_key_shift(const torch::Tensor& first_key) const;
+
+  /// Features without any shift: phi(x).phi(y) estimates exp(x.y) for the softmax-kernel maps.
+  /// x: (..., L, Din) -> (..., L, M)
+  torch::Tensor unshifted_features(const torch::Tensor& x) const;
+
+  FeatureMapOptions options;
+  torch::Tensor projection;  ///< W: (m, Din) buffer (a parameter for kLearnable); undefined for kElu
+
+ private:
+  /// Log-domain pre-activations of the softmax-kernel maps, without shift. x: (..., L, Din) -> (..., L, M)
+  torch::Tensor log_features(const torch::Tensor& x) const;
+  /// x: (..., L, Din)  shift: (..., L or 1, 1) -> (..., L, M)
+  torch::Tensor shifted(const torch::Tensor& x, const torch::Tensor& shift) const;
+  torch::Tensor projection_as(const torch::Tensor& x) const;
+};
+TORCH_MODULE(FeatureMap);
+
+/// Attention over features with a possibly non-positive normaliser (trigonometric and Maclaurin
+/// features): numerator and denominator come from ONE `kernels::linear_attention_numerator` call (a
+/// ones column appended to v); the denominator is raised to `floor` wherever it is below it.
+/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv)  floor: broadcastable to
+/// (B, H, Lq, 1) -> (B, H, Lq, Dv)
+torch::Tensor floored_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                       const torch::Tensor& v, bool causal,
+                                       const torch::Tensor& floor);
+
+/// Streaming causal linear attention: the state (S, z) of `append`ed keys and values, `read` by
+/// queries. Its outputs equal the batch causal outputs token by token. Works for any feature map:
+/// the caller gives features (`FeatureMap::key_features(k, shift)` with `causal_key_shift` of the
+/// first key keeps the same shift as the batch causal path).
+struct LinearAttentionState {
+  torch::Tensor numerator;    ///< S = sum_j phi_k_j v_j^T: (B, H, M, Dv)
+  torch::Tensor normaliser;   ///< z = sum_j phi_k_j: (B, H, M, 1)
+  torch::Tensor key_shift;    ///< the shift fixed by the first key: (B, H, 1, 1)
+  int64_t steps = 0;          ///< tokens appended so far
+
+  bool empty() const { return steps == 0; }
+  /// phi_k: (B, H, T, M)  v: (B, H, T, Dv): adds the T tokens (all of them visible to later reads).
+  void append(const torch::Tensor& phi_k, const torch::Tensor& v);
+  /// phi_q: (B, H, T, M) -> (B, H, T, Dv): phi_q S / phi_q z over everything appended so far.
+  torch::Tensor read(const torch::Tensor& phi_q, double eps) const;
+};
+
+}  // namespace flt::attention
