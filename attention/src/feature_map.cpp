@@ -54,8 +54,11 @@ torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bo
   std::vector<torch::Tensor> blocks;
   for (int64_t done = 0; done < m; done += dim) {
     const auto gaussian = at::randn({dim, dim}, gen, options);
-    const auto q = std::get<0>(at::linalg_qr(gaussian));  // columns orthonormal
-    blocks.push_back(q.transpose(0, 1).narrow(0, 0, std::min(dim, m - done)));
+    const auto [q, r] = at::linalg_qr(gaussian);
+    // Householder QR leaves a sign pattern in Q; fixing sign(diag R) > 0 makes Q Haar-distributed,
+    // so every direction is uniform on the sphere (without it FAVOR+ is biased).
+    const auto haar = q * at::sign(at::diagonal(r)).unsqueeze(0);
+    blocks.push_back(haar.transpose(0, 1).narrow(0, 0, std::min(dim, m - done)));
   }
   // chi_dim norms: each row gets the length of an independent Gaussian vector, so every row is
   // marginally N(0, I) (unbiased estimator) while rows within a block stay orthogonal.
@@ -88,8 +91,10 @@ void FeatureMapImpl::redraw(uint64_t seed) {
   options.seed(seed);
   if (!projection.defined()) return;
   torch::NoGradGuard no_grad;
+  // Rounded to float as in reset(), so redraw(s) reproduces a module constructed with seed s.
   projection.copy_(orthogonal_gaussian_rows(options.features(), options.input_dim(), seed,
-                                            options.orthogonal()));
+                                            options.orthogonal())
+                       .to(torch::kFloat));
 }
 
 void FeatureMapImpl::pretty_print(std::ostream& stream) const {
