@@ -98,14 +98,14 @@ TEST_F(Performer, FeatureMap_KindsAndShapes) {
 }
 
 // Relative error vs exact softmax falls with m: monotone within noise, >= 3x from m = 16 to 1024, and
-// the m = 1024 error far below the uniform-attention baseline (PEERS.md: report it alongside).
-// Inputs have |q|^2 / sqrt(D) ~ 0.4: FAVOR+'s variance grows like exp(|q~ + k~|^2), and with
+// the m = 1024 error below half the uniform-attention baseline (PEERS.md: report it alongside).
+// Inputs have |q|^2 / sqrt(D) ~ 1 (logit std 0.25, uniform-attention error ~0.35): FAVOR+'s variance grows like exp(|q~ + k~|^2), and with
 // |q|^2 / sqrt(D) ~ 2 (scale 0.7) the error falls far slower than m^{-1/2} at these m (measured:
 // 0.76, 0.54, 0.41, 0.37), the regime PEERS.md reports for performer-pytorch.
 TEST_F(Performer, ErrorFallsWithFeatures) {
   const int64_t dim = 16, len = 128, seeds = 4;
-  const auto q = torch::randn({1, 2, len, dim}, torch::kDouble) * 0.3;
-  const auto k = torch::randn({1, 2, len, dim}, torch::kDouble) * 0.3;
+  const auto q = torch::randn({1, 2, len, dim}, torch::kDouble) * 0.5;
+  const auto k = torch::randn({1, 2, len, dim}, torch::kDouble) * 0.5;
   const auto v = torch::randn({1, 2, len, 8}, torch::kDouble);
   const auto exact = fa::softmax_attention(q, k, v);
   const double uniform = relative_error(v.mean(2, true).expand_as(exact), exact);
@@ -119,7 +119,7 @@ TEST_F(Performer, ErrorFallsWithFeatures) {
   }
   for (size_t i = 1; i < errors.size(); ++i) EXPECT_LT(errors[i], errors[i - 1] * 1.1) << "m index " << i;
   EXPECT_GT(errors.front() / errors.back(), 3.0);
-  EXPECT_LT(errors.back(), 0.25 * uniform);
+  EXPECT_LT(errors.back(), 0.5 * uniform);
 }
 
 // Causal outputs are bitwise unchanged when future tokens change: the key shift depends on the first
