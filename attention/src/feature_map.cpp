@@ -53,12 +53,14 @@ torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bo
   if (!orthogonal) return at::randn({m, dim}, gen, options);
   std::vector<torch::Tensor> blocks;
   for (int64_t done = 0; done < m; done += dim) {
-    const auto gaussian = at::randn({dim, dim}, gen, options);
+    // Reduced QR of a (dim, b) Gaussian block: b orthonormal directions at O(dim b^2) cost.
+    const int64_t b = std::min(dim, m - done);
+    const auto gaussian = at::randn({dim, b}, gen, options);
     const auto [q, r] = at::linalg_qr(gaussian);
     // Householder QR leaves a sign pattern in Q; fixing sign(diag R) > 0 makes Q Haar-distributed,
     // so every direction is uniform on the sphere (without it FAVOR+ is biased).
     const auto haar = q * at::sign(at::diagonal(r)).unsqueeze(0);
-    blocks.push_back(haar.transpose(0, 1).narrow(0, 0, std::min(dim, m - done)));
+    blocks.push_back(haar.transpose(0, 1));
   }
   // chi_dim norms: each row gets the length of an independent Gaussian vector, so every row is
   // marginally N(0, I) (unbiased estimator) while rows within a block stay orthogonal.
