@@ -293,15 +293,13 @@ std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(const tor
     density = (1.0 / (kPi * s * (1.0 + (xi / s).pow(2)))).prod(-1);
   }
   const auto a = rpe->g(xi) / density;                                     // (H, r)
-  const auto magnitude = (a.abs() / r).sqrt().unsqueeze(0).unsqueeze(2);  // (1, H, 1, r)
-  const auto sign = at::sign(a).detach().unsqueeze(0).unsqueeze(2);
+  const auto magnitude = (a.abs() / r).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
+  const auto sign = at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
   // 2 pi xi.r for every head: (B', 1, L, l) x (H, l, r) -> (B', H, L, r)
   const auto phase = 2.0 * kPi * at::matmul(positions.unsqueeze(1), xi.transpose(1, 2));
-  const auto trig = at::cat({at::cos(phase), at::sin(phase)}, -1);        // (B', H, L, 2r)
-  const auto mag2 = at::cat({magnitude, magnitude}, -1);
-  const auto sign2 = at::cat({sign, sign}, -1);
+  const auto n2 = at::cat({at::cos(phase), at::sin(phase)}, -1) * magnitude;  // (B', H, L, 2r)
   // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...).
-  return {trig * mag2 * sign2, trig * mag2};
+  return {n2 * sign, n2};
 }
 
 torch::Tensor FLTAttentionImpl::positions_for(const char* fn, const torch::Tensor& positions,
@@ -327,8 +325,8 @@ std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::augmented(const torch:
   TORCH_CHECK(q.size(3) == options.head_dim(), "FLTAttention: q has head dim ", q.size(3),
               " but head_dim is ", options.head_dim(), " (q ", q.sizes(), ")");
   const double quarter = std::pow(static_cast<double>(q.size(3)), -0.25);
-  const auto n1 = rpe_features(q_pos).first;
-  const auto n2 = rpe_features(k_pos).second;
+  auto [n1, n2] = rpe_features(q_pos);
+  if (!k_pos.is_same(q_pos)) n2 = rpe_features(k_pos).second;  // one evaluation when positions agree
   const auto expand = [](const torch::Tensor& n, const torch::Tensor& x) {
     return n.expand({x.size(0), x.size(1), x.size(2), n.size(3)});
   };
