@@ -268,3 +268,28 @@ TEST_F(Performer, FloatLongSequenceStaysFinite) {
     EXPECT_TRUE(performer(q, k, v, call).isfinite().all().item<bool>()) << "causal=" << causal;
   }
 }
+
+// RNN-style use (the optimizer memory): one state per coordinate in B, a forgetting factor before
+// each append: read_t = sum_j e^{-tau (t - j)} phi_q.phi_k_j v_j / sum_j e^{-tau (t - j)} phi_q.phi_k_j.
+TEST_F(Performer, StreamingWithDecayMatchesWeightedSums) {
+  auto performer = make_performer(4, 8);
+  const int64_t coords = 5, steps = 12;
+  const double tau = 0.3;
+  const auto q = torch::randn({coords, 1, steps, 4}, torch::kDouble);
+  const auto k = torch::randn({coords, 1, steps, 4}, torch::kDouble);
+  const auto v = torch::randn({coords, 1, steps, 2}, torch::kDouble);
+  fa::LinearAttentionState state;
+  const auto factor = torch::full({}, std::exp(-tau), torch::kDouble);
+  for (int64_t t = 0; t < steps; ++t) {
+    if (!state.empty()) state.decay(factor);
+    performer->append(state, k.narrow(2, t, 1), v.narrow(2, t, 1));
+    const auto out = performer->read(state, q.narrow(2, t, 1));
+    // Reference from the materialised causal weights, re-weighted by the decay and renormalised.
+    fa::AttentionCall call;
+    call.causal = true;
+    const auto a = performer->materialize(q, k, call).narrow(2, t, 1).narrow(3, 0, t + 1);
+    const auto w = a * torch::exp(-tau * (t - torch::arange(t + 1, torch::kDouble)));
+    const auto expected = torch::matmul(w / w.sum(-1, true), v.narrow(2, 0, t + 1));
+    EXPECT_TRUE(all_close(out, expected, 1e-10, 1e-12)) << "step " << t;
+  }
+}

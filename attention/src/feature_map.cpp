@@ -229,4 +229,10 @@ torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q, double eps)
   return at::matmul(phi_q, numerator) / at::matmul(phi_q, normaliser).clamp_min(eps);
 }
 
+void LinearAttentionState::decay(const torch::Tensor& factor) {
+  TORCH_CHECK(!empty(), "LinearAttentionState::decay: the state is empty");
+  numerator = numerator * factor;
+  normaliser = normaliser * factor;
+}
+
 }  // namespace flt::attention

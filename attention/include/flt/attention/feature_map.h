@@ -112,7 +112,8 @@ torch::Tensor floored_linear_attention(const torch::Tensor& phi_q, const torch::
                                        const torch::Tensor& floor);
 
 /// Streaming causal linear attention: the state (S, z) of `append`ed keys and values, `read` by
-/// queries. Its outputs equal the batch causal outputs token by token. Works for any feature map:
+/// queries. Its outputs equal the batch causal outputs token by token. For RNN-style use (one step at
+/// a time, one state per coordinate), put the coordinates in B. Works for any feature map:
 /// the caller gives features (`FeatureMap::key_features(k, shift)` with `causal_key_shift` of the
 /// first key keeps the same shift as the batch causal path).
 struct LinearAttentionState {
@@ -126,6 +127,9 @@ struct LinearAttentionState {
   void append(const torch::Tensor& phi_k, const torch::Tensor& v);
   /// phi_q: (B, H, T, M) -> (B, H, T, Dv): phi_q S / phi_q z over everything appended so far.
   torch::Tensor read(const torch::Tensor& phi_q, double eps) const;
+  /// S <- factor S, z <- factor z (e.g. e^{-tau} before each append, for a forgetting memory).
+  /// factor: a scalar or broadcastable to (B, H, 1, 1)
+  void decay(const torch::Tensor& factor);
 };
 
 }  // namespace flt::attention
