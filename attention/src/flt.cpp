@@ -316,10 +316,10 @@ torch::Tensor FLTAttentionImpl::positions_for(const char* fn, const torch::Tenso
   return pos;
 }
 
-std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::augmented(const torch::Tensor& q,
-                                                                    const torch::Tensor& k,
-                                                                    const torch::Tensor& q_pos,
-                                                                    const torch::Tensor& k_pos) const {
+std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(const torch::Tensor& q,
+                                                                  const torch::Tensor& k,
+                                                                  const torch::Tensor& q_pos,
+                                                                  const torch::Tensor& k_pos) const {
   TORCH_CHECK(q.size(1) == options.heads(), "FLTAttention: q has ", q.size(1), " heads but heads is ",
               options.heads(), " (q ", q.sizes(), ")");
   TORCH_CHECK(q.size(3) == options.head_dim(), "FLTAttention: q has head dim ", q.size(3),
@@ -327,10 +327,9 @@ std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::augmented(const torch:
   const double quarter = std::pow(static_cast<double>(q.size(3)), -0.25);
   auto [n1, n2] = rpe_features(q_pos);
   if (!k_pos.is_same(q_pos)) n2 = rpe_features(k_pos).second;  // one evaluation when positions agree
-  const auto expand = [](const torch::Tensor& n, const torch::Tensor& x) {
-    return n.expand({x.size(0), x.size(1), x.size(2), n.size(3)});
-  };
-  return {at::cat({expand(n1, q), q * quarter}, -1), at::cat({expand(n2, k), k * quarter}, -1)};
+  // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] as column blocks: never concatenated, and the
+  // position blocks (batch 1 when positions are shared) are projected once for the whole batch.
+  return {FeatureInput{n1, q * quarter}, FeatureInput{n2, k * quarter}};
 }
 
 torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
@@ -415,7 +414,7 @@ void FLTAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& 
   check_qkv("FLTAttention::append", k, k, v, false);
   const auto pos = positions_for("FLTAttention::append", positions, k, state.steps);
   const auto kh = augmented(k, k, pos, pos).second;
-  if (state.empty()) state.key_shift = feature_map->causal_key_shift(kh.narrow(2, 0, 1));
+  if (state.empty()) state.key_shift = feature_map->causal_key_shift(kh.first_token());
   state.append(feature_map->key_features(kh, state.key_shift), v);
 }
 
