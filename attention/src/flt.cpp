@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <limits>
 
 #include "flt/attention/linear.h"
 #include "flt/kernels/linear_attention.h"
