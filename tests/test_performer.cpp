@@ -132,8 +132,10 @@ TEST_F(Performer, CausalIgnoresFutureTokens) {
     const auto k = torch::randn({1, 2, 100, 8}, torch::kDouble);
     const auto v = torch::randn({1, 2, 100, 3}, torch::kDouble);
     auto k2 = k.clone(), v2 = v.clone();
-    // A future key aligned with a projection row dominates any sequence-wide max.
-    k2.narrow(2, 70, 1).copy_(performer->feature_map->projection.narrow(0, 0, 1).view({1, 1, 1, 8}) * 8.0);
+    // A future key with k D^{-1/4} = w_0 reaches the largest log-feature any key can have for that
+    // row (|w_0|^2 / 2), so a sequence-wide max would pick it up.
+    k2.narrow(2, 70, 1).copy_(performer->feature_map->projection.narrow(0, 0, 1).view({1, 1, 1, 8}) *
+                              std::pow(8.0, 0.25));
     k2.narrow(2, 71, 29).normal_();
     v2.narrow(2, 60, 40).normal_();
     fa::AttentionCall call;
