@@ -18,6 +18,16 @@ struct Factory {
   AttentionHandle operator()(const LinearAttentionOptions& o) const {
     return handle_of(LinearAttention(o));
   }
+  // The random-feature variants take the container's head dim (and heads, for per-head parameters).
+  AttentionHandle operator()(PerformerAttentionOptions o) const {
+    return handle_of(PerformerAttention(o.head_dim(head_dim)));
+  }
+  AttentionHandle operator()(FLTAttentionOptions o) const {
+    return handle_of(FLTAttention(o.heads(heads).head_dim(head_dim)));
+  }
+  AttentionHandle operator()(SchoenbAttentionOptions o) const {
+    return handle_of(SchoenbAttention(o.heads(heads).head_dim(head_dim)));
+  }
 };
 
 }  // namespace

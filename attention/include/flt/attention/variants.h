@@ -10,13 +10,18 @@
 #include <string>
 #include <variant>
 
+#include "flt/attention/flt.h"
 #include "flt/attention/linear.h"
+#include "flt/attention/performer.h"
+#include "flt/attention/schoenbat.h"
 #include "flt/attention/softmax.h"
 
 namespace flt::attention {
 
 /// Options of any attention variant; the alternative chosen selects the variant.
-using AttentionOptions = std::variant<SoftmaxAttentionOptions, LinearAttentionOptions>;
+using AttentionOptions = std::variant<SoftmaxAttentionOptions, LinearAttentionOptions,
+                                      PerformerAttentionOptions, FLTAttentionOptions,
+                                      SchoenbAttentionOptions>;
 
 /// A variant module built from its options, for `heads` heads of dimension `head_dim`.
 struct AttentionHandle {

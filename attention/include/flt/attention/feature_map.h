@@ -1,0 +1,158 @@
+#pragma once
+// The one random-feature map of the library: FAVOR+ positive features (Choromanski et al. 2021), its
+// hyperbolic variant, trigonometric RFF, elu + 1, ReLU features and a learnable map. Performer, FLT
+// and the learned optimizer's memory cell all build their features here.
+//
+// Softmax-kernel maps (positive, hyperbolic, trigonometric) estimate exp(x . y):
+//   positive     phi(x) = m^{-1/2} exp(W x - |x|^2 / 2 - c)                          (M = m)
+//   hyperbolic   phi(x) = (2m)^{-1/2} [exp(W x - |x|^2/2 - c), exp(-W x - |x|^2/2 - c)]  (M = 2m)
+//   trigonometric phi(x) = m^{-1/2} exp(|x|^2 / 2 - c) [cos W x, sin W x]            (M = 2m, signed)
+// The caller scales its inputs (Performer passes q D^{-1/4}). The shift c cancels in the attention
+// ratio only when it is the same for every key of a query, so:
+//   - queries: c is the token's own max (per row; cancels between numerator and denominator);
+//   - keys, non-causal: c is the max over all keys of the sequence;
+//   - keys, causal or streaming: c = max_i (w_i . k_0 - |k_0|^2/2) from the FIRST key only (it is in
+//     every query's past). A max over the whole sequence would make causal outputs depend on future
+//     tokens (performer-pytorch issue #82). Limit: a later key whose log-feature exceeds the first
+//     key's by more than ~80 (float) or ~700 (double) overflows; for FAVOR+ inputs x D^{-1/4} of
+//     comparable norms the spread is a few tens at most.
+// W: rows drawn as blocks of orthogonal Gaussian directions, each row rescaled to the norm of an
+// independent Gaussian vector (chi_D norms), stored as a buffer and redrawn only by `redraw(seed)`.
+
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/types.h>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace flt::attention {
+
+enum class FeatureKind {
+  kPositive,       ///< FAVOR+ exp(Wx - |x|^2/2) (default)
+  kHyperbolic,     ///< FAVOR+ with [exp(Wx), exp(-Wx)]: lower variance, 2m features
+  kTrigonometric,  ///< Rahimi-Recht [cos Wx, sin Wx] for the softmax kernel: signed features
+  kElu,            ///< elu(x) + 1 (linear attention; no projection, M = input dim)
+  kRelu,           ///< m^{-1/2} relu(W x) (Performer's generalised ReLU kernel)
+  kLearnable,      ///< elu(W x) + 1 with W a trainable parameter (initialised like FAVOR+)
+};
+
+/// "positive", "hyperbolic", "trigonometric", "elu", "relu", "learnable".
+std::string feature_kind_name(FeatureKind kind);
+/// Inverse of `feature_kind_name`; throws naming the unknown name.
+FeatureKind feature_kind_from_name(const std::string& name);
+
+/// Draws m rows of dimension `dim`: blocks of `dim` orthogonal directions (QR of a Gaussian block),
+/// each row rescaled to the norm of an independent N(0, I_dim) vector, so rows are marginally
+/// N(0, I) but orthogonal within a block. Deterministic in `seed`. -> (m, dim) double
+torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bool orthogonal = true);
+
+/// The input of a feature map: one tensor, or blocks that are its column blocks in order (the map
+/// then never builds the concatenation; FLT passes [N1, q D^{-1/4}] this way, and its position block
+/// of batch 1 is projected once for the whole batch). Blocks broadcast against each other except in
+/// the last dimension. x: (..., L, Din) or blocks (..., L, Din_b) with sum_b Din_b = Din
+struct FeatureInput {
+  FeatureInput(const torch::Tensor& x) : blocks{x} {}  // NOLINT: implicit on purpose
+  FeatureInput(std::initializer_list<torch::Tensor> parts) : blocks(parts) {}
+  std::vector<torch::Tensor> blocks;
+  /// Each block's first token (dim -2). -> (..., 1, Din_b)
+  FeatureInput first_token() const;
+  /// The concatenated input (broadcast, then cat). -> (..., L, Din)
+  torch::Tensor concatenated() const;
+};
+
+struct FeatureMapOptions {
+  FeatureMapOptions(int64_t input_dim, int64_t features) : input_dim_(input_dim), features_(features) {}
+  /// Dimension of the (already scaled) input vectors.
+  TORCH_ARG(int64_t, input_dim);
+  /// Random features m (the output has m or 2m columns, see `output_dim`).
+  TORCH_ARG(int64_t, features);
+  /// Which map (default FAVOR+ positive).
+  TORCH_ARG(FeatureKind, kind) = FeatureKind::kPositive;
+  /// Orthogonal blocks (true, default) or i.i.d. Gaussian rows.
+  TORCH_ARG(bool, orthogonal) = true;
+  /// Seed of the first draw; `redraw(seed)` draws again.
+  TORCH_ARG(uint64_t, seed) = 0;
+};
+
+class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
+ public:
+  explicit FeatureMapImpl(FeatureMapOptions options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  /// Draws W again from `seed` (in place: the buffer keeps its identity, dtype and device).
+  void redraw(uint64_t seed);
+
+  /// Columns of the features: m, 2m (hyperbolic, trigonometric) or input_dim (elu).
+  int64_t output_dim() const;
+  /// True for maps whose features are all >= 0 (the normaliser is then positive).
+  bool positive() const;
+
+  /// Query features with the per-token shift. x: (..., L, Din) -> (..., L, M)
+  torch::Tensor query_features(const FeatureInput& x) const;
+  /// Key features with the sequence shift chosen for `causal` (see the file comment).
+  /// x: (..., L, Din) -> (..., L, M)
+  torch::Tensor key_features(const FeatureInput& x, bool causal) const;
+  /// Key features with an explicit shift (streaming and RNN-style use, one step at a time).
+  /// x: (..., L, Din)  shift: broadcastable to (..., 1, 1) -> (..., L, M)
+  torch::Tensor key_features(const FeatureInput& x, const torch::Tensor& shift) const;
+  /// The causal-safe key shift computed from the first key alone (zeros for maps without shifts).
+  /// first_key: (..., 1, Din) -> (..., 1, 1)
+  torch::Tensor causal_key_shift(const FeatureInput& first_key) const;
+
+  /// Features without any shift: phi(x).phi(y) estimates exp(x.y) for the softmax-kernel maps.
+  /// x: (..., L, Din) -> (..., L, M)
+  torch::Tensor unshifted_features(const FeatureInput& x) const;
+
+  FeatureMapOptions options;
+  torch::Tensor projection;  ///< W: (m, Din) buffer (a parameter for kLearnable); undefined for kElu
+
+ private:
+  enum class Shift { kNone, kPerToken, kPerSequence, kGiven };
+  /// The one formula of every map, with the shift chosen by `rule` (`given` for kGiven).
+  /// x: (..., L, Din) -> (..., L, M)
+  torch::Tensor compute(const FeatureInput& x, Shift rule, const torch::Tensor& given = {}) const;
+  /// W x without building the concatenated x. -> (..., L, m)
+  torch::Tensor project(const FeatureInput& x) const;
+  /// The softmax-kernel maps' pieces: W x (..., L, m), |x|^2 / 2 (..., L, 1), and the log-domain
+  /// values whose max sets the shift (the exponents, or |x|^2/2 for the trigonometric map).
+  struct LogTerms {
+    torch::Tensor wx, half_norm, logs;
+  };
+  LogTerms log_terms(const FeatureInput& x) const;
+};
+TORCH_MODULE(FeatureMap);
+
+/// Attention over features with a possibly non-positive normaliser (trigonometric and Maclaurin
+/// features): numerator and denominator come from ONE `kernels::linear_attention_numerator` call (a
+/// ones column appended to v); the denominator is raised to `floor` wherever it is below it.
+/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv)  floor: broadcastable to
+/// (B, H, Lq, 1) -> (B, H, Lq, Dv)
+torch::Tensor floored_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                       const torch::Tensor& v, bool causal,
+                                       const torch::Tensor& floor);
+
+/// Streaming causal linear attention: the state (S, z) of `append`ed keys and values, `read` by
+/// queries. Its outputs equal the batch causal outputs token by token. For RNN-style use (one step at
+/// a time, one state per coordinate), put the coordinates in B. Works for any feature map:
+/// the caller gives features (`FeatureMap::key_features(k, shift)` with `causal_key_shift` of the
+/// first key keeps the same shift as the batch causal path).
+struct LinearAttentionState {
+  torch::Tensor numerator;    ///< S = sum_j phi_k_j v_j^T: (B, H, M, Dv)
+  torch::Tensor normaliser;   ///< z = sum_j phi_k_j: (B, H, M, 1)
+  torch::Tensor key_shift;    ///< the shift fixed by the first key: (B, H, 1, 1)
+  int64_t steps = 0;          ///< tokens appended so far
+
+  bool empty() const { return steps == 0; }
+  /// phi_k: (B, H, T, M)  v: (B, H, T, Dv): adds the T tokens (all of them visible to later reads).
+  void append(const torch::Tensor& phi_k, const torch::Tensor& v);
+  /// phi_q: (B, H, T, M) -> (B, H, T, Dv): phi_q S / phi_q z over everything appended so far.
+  torch::Tensor read(const torch::Tensor& phi_q, double eps) const;
+  /// S <- factor S, z <- factor z (e.g. e^{-tau} before each append, for a forgetting memory).
+  /// factor: a scalar or broadcastable to (B, H, 1, 1)
+  void decay(const torch::Tensor& factor);
+};
+
+}  // namespace flt::attention

@@ -1,0 +1,62 @@
+#pragma once
+// Performer attention (Choromanski et al. 2021): softmax attention estimated with FAVOR+ random
+// features in O(L m D); non-causal, causal (prefix sums) and streaming (decoding state).
+
+#include <torch/arg.h>
+
+#include "flt/attention/attention.h"
+#include "flt/attention/feature_map.h"
+
+namespace flt::attention {
+
+struct PerformerAttentionOptions {
+  static constexpr const char* kName = "performer";
+  /// Random features m (> 0).
+  TORCH_ARG(int64_t, features) = 64;
+  /// Feature map (default FAVOR+ positive; hyperbolic halves the variance at 2m columns).
+  TORCH_ARG(FeatureKind, kind) = FeatureKind::kPositive;
+  /// Orthogonal random features (default true).
+  TORCH_ARG(bool, orthogonal) = true;
+  /// Seed of the initial draw of the features.
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// Head dim D; 0 (default) means "set by the container" (MultiheadAttention passes E / H).
+  TORCH_ARG(int64_t, head_dim) = 0;
+  /// Floor of the normaliser; the shifted features keep it far above this unless it underflows.
+  TORCH_ARG(double, eps) = 1e-30;
+};
+
+/// Performer attention with the given feature map (whose input_dim is D); q and k are scaled by
+/// D^{-1/4} so that phi(q).phi(k) estimates exp(q.k / sqrt(D)).
+/// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
+torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const FeatureMapImpl& feature_map, bool causal = false,
+                                  double eps = 1e-30);
+
+class PerformerAttentionImpl : public AttentionModule<PerformerAttentionImpl> {
+ public:
+  explicit PerformerAttentionImpl(PerformerAttentionOptions options = {});
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const AttentionCall& call = {}) override;
+  torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
+                            const AttentionCall& call = {}) override;
+  std::string name() const override { return PerformerAttentionOptions::kName; }
+
+  /// Draws the random features again (the only way they change).
+  void redraw(uint64_t seed) { feature_map->redraw(seed); }
+
+  /// Streaming decoding: append keys and values, then read queries; appending tokens one at a time
+  /// and reading after each append gives the batch causal outputs.
+  /// k: (B, H, T, D)  v: (B, H, T, Dv)
+  void append(LinearAttentionState& state, const torch::Tensor& k, const torch::Tensor& v) const;
+  /// q: (B, H, T, D) -> (B, H, T, Dv)
+  torch::Tensor read(const LinearAttentionState& state, const torch::Tensor& q) const;
+
+  PerformerAttentionOptions options;
+  FeatureMap feature_map{nullptr};
+};
+TORCH_MODULE(PerformerAttention);
+
+}  // namespace flt::attention

@@ -1,0 +1,265 @@
+#include "flt/attention/feature_map.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+
+#include "flt/attention/linear.h"
+#include "flt/kernels/linear_attention.h"
+
+namespace flt::attention {
+namespace {
+
+bool exp_kind(FeatureKind kind) {
+  return kind == FeatureKind::kPositive || kind == FeatureKind::kHyperbolic ||
+         kind == FeatureKind::kTrigonometric;
+}
+
+}  // namespace
+
+std::string feature_kind_name(FeatureKind kind) {
+  switch (kind) {
+    case FeatureKind::kPositive: return "positive";
+    case FeatureKind::kHyperbolic: return "hyperbolic";
+    case FeatureKind::kTrigonometric: return "trigonometric";
+    case FeatureKind::kElu: return "elu";
+    case FeatureKind::kRelu: return "relu";
+    case FeatureKind::kLearnable: return "learnable";
+  }
+  return "?";
+}
+
+FeatureKind feature_kind_from_name(const std::string& name) {
+  for (auto kind : {FeatureKind::kPositive, FeatureKind::kHyperbolic, FeatureKind::kTrigonometric,
+                    FeatureKind::kElu, FeatureKind::kRelu, FeatureKind::kLearnable}) {
+    if (feature_kind_name(kind) == name) return kind;
+  }
+  TORCH_CHECK(false, "feature map: unknown kind \"", name,
+              "\" (expected positive, hyperbolic, trigonometric, elu, relu or learnable)");
+}
+
+torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bool orthogonal) {
+  TORCH_CHECK(m > 0, "orthogonal_gaussian_rows: m must be positive, got ", m);
+  TORCH_CHECK(dim > 0, "orthogonal_gaussian_rows: dim must be positive, got ", dim);
+  auto gen = at::detail::createCPUGenerator(seed);
+  const auto options = torch::TensorOptions().dtype(torch::kDouble);
+  if (!orthogonal) return at::randn({m, dim}, gen, options);
+  std::vector<torch::Tensor> blocks;
+  for (int64_t done = 0; done < m; done += dim) {
+    // Reduced QR of a (dim, b) Gaussian block: b orthonormal directions at O(dim b^2) cost.
+    const int64_t b = std::min(dim, m - done);
+    const auto gaussian = at::randn({dim, b}, gen, options);
+    const auto [q, r] = at::linalg_qr(gaussian);
+    // Householder QR leaves a sign pattern in Q; fixing sign(diag R) > 0 makes Q Haar-distributed,
+    // so every direction is uniform on the sphere (without it FAVOR+ is biased).
+    const auto haar = q * at::sign(at::diagonal(r)).unsqueeze(0);
+    blocks.push_back(haar.transpose(0, 1));
+  }
+  // chi_dim norms: each row gets the length of an independent Gaussian vector, so every row is
+  // marginally N(0, I) (unbiased estimator) while rows within a block stay orthogonal.
+  const auto norms = at::randn({m, dim}, gen, options).norm(2, {1}, /*keepdim=*/true);
+  return at::cat(blocks, 0) * norms;
+}
+
+FeatureMapImpl::FeatureMapImpl(FeatureMapOptions options_) : options(std::move(options_)) { reset(); }
+
+void FeatureMapImpl::reset() {
+  TORCH_CHECK(options.input_dim() > 0, "FeatureMap: input_dim must be positive, got ",
+              options.input_dim());
+  TORCH_CHECK(options.features() > 0, "FeatureMap: features (m) must be positive, got ",
+              options.features());
+  if (options.kind() == FeatureKind::kElu) {
+    projection = torch::Tensor();
+    return;
+  }
+  const auto w = orthogonal_gaussian_rows(options.features(), options.input_dim(), options.seed(),
+                                          options.orthogonal())
+                     .to(torch::kFloat);
+  if (options.kind() == FeatureKind::kLearnable) {
+    projection = register_parameter("projection", w);
+  } else {
+    projection = register_buffer("projection", w);
+  }
+}
+
+void FeatureMapImpl::redraw(uint64_t seed) {
+  options.seed(seed);
+  if (!projection.defined()) return;
+  torch::NoGradGuard no_grad;
+  // Rounded to float as in reset(), so redraw(s) reproduces a module constructed with seed s.
+  projection.copy_(orthogonal_gaussian_rows(options.features(), options.input_dim(), seed,
+                                            options.orthogonal())
+                       .to(torch::kFloat));
+}
+
+void FeatureMapImpl::pretty_print(std::ostream& stream) const {
+  stream << "flt::attention::FeatureMap(kind=" << feature_kind_name(options.kind())
+         << ", input_dim=" << options.input_dim() << ", features=" << options.features()
+         << ", orthogonal=" << options.orthogonal() << ")";
+}
+
+int64_t FeatureMapImpl::output_dim() const {
+  switch (options.kind()) {
+    case FeatureKind::kHyperbolic:
+    case FeatureKind::kTrigonometric: return 2 * options.features();
+    case FeatureKind::kElu: return options.input_dim();
+    default: return options.features();
+  }
+}
+
+bool FeatureMapImpl::positive() const { return options.kind() != FeatureKind::kTrigonometric; }
+
+FeatureInput FeatureInput::first_token() const {
+  FeatureInput first(blocks.front().narrow(-2, 0, 1));
+  for (size_t b = 1; b < blocks.size(); ++b) first.blocks.push_back(blocks[b].narrow(-2, 0, 1));
+  return first;
+}
+
+torch::Tensor FeatureInput::concatenated() const {
+  if (blocks.size() == 1) return blocks.front();
+  std::vector<torch::Tensor> expanded;
+  auto shape = blocks.front().sizes().vec();
+  for (const auto& b : blocks) shape = at::infer_size(shape, b.sizes());
+  for (const auto& b : blocks) {
+    auto s = shape;
+    s.back() = b.size(-1);
+    expanded.push_back(b.expand(s));
+  }
+  return at::cat(expanded, -1);
+}
+
+torch::Tensor FeatureMapImpl::project(const FeatureInput& x) const {
+  const auto w = projection.to(x.blocks.front().scalar_type());
+  torch::Tensor total;
+  int64_t offset = 0;
+  for (const auto& block : x.blocks) {
+    const auto part = at::matmul(block, w.narrow(1, offset, block.size(-1)).transpose(0, 1));
+    total = total.defined() ? total + part : part;
+    offset += block.size(-1);
+  }
+  return total;
+}
+
+FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x) const {
+  LogTerms t;
+  t.wx = project(x);
+  for (const auto& block : x.blocks) {
+    const auto part = 0.5 * block.pow(2).sum(-1, /*keepdim=*/true);
+    t.half_norm = t.half_norm.defined() ? t.half_norm + part : part;
+  }
+  switch (options.kind()) {
+    case FeatureKind::kPositive: t.logs = t.wx - t.half_norm; break;
+    case FeatureKind::kHyperbolic: t.logs = at::cat({t.wx - t.half_norm, -t.wx - t.half_norm}, -1); break;
+    case FeatureKind::kTrigonometric: t.logs = t.half_norm; break;
+    default: TORCH_INTERNAL_ASSERT(false, "log_terms for a map without shifts");
+  }
+  return t;
+}
+
+torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const torch::Tensor& given) const {
+  int64_t width = 0;
+  for (const auto& block : x.blocks) width += block.size(-1);
+  TORCH_CHECK(width == options.input_dim(), "FeatureMap: input has dimension ", width, " but input_dim is ",
+              options.input_dim(), " (input ", x.blocks.front().sizes(), ")");
+  const double m = static_cast<double>(options.features());
+  switch (options.kind()) {
+    case FeatureKind::kElu: return elu_feature_map(x.concatenated());
+    case FeatureKind::kRelu: return at::relu(project(x)) / std::sqrt(m);
+    case FeatureKind::kLearnable: return elu_feature_map(project(x));
+    default: break;
+  }
+  const auto t = log_terms(x);
+  torch::Tensor shift;
+  {
+    // Shifts are common factors of a query's numerator and denominator: they cancel exactly, so
+    // they carry no gradient.
+    torch::NoGradGuard no_grad;
+    switch (rule) {
+      case Shift::kNone: shift = at::zeros({1}, t.wx.options()); break;
+      case Shift::kPerToken: shift = std::get<0>(t.logs.max(-1, /*keepdim=*/true)); break;
+      case Shift::kPerSequence:
+        shift = std::get<0>(std::get<0>(t.logs.max(-1, /*keepdim=*/true)).max(-2, /*keepdim=*/true));
+        break;
+      case Shift::kGiven: shift = given.to(t.wx.scalar_type()); break;
+    }
+  }
+  shift = shift.detach();
+  if (options.kind() == FeatureKind::kTrigonometric) {
+    return at::cat({at::cos(t.wx), at::sin(t.wx)}, -1) * (at::exp(t.half_norm - shift) / std::sqrt(m));
+  }
+  const double count = options.kind() == FeatureKind::kHyperbolic ? 2.0 * m : m;
+  return at::exp(t.logs - shift) / std::sqrt(count);
+}
+
+torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const { return compute(x, Shift::kNone); }
+
+torch::Tensor FeatureMapImpl::query_features(const FeatureInput& x) const {
+  return compute(x, exp_kind(options.kind()) ? Shift::kPerToken : Shift::kNone);
+}
+
+torch::Tensor FeatureMapImpl::causal_key_shift(const FeatureInput& first_key) const {
+  if (!exp_kind(options.kind())) {
+    auto shape = first_key.blocks.front().sizes().vec();
+    shape.back() = 1;
+    return at::zeros(shape, first_key.blocks.front().options());
+  }
+  // The first key is in every query's past. (A floor from the universal bound
+  // w.k - |k|^2/2 <= |w|^2/2 was tried and dropped: with FLT's 2r + D input dims that bound is ~10^3
+  // above typical values and underflowed every feature.)
+  torch::NoGradGuard no_grad;
+  return std::get<0>(log_terms(first_key).logs.max(-1, /*keepdim=*/true));
+}
+
+torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, bool causal) const {
+  if (!exp_kind(options.kind())) return compute(x, Shift::kNone);
+  if (causal) return compute(x, Shift::kGiven, causal_key_shift(x.first_token()));
+  return compute(x, Shift::kPerSequence);  // one shift for all keys of the sequence
+}
+
+torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, const torch::Tensor& shift) const {
+  return compute(x, Shift::kGiven, shift);
+}
+
+torch::Tensor floored_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                       const torch::Tensor& v, bool causal,
+                                       const torch::Tensor& floor) {
+  const int64_t dv = v.size(-1);
+  const auto v_and_ones = at::cat({v, at::ones_like(v.narrow(-1, 0, 1))}, -1);
+  const auto both = kernels::linear_attention_numerator(phi_q, phi_k, v_and_ones, causal);
+  return both.narrow(-1, 0, dv) / at::max(both.narrow(-1, dv, 1), floor.to(v.scalar_type()));
+}
+
+void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tensor& v) {
+  TORCH_CHECK(phi_k.dim() == 4 && v.dim() == 4 && phi_k.size(2) == v.size(2),
+              "LinearAttentionState::append: expected phi_k (B, H, T, M) and v (B, H, T, Dv), got ",
+              phi_k.sizes(), " and ", v.sizes());
+  const auto kv = at::matmul(phi_k.transpose(-2, -1), v);                // (B, H, M, Dv)
+  const auto k_sum = phi_k.sum(-2).unsqueeze(-1);                        // (B, H, M, 1)
+  if (empty()) {
+    numerator = kv;
+    normaliser = k_sum;
+  } else {
+    TORCH_CHECK(kv.sizes() == numerator.sizes(), "LinearAttentionState::append: state has shape ",
+                numerator.sizes(), " but the new tokens give ", kv.sizes());
+    numerator = numerator + kv;
+    normaliser = normaliser + k_sum;
+  }
+  steps += phi_k.size(2);
+}
+
+torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q, double eps) const {
+  TORCH_CHECK(!empty(), "LinearAttentionState::read: append at least one key first");
+  TORCH_CHECK(phi_q.dim() == 4 && phi_q.size(-1) == numerator.size(-2),
+              "LinearAttentionState::read: expected phi_q (B, H, T, ", numerator.size(-2), "), got ",
+              phi_q.sizes());
+  return at::matmul(phi_q, numerator) / at::matmul(phi_q, normaliser).clamp_min(eps);
+}
+
+void LinearAttentionState::decay(const torch::Tensor& factor) {
+  TORCH_CHECK(!empty(), "LinearAttentionState::decay: the state is empty");
+  numerator = numerator * factor;
+  normaliser = normaliser * factor;
+}
+
+}  // namespace flt::attention

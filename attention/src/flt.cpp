@@ -1,0 +1,429 @@
+#include "flt/attention/flt.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <limits>
+
+#include "flt/attention/linear.h"
+#include "flt/kernels/linear_attention.h"
+
+namespace flt::attention {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+bool has_components(SpectrumFamily family) {
+  return family == SpectrumFamily::kGaussianMixture || family == SpectrumFamily::kLocal ||
+         family == SpectrumFamily::kGaussianBasis;
+}
+
+// Irwin-Hall density times (k-1)!, through truncated powers: sum_j (-1)^j C(k,j) (u - j)_+^{k-1}.
+// The k-fold self-convolution of the box 1[|x| <= v] is (2v)^{k-1} IH_k((x + k v) / (2 v)).
+torch::Tensor box_convolution(const torch::Tensor& x, const torch::Tensor& v, int64_t k) {
+  const auto u = (x + static_cast<double>(k) * v) / (2.0 * v);
+  auto total = at::zeros_like(u);
+  double binom = 1.0, factorial = 1.0;
+  for (int64_t i = 1; i < k; ++i) factorial *= static_cast<double>(i);
+  for (int64_t j = 0; j <= k; ++j) {
+    const auto shifted = u - static_cast<double>(j);
+    const auto power = k == 1 ? (shifted >= 0).to(u.scalar_type()) : at::relu(shifted).pow(k - 1);
+    total = total + ((j % 2 == 0) ? binom : -binom) * power;
+    binom = binom * static_cast<double>(k - j) / static_cast<double>(j + 1);
+  }
+  return total / factorial * (2.0 * v).pow(k - 1);
+}
+
+}  // namespace
+
+std::string spectrum_family_name(SpectrumFamily family) {
+  switch (family) {
+    case SpectrumFamily::kGaussianMixture: return "gaussian_mixture";
+    case SpectrumFamily::kLocal: return "local";
+    case SpectrumFamily::kGaussianKernel: return "gaussian_kernel";
+    case SpectrumFamily::kLaplaceKernel: return "laplace_kernel";
+    case SpectrumFamily::kCauchyKernel: return "cauchy_kernel";
+    case SpectrumFamily::kGaussianBasis: return "gaussian_basis";
+  }
+  return "?";
+}
+
+SpectrumFamily spectrum_family_from_name(const std::string& name) {
+  for (auto f : {SpectrumFamily::kGaussianMixture, SpectrumFamily::kLocal, SpectrumFamily::kGaussianKernel,
+                 SpectrumFamily::kLaplaceKernel, SpectrumFamily::kCauchyKernel,
+                 SpectrumFamily::kGaussianBasis}) {
+    if (spectrum_family_name(f) == name) return f;
+  }
+  TORCH_CHECK(false, "RPE spectrum: unknown family \"", name,
+              "\" (expected gaussian_mixture, local, gaussian_kernel, laplace_kernel, cauchy_kernel "
+              "or gaussian_basis)");
+}
+
+// ---- spectrum -----------------------------------------------------------------------------------
+
+RpeSpectrumImpl::RpeSpectrumImpl(RpeSpectrumOptions options_) : options(std::move(options_)) { reset(); }
+
+void RpeSpectrumImpl::reset() {
+  const int64_t h = options.heads(), l = options.position_dim(), t = options.components();
+  TORCH_CHECK(h > 0, "RpeSpectrum: heads must be positive, got ", h);
+  TORCH_CHECK(l > 0, "RpeSpectrum: position_dim must be positive, got ", l);
+  TORCH_CHECK(t > 0, "RpeSpectrum: components (T) must be positive, got ", t);
+  TORCH_CHECK(options.smoothness() > 0, "RpeSpectrum: smoothness (k) must be positive, got ",
+              options.smoothness());
+  TORCH_CHECK(options.scale() > 0.0 && std::isfinite(options.scale()),
+              "RpeSpectrum: scale (sigma / radius / length scale) must be positive, got ",
+              options.scale());
+  TORCH_CHECK(std::isfinite(options.weight()), "RpeSpectrum: weight must be finite, got ",
+              options.weight());
+  const auto index = torch::arange(t, torch::kDouble);
+  const double s0 = options.scale(), w = options.weight();
+  // Non-zero initial weights: g = 0 would give zero gradients to the weights (the public FLT code
+  // starts there).
+  switch (options.family()) {
+    case SpectrumFamily::kGaussianMixture: {
+      const auto sigma = s0 * at::pow(2.0, -index);  // (T)
+      const auto height = at::pow(2.0 * kPi * sigma * sigma, 0.5 * static_cast<double>(l));
+      weights = register_parameter("weights", (w / static_cast<double>(t) / height).repeat({h, 1}).to(torch::kFloat));
+      log_scale = register_parameter("log_scale", sigma.log().repeat({h, 1}).to(torch::kFloat));
+      means = register_parameter("means", torch::zeros({h, t, l}));
+      break;
+    }
+    case SpectrumFamily::kLocal: {
+      weights = register_parameter("weights", torch::full({h, t}, w / static_cast<double>(t)));
+      radii = register_parameter(
+          "radii", (s0 * (index + 1.0)).view({1, t, 1}).expand({h, t, l}).contiguous().to(torch::kFloat));
+      break;
+    }
+    case SpectrumFamily::kGaussianKernel:
+    case SpectrumFamily::kLaplaceKernel:
+    case SpectrumFamily::kCauchyKernel:
+      weights = register_parameter("weights", torch::full({h, 1}, w));
+      log_scale = register_parameter("log_scale", torch::full({h, 1}, std::log(s0)));
+      break;
+    case SpectrumFamily::kGaussianBasis: {
+      const auto s = s0 * at::pow(2.0, index);
+      const auto height = at::pow(std::sqrt(2.0 * kPi) * s, static_cast<double>(l));
+      weights = register_parameter("weights", (w / static_cast<double>(t) * height).repeat({h, 1}).to(torch::kFloat));
+      log_scale = register_parameter("log_scale", s.log().repeat({h, 1}).to(torch::kFloat));
+      break;
+    }
+  }
+}
+
+void RpeSpectrumImpl::pretty_print(std::ostream& stream) const {
+  stream << "flt::attention::RpeSpectrum(family=" << spectrum_family_name(options.family())
+         << ", heads=" << options.heads() << ", position_dim=" << options.position_dim();
+  if (has_components(options.family())) stream << ", components=" << options.components();
+  if (options.family() == SpectrumFamily::kLocal) stream << ", smoothness=" << options.smoothness();
+  stream << ")";
+}
+
+torch::Tensor RpeSpectrumImpl::g(const torch::Tensor& xi) const {
+  TORCH_CHECK(xi.dim() == 3 && xi.size(-1) == options.position_dim(),
+              "RpeSpectrum::g: expected xi of shape (H, N, ", options.position_dim(), "), got ", xi.sizes());
+  const auto dtype = xi.scalar_type();
+  const double l = static_cast<double>(options.position_dim());
+  const auto w = weights.to(dtype);
+  switch (options.family()) {
+    case SpectrumFamily::kGaussianMixture: {
+      const auto diff = xi.unsqueeze(2) - means.to(dtype).unsqueeze(1);      // (H, N, T, l)
+      const auto sigma = log_scale.to(dtype).exp().unsqueeze(1);             // (H, 1, T)
+      return (w.unsqueeze(1) * at::exp(-diff.pow(2).sum(-1) / (2.0 * sigma * sigma))).sum(-1);
+    }
+    case SpectrumFamily::kLocal: {
+      const auto v = radii.to(dtype).abs().unsqueeze(1);                     // (H, 1, T, l)
+      // sin(2 pi v xi) / (pi xi) = 2 v sinc(2 v xi) with torch's normalised sinc (finite at 0).
+      const auto ratio = 2.0 * v * at::sinc(2.0 * v * xi.unsqueeze(2));     // (H, N, T, l)
+      return (w.unsqueeze(1) * ratio.pow(options.smoothness()).prod(-1)).sum(-1);
+    }
+    case SpectrumFamily::kGaussianKernel: {
+      const auto lambda = log_scale.to(dtype).exp();                         // (H, 1)
+      return w * at::pow(2.0 * kPi * lambda * lambda, 0.5 * l) *
+             at::exp(-2.0 * kPi * kPi * lambda * lambda * xi.pow(2).sum(-1));
+    }
+    case SpectrumFamily::kLaplaceKernel: {
+      const auto lambda = log_scale.to(dtype).exp().unsqueeze(-1);           // (H, 1, 1)
+      return w * (2.0 * lambda / (1.0 + 4.0 * kPi * kPi * lambda * lambda * xi.pow(2))).prod(-1);
+    }
+    case SpectrumFamily::kCauchyKernel: {
+      const auto lambda = log_scale.to(dtype).exp().unsqueeze(-1);
+      return w * (kPi * lambda * at::exp(-2.0 * kPi * lambda * xi.abs())).prod(-1);
+    }
+    case SpectrumFamily::kGaussianBasis: {
+      const auto s = log_scale.to(dtype).exp().unsqueeze(1);                 // (H, 1, T)
+      return (w.unsqueeze(1) * at::exp(-2.0 * kPi * kPi * s * s * xi.pow(2).sum(-1, true))).sum(-1);
+    }
+  }
+  return {};
+}
+
+torch::Tensor RpeSpectrumImpl::f(const torch::Tensor& delta) const {
+  TORCH_CHECK(delta.dim() == 3 && delta.size(-1) == options.position_dim(),
+              "RpeSpectrum::f: expected delta of shape (H, N, ", options.position_dim(), "), got ",
+              delta.sizes());
+  const auto dtype = delta.scalar_type();
+  const double l = static_cast<double>(options.position_dim());
+  const auto w = weights.to(dtype);
+  switch (options.family()) {
+    case SpectrumFamily::kGaussianMixture: {
+      const auto sigma = log_scale.to(dtype).exp().unsqueeze(1);             // (H, 1, T)
+      const auto sq = delta.pow(2).sum(-1, true);                           // (H, N, 1)
+      const auto phase = at::matmul(delta, means.to(dtype).transpose(1, 2)); // (H, N, T)
+      return (w.unsqueeze(1) * at::pow(2.0 * kPi * sigma * sigma, 0.5 * l) *
+              at::exp(-2.0 * kPi * kPi * sigma * sigma * sq) * at::cos(2.0 * kPi * phase))
+          .sum(-1);
+    }
+    case SpectrumFamily::kLocal: {
+      const auto v = radii.to(dtype).abs().unsqueeze(1);                     // (H, 1, T, l)
+      const auto box = box_convolution(delta.unsqueeze(2), v, options.smoothness());
+      return (w.unsqueeze(1) * box.prod(-1)).sum(-1);
+    }
+    case SpectrumFamily::kGaussianKernel: {
+      const auto lambda = log_scale.to(dtype).exp();
+      return w * at::exp(-delta.pow(2).sum(-1) / (2.0 * lambda * lambda));
+    }
+    case SpectrumFamily::kLaplaceKernel: {
+      const auto lambda = log_scale.to(dtype).exp();
+      return w * at::exp(-delta.abs().sum(-1) / lambda);
+    }
+    case SpectrumFamily::kCauchyKernel: {
+      const auto lambda = log_scale.to(dtype).exp().unsqueeze(-1);
+      return w * (1.0 / (1.0 + delta.pow(2) / (lambda * lambda))).prod(-1);
+    }
+    case SpectrumFamily::kGaussianBasis: {
+      const auto s = log_scale.to(dtype).exp().unsqueeze(1);                 // (H, 1, T)
+      return (w.unsqueeze(1) * at::pow(std::sqrt(2.0 * kPi) * s, -l) *
+              at::exp(-delta.pow(2).sum(-1, true) / (2.0 * s * s)))
+          .sum(-1);
+    }
+  }
+  return {};
+}
+
+// ---- FLT attention ------------------------------------------------------------------------------
+
+FLTAttentionImpl::FLTAttentionImpl(FLTAttentionOptions options_) : options(std::move(options_)) { reset(); }
+
+void FLTAttentionImpl::reset() {
+  TORCH_CHECK(options.features() > 0, "FLTAttention: features (m) must be positive, got ",
+              options.features());
+  TORCH_CHECK(options.rpe_features() > 0, "FLTAttention: rpe_features (r) must be positive, got ",
+              options.rpe_features());
+  TORCH_CHECK(options.position_dim() > 0, "FLTAttention: position_dim must be positive, got ",
+              options.position_dim());
+  TORCH_CHECK(options.components() > 0, "FLTAttention: components (T) must be positive, got ",
+              options.components());
+  TORCH_CHECK(options.proposal_sigma() > 0.0 && std::isfinite(options.proposal_sigma()),
+              "FLTAttention: proposal_sigma must be positive, got ", options.proposal_sigma());
+  TORCH_CHECK(options.rpe_scale() > 0.0 && std::isfinite(options.rpe_scale()),
+              "FLTAttention: rpe_scale (sigma / radius / length scale) must be positive, got ",
+              options.rpe_scale());
+  TORCH_CHECK(options.heads() > 0, "FLTAttention: heads must be positive, got ", options.heads(),
+              " (MultiheadAttention sets it; set it when using the module alone)");
+  TORCH_CHECK(options.head_dim() > 0, "FLTAttention: head_dim must be positive, got ",
+              options.head_dim(), " (MultiheadAttention sets it; set it when using the module alone)");
+  TORCH_CHECK(options.eps() > 0.0, "FLTAttention: eps must be positive, got ", options.eps());
+  rpe = register_module("rpe", RpeSpectrum(RpeSpectrumOptions(options.heads(), options.position_dim())
+                                               .family(options.family())
+                                               .components(options.components())
+                                               .smoothness(options.smoothness())
+                                               .scale(options.rpe_scale())
+                                               .weight(options.rpe_weight())));
+  const int64_t augmented_dim = 2 * options.rpe_features() + options.head_dim();
+  feature_map = register_module(
+      "feature_map", FeatureMap(FeatureMapOptions(augmented_dim, options.features())
+                                    .kind(options.kind())
+                                    .seed(options.seed())));
+  const auto log_sigma = torch::full({}, std::log(options.proposal_sigma()));
+  if (options.learn_proposal()) {
+    log_proposal_sigma = register_parameter("log_proposal_sigma", log_sigma);
+  } else {
+    log_proposal_sigma = register_buffer("log_proposal_sigma", log_sigma);
+  }
+  base_frequencies = register_buffer(
+      "base_frequencies", torch::zeros({options.heads(), options.rpe_features(), options.position_dim()}));
+  draw_frequencies(options.seed());
+}
+
+void FLTAttentionImpl::draw_frequencies(uint64_t seed) {
+  // A stream separate from the attention features' (seed + a constant), both fixed by `seed`.
+  auto gen = at::detail::createCPUGenerator(seed ^ 0x9E3779B97F4A7C15ULL);
+  const auto shape = base_frequencies.sizes().vec();
+  const auto dbl = torch::TensorOptions().dtype(torch::kDouble);
+  torch::Tensor z;
+  if (options.proposal() == ProposalKind::kGaussian) {
+    z = at::randn(shape, gen, dbl);
+  } else {
+    z = at::tan(kPi * (at::empty(shape, dbl).uniform_(0.0, 1.0, gen) - 0.5));
+  }
+  torch::NoGradGuard no_grad;
+  base_frequencies.copy_(z);
+}
+
+void FLTAttentionImpl::redraw(uint64_t seed) {
+  options.seed(seed);
+  feature_map->redraw(seed);
+  draw_frequencies(seed);
+}
+
+void FLTAttentionImpl::pretty_print(std::ostream& stream) const {
+  stream << "flt::attention::FLTAttention(features=" << options.features()
+         << ", rpe_features=" << options.rpe_features() << ", position_dim=" << options.position_dim()
+         << ", family=" << spectrum_family_name(options.family()) << ", heads=" << options.heads()
+         << ", head_dim=" << options.head_dim() << ")";
+}
+
+torch::Tensor FLTAttentionImpl::frequencies() const {
+  return base_frequencies * log_proposal_sigma.exp();
+}
+
+std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(const torch::Tensor& positions) const {
+  TORCH_CHECK(positions.dim() == 3 && positions.size(-1) == options.position_dim(),
+              "FLTAttention: positions must have shape (B, L, ", options.position_dim(),
+              ") (position_dim ", options.position_dim(), "), got ", positions.sizes());
+  const auto dtype = positions.scalar_type();
+  const double l = static_cast<double>(options.position_dim());
+  const double r = static_cast<double>(options.rpe_features());
+  const auto s = log_proposal_sigma.to(dtype).exp();
+  const auto xi = base_frequencies.to(dtype) * s;                          // (H, r, l)
+  torch::Tensor density;                                                   // p(xi): (H, r)
+  if (options.proposal() == ProposalKind::kGaussian) {
+    density = at::exp(-xi.pow(2).sum(-1) / (2.0 * s * s)) / at::pow(std::sqrt(2.0 * kPi) * s, l);
+  } else {
+    density = (1.0 / (kPi * s * (1.0 + (xi / s).pow(2)))).prod(-1);
+  }
+  const auto a = rpe->g(xi) / density;                                     // (H, r)
+  const auto magnitude = (a.abs() / r).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
+  const auto sign = at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
+  // 2 pi xi.r for every head: (B', 1, L, l) x (H, l, r) -> (B', H, L, r)
+  const auto phase = 2.0 * kPi * at::matmul(positions.unsqueeze(1), xi.transpose(1, 2));
+  const auto n2 = at::cat({at::cos(phase), at::sin(phase)}, -1) * magnitude;  // (B', H, L, 2r)
+  // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...).
+  return {n2 * sign, n2};
+}
+
+torch::Tensor FLTAttentionImpl::positions_for(const char* fn, const torch::Tensor& positions,
+                                              const torch::Tensor& x, int64_t first_index) const {
+  torch::Tensor pos;
+  if (!positions.defined()) {
+    pos = (torch::arange(x.size(2), x.options()) + static_cast<double>(first_index)).view({1, x.size(2), 1});
+    if (options.position_dim() > 1) pos = pos.expand({1, x.size(2), options.position_dim()});
+  } else {
+    pos = resolve_positions(fn, positions, x);
+  }
+  TORCH_CHECK(pos.size(-1) == options.position_dim(), fn, ": positions have dimension ", pos.size(-1),
+              " but position_dim is ", options.position_dim(), " (positions ", positions.sizes(), ")");
+  return pos;
+}
+
+std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(const torch::Tensor& q,
+                                                                  const torch::Tensor& k,
+                                                                  const torch::Tensor& q_pos,
+                                                                  const torch::Tensor& k_pos) const {
+  TORCH_CHECK(q.size(1) == options.heads(), "FLTAttention: q has ", q.size(1), " heads but heads is ",
+              options.heads(), " (q ", q.sizes(), ")");
+  TORCH_CHECK(q.size(3) == options.head_dim(), "FLTAttention: q has head dim ", q.size(3),
+              " but head_dim is ", options.head_dim(), " (q ", q.sizes(), ")");
+  const double quarter = std::pow(static_cast<double>(q.size(3)), -0.25);
+  auto [n1, n2] = rpe_features(q_pos);
+  if (!k_pos.is_same(q_pos)) n2 = rpe_features(k_pos).second;  // one evaluation when positions agree
+  // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] as column blocks: never concatenated, and the
+  // position blocks (batch 1 when positions are shared) are projected once for the whole batch.
+  return {FeatureInput{n1, q * quarter}, FeatureInput{n2, k * quarter}};
+}
+
+torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, const AttentionCall& call) {
+  check_qkv("FLTAttention", q, k, v, call.causal);
+  TORCH_CHECK(q.size(2) == k.size(2) || !call.positions.defined(),
+              "FLTAttention: positions cover one length; with Lq ", q.size(2), " != Lk ", k.size(2),
+              " leave them undefined (token indices)");
+  const auto q_pos = positions_for("FLTAttention", call.positions, q, 0);
+  const auto k_pos = q.size(2) == k.size(2) ? q_pos : positions_for("FLTAttention", {}, k, 0);
+  const auto [qh, kh] = augmented(q, k, q_pos, k_pos);
+  return kernels::normalized_linear_attention(feature_map->query_features(qh),
+                                              feature_map->key_features(kh, call.causal), v,
+                                              call.causal, options.eps());
+}
+
+torch::Tensor FLTAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
+                                            const AttentionCall& call) {
+  check_qkv("FLTAttention::materialize", q, k, {}, call.causal);
+  const auto q_pos = positions_for("FLTAttention::materialize", call.positions, q, 0);
+  const auto k_pos = q.size(2) == k.size(2) ? q_pos : positions_for("FLTAttention", {}, k, 0);
+  const auto [qh, kh] = augmented(q, k, q_pos, k_pos);
+  return feature_attention_matrix(feature_map->query_features(qh),
+                                  feature_map->key_features(kh, call.causal), call.causal,
+                                  options.eps());
+}
+
+torch::Tensor FLTAttentionImpl::approximate_mask(const torch::Tensor& positions) const {
+  TORCH_CHECK(positions.defined() && (positions.dim() == 2 || positions.dim() == 3),
+              "FLTAttention::approximate_mask: positions must have shape (L, l) or (B, L, l)");
+  const auto pos = positions.dim() == 2 ? positions.unsqueeze(0) : positions;
+  const auto [n1, n2] = rpe_features(pos);
+  return at::matmul(n1, n2.transpose(-2, -1));
+}
+
+torch::Tensor FLTAttentionImpl::exact_mask(const torch::Tensor& positions) const {
+  TORCH_CHECK(positions.defined() && (positions.dim() == 2 || positions.dim() == 3),
+              "FLTAttention::exact_mask: positions must have shape (L, l) or (B, L, l)");
+  const auto pos = positions.dim() == 2 ? positions.unsqueeze(0) : positions;  // (B', L, l)
+  TORCH_CHECK(pos.size(-1) == options.position_dim(), "FLTAttention::exact_mask: positions have dimension ",
+              pos.size(-1), " but position_dim is ", options.position_dim());
+  const int64_t b = pos.size(0), len = pos.size(1), l = pos.size(2);
+  const auto delta = (pos.unsqueeze(2) - pos.unsqueeze(1)).reshape({1, b * len * len, l});
+  return rpe->f(delta).view({options.heads(), b, len, len}).transpose(0, 1);
+}
+
+torch::Tensor FLTAttentionImpl::exact_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                                const AttentionCall& call) const {
+  check_qkv("FLTAttention::exact_attention", q, k, {}, call.causal);
+  TORCH_CHECK(q.size(2) == k.size(2), "FLTAttention::exact_attention: needs Lq == Lk, got ", q.sizes(),
+              " and ", k.sizes());
+  const auto pos = positions_for("FLTAttention::exact_attention", call.positions, q, 0);
+  auto logits = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3))) +
+                exact_mask(pos);
+  if (call.causal) {
+    const auto future = at::ones({q.size(2), q.size(2)}, q.options().dtype(at::kBool)).triu(1);
+    logits = logits.masked_fill(future, -std::numeric_limits<double>::infinity());
+  }
+  return at::softmax(logits, -1);
+}
+
+torch::Tensor FLTAttentionImpl::spectrum(const torch::Tensor& xi) const {
+  TORCH_CHECK(xi.dim() == 2, "FLTAttention::spectrum: xi must have shape (N, l), got ", xi.sizes());
+  return rpe->g(xi.unsqueeze(0));
+}
+
+torch::Tensor FLTAttentionImpl::rpe_function(const torch::Tensor& delta) const {
+  TORCH_CHECK(delta.dim() == 2, "FLTAttention::rpe_function: delta must have shape (N, l), got ",
+              delta.sizes());
+  return rpe->f(delta.unsqueeze(0));
+}
+
+int64_t FLTAttentionImpl::rpe_parameter_count() const {
+  int64_t count = 0;
+  for (const auto& p : rpe->parameters()) count += p.numel();
+  if (options.learn_proposal()) count += 1;
+  return count;
+}
+
+void FLTAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& positions) const {
+  check_qkv("FLTAttention::append", k, k, v, false);
+  const auto pos = positions_for("FLTAttention::append", positions, k, state.steps);
+  const auto kh = augmented(k, k, pos, pos).second;
+  if (state.empty()) state.key_shift = feature_map->causal_key_shift(kh.first_token());
+  state.append(feature_map->key_features(kh, state.key_shift), v);
+}
+
+torch::Tensor FLTAttentionImpl::read(const LinearAttentionState& state, const torch::Tensor& q,
+                                     const torch::Tensor& positions) const {
+  const auto pos = positions_for("FLTAttention::read", positions, q, state.steps - q.size(2));
+  const auto qh = augmented(q, q, pos, pos).first;
+  return state.read(feature_map->query_features(qh), options.eps());
+}
+
+}  // namespace flt::attention

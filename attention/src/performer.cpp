@@ -1,0 +1,95 @@
+#include "flt/attention/performer.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "flt/attention/linear.h"
+#include "flt/kernels/linear_attention.h"
+
+namespace flt::attention {
+namespace {
+
+// q D^{-1/4}: phi(q~).phi(k~) then estimates exp(q.k / sqrt(D)).
+torch::Tensor quarter_scaled(const torch::Tensor& x) {
+  return x * std::pow(static_cast<double>(x.size(-1)), -0.25);
+}
+
+void check_map(const char* fn, const FeatureMapImpl& map, const torch::Tensor& q) {
+  TORCH_CHECK(map.options.input_dim() == q.size(-1), fn, ": feature map expects head dim ",
+              map.options.input_dim(), " but q has shape ", q.sizes());
+}
+
+torch::Tensor attend(const torch::Tensor& phi_q, const torch::Tensor& phi_k, const torch::Tensor& v,
+                     const FeatureMapImpl& map, bool causal, double eps) {
+  if (map.positive()) return kernels::normalized_linear_attention(phi_q, phi_k, v, causal, eps);
+  // Trigonometric features are signed: the estimated normaliser can be <= 0; floor it at eps.
+  return floored_linear_attention(phi_q, phi_k, v, causal, at::scalar_tensor(eps, v.options()));
+}
+
+}  // namespace
+
+torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const FeatureMapImpl& feature_map, bool causal, double eps) {
+  check_qkv("performer_attention", q, k, v, causal);
+  check_map("performer_attention", feature_map, q);
+  TORCH_CHECK(eps > 0.0 && std::isfinite(eps), "performer_attention: eps must be positive, got ", eps);
+  const auto phi_q = feature_map.query_features(quarter_scaled(q));
+  const auto phi_k = feature_map.key_features(quarter_scaled(k), causal);
+  return attend(phi_q, phi_k, v, feature_map, causal, eps);
+}
+
+PerformerAttentionImpl::PerformerAttentionImpl(PerformerAttentionOptions options_)
+    : options(std::move(options_)) {
+  reset();
+}
+
+void PerformerAttentionImpl::reset() {
+  TORCH_CHECK(options.features() > 0, "PerformerAttention: features (m) must be positive, got ",
+              options.features());
+  TORCH_CHECK(options.head_dim() > 0, "PerformerAttention: head_dim must be positive, got ",
+              options.head_dim(), " (MultiheadAttention sets it; set it when using the module alone)");
+  TORCH_CHECK(options.eps() > 0.0 && std::isfinite(options.eps()),
+              "PerformerAttention: eps must be positive, got ", options.eps());
+  feature_map = register_module(
+      "feature_map", FeatureMap(FeatureMapOptions(options.head_dim(), options.features())
+                                    .kind(options.kind())
+                                    .orthogonal(options.orthogonal())
+                                    .seed(options.seed())));
+}
+
+void PerformerAttentionImpl::pretty_print(std::ostream& stream) const {
+  stream << "flt::attention::PerformerAttention(features=" << options.features()
+         << ", kind=" << feature_kind_name(options.kind()) << ", head_dim=" << options.head_dim() << ")";
+}
+
+torch::Tensor PerformerAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
+                                              const torch::Tensor& v, const AttentionCall& call) {
+  return performer_attention(q, k, v, *feature_map, call.causal, options.eps());
+}
+
+torch::Tensor PerformerAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const AttentionCall& call) {
+  check_qkv("PerformerAttention::materialize", q, k, {}, call.causal);
+  check_map("PerformerAttention::materialize", *feature_map, q);
+  return feature_attention_matrix(feature_map->query_features(quarter_scaled(q)),
+                                  feature_map->key_features(quarter_scaled(k), call.causal),
+                                  call.causal, options.eps());
+}
+
+void PerformerAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& k,
+                                    const torch::Tensor& v) const {
+  check_qkv("PerformerAttention::append", k, k, v, false);
+  check_map("PerformerAttention::append", *feature_map, k);
+  const auto k_scaled = quarter_scaled(k);
+  if (state.empty()) state.key_shift = feature_map->causal_key_shift(k_scaled.narrow(2, 0, 1));
+  state.append(feature_map->key_features(k_scaled, state.key_shift), v);
+}
+
+torch::Tensor PerformerAttentionImpl::read(const LinearAttentionState& state,
+                                           const torch::Tensor& q) const {
+  check_map("PerformerAttention::read", *feature_map, q);
+  return state.read(feature_map->query_features(quarter_scaled(q)), options.eps());
+}
+
+}  // namespace flt::attention

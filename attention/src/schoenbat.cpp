@@ -1,0 +1,209 @@
+#include "flt/attention/schoenbat.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "flt/attention/feature_map.h"
+
+namespace flt::attention {
+namespace {
+
+void check_kernel(const std::string& kernel) {
+  const auto& names = schoenberg_kernels();
+  TORCH_CHECK(std::find(names.begin(), names.end(), kernel) != names.end(),
+              "SchoenbAt: unknown kernel \"", kernel, "\" (expected exp, inv, logi, trigh or sqrt)");
+}
+
+// Pre-normalised q.k lies in [-1/sqrt(D), 1/sqrt(D)]; every kernel here is increasing, so its smallest
+// exact value is K(-1/sqrt(D)) > 0.
+double smallest_kernel_value(const std::string& kernel, int64_t dim) {
+  const auto t = torch::full({1}, -1.0 / std::sqrt(static_cast<double>(dim)), torch::kDouble);
+  return schoenberg_kernel(kernel, t).item<double>();
+}
+
+// The floor of the estimated normaliser of each query: fraction * n_i * K(-1/sqrt(D)).
+// -> (1, 1, Lq, 1) causal or (1, 1, 1, 1)
+torch::Tensor normaliser_floor(const SchoenbAttentionOptions& o, int64_t lq, int64_t lk, bool causal,
+                               const torch::TensorOptions& tensor_options) {
+  const auto seen = causal ? torch::arange(1, lq + 1, tensor_options).view({1, 1, lq, 1})
+                           : torch::full({1, 1, 1, 1}, static_cast<double>(lk), tensor_options);
+  // Without ppSBN the inputs may leave the radius of convergence: no bound, only avoid 1/0.
+  const double smallest = o.ppsbn() ? smallest_kernel_value(o.kernel(), o.head_dim()) : 1e-6;
+  return seen * (o.normaliser_floor() * smallest);
+}
+
+}  // namespace
+
+const std::vector<std::string>& schoenberg_kernels() {
+  static const std::vector<std::string> names = {"exp", "inv", "logi", "trigh", "sqrt"};
+  return names;
+}
+
+std::vector<double> maclaurin_coefficients(const std::string& kernel, int64_t max_degree) {
+  check_kernel(kernel);
+  TORCH_CHECK(max_degree >= 0, "maclaurin_coefficients: max_degree must be >= 0, got ", max_degree);
+  std::vector<double> a(static_cast<size_t>(max_degree + 1));
+  double binomial_term = 1.0;  // sqrt kernel: C(1/2, n) (-1)^n
+  for (int64_t n = 0; n <= max_degree; ++n) {
+    const double dn = static_cast<double>(n);
+    if (kernel == "exp" || kernel == "trigh") {
+      // e^t = sum t^n / n!; sinh t + cosh t = e^t (odd and even halves of the same series).
+      a[n] = n == 0 ? 1.0 : a[n - 1] / dn;
+    } else if (kernel == "inv") {
+      a[n] = 1.0;  // geometric series 1 / (1 - t)
+    } else if (kernel == "logi") {
+      a[n] = n == 0 ? 1.0 : 1.0 / dn;  // -log(1 - t) = sum_{n>=1} t^n / n
+    } else {  // sqrt: 2 - sqrt(1 - t) = 2 - sum_n C(1/2, n) (-t)^n
+      // b_n = C(1/2, n) (-1)^n, with C(1/2, n) = C(1/2, n-1) (1/2 - n + 1) / n; a_0 = 2 - b_0 = 1,
+      // a_n = -b_n = (2n-3)!! / (2^n n!) for n >= 1.
+      if (n > 0) binomial_term *= -(0.5 - dn + 1.0) / dn;
+      a[n] = n == 0 ? 1.0 : -binomial_term;
+    }
+  }
+  return a;
+}
+
+torch::Tensor schoenberg_kernel(const std::string& kernel, const torch::Tensor& t) {
+  check_kernel(kernel);
+  if (kernel == "exp") return at::exp(t);
+  if (kernel == "inv") return 1.0 / (1.0 - t);
+  if (kernel == "logi") return 1.0 - at::log1p(-t);
+  if (kernel == "trigh") return at::sinh(t) + at::cosh(t);
+  return 2.0 - at::sqrt(1.0 - t);
+}
+
+torch::Tensor kernelized_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const std::string& kernel, bool causal) {
+  check_qkv("kernelized_attention", q, k, v, causal);
+  auto weights = schoenberg_kernel(kernel, at::matmul(q, k.transpose(-2, -1)));
+  if (causal) weights = weights.tril();
+  return at::matmul(weights, v) / weights.sum(-1, /*keepdim=*/true);
+}
+
+torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps) {
+  TORCH_CHECK(x.dim() == 4, "ppsbn_pre: x must have shape (B, H, L, D), got ", x.sizes());
+  torch::Tensor mean, var;
+  if (!causal) {
+    mean = x.mean(torch::IntArrayRef{0, 2}, /*keepdim=*/true);
+    var = (x - mean).pow(2).mean(torch::IntArrayRef{0, 2}, /*keepdim=*/true);
+  } else {
+    // Statistics of the batch at positions <= i only: no future token changes token i.
+    const auto count =
+        (torch::arange(1, x.size(2) + 1, x.options()) * static_cast<double>(x.size(0))).view({1, 1, -1, 1});
+    mean = x.sum(0, /*keepdim=*/true).cumsum(2) / count;
+    var = (x.pow(2).sum(0, /*keepdim=*/true).cumsum(2) / count - mean.pow(2)).clamp_min(0.0);
+  }
+  const auto standard = (x - mean) / (var + eps).sqrt();
+  // Unit rows (the tiny term keeps an all-zero row finite, value and gradient), then D^{-1/4}.
+  const auto unit = standard / (standard.pow(2).sum(-1, /*keepdim=*/true) + 1e-30).sqrt();
+  return unit * std::pow(static_cast<double>(x.size(3)), -0.25);
+}
+
+SchoenbAttentionImpl::SchoenbAttentionImpl(SchoenbAttentionOptions options_) : options(std::move(options_)) {
+  reset();
+}
+
+void SchoenbAttentionImpl::reset() {
+  check_kernel(options.kernel());
+  TORCH_CHECK(options.features() > 0, "SchoenbAttention: features must be positive, got ",
+              options.features());
+  TORCH_CHECK(options.max_degree() >= 1, "SchoenbAttention: max_degree must be >= 1, got ",
+              options.max_degree());
+  TORCH_CHECK(options.sbn_eps() > 0.0, "SchoenbAttention: sbn_eps must be positive, got ", options.sbn_eps());
+  TORCH_CHECK(options.normaliser_floor() > 0.0 && options.normaliser_floor() <= 1.0,
+              "SchoenbAttention: normaliser_floor must be in (0, 1], got ", options.normaliser_floor());
+  TORCH_CHECK(options.heads() > 0, "SchoenbAttention: heads must be positive, got ", options.heads(),
+              " (MultiheadAttention sets it; set it when using the module alone)");
+  TORCH_CHECK(options.head_dim() > 0, "SchoenbAttention: head_dim must be positive, got ",
+              options.head_dim(), " (MultiheadAttention sets it; set it when using the module alone)");
+  const int64_t f = options.features(), p = options.max_degree();
+  rademacher = register_buffer("rademacher", torch::zeros({f, p, options.head_dim()}));
+  degree_mask = register_buffer("degree_mask", torch::zeros({f, p}));
+  coefficients = register_buffer("coefficients", torch::zeros({f}));
+  gamma = register_parameter("gamma", torch::full({options.heads()}, options.gamma()));
+  beta = register_parameter("beta", torch::full({options.heads()}, options.beta()));
+  redraw(options.seed());
+}
+
+void SchoenbAttentionImpl::redraw(uint64_t seed) {
+  options.seed(seed);
+  const int64_t f = options.features(), p = options.max_degree();
+  auto gen = at::detail::createCPUGenerator(seed);
+  const auto dbl = torch::TensorOptions().dtype(torch::kDouble);
+  // Degree law P[N = n] = 2^{-(n+1)} / Z on 0..P (renormalised truncation; unbiased for K_P).
+  const auto probs = at::pow(0.5, torch::arange(1, p + 2, dbl));
+  const auto law = probs / probs.sum();
+  const auto degrees = at::multinomial(law, f, /*replacement=*/true, gen);  // (F) int64
+  const auto a = maclaurin_coefficients(options.kernel(), p);
+  const auto a_t = torch::tensor(a, dbl);
+  const auto coef = (a_t.index_select(0, degrees) / (law.index_select(0, degrees) * static_cast<double>(f))).sqrt();
+  const auto mask = torch::arange(p, dbl).view({1, p}) < degrees.view({f, 1}).to(torch::kDouble);
+  const auto signs = at::empty({f, p, options.head_dim()}, dbl).bernoulli_(0.5, gen) * 2.0 - 1.0;
+  torch::NoGradGuard no_grad;
+  rademacher.copy_(signs);
+  degree_mask.copy_(mask);
+  coefficients.copy_(coef);
+}
+
+void SchoenbAttentionImpl::pretty_print(std::ostream& stream) const {
+  stream << "flt::attention::SchoenbAttention(kernel=" << options.kernel() << ", features="
+         << options.features() << ", max_degree=" << options.max_degree() << ", ppsbn=" << options.ppsbn()
+         << ")";
+}
+
+torch::Tensor SchoenbAttentionImpl::features(const torch::Tensor& x) const {
+  const int64_t f = options.features(), p = options.max_degree();
+  TORCH_CHECK(x.size(-1) == options.head_dim(), "SchoenbAttention: input has dimension ", x.size(-1),
+              " but head_dim is ", options.head_dim(), " (input ", x.sizes(), ")");
+  const auto dtype = x.scalar_type();
+  auto shape = x.sizes().vec();
+  shape.back() = f;
+  shape.push_back(p);
+  const auto proj = at::matmul(x, rademacher.to(dtype).view({f * p, options.head_dim()}).transpose(0, 1))
+                        .view(shape);                                     // (..., L, F, P)
+  // Factors beyond a feature's degree are 1 (the empty product of degree 0 is 1).
+  const auto used = at::where(degree_mask.to(torch::kBool), proj, at::ones_like(proj));
+  return used.prod(-1) * coefficients.to(dtype);
+}
+
+torch::Tensor SchoenbAttentionImpl::rmfa(const torch::Tensor& q, const torch::Tensor& k,
+                                         const torch::Tensor& v, bool causal) const {
+  return floored_linear_attention(features(q), features(k), v, causal,
+                                  normaliser_floor(options, q.size(2), k.size(2), causal, v.options()));
+}
+
+torch::Tensor SchoenbAttentionImpl::post(const torch::Tensor& x) const {
+  const auto dtype = x.scalar_type();
+  const auto g = gamma.to(dtype).view({1, -1, 1, 1});
+  const auto b = beta.to(dtype).view({1, -1, 1, 1});
+  // sign(x) |x|^beta: defined for negative x and any beta; the clamp keeps 0 at 0 with a zero
+  // (not NaN) gradient for beta < 1.
+  return g * at::sign(x) * at::pow(x.abs().clamp_min(1e-30), b);
+}
+
+torch::Tensor SchoenbAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v, const AttentionCall& call) {
+  check_qkv("SchoenbAttention", q, k, v, call.causal);
+  TORCH_CHECK(q.size(1) == options.heads(), "SchoenbAttention: q has ", q.size(1), " heads but heads is ",
+              options.heads());
+  if (!options.ppsbn()) return rmfa(q, k, v, call.causal);
+  const auto out = rmfa(ppsbn_pre(q, call.causal, options.sbn_eps()),
+                        ppsbn_pre(k, call.causal, options.sbn_eps()), v, call.causal);
+  return post(out);
+}
+
+torch::Tensor SchoenbAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
+                                                const AttentionCall& call) {
+  check_qkv("SchoenbAttention::materialize", q, k, {}, call.causal);
+  const auto qn = options.ppsbn() ? ppsbn_pre(q, call.causal, options.sbn_eps()) : q;
+  const auto kn = options.ppsbn() ? ppsbn_pre(k, call.causal, options.sbn_eps()) : k;
+  auto scores = at::matmul(features(qn), features(kn).transpose(-2, -1));
+  if (call.causal) scores = scores.tril();
+  return scores / at::max(scores.sum(-1, true),
+                          normaliser_floor(options, q.size(2), k.size(2), call.causal, q.options()));
+}
+
+}  // namespace flt::attention
