@@ -157,6 +157,8 @@ FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x) const 
   return t;
 }
 
+constexpr double kMaxKeyExponent = 70.0;
+
 torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const torch::Tensor& given) const {
   int64_t width = 0;
   for (const auto& block : x.blocks) width += block.size(-1);
@@ -185,11 +187,17 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
     }
   }
   shift = shift.detach();
+  // A given shift (causal and streaming keys) comes from the first key alone, so a later key can sit
+  // far above it. Exponents are saturated at kMaxKeyExponent: exact whenever the result fits, and
+  // e^70 times a sequence of up to e^18 keys still fits float32 (e^88), so no inf/inf = NaN.
+  const auto saturate = [rule](const torch::Tensor& e) {
+    return rule == Shift::kGiven ? e.clamp_max(kMaxKeyExponent) : e;
+  };
   if (options.kind() == FeatureKind::kTrigonometric) {
-    return at::cat({at::cos(t.wx), at::sin(t.wx)}, -1) * (at::exp(t.half_norm - shift) / std::sqrt(m));
+    return at::cat({at::cos(t.wx), at::sin(t.wx)}, -1) * (at::exp(saturate(t.half_norm - shift)) / std::sqrt(m));
   }
   const double count = options.kind() == FeatureKind::kHyperbolic ? 2.0 * m : m;
-  return at::exp(t.logs - shift) / std::sqrt(count);
+  return at::exp(saturate(t.logs - shift)) / std::sqrt(count);
 }
 
 torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const { return compute(x, Shift::kNone); }

@@ -294,7 +294,11 @@ std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(const tor
     density = (1.0 / (kPi * s * (1.0 + (xi / s).pow(2)))).prod(-1);
   }
   const auto a = rpe->g(xi) / density;                                     // (H, r)
-  const auto magnitude = (a.abs() / r).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
+  // In float32, g underflows to exactly 0 at frequencies far from the spectrum's mass, and
+  // d sqrt(x)/dx is infinite at 0 (0 * inf = NaN in the backward): the floor keeps the gradient at 0
+  // there while changing N1.N2 by at most r * 1e-30.
+  const auto magnitude =
+      (a.abs() / r).clamp_min(1e-30).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
   const auto sign = at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
   // 2 pi xi.r for every head: (B', 1, L, l) x (H, l, r) -> (B', H, L, r)
   const auto phase = 2.0 * kPi * at::matmul(positions.unsqueeze(1), xi.transpose(1, 2));
