@@ -18,6 +18,9 @@ struct Factory {
   AttentionHandle operator()(const LinearAttentionOptions& o) const {
     return handle_of(LinearAttention(o));
   }
+  AttentionHandle operator()(FourierAttentionOptions o) const {
+    return handle_of(FourierAttention(o.heads(heads).head_dim(head_dim)));
+  }
 };
 
 }  // namespace

@@ -10,13 +10,15 @@
 #include <string>
 #include <variant>
 
+#include "flt/attention/fourier.h"
 #include "flt/attention/linear.h"
 #include "flt/attention/softmax.h"
 
 namespace flt::attention {
 
 /// Options of any attention variant; the alternative chosen selects the variant.
-using AttentionOptions = std::variant<SoftmaxAttentionOptions, LinearAttentionOptions>;
+using AttentionOptions =
+    std::variant<SoftmaxAttentionOptions, LinearAttentionOptions, FourierAttentionOptions>;
 
 /// A variant module built from its options, for `heads` heads of dimension `head_dim`.
 struct AttentionHandle {
