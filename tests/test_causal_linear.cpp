@@ -1,9 +1,6 @@
 // The fused causal linear-attention kernel: against the explicit cumsum reference forward and
 // backward, finite differences, and a peak-memory bound measured with a counting CPU allocator.
-#include <c10/core/CPUAllocator.h>
-
-#include <atomic>
-
+#include "flt/allocation_counter.h"
 #include "flt/kernels/linear_attention.h"
 #include "test_util.h"
 
@@ -32,58 +29,6 @@ std::vector<torch::Tensor> with_grads(
   const auto out = fn(q, k, v);
   (out * w).sum().backward();
   return {out.detach(), q.grad(), k.grad(), v.grad()};
-}
-
-// Wraps the default CPU allocator and records the peak of live bytes.
-class CountingAllocator final : public c10::Allocator {
- public:
-  explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
-  c10::DataPtr allocate(size_t bytes) const override {
-    auto inner = base_->allocate(bytes);
-    auto* ctx = new Context{std::move(inner), bytes, this};
-    const size_t now = live_.fetch_add(bytes) + bytes;
-    size_t peak = peak_.load();
-    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
-    }
-    return {ctx->inner.get(), ctx, &release, c10::Device(c10::DeviceType::CPU)};
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
-  void reset_peak() const { peak_.store(live_.load()); }
-  size_t live() const { return live_.load(); }
-  size_t peak() const { return peak_.load(); }
-
- private:
-  struct Context {
-    c10::DataPtr inner;
-    size_t bytes;
-    const CountingAllocator* owner;
-  };
-  static void release(void* p) {
-    auto* ctx = static_cast<Context*>(p);
-    ctx->owner->live_.fetch_sub(ctx->bytes);
-    delete ctx;
-  }
-  c10::Allocator* base_;
-  mutable std::atomic<size_t> live_{0};
-  mutable std::atomic<size_t> peak_{0};
-};
-
-CountingAllocator& counting_allocator() {
-  static CountingAllocator* instance = [] {
-    auto* a = new CountingAllocator(c10::GetCPUAllocator());
-    c10::SetCPUAllocator(a, /*priority=*/100);
-    return a;
-  }();
-  return *instance;
-}
-
-// Peak bytes above the live bytes at entry while `fn` runs.
-size_t peak_extra_bytes(const std::function<void()>& fn) {
-  auto& a = counting_allocator();
-  const size_t base = a.live();
-  a.reset_peak();
-  fn();
-  return a.peak() - base;
 }
 
 }  // namespace
@@ -162,7 +107,6 @@ TEST_F(CausalLinear, Validation_NamesTheBadArgument) {
 // Peak memory of the fused causal forward + backward grows like L (M + Dv), never like L M Dv;
 // the cumsum reference's peak (at least the (L, M, Dv) prefix tensor) shows the counter works.
 TEST_F(CausalLinear, PeakMemory_DoesNotGrowWithLMDv) {
-  counting_allocator();
   const int64_t B = 1, H = 2, M = 64, Dv = 64;
   std::vector<size_t> fused_peaks;
   for (int64_t L : {1024, 4096}) {
@@ -171,7 +115,7 @@ TEST_F(CausalLinear, PeakMemory_DoesNotGrowWithLMDv) {
     auto v = torch::randn({B, H, L, Dv}, torch::kDouble).requires_grad_(true);
     const size_t io_bytes = B * H * L * (M + M + Dv) * sizeof(double);
     const size_t prefix_bytes = B * H * L * M * Dv * sizeof(double);
-    const size_t fused = peak_extra_bytes([&] {
+    const size_t fused = flt::peak_cpu_bytes_during([&] {
       fk::linear_attention_numerator(q, k, v, true).sum().backward();
     });
     fused_peaks.push_back(fused);
@@ -180,7 +124,7 @@ TEST_F(CausalLinear, PeakMemory_DoesNotGrowWithLMDv) {
     EXPECT_LT(fused, 4 * io_bytes) << "L=" << L;
     EXPECT_LT(fused, prefix_bytes / 8) << "L=" << L;
     if (L == 1024) {
-      const size_t reference = peak_extra_bytes([&] { cumsum_reference(q, k, v).sum().backward(); });
+      const size_t reference = flt::peak_cpu_bytes_during([&] { cumsum_reference(q, k, v).sum().backward(); });
       EXPECT_GE(reference, prefix_bytes) << "the counting allocator must see the prefix tensor";
     }
   }

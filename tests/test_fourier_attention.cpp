@@ -425,3 +425,26 @@ TEST_F(FourierAttention, TransformerLM_TrainsWithFourierAttention) {
   EXPECT_TRUE(std::isfinite(last));
   EXPECT_LT(last, 0.5 * first) << "first " << first << " last " << last;
 }
+
+// PEERS.md: the authors' CUDA backward ran one thread per key (broken beyond 1024 keys) and their
+// CPU R gradient was a data race across threads. More than 1024 keys, and thread counts 1 vs 2.
+TEST_F(FourierAttention, ManyKeysAndThreadCounts_AgreeWithComposite) {
+  const auto q = torch::randn({1, 2, 5, 4}, torch::kDouble) * 0.5;
+  const auto k = torch::randn({1, 2, 1100, 4}, torch::kDouble) * 0.5;
+  const auto v = torch::randn({1, 2, 1100, 3}, torch::kDouble);
+  const auto r = torch::rand({2, 4}, torch::kDouble) + 1;
+  const auto w = torch::randn({1, 2, 5, 3}, torch::kDouble);
+  const Case c{4, fk::FourierPhi::kPower, false, true};
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const auto one = run_with_grads(fk::fourier_attention_fused_cpu, q, k, v, r, w, c);
+  at::set_num_threads(2);
+  const auto two = run_with_grads(fk::fourier_attention_fused_cpu, q, k, v, r, w, c);
+  at::set_num_threads(threads);
+  const auto composite = run_with_grads(fk::fourier_attention_composite, q, k, v, r, w, c);
+  for (int t = 0; t < 5; ++t) {
+    const double floor = 1e-12 * composite[t].abs().max().item<double>();
+    EXPECT_TRUE(all_close(one[t], composite[t], 1e-10, floor)) << "1 thread, tensor " << t;
+    EXPECT_TRUE(all_close(two[t], composite[t], 1e-10, floor)) << "2 threads, tensor " << t;
+  }
+}

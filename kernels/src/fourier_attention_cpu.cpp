@@ -148,8 +148,13 @@ FLT_INLINE void pair_weights(const Head<T>& hd, int64_t i, int64_t j0, int64_t n
       const T x2 = x * x;
       const T sin_x = sin_q * cos_k[j] - cos_q * sin_k[j];
       const bool small = x2 < kSmall2;
-      num[j] *= small ? fourier::sinc_series(x2) : std::abs(sin_x);
-      den[j] *= small ? T(1) : std::abs(x);
+      // Both branches computed, then selected: a select of values vectorises, a branch around
+      // floating-point work does not (GCC will not speculate it under -ftrapping-math).
+      const T series = fourier::sinc_series(x2);
+      const T abs_sin = std::abs(sin_x);
+      const T abs_x = std::abs(x);
+      num[j] *= small ? series : abs_sin;
+      den[j] *= small ? T(1) : abs_x;
       if constexpr (kSigned) {
         // The sign bit of sin_x * x is the sign of s; the series branch is positive.
         const Int sign_bits = small ? Int(0) : (bit_cast<Int>(sin_x) ^ bit_cast<Int>(x));
@@ -315,8 +320,10 @@ FLT_INLINE void backward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool ca
           const T denom = x * sin_x;
           // At an exact zero of sin the weight is 0 (coupling 0); keep c finite there.
           const bool pole = !small && denom == T(0);
-          const T closed = (x * cos_x - sin_x) / (small || pole ? T(1) : denom);
-          const T c = small ? fourier::cot_minus_inv_series(x, x2) : (pole ? T(0) : closed);
+          const T safe_denom = small || pole ? T(1) : denom;
+          const T closed = (x * cos_x - sin_x) / safe_denom;
+          const T series = fourier::cot_minus_inv_series(x, x2);
+          const T c = small ? series : (pole ? T(0) : closed);
           const T t = coupling[j] * c;
           acc_q += t;
           acc_r += t * diff;

@@ -1,6 +1,7 @@
 #pragma once
 // Umbrella header: the whole FLT library.
 
+#include "flt/allocation_counter.h"
 #include "flt/attention/attention.h"
 #include "flt/attention/fourier.h"
 #include "flt/attention/linear.h"
