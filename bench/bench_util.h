@@ -17,16 +17,21 @@ struct Result {
   std::map<std::string, double> counters;  ///< e.g. peak_MB
 };
 
-/// Console output as usual, and every run kept by name for the tables printed after the run.
+/// Console output as usual, and every benchmark's fastest repetition kept by name for the tables
+/// printed after the run (with --benchmark_repetitions=N the minimum filters out interference
+/// from other processes on a shared machine).
 class CollectingReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs) {
+      if (run.run_type != Run::RT_Iteration || run.error_occurred) continue;
       Result r;
       r.ms = run.GetAdjustedRealTime() * benchmark::GetTimeUnitMultiplier(benchmark::kMillisecond) /
              benchmark::GetTimeUnitMultiplier(run.time_unit);
       for (const auto& [name, counter] : run.counters) r.counters[name] = counter.value;
-      results[run.run_name.function_name] = r;  // the registered name, without /real_time
+      const std::string key = run.run_name.function_name;  // registered name, no /real_time
+      const auto it = results.find(key);
+      if (it == results.end() || r.ms < it->second.ms) results[key] = r;
     }
     ConsoleReporter::ReportRuns(runs);
   }
