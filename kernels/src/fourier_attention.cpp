@@ -175,18 +175,21 @@ std::vector<at::Tensor> fourier_forward_cpu(const at::Tensor& q, const at::Tenso
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
   auto row_max = at::empty({q.size(0), q.size(1), q.size(2)}, q.options());
   auto row_sum = at::empty_like(row_max);
+  // The normalised weights, kept for the backward (O(B H Lq Lk), still below softmax's memory).
+  auto weights = at::empty({q.size(0), q.size(1), q.size(2), k.size(2)}, q.options());
   auto workspace = at::empty({cpu::fourier_forward_workspace(problem)}, q.options());
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fourier_forward_cpu", [&] {
     cpu::fourier_forward<scalar_t>(problem, operands_of<scalar_t>(prepared),
                                    out.data_ptr<scalar_t>(), row_max.data_ptr<scalar_t>(),
-                                   row_sum.data_ptr<scalar_t>(), workspace.data_ptr<scalar_t>());
+                                   row_sum.data_ptr<scalar_t>(), weights.data_ptr<scalar_t>(),
+                                   workspace.data_ptr<scalar_t>());
   });
-  return {out, row_max, row_sum};
+  return {out, weights, row_sum};
 }
 
 std::vector<at::Tensor> fourier_backward_cpu(const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v, const at::Tensor& r,
-                                             const at::Tensor& out, const at::Tensor& row_max,
+                                             const at::Tensor& out, const at::Tensor& weights,
                                              const at::Tensor& row_sum, const at::Tensor& grad_out,
                                              int64_t power, fourier::FactorMode mode, bool causal) {
   const auto prepared = prepare(q, k, v, r);
@@ -199,7 +202,7 @@ std::vector<at::Tensor> fourier_backward_cpu(const at::Tensor& q, const at::Tens
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fourier_backward_cpu", [&] {
     cpu::fourier_backward<scalar_t>(
         problem, operands_of<scalar_t>(prepared), out.data_ptr<scalar_t>(),
-        row_max.data_ptr<scalar_t>(), row_sum.data_ptr<scalar_t>(), grad_out.data_ptr<scalar_t>(),
+        weights.data_ptr<scalar_t>(), row_sum.data_ptr<scalar_t>(), grad_out.data_ptr<scalar_t>(),
         dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(),
         dr.data_ptr<scalar_t>(), workspace.data_ptr<scalar_t>());
   });

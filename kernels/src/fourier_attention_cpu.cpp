@@ -10,6 +10,9 @@
 // division per pair and dimension, and no underflow (the naive product of 64 sinc^4 factors
 // underflows float). sin x_d comes from the trig identity with per-token sin/cos.
 // The weight is then m * 2^e with m = (num/den)^p; each row is normalised by its largest e.
+// The forward keeps the normalised weights A (B, H, Lq, Lk: the memory of one softmax attention
+// matrix) so the backward does not recompute the D-dimensional products; the backward then needs
+// c(x) = cot x - 1/x per pair and dimension for dq, dk and dR.
 #include <omp.h>
 
 #include <algorithm>
@@ -204,9 +207,11 @@ FLT_INLINE int64_t visible_keys(int64_t i, int64_t j0, int64_t lk, bool causal) 
 
 template <typename T, FactorMode kMode>
 FLT_INLINE void forward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool causal, T* out,
-                             T* row_max, T* row_sum, T* mant_rows, IntOf<T>* expo_rows) {
+                             T* row_max, T* row_sum, T* weights, IntOf<T>* expo_rows) {
   using Int = IntOf<T>;
   PairScratch<T> scratch;
+  // The rows of `weights` hold the mantissas until the row is normalised in place.
+  T* mant_rows = weights + i0 * hd.lk;
   const int64_t key_end = causal ? std::min(hd.lk, i1) : hd.lk;
   for (int64_t j0 = 0; j0 < key_end; j0 += kKeyChunk) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -231,9 +236,13 @@ FLT_INLINE void forward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool cau
     }
     T* __restrict o = out + i * hd.dv;
     std::fill(o, o + hd.dv, T(0));
+    std::fill(mant + n, mant + hd.lk, T(0));  // causal: future keys weigh 0
     row_max[i] = static_cast<T>(top);
     row_sum[i] = top == kZeroExponent<T> ? T(0) : sum;
-    if (row_sum[i] == T(0)) continue;  // every weight vanished: output 0 (documented)
+    if (row_sum[i] == T(0)) {  // every weight vanished: output 0 (documented)
+      std::fill(mant, mant + n, T(0));
+      continue;
+    }
     for (int64_t j = 0; j < n; ++j) {
       const T w = mant[j];
       if (w == T(0)) continue;
@@ -244,6 +253,8 @@ FLT_INLINE void forward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool cau
     const T inv = T(1) / sum;
 #pragma omp simd
     for (int64_t c = 0; c < hd.dv; ++c) o[c] *= inv;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) mant[j] *= inv;  // the attention weights A_ij, kept for backward
   }
 }
 
@@ -257,13 +268,9 @@ struct BackwardAccumulators {
 
 template <typename T, FactorMode kMode>
 FLT_INLINE void backward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool causal,
-                              const T* out, const T* row_max, const T* row_sum, const T* grad_out,
+                              const T* out, const T* weights, const T* row_sum, const T* grad_out,
                               T* dq, T* dk_t, T* dv, T* dr) {
-  using Int = IntOf<T>;
   constexpr T kSmall2 = fourier::Precision<T>::kSmall * fourier::Precision<T>::kSmall;
-  PairScratch<T> scratch;
-  alignas(64) T mant[kKeyChunk];
-  alignas(64) Int expo[kKeyChunk];
   alignas(64) T coupling[kKeyChunk];  // G_ij = A_ij (g_i . v_j - g_i . out_i) = dL / dlog w_ij
   T delta[kQueryTile];
   for (int64_t i = i0; i < i1; ++i) {
@@ -281,12 +288,11 @@ FLT_INLINE void backward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool ca
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t n = visible_keys(i, j0, hd.lk, causal);
       if (n == 0 || row_sum[i] == T(0)) continue;
-      pair_weights<T, kMode>(hd, i, j0, n, mant, expo, scratch);
-      const Int top = static_cast<Int>(row_max[i]);
-      const T inv_sum = T(1) / row_sum[i];
+      // A_ij as the forward normalised them: no recomputation of the D-dimensional products.
+      const T* __restrict a_row = weights + i * hd.lk + j0;
       const T* __restrict g = grad_out + i * hd.dv;
       for (int64_t j = 0; j < n; ++j) {
-        const T a = mant[j] * exp2_nonpositive<T>(expo[j] - top) * inv_sum;
+        const T a = a_row[j];
         coupling[j] = 0;
         if (a == T(0)) continue;
         const T* __restrict vj = hd.v + (j0 + j) * hd.dv;
@@ -340,13 +346,13 @@ FLT_INLINE void backward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool ca
 // templates above for AVX2/FMA and for the baseline.
 #define FLT_DEFINE_ITEMS(T, MODE, SUFFIX)                                                         \
   FLT_CLONES void forward_##SUFFIX(const Head<T>& hd, int64_t i0, int64_t i1, bool causal, T* out, \
-                                   T* row_max, T* row_sum, T* mant_rows, IntOf<T>* expo_rows) {    \
-    forward_item<T, MODE>(hd, i0, i1, causal, out, row_max, row_sum, mant_rows, expo_rows);        \
+                                   T* row_max, T* row_sum, T* weights, IntOf<T>* expo_rows) {      \
+    forward_item<T, MODE>(hd, i0, i1, causal, out, row_max, row_sum, weights, expo_rows);          \
   }                                                                                                \
   FLT_CLONES void backward_##SUFFIX(const Head<T>& hd, int64_t i0, int64_t i1, bool causal,        \
-                                    const T* out, const T* row_max, const T* row_sum,              \
+                                    const T* out, const T* weights, const T* row_sum,              \
                                     const T* grad_out, T* dq, T* dk_t, T* dv, T* dr) {             \
-    backward_item<T, MODE>(hd, i0, i1, causal, out, row_max, row_sum, grad_out, dq, dk_t, dv, dr); \
+    backward_item<T, MODE>(hd, i0, i1, causal, out, weights, row_sum, grad_out, dq, dk_t, dv, dr); \
   }
 
 FLT_DEFINE_ITEMS(float, FactorMode::kPowerEven, float_even)
@@ -395,7 +401,7 @@ int64_t tiles_of(int64_t length) { return (length + kQueryTile - 1) / kQueryTile
 }  // namespace
 
 int64_t fourier_forward_workspace(const FourierProblem& p) {
-  return std::max(1, p.threads) * 2 * kQueryTile * p.lk;
+  return std::max(1, p.threads) * kQueryTile * p.lk;
 }
 
 int64_t fourier_backward_workspace(const FourierProblem& p) {
@@ -405,16 +411,16 @@ int64_t fourier_backward_workspace(const FourierProblem& p) {
 
 template <typename T>
 void fourier_forward(const FourierProblem& p, const FourierOperands<T>& in, T* out, T* row_max,
-                     T* row_sum, T* workspace) {
+                     T* row_sum, T* weights, T* workspace) {
   static_assert(sizeof(IntOf<T>) == sizeof(T), "exponents share the workspace with mantissas");
   const auto item_fn = ItemTable<T>::forward(p.mode);
   const int64_t tiles = tiles_of(p.lq);
   const int64_t items = p.batch * p.heads * tiles;
 #pragma omp parallel num_threads(std::max(1, p.threads))
   {
-    // Row buffers of one query tile: kQueryTile * Lk (mantissa, exponent) pairs per thread.
-    T* mant_rows = workspace + omp_get_thread_num() * 2 * kQueryTile * p.lk;
-    IntOf<T>* expo_rows = reinterpret_cast<IntOf<T>*>(mant_rows + kQueryTile * p.lk);
+    // Exponent rows of one query tile (kQueryTile * Lk) per thread; mantissas go to `weights`.
+    IntOf<T>* expo_rows =
+        reinterpret_cast<IntOf<T>*>(workspace + omp_get_thread_num() * kQueryTile * p.lk);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; ++item) {
       const int64_t bh = item / tiles;
@@ -422,14 +428,14 @@ void fourier_forward(const FourierProblem& p, const FourierOperands<T>& in, T* o
       const int64_t i1 = std::min(p.lq, i0 + kQueryTile);
       const Head<T> hd = head_of(p, in, bh);
       item_fn(hd, i0, i1, p.causal, out + bh * p.lq * p.dv, row_max + bh * p.lq,
-              row_sum + bh * p.lq, mant_rows, expo_rows);
+              row_sum + bh * p.lq, weights + bh * p.lq * p.lk, expo_rows);
     }
   }
 }
 
 template <typename T>
 void fourier_backward(const FourierProblem& p, const FourierOperands<T>& in, const T* out,
-                      const T* row_max, const T* row_sum, const T* grad_out, T* dq, T* dk, T* dv,
+                      const T* weights, const T* row_sum, const T* grad_out, T* dq, T* dk, T* dv,
                       T* dr, T* workspace) {
   const auto item_fn = ItemTable<T>::backward(p.mode);
   const int64_t tiles = tiles_of(p.lq);
@@ -454,7 +460,7 @@ void fourier_backward(const FourierProblem& p, const FourierOperands<T>& in, con
       const int64_t i0 = (item % tiles) * kQueryTile;
       const int64_t i1 = std::min(p.lq, i0 + kQueryTile);
       const Head<T> hd = head_of(p, in, bh);
-      item_fn(hd, i0, i1, p.causal, out + bh * p.lq * p.dv, row_max + bh * p.lq,
+      item_fn(hd, i0, i1, p.causal, out + bh * p.lq * p.dv, weights + bh * p.lq * p.lk,
               row_sum + bh * p.lq, grad_out + bh * p.lq * p.dv, dq + bh * p.lq * p.dim,
               private_dk + t * dk_size + bh * p.dim * p.lk,
               private_dv + t * dv_size + bh * p.lk * p.dv,
@@ -486,9 +492,9 @@ void fourier_backward(const FourierProblem& p, const FourierOperands<T>& in, con
 }
 
 template void fourier_forward<float>(const FourierProblem&, const FourierOperands<float>&, float*,
-                                     float*, float*, float*);
+                                     float*, float*, float*, float*);
 template void fourier_forward<double>(const FourierProblem&, const FourierOperands<double>&,
-                                      double*, double*, double*, double*);
+                                      double*, double*, double*, double*, double*);
 template void fourier_backward<float>(const FourierProblem&, const FourierOperands<float>&,
                                       const float*, const float*, const float*, const float*,
                                       float*, float*, float*, float*, float*);

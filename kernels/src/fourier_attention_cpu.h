@@ -30,24 +30,25 @@ struct FourierOperands {
   const T* r = nullptr;        ///< (H, D) |R|
 };
 
-/// Forward: out (B, H, Lq, Dv). Also writes each row's normaliser: the largest weight exponent
-/// `row_max` (base 2) and the sum `row_sum` of the weights times 2^-row_max (0 when every weight of
-/// the row vanishes; such rows output 0).
+/// Forward: out (B, H, Lq, Dv) and the normalised weights A (B, H, Lq, Lk) the backward reuses
+/// (0 for future keys and in rows whose every weight vanished; such rows output 0). Also each
+/// row's largest weight exponent `row_max` (base 2) and the sum `row_sum` of the weights times
+/// 2^-row_max (0 when every weight of the row vanished).
 /// Scratch (in elements of T) that `fourier_forward` / `fourier_backward` need: per thread, the
-/// row buffers of one query tile (forward) or private dk, dv, dr accumulators (backward).
+/// exponent rows of one query tile (forward) or private dk, dv, dr accumulators (backward).
 int64_t fourier_forward_workspace(const FourierProblem& p);
 int64_t fourier_backward_workspace(const FourierProblem& p);
 
 template <typename T>
 void fourier_forward(const FourierProblem& p, const FourierOperands<T>& in, T* out, T* row_max,
-                     T* row_sum, T* workspace);
+                     T* row_sum, T* weights, T* workspace);
 
-/// Backward from the forward's out and row statistics (B, H, Lq) and grad_out (B, H, Lq, Dv).
+/// Backward from the forward's out, weights A and row_sum, and grad_out (B, H, Lq, Dv).
 /// Writes dq (B, H, Lq, D), dk (B, H, Lk, D), dv (B, H, Lk, Dv) and dr (H, D), the gradient
 /// with respect to |R|.
 template <typename T>
 void fourier_backward(const FourierProblem& p, const FourierOperands<T>& in, const T* out,
-                      const T* row_max, const T* row_sum, const T* grad_out, T* dq, T* dk, T* dv,
+                      const T* weights, const T* row_sum, const T* grad_out, T* dq, T* dk, T* dv,
                       T* dr, T* workspace);
 
 }  // namespace flt::kernels::cpu

@@ -10,13 +10,14 @@
 
 namespace flt::kernels::detail {
 
-/// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv)  r: (H, D) -> {out (B, H, Lq, Dv),
-/// row_max (B, H, Lq), row_sum (B, H, Lq)}; all contiguous, one dtype, one device.
+/// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv)  r: (H, D) -> {out (B, H, Lq, Dv), and
+/// two tensors the same device's backward takes: CPU {weights A (B, H, Lq, Lk), row_sum
+/// (B, H, Lq)}, CUDA {row_max (B, H, Lq), row_sum (B, H, Lq)}}; contiguous, one dtype.
 using FourierForwardFn = std::vector<at::Tensor> (*)(const at::Tensor& q, const at::Tensor& k,
                                                      const at::Tensor& v, const at::Tensor& r,
                                                      int64_t power, fourier::FactorMode mode,
                                                      bool causal);
-/// ... + out, row_max, row_sum, grad_out (B, H, Lq, Dv) -> {dq, dk, dv, dr (H, D)}
+/// ... + out and the forward's two saved tensors, grad_out (B, H, Lq, Dv) -> {dq, dk, dv, dr (H, D)}
 using FourierBackwardFn = std::vector<at::Tensor> (*)(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& r,
     const at::Tensor& out, const at::Tensor& row_max, const at::Tensor& row_sum,
@@ -27,7 +28,7 @@ std::vector<at::Tensor> fourier_forward_cpu(const at::Tensor& q, const at::Tenso
                                             fourier::FactorMode mode, bool causal);
 std::vector<at::Tensor> fourier_backward_cpu(const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v, const at::Tensor& r,
-                                             const at::Tensor& out, const at::Tensor& row_max,
+                                             const at::Tensor& out, const at::Tensor& weights,
                                              const at::Tensor& row_sum, const at::Tensor& grad_out,
                                              int64_t power, fourier::FactorMode mode, bool causal);
 
