@@ -9,6 +9,9 @@
 // softmax, in base 2); s and its log-derivative cot x - 1/x use series near 0 (fourier_series.h).
 // A row whose every weight is exactly zero (possible with ReLU, or when every key sits on a zero of
 // sin) has no defined average: its output is 0 and it passes no gradient.
+// Memory: never the (L, L, D) tensor. The CPU kernel keeps the normalised weights (B, H, Lq, Lk)
+// from forward to backward (the size of one softmax attention matrix; the backward then skips
+// the D-dimensional products); the CUDA kernel keeps two numbers per row and recomputes them.
 
 #include <torch/types.h>
 
