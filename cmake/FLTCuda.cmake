@@ -41,9 +41,11 @@ if(FLT_CUDA_ENABLED)
   endif()
 endif()
 
-# Adds the CUDA kernels and their ATen glue to `target`.
+# Adds the CUDA kernels (raw-pointer launchers, kernels/cuda/*.cu) and their ATen glue
+# (kernels/cuda/aten_glue.cpp, the only part that needs a CUDA LibTorch) to `target`.
 function(flt_add_cuda_sources target)
   file(GLOB _cuda_sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu")
-  target_sources(${target} PRIVATE ${_cuda_sources})
+  target_sources(${target} PRIVATE ${_cuda_sources} "${PROJECT_SOURCE_DIR}/kernels/cuda/aten_glue.cpp")
+  target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/kernels/cuda")
   set_target_properties(${target} PROPERTIES CUDA_STANDARD 17)
 endfunction()

@@ -28,6 +28,9 @@ struct Factory {
   AttentionHandle operator()(SchoenbAttentionOptions o) const {
     return handle_of(SchoenbAttention(o.heads(heads).head_dim(head_dim)));
   }
+  AttentionHandle operator()(FourierAttentionOptions o) const {
+    return handle_of(FourierAttention(o.heads(heads).head_dim(head_dim)));
+  }
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "flt/attention/flt.h"
+#include "flt/attention/fourier.h"
 #include "flt/attention/linear.h"
 #include "flt/attention/performer.h"
 #include "flt/attention/schoenbat.h"
@@ -20,8 +21,8 @@ namespace flt::attention {
 
 /// Options of any attention variant; the alternative chosen selects the variant.
 using AttentionOptions = std::variant<SoftmaxAttentionOptions, LinearAttentionOptions,
-                                      PerformerAttentionOptions, FLTAttentionOptions,
-                                      SchoenbAttentionOptions>;
+                                      PerformerAttentionOptions, FourierAttentionOptions,
+                                      FLTAttentionOptions, SchoenbAttentionOptions>;
 
 /// A variant module built from its options, for `heads` heads of dimension `head_dim`.
 struct AttentionHandle {

@@ -6,11 +6,21 @@
 namespace flt::kernels {
 
 /// Unnormalised linear attention: out_i = sum_j (phi_q_i . phi_k_j) v_j over all j (non-causal) or
-/// j <= i (causal, a prefix sum of phi_k_j v_j^T). Never builds the (L, M, Dv) prefix tensor: the
-/// causal path works in chunks of `kCausalChunk` keys, carrying the (M, Dv) state between chunks.
+/// j <= i (causal, a prefix sum of phi_k_j v_j^T). Never builds the (L, M, Dv) prefix tensor.
+/// The one dispatch point: non-causal is two matmuls; causal runs the fused scan kernel (CPU float
+/// and double; CUDA in builds with CUDA), an autograd function whose backward is three more scans
+/// (O(M Dv) state per thread, no (L, M, Dv) tensor in forward or backward); other dtypes and
+/// devices take `linear_attention_numerator_composite`.
 /// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
 torch::Tensor linear_attention_numerator(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
                                          const torch::Tensor& v, bool causal);
+
+/// The readable composite reference of `linear_attention_numerator` in LibTorch ops (autograd does
+/// the backward): causal works in chunks of `kCausalChunk` keys, carrying the (M, Dv) state.
+/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
+torch::Tensor linear_attention_numerator_composite(const torch::Tensor& phi_q,
+                                                   const torch::Tensor& phi_k,
+                                                   const torch::Tensor& v, bool causal);
 
 /// Normalised linear attention: numerator / denominator, where the denominator
 /// sum_j phi_q_i . phi_k_j is the numerator of a ones column (one call computes both).

@@ -1,0 +1,81 @@
+#pragma once
+// Fourier attention (FourierFormer, Nguyen et al. 2022, Definition 1 / eq. 15):
+//   K_ij = prod_d phi( sin(R_d (q_id - k_jd)) / (R_d (q_id - k_jd)) ),  out_i = sum_j K_ij v_j / sum_j K_ij
+// R is used through |R| (s is even). The computation is kernels::fourier_attention_op: the fused
+// CPU / CUDA kernel, or the composite reference for other dtypes and for sigmoid phi.
+// A row whose every weight is exactly zero (ReLU phi, or every key on a zero of sin) outputs 0.
+
+#include <torch/arg.h>
+
+#include "flt/attention/attention.h"
+#include "flt/kernels/fourier_attention.h"
+
+namespace flt::attention {
+
+using kernels::FourierPhi;
+
+/// How many R values the module learns.
+enum class FourierRShape {
+  kScalar,            ///< one R for all heads and dimensions (the paper's main setting)
+  kPerDimension,      ///< R_d shared by the heads: shape (D) (the supplement's "R is a vector")
+  kPerHead,           ///< one R per head: shape (H, 1)
+  kPerHeadDimension,  ///< R_{h,d}: shape (H, D)
+};
+
+/// out = Fourier attention of q, k, v. `R`: a scalar (0-d or (1)), (D), (H, 1) or (H, D); its
+/// absolute value is used. `power` >= 1 (<= 32); odd powers give signed weights (warned once).
+/// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv)  R: see above -> (B, H, Lq, Dv)
+torch::Tensor fourier_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, const torch::Tensor& R, int64_t power = 4,
+                                bool causal = false, FourierPhi phi = FourierPhi::kPower);
+
+/// The normalised kernel matrix K_ij / sum_j K_ij (zero rows where every weight vanishes).
+/// q: (B, H, Lq, D)  k: (B, H, Lk, D)  R: as in fourier_attention -> (B, H, Lq, Lk)
+torch::Tensor fourier_attention_weights(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& R, int64_t power = 4,
+                                        bool causal = false, FourierPhi phi = FourierPhi::kPower);
+
+/// |R| broadcast to (H, D) from any accepted shape; throws a message naming the bad shape.
+/// R: (), (1), (D), (H, 1) or (H, D) -> (H, D)
+torch::Tensor fourier_r_per_head_dim(const char* fn, const torch::Tensor& R, int64_t heads,
+                                     int64_t head_dim);
+
+struct FourierAttentionOptions {
+  static constexpr const char* kName = "fourier";
+  /// Number of heads H (MultiheadAttention fills it in); sizes per-head R.
+  TORCH_ARG(int64_t, heads) = 1;
+  /// Head dimension D (MultiheadAttention fills it in); sizes per-dimension R. 0 = unknown.
+  TORCH_ARG(int64_t, head_dim) = 0;
+  /// Initial R (2 for language models, 1 for images; Table 8 of the supplement).
+  TORCH_ARG(double, r_init) = 2.0;
+  /// Scalar, per-dimension, per-head or per-head-and-dimension R.
+  TORCH_ARG(FourierRShape, r_shape) = FourierRShape::kScalar;
+  /// Whether R is a trainable parameter (else a buffer).
+  TORCH_ARG(bool, learn_r) = true;
+  /// phi(x) = x^power (default 4; Table 7: odd powers diverge, 4 and 6 are best).
+  TORCH_ARG(int64_t, power) = 4;
+  /// The function phi (power by default; abs, ReLU, sigmoid for ablations).
+  TORCH_ARG(FourierPhi, phi) = FourierPhi::kPower;
+};
+
+class FourierAttentionImpl : public AttentionModule<FourierAttentionImpl> {
+ public:
+  explicit FourierAttentionImpl(FourierAttentionOptions options = {});
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  /// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
+  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const AttentionCall& call = {}) override;
+  /// q: (B, H, Lq, D)  k: (B, H, Lk, D) -> (B, H, Lq, Lk)
+  torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
+                            const AttentionCall& call = {}) override;
+  std::string name() const override { return FourierAttentionOptions::kName; }
+
+  FourierAttentionOptions options;
+  /// R as learned (sign included; used through |R|): (1), (D), (H, 1) or (H, D).
+  torch::Tensor R;
+};
+TORCH_MODULE(FourierAttention);
+
+}  // namespace flt::attention

@@ -1,0 +1,101 @@
+// ATen glue of the CUDA kernels: tensors in, raw pointers and the current stream to the launchers.
+// Compiled only in builds with CUDA (FLT_CUDA_ENABLED: nvcc and a CUDA LibTorch).
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "../src/kernel_dispatch.h"
+#include "flt_cuda_kernels.h"
+
+namespace flt::kernels::detail {
+namespace {
+
+void check_cuda(cudaError_t err, const char* what) {
+  TORCH_CHECK(err == cudaSuccess, what, ": ", cudaGetErrorString(err));
+}
+
+cuda::FourierDims dims_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          int64_t power, fourier::FactorMode mode, bool causal) {
+  TORCH_CHECK(q.size(3) <= cuda::kFourierMaxDim && v.size(3) <= cuda::kFourierMaxDim,
+              "fourier_attention (CUDA): D and Dv must be <= ", cuda::kFourierMaxDim, ", got ",
+              q.size(3), " and ", v.size(3));
+  cuda::FourierDims d;
+  d.batch = q.size(0);
+  d.heads = q.size(1);
+  d.lq = q.size(2);
+  d.lk = k.size(2);
+  d.dim = q.size(3);
+  d.dv = v.size(3);
+  d.power = static_cast<int>(power);
+  d.mode = static_cast<int>(mode);
+  d.causal = causal;
+  return d;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> fourier_forward_cuda(const at::Tensor& q, const at::Tensor& k,
+                                             const at::Tensor& v, const at::Tensor& r,
+                                             int64_t power, fourier::FactorMode mode, bool causal) {
+  const c10::cuda::CUDAGuard guard(q.device());
+  const auto dims = dims_of(q, k, v, power, mode, causal);
+  auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
+  auto row_max = at::empty({q.size(0), q.size(1), q.size(2)}, q.options());
+  auto row_sum = at::empty_like(row_max);
+  auto ws = at::empty({static_cast<int64_t>(cuda::fourier_forward_workspace(dims))}, q.options());
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fourier_forward_cuda", [&] {
+    check_cuda(cuda::fourier_forward<scalar_t>(
+                   dims, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+                   r.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), row_max.data_ptr<scalar_t>(),
+                   row_sum.data_ptr<scalar_t>(), ws.data_ptr<scalar_t>(), stream),
+               "fourier_attention forward (CUDA)");
+  });
+  return {out, row_max, row_sum};
+}
+
+std::vector<at::Tensor> fourier_backward_cuda(const at::Tensor& q, const at::Tensor& k,
+                                              const at::Tensor& v, const at::Tensor& r,
+                                              const at::Tensor& out, const at::Tensor& row_max,
+                                              const at::Tensor& row_sum,
+                                              const at::Tensor& grad_out, int64_t power,
+                                              fourier::FactorMode mode, bool causal) {
+  const c10::cuda::CUDAGuard guard(q.device());
+  const auto dims = dims_of(q, k, v, power, mode, causal);
+  auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+  auto dr = at::empty_like(r);
+  auto ws = at::empty({static_cast<int64_t>(cuda::fourier_backward_workspace(dims))}, q.options());
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fourier_backward_cuda", [&] {
+    check_cuda(cuda::fourier_backward<scalar_t>(
+                   dims, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+                   r.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
+                   row_max.data_ptr<scalar_t>(), row_sum.data_ptr<scalar_t>(),
+                   grad_out.data_ptr<scalar_t>(), dq.data_ptr<scalar_t>(),
+                   dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), dr.data_ptr<scalar_t>(),
+                   ws.data_ptr<scalar_t>(), stream),
+               "fourier_attention backward (CUDA)");
+  });
+  return {dq, dk, dv, dr};
+}
+
+bool causal_linear_scan_cuda_supported(int64_t features, int64_t values, at::ScalarType dtype) {
+  return cuda::causal_linear_scan_supported(features, values, c10::elementSize(dtype));
+}
+
+at::Tensor causal_linear_scan_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   bool reverse) {
+  const c10::cuda::CUDAGuard guard(q.device());
+  auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, v.options());
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "causal_linear_scan_cuda", [&] {
+    check_cuda(cuda::causal_linear_scan<scalar_t>(
+                   q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), q.data_ptr<scalar_t>(),
+                   k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
+                   reverse, stream),
+               "causal linear attention scan (CUDA)");
+  });
+  return out;
+}
+
+}  // namespace flt::kernels::detail

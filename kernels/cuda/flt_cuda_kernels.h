@@ -1,0 +1,55 @@
+#pragma once
+// CUDA kernels of FLT (Fourier attention, causal linear scan): raw device pointers and a stream,
+// no LibTorch, so they compile with nvcc alone (the check target and the harness) and the ATen glue
+// (aten_glue.cpp) is the only part that needs a CUDA LibTorch. Every launcher checks its launches
+// and returns the first CUDA error (cudaSuccess otherwise).
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace flt::kernels::cuda {
+
+/// Sizes of a Fourier-attention call. Layouts (contiguous): q (B, H, Lq, D), k (B, H, Lk, D),
+/// v (B, H, Lk, Dv), r (H, D) = |R| already expanded (a scalar R is expanded by the caller, so no
+/// kernel ever indexes past it), out (B, H, Lq, Dv), row statistics (B, H, Lq).
+struct FourierDims {
+  int64_t batch = 0, heads = 0, lq = 0, lk = 0, dim = 0, dv = 0;
+  int power = 4;
+  int mode = 0;  ///< fourier::FactorMode
+  bool causal = false;
+};
+
+/// Largest D and Dv the kernels hold in per-thread arrays.
+constexpr int64_t kFourierMaxDim = 128;
+
+/// Elements of T the forward / backward need as workspace (sin/cos tables, partial sums).
+size_t fourier_forward_workspace(const FourierDims& dims);
+size_t fourier_backward_workspace(const FourierDims& dims);
+
+/// Writes out, row_max (largest base-2 weight exponent per row) and row_sum (sum of weights
+/// times 2^-row_max; 0 when every weight vanished, and then the row's output is 0).
+template <typename T>
+cudaError_t fourier_forward(const FourierDims& dims, const T* q, const T* k, const T* v,
+                            const T* r, T* out, T* row_max, T* row_sum, T* workspace,
+                            cudaStream_t stream);
+
+/// Gradients dq, dk, dv and dr (H, D) (with respect to |R|) from the forward's outputs.
+template <typename T>
+cudaError_t fourier_backward(const FourierDims& dims, const T* q, const T* k, const T* v,
+                             const T* r, const T* out, const T* row_max, const T* row_sum,
+                             const T* grad_out, T* dq, T* dk, T* dv, T* dr, T* workspace,
+                             cudaStream_t stream);
+
+/// Whether an (M features, E values) scan state fits the scan kernel's shared memory.
+bool causal_linear_scan_supported(int64_t features, int64_t values, size_t element_size);
+
+/// out_i = q_i^T sum_{j <= i} k_j v_j^T (j >= i when reverse), chunked through shared memory.
+/// q: (B, H, L, M)  k: (B, H, L, M)  v: (B, H, L, E) -> out (B, H, L, E)
+template <typename T>
+cudaError_t causal_linear_scan(int64_t batch_heads, int64_t length, int64_t features,
+                               int64_t values, const T* q, const T* k, const T* v, T* out,
+                               bool reverse, cudaStream_t stream);
+
+}  // namespace flt::kernels::cuda

@@ -1,0 +1,56 @@
+#pragma once
+// Tensor-level entry points of the fused kernels per device (internal to the library). The CUDA
+// ones exist only in builds with CUDA (kernels/cuda/aten_glue.cpp).
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "flt/kernels/fourier_series.h"
+
+namespace flt::kernels::detail {
+
+/// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv)  r: (H, D) -> {out (B, H, Lq, Dv), and
+/// two tensors the same device's backward takes: CPU {weights A (B, H, Lq, Lk), row_sum
+/// (B, H, Lq)}, CUDA {row_max (B, H, Lq), row_sum (B, H, Lq)}}; contiguous, one dtype.
+using FourierForwardFn = std::vector<at::Tensor> (*)(const at::Tensor& q, const at::Tensor& k,
+                                                     const at::Tensor& v, const at::Tensor& r,
+                                                     int64_t power, fourier::FactorMode mode,
+                                                     bool causal);
+/// ... + out and the forward's two saved tensors, grad_out (B, H, Lq, Dv) -> {dq, dk, dv, dr (H, D)}
+using FourierBackwardFn = std::vector<at::Tensor> (*)(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& r,
+    const at::Tensor& out, const at::Tensor& row_max, const at::Tensor& row_sum,
+    const at::Tensor& grad_out, int64_t power, fourier::FactorMode mode, bool causal);
+
+std::vector<at::Tensor> fourier_forward_cpu(const at::Tensor& q, const at::Tensor& k,
+                                            const at::Tensor& v, const at::Tensor& r, int64_t power,
+                                            fourier::FactorMode mode, bool causal);
+std::vector<at::Tensor> fourier_backward_cpu(const at::Tensor& q, const at::Tensor& k,
+                                             const at::Tensor& v, const at::Tensor& r,
+                                             const at::Tensor& out, const at::Tensor& weights,
+                                             const at::Tensor& row_sum, const at::Tensor& grad_out,
+                                             int64_t power, fourier::FactorMode mode, bool causal);
+
+/// The causal prefix scan out_i = q_i^T sum_{j <= i} k_j v_j^T (j >= i when `reverse`).
+/// q: (B, H, L, M)  k: (B, H, L, M)  v: (B, H, L, E) -> (B, H, L, E); contiguous, one dtype.
+at::Tensor causal_linear_scan_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  bool reverse);
+
+#if defined(FLT_WITH_CUDA)
+std::vector<at::Tensor> fourier_forward_cuda(const at::Tensor& q, const at::Tensor& k,
+                                             const at::Tensor& v, const at::Tensor& r,
+                                             int64_t power, fourier::FactorMode mode, bool causal);
+std::vector<at::Tensor> fourier_backward_cuda(const at::Tensor& q, const at::Tensor& k,
+                                              const at::Tensor& v, const at::Tensor& r,
+                                              const at::Tensor& out, const at::Tensor& row_max,
+                                              const at::Tensor& row_sum,
+                                              const at::Tensor& grad_out, int64_t power,
+                                              fourier::FactorMode mode, bool causal);
+/// Whether the (M, E) state of a scan fits the CUDA kernel's shared memory.
+bool causal_linear_scan_cuda_supported(int64_t features, int64_t values, at::ScalarType dtype);
+at::Tensor causal_linear_scan_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   bool reverse);
+#endif
+
+}  // namespace flt::kernels::detail
