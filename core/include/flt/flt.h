@@ -12,5 +12,6 @@
 #include "flt/attention/transformer.h"
 #include "flt/attention/variants.h"
 #include "flt/kernels/linear_attention.h"
+#include "flt/optim/landscapes.h"
 #include "flt/runtime.h"
 #include "flt/version.h"

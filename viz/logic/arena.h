@@ -1,0 +1,123 @@
+#pragma once
+// Optimizer Arena game logic (GL-free): levels over flt::optim landscapes, racers driven by real
+// torch::optim optimizers, scoring with par and stars, level progression, the leaderboard.
+//
+// The header is plain data (no LibTorch types) so drawing code and tests stay light.
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "logic/scenario.h"
+
+namespace flt::viz {
+
+struct ArenaLevel {
+  std::string name;
+  std::string hint;         ///< one line shown to the player
+  int landscape = 0;        ///< flt::optim::Landscape as int
+  double noise_std = 0.0;   ///< gradient noise (noisy levels)
+  double start_x = 0.0, start_y = 0.0;
+  double lo_x = -5, hi_x = 5, lo_y = -5, hi_y = 5;  ///< the view box
+  double epsilon = 1e-3;    ///< "reached": f(x) - f_min <= epsilon
+  int max_steps = 600;      ///< race budget
+  double adam_lr = 0.1;     ///< the house optimizers' settings for this level
+  double sgd_lr = 0.01, sgd_momentum = 0.9;
+};
+
+/// The levels in order of rising difficulty.
+const std::vector<ArenaLevel>& arena_levels();
+
+enum class RacerKind { kAdam, kSgdMomentum, kHuman, kLearned };
+enum class RacerStatus { kRunning, kReached, kDiverged, kOutOfSteps, kUnavailable };
+const char* racer_status_name(RacerStatus status);
+
+struct Racer {
+  std::string name;
+  RacerKind kind = RacerKind::kAdam;
+  RacerStatus status = RacerStatus::kRunning;
+  std::string note;                            ///< e.g. why it is unavailable
+  std::array<uint8_t, 3> color{255, 255, 255};
+  std::vector<std::array<double, 2>> path;     ///< positions, path[0] = start
+  std::vector<double> values;                  ///< f along the path
+  int steps = 0;
+  int steps_to_epsilon = -1;                   ///< -1 until reached
+  double distance = 0.0;                       ///< to the nearest global minimiser
+  double best_value = 0.0;
+};
+
+/// 1 to 3 stars for reaching epsilon within par, 2 par, or the budget; 0 when not reached.
+int stars_for(int steps_to_epsilon, int par);
+
+/// Which levels the player may pick: level 0, and each level after one with at least one star.
+struct LevelProgress {
+  std::vector<int> best_stars;  ///< per level
+  LevelProgress();
+  void record(int level, int stars);
+  bool unlocked(int level) const;
+};
+
+/// Leaderboard columns, for sorting.
+enum class LeaderboardColumn { kRank, kName, kValue, kDistance, kStepsToEpsilon, kStatus };
+
+struct LeaderboardRow {
+  int racer = 0;     ///< index into racers()
+  int rank = 0;      ///< race order: reached first by steps, then by distance; unavailable last
+  std::string name;
+  double value = 0.0, distance = 0.0;
+  int steps_to_epsilon = -1;
+  RacerStatus status = RacerStatus::kRunning;
+};
+
+/// f on a grid over the level's view box, row 0 at the top (largest y), for heatmap and contours.
+struct LandscapeGrid {
+  int rows = 0, cols = 0;
+  std::vector<float> values;  ///< f - f_min (>= 0), row-major
+  float lo = 0.0f, hi = 0.0f; ///< smallest positive and largest value (for the log colour scale)
+};
+
+class ArenaGame {
+ public:
+  ArenaGame();
+  ~ArenaGame();
+  ArenaGame(const ArenaGame&) = delete;
+  ArenaGame& operator=(const ArenaGame&) = delete;
+
+  /// Starts the level in `settings` from its start (or the custom start), racers reset. Computes
+  /// par: the steps the house Adam needs from this start (the budget when it never gets there).
+  void load(const ArenaSettings& settings, uint64_t seed);
+
+  /// One step of every running racer.
+  void step();
+  /// One step of the human racer only ("click each step" mode).
+  void step_human();
+  /// Advances by `seconds` of play time at `speed` (10 steps per second at x1, at most 64 steps
+  /// per call); returns how many steps ran.
+  int advance(double seconds, float speed);
+
+  int step_count() const;
+  bool finished() const;                    ///< no racer running
+  const ArenaLevel& level() const;
+  int level_index() const;
+  int par() const;
+  /// Stars of the human racer (or of the best racer when the human does not race).
+  int stars() const;
+  const std::vector<Racer>& racers() const;
+  std::vector<LeaderboardRow> leaderboard() const;
+  const LandscapeGrid& grid() const;
+  /// Value of f - f_min at a point (for hover readouts).
+  double value_at(double x, double y) const;
+  /// "racer,step,x,y,f" rows of every trajectory.
+  std::string trajectories_csv() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Sorts rows by `column`.
+void sort_leaderboard(std::vector<LeaderboardRow>& rows, LeaderboardColumn column, bool ascending);
+
+}  // namespace flt::viz

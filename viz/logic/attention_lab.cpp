@@ -1,0 +1,137 @@
+#include "logic/attention_lab.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "flt/attention/softmax.h"
+#include "flt/attention/variants.h"
+#include "logic/variant_options.h"
+
+namespace flt::viz {
+namespace {
+
+// (H, L, D) structured inputs: sinusoidal codes of the position (local) or of position mod 8
+// (periodic); similar codes give large q.k, so attention concentrates near the diagonal or on a
+// lattice of stripes.
+torch::Tensor position_codes(int heads, int length, int dim, bool periodic, torch::Generator& gen) {
+  auto positions = torch::arange(length, torch::kFloat);
+  if (periodic) positions = torch::fmod(positions, 8.0);
+  auto frequencies = torch::exp(-torch::arange(dim, torch::kFloat) * (std::log(100.0f) / std::max(1, dim)));
+  auto phases = at::rand({heads, 1, dim}, gen) * 6.2831853f;
+  auto angle = positions.view({1, length, 1}) * frequencies.view({1, 1, dim}) * (periodic ? 0.785398f * 8 : 1.0f);
+  return torch::cos(angle + phases) * std::sqrt(static_cast<float>(dim)) * 0.6f;
+}
+
+template <typename Fn>
+double median_ms(Fn&& fn, int repeats = 5) {
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+std::vector<float> to_vector(const torch::Tensor& t) {
+  auto c = t.to(torch::kFloat).contiguous();
+  return {c.data_ptr<float>(), c.data_ptr<float>() + c.numel()};
+}
+
+}  // namespace
+
+AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, uint64_t seed,
+                                         const LiveQueriesKeys* live) {
+  AttentionLabResult result;
+  try {
+    torch::NoGradGuard no_grad;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    torch::Tensor q, k;
+    int heads = settings.heads, length = settings.length, dim = settings.head_dim;
+    switch (settings.input) {
+      case AttentionInput::kRandom:
+        q = at::randn({heads, length, dim}, gen);
+        k = at::randn({heads, length, dim}, gen);
+        break;
+      case AttentionInput::kLocal:
+      case AttentionInput::kPeriodic: {
+        const bool periodic = settings.input == AttentionInput::kPeriodic;
+        q = position_codes(heads, length, dim, periodic, gen);
+        k = q + 0.1f * at::randn({heads, length, dim}, gen);
+        break;
+      }
+      case AttentionInput::kLiveModel:
+        if (live == nullptr || live->q.empty()) {
+          result.error = "no live model yet: open Live Training first";
+          return result;
+        }
+        heads = live->heads;
+        length = live->length;
+        dim = live->dim;
+        q = torch::tensor(live->q).view({heads, length, dim});
+        k = torch::tensor(live->k).view({heads, length, dim});
+        break;
+    }
+    q = (q * settings.input_scale).unsqueeze(0);  // (1, H, L, D)
+    k = (k * settings.input_scale).unsqueeze(0);
+    auto v = at::randn({1, heads, length, dim}, gen);
+    const auto options = variant_options(settings.variant);
+    auto handle = flt::attention::make_attention(options, heads, dim);
+    flt::attention::AttentionCall call;
+    call.causal = settings.causal;
+    auto approx = handle.attention->materialize(q, k, call)[0];  // (H, L, L)
+    auto exact = flt::attention::softmax_attention_weights(q, k, settings.causal)[0];
+    auto diff = approx - exact;
+    result.variant = flt::attention::attention_name(options);
+    result.heads = heads;
+    result.length = length;
+    result.approx = to_vector(approx);
+    result.exact = to_vector(exact);
+    result.diff = to_vector(diff);
+    result.diff_max_abs = diff.abs().max().item<float>();
+    result.relative_error = (diff.norm() / exact.norm().clamp_min(1e-30)).item<double>();
+    result.variant_ms = median_ms([&] { handle.attention->forward(q, k, v, call); });
+    result.softmax_ms = median_ms([&] { flt::attention::softmax_attention(q, k, v, settings.causal); });
+    result.valid = true;
+  } catch (const std::exception& e) {
+    result.error = e.what();
+    result.error = result.error.substr(0, result.error.find('\n'));
+  }
+  return result;
+}
+
+AttentionLab::~AttentionLab() { wait(); }
+
+void AttentionLab::request(const AttentionLabSettings& settings, uint64_t seed, LiveQueriesKeys live) {
+  pending_ = std::make_unique<Request>(Request{settings, seed, std::move(live)});
+  if (!running_.valid()) poll();
+}
+
+bool AttentionLab::poll() {
+  bool changed = false;
+  if (running_.valid() && running_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    result_ = running_.get();
+    changed = true;
+  }
+  if (!running_.valid() && pending_) {
+    auto request = std::move(pending_);
+    running_ = std::async(std::launch::async, [request = std::move(request)] {
+      return compute_attention_lab(request->settings, request->seed,
+                                   request->settings.input == AttentionInput::kLiveModel ? &request->live : nullptr);
+    });
+  }
+  return changed;
+}
+
+void AttentionLab::wait() {
+  while (running_.valid() || pending_) {
+    if (running_.valid()) running_.wait();
+    poll();
+  }
+}
+
+}  // namespace flt::viz

@@ -1,0 +1,62 @@
+#pragma once
+// Attention Lab (GL-free): the attention matrix of a chosen variant (through the library's
+// `materialize`) next to exact softmax attention on the same q, k, their difference, the relative
+// error and the time per forward call. Computed off the UI thread.
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "logic/scenario.h"
+
+namespace flt::viz {
+
+/// q and k taken from the live-trained model (layer 0), (heads, L, D) row-major.
+struct LiveQueriesKeys {
+  std::vector<float> q, k;
+  int heads = 0, length = 0, dim = 0;
+};
+
+struct AttentionLabResult {
+  bool valid = false;
+  std::string variant;
+  std::string error;             ///< set when the computation threw (message shown in the UI)
+  int heads = 0, length = 0;
+  std::vector<float> approx, exact, diff;  ///< (heads, L, L) row-major; diff = approx - exact
+  float diff_max_abs = 0.0f;
+  double relative_error = 0.0;   ///< ||A - A_softmax||_F / ||A_softmax||_F
+  double variant_ms = 0.0;       ///< median time of one forward(q, k, v) call
+  double softmax_ms = 0.0;       ///< the same for exact softmax attention
+};
+
+/// Runs the computation on the calling thread. `live` is used when settings.input is kLiveModel.
+AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, uint64_t seed,
+                                         const LiveQueriesKeys* live);
+
+/// Runs compute_attention_lab on a worker; the UI polls and never blocks.
+class AttentionLab {
+ public:
+  ~AttentionLab();
+  /// Asks for a result for these inputs; if one is being computed, the latest request waits.
+  void request(const AttentionLabSettings& settings, uint64_t seed, LiveQueriesKeys live = {});
+  /// Takes a finished result and starts the waiting request; true when the result changed.
+  bool poll();
+  bool busy() const { return running_.valid(); }
+  const AttentionLabResult& result() const { return result_; }
+  /// Blocks until idle (tests and headless rendering only).
+  void wait();
+
+ private:
+  struct Request {
+    AttentionLabSettings settings;
+    uint64_t seed;
+    LiveQueriesKeys live;
+  };
+  std::future<AttentionLabResult> running_;
+  std::unique_ptr<Request> pending_;
+  AttentionLabResult result_;
+};
+
+}  // namespace flt::viz

@@ -1,0 +1,138 @@
+#include "logic/plot_math.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace flt::viz {
+
+std::vector<double> nice_ticks(double lo, double hi, int target) {
+  std::vector<double> ticks;
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return ticks;
+  if (hi < lo) std::swap(lo, hi);
+  if (hi - lo <= 0.0) return {lo};
+  const double raw = (hi - lo) / std::max(1, target);
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  const double fraction = raw / magnitude;
+  const double step = (fraction < 1.5 ? 1.0 : fraction < 3.5 ? 2.0 : fraction < 7.5 ? 5.0 : 10.0) * magnitude;
+  for (double t = std::ceil(lo / step) * step; t <= hi + 1e-9 * step; t += step) {
+    ticks.push_back(std::abs(t) < 1e-12 * step ? 0.0 : t);
+  }
+  return ticks;
+}
+
+std::vector<double> log_ticks(double lo, double hi) {
+  if (!(lo > 0.0) || !(hi > 0.0)) return {};
+  if (hi < lo) std::swap(lo, hi);
+  const int first = static_cast<int>(std::ceil(std::log10(lo) - 1e-9));
+  const int last = static_cast<int>(std::floor(std::log10(hi) + 1e-9));
+  if (last < first) return nice_ticks(lo, hi, 3);
+  std::vector<double> ticks;
+  const int stride = std::max(1, (last - first + 1) / 6);  // at most ~6 labelled decades
+  for (int e = first; e <= last; e += stride) ticks.push_back(std::pow(10.0, e));
+  return ticks;
+}
+
+std::string tick_label(double value) {
+  char buffer[32];
+  const double a = std::abs(value);
+  if (a != 0.0 && (a < 1e-3 || a >= 1e5)) {
+    std::snprintf(buffer, sizeof(buffer), "%.0e", value);
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "%.4g", value);
+  }
+  return buffer;
+}
+
+std::vector<float> smooth_ema(const std::vector<float>& values, float smoothing) {
+  std::vector<float> out(values.size());
+  double average = 0.0, weight = 0.0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) {  // do not let one NaN poison the rest of the curve
+      out[i] = values[i];
+      continue;
+    }
+    average = smoothing * average + (1.0 - smoothing) * values[i];
+    weight = smoothing * weight + (1.0 - smoothing);
+    out[i] = static_cast<float>(average / weight);  // debiased like TensorBoard
+  }
+  return out;
+}
+
+namespace {
+
+// Viridis sampled at 9 points (matplotlib's table at 0, 1/8, ..., 1), interpolated linearly.
+constexpr float kViridis[9][3] = {{0.267f, 0.005f, 0.329f}, {0.279f, 0.175f, 0.483f}, {0.230f, 0.322f, 0.546f},
+                                  {0.173f, 0.449f, 0.558f}, {0.128f, 0.567f, 0.551f}, {0.158f, 0.684f, 0.502f},
+                                  {0.369f, 0.789f, 0.383f}, {0.678f, 0.864f, 0.190f}, {0.993f, 0.906f, 0.144f}};
+// Blue - white - red, for signed differences.
+constexpr float kDiverging[5][3] = {{0.230f, 0.299f, 0.754f}, {0.552f, 0.690f, 0.996f}, {0.950f, 0.950f, 0.950f},
+                                    {0.957f, 0.604f, 0.482f}, {0.706f, 0.016f, 0.150f}};
+
+template <size_t N>
+Rgba interpolate(const float (&table)[N][3], float t) {
+  const float x = t * static_cast<float>(N - 1);
+  const int i = std::min(static_cast<int>(x), static_cast<int>(N) - 2);
+  const float f = x - static_cast<float>(i);
+  Rgba out{};
+  for (int c = 0; c < 3; ++c) {
+    out[c] = static_cast<uint8_t>(std::lround(255.0f * (table[i][c] * (1 - f) + table[i + 1][c] * f)));
+  }
+  out[3] = 255;
+  return out;
+}
+
+}  // namespace
+
+Rgba colormap(Colormap map, float t) {
+  if (std::isnan(t)) return {255, 0, 255, 255};
+  t = std::clamp(t, 0.0f, 1.0f);
+  return map == Colormap::kViridis ? interpolate(kViridis, t) : interpolate(kDiverging, t);
+}
+
+std::vector<uint8_t> colorize(const std::vector<float>& values, Colormap map, float lo, float hi, bool log) {
+  std::vector<uint8_t> rgba(values.size() * 4);
+  const auto transform = [log](float v) { return log ? std::log10(std::max(v, 1e-30f)) : v; };
+  const float a = transform(lo), b = transform(hi);
+  const float span = b - a != 0.0f ? b - a : 1.0f;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Rgba c = colormap(map, (transform(values[i]) - a) / span);
+    std::copy(c.begin(), c.end(), rgba.begin() + static_cast<std::ptrdiff_t>(4 * i));
+  }
+  return rgba;
+}
+
+std::vector<Segment> contour_segments(const std::vector<float>& values, int rows, int cols,
+                                      const std::vector<float>& levels) {
+  std::vector<Segment> out;
+  if (rows < 2 || cols < 2 || values.size() != static_cast<size_t>(rows) * cols) return out;
+  const auto at = [&](int r, int c) { return values[static_cast<size_t>(r) * cols + c]; };
+  for (int li = 0; li < static_cast<int>(levels.size()); ++li) {
+    const float level = levels[li];
+    for (int r = 0; r + 1 < rows; ++r) {
+      for (int c = 0; c + 1 < cols; ++c) {
+        // corners in order: (c, r), (c+1, r), (c+1, r+1), (c, r+1); edges between consecutive corners
+        const float v[4] = {at(r, c), at(r, c + 1), at(r + 1, c + 1), at(r + 1, c)};
+        const float px[4] = {0, 1, 1, 0}, py[4] = {0, 0, 1, 1};
+        float cross_x[4], cross_y[4];
+        int crossings = 0;
+        for (int e = 0; e < 4; ++e) {
+          const float a = v[e], b = v[(e + 1) % 4];
+          if ((a < level) != (b < level) && std::isfinite(a) && std::isfinite(b)) {
+            const float t = (level - a) / (b - a);
+            cross_x[crossings] = c + px[e] + t * (px[(e + 1) % 4] - px[e]);
+            cross_y[crossings] = r + py[e] + t * (py[(e + 1) % 4] - py[e]);
+            ++crossings;
+          }
+        }
+        // 2 crossings: one segment; 4 (saddle): pair them in edge order
+        for (int k = 0; k + 1 < crossings; k += 2) {
+          out.push_back({cross_x[k], cross_y[k], cross_x[k + 1], cross_y[k + 1], li});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace flt::viz

@@ -1,0 +1,46 @@
+#pragma once
+// GL-free pieces of the plotting layer: tick placement, smoothing, colormaps, contour lines.
+// The drawing code in viz/app uses these; the tests check them without a GL context.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flt::viz {
+
+/// "Nice" tick positions (1, 2, 5 x 10^k steps) covering [lo, hi], about `target` of them.
+std::vector<double> nice_ticks(double lo, double hi, int target = 5);
+
+/// Ticks for a log10 axis over [lo, hi] (both > 0): the powers of ten inside, or nice linear ticks
+/// when the range spans less than one decade.
+std::vector<double> log_ticks(double lo, double hi);
+
+/// Short label for a tick value ("0.001", "2.5", "1e+04").
+std::string tick_label(double value);
+
+/// TensorBoard-style exponential moving average with debiasing; smoothing in [0, 1).
+std::vector<float> smooth_ema(const std::vector<float>& values, float smoothing);
+
+using Rgba = std::array<uint8_t, 4>;
+
+enum class Colormap { kViridis, kDiverging };
+
+/// Colour of t in [0, 1] (clamped; NaN gives magenta so bad values stand out).
+Rgba colormap(Colormap map, float t);
+
+/// RGBA8 image of `values` (rows x cols, row-major) mapped from [lo, hi]; log10 first when `log`.
+std::vector<uint8_t> colorize(const std::vector<float>& values, Colormap map, float lo, float hi,
+                              bool log = false);
+
+/// A contour segment in grid coordinates (column, row), fractional.
+struct Segment {
+  float x0, y0, x1, y1;
+  int level;  ///< index into the levels passed to contour_segments
+};
+
+/// Marching squares over a rows x cols grid: the segments where `values` crosses each level.
+std::vector<Segment> contour_segments(const std::vector<float>& values, int rows, int cols,
+                                      const std::vector<float>& levels);
+
+}  // namespace flt::viz

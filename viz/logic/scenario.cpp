@@ -1,0 +1,194 @@
+#include "logic/scenario.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace flt::viz {
+namespace {
+
+constexpr const char* kSceneKeys[kSceneCount] = {"attention", "kernel", "rpe", "training", "arena"};
+constexpr const char* kMagic = "flt1";
+
+std::string format_double(double value) {
+  char buffer[40];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", value);  // 17 digits: exact round trip
+  return buffer;
+}
+
+double parse_double(const std::string& key, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(value)) {
+    throw std::invalid_argument("state string: key '" + key + "' needs a finite number, got '" + text + "'");
+  }
+  return value;
+}
+
+long long parse_int(const std::string& key, const std::string& text, long long lo, long long hi) {
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || value < lo || value > hi) {
+    throw std::invalid_argument("state string: key '" + key + "' needs an integer in [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + text + "'");
+  }
+  return value;
+}
+
+// One field of the scenario: how to write it and how to read it back.
+struct Field {
+  const char* key;
+  std::function<std::string(const Scenario&)> write;
+  std::function<void(Scenario&, const std::string&)> read;
+};
+
+template <typename T>
+Field int_field(const char* key, T Scenario::*outer, int T::*member, int lo, int hi) {
+  return {key, [=](const Scenario& s) { return std::to_string((s.*outer).*member); },
+          [=](Scenario& s, const std::string& v) { (s.*outer).*member = static_cast<int>(parse_int(key, v, lo, hi)); }};
+}
+template <typename T>
+Field double_field(const char* key, T Scenario::*outer, double T::*member) {
+  return {key, [=](const Scenario& s) { return format_double((s.*outer).*member); },
+          [=](Scenario& s, const std::string& v) { (s.*outer).*member = parse_double(key, v); }};
+}
+template <typename T>
+Field bool_field(const char* key, T Scenario::*outer, bool T::*member) {
+  return {key, [=](const Scenario& s) { return std::string((s.*outer).*member ? "1" : "0"); },
+          [=](Scenario& s, const std::string& v) { (s.*outer).*member = parse_int(key, v, 0, 1) != 0; }};
+}
+template <typename T, typename E>
+Field enum_field(const char* key, T Scenario::*outer, E T::*member, int count) {
+  return {key, [=](const Scenario& s) { return std::to_string(static_cast<int>((s.*outer).*member)); },
+          [=](Scenario& s, const std::string& v) {
+            (s.*outer).*member = static_cast<E>(parse_int(key, v, 0, count - 1));
+          }};
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> kFields = {
+      {"scene", [](const Scenario& s) { return std::string(scene_key(s.scene)); },
+       [](Scenario& s, const std::string& v) {
+         if (!parse_scene(v, &s.scene)) throw std::invalid_argument("state string: unknown scene '" + v + "'");
+       }},
+      {"seed", [](const Scenario& s) { return std::to_string(s.seed); },
+       [](Scenario& s, const std::string& v) {
+         errno = 0;
+         char* end = nullptr;
+         const unsigned long long seed = std::strtoull(v.c_str(), &end, 10);
+         if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-') {
+           throw std::invalid_argument("state string: key 'seed' needs an unsigned integer, got '" + v + "'");
+         }
+         s.seed = seed;
+       }},
+      {"speed", [](const Scenario& s) { return format_double(s.speed); },
+       [](Scenario& s, const std::string& v) {
+         const double speed = parse_double("speed", v);
+         if (speed < 0.25 || speed > 64.0) {
+           throw std::invalid_argument("state string: key 'speed' must lie in [0.25, 64], got '" + v + "'");
+         }
+         s.speed = static_cast<float>(speed);
+       }},
+      int_field("a.level", &Scenario::arena, &ArenaSettings::level, 0, 63),
+      bool_field("a.custom", &Scenario::arena, &ArenaSettings::custom_start),
+      double_field("a.x", &Scenario::arena, &ArenaSettings::start_x),
+      double_field("a.y", &Scenario::arena, &ArenaSettings::start_y),
+      double_field("a.lr", &Scenario::arena, &ArenaSettings::human_lr),
+      double_field("a.mom", &Scenario::arena, &ArenaSettings::human_momentum),
+      bool_field("a.human", &Scenario::arena, &ArenaSettings::human_enabled),
+      bool_field("a.contours", &Scenario::arena, &ArenaSettings::contours),
+      enum_field("t.task", &Scenario::training, &TrainingSettings::task, kTrainingTaskCount),
+      int_field("t.variant", &Scenario::training, &TrainingSettings::variant, 0, 63),
+      int_field("t.layers", &Scenario::training, &TrainingSettings::layers, 1, 8),
+      int_field("t.heads", &Scenario::training, &TrainingSettings::heads, 1, 16),
+      int_field("t.embed", &Scenario::training, &TrainingSettings::embed_dim, 4, 512),
+      int_field("t.length", &Scenario::training, &TrainingSettings::length, 2, 128),
+      int_field("t.batch", &Scenario::training, &TrainingSettings::batch, 1, 1024),
+      double_field("t.lr", &Scenario::training, &TrainingSettings::lr),
+      {"t.smooth", [](const Scenario& s) { return format_double(s.training.smoothing); },
+       [](Scenario& s, const std::string& v) {
+         const double smoothing = parse_double("t.smooth", v);
+         if (smoothing < 0.0 || smoothing >= 1.0) {
+           throw std::invalid_argument("state string: key 't.smooth' must lie in [0, 1), got '" + v + "'");
+         }
+         s.training.smoothing = static_cast<float>(smoothing);
+       }},
+      bool_field("t.logy", &Scenario::training, &TrainingSettings::log_loss),
+      int_field("l.variant", &Scenario::attention, &AttentionLabSettings::variant, 0, 63),
+      int_field("l.length", &Scenario::attention, &AttentionLabSettings::length, 2, 1024),
+      int_field("l.dim", &Scenario::attention, &AttentionLabSettings::head_dim, 1, 256),
+      int_field("l.heads", &Scenario::attention, &AttentionLabSettings::heads, 1, 8),
+      enum_field("l.input", &Scenario::attention, &AttentionLabSettings::input, kAttentionInputCount),
+      bool_field("l.causal", &Scenario::attention, &AttentionLabSettings::causal),
+      double_field("l.scale", &Scenario::attention, &AttentionLabSettings::input_scale),
+  };
+  return kFields;
+}
+
+}  // namespace
+
+const char* scene_key(SceneId scene) { return kSceneKeys[static_cast<int>(scene)]; }
+
+bool parse_scene(const std::string& name, SceneId* scene) {
+  for (int i = 0; i < kSceneCount; ++i) {
+    if (name == kSceneKeys[i]) {
+      *scene = static_cast<SceneId>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Scenario::operator==(const Scenario& other) const { return encode_state(*this) == encode_state(other); }
+
+std::string encode_state(const Scenario& scenario) {
+  std::string out = kMagic;
+  for (const auto& field : fields()) {
+    out += ';';
+    out += field.key;
+    out += '=';
+    out += field.write(scenario);
+  }
+  return out;
+}
+
+Scenario decode_state(const std::string& text) {
+  Scenario scenario;
+  std::stringstream stream(text);
+  std::string item;
+  if (!std::getline(stream, item, ';') || item != kMagic) {
+    throw std::invalid_argument("state string: must start with '" + std::string(kMagic) + ";', got '" +
+                                text.substr(0, 16) + "'");
+  }
+  while (std::getline(stream, item, ';')) {
+    // tolerate whitespace and newlines from copy/paste
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.pop_back();
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front()))) item.erase(0, 1);
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("state string: expected key=value, got '" + item + "'");
+    const std::string key = item.substr(0, eq);
+    const std::string value = item.substr(eq + 1);
+    bool known = false;
+    for (const auto& field : fields()) {
+      if (key == field.key) {
+        field.read(scenario, value);
+        known = true;
+        break;
+      }
+    }
+    if (!known) throw std::invalid_argument("state string: unknown key '" + key + "'");
+  }
+  return scenario;
+}
+
+}  // namespace flt::viz

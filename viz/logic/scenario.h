@@ -1,0 +1,79 @@
+#pragma once
+// The whole flt-lab scenario as one plain struct, and its state string: what the user copies,
+// pastes, or passes as `flt-lab --state STRING` to reproduce a scene exactly.
+//
+// Format: "flt1;key=value;key=value;..." with keys in a fixed order. Decoding accepts the keys in
+// any order, leaves missing keys at their defaults and rejects unknown keys or bad values with a
+// message naming them.
+
+#include <cstdint>
+#include <string>
+
+namespace flt::viz {
+
+enum class SceneId { kAttention = 0, kKernel, kRpe, kTraining, kArena };
+inline constexpr int kSceneCount = 5;
+
+/// "attention", "kernel", "rpe", "training", "arena" (the --scene names).
+const char* scene_key(SceneId scene);
+/// Parses a --scene name; returns false when unknown.
+bool parse_scene(const std::string& name, SceneId* scene);
+
+struct ArenaSettings {
+  int level = 0;                 ///< index into arena_levels()
+  bool custom_start = false;     ///< start at (start_x, start_y) instead of the level's start
+  double start_x = 0.0, start_y = 0.0;
+  double human_lr = 0.01;        ///< the human racer's SGD learning rate
+  double human_momentum = 0.9;   ///< and momentum
+  bool human_enabled = true;
+  bool contours = true;          ///< contour lines over the heatmap
+};
+
+enum class TrainingTask { kCopy = 0, kReverse, kAssociativeRecall, kPositionMatch };
+inline constexpr int kTrainingTaskCount = 4;
+
+struct TrainingSettings {
+  TrainingTask task = TrainingTask::kCopy;
+  int variant = 0;          ///< index into the AttentionOptions alternatives
+  int layers = 2;
+  int heads = 2;
+  int embed_dim = 32;
+  int length = 8;           ///< payload tokens per sequence (the model sees more: separators, answers)
+  int batch = 32;
+  double lr = 3e-3;         ///< Adam learning rate
+  float smoothing = 0.6f;   ///< EMA smoothing of the curves (display only)
+  bool log_loss = true;     ///< log y axis for the loss curve
+};
+
+enum class AttentionInput { kRandom = 0, kLocal, kPeriodic, kLiveModel };
+inline constexpr int kAttentionInputCount = 4;
+
+struct AttentionLabSettings {
+  int variant = 1;          ///< index into the AttentionOptions alternatives
+  int length = 48;
+  int head_dim = 16;
+  int heads = 2;
+  AttentionInput input = AttentionInput::kRandom;
+  bool causal = false;
+  double input_scale = 1.0; ///< q and k are multiplied by this (sharper or flatter softmax)
+};
+
+struct Scenario {
+  SceneId scene = SceneId::kArena;
+  uint64_t seed = 1;
+  float speed = 1.0f;       ///< transport speed, x0.25 .. x64
+  ArenaSettings arena;
+  TrainingSettings training;
+  AttentionLabSettings attention;
+
+  bool operator==(const Scenario& other) const;
+  bool operator!=(const Scenario& other) const { return !(*this == other); }
+};
+
+/// The state string of `scenario` (round-trips exactly through decode_state).
+std::string encode_state(const Scenario& scenario);
+
+/// Parses a state string; throws std::invalid_argument naming the bad key or value.
+Scenario decode_state(const std::string& text);
+
+}  // namespace flt::viz

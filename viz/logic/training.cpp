@@ -1,0 +1,434 @@
+#include "logic/training.h"
+
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adam.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "flt/attention/transformer.h"
+#include "logic/variant_catalog.h"
+#include "logic/variant_options.h"
+
+namespace flt::viz {
+namespace {
+
+constexpr int kContentVocab = 16;             // payload tokens 0..15
+constexpr int64_t kSeparator = kContentVocab;  // LM tasks add SEP
+constexpr int kLmVocab = kContentVocab + 1;
+constexpr int64_t kIgnore = -100;
+constexpr double kStepsPerSecond = 20.0;       // worker pace at x1
+constexpr int kMapEvery = 5;                   // refresh the probe's attention maps every 5 steps
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+const char* task_name(TrainingTask task) {
+  switch (task) {
+    case TrainingTask::kCopy: return "copy";
+    case TrainingTask::kReverse: return "reverse";
+    case TrainingTask::kAssociativeRecall: return "associative recall";
+    case TrainingTask::kPositionMatch: return "position match (classifier)";
+  }
+  return "?";
+}
+
+bool task_uses_classifier(TrainingTask task) { return task == TrainingTask::kPositionMatch; }
+
+TaskBatch make_task_batch(TrainingTask task, int batch, int payload, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi - 1)(rng); };
+  TaskBatch out;
+  out.batch = batch;
+  const int n = std::max(2, payload);
+  switch (task) {
+    case TrainingTask::kCopy:
+    case TrainingTask::kReverse: {
+      // x_1..x_n SEP y_1..y_n (y = x or reversed x); predict y after SEP.
+      out.vocab = kLmVocab;
+      out.length = 2 * n;
+      for (int b = 0; b < batch; ++b) {
+        std::vector<int64_t> x(n);
+        for (auto& t : x) t = uniform(0, kContentVocab);
+        std::vector<int64_t> seq(x);
+        seq.push_back(kSeparator);
+        if (task == TrainingTask::kReverse) std::reverse(x.begin(), x.end());
+        seq.insert(seq.end(), x.begin(), x.end());
+        for (int t = 0; t < out.length; ++t) {
+          out.tokens.push_back(seq[t]);
+          out.targets.push_back(t >= n ? seq[t + 1] : kIgnore);
+        }
+      }
+      break;
+    }
+    case TrainingTask::kAssociativeRecall: {
+      // k_1 v_1 .. k_p v_p SEP k_q -> predict v_q (keys 0..7 distinct, values 8..15).
+      out.vocab = kLmVocab;
+      const int pairs = std::clamp(n / 2, 2, kContentVocab / 2);
+      out.length = 2 * pairs + 2;
+      for (int b = 0; b < batch; ++b) {
+        std::vector<int64_t> keys(kContentVocab / 2);
+        for (int i = 0; i < static_cast<int>(keys.size()); ++i) keys[i] = i;
+        std::shuffle(keys.begin(), keys.end(), rng);
+        std::vector<int64_t> seq, values;
+        for (int i = 0; i < pairs; ++i) {
+          values.push_back(uniform(kContentVocab / 2, kContentVocab));
+          seq.push_back(keys[i]);
+          seq.push_back(values.back());
+        }
+        const int query = uniform(0, pairs);
+        seq.push_back(kSeparator);
+        seq.push_back(keys[query]);
+        for (int t = 0; t < out.length; ++t) {
+          out.tokens.push_back(seq[t]);
+          out.targets.push_back(t == out.length - 1 ? values[query] : kIgnore);
+        }
+      }
+      break;
+    }
+    case TrainingTask::kPositionMatch: {
+      // Is the token at position 0 equal to the one at position n/2? Half the sequences match.
+      out.vocab = kContentVocab;
+      out.length = n;
+      for (int b = 0; b < batch; ++b) {
+        std::vector<int64_t> x(n);
+        for (auto& t : x) t = uniform(0, kContentVocab);
+        const bool match = uniform(0, 2) == 1;
+        if (match) {
+          x[n / 2] = x[0];
+        } else if (x[n / 2] == x[0]) {
+          x[n / 2] = (x[0] + 1 + uniform(0, kContentVocab - 1)) % kContentVocab;
+        }
+        out.tokens.insert(out.tokens.end(), x.begin(), x.end());
+        out.targets.push_back(match ? 1 : 0);
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+struct TrainingSession::Impl {
+  // ---- shared with the UI thread (guarded by mutex) ----
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  bool quit = false;
+  bool playing = false;
+  int step_requests = 0;
+  float speed = 1.0f;
+  bool rebuild_requested = false;
+  TrainingSettings pending_settings;
+  uint64_t pending_seed = 1;
+  int64_t nan_inject_step = -1;
+  TrainingSnapshot snap;
+  std::vector<float> probe_q, probe_k;
+  int probe_heads = 0, probe_length = 0, probe_dim = 0;
+
+  // ---- owned by whichever thread trains (the worker once started) ----
+  std::thread worker;
+  bool worker_started = false;
+  TrainingSettings settings;
+  uint64_t seed = 1;
+  flt::attention::TransformerLM lm{nullptr};
+  flt::attention::SequenceClassifier classifier{nullptr};
+  std::unique_ptr<torch::optim::Adam> optimizer;
+  torch::Tensor probe;
+  int64_t step = 0;
+  std::deque<Clock::time_point> recent_steps;
+
+  flt::attention::TransformerStack& stack() { return !classifier.is_empty() ? classifier->stack : lm->stack; }
+
+  void rebuild(const TrainingSettings& s, uint64_t new_seed) {
+    settings = s;
+    seed = new_seed;
+    torch::manual_seed(seed);
+    const bool use_classifier = task_uses_classifier(s.task);
+    const auto probe_batch = make_task_batch(s.task, 1, s.length, seed ^ 0x9e3779b97f4a7c15ULL);
+    auto options = flt::attention::TransformerOptions(probe_batch.vocab, s.embed_dim, s.heads, s.layers)
+                       .max_length(probe_batch.length)
+                       .attention(variant_options(s.variant))
+                       .classes(2);
+    lm = nullptr;
+    classifier = nullptr;
+    std::vector<torch::Tensor> parameters;
+    if (use_classifier) {
+      classifier = flt::attention::SequenceClassifier(options);
+      parameters = classifier->parameters();
+    } else {
+      lm = flt::attention::TransformerLM(options);
+      parameters = lm->parameters();
+    }
+    optimizer = std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(s.lr));
+    probe = torch::tensor(probe_batch.tokens, torch::kLong).view({1, probe_batch.length});
+    step = 0;
+    recent_steps.clear();
+    int64_t count = 0;
+    for (const auto& p : parameters) count += p.numel();
+    std::ostringstream model;
+    model << (use_classifier ? "SequenceClassifier" : "TransformerLM") << ", "
+          << flt::attention::attention_name(options.attention()) << " attention, " << s.layers << " layers x "
+          << s.heads << " heads, E=" << s.embed_dim << ", L=" << probe_batch.length << ", " << count
+          << " parameters";
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      snap = TrainingSnapshot{};
+      snap.model = model.str();
+      snap.playing = playing;
+      snap.probe_tokens = probe_batch.tokens;
+    }
+    refresh_maps();
+  }
+
+  void refresh_maps() {
+    torch::NoGradGuard no_grad;
+    auto maps = !classifier.is_empty() ? classifier->attention_maps(probe) : lm->attention_maps(probe);
+    const int layers = static_cast<int>(maps.size());
+    const int heads = static_cast<int>(maps[0].size(1));
+    const int length = static_cast<int>(maps[0].size(2));
+    auto all = torch::cat(maps, 0).to(torch::kFloat).contiguous();  // (layers, H, L, L)
+    // Layer-0 queries and keys of the probe, for the Attention Lab's "live model" input. The
+    // embedding sum mirrors TransformerStack's (token + learned position embedding).
+    auto& layer0 = stack()->layers[0];
+    auto x = stack()->token_embedding(probe);
+    if (!stack()->position_embedding.is_empty()) {
+      x = x + stack()->position_embedding(torch::arange(probe.size(1), probe.options())).unsqueeze(0);
+    }
+    auto normed = layer0->norm1(x);
+    const int64_t e = settings.embed_dim;
+    const int64_t d = e / heads;
+    auto split = [&](const torch::Tensor& t) {  // (1, L, E) -> (H, L, D)
+      return t.view({length, heads, d}).permute({1, 0, 2}).contiguous().to(torch::kFloat);
+    };
+    auto q = split(layer0->attention->q_proj(normed));
+    auto k = split(layer0->attention->k_proj(normed));
+    std::lock_guard<std::mutex> lock(mutex);
+    snap.layers = layers;
+    snap.heads = heads;
+    snap.map_length = length;
+    snap.maps.assign(all.data_ptr<float>(), all.data_ptr<float>() + all.numel());
+    snap.maps_version += 1;
+    probe_q.assign(q.data_ptr<float>(), q.data_ptr<float>() + q.numel());
+    probe_k.assign(k.data_ptr<float>(), k.data_ptr<float>() + k.numel());
+    probe_heads = heads;
+    probe_length = length;
+    probe_dim = static_cast<int>(d);
+  }
+
+  // One optimisation step; returns false when the NaN guard paused training.
+  bool train_step() {
+    const auto batch = make_task_batch(settings.task, settings.batch, settings.length, seed * 1000003ULL + step);
+    auto tokens = torch::tensor(batch.tokens, torch::kLong).view({batch.batch, batch.length});
+    auto targets = torch::tensor(batch.targets, torch::kLong);
+    torch::Tensor loss, accuracy;
+    namespace F = torch::nn::functional;
+    if (!classifier.is_empty()) {
+      auto logits = classifier->forward(tokens);  // (B, 2)
+      loss = F::cross_entropy(logits, targets);
+      accuracy = (logits.argmax(-1) == targets).to(torch::kFloat).mean();
+    } else {
+      auto logits = lm->forward(tokens).view({-1, batch.vocab});  // (B L, V)
+      loss = F::cross_entropy(logits, targets, F::CrossEntropyFuncOptions().ignore_index(kIgnore));
+      auto scored = targets != kIgnore;
+      accuracy = (logits.argmax(-1) == targets).masked_select(scored).to(torch::kFloat).mean();
+    }
+    int64_t inject;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      inject = nan_inject_step;
+    }
+    if (inject == step + 1) loss = loss * std::numeric_limits<float>::quiet_NaN();
+    const double loss_value = loss.item<double>();
+    std::string problem;
+    if (!std::isfinite(loss_value)) {
+      problem = "loss is " + std::to_string(loss_value);
+    } else {
+      optimizer->zero_grad();
+      loss.backward();
+      for (const auto& group : optimizer->param_groups()) {
+        for (const auto& p : group.params()) {
+          if (p.grad().defined() && !p.grad().isfinite().all().item<bool>()) problem = "a gradient is not finite";
+        }
+      }
+    }
+    if (!problem.empty()) {
+      // NaN guard: do not apply the update; pause and name the step.
+      std::lock_guard<std::mutex> lock(mutex);
+      playing = false;
+      snap.playing = false;
+      snap.nan_paused = true;
+      snap.nan_step = step + 1;
+      snap.banner = "Training paused: " + problem + " at step " + std::to_string(step + 1) +
+                    " (the update was not applied). Lower the learning rate or reset.";
+      if (inject == step + 1) nan_inject_step = -1;
+      return false;
+    }
+    optimizer->step();
+    step += 1;
+    const auto now = Clock::now();
+    recent_steps.push_back(now);
+    while (!recent_steps.empty() && now - recent_steps.front() > std::chrono::seconds(1)) recent_steps.pop_front();
+    const double window =
+        recent_steps.size() > 1 ? std::chrono::duration<double>(now - recent_steps.front()).count() : 0.0;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      snap.step = step;
+      snap.loss.push_back(static_cast<float>(loss_value));
+      snap.accuracy.push_back(accuracy.item<float>());
+      snap.steps_per_second = window > 0 ? static_cast<float>((recent_steps.size() - 1) / window) : 0.0f;
+    }
+    if (step % kMapEvery == 0) refresh_maps();
+    return true;
+  }
+
+  void worker_loop() {
+    while (true) {
+      bool do_rebuild = false, do_step = false;
+      TrainingSettings s;
+      uint64_t sd = 0;
+      float pace = 1.0f;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        wake.wait_for(lock, std::chrono::milliseconds(100),
+                      [&] { return quit || rebuild_requested || playing || step_requests > 0; });
+        if (quit) return;
+        if (rebuild_requested) {
+          do_rebuild = true;
+          rebuild_requested = false;
+          s = pending_settings;
+          sd = pending_seed;
+        } else if (playing || step_requests > 0) {
+          do_step = true;
+          if (!playing) step_requests -= 1;
+        }
+        pace = speed;
+      }
+      if (do_rebuild) {
+        rebuild(s, sd);
+        continue;
+      }
+      if (!do_step) continue;
+      const auto start = Clock::now();
+      train_step();
+      const auto interval = std::chrono::duration<double>(1.0 / (kStepsPerSecond * pace));
+      const auto spent = Clock::now() - start;
+      if (spent < interval) {
+        std::unique_lock<std::mutex> lock(mutex);
+        wake.wait_for(lock, interval - spent, [&] { return quit || rebuild_requested; });
+      }
+    }
+  }
+};
+
+TrainingSession::TrainingSession() : impl_(std::make_unique<Impl>()) {}
+
+TrainingSession::~TrainingSession() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->quit = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+void TrainingSession::configure(const TrainingSettings& settings, uint64_t seed) {
+  if (!impl_->worker_started) {
+    impl_->rebuild(settings, seed);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->pending_settings = settings;
+    impl_->pending_seed = seed;
+    impl_->rebuild_requested = true;
+    impl_->step_requests = 0;
+    impl_->snap.step = 0;  // show the reset at once; the worker rebuilds before its next step
+    impl_->snap.loss.clear();
+    impl_->snap.accuracy.clear();
+    impl_->snap.nan_paused = false;
+    impl_->snap.banner.clear();
+  }
+  impl_->wake.notify_all();
+}
+
+void TrainingSession::start_worker() {
+  if (impl_->worker_started) return;
+  if (!impl_->optimizer) impl_->rebuild(TrainingSettings{}, 1);
+  impl_->worker_started = true;
+  impl_->worker = std::thread([this] { impl_->worker_loop(); });
+}
+
+void TrainingSession::set_playing(bool playing) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->playing = playing;
+    impl_->snap.playing = playing;
+    if (playing) {
+      impl_->snap.nan_paused = false;
+      impl_->snap.banner.clear();
+    }
+  }
+  impl_->wake.notify_all();
+}
+
+void TrainingSession::request_step() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->step_requests += 1;
+  }
+  impl_->wake.notify_all();
+}
+
+void TrainingSession::set_speed(float speed) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->speed = std::clamp(speed, 0.25f, 64.0f);
+}
+
+void TrainingSession::inject_nan_at(int64_t step) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->nan_inject_step = step;
+}
+
+void TrainingSession::run_steps(int n) {
+  if (impl_->worker_started) return;  // the worker owns the model
+  if (!impl_->optimizer) impl_->rebuild(TrainingSettings{}, 1);
+  for (int i = 0; i < n; ++i) {
+    if (!impl_->train_step()) break;
+  }
+  impl_->refresh_maps();
+}
+
+TrainingSnapshot TrainingSession::snapshot() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->snap;
+}
+
+std::string TrainingSession::curves_csv() const {
+  const auto snap = snapshot();
+  std::ostringstream out;
+  out << "step,loss,accuracy\n";
+  for (size_t i = 0; i < snap.loss.size(); ++i) out << i + 1 << ',' << snap.loss[i] << ',' << snap.accuracy[i] << '\n';
+  return out.str();
+}
+
+bool TrainingSession::probe_queries_keys(std::vector<float>* q, std::vector<float>* k, int* heads, int* length,
+                                         int* dim) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->probe_q.empty()) return false;
+  *q = impl_->probe_q;
+  *k = impl_->probe_k;
+  *heads = impl_->probe_heads;
+  *length = impl_->probe_length;
+  *dim = impl_->probe_dim;
+  return true;
+}
+
+}  // namespace flt::viz

@@ -1,0 +1,75 @@
+#pragma once
+// Live Training (GL-free): a small TransformerLM or SequenceClassifier from flt::attention trained
+// on a synthetic task on a worker thread. The UI reads snapshots and never waits on a step.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "logic/scenario.h"
+
+namespace flt::viz {
+
+const char* task_name(TrainingTask task);
+/// True for the tasks trained with the sequence classifier (the rest use the causal LM).
+bool task_uses_classifier(TrainingTask task);
+
+/// One synthetic batch as plain data: inputs (batch x length), targets per position (LM, -100 =
+/// ignored) or one label per sequence (classifier).
+struct TaskBatch {
+  int batch = 0, length = 0, vocab = 0;
+  std::vector<int64_t> tokens;
+  std::vector<int64_t> targets;
+};
+/// Deterministic in `seed`. `payload` is TrainingSettings::length.
+TaskBatch make_task_batch(TrainingTask task, int batch, int payload, uint64_t seed);
+
+struct TrainingSnapshot {
+  int64_t step = 0;
+  std::vector<float> loss, accuracy;  ///< one entry per step
+  float steps_per_second = 0.0f;
+  bool playing = false;
+  bool nan_paused = false;
+  int64_t nan_step = -1;              ///< the step whose loss or gradient was not finite
+  std::string banner;                 ///< non-empty when training stopped itself
+  // attention maps of the fixed probe sequence, layer-major: maps[(l * heads + h) * L * L + i * L + j]
+  int layers = 0, heads = 0, map_length = 0;
+  std::vector<float> maps;
+  std::vector<int64_t> probe_tokens;
+  int64_t maps_version = 0;           ///< changes whenever maps change
+  std::string model;                  ///< one-line description
+};
+
+class TrainingSession {
+ public:
+  TrainingSession();
+  ~TrainingSession();  ///< stops and joins the worker
+  TrainingSession(const TrainingSession&) = delete;
+  TrainingSession& operator=(const TrainingSession&) = delete;
+
+  /// Builds a fresh model and optimizer for these settings (takes effect before the next step).
+  void configure(const TrainingSettings& settings, uint64_t seed);
+  /// Starts the worker thread (once); without it, use run_steps.
+  void start_worker();
+  void set_playing(bool playing);
+  void request_step();       ///< one step while paused
+  void set_speed(float speed);  ///< x1 = 20 steps/s, x64 unthrottled in practice
+  /// Test hook and "break it" button: the loss of step `step` is replaced by NaN.
+  void inject_nan_at(int64_t step);
+
+  /// Runs n steps on the calling thread (no worker running); stops early on NaN.
+  void run_steps(int n);
+  TrainingSnapshot snapshot() const;
+  /// "step,loss,accuracy" rows.
+  std::string curves_csv() const;
+
+  /// Layer-0 queries and keys of the probe sequence, (heads, L, D) row-major; false before a model.
+  bool probe_queries_keys(std::vector<float>* q, std::vector<float>* k, int* heads, int* length, int* dim) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flt::viz

@@ -1,0 +1,346 @@
+// flt-lab scene logic without a GL context: state strings, arena stepping and scoring, level
+// progression, leaderboard order, plotting maths, training with the NaN guard, Attention Lab.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "flt/runtime.h"
+#include "logic/arena.h"
+#include "logic/attention_lab.h"
+#include "logic/plot_math.h"
+#include "logic/scenario.h"
+#include "logic/training.h"
+#include "logic/variant_catalog.h"
+
+using namespace flt::viz;
+
+namespace {
+
+class VizLogic : public ::testing::Test {
+ protected:
+  void SetUp() override { flt::init(/*quiet=*/true); }
+};
+
+}  // namespace
+
+TEST_F(VizLogic, StateStringRoundTrip) {
+  Scenario s;
+  s.scene = SceneId::kTraining;
+  s.seed = 18446744073709551557ULL;
+  s.speed = 0.25f;
+  s.arena.level = 4;
+  s.arena.custom_start = true;
+  s.arena.start_x = -1.0 / 3.0;
+  s.arena.start_y = 2.718281828459045;
+  s.arena.human_lr = 1e-3;
+  s.training.task = TrainingTask::kAssociativeRecall;
+  s.training.lr = 0.1 / 3;
+  s.training.smoothing = 0.9f;
+  s.attention.input = AttentionInput::kPeriodic;
+  s.attention.causal = true;
+  const std::string text = encode_state(s);
+  const Scenario back = decode_state(text);
+  EXPECT_EQ(encode_state(back), text);
+  EXPECT_EQ(back.seed, s.seed);
+  EXPECT_EQ(back.arena.start_x, s.arena.start_x);  // exact, not approximate
+  EXPECT_EQ(back.training.lr, s.training.lr);
+  EXPECT_EQ(back.scene, SceneId::kTraining);
+  EXPECT_TRUE(back == s);
+  EXPECT_FALSE(decode_state(encode_state(Scenario{})) == s);
+}
+
+TEST_F(VizLogic, StateStringToleratesOrderAndWhitespaceAndRejectsBadInput) {
+  const Scenario s = decode_state("flt1; seed=42 ;scene=rpe;a.level=2\n");
+  EXPECT_EQ(s.seed, 42u);
+  EXPECT_EQ(s.scene, SceneId::kRpe);
+  EXPECT_EQ(s.arena.level, 2);
+  const auto expect_message = [](const std::string& text, const std::string& part) {
+    try {
+      decode_state(text);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  expect_message("hello", "flt1");
+  expect_message("flt1;bogus=1", "'bogus'");
+  expect_message("flt1;seed=-3", "'seed'");
+  expect_message("flt1;a.lr=nan", "'a.lr'");
+  expect_message("flt1;speed=100", "'speed'");
+  expect_message("flt1;scene=space", "'space'");
+  expect_message("flt1;t.layers=0", "'t.layers'");
+}
+
+TEST_F(VizLogic, SceneNames) {
+  for (int i = 0; i < kSceneCount; ++i) {
+    SceneId id;
+    ASSERT_TRUE(parse_scene(scene_key(static_cast<SceneId>(i)), &id));
+    EXPECT_EQ(static_cast<int>(id), i);
+  }
+  SceneId id;
+  EXPECT_FALSE(parse_scene("all", &id));
+}
+
+TEST_F(VizLogic, ArenaSteppingMovesRacersDownhill) {
+  ArenaGame game;
+  ArenaSettings settings;  // level 0: the bowl
+  game.load(settings, 7);
+  const double start = game.racers()[0].values.back();
+  EXPECT_EQ(game.step_count(), 0);
+  for (int i = 0; i < 20; ++i) game.step();
+  EXPECT_EQ(game.step_count(), 20);
+  for (const auto& racer : game.racers()) {
+    if (racer.status == RacerStatus::kUnavailable) {
+      EXPECT_EQ(racer.path.size(), 1u);  // the learned slot does not move
+      continue;
+    }
+    EXPECT_EQ(racer.path.size(), static_cast<size_t>(racer.steps) + 1);
+    EXPECT_LT(racer.values.back(), start) << racer.name;
+  }
+  // advance(): 10 steps per second at x1, x4 -> 2 steps in 0.05 s
+  const int before = game.step_count();
+  EXPECT_EQ(game.advance(0.05, 4.0f), 2);
+  EXPECT_EQ(game.step_count(), before + 2);
+}
+
+TEST_F(VizLogic, ArenaIsDeterministicInTheSeed) {
+  ArenaGame a, b;
+  ArenaSettings settings;
+  settings.level = 6;  // noisy level: the seed drives the noise
+  a.load(settings, 3);
+  b.load(settings, 3);
+  for (int i = 0; i < 15; ++i) {
+    a.step();
+    b.step();
+  }
+  EXPECT_EQ(a.racers()[0].path.back(), b.racers()[0].path.back());
+  b.load(settings, 4);
+  for (int i = 0; i < 15; ++i) b.step();
+  EXPECT_NE(a.racers()[0].path.back(), b.racers()[0].path.back());
+}
+
+TEST_F(VizLogic, ArenaScoringParAndStars) {
+  EXPECT_EQ(stars_for(-1, 100), 0);
+  EXPECT_EQ(stars_for(100, 100), 3);
+  EXPECT_EQ(stars_for(101, 100), 2);
+  EXPECT_EQ(stars_for(200, 100), 2);
+  EXPECT_EQ(stars_for(201, 100), 1);
+
+  ArenaGame game;
+  ArenaSettings settings;
+  settings.human_lr = 0.3;  // on the bowl f = |x|^2 this contracts by 0.4 per step (plus momentum)
+  settings.human_momentum = 0.0;
+  game.load(settings, 1);
+  ASSERT_GT(game.par(), 0);
+  while (!game.finished()) game.step();
+  const Racer* adam = nullptr;
+  const Racer* human = nullptr;
+  for (const auto& racer : game.racers()) {
+    if (racer.kind == RacerKind::kAdam) adam = &racer;
+    if (racer.kind == RacerKind::kHuman) human = &racer;
+  }
+  ASSERT_TRUE(adam && human);
+  // par is by definition the house Adam's steps to epsilon from the same start
+  EXPECT_EQ(adam->steps_to_epsilon, game.par());
+  ASSERT_EQ(human->status, RacerStatus::kReached);
+  EXPECT_LE(human->values.back(), game.level().epsilon);
+  EXPECT_EQ(game.stars(), stars_for(human->steps_to_epsilon, game.par()));
+  EXPECT_EQ(game.stars(), 3);  // x_{t+1} = 0.4 x_t reaches 1e-3 in ~8 steps, far under Adam's par
+}
+
+TEST_F(VizLogic, ArenaNanGuardStopsADivergingRacer) {
+  ArenaGame game;
+  ArenaSettings settings;
+  settings.level = 2;       // Rosenbrock: a huge step size blows up
+  settings.human_lr = 1.0;
+  settings.human_momentum = 0.9;
+  game.load(settings, 1);
+  for (int i = 0; i < 50 && !game.finished(); ++i) game.step();
+  for (const auto& racer : game.racers()) {
+    for (const auto& p : racer.path) EXPECT_TRUE(std::isfinite(p[0]) && std::isfinite(p[1]));
+    if (racer.kind == RacerKind::kHuman) {
+      EXPECT_EQ(racer.status, RacerStatus::kDiverged);
+      EXPECT_FALSE(racer.note.empty());
+    }
+  }
+  const auto rows = game.leaderboard();
+  EXPECT_EQ(rows.back().status, RacerStatus::kUnavailable);  // unavailable ranks last
+}
+
+TEST_F(VizLogic, LevelProgressionUnlocksInOrder) {
+  LevelProgress progress;
+  EXPECT_TRUE(progress.unlocked(0));
+  EXPECT_FALSE(progress.unlocked(1));
+  progress.record(0, 0);
+  EXPECT_FALSE(progress.unlocked(1));
+  progress.record(0, 2);
+  EXPECT_TRUE(progress.unlocked(1));
+  EXPECT_FALSE(progress.unlocked(2));
+  progress.record(0, 1);  // best stars are kept
+  EXPECT_EQ(progress.best_stars[0], 2);
+  EXPECT_FALSE(progress.unlocked(static_cast<int>(arena_levels().size())));
+}
+
+TEST_F(VizLogic, LeaderboardSorts) {
+  std::vector<LeaderboardRow> rows = {{0, 2, "b", 1.0, 0.5, -1, RacerStatus::kRunning},
+                                      {1, 1, "a", 0.1, 0.1, 12, RacerStatus::kReached},
+                                      {2, 3, "c", 5.0, 2.0, 30, RacerStatus::kReached}};
+  sort_leaderboard(rows, LeaderboardColumn::kStepsToEpsilon, true);
+  EXPECT_EQ(rows[0].name, "a");
+  EXPECT_EQ(rows[2].name, "b");  // not reached sorts last
+  sort_leaderboard(rows, LeaderboardColumn::kValue, false);
+  EXPECT_EQ(rows[0].name, "c");
+  sort_leaderboard(rows, LeaderboardColumn::kRank, true);
+  EXPECT_EQ(rows[0].name, "a");
+}
+
+TEST_F(VizLogic, ArenaGridIsFiniteAndNonNegative) {
+  ArenaGame game;
+  for (int level = 0; level < static_cast<int>(arena_levels().size()); ++level) {
+    ArenaSettings settings;
+    settings.level = level;
+    game.load(settings, 1);
+    const auto& grid = game.grid();
+    ASSERT_EQ(grid.values.size(), static_cast<size_t>(grid.rows) * grid.cols);
+    for (float v : grid.values) ASSERT_TRUE(std::isfinite(v) && v >= 0.0f);
+    EXPECT_GT(grid.hi, grid.lo);
+    EXPECT_GT(grid.lo, 0.0f);
+  }
+}
+
+TEST_F(VizLogic, PlotMaths) {
+  const auto ticks = nice_ticks(0.0, 1.0, 5);
+  ASSERT_EQ(ticks.size(), 6u);
+  EXPECT_DOUBLE_EQ(ticks[1], 0.2);
+  const auto logs = log_ticks(1e-3, 10.0);
+  ASSERT_EQ(logs.size(), 5u);
+  EXPECT_DOUBLE_EQ(logs.front(), 1e-3);
+  const auto smooth = smooth_ema({1, 1, 1, 5}, 0.5f);
+  EXPECT_FLOAT_EQ(smooth[0], 1.0f);  // debiased: the first value is kept
+  EXPECT_GT(smooth[3], 1.0f);
+  EXPECT_LT(smooth[3], 5.0f);
+  // viridis: dark purple to yellow; diverging: blue, white, red
+  EXPECT_GT(colormap(Colormap::kViridis, 0.0f)[2], colormap(Colormap::kViridis, 0.0f)[1]);
+  EXPECT_GT(colormap(Colormap::kViridis, 1.0f)[0], 200);
+  EXPECT_GT(colormap(Colormap::kDiverging, 0.5f)[0], 230);
+  EXPECT_GT(colormap(Colormap::kDiverging, 0.0f)[2], colormap(Colormap::kDiverging, 0.0f)[0]);
+  // a circle contour on a radial field: every segment endpoint lies near radius 5
+  const int n = 21;
+  std::vector<float> field(n * n);
+  for (int r = 0; r < n; ++r)
+    for (int c = 0; c < n; ++c) field[r * n + c] = std::hypot(r - 10.0f, c - 10.0f);
+  const auto segments = contour_segments(field, n, n, {5.0f});
+  ASSERT_GT(segments.size(), 20u);
+  for (const auto& s : segments) EXPECT_NEAR(std::hypot(s.x0 - 10.0f, s.y0 - 10.0f), 5.0f, 0.15f);
+}
+
+TEST_F(VizLogic, VariantsComeFromTheLibrary) {
+  const auto& variants = attention_variants();
+  ASSERT_GE(available_variant_count(), 2);
+  EXPECT_EQ(variants[0].name, "softmax");
+  EXPECT_TRUE(variants[0].available);
+  std::set<std::string> names;
+  for (const auto& v : variants) {
+    EXPECT_TRUE(names.insert(v.name).second) << "listed twice: " << v.name;
+    if (!v.available) EXPECT_NE(v.note.find("issue"), std::string::npos);
+  }
+}
+
+TEST_F(VizLogic, TaskBatchesAreWellFormed) {
+  for (int t = 0; t < kTrainingTaskCount; ++t) {
+    const auto task = static_cast<TrainingTask>(t);
+    const auto batch = make_task_batch(task, 4, 6, 11);
+    EXPECT_EQ(batch.tokens.size(), static_cast<size_t>(4 * batch.length));
+    for (auto token : batch.tokens) EXPECT_TRUE(token >= 0 && token < batch.vocab);
+    if (task_uses_classifier(task)) {
+      EXPECT_EQ(batch.targets.size(), 4u);
+    } else {
+      EXPECT_EQ(batch.targets.size(), batch.tokens.size());
+    }
+    EXPECT_EQ(make_task_batch(task, 4, 6, 11).tokens, batch.tokens);  // deterministic
+  }
+  // copy: the answer after the separator repeats the payload
+  const auto copy = make_task_batch(TrainingTask::kCopy, 1, 5, 3);
+  for (int t = 5; t < copy.length; ++t) EXPECT_EQ(copy.targets[t], copy.tokens[t - 5]);
+}
+
+TEST_F(VizLogic, TrainingLearnsCopyAndTheNanGuardPauses) {
+  TrainingSession session;
+  TrainingSettings settings;
+  settings.task = TrainingTask::kCopy;
+  settings.length = 4;
+  settings.lr = 3e-3;
+  session.configure(settings, 5);
+  session.run_steps(150);
+  auto snap = session.snapshot();
+  ASSERT_EQ(snap.step, 150);
+  // averages over the first and last 10 steps: the model learns to copy (behaviour, step budget 150)
+  float first = 0, last = 0;
+  for (int i = 0; i < 10; ++i) {
+    first += snap.loss[i] / 10;
+    last += snap.loss[140 + i] / 10;
+  }
+  EXPECT_LT(last, 0.6f * first);
+  EXPECT_EQ(snap.layers, 2);
+  EXPECT_EQ(snap.maps.size(), static_cast<size_t>(2 * 2 * snap.map_length * snap.map_length));
+  // the NaN guard: step 153's loss is poisoned; training stops there, names it, keeps the weights
+  session.inject_nan_at(153);
+  session.run_steps(10);
+  snap = session.snapshot();
+  EXPECT_TRUE(snap.nan_paused);
+  EXPECT_EQ(snap.nan_step, 153);
+  EXPECT_EQ(snap.step, 152);
+  EXPECT_NE(snap.banner.find("step 153"), std::string::npos) << snap.banner;
+  for (float v : snap.maps) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST_F(VizLogic, TrainingWorkerNeverBlocksTheCaller) {
+  TrainingSession session;
+  session.configure(TrainingSettings{}, 2);
+  session.start_worker();
+  session.set_speed(64.0f);
+  session.set_playing(true);
+  for (int i = 0; i < 200 && session.snapshot().step < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(session.snapshot().step, 5);
+  session.set_playing(false);
+  session.configure(TrainingSettings{}, 3);  // reset while the worker runs
+  EXPECT_EQ(session.snapshot().step, 0);
+}
+
+TEST_F(VizLogic, AttentionLabComparesWithExactSoftmax) {
+  AttentionLabSettings settings;
+  settings.length = 16;
+  settings.head_dim = 8;
+  settings.variant = 0;  // softmax against itself: zero difference
+  auto same = compute_attention_lab(settings, 1, nullptr);
+  ASSERT_TRUE(same.valid) << same.error;
+  EXPECT_EQ(same.variant, "softmax");
+  EXPECT_LT(same.relative_error, 1e-6);
+  settings.variant = 1;  // linear attention differs from softmax
+  auto linear = compute_attention_lab(settings, 1, nullptr);
+  ASSERT_TRUE(linear.valid) << linear.error;
+  EXPECT_GT(linear.relative_error, 1e-3);
+  EXPECT_EQ(linear.approx.size(), static_cast<size_t>(2 * 16 * 16));
+  // rows of both matrices sum to one
+  for (int row = 0; row < 16; ++row) {
+    float sum = 0;
+    for (int j = 0; j < 16; ++j) sum += linear.approx[row * 16 + j];
+    EXPECT_NEAR(sum, 1.0f, 1e-4f);
+  }
+  settings.input = AttentionInput::kLiveModel;
+  auto missing = compute_attention_lab(settings, 1, nullptr);
+  EXPECT_FALSE(missing.valid);
+  EXPECT_NE(missing.error.find("Live Training"), std::string::npos);
+  // the async wrapper delivers the same result
+  AttentionLab lab;
+  settings.input = AttentionInput::kRandom;
+  lab.request(settings, 1);
+  lab.wait();
+  EXPECT_EQ(lab.result().approx, linear.approx);
+}
