@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/functional/activation.h>
+#include <torch/nn/init.h>
 
 #include <string>
 
@@ -53,10 +54,14 @@ void TransformerStackImpl::reset() {
   TORCH_CHECK(options.max_length() >= 0, "Transformer: max_length must be >= 0, got ",
               options.max_length());
   const int64_t e = options.embed_dim();
+  // Small embeddings (std 0.02, as in GPT-2): with N(0, 1) rows a tied output head starts with
+  // logits of size sqrt(E) and a loss far above log(vocab).
   token_embedding = register_module("token_embedding", torch::nn::Embedding(options.vocab_size(), e));
+  torch::nn::init::normal_(token_embedding->weight, 0.0, 0.02);
   if (options.max_length() > 0) {
     position_embedding =
         register_module("position_embedding", torch::nn::Embedding(options.max_length(), e));
+    torch::nn::init::normal_(position_embedding->weight, 0.0, 0.02);
   } else {
     position_embedding = nullptr;
   }

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <climits>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -17,28 +17,23 @@
 namespace flt {
 namespace {
 
-// The BLAS that the dynamic loader bound: Debian switches libblas.so.3 through alternatives, so the
-// mapped file's path (openblas-pthread/ vs blas/) says which implementation LibTorch calls.
+// The library that provides sgemm_ to LibTorch: Debian switches libblas.so.3 through alternatives
+// (openblas-pthread/ vs blas/), and the global symbol search order decides which of the loaded BLAS
+// libraries answers, so ask the loader rather than the list of mapped files.
 std::string loaded_blas_path() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  std::string found;
-  while (std::getline(maps, line)) {
-    const auto slash = line.find('/');
-    if (slash == std::string::npos) continue;
-    const std::string path = line.substr(slash);
-    if (path.find("libopenblas") != std::string::npos || path.find("libblas.so") != std::string::npos ||
-        path.find("libmkl") != std::string::npos) {
-      found = path;
-      if (path.find("openblas") != std::string::npos || path.find("mkl") != std::string::npos) break;
-    }
-  }
-  return found.empty() ? "unknown" : found;
+  void* symbol = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info where{};
+  if (symbol == nullptr || dladdr(symbol, &where) == 0 || where.dli_fname == nullptr) return "unknown";
+  char resolved[4096];
+  return realpath(where.dli_fname, resolved) ? resolved : where.dli_fname;
 }
 
+// Debian's netlib reference BLAS lives in .../blas/libblas.so.3; optimised ones name themselves.
 bool is_reference_blas(const std::string& path) {
-  return path.find("openblas") == std::string::npos && path.find("mkl") == std::string::npos &&
-         path.find("/blas/") != std::string::npos;
+  for (const char* fast : {"openblas", "mkl", "blis", "atlas"}) {
+    if (path.find(fast) != std::string::npos) return false;
+  }
+  return path.find("libblas") != std::string::npos;
 }
 
 // OpenBLAS keeps a thread pool of its own; size it like LibTorch's when the symbol exists.

@@ -1,0 +1,150 @@
+// MultiheadAttention, TransformerLayer, TransformerLM and SequenceClassifier: contract and behaviour.
+#include <torch/nn/module.h>
+#include <torch/optim/adam.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/serialize.h>
+
+#include <sstream>
+
+#include "flt/attention/transformer.h"
+#include "test_util.h"
+
+namespace fa = flt::attention;
+using flt::testing::all_close;
+using flt::testing::expect_error;
+
+namespace {
+class Transformer : public flt::testing::SeededTest {};
+
+template <size_t... I>
+std::vector<fa::AttentionOptions> default_alternatives(std::index_sequence<I...>) {
+  return {fa::AttentionOptions(std::variant_alternative_t<I, fa::AttentionOptions>{})...};
+}
+
+// One default-constructed alternative of each type in the variant: every variant the library has.
+std::vector<fa::AttentionOptions> all_variants() {
+  return default_alternatives(std::make_index_sequence<std::variant_size_v<fa::AttentionOptions>>{});
+}
+}  // namespace
+
+TEST_F(Transformer, MultiheadAttention_EveryVariantShapesAndMaps) {
+  for (const auto& variant : all_variants()) {
+    fa::MultiheadAttention mha(fa::MultiheadAttentionOptions(32, 4).attention(variant));
+    const auto x = torch::randn({2, 12, 32});
+    EXPECT_EQ(mha(x).sizes(), torch::IntArrayRef({2, 12, 32})) << fa::attention_name(variant);
+    fa::AttentionCall call;
+    call.causal = true;
+    const auto maps = mha->attention_weights(x, call);
+    EXPECT_EQ(maps.sizes(), torch::IntArrayRef({2, 4, 12, 12}));
+    EXPECT_TRUE(all_close(maps.sum(-1), torch::ones({2, 4, 12}), 1e-4, 1e-4))
+        << fa::attention_name(variant) << ": rows of the attention matrix must sum to 1";
+    EXPECT_EQ(mha->attention().name(), fa::attention_name(variant));
+  }
+}
+
+TEST_F(Transformer, MultiheadAttention_MatchesHandWrittenHeads) {
+  fa::MultiheadAttention mha(fa::MultiheadAttentionOptions(8, 2));
+  mha->to(torch::kDouble);
+  const auto x = torch::randn({1, 5, 8}, torch::kDouble);
+  torch::Tensor expected;
+  {
+    torch::NoGradGuard guard;
+    const auto q = mha->q_proj(x), k = mha->k_proj(x), v = mha->v_proj(x);
+    std::vector<torch::Tensor> heads;
+    for (int64_t h = 0; h < 2; ++h) {
+      const auto qh = q.narrow(2, 4 * h, 4), kh = k.narrow(2, 4 * h, 4), vh = v.narrow(2, 4 * h, 4);
+      heads.push_back(torch::softmax(torch::matmul(qh, kh.transpose(1, 2)) / 2.0, -1).matmul(vh));
+    }
+    expected = mha->out_proj(torch::cat(heads, 2));
+  }
+  EXPECT_TRUE(all_close(mha(x), expected, 1e-12, 1e-12));
+}
+
+TEST_F(Transformer, MultiheadAttention_BadOptionsAndInputs) {
+  expect_error([] { fa::MultiheadAttention(fa::MultiheadAttentionOptions(30, 4)); },
+               {"embed_dim 30", "not divisible by heads 4"});
+  expect_error([] { fa::MultiheadAttention(fa::MultiheadAttentionOptions(32, 0)); },
+               {"heads must be positive", "0"});
+  fa::MultiheadAttention mha(fa::MultiheadAttentionOptions(16, 2));
+  expect_error([&] { mha(torch::randn({2, 5, 12})); }, {"width 12", "embed_dim is 16"});
+  expect_error([&] { mha(torch::randn({5, 16})); }, {"(B, L, E)", "[5, 16]"});
+}
+
+TEST_F(Transformer, CausalLM_OutputsIgnoreFutureTokens) {
+  for (const auto& variant : all_variants()) {
+    fa::TransformerLM lm(fa::TransformerOptions(11, 16, 2, 2).max_length(20).attention(variant));
+    lm->eval();
+    auto tokens = torch::randint(0, 11, {2, 20}, torch::kLong);
+    auto changed = tokens.clone();
+    changed.narrow(1, 12, 8).random_(0, 11);
+    const auto a = lm(tokens).narrow(1, 0, 12);
+    const auto b = lm(changed).narrow(1, 0, 12);
+    EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fa::attention_name(variant);
+  }
+}
+
+TEST_F(Transformer, Models_ShapesOptionsAndErrors) {
+  fa::TransformerLM lm(fa::TransformerOptions(13, 16, 4, 2).max_length(8).tie_weights(false));
+  const auto tokens = torch::randint(0, 13, {3, 8}, torch::kLong);
+  EXPECT_EQ(lm(tokens).sizes(), torch::IntArrayRef({3, 8, 13}));
+  EXPECT_EQ(lm->attention_maps(tokens).size(), 2u);
+  EXPECT_FALSE(lm->head.is_empty());
+  fa::SequenceClassifier clf(fa::TransformerOptions(13, 16, 4, 1).classes(5));
+  EXPECT_EQ(clf(tokens).sizes(), torch::IntArrayRef({3, 5}));
+  EXPECT_EQ(clf->attention_maps(tokens)[0].sizes(), torch::IntArrayRef({3, 4, 8, 8}));
+
+  expect_error([&] { lm(torch::randint(0, 13, {3, 9}, torch::kLong)); }, {"length 9", "max_length 8"});
+  expect_error([&] { lm(torch::full({1, 4}, 13, torch::kLong)); }, {"[0, 13)", "[13, 13]"});
+  expect_error([&] { lm(torch::zeros({1, 4}, torch::kInt)); }, {"int64", "Int"});
+  expect_error([&] { lm(torch::zeros({4}, torch::kLong)); }, {"(B, L)", "[4]"});
+  expect_error([] { fa::TransformerLM(fa::TransformerOptions(0, 16, 4, 2)); }, {"vocab_size", "0"});
+  expect_error([] { fa::TransformerLM(fa::TransformerOptions(10, 16, 4, 0)); }, {"layers", "0"});
+  expect_error([] { fa::SequenceClassifier(fa::TransformerOptions(10, 16, 4, 1).classes(1)); },
+               {"classes must be >= 2", "1"});
+}
+
+TEST_F(Transformer, Clone_And_SaveLoad_ReproduceOutputs) {
+  fa::TransformerLM lm(fa::TransformerOptions(9, 16, 2, 2).max_length(10)
+                           .attention(fa::LinearAttentionOptions()));
+  const auto tokens = torch::randint(0, 9, {2, 10}, torch::kLong);
+  const auto expected = lm(tokens);
+  auto copy = std::dynamic_pointer_cast<fa::TransformerLMImpl>(lm->clone());
+  ASSERT_TRUE(copy);
+  EXPECT_TRUE(torch::equal(copy->forward(tokens), expected));
+
+  std::stringstream buffer;
+  torch::save(lm, buffer);
+  fa::TransformerLM loaded(fa::TransformerOptions(9, 16, 2, 2).max_length(10)
+                               .attention(fa::LinearAttentionOptions()));
+  torch::load(loaded, buffer);
+  EXPECT_TRUE(torch::equal(loaded(tokens), expected));
+}
+
+// Behaviour: a 2-layer LM memorises a tiny fixed batch; the loss must fall by 90% within the budget.
+TEST_F(Transformer, LM_OverfitsTinyBatch) {
+  for (const auto& variant : all_variants()) {
+    torch::manual_seed(7);
+    fa::TransformerLM lm(fa::TransformerOptions(16, 32, 4, 2).max_length(12).attention(variant));
+    torch::optim::Adam adam(lm->parameters(), torch::optim::AdamOptions(3e-3));
+    const auto batch = torch::randint(0, 16, {4, 13}, torch::kLong);
+    const auto inputs = batch.narrow(1, 0, 12), targets = batch.narrow(1, 1, 12);
+    const auto loss_of = [&] {
+      return torch::nn::functional::cross_entropy(lm(inputs).reshape({-1, 16}), targets.reshape(-1));
+    };
+    const double initial = loss_of().item<double>();
+    double final_loss = initial;
+    constexpr int kStepBudget = 300;
+    int steps = 0;
+    for (; steps < kStepBudget && final_loss > 0.1 * initial; ++steps) {
+      adam.zero_grad();
+      auto loss = loss_of();
+      loss.backward();
+      adam.step();
+      final_loss = loss.item<double>();
+    }
+    std::printf("  %s: loss %.3f -> %.3f in %d steps\n", fa::attention_name(variant).c_str(), initial,
+                final_loss, steps);
+    EXPECT_LT(final_loss, 0.1 * initial) << fa::attention_name(variant) << ": loss " << initial
+                                         << " -> " << final_loss << " in " << kStepBudget << " steps";
+  }
+}
