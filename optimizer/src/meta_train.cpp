@@ -47,27 +47,38 @@ torch::Tensor meta_term(const torch::Tensor& loss, double log_initial) {
   return at::log(loss.clamp(kMinLoss, kMaxLoss)) - log_initial;
 }
 
-/// Runs one truncation of `particle` with `model`; returns the sum of the meta-terms (a graph into
-/// the model's parameters when grad mode is on).
+/// Runs one truncation of `particle` with `model` and returns the mean of its meta-terms. With
+/// `meta_graph` the result is a graph into the model's parameters (truncated back-propagation);
+/// without it (PES) only values are computed. The inner gradients always need autograd.
 torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Task& task, Particle& particle,
-                     double log_initial, int64_t steps) {
+                     double log_initial, int64_t steps, bool meta_graph) {
+  at::AutoGradMode inner_gradients(true);
   auto total = at::zeros({});
   if (particle.diverged) return total;
   auto p = particle.params.detach().requires_grad_(true);
   auto state = particle.state;
   auto loss = task.loss(p, particle.noise);
   for (int64_t u = 0; u < steps; ++u) {
-    const auto grad = torch::autograd::grad({loss}, {p}, {}, /*retain_graph=*/true)[0].detach();
+    const auto grad = torch::autograd::grad({loss}, {p}, {}, /*retain_graph=*/meta_graph)[0].detach();
     if (!at::isfinite(grad).all().item<bool>() || !std::isfinite(loss.item<double>())) {
       particle.diverged = true;
       break;
     }
-    const auto result = model.step(grad, p, state, particle.t + 1);
-    p = p + result.update;
-    state = result.state;
+    LearnedStep result;
+    {
+      at::AutoGradMode meta(meta_graph);
+      result = model.step(grad, p, state, particle.t + 1);
+    }
+    if (meta_graph) {
+      p = p + result.update;
+      state = result.state;
+    } else {
+      p = (p.detach() + result.update).requires_grad_(true);
+      state = result.state.detach();
+    }
     ++particle.t;
     loss = task.loss(p, particle.noise);
-    total = total + meta_term(loss, log_initial);
+    total = total + meta_term(meta_graph ? loss : loss.detach(), log_initial);
   }
   particle.params = p.detach();
   particle.state = state.detach();
@@ -210,7 +221,8 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     if (options.estimator == MetaEstimator::kTruncatedBackprop) {
       auto total = at::zeros({});
       for (auto& worker : workers) {
-        total = total + unroll(*model, *worker.task, worker.particles[0], worker.log_initial, options.unroll);
+        total = total + unroll(*model, *worker.task, worker.particles[0], worker.log_initial, options.unroll,
+                               /*meta_graph=*/true);
       }
       total = total / static_cast<double>(workers.size());
       meta_loss = total.item<double>();
@@ -237,7 +249,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
             offset += p.numel();
           }
           losses[sign] = unroll(*scratch, *worker.task, worker.particles[sign], worker.log_initial,
-                                options.unroll).item<double>();
+                                options.unroll, /*meta_graph=*/false).item<double>();
         }
         meta_loss += 0.5 * (losses[0] + losses[1]);
         estimate += worker.accumulated * ((losses[0] - losses[1]) / (2.0 * options.pes_sigma * options.pes_sigma));

@@ -170,28 +170,27 @@ bool operator==(const MnemosyneParamState& lhs, const MnemosyneParamState& rhs) 
 
 Mnemosyne::Mnemosyne(std::vector<torch::optim::OptimizerParamGroup> param_groups,
                      MnemosyneOptions defaults)
-    : Optimizer(std::move(param_groups), std::make_unique<MnemosyneOptions>(defaults)) {
+    : Optimizer(checked(std::move(param_groups)), std::make_unique<MnemosyneOptions>(defaults)) {
   TORCH_CHECK(defaults.lr() >= 0.0, "Mnemosyne: lr must be >= 0, got ", defaults.lr());
   TORCH_CHECK(defaults.chunk_size() > 0, "Mnemosyne: chunk_size must be positive, got ",
               defaults.chunk_size());
-  check_params();
   model_ = default_model(defaults);
 }
 
 Mnemosyne::Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults,
                      LearnedOptimizerModel model)
-    : Optimizer({torch::optim::OptimizerParamGroup(std::move(params))},
+    : Optimizer(checked({torch::optim::OptimizerParamGroup(std::move(params))}),
                 std::make_unique<MnemosyneOptions>(defaults)),
       model_(std::move(model)) {
   TORCH_CHECK(defaults.lr() >= 0.0, "Mnemosyne: lr must be >= 0, got ", defaults.lr());
   TORCH_CHECK(!model_.is_empty(), "Mnemosyne: the model is empty");
-  check_params();
 }
 
-void Mnemosyne::check_params() const {
+std::vector<torch::optim::OptimizerParamGroup> Mnemosyne::checked(
+    std::vector<torch::optim::OptimizerParamGroup> groups) {
   std::set<const void*> seen;
   int64_t count = 0;
-  for (const auto& group : param_groups_) {
+  for (const auto& group : groups) {
     for (size_t i = 0; i < group.params().size(); ++i) {
       const auto& p = group.params()[i];
       TORCH_CHECK(p.defined(), "Mnemosyne: parameter ", i, " is an undefined tensor");
@@ -205,6 +204,7 @@ void Mnemosyne::check_params() const {
     }
   }
   TORCH_CHECK(count > 0, "Mnemosyne: the parameter list is empty");
+  return groups;
 }
 
 torch::Tensor Mnemosyne::step(LossClosure closure) {

@@ -85,7 +85,9 @@ class Mnemosyne : public torch::optim::Optimizer {
   int64_t skipped() const;
 
  private:
-  void check_params() const;
+  /// Validates the groups before the base class sees them, so errors name the parameter.
+  static std::vector<torch::optim::OptimizerParamGroup> checked(
+      std::vector<torch::optim::OptimizerParamGroup> groups);
   LearnedOptimizerModel model_{nullptr};
 };
 
