@@ -130,6 +130,41 @@ TEST_F(Mnemosyne, ChunkSize_DoesNotChangeResults) {
   EXPECT_TRUE(all_close(a, b, 1e-6, 1e-7));
 }
 
+TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
+  for (auto memory : {fo::Memory::kFLT, fo::Memory::kPerformer, fo::Memory::kNone, fo::Memory::kLSTM}) {
+    auto model = perturbed(memory, 12);
+    ASSERT_TRUE(model->fused_supported());
+    auto a = torch::randn({3000}).requires_grad_(true);
+    auto b = a.detach().clone().requires_grad_(true);
+    fo::Mnemosyne fused({a}, fo::MnemosyneOptions().fused(true), model);
+    fo::Mnemosyne composite({b}, fo::MnemosyneOptions().fused(false), model);
+    for (int s = 0; s < 12; ++s) {
+      const auto g = torch::randn({3000}) * std::pow(10.0, s % 5 - 2);  // gradients from 1e-2 to 1e2
+      a.mutable_grad() = g.clone();
+      b.mutable_grad() = g.clone();
+      fused.step();
+      composite.step();
+    }
+    // Trajectories: float32 with transcendental functions in different orders, a few ulps per step.
+    EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fo::memory_name(memory);
+    // One step from the same (warmed-up) state: update and every state entry agree closely.
+    const auto& warm = static_cast<fo::MnemosyneParamState&>(*composite.state().begin()->second).state();
+    auto state = warm.clone();
+    auto param = b.detach().clone();
+    const auto g = torch::randn({3000});
+    const auto reference = model->step(g, param, warm, 13);
+    const auto skipped = model->fused_step_(param, g, state, 13, /*lr=*/1.0);
+    EXPECT_EQ(skipped, 0);
+    EXPECT_TRUE(all_close(param, b.detach() + reference.update, 1e-6, 1e-7)) << fo::memory_name(memory);
+    // State entries relative to their column's scale: the moments and memories are sums of terms
+    // of either sign, so entries near zero carry the absolute rounding of their larger terms.
+    const auto scale = reference.state.abs().amax(0, /*keepdim=*/true);
+    const auto worst = ((state - reference.state).abs() / scale).max().item<double>();
+    std::cout << "  " << fo::memory_name(memory) << ": max state difference / column scale " << worst << "\n";
+    EXPECT_LT(worst, 1e-5) << fo::memory_name(memory);
+  }
+}
+
 // ---- robustness -----------------------------------------------------------------------------------
 
 TEST_F(Mnemosyne, NonFiniteGradients_AreSkippedAndCounted) {

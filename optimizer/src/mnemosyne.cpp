@@ -132,6 +132,7 @@ void MnemosyneOptions::serialize(torch::serialize::OutputArchive& archive) const
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(lr);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(chunk_size);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(weights);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(fused);
   archive.write("memory", torch::IValue(memory_name(memory())));
 }
 
@@ -139,6 +140,7 @@ void MnemosyneOptions::serialize(torch::serialize::InputArchive& archive) {
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, lr);
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, chunk_size);
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(std::string, weights);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(bool, fused);
   torch::IValue value;
   archive.read("memory", value);
   memory(memory_from_name(value.toStringRef()));
@@ -146,7 +148,7 @@ void MnemosyneOptions::serialize(torch::serialize::InputArchive& archive) {
 
 bool operator==(const MnemosyneOptions& lhs, const MnemosyneOptions& rhs) {
   return lhs.lr() == rhs.lr() && lhs.memory() == rhs.memory() && lhs.weights() == rhs.weights() &&
-         lhs.chunk_size() == rhs.chunk_size();
+         lhs.chunk_size() == rhs.chunk_size() && lhs.fused() == rhs.fused();
 }
 
 void MnemosyneParamState::serialize(torch::serialize::OutputArchive& archive) const {
@@ -236,6 +238,12 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
       const auto flat_grad = grad.detach().reshape({-1});
       auto& state = st.state();
       int64_t skipped = 0;
+      if (options.fused() && !copied && p.scalar_type() == at::kFloat && p.device().is_cpu() &&
+          model_->fused_supported()) {
+        skipped = model_->fused_step_(flat_param, flat_grad, state, st.step(), options.lr());
+        st.skipped(st.skipped() + skipped);
+        continue;
+      }
       for (int64_t start = 0; start < n; start += options.chunk_size()) {
         const int64_t size = std::min(options.chunk_size(), n - start);
         const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);

@@ -88,6 +88,15 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   LearnedStep step(const torch::Tensor& grad, const torch::Tensor& param, const torch::Tensor& state,
                    int64_t t);
 
+  /// The same step for inference, fused (one pass per coordinate, OpenMP): updates `param` by
+  /// lr * update and `state` in place; coordinates with a non-finite gradient or step are left
+  /// unchanged and counted in the return value. Used by the optimizer; `step` is its reference.
+  /// param: (N) contiguous float32  grad: (N)  state: (N, state_size()) contiguous float32
+  int64_t fused_step_(torch::Tensor param, const torch::Tensor& grad, torch::Tensor state, int64_t t,
+                      double lr);
+  /// Whether this configuration has a fused path (positive FAVOR+ features, widths <= 64).
+  bool fused_supported() const;
+
   /// Number of input features of the head (without the memory read-out).
   static constexpr int64_t kFeatures = 10;
   /// Moment slots at the start of the state: m1, m2, v.

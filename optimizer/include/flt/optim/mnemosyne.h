@@ -31,8 +31,11 @@ struct MnemosyneOptions : public torch::optim::OptimizerCloneableOptions<Mnemosy
   TORCH_ARG(Memory, memory) = Memory::kFLT;
   /// Path of a weights file written by flt-metatrain; empty (default) = the shipped pretrained ones.
   TORCH_ARG(std::string, weights) = "";
-  /// Coordinates processed per batch: bounds the scratch memory whatever the model size.
+  /// Coordinates processed per batch by the composite path: bounds its scratch memory whatever the
+  /// model size (the fused path needs no scratch).
   TORCH_ARG(int64_t, chunk_size) = 1 << 16;
+  /// Use the fused CPU step for contiguous float32 parameters (false: the composite reference).
+  TORCH_ARG(bool, fused) = true;
 
  public:
   void serialize(torch::serialize::InputArchive& archive) override;
