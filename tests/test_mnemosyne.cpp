@@ -302,6 +302,46 @@ TEST_F(Mnemosyne, DoubleAndFrozenParameters) {
   EXPECT_EQ(opt.state().size(), 1u) << "state is created lazily, only for parameters with gradients";
 }
 
+// LibTorch's optimizer test protocol (test/cpp/api/optim.cpp): a 2-8-1 sigmoid MLP learns XOR with
+// binary cross-entropy; the running loss must fall below 0.1 within 3000 epochs of 200 samples.
+TEST_F(Mnemosyne, XOR_ConvergesWithThePretrainedDefault) {
+  torch::manual_seed(0);
+  torch::nn::Sequential model(torch::nn::Linear(2, 8), torch::nn::Sigmoid(), torch::nn::Linear(8, 1),
+                              torch::nn::Sigmoid());
+  fo::Mnemosyne optimizer(model->parameters());  // the shipped pretrained FLT-memory rule, lr 1
+  double running_loss = 1.0;
+  int epoch = 0;
+  constexpr int kMaximumEpochs = 3000;
+  while (running_loss > 0.1 && epoch <= kMaximumEpochs) {
+    const auto inputs = torch::randint(2, {200, 2}).to(torch::kFloat);
+    const auto labels = (inputs.select(1, 0) != inputs.select(1, 1)).to(torch::kFloat).unsqueeze(1);
+    const auto loss = optimizer.step([&] {
+      optimizer.zero_grad();
+      auto l = torch::nn::functional::binary_cross_entropy(model->forward(inputs), labels);
+      l.backward();
+      return l;
+    });
+    running_loss = running_loss * 0.99 + loss.item<double>() * 0.01;
+    ++epoch;
+  }
+  std::printf("  XOR: running loss %.4f after %d epochs\n", running_loss, epoch);
+  EXPECT_LT(running_loss, 0.1) << "after " << epoch << " epochs";
+  EXPECT_EQ(optimizer.skipped(), 0);
+}
+
+TEST_F(Mnemosyne, Pretrained_FLTShipsAndLoads) {
+  const auto memories = fo::pretrained_memories();
+  ASSERT_NE(std::find(memories.begin(), memories.end(), fo::Memory::kFLT), memories.end());
+  const auto model = fo::load_pretrained_model(fo::Memory::kFLT);
+  EXPECT_EQ(model->options.memory(), fo::Memory::kFLT);
+  EXPECT_GT(model->head_out->weight.abs().sum().item<double>(), 0.0) << "trained, not the zero init";
+  for (auto memory : {fo::Memory::kPerformer, fo::Memory::kNone, fo::Memory::kLSTM}) {
+    if (std::find(memories.begin(), memories.end(), memory) == memories.end()) {
+      expect_error([&] { fo::load_pretrained_model(memory); }, {"no pretrained weights", fo::memory_name(memory)});
+    }
+  }
+}
+
 // ---- weights files ---------------------------------------------------------------------------------
 
 TEST_F(Mnemosyne, WeightsFile_RoundTripAndErrors) {
