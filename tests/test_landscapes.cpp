@@ -13,7 +13,9 @@ namespace {
 
 class Landscapes : public SeededTest {};
 
-torch::Tensor point(std::vector<double> values) { return torch::tensor(values, torch::kDouble); }
+torch::Tensor point(std::vector<double> values) {
+  return torch::tensor(values, torch::kDouble);
+}
 
 }  // namespace
 
@@ -26,7 +28,8 @@ TEST_F(Landscapes, ValuesAtKnownPoints) {
   // eigenvalues 1 and 100: 0.5 (1 * 1 + 100 * 1)
   EXPECT_NEAR(flt::optim::ill_conditioned_quadratic(point({1, 1})).item<double>(), 50.5, 1e-12);
   // Ackley at (1, 1): -20 exp(-0.2) - exp(1) + 20 + e = 20 (1 - exp(-0.2))
-  EXPECT_NEAR(flt::optim::ackley(point({1, 1})).item<double>(), 20.0 * (1.0 - std::exp(-0.2)), 1e-12);
+  EXPECT_NEAR(flt::optim::ackley(point({1, 1})).item<double>(), 20.0 * (1.0 - std::exp(-0.2)),
+              1e-12);
 }
 
 TEST_F(Landscapes, BatchedShapes) {
@@ -35,8 +38,8 @@ TEST_F(Landscapes, BatchedShapes) {
     auto f = flt::optim::evaluate_landscape(landscape, x);
     EXPECT_EQ(f.sizes(), (std::vector<int64_t>{3, 4}));
     // batched evaluation equals pointwise evaluation
-    EXPECT_NEAR(f[1][2].item<double>(), flt::optim::evaluate_landscape(landscape, x[1][2]).item<double>(),
-                1e-12);
+    EXPECT_NEAR(f[1][2].item<double>(),
+                flt::optim::evaluate_landscape(landscape, x[1][2]).item<double>(), 1e-12);
   }
 }
 
@@ -51,7 +54,8 @@ TEST_F(Landscapes, MinimaAreZeroWithZeroGradient) {
       const double tol = landscape == Landscape::kHimmelblau ? 1e-4 : 1e-12;
       EXPECT_NEAR(f.item<double>(), info.minimum, tol) << info.name;
       EXPECT_TRUE(x.grad().isfinite().all().item<bool>()) << info.name;
-      EXPECT_LT(x.grad().abs().max().item<double>(), landscape == Landscape::kHimmelblau ? 1e-3 : 1e-9)
+      EXPECT_LT(x.grad().abs().max().item<double>(),
+                landscape == Landscape::kHimmelblau ? 1e-3 : 1e-9)
           << info.name;
     }
   }
@@ -94,8 +98,11 @@ TEST_F(Landscapes, NoisyVariantIsUnbiasedAndSeeded) {
 }
 
 TEST_F(Landscapes, DistanceToNearestMinimum) {
-  EXPECT_NEAR(flt::optim::distance_to_minimum(Landscape::kRosenbrock, point({1, 0})).item<double>(), 1.0, 1e-12);
-  EXPECT_NEAR(flt::optim::distance_to_minimum(Landscape::kHimmelblau, point({3, 2.5})).item<double>(), 0.5, 1e-12);
+  EXPECT_NEAR(flt::optim::distance_to_minimum(Landscape::kRosenbrock, point({1, 0})).item<double>(),
+              1.0, 1e-12);
+  EXPECT_NEAR(
+      flt::optim::distance_to_minimum(Landscape::kHimmelblau, point({3, 2.5})).item<double>(), 0.5,
+      1e-12);
 }
 
 TEST_F(Landscapes, BadInputNamesTheProblem) {

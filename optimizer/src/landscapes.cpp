@@ -10,9 +10,11 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 
 void check_points(const char* fn, const torch::Tensor& x, int64_t min_dims) {
-  TORCH_CHECK(x.defined() && x.dim() >= 1, fn, ": x must have shape (..., n), got an undefined or 0-d tensor");
+  TORCH_CHECK(x.defined() && x.dim() >= 1, fn,
+              ": x must have shape (..., n), got an undefined or 0-d tensor");
   TORCH_CHECK(x.is_floating_point(), fn, ": x must be floating point, got ", x.scalar_type());
-  TORCH_CHECK(x.size(-1) >= min_dims, fn, ": needs n >= ", min_dims, " coordinates, got n = ", x.size(-1));
+  TORCH_CHECK(x.size(-1) >= min_dims, fn, ": needs n >= ", min_dims,
+              " coordinates, got n = ", x.size(-1));
 }
 
 }  // namespace
@@ -24,7 +26,8 @@ torch::Tensor sphere(const torch::Tensor& x) {
 
 torch::Tensor ill_conditioned_quadratic(const torch::Tensor& x, double condition) {
   check_points("ill_conditioned_quadratic", x, 1);
-  TORCH_CHECK(condition >= 1.0, "ill_conditioned_quadratic: condition must be >= 1, got ", condition);
+  TORCH_CHECK(condition >= 1.0, "ill_conditioned_quadratic: condition must be >= 1, got ",
+              condition);
   const int64_t n = x.size(-1);
   // Eigenvalues condition^(i / (n - 1)), i = 0..n-1: geometric spread from 1 to `condition`.
   auto exponents = n > 1 ? torch::arange(n, x.options()) / static_cast<double>(n - 1)
@@ -50,8 +53,9 @@ torch::Tensor rastrigin(const torch::Tensor& x) {
 torch::Tensor ackley(const torch::Tensor& x) {
   check_points("ackley", x, 1);
   auto mean_square = x.pow(2).mean(-1);
-  // sqrt has an infinite derivative at 0; evaluate it only where mean_square > 0 (the `where` on the
-  // input keeps the unused branch's gradient finite), so the gradient at the minimum is 0, not NaN.
+  // sqrt has an infinite derivative at 0; evaluate it only where mean_square > 0 (the `where` on
+  // the input keeps the unused branch's gradient finite), so the gradient at the minimum is 0, not
+  // NaN.
   auto positive = mean_square > 0;
   auto safe = torch::where(positive, mean_square, torch::ones_like(mean_square));
   auto radius = torch::where(positive, torch::sqrt(safe), torch::zeros_like(mean_square));
@@ -68,44 +72,58 @@ torch::Tensor himmelblau(const torch::Tensor& x) {
 }
 
 std::vector<Landscape> all_landscapes() {
-  return {Landscape::kSphere, Landscape::kIllConditioned, Landscape::kRosenbrock,
-          Landscape::kHimmelblau, Landscape::kRastrigin, Landscape::kAckley};
+  return {Landscape::kSphere,     Landscape::kIllConditioned, Landscape::kRosenbrock,
+          Landscape::kHimmelblau, Landscape::kRastrigin,      Landscape::kAckley};
 }
 
 LandscapeInfo landscape_info(Landscape landscape, int64_t dims) {
   TORCH_CHECK(dims >= 1, "landscape_info: dims must be >= 1, got ", dims);
   const std::vector<double> zeros(static_cast<size_t>(dims), 0.0);
   switch (landscape) {
-    case Landscape::kSphere: return {"sphere", -5.12, 5.12, {zeros}, 0.0};
-    case Landscape::kIllConditioned: return {"ill-conditioned quadratic", -5.12, 5.12, {zeros}, 0.0};
+    case Landscape::kSphere:
+      return {"sphere", -5.12, 5.12, {zeros}, 0.0};
+    case Landscape::kIllConditioned:
+      return {"ill-conditioned quadratic", -5.12, 5.12, {zeros}, 0.0};
     case Landscape::kRosenbrock:
       TORCH_CHECK(dims >= 2, "landscape_info: rosenbrock needs dims >= 2, got ", dims);
-      return {"rosenbrock", -2.048, 2.048, {std::vector<double>(static_cast<size_t>(dims), 1.0)}, 0.0};
-    case Landscape::kRastrigin: return {"rastrigin", -5.12, 5.12, {zeros}, 0.0};
-    case Landscape::kAckley: return {"ackley", -32.768, 32.768, {zeros}, 0.0};
+      return {
+          "rosenbrock", -2.048, 2.048, {std::vector<double>(static_cast<size_t>(dims), 1.0)}, 0.0};
+    case Landscape::kRastrigin:
+      return {"rastrigin", -5.12, 5.12, {zeros}, 0.0};
+    case Landscape::kAckley:
+      return {"ackley", -32.768, 32.768, {zeros}, 0.0};
     case Landscape::kHimmelblau:
       TORCH_CHECK(dims == 2, "landscape_info: himmelblau needs dims == 2, got ", dims);
       // The four minimisers (3, 2) and three irrational ones, to 6 decimals.
-      return {"himmelblau", -5.0, 5.0,
-              {{3.0, 2.0}, {-2.805118, 3.131312}, {-3.779310, -3.283186}, {3.584428, -1.848126}}, 0.0};
+      return {"himmelblau",
+              -5.0,
+              5.0,
+              {{3.0, 2.0}, {-2.805118, 3.131312}, {-3.779310, -3.283186}, {3.584428, -1.848126}},
+              0.0};
   }
   TORCH_CHECK(false, "landscape_info: unknown landscape ", static_cast<int>(landscape));
 }
 
 torch::Tensor evaluate_landscape(Landscape landscape, const torch::Tensor& x) {
   switch (landscape) {
-    case Landscape::kSphere: return sphere(x);
-    case Landscape::kIllConditioned: return ill_conditioned_quadratic(x);
-    case Landscape::kRosenbrock: return rosenbrock(x);
-    case Landscape::kRastrigin: return rastrigin(x);
-    case Landscape::kAckley: return ackley(x);
-    case Landscape::kHimmelblau: return himmelblau(x);
+    case Landscape::kSphere:
+      return sphere(x);
+    case Landscape::kIllConditioned:
+      return ill_conditioned_quadratic(x);
+    case Landscape::kRosenbrock:
+      return rosenbrock(x);
+    case Landscape::kRastrigin:
+      return rastrigin(x);
+    case Landscape::kAckley:
+      return ackley(x);
+    case Landscape::kHimmelblau:
+      return himmelblau(x);
   }
   TORCH_CHECK(false, "evaluate_landscape: unknown landscape ", static_cast<int>(landscape));
 }
 
-torch::Tensor evaluate_noisy_landscape(Landscape landscape, const torch::Tensor& x, double noise_std,
-                                       at::Generator generator) {
+torch::Tensor evaluate_noisy_landscape(Landscape landscape, const torch::Tensor& x,
+                                       double noise_std, at::Generator generator) {
   TORCH_CHECK(noise_std >= 0.0 && std::isfinite(noise_std),
               "evaluate_noisy_landscape: noise_std must be finite and >= 0, got ", noise_std);
   auto value = evaluate_landscape(landscape, x);

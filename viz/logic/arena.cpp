@@ -15,15 +15,18 @@ namespace {
 
 using flt::optim::Landscape;
 
-constexpr int kGridSize = 192;          // heatmap resolution (cells per side)
-constexpr double kStepsPerSecond = 10;  // play speed at x1
-constexpr int kMaxStepsPerAdvance = 64; // keeps one frame's work bounded
+constexpr int kGridSize = 192;           // heatmap resolution (cells per side)
+constexpr double kStepsPerSecond = 10;   // play speed at x1
+constexpr int kMaxStepsPerAdvance = 64;  // keeps one frame's work bounded
 
-Landscape as_landscape(int index) { return static_cast<Landscape>(index); }
+Landscape as_landscape(int index) {
+  return static_cast<Landscape>(index);
+}
 
-ArenaLevel make_level(std::string name, std::string hint, Landscape landscape, double start_x, double start_y,
-                      double half_width, double adam_lr, double sgd_lr, int max_steps, double epsilon = 1e-3,
-                      double noise = 0.0, double center_x = 0.0, double center_y = 0.0) {
+ArenaLevel make_level(std::string name, std::string hint, Landscape landscape, double start_x,
+                      double start_y, double half_width, double adam_lr, double sgd_lr,
+                      int max_steps, double epsilon = 1e-3, double noise = 0.0,
+                      double center_x = 0.0, double center_y = 0.0) {
   ArenaLevel level;
   level.name = std::move(name);
   level.hint = std::move(hint);
@@ -46,21 +49,23 @@ ArenaLevel make_level(std::string name, std::string hint, Landscape landscape, d
 
 const std::vector<ArenaLevel>& arena_levels() {
   static const std::vector<ArenaLevel> kLevels = {
-      make_level("1. Bowl", "A round bowl: any sane step size wins. Try a huge one.", Landscape::kSphere, -4.0, 3.5,
-                 5.12, 0.3, 0.05, 400),
+      make_level("1. Bowl", "A round bowl: any sane step size wins. Try a huge one.",
+                 Landscape::kSphere, -4.0, 3.5, 5.12, 0.3, 0.05, 400),
       make_level("2. Narrow valley", "Curvature 100x steeper across than along: momentum helps.",
                  Landscape::kIllConditioned, -4.5, 3.0, 5.12, 0.1, 0.01, 600),
-      make_level("3. Banana", "Rosenbrock's curved valley: easy to find, slow to follow.", Landscape::kRosenbrock,
-                 -1.5, 1.5, 2.048, 0.05, 5e-4, 1500),
+      make_level("3. Banana", "Rosenbrock's curved valley: easy to find, slow to follow.",
+                 Landscape::kRosenbrock, -1.5, 1.5, 2.048, 0.05, 5e-4, 1500),
       make_level("4. Four valleys", "Himmelblau: four equal minima; which one will you reach?",
                  Landscape::kHimmelblau, -0.5, -0.5, 5.0, 0.1, 0.005, 600),
-      make_level("5. Egg crate", "Rastrigin: a local minimum near every integer point (at about +-0.995).",
+      make_level("5. Egg crate",
+                 "Rastrigin: a local minimum near every integer point (at about +-0.995).",
                  Landscape::kRastrigin, 2.2, -1.8, 5.12, 0.1, 0.002, 800, 1e-2),
-      make_level("6. Golf course", "Ackley: flat fairway, one deep hole in the middle.", Landscape::kAckley, 6.2,
-                 -5.1, 8.0, 0.2, 0.05, 800, 1e-2),
-      make_level("7. Foggy bowl", "A bowl seen through noisy gradients (mini-batch noise).", Landscape::kSphere,
-                 -4.0, 3.5, 5.12, 0.1, 0.02, 800, 5e-2, 1.0),
-      make_level("8. Stormy egg crate", "Noisy Rastrigin: can noise shake you out of a local minimum?",
+      make_level("6. Golf course", "Ackley: flat fairway, one deep hole in the middle.",
+                 Landscape::kAckley, 6.2, -5.1, 8.0, 0.2, 0.05, 800, 1e-2),
+      make_level("7. Foggy bowl", "A bowl seen through noisy gradients (mini-batch noise).",
+                 Landscape::kSphere, -4.0, 3.5, 5.12, 0.1, 0.02, 800, 5e-2, 1.0),
+      make_level("8. Stormy egg crate",
+                 "Noisy Rastrigin: can noise shake you out of a local minimum?",
                  Landscape::kRastrigin, 2.2, -1.8, 5.12, 0.1, 0.002, 1000, 5e-2, 3.0),
   };
   return kLevels;
@@ -68,11 +73,16 @@ const std::vector<ArenaLevel>& arena_levels() {
 
 const char* racer_status_name(RacerStatus status) {
   switch (status) {
-    case RacerStatus::kRunning: return "running";
-    case RacerStatus::kReached: return "reached";
-    case RacerStatus::kDiverged: return "diverged";
-    case RacerStatus::kOutOfSteps: return "out of steps";
-    case RacerStatus::kUnavailable: return "not yet available";
+    case RacerStatus::kRunning:
+      return "running";
+    case RacerStatus::kReached:
+      return "reached";
+    case RacerStatus::kDiverged:
+      return "diverged";
+    case RacerStatus::kOutOfSteps:
+      return "out of steps";
+    case RacerStatus::kUnavailable:
+      return "not yet";
   }
   return "?";
 }
@@ -108,35 +118,53 @@ struct Runner {
   at::Generator generator;
 };
 
-Runner make_runner(RacerKind kind, double x0, double y0, double lr, double momentum, uint64_t seed) {
+Runner make_runner(RacerKind kind, double x0, double y0, double lr, double momentum,
+                   uint64_t seed) {
   Runner runner;
   runner.x = torch::tensor({x0, y0}, torch::kDouble).requires_grad_(true);
   if (kind == RacerKind::kAdam) {
     runner.optimizer = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{runner.x},
                                                             torch::optim::AdamOptions(lr));
   } else {
-    runner.optimizer = std::make_unique<torch::optim::SGD>(std::vector<torch::Tensor>{runner.x},
-                                                           torch::optim::SGDOptions(lr).momentum(momentum));
+    runner.optimizer = std::make_unique<torch::optim::SGD>(
+        std::vector<torch::Tensor>{runner.x}, torch::optim::SGDOptions(lr).momentum(momentum));
   }
   runner.generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   return runner;
 }
 
+// f(x, y) - f_min at one point, without autograd.
 double clean_value(const ArenaLevel& level, double x, double y) {
   torch::NoGradGuard no_grad;
-  const auto info = flt::optim::landscape_info(as_landscape(level.landscape), 2);
+  const auto landscape = as_landscape(level.landscape);
   auto point = torch::tensor({x, y}, torch::kDouble);
-  return flt::optim::evaluate_landscape(as_landscape(level.landscape), point).item<double>() - info.minimum;
+  return flt::optim::evaluate_landscape(landscape, point).item<double>() -
+         flt::optim::landscape_info(landscape, 2).minimum;
+}
+
+// Distance to the nearest of the landscape's global minimisers (from flt::optim::landscape_info).
+double distance_to_minima(const std::vector<std::array<double, 2>>& minima, double x, double y) {
+  double best = INFINITY;
+  for (const auto& m : minima) best = std::min(best, std::hypot(x - m[0], y - m[1]));
+  return best;
+}
+
+std::vector<std::array<double, 2>> minima_of(const ArenaLevel& level) {
+  std::vector<std::array<double, 2>> out;
+  for (const auto& m : flt::optim::landscape_info(as_landscape(level.landscape), 2).minima)
+    out.push_back({m[0], m[1]});
+  return out;
 }
 
 // One optimizer step of `racer`, with the NaN guard: a non-finite gradient or value, or a point far
 // outside the view box, ends the racer as diverged instead of letting NaN spread.
-void step_racer(const ArenaLevel& level, Racer& racer, Runner& runner) {
+void step_racer(const ArenaLevel& level, const std::vector<std::array<double, 2>>& minima,
+                Racer& racer, Runner& runner) {
   if (racer.status != RacerStatus::kRunning) return;
   const auto landscape = as_landscape(level.landscape);
   runner.optimizer->zero_grad();
-  auto f = level.noise_std > 0 ? flt::optim::evaluate_noisy_landscape(landscape, runner.x, level.noise_std,
-                                                                       runner.generator)
+  auto f = level.noise_std > 0 ? flt::optim::evaluate_noisy_landscape(
+                                     landscape, runner.x, level.noise_std, runner.generator)
                                : flt::optim::evaluate_landscape(landscape, runner.x);
   f.backward();
   if (!runner.x.grad().isfinite().all().item<bool>()) {
@@ -147,7 +175,8 @@ void step_racer(const ArenaLevel& level, Racer& racer, Runner& runner) {
   runner.optimizer->step();
   racer.steps += 1;
   const auto p = runner.x.detach();
-  const double x = p[0].item<double>(), y = p[1].item<double>();
+  const auto coordinates = p.accessor<double, 1>();
+  const double x = coordinates[0], y = coordinates[1];
   const double value = clean_value(level, x, y);
   const double span = std::max(level.hi_x - level.lo_x, level.hi_y - level.lo_y);
   const bool far = std::abs(x - 0.5 * (level.lo_x + level.hi_x)) > 3 * span ||
@@ -161,10 +190,7 @@ void step_racer(const ArenaLevel& level, Racer& racer, Runner& runner) {
   racer.path.push_back({x, y});
   racer.values.push_back(value);
   racer.best_value = std::min(racer.best_value, value);
-  {
-    torch::NoGradGuard no_grad;
-    racer.distance = flt::optim::distance_to_minimum(landscape, p).item<double>();
-  }
+  racer.distance = distance_to_minima(minima, x, y);
   if (value <= level.epsilon) {
     racer.status = RacerStatus::kReached;
     racer.steps_to_epsilon = racer.steps;
@@ -185,6 +211,7 @@ struct ArenaGame::Impl {
   int par = 0;
   double pending_steps = 0.0;
   LandscapeGrid grid;
+  std::vector<std::array<double, 2>> minima;
 
   void build_grid() {
     torch::NoGradGuard no_grad;
@@ -194,17 +221,21 @@ struct ArenaGame::Impl {
     auto mesh = torch::meshgrid({ys, xs}, "ij");
     auto points = torch::stack({mesh[1], mesh[0]}, -1);  // (rows, cols, 2) as (x, y)
     const double minimum = flt::optim::landscape_info(landscape, 2).minimum;
-    auto values = (flt::optim::evaluate_landscape(landscape, points) - minimum).clamp_min(0).to(torch::kFloat)
+    auto values = (flt::optim::evaluate_landscape(landscape, points) - minimum)
+                      .clamp_min(0)
+                      .to(torch::kFloat)
                       .contiguous();
     grid.rows = grid.cols = kGridSize;
     grid.values.assign(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
     auto positive = values.masked_select(values > 0);
-    grid.lo = positive.numel() > 0 ? positive.min().item<float>() : 1e-6f;
     grid.hi = values.max().item<float>();
+    // the log colour scale spans at most 5 decades below the top, so the basin keeps its contrast
+    grid.lo =
+        std::max(positive.numel() > 0 ? positive.min().item<float>() : 1e-6f, grid.hi * 1e-5f);
   }
 
-  void add_racer(std::string name, RacerKind kind, std::array<uint8_t, 3> color, double lr, double momentum,
-                 uint64_t seed, double x0, double y0) {
+  void add_racer(std::string name, RacerKind kind, std::array<uint8_t, 3> color, double lr,
+                 double momentum, uint64_t seed, double x0, double y0) {
     Racer racer;
     racer.name = std::move(name);
     racer.kind = kind;
@@ -212,15 +243,11 @@ struct ArenaGame::Impl {
     racer.path.push_back({x0, y0});
     racer.values.push_back(clean_value(level, x0, y0));
     racer.best_value = racer.values.back();
-    {
-      torch::NoGradGuard no_grad;
-      racer.distance = flt::optim::distance_to_minimum(as_landscape(level.landscape),
-                                                       torch::tensor({x0, y0}, torch::kDouble))
-                           .item<double>();
-    }
+    racer.distance = distance_to_minima(minima, x0, y0);
     if (kind == RacerKind::kLearned) {
       racer.status = RacerStatus::kUnavailable;
-      racer.note = "learned optimizers (issue 5) are not in the library yet";
+      racer.note =
+          "learned optimizers (FLT, Performer, LSTM memory; issue 5) are not in the library yet";
       runners.emplace_back();
     } else {
       runners.push_back(make_runner(kind, x0, y0, lr, momentum, seed));
@@ -229,7 +256,9 @@ struct ArenaGame::Impl {
   }
 };
 
-ArenaGame::ArenaGame() : impl_(std::make_unique<Impl>()) { load(ArenaSettings{}, 1); }
+ArenaGame::ArenaGame() : impl_(std::make_unique<Impl>()) {
+  load(ArenaSettings{}, 1);
+}
 ArenaGame::~ArenaGame() = default;
 
 void ArenaGame::load(const ArenaSettings& settings, uint64_t seed) {
@@ -238,6 +267,7 @@ void ArenaGame::load(const ArenaSettings& settings, uint64_t seed) {
   s.settings = settings;
   s.level_index = std::clamp(settings.level, 0, static_cast<int>(levels.size()) - 1);
   s.level = levels[s.level_index];
+  s.minima = minima_of(s.level);
   s.racers.clear();
   s.runners.clear();
   s.steps = 0;
@@ -250,32 +280,34 @@ void ArenaGame::load(const ArenaSettings& settings, uint64_t seed) {
     Racer probe;
     probe.best_value = clean_value(s.level, x0, y0);
     Runner runner = make_runner(RacerKind::kAdam, x0, y0, s.level.adam_lr, 0.0, seed);
-    while (probe.status == RacerStatus::kRunning) step_racer(s.level, probe, runner);
+    while (probe.status == RacerStatus::kRunning) step_racer(s.level, s.minima, probe, runner);
     s.par = probe.steps_to_epsilon > 0 ? probe.steps_to_epsilon : s.level.max_steps;
   }
 
   s.add_racer("Adam", RacerKind::kAdam, {255, 120, 60}, s.level.adam_lr, 0.0, seed, x0, y0);
-  s.add_racer("SGD-momentum", RacerKind::kSgdMomentum, {80, 200, 255}, s.level.sgd_lr, s.level.sgd_momentum,
-              seed + 1, x0, y0);
+  s.add_racer("SGD-momentum", RacerKind::kSgdMomentum, {80, 200, 255}, s.level.sgd_lr,
+              s.level.sgd_momentum, seed + 1, x0, y0);
   if (settings.human_enabled) {
-    s.add_racer("You (SGD)", RacerKind::kHuman, {255, 255, 255}, settings.human_lr, settings.human_momentum,
-                seed + 2, x0, y0);
+    s.add_racer("You (SGD)", RacerKind::kHuman, {255, 255, 255}, settings.human_lr,
+                settings.human_momentum, seed + 2, x0, y0);
   }
-  s.add_racer("Learned (FLT/Performer/LSTM)", RacerKind::kLearned, {200, 120, 255}, 0.0, 0.0, seed + 3, x0, y0);
+  s.add_racer("Learned (soon)", RacerKind::kLearned, {200, 120, 255}, 0.0, 0.0, seed + 3, x0, y0);
   s.build_grid();
 }
 
 void ArenaGame::step() {
   auto& s = *impl_;
   if (finished()) return;
-  for (size_t i = 0; i < s.racers.size(); ++i) step_racer(s.level, s.racers[i], s.runners[i]);
+  for (size_t i = 0; i < s.racers.size(); ++i)
+    step_racer(s.level, s.minima, s.racers[i], s.runners[i]);
   s.steps += 1;
 }
 
 void ArenaGame::step_human() {
   auto& s = *impl_;
   for (size_t i = 0; i < s.racers.size(); ++i) {
-    if (s.racers[i].kind == RacerKind::kHuman) step_racer(s.level, s.racers[i], s.runners[i]);
+    if (s.racers[i].kind == RacerKind::kHuman)
+      step_racer(s.level, s.minima, s.racers[i], s.runners[i]);
   }
 }
 
@@ -292,7 +324,9 @@ int ArenaGame::advance(double seconds, float speed) {
   return done;
 }
 
-int ArenaGame::step_count() const { return impl_->steps; }
+int ArenaGame::step_count() const {
+  return impl_->steps;
+}
 
 bool ArenaGame::finished() const {
   for (const auto& racer : impl_->racers) {
@@ -301,9 +335,15 @@ bool ArenaGame::finished() const {
   return true;
 }
 
-const ArenaLevel& ArenaGame::level() const { return impl_->level; }
-int ArenaGame::level_index() const { return impl_->level_index; }
-int ArenaGame::par() const { return impl_->par; }
+const ArenaLevel& ArenaGame::level() const {
+  return impl_->level;
+}
+int ArenaGame::level_index() const {
+  return impl_->level_index;
+}
+int ArenaGame::par() const {
+  return impl_->par;
+}
 
 int ArenaGame::stars() const {
   int best = 0;
@@ -315,34 +355,47 @@ int ArenaGame::stars() const {
     }
   }
   if (!human) {
-    for (const auto& racer : impl_->racers) best = std::max(best, stars_for(racer.steps_to_epsilon, impl_->par));
+    for (const auto& racer : impl_->racers)
+      best = std::max(best, stars_for(racer.steps_to_epsilon, impl_->par));
   }
   return best;
 }
 
-const std::vector<Racer>& ArenaGame::racers() const { return impl_->racers; }
-const LandscapeGrid& ArenaGame::grid() const { return impl_->grid; }
-double ArenaGame::value_at(double x, double y) const { return clean_value(impl_->level, x, y); }
+const std::vector<Racer>& ArenaGame::racers() const {
+  return impl_->racers;
+}
+const LandscapeGrid& ArenaGame::grid() const {
+  return impl_->grid;
+}
+const std::vector<std::array<double, 2>>& ArenaGame::minima() const {
+  return impl_->minima;
+}
+double ArenaGame::value_at(double x, double y) const {
+  return clean_value(impl_->level, x, y);
+}
 
 std::vector<LeaderboardRow> ArenaGame::leaderboard() const {
   std::vector<LeaderboardRow> rows;
   const auto& racers = impl_->racers;
   for (size_t i = 0; i < racers.size(); ++i) {
     const auto& r = racers[i];
-    rows.push_back({static_cast<int>(i), 0, r.name, r.values.back(), r.distance, r.steps_to_epsilon, r.status});
+    rows.push_back({static_cast<int>(i), 0, r.name, r.values.back(), r.distance, r.steps_to_epsilon,
+                    r.status});
   }
   // Race order: reached first (fewest steps), then by distance to the minimum; unavailable last.
   auto order = rows;
-  std::stable_sort(order.begin(), order.end(), [](const LeaderboardRow& a, const LeaderboardRow& b) {
-    const bool ua = a.status == RacerStatus::kUnavailable, ub = b.status == RacerStatus::kUnavailable;
-    if (ua != ub) return ub;
-    const bool ra = a.steps_to_epsilon >= 0, rb = b.steps_to_epsilon >= 0;
-    if (ra != rb) return ra;
-    if (ra) return a.steps_to_epsilon < b.steps_to_epsilon;
-    const bool da = a.status == RacerStatus::kDiverged, db = b.status == RacerStatus::kDiverged;
-    if (da != db) return db;
-    return a.distance < b.distance;
-  });
+  std::stable_sort(
+      order.begin(), order.end(), [](const LeaderboardRow& a, const LeaderboardRow& b) {
+        const bool ua = a.status == RacerStatus::kUnavailable,
+                   ub = b.status == RacerStatus::kUnavailable;
+        if (ua != ub) return ub;
+        const bool ra = a.steps_to_epsilon >= 0, rb = b.steps_to_epsilon >= 0;
+        if (ra != rb) return ra;
+        if (ra) return a.steps_to_epsilon < b.steps_to_epsilon;
+        const bool da = a.status == RacerStatus::kDiverged, db = b.status == RacerStatus::kDiverged;
+        if (da != db) return db;
+        return a.distance < b.distance;
+      });
   for (size_t k = 0; k < order.size(); ++k) rows[order[k].racer].rank = static_cast<int>(k) + 1;
   sort_leaderboard(rows, LeaderboardColumn::kRank, true);
   return rows;
@@ -354,8 +407,8 @@ std::string ArenaGame::trajectories_csv() const {
   out << "racer,step,x,y,f\n";
   for (const auto& racer : impl_->racers) {
     for (size_t i = 0; i < racer.path.size(); ++i) {
-      out << '"' << racer.name << "\"," << i << ',' << racer.path[i][0] << ',' << racer.path[i][1] << ','
-          << racer.values[i] << '\n';
+      out << '"' << racer.name << "\"," << i << ',' << racer.path[i][0] << ',' << racer.path[i][1]
+          << ',' << racer.values[i] << '\n';
     }
   }
   return out.str();
@@ -364,17 +417,22 @@ std::string ArenaGame::trajectories_csv() const {
 void sort_leaderboard(std::vector<LeaderboardRow>& rows, LeaderboardColumn column, bool ascending) {
   const auto key_less = [column](const LeaderboardRow& a, const LeaderboardRow& b) {
     switch (column) {
-      case LeaderboardColumn::kRank: return a.rank < b.rank;
-      case LeaderboardColumn::kName: return a.name < b.name;
-      case LeaderboardColumn::kValue: return a.value < b.value;
-      case LeaderboardColumn::kDistance: return a.distance < b.distance;
+      case LeaderboardColumn::kRank:
+        return a.rank < b.rank;
+      case LeaderboardColumn::kName:
+        return a.name < b.name;
+      case LeaderboardColumn::kValue:
+        return a.value < b.value;
+      case LeaderboardColumn::kDistance:
+        return a.distance < b.distance;
       case LeaderboardColumn::kStepsToEpsilon: {
         // not reached (-1) sorts after every reached count
         const long long ka = a.steps_to_epsilon < 0 ? (1LL << 40) : a.steps_to_epsilon;
         const long long kb = b.steps_to_epsilon < 0 ? (1LL << 40) : b.steps_to_epsilon;
         return ka < kb;
       }
-      case LeaderboardColumn::kStatus: return static_cast<int>(a.status) < static_cast<int>(b.status);
+      case LeaderboardColumn::kStatus:
+        return static_cast<int>(a.status) < static_cast<int>(b.status);
     }
     return false;
   };

@@ -16,14 +16,14 @@ namespace flt::viz {
 
 struct ArenaLevel {
   std::string name;
-  std::string hint;         ///< one line shown to the player
-  int landscape = 0;        ///< flt::optim::Landscape as int
-  double noise_std = 0.0;   ///< gradient noise (noisy levels)
+  std::string hint;        ///< one line shown to the player
+  int landscape = 0;       ///< flt::optim::Landscape as int
+  double noise_std = 0.0;  ///< gradient noise (noisy levels)
   double start_x = 0.0, start_y = 0.0;
   double lo_x = -5, hi_x = 5, lo_y = -5, hi_y = 5;  ///< the view box
-  double epsilon = 1e-3;    ///< "reached": f(x) - f_min <= epsilon
-  int max_steps = 600;      ///< race budget
-  double adam_lr = 0.1;     ///< the house optimizers' settings for this level
+  double epsilon = 1e-3;                            ///< "reached": f(x) - f_min <= epsilon
+  int max_steps = 600;                              ///< race budget
+  double adam_lr = 0.1;  ///< the house optimizers' settings for this level
   double sgd_lr = 0.01, sgd_momentum = 0.9;
 };
 
@@ -38,13 +38,13 @@ struct Racer {
   std::string name;
   RacerKind kind = RacerKind::kAdam;
   RacerStatus status = RacerStatus::kRunning;
-  std::string note;                            ///< e.g. why it is unavailable
+  std::string note;  ///< e.g. why it is unavailable
   std::array<uint8_t, 3> color{255, 255, 255};
-  std::vector<std::array<double, 2>> path;     ///< positions, path[0] = start
-  std::vector<double> values;                  ///< f along the path
+  std::vector<std::array<double, 2>> path;  ///< positions, path[0] = start
+  std::vector<double> values;               ///< f along the path
   int steps = 0;
-  int steps_to_epsilon = -1;                   ///< -1 until reached
-  double distance = 0.0;                       ///< to the nearest global minimiser
+  int steps_to_epsilon = -1;  ///< -1 until reached
+  double distance = 0.0;      ///< to the nearest global minimiser
   double best_value = 0.0;
 };
 
@@ -63,8 +63,8 @@ struct LevelProgress {
 enum class LeaderboardColumn { kRank, kName, kValue, kDistance, kStepsToEpsilon, kStatus };
 
 struct LeaderboardRow {
-  int racer = 0;     ///< index into racers()
-  int rank = 0;      ///< race order: reached first by steps, then by distance; unavailable last
+  int racer = 0;  ///< index into racers()
+  int rank = 0;   ///< race order: reached first by steps, then by distance; unavailable last
   std::string name;
   double value = 0.0, distance = 0.0;
   int steps_to_epsilon = -1;
@@ -74,8 +74,8 @@ struct LeaderboardRow {
 /// f on a grid over the level's view box, row 0 at the top (largest y), for heatmap and contours.
 struct LandscapeGrid {
   int rows = 0, cols = 0;
-  std::vector<float> values;  ///< f - f_min (>= 0), row-major
-  float lo = 0.0f, hi = 0.0f; ///< smallest positive and largest value (for the log colour scale)
+  std::vector<float> values;   ///< f - f_min (>= 0), row-major
+  float lo = 0.0f, hi = 0.0f;  ///< smallest positive and largest value (for the log colour scale)
 };
 
 class ArenaGame {
@@ -98,7 +98,7 @@ class ArenaGame {
   int advance(double seconds, float speed);
 
   int step_count() const;
-  bool finished() const;                    ///< no racer running
+  bool finished() const;  ///< no racer running
   const ArenaLevel& level() const;
   int level_index() const;
   int par() const;
@@ -107,6 +107,8 @@ class ArenaGame {
   const std::vector<Racer>& racers() const;
   std::vector<LeaderboardRow> leaderboard() const;
   const LandscapeGrid& grid() const;
+  /// The landscape's global minimisers (x, y).
+  const std::vector<std::array<double, 2>>& minima() const;
   /// Value of f - f_min at a point (for hover readouts).
   double value_at(double x, double y) const;
   /// "racer,step,x,y,f" rows of every trajectory.

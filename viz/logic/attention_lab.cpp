@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <type_traits>
+#include <variant>
 
 #include "flt/attention/softmax.h"
 #include "flt/attention/variants.h"
@@ -19,9 +21,11 @@ namespace {
 torch::Tensor position_codes(int heads, int length, int dim, bool periodic, torch::Generator& gen) {
   auto positions = torch::arange(length, torch::kFloat);
   if (periodic) positions = torch::fmod(positions, 8.0);
-  auto frequencies = torch::exp(-torch::arange(dim, torch::kFloat) * (std::log(100.0f) / std::max(1, dim)));
+  auto frequencies =
+      torch::exp(-torch::arange(dim, torch::kFloat) * (std::log(100.0f) / std::max(1, dim)));
   auto phases = at::rand({heads, 1, dim}, gen) * 6.2831853f;
-  auto angle = positions.view({1, length, 1}) * frequencies.view({1, 1, dim}) * (periodic ? 0.785398f * 8 : 1.0f);
+  auto angle = positions.view({1, length, 1}) * frequencies.view({1, 1, dim}) *
+               (periodic ? 0.785398f * 8 : 1.0f);
   return torch::cos(angle + phases) * std::sqrt(static_cast<float>(dim)) * 0.6f;
 }
 
@@ -31,7 +35,9 @@ double median_ms(Fn&& fn, int repeats = 5) {
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
     fn();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
@@ -79,7 +85,17 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
     q = (q * settings.input_scale).unsqueeze(0);  // (1, H, L, D)
     k = (k * settings.input_scale).unsqueeze(0);
     auto v = at::randn({1, heads, length, dim}, gen);
-    const auto options = variant_options(settings.variant);
+    auto options = variant_options(settings.variant);
+    std::visit(
+        [&settings](auto& o) {  // the knobs of the variants that have them
+          using Options = std::decay_t<decltype(o)>;
+          if constexpr (std::is_same_v<Options, flt::attention::SoftmaxAttentionOptions>) {
+            o.scale(settings.softmax_scale);
+          } else if constexpr (std::is_same_v<Options, flt::attention::LinearAttentionOptions>) {
+            o.eps(settings.linear_eps);
+          }
+        },
+        options);
     auto handle = flt::attention::make_attention(options, heads, dim);
     flt::attention::AttentionCall call;
     call.causal = settings.causal;
@@ -95,7 +111,8 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
     result.diff_max_abs = diff.abs().max().item<float>();
     result.relative_error = (diff.norm() / exact.norm().clamp_min(1e-30)).item<double>();
     result.variant_ms = median_ms([&] { handle.attention->forward(q, k, v, call); });
-    result.softmax_ms = median_ms([&] { flt::attention::softmax_attention(q, k, v, settings.causal); });
+    result.softmax_ms =
+        median_ms([&] { flt::attention::softmax_attention(q, k, v, settings.causal); });
     result.valid = true;
   } catch (const std::exception& e) {
     result.error = e.what();
@@ -104,9 +121,12 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
   return result;
 }
 
-AttentionLab::~AttentionLab() { wait(); }
+AttentionLab::~AttentionLab() {
+  wait();
+}
 
-void AttentionLab::request(const AttentionLabSettings& settings, uint64_t seed, LiveQueriesKeys live) {
+void AttentionLab::request(const AttentionLabSettings& settings, uint64_t seed,
+                           LiveQueriesKeys live) {
   pending_ = std::make_unique<Request>(Request{settings, seed, std::move(live)});
   if (!running_.valid()) poll();
 }
@@ -120,8 +140,9 @@ bool AttentionLab::poll() {
   if (!running_.valid() && pending_) {
     auto request = std::move(pending_);
     running_ = std::async(std::launch::async, [request = std::move(request)] {
-      return compute_attention_lab(request->settings, request->seed,
-                                   request->settings.input == AttentionInput::kLiveModel ? &request->live : nullptr);
+      return compute_attention_lab(
+          request->settings, request->seed,
+          request->settings.input == AttentionInput::kLiveModel ? &request->live : nullptr);
     });
   }
   return changed;

@@ -22,13 +22,13 @@ struct LiveQueriesKeys {
 struct AttentionLabResult {
   bool valid = false;
   std::string variant;
-  std::string error;             ///< set when the computation threw (message shown in the UI)
+  std::string error;  ///< set when the computation threw (message shown in the UI)
   int heads = 0, length = 0;
   std::vector<float> approx, exact, diff;  ///< (heads, L, L) row-major; diff = approx - exact
   float diff_max_abs = 0.0f;
-  double relative_error = 0.0;   ///< ||A - A_softmax||_F / ||A_softmax||_F
-  double variant_ms = 0.0;       ///< median time of one forward(q, k, v) call
-  double softmax_ms = 0.0;       ///< the same for exact softmax attention
+  double relative_error = 0.0;  ///< ||A - A_softmax||_F / ||A_softmax||_F
+  double variant_ms = 0.0;      ///< median time of one forward(q, k, v) call
+  double softmax_ms = 0.0;      ///< the same for exact softmax attention
 };
 
 /// Runs the computation on the calling thread. `live` is used when settings.input is kLiveModel.

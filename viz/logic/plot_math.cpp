@@ -14,7 +14,11 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   const double raw = (hi - lo) / std::max(1, target);
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   const double fraction = raw / magnitude;
-  const double step = (fraction < 1.5 ? 1.0 : fraction < 3.5 ? 2.0 : fraction < 7.5 ? 5.0 : 10.0) * magnitude;
+  const double step = (fraction < 1.5   ? 1.0
+                       : fraction < 3.5 ? 2.0
+                       : fraction < 7.5 ? 5.0
+                                        : 10.0) *
+                      magnitude;
   for (double t = std::ceil(lo / step) * step; t <= hi + 1e-9 * step; t += step) {
     ticks.push_back(std::abs(t) < 1e-12 * step ? 0.0 : t);
   }
@@ -24,12 +28,20 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
 std::vector<double> log_ticks(double lo, double hi) {
   if (!(lo > 0.0) || !(hi > 0.0)) return {};
   if (hi < lo) std::swap(lo, hi);
-  const int first = static_cast<int>(std::ceil(std::log10(lo) - 1e-9));
-  const int last = static_cast<int>(std::floor(std::log10(hi) + 1e-9));
-  if (last < first) return nice_ticks(lo, hi, 3);
+  const int first = static_cast<int>(std::floor(std::log10(lo)));
+  const int last = static_cast<int>(std::ceil(std::log10(hi)));
+  // Up to ~6 labelled decades; with fewer than 3 decades also label 2 and 5 times each power.
+  const bool fine = last - first < 3;
+  const int stride = std::max(1, (last - first + 1) / 6);
   std::vector<double> ticks;
-  const int stride = std::max(1, (last - first + 1) / 6);  // at most ~6 labelled decades
-  for (int e = first; e <= last; e += stride) ticks.push_back(std::pow(10.0, e));
+  for (int e = first; e <= last; e += stride) {
+    for (double mantissa : {1.0, 2.0, 5.0}) {
+      if (mantissa != 1.0 && !fine) continue;
+      const double t = mantissa * std::pow(10.0, e);
+      if (t >= lo * (1 - 1e-9) && t <= hi * (1 + 1e-9)) ticks.push_back(t);
+    }
+  }
+  if (ticks.empty()) return nice_ticks(lo, hi, 3);
   return ticks;
 }
 
@@ -62,12 +74,16 @@ std::vector<float> smooth_ema(const std::vector<float>& values, float smoothing)
 namespace {
 
 // Viridis sampled at 9 points (matplotlib's table at 0, 1/8, ..., 1), interpolated linearly.
-constexpr float kViridis[9][3] = {{0.267f, 0.005f, 0.329f}, {0.279f, 0.175f, 0.483f}, {0.230f, 0.322f, 0.546f},
-                                  {0.173f, 0.449f, 0.558f}, {0.128f, 0.567f, 0.551f}, {0.158f, 0.684f, 0.502f},
-                                  {0.369f, 0.789f, 0.383f}, {0.678f, 0.864f, 0.190f}, {0.993f, 0.906f, 0.144f}};
+constexpr float kViridis[9][3] = {
+    {0.267f, 0.005f, 0.329f}, {0.279f, 0.175f, 0.483f}, {0.230f, 0.322f, 0.546f},
+    {0.173f, 0.449f, 0.558f}, {0.128f, 0.567f, 0.551f}, {0.158f, 0.684f, 0.502f},
+    {0.369f, 0.789f, 0.383f}, {0.678f, 0.864f, 0.190f}, {0.993f, 0.906f, 0.144f}};
 // Blue - white - red, for signed differences.
-constexpr float kDiverging[5][3] = {{0.230f, 0.299f, 0.754f}, {0.552f, 0.690f, 0.996f}, {0.950f, 0.950f, 0.950f},
-                                    {0.957f, 0.604f, 0.482f}, {0.706f, 0.016f, 0.150f}};
+constexpr float kDiverging[5][3] = {{0.230f, 0.299f, 0.754f},
+                                    {0.552f, 0.690f, 0.996f},
+                                    {0.950f, 0.950f, 0.950f},
+                                    {0.957f, 0.604f, 0.482f},
+                                    {0.706f, 0.016f, 0.150f}};
 
 template <size_t N>
 Rgba interpolate(const float (&table)[N][3], float t) {
@@ -76,7 +92,8 @@ Rgba interpolate(const float (&table)[N][3], float t) {
   const float f = x - static_cast<float>(i);
   Rgba out{};
   for (int c = 0; c < 3; ++c) {
-    out[c] = static_cast<uint8_t>(std::lround(255.0f * (table[i][c] * (1 - f) + table[i + 1][c] * f)));
+    out[c] =
+        static_cast<uint8_t>(std::lround(255.0f * (table[i][c] * (1 - f) + table[i + 1][c] * f)));
   }
   out[3] = 255;
   return out;
@@ -90,7 +107,8 @@ Rgba colormap(Colormap map, float t) {
   return map == Colormap::kViridis ? interpolate(kViridis, t) : interpolate(kDiverging, t);
 }
 
-std::vector<uint8_t> colorize(const std::vector<float>& values, Colormap map, float lo, float hi, bool log) {
+std::vector<uint8_t> colorize(const std::vector<float>& values, Colormap map, float lo, float hi,
+                              bool log) {
   std::vector<uint8_t> rgba(values.size() * 4);
   const auto transform = [log](float v) { return log ? std::log10(std::max(v, 1e-30f)) : v; };
   const float a = transform(lo), b = transform(hi);
@@ -111,7 +129,8 @@ std::vector<Segment> contour_segments(const std::vector<float>& values, int rows
     const float level = levels[li];
     for (int r = 0; r + 1 < rows; ++r) {
       for (int c = 0; c + 1 < cols; ++c) {
-        // corners in order: (c, r), (c+1, r), (c+1, r+1), (c, r+1); edges between consecutive corners
+        // corners in order: (c, r), (c+1, r), (c+1, r+1), (c, r+1); edges between consecutive
+        // corners
         const float v[4] = {at(r, c), at(r, c + 1), at(r + 1, c + 1), at(r + 1, c)};
         const float px[4] = {0, 1, 1, 0}, py[4] = {0, 0, 1, 1};
         float cross_x[4], cross_y[4];

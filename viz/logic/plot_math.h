@@ -12,8 +12,8 @@ namespace flt::viz {
 /// "Nice" tick positions (1, 2, 5 x 10^k steps) covering [lo, hi], about `target` of them.
 std::vector<double> nice_ticks(double lo, double hi, int target = 5);
 
-/// Ticks for a log10 axis over [lo, hi] (both > 0): the powers of ten inside, or nice linear ticks
-/// when the range spans less than one decade.
+/// Ticks for a log10 axis over [lo, hi] (both > 0): the powers of ten inside, plus 2 and 5 times
+/// them when the range spans under 3 decades; nice linear ticks when none of those fall inside.
 std::vector<double> log_ticks(double lo, double hi);
 
 /// Short label for a tick value ("0.001", "2.5", "1e+04").

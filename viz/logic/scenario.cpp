@@ -18,8 +18,13 @@ constexpr const char* kSceneKeys[kSceneCount] = {"attention", "kernel", "rpe", "
 constexpr const char* kMagic = "flt1";
 
 std::string format_double(double value) {
+  // the shortest of 15..17 significant digits that reads back exactly (0.9, not
+  // 0.90000000000000002)
   char buffer[40];
-  std::snprintf(buffer, sizeof(buffer), "%.17g", value);  // 17 digits: exact round trip
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", digits, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
   return buffer;
 }
 
@@ -28,7 +33,8 @@ double parse_double(const std::string& key, const std::string& text) {
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(value)) {
-    throw std::invalid_argument("state string: key '" + key + "' needs a finite number, got '" + text + "'");
+    throw std::invalid_argument("state string: key '" + key + "' needs a finite number, got '" +
+                                text + "'");
   }
   return value;
 }
@@ -39,7 +45,8 @@ long long parse_int(const std::string& key, const std::string& text, long long l
   const long long value = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || errno != 0 || value < lo || value > hi) {
     throw std::invalid_argument("state string: key '" + key + "' needs an integer in [" +
-                                std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + text + "'");
+                                std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + text +
+                                "'");
   }
   return value;
 }
@@ -54,7 +61,9 @@ struct Field {
 template <typename T>
 Field int_field(const char* key, T Scenario::*outer, int T::*member, int lo, int hi) {
   return {key, [=](const Scenario& s) { return std::to_string((s.*outer).*member); },
-          [=](Scenario& s, const std::string& v) { (s.*outer).*member = static_cast<int>(parse_int(key, v, lo, hi)); }};
+          [=](Scenario& s, const std::string& v) {
+            (s.*outer).*member = static_cast<int>(parse_int(key, v, lo, hi));
+          }};
 }
 template <typename T>
 Field double_field(const char* key, T Scenario::*outer, double T::*member) {
@@ -64,11 +73,14 @@ Field double_field(const char* key, T Scenario::*outer, double T::*member) {
 template <typename T>
 Field bool_field(const char* key, T Scenario::*outer, bool T::*member) {
   return {key, [=](const Scenario& s) { return std::string((s.*outer).*member ? "1" : "0"); },
-          [=](Scenario& s, const std::string& v) { (s.*outer).*member = parse_int(key, v, 0, 1) != 0; }};
+          [=](Scenario& s, const std::string& v) {
+            (s.*outer).*member = parse_int(key, v, 0, 1) != 0;
+          }};
 }
 template <typename T, typename E>
 Field enum_field(const char* key, T Scenario::*outer, E T::*member, int count) {
-  return {key, [=](const Scenario& s) { return std::to_string(static_cast<int>((s.*outer).*member)); },
+  return {key,
+          [=](const Scenario& s) { return std::to_string(static_cast<int>((s.*outer).*member)); },
           [=](Scenario& s, const std::string& v) {
             (s.*outer).*member = static_cast<E>(parse_int(key, v, 0, count - 1));
           }};
@@ -78,7 +90,8 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> kFields = {
       {"scene", [](const Scenario& s) { return std::string(scene_key(s.scene)); },
        [](Scenario& s, const std::string& v) {
-         if (!parse_scene(v, &s.scene)) throw std::invalid_argument("state string: unknown scene '" + v + "'");
+         if (!parse_scene(v, &s.scene))
+           throw std::invalid_argument("state string: unknown scene '" + v + "'");
        }},
       {"seed", [](const Scenario& s) { return std::to_string(s.seed); },
        [](Scenario& s, const std::string& v) {
@@ -86,7 +99,8 @@ const std::vector<Field>& fields() {
          char* end = nullptr;
          const unsigned long long seed = std::strtoull(v.c_str(), &end, 10);
          if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-') {
-           throw std::invalid_argument("state string: key 'seed' needs an unsigned integer, got '" + v + "'");
+           throw std::invalid_argument("state string: key 'seed' needs an unsigned integer, got '" +
+                                       v + "'");
          }
          s.seed = seed;
        }},
@@ -94,7 +108,8 @@ const std::vector<Field>& fields() {
        [](Scenario& s, const std::string& v) {
          const double speed = parse_double("speed", v);
          if (speed < 0.25 || speed > 64.0) {
-           throw std::invalid_argument("state string: key 'speed' must lie in [0.25, 64], got '" + v + "'");
+           throw std::invalid_argument("state string: key 'speed' must lie in [0.25, 64], got '" +
+                                       v + "'");
          }
          s.speed = static_cast<float>(speed);
        }},
@@ -106,6 +121,7 @@ const std::vector<Field>& fields() {
       double_field("a.mom", &Scenario::arena, &ArenaSettings::human_momentum),
       bool_field("a.human", &Scenario::arena, &ArenaSettings::human_enabled),
       bool_field("a.contours", &Scenario::arena, &ArenaSettings::contours),
+      bool_field("a.3d", &Scenario::arena, &ArenaSettings::surface),
       enum_field("t.task", &Scenario::training, &TrainingSettings::task, kTrainingTaskCount),
       int_field("t.variant", &Scenario::training, &TrainingSettings::variant, 0, 63),
       int_field("t.layers", &Scenario::training, &TrainingSettings::layers, 1, 8),
@@ -118,7 +134,8 @@ const std::vector<Field>& fields() {
        [](Scenario& s, const std::string& v) {
          const double smoothing = parse_double("t.smooth", v);
          if (smoothing < 0.0 || smoothing >= 1.0) {
-           throw std::invalid_argument("state string: key 't.smooth' must lie in [0, 1), got '" + v + "'");
+           throw std::invalid_argument("state string: key 't.smooth' must lie in [0, 1), got '" +
+                                       v + "'");
          }
          s.training.smoothing = static_cast<float>(smoothing);
        }},
@@ -127,16 +144,21 @@ const std::vector<Field>& fields() {
       int_field("l.length", &Scenario::attention, &AttentionLabSettings::length, 2, 1024),
       int_field("l.dim", &Scenario::attention, &AttentionLabSettings::head_dim, 1, 256),
       int_field("l.heads", &Scenario::attention, &AttentionLabSettings::heads, 1, 8),
-      enum_field("l.input", &Scenario::attention, &AttentionLabSettings::input, kAttentionInputCount),
+      enum_field("l.input", &Scenario::attention, &AttentionLabSettings::input,
+                 kAttentionInputCount),
       bool_field("l.causal", &Scenario::attention, &AttentionLabSettings::causal),
       double_field("l.scale", &Scenario::attention, &AttentionLabSettings::input_scale),
+      double_field("l.softmax_scale", &Scenario::attention, &AttentionLabSettings::softmax_scale),
+      double_field("l.linear_eps", &Scenario::attention, &AttentionLabSettings::linear_eps),
   };
   return kFields;
 }
 
 }  // namespace
 
-const char* scene_key(SceneId scene) { return kSceneKeys[static_cast<int>(scene)]; }
+const char* scene_key(SceneId scene) {
+  return kSceneKeys[static_cast<int>(scene)];
+}
 
 bool parse_scene(const std::string& name, SceneId* scene) {
   for (int i = 0; i < kSceneCount; ++i) {
@@ -148,7 +170,9 @@ bool parse_scene(const std::string& name, SceneId* scene) {
   return false;
 }
 
-bool Scenario::operator==(const Scenario& other) const { return encode_state(*this) == encode_state(other); }
+bool Scenario::operator==(const Scenario& other) const {
+  return encode_state(*this) == encode_state(other);
+}
 
 std::string encode_state(const Scenario& scenario) {
   std::string out = kMagic;
@@ -166,16 +190,18 @@ Scenario decode_state(const std::string& text) {
   std::stringstream stream(text);
   std::string item;
   if (!std::getline(stream, item, ';') || item != kMagic) {
-    throw std::invalid_argument("state string: must start with '" + std::string(kMagic) + ";', got '" +
-                                text.substr(0, 16) + "'");
+    throw std::invalid_argument("state string: must start with '" + std::string(kMagic) +
+                                ";', got '" + text.substr(0, 16) + "'");
   }
   while (std::getline(stream, item, ';')) {
     // tolerate whitespace and newlines from copy/paste
     while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.pop_back();
-    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front()))) item.erase(0, 1);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front())))
+      item.erase(0, 1);
     if (item.empty()) continue;
     const auto eq = item.find('=');
-    if (eq == std::string::npos) throw std::invalid_argument("state string: expected key=value, got '" + item + "'");
+    if (eq == std::string::npos)
+      throw std::invalid_argument("state string: expected key=value, got '" + item + "'");
     const std::string key = item.substr(0, eq);
     const std::string value = item.substr(eq + 1);
     bool known = false;

@@ -20,13 +20,14 @@ const char* scene_key(SceneId scene);
 bool parse_scene(const std::string& name, SceneId* scene);
 
 struct ArenaSettings {
-  int level = 0;                 ///< index into arena_levels()
-  bool custom_start = false;     ///< start at (start_x, start_y) instead of the level's start
+  int level = 0;              ///< index into arena_levels()
+  bool custom_start = false;  ///< start at (start_x, start_y) instead of the level's start
   double start_x = 0.0, start_y = 0.0;
-  double human_lr = 0.01;        ///< the human racer's SGD learning rate
-  double human_momentum = 0.9;   ///< and momentum
+  double human_lr = 0.01;       ///< the human racer's SGD learning rate
+  double human_momentum = 0.9;  ///< and momentum
   bool human_enabled = true;
-  bool contours = true;          ///< contour lines over the heatmap
+  bool contours = true;  ///< contour lines over the heatmap
+  bool surface = false;  ///< show the landscape as a 3-D surface instead of the map
 };
 
 enum class TrainingTask { kCopy = 0, kReverse, kAssociativeRecall, kPositionMatch };
@@ -34,34 +35,37 @@ inline constexpr int kTrainingTaskCount = 4;
 
 struct TrainingSettings {
   TrainingTask task = TrainingTask::kCopy;
-  int variant = 0;          ///< index into the AttentionOptions alternatives
+  int variant = 0;  ///< index into the AttentionOptions alternatives
   int layers = 2;
   int heads = 2;
   int embed_dim = 32;
-  int length = 8;           ///< payload tokens per sequence (the model sees more: separators, answers)
+  int length = 8;  ///< payload tokens per sequence (the model sees more: separators, answers)
   int batch = 32;
-  double lr = 3e-3;         ///< Adam learning rate
-  float smoothing = 0.6f;   ///< EMA smoothing of the curves (display only)
-  bool log_loss = true;     ///< log y axis for the loss curve
+  double lr = 3e-3;        ///< Adam learning rate
+  float smoothing = 0.6f;  ///< EMA smoothing of the curves (display only)
+  bool log_loss = true;    ///< log y axis for the loss curve
 };
 
 enum class AttentionInput { kRandom = 0, kLocal, kPeriodic, kLiveModel };
 inline constexpr int kAttentionInputCount = 4;
 
 struct AttentionLabSettings {
-  int variant = 1;          ///< index into the AttentionOptions alternatives
+  int variant = 1;  ///< index into the AttentionOptions alternatives
   int length = 48;
   int head_dim = 16;
   int heads = 2;
   AttentionInput input = AttentionInput::kRandom;
   bool causal = false;
-  double input_scale = 1.0; ///< q and k are multiplied by this (sharper or flatter softmax)
+  double input_scale = 1.0;  ///< q and k are multiplied by this (sharper or flatter softmax)
+  // The variants' own options (their TORCH_ARG fields), one knob per field that exists so far.
+  double softmax_scale = 0.0;  ///< SoftmaxAttentionOptions::scale (0: 1 / sqrt(D))
+  double linear_eps = 1e-6;    ///< LinearAttentionOptions::eps
 };
 
 struct Scenario {
   SceneId scene = SceneId::kArena;
   uint64_t seed = 1;
-  float speed = 1.0f;       ///< transport speed, x0.25 .. x64
+  float speed = 1.0f;  ///< transport speed, x0.25 .. x64
   ArenaSettings arena;
   TrainingSettings training;
   AttentionLabSettings attention;

@@ -14,6 +14,12 @@
 #include <sstream>
 #include <thread>
 
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "flt/attention/transformer.h"
 #include "logic/variant_catalog.h"
 #include "logic/variant_options.h"
@@ -21,12 +27,12 @@
 namespace flt::viz {
 namespace {
 
-constexpr int kContentVocab = 16;             // payload tokens 0..15
+constexpr int kContentVocab = 16;              // payload tokens 0..15
 constexpr int64_t kSeparator = kContentVocab;  // LM tasks add SEP
 constexpr int kLmVocab = kContentVocab + 1;
 constexpr int64_t kIgnore = -100;
-constexpr double kStepsPerSecond = 20.0;       // worker pace at x1
-constexpr int kMapEvery = 5;                   // refresh the probe's attention maps every 5 steps
+constexpr double kStepsPerSecond = 20.0;  // worker pace at x1
+constexpr int kMapEvery = 5;              // refresh the probe's attention maps every 5 steps
 
 using Clock = std::chrono::steady_clock;
 
@@ -34,19 +40,27 @@ using Clock = std::chrono::steady_clock;
 
 const char* task_name(TrainingTask task) {
   switch (task) {
-    case TrainingTask::kCopy: return "copy";
-    case TrainingTask::kReverse: return "reverse";
-    case TrainingTask::kAssociativeRecall: return "associative recall";
-    case TrainingTask::kPositionMatch: return "position match (classifier)";
+    case TrainingTask::kCopy:
+      return "copy";
+    case TrainingTask::kReverse:
+      return "reverse";
+    case TrainingTask::kAssociativeRecall:
+      return "associative recall";
+    case TrainingTask::kPositionMatch:
+      return "position match (classifier)";
   }
   return "?";
 }
 
-bool task_uses_classifier(TrainingTask task) { return task == TrainingTask::kPositionMatch; }
+bool task_uses_classifier(TrainingTask task) {
+  return task == TrainingTask::kPositionMatch;
+}
 
 TaskBatch make_task_batch(TrainingTask task, int batch, int payload, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi - 1)(rng); };
+  const auto uniform = [&rng](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi - 1)(rng);
+  };
   TaskBatch out;
   out.batch = batch;
   const int n = std::max(2, payload);
@@ -145,7 +159,9 @@ struct TrainingSession::Impl {
   int64_t step = 0;
   std::deque<Clock::time_point> recent_steps;
 
-  flt::attention::TransformerStack& stack() { return !classifier.is_empty() ? classifier->stack : lm->stack; }
+  flt::attention::TransformerStack& stack() {
+    return !classifier.is_empty() ? classifier->stack : lm->stack;
+  }
 
   void rebuild(const TrainingSettings& s, uint64_t new_seed) {
     settings = s;
@@ -153,10 +169,11 @@ struct TrainingSession::Impl {
     torch::manual_seed(seed);
     const bool use_classifier = task_uses_classifier(s.task);
     const auto probe_batch = make_task_batch(s.task, 1, s.length, seed ^ 0x9e3779b97f4a7c15ULL);
-    auto options = flt::attention::TransformerOptions(probe_batch.vocab, s.embed_dim, s.heads, s.layers)
-                       .max_length(probe_batch.length)
-                       .attention(variant_options(s.variant))
-                       .classes(2);
+    auto options =
+        flt::attention::TransformerOptions(probe_batch.vocab, s.embed_dim, s.heads, s.layers)
+            .max_length(probe_batch.length)
+            .attention(variant_options(s.variant))
+            .classes(2);
     lm = nullptr;
     classifier = nullptr;
     std::vector<torch::Tensor> parameters;
@@ -175,9 +192,9 @@ struct TrainingSession::Impl {
     for (const auto& p : parameters) count += p.numel();
     std::ostringstream model;
     model << (use_classifier ? "SequenceClassifier" : "TransformerLM") << ", "
-          << flt::attention::attention_name(options.attention()) << " attention, " << s.layers << " layers x "
-          << s.heads << " heads, E=" << s.embed_dim << ", L=" << probe_batch.length << ", " << count
-          << " parameters";
+          << flt::attention::attention_name(options.attention()) << " attention, " << s.layers
+          << " layers x " << s.heads << " heads, E=" << s.embed_dim << ", L=" << probe_batch.length
+          << ", " << count << " parameters";
     {
       std::lock_guard<std::mutex> lock(mutex);
       snap = TrainingSnapshot{};
@@ -190,7 +207,8 @@ struct TrainingSession::Impl {
 
   void refresh_maps() {
     torch::NoGradGuard no_grad;
-    auto maps = !classifier.is_empty() ? classifier->attention_maps(probe) : lm->attention_maps(probe);
+    auto maps =
+        !classifier.is_empty() ? classifier->attention_maps(probe) : lm->attention_maps(probe);
     const int layers = static_cast<int>(maps.size());
     const int heads = static_cast<int>(maps[0].size(1));
     const int length = static_cast<int>(maps[0].size(2));
@@ -200,7 +218,8 @@ struct TrainingSession::Impl {
     auto& layer0 = stack()->layers[0];
     auto x = stack()->token_embedding(probe);
     if (!stack()->position_embedding.is_empty()) {
-      x = x + stack()->position_embedding(torch::arange(probe.size(1), probe.options())).unsqueeze(0);
+      x = x +
+          stack()->position_embedding(torch::arange(probe.size(1), probe.options())).unsqueeze(0);
     }
     auto normed = layer0->norm1(x);
     const int64_t e = settings.embed_dim;
@@ -225,7 +244,8 @@ struct TrainingSession::Impl {
 
   // One optimisation step; returns false when the NaN guard paused training.
   bool train_step() {
-    const auto batch = make_task_batch(settings.task, settings.batch, settings.length, seed * 1000003ULL + step);
+    const auto batch =
+        make_task_batch(settings.task, settings.batch, settings.length, seed * 1000003ULL + step);
     auto tokens = torch::tensor(batch.tokens, torch::kLong).view({batch.batch, batch.length});
     auto targets = torch::tensor(batch.targets, torch::kLong);
     torch::Tensor loss, accuracy;
@@ -255,7 +275,8 @@ struct TrainingSession::Impl {
       loss.backward();
       for (const auto& group : optimizer->param_groups()) {
         for (const auto& p : group.params()) {
-          if (p.grad().defined() && !p.grad().isfinite().all().item<bool>()) problem = "a gradient is not finite";
+          if (p.grad().defined() && !p.grad().isfinite().all().item<bool>())
+            problem = "a gradient is not finite";
         }
       }
     }
@@ -275,21 +296,29 @@ struct TrainingSession::Impl {
     step += 1;
     const auto now = Clock::now();
     recent_steps.push_back(now);
-    while (!recent_steps.empty() && now - recent_steps.front() > std::chrono::seconds(1)) recent_steps.pop_front();
-    const double window =
-        recent_steps.size() > 1 ? std::chrono::duration<double>(now - recent_steps.front()).count() : 0.0;
+    while (!recent_steps.empty() && now - recent_steps.front() > std::chrono::seconds(1))
+      recent_steps.pop_front();
+    const double window = recent_steps.size() > 1
+                              ? std::chrono::duration<double>(now - recent_steps.front()).count()
+                              : 0.0;
     {
       std::lock_guard<std::mutex> lock(mutex);
       snap.step = step;
       snap.loss.push_back(static_cast<float>(loss_value));
       snap.accuracy.push_back(accuracy.item<float>());
-      snap.steps_per_second = window > 0 ? static_cast<float>((recent_steps.size() - 1) / window) : 0.0f;
+      snap.steps_per_second =
+          window > 0 ? static_cast<float>((recent_steps.size() - 1) / window) : 0.0f;
     }
     if (step % kMapEvery == 0) refresh_maps();
     return true;
   }
 
   void worker_loop() {
+#ifdef __linux__
+    // Lower this thread's priority (and that of the OpenMP team it creates, which inherits it): on
+    // a small machine the UI thread then gets the CPU first and frames stay smooth while training.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+#endif
     while (true) {
       bool do_rebuild = false, do_step = false;
       TrainingSettings s;
@@ -415,12 +444,13 @@ std::string TrainingSession::curves_csv() const {
   const auto snap = snapshot();
   std::ostringstream out;
   out << "step,loss,accuracy\n";
-  for (size_t i = 0; i < snap.loss.size(); ++i) out << i + 1 << ',' << snap.loss[i] << ',' << snap.accuracy[i] << '\n';
+  for (size_t i = 0; i < snap.loss.size(); ++i)
+    out << i + 1 << ',' << snap.loss[i] << ',' << snap.accuracy[i] << '\n';
   return out.str();
 }
 
-bool TrainingSession::probe_queries_keys(std::vector<float>* q, std::vector<float>* k, int* heads, int* length,
-                                         int* dim) const {
+bool TrainingSession::probe_queries_keys(std::vector<float>* q, std::vector<float>* k, int* heads,
+                                         int* length, int* dim) const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->probe_q.empty()) return false;
   *q = impl_->probe_q;

@@ -31,14 +31,15 @@ struct TrainingSnapshot {
   float steps_per_second = 0.0f;
   bool playing = false;
   bool nan_paused = false;
-  int64_t nan_step = -1;              ///< the step whose loss or gradient was not finite
-  std::string banner;                 ///< non-empty when training stopped itself
-  // attention maps of the fixed probe sequence, layer-major: maps[(l * heads + h) * L * L + i * L + j]
+  int64_t nan_step = -1;  ///< the step whose loss or gradient was not finite
+  std::string banner;     ///< non-empty when training stopped itself
+  // attention maps of the fixed probe sequence, layer-major: maps[(l * heads + h) * L * L + i * L +
+  // j]
   int layers = 0, heads = 0, map_length = 0;
   std::vector<float> maps;
   std::vector<int64_t> probe_tokens;
-  int64_t maps_version = 0;           ///< changes whenever maps change
-  std::string model;                  ///< one-line description
+  int64_t maps_version = 0;  ///< changes whenever maps change
+  std::string model;         ///< one-line description
 };
 
 class TrainingSession {
@@ -53,7 +54,7 @@ class TrainingSession {
   /// Starts the worker thread (once); without it, use run_steps.
   void start_worker();
   void set_playing(bool playing);
-  void request_step();       ///< one step while paused
+  void request_step();          ///< one step while paused
   void set_speed(float speed);  ///< x1 = 20 steps/s, x64 unthrottled in practice
   /// Test hook and "break it" button: the loss of step `step` is replaced by NaN.
   void inject_nan_at(int64_t step);
@@ -65,7 +66,8 @@ class TrainingSession {
   std::string curves_csv() const;
 
   /// Layer-0 queries and keys of the probe sequence, (heads, L, D) row-major; false before a model.
-  bool probe_queries_keys(std::vector<float>* q, std::vector<float>* k, int* heads, int* length, int* dim) const;
+  bool probe_queries_keys(std::vector<float>* q, std::vector<float>* k, int* heads, int* length,
+                          int* dim) const;
 
  private:
   struct Impl;

@@ -17,7 +17,9 @@ AttentionOptions options_at(int index, std::index_sequence<I...>) {
   AttentionOptions result;
   // Picks alternative `index` with its default options; every Options type so far is default
   // constructible (a future one that is not would need its knobs here, and fails to compile).
-  ((static_cast<int>(I) == index ? (void)(result = std::variant_alternative_t<I, AttentionOptions>{}) : (void)0),
+  ((static_cast<int>(I) == index
+        ? (void)(result = std::variant_alternative_t<I, AttentionOptions>{})
+        : (void)0),
    ...);
   return result;
 }
@@ -29,7 +31,9 @@ AttentionOptions variant_options(int index) {
   return options_at(index, std::make_index_sequence<kAlternatives>{});
 }
 
-int available_variant_count() { return kAlternatives; }
+int available_variant_count() {
+  return kAlternatives;
+}
 
 const std::vector<VariantInfo>& attention_variants() {
   static const std::vector<VariantInfo> kVariants = [] {
@@ -43,8 +47,10 @@ const std::vector<VariantInfo>& attention_variants() {
                                                            {"flt", "issue 3"},
                                                            {"schoenbat", "issue 3"}};
     for (const auto& [name, issue] : planned) {
-      const bool present = std::any_of(out.begin(), out.end(), [&](const VariantInfo& v) { return v.name == name; });
-      if (!present) out.push_back({name, false, -1, std::string("not yet in the library (") + issue + ")"});
+      const bool present =
+          std::any_of(out.begin(), out.end(), [&](const VariantInfo& v) { return v.name == name; });
+      if (!present)
+        out.push_back({name, false, -1, std::string("not yet in the library (") + issue + ")"});
     }
     return out;
   }();

@@ -155,7 +155,7 @@ TEST_F(VizLogic, ArenaScoringParAndStars) {
 TEST_F(VizLogic, ArenaNanGuardStopsADivergingRacer) {
   ArenaGame game;
   ArenaSettings settings;
-  settings.level = 2;       // Rosenbrock: a huge step size blows up
+  settings.level = 2;  // Rosenbrock: a huge step size blows up
   settings.human_lr = 1.0;
   settings.human_momentum = 0.9;
   game.load(settings, 1);
@@ -217,8 +217,12 @@ TEST_F(VizLogic, PlotMaths) {
   ASSERT_EQ(ticks.size(), 6u);
   EXPECT_DOUBLE_EQ(ticks[1], 0.2);
   const auto logs = log_ticks(1e-3, 10.0);
-  ASSERT_EQ(logs.size(), 5u);
+  ASSERT_EQ(logs.size(), 5u);  // 4 decades: powers of ten only
   EXPECT_DOUBLE_EQ(logs.front(), 1e-3);
+  const auto narrow = log_ticks(2.5, 30.0);  // one decade: 5, 10, 20
+  ASSERT_EQ(narrow.size(), 3u);
+  EXPECT_DOUBLE_EQ(narrow[0], 5.0);
+  EXPECT_DOUBLE_EQ(narrow[2], 20.0);
   const auto smooth = smooth_ema({1, 1, 1, 5}, 0.5f);
   EXPECT_FLOAT_EQ(smooth[0], 1.0f);  // debiased: the first value is kept
   EXPECT_GT(smooth[3], 1.0f);
@@ -278,7 +282,8 @@ TEST_F(VizLogic, TrainingLearnsCopyAndTheNanGuardPauses) {
   session.run_steps(150);
   auto snap = session.snapshot();
   ASSERT_EQ(snap.step, 150);
-  // averages over the first and last 10 steps: the model learns to copy (behaviour, step budget 150)
+  // averages over the first and last 10 steps: the model learns to copy (behaviour, step budget
+  // 150)
   float first = 0, last = 0;
   for (int i = 0; i < 10; ++i) {
     first += snap.loss[i] / 10;
@@ -343,4 +348,61 @@ TEST_F(VizLogic, AttentionLabComparesWithExactSoftmax) {
   lab.request(settings, 1);
   lab.wait();
   EXPECT_EQ(lab.result().approx, linear.approx);
+}
+
+TEST_F(VizLogic, CsvExports) {
+  ArenaGame game;
+  game.load(ArenaSettings{}, 1);
+  for (int i = 0; i < 5; ++i) game.step();
+  const std::string arena = game.trajectories_csv();
+  size_t rows = 0;
+  for (char c : arena) rows += c == '\n';
+  size_t points = 0;
+  for (const auto& racer : game.racers()) points += racer.path.size();
+  EXPECT_EQ(rows, points + 1);  // header + one row per point
+  EXPECT_EQ(arena.rfind("racer,step,x,y,f\n", 0), 0u);
+
+  TrainingSession session;
+  TrainingSettings settings;
+  settings.length = 3;
+  session.configure(settings, 1);
+  session.run_steps(3);
+  const std::string curves = session.curves_csv();
+  EXPECT_EQ(curves.rfind("step,loss,accuracy\n1,", 0), 0u) << curves;
+  EXPECT_NE(curves.find("\n3,"), std::string::npos);
+}
+
+TEST_F(VizLogic, LiveModelInputReproducesTheModelsOwnAttention) {
+  // The Attention Lab's "live model" q, k (layer 0 of the probe) give back exactly the model's own
+  // layer-0 attention maps: the lab sees what the model sees.
+  TrainingSession session;
+  TrainingSettings settings;
+  settings.length = 5;
+  session.configure(settings, 9);
+  session.run_steps(5);
+  LiveQueriesKeys live;
+  ASSERT_TRUE(session.probe_queries_keys(&live.q, &live.k, &live.heads, &live.length, &live.dim));
+  AttentionLabSettings lab;
+  lab.input = AttentionInput::kLiveModel;
+  lab.variant = 0;
+  lab.causal = true;  // the LM's maps are causal
+  const auto result = compute_attention_lab(lab, 1, &live);
+  ASSERT_TRUE(result.valid) << result.error;
+  const auto snap = session.snapshot();
+  ASSERT_EQ(result.length, snap.map_length);
+  const size_t per_layer = static_cast<size_t>(snap.heads) * snap.map_length * snap.map_length;
+  ASSERT_EQ(result.exact.size(), per_layer);
+  for (size_t i = 0; i < per_layer; ++i) ASSERT_NEAR(result.exact[i], snap.maps[i], 1e-5f) << i;
+}
+
+TEST_F(VizLogic, AttentionLabKnobsReachTheVariant) {
+  // softmax with logit scale 1/sqrt(D) explicitly equals the default; another scale differs
+  AttentionLabSettings settings;
+  settings.length = 12;
+  settings.head_dim = 16;
+  settings.variant = 0;
+  settings.softmax_scale = 0.25;  // = 1/sqrt(16)
+  EXPECT_LT(compute_attention_lab(settings, 3, nullptr).relative_error, 1e-6);
+  settings.softmax_scale = 1.0;
+  EXPECT_GT(compute_attention_lab(settings, 3, nullptr).relative_error, 0.05);
 }

@@ -1,1 +1,225 @@
-int main() { return 0; }
+// flt-lab rendering under an X server (ctest runs this under xvfb-run): every scene renders
+// headless to a PNG that is not blank and whose plot / heatmap regions hold the colours of their
+// colormaps; a scripted mouse click on the transport bar's Step button advances the arena.
+
+#include <gtest/gtest.h>
+#include <stb_image.h>
+
+#define GLFW_INCLUDE_NONE
+#include <GLFW/glfw3.h>
+
+#include <array>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "app/app.h"
+#include "flt/runtime.h"
+
+using namespace flt::viz;
+
+namespace {
+
+struct Image {
+  int width = 0, height = 0;
+  std::vector<uint8_t> rgba;
+  std::array<uint8_t, 3> at(int x, int y) const {
+    const size_t i = (static_cast<size_t>(y) * width + x) * 4;
+    return {rgba[i], rgba[i + 1], rgba[i + 2]};
+  }
+};
+
+Image load_png(const std::string& path) {
+  Image image;
+  int channels = 0;
+  unsigned char* data = stbi_load(path.c_str(), &image.width, &image.height, &channels, 4);
+  if (data != nullptr) {
+    image.rgba.assign(data, data + static_cast<size_t>(image.width) * image.height * 4);
+    stbi_image_free(data);
+  }
+  return image;
+}
+
+// Pixels in [x0, x1) x [y0, y1) within L1 distance `tolerance` of `color`.
+int count_near(const Image& image, int x0, int y0, int x1, int y1, Rgba color, int tolerance = 45) {
+  int count = 0;
+  for (int y = y0; y < y1; ++y) {
+    for (int x = x0; x < x1; ++x) {
+      const auto p = image.at(x, y);
+      if (std::abs(p[0] - color[0]) + std::abs(p[1] - color[1]) + std::abs(p[2] - color[2]) <=
+          tolerance)
+        ++count;
+    }
+  }
+  return count;
+}
+
+int distinct_colors(const Image& image) {
+  std::set<uint32_t> colors;
+  for (size_t i = 0; i < image.rgba.size(); i += 4) {
+    colors.insert(image.rgba[i] << 16 | image.rgba[i + 1] << 8 | image.rgba[i + 2]);
+  }
+  return static_cast<int>(colors.size());
+}
+
+class VizRender : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    flt::init(/*quiet=*/true);
+    app_ = std::make_unique<App>(1280, 800, /*hidden=*/true);
+    out_ =
+        std::filesystem::temp_directory_path() / ("flt-viz-render-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(out_);
+  }
+  static void TearDownTestSuite() {
+    app_.reset();
+    std::filesystem::remove_all(out_);
+  }
+
+  Image render(SceneId scene, int steps) {
+    Scenario scenario;
+    scenario.scene = scene;
+    app_->load(scenario);
+    app_->prepare_headless(steps);
+    const std::string path = (out_ / (std::string(scene_key(scene)) + ".png")).string();
+    EXPECT_TRUE(app_->screenshot(path));
+    Image image = load_png(path);
+    EXPECT_EQ(image.width, 1280);
+    EXPECT_EQ(image.height, 800);
+    EXPECT_GT(distinct_colors(image), 30) << "blank-looking render of " << scene_key(scene);
+    return image;
+  }
+
+  static std::unique_ptr<App> app_;
+  static std::filesystem::path out_;
+};
+
+std::unique_ptr<App> VizRender::app_;
+std::filesystem::path VizRender::out_;
+
+const Rgba kViridisLow = colormap(Colormap::kViridis, 0.05f);
+const Rgba kViridisHigh = colormap(Colormap::kViridis, 0.95f);
+
+}  // namespace
+
+TEST_F(VizRender, ArenaShowsTheLandscapeInViridisWithTrails) {
+  const Image image = render(SceneId::kArena, 30);
+  // the map fills the left part of the window below the tab bar
+  // log colour scale: the rim is yellow-green, the basin blue-purple (the darkest end is the
+  // minimum itself, smaller than one grid cell)
+  EXPECT_GT(count_near(image, 10, 100, 680, 760, colormap(Colormap::kViridis, 0.9f)), 5000);
+  EXPECT_GT(count_near(image, 10, 100, 680, 760, colormap(Colormap::kViridis, 0.35f)), 500);
+  EXPECT_GT(count_near(image, 10, 100, 680, 760, {255, 120, 60, 255}, 60),
+            10);  // Adam's orange trail
+}
+
+TEST_F(VizRender, TrainingShowsCurvesAndAttentionMaps) {
+  const Image image = render(SceneId::kTraining, 20);
+  // loss curve (orange) in the top plot row, attention heatmaps (viridis) below
+  EXPECT_GT(count_near(image, 320, 90, 1280, 320, {255, 140, 60, 255}, 40), 50);
+  EXPECT_GT(count_near(image, 320, 340, 1280, 780, kViridisLow), 2000);
+}
+
+TEST_F(VizRender, AttentionLabShowsHeatmapsAndTheDivergingDifference) {
+  const Image image = render(SceneId::kAttention, 0);
+  EXPECT_GT(count_near(image, 370, 100, 1280, 600, kViridisLow), 2000);
+  // the diverging map's white middle: near-zero differences
+  EXPECT_GT(count_near(image, 900, 100, 1280, 600, colormap(Colormap::kDiverging, 0.5f), 20), 2000);
+}
+
+TEST_F(VizRender, PlaceholderScenesNameTheMissingModule) {
+  for (SceneId scene : {SceneId::kKernel, SceneId::kRpe}) {
+    const Image image = render(scene, 0);
+    // the amber notice text is drawn
+    EXPECT_GT(count_near(image, 0, 90, 1280, 200, {255, 204, 76, 255}, 60), 100)
+        << scene_key(scene);
+  }
+}
+
+TEST_F(VizRender, ScriptedClickOnStepAdvancesTheArena) {
+  Scenario scenario;
+  scenario.scene = SceneId::kArena;
+  app_->load(scenario);
+  app_->frame();
+  app_->frame();
+  const auto& probe = app_->state().probe;
+  const ImVec2 center(0.5f * (probe.step_min.x + probe.step_max.x),
+                      0.5f * (probe.step_min.y + probe.step_max.y));
+  ASSERT_GT(probe.step_max.x, probe.step_min.x);
+  EXPECT_EQ(app_->state().arena.step_count(), 0);
+  InputOverride input{center, false};
+  app_->frame(&input);  // hover
+  input.left_down = true;
+  app_->frame(&input);  // press
+  input.left_down = false;
+  app_->frame(&input);  // release: the click
+  EXPECT_EQ(app_->state().arena.step_count(), 1);
+  input.mouse = ImVec2(5, 790);  // elsewhere: no more steps
+  app_->frame(&input);
+  EXPECT_EQ(app_->state().arena.step_count(), 1);
+}
+
+TEST_F(VizRender, HoverOnAnAttentionMapReadsTheCell) {
+  Scenario scenario;
+  scenario.scene = SceneId::kAttention;
+  scenario.attention.length = 16;
+  app_->load(scenario);
+  app_->prepare_headless(0);
+  app_->frame();
+  app_->frame();
+  const auto map = app_->state().probe.attention_map;
+  ASSERT_GT(map.max.x, map.min.x);
+  // the centre of cell (i=5, j=11) of a 16 x 16 map
+  const float cell = (map.max.x - map.min.x) / 16.0f;
+  InputOverride input{ImVec2(map.min.x + 11.5f * cell, map.min.y + 5.5f * cell), false};
+  app_->frame(&input);
+  app_->frame(&input);
+  const auto hover = app_->state().probe.attention_map;
+  ASSERT_TRUE(hover.active);
+  EXPECT_EQ(hover.row, 5);
+  EXPECT_EQ(hover.col, 11);
+  const auto& result = app_->state().lab.result();
+  EXPECT_EQ(hover.value, result.approx[5 * 16 + 11]);  // head 0, the variant's matrix
+}
+
+TEST_F(VizRender, PanelExportCropsToTheScene) {
+  Scenario scenario;
+  scenario.scene = SceneId::kArena;
+  app_->load(scenario);
+  app_->frame();
+  const std::string path = (out_ / "panel.png").string();
+  app_->state().pending_screenshot = path;
+  app_->state().screenshot_panel_only = true;
+  app_->frame();
+  const Image image = load_png(path);
+  const auto& probe = app_->state().probe;
+  EXPECT_EQ(image.width, static_cast<int>(probe.scene_max.x) - static_cast<int>(probe.scene_min.x));
+  EXPECT_LT(image.height, 800);
+  EXPECT_GT(image.height, 500);
+  EXPECT_GT(distinct_colors(image), 30);
+}
+
+TEST_F(VizRender, KeyboardTransportStepsAndPlays) {
+  Scenario scenario;
+  scenario.scene = SceneId::kArena;
+  app_->load(scenario);
+  InputOverride input{ImVec2(5, 790), false, {}};
+  app_->frame(&input);
+  input.keys_down = {GLFW_KEY_S};  // S: one step
+  app_->frame(&input);
+  input.keys_down = {};
+  app_->frame(&input);
+  EXPECT_EQ(app_->state().arena.step_count(), 1);
+  input.keys_down = {GLFW_KEY_SPACE};  // Space: play
+  app_->frame(&input);
+  input.keys_down = {};
+  EXPECT_TRUE(app_->state().arena_view.playing);
+  for (int i = 0; i < 30; ++i) app_->frame(&input);  // 0.5 s at 10 steps/s
+  EXPECT_GE(app_->state().arena.step_count(), 5);
+  input.keys_down = {GLFW_KEY_R};  // R: reset
+  app_->frame(&input);
+  EXPECT_EQ(app_->state().arena.step_count(), 0);
+  EXPECT_FALSE(app_->state().arena_view.playing);
+}

@@ -41,10 +41,10 @@ enum class Landscape { kSphere, kIllConditioned, kRosenbrock, kRastrigin, kAckle
 
 /// Everything a caller needs to use a landscape without knowing its formula.
 struct LandscapeInfo {
-  std::string name;                          ///< "sphere", "rastrigin", ...
-  double lower = 0.0, upper = 0.0;           ///< the usual search box [lower, upper]^n
-  std::vector<std::vector<double>> minima;   ///< global minimisers (each of length n)
-  double minimum = 0.0;                      ///< f at the global minimisers
+  std::string name;                         ///< "sphere", "rastrigin", ...
+  double lower = 0.0, upper = 0.0;          ///< the usual search box [lower, upper]^n
+  std::vector<std::vector<double>> minima;  ///< global minimisers (each of length n)
+  double minimum = 0.0;                     ///< f at the global minimisers
 };
 
 /// Facts about `landscape` in `dims` dimensions (Himmelblau needs dims == 2, Rosenbrock dims >= 2).
@@ -57,10 +57,10 @@ std::vector<Landscape> all_landscapes();
 torch::Tensor evaluate_landscape(Landscape landscape, const torch::Tensor& x);
 
 /// A noisy version of any landscape: f(x) + noise_std * (e . x) with e ~ N(0, I) drawn from
-/// `generator` (detached). E[e] = 0, so value and gradient stay unbiased while each gradient carries
-/// N(0, noise_std^2 I) noise, like a mini-batch gradient. x: (..., n) -> (...)
-torch::Tensor evaluate_noisy_landscape(Landscape landscape, const torch::Tensor& x, double noise_std,
-                                       at::Generator generator = {});
+/// `generator` (detached). E[e] = 0, so value and gradient stay unbiased while each gradient
+/// carries N(0, noise_std^2 I) noise, like a mini-batch gradient. x: (..., n) -> (...)
+torch::Tensor evaluate_noisy_landscape(Landscape landscape, const torch::Tensor& x,
+                                       double noise_std, at::Generator generator = {});
 
 /// Euclidean distance from x to the nearest global minimiser. x: (..., n) -> (...)
 torch::Tensor distance_to_minimum(Landscape landscape, const torch::Tensor& x);
