@@ -124,17 +124,29 @@ int main(int argc, char** argv) {
     std::map<std::string, std::pair<int, int>> wins;  // contender -> (tasks won, tasks)
     std::FILE* csv = std::fopen((out + "/eval.csv").c_str(), "w");
     TORCH_CHECK(csv, "flt-eval-optim: cannot write ", out, "/eval.csv");
-    std::fprintf(csv, "task,optimizer,lr,median_final,median_steps_to_target,win_rate,diverged\n");
+    std::fprintf(csv, "task,optimizer,lr,median_final,median_steps_to_target,win_rate,diverged,meta_objective\n");
     for (const auto& r : rows) {
       std::printf("%-18s %-22s %9.2g %14.4g %14.0f %8.0f%% %5lld\n", r.task.c_str(), r.contender.c_str(), r.lr,
                   r.median_final, r.median_steps_to_target, 100 * r.win_rate, static_cast<long long>(r.diverged));
-      std::fprintf(csv, "%s,%s,%g,%g,%g,%g,%lld\n", r.task.c_str(), r.contender.c_str(), r.lr, r.median_final,
-                   r.median_steps_to_target, r.win_rate, static_cast<long long>(r.diverged));
+      std::fprintf(csv, "%s,%s,%g,%g,%g,%g,%lld,%g\n", r.task.c_str(), r.contender.c_str(), r.lr, r.median_final,
+                   r.median_steps_to_target, r.win_rate, static_cast<long long>(r.diverged), r.meta_objective);
       auto& w = wins[r.contender];
       w.second += 1;
       if (r.win_rate > 0.5) w.first += 1;
     }
     std::fclose(csv);
+    std::printf("\nmeta-objective (mean over tasks, seeds and steps of log(loss / start); lower is better):\n");
+    for (const auto& c : contenders) {
+      double total = 0.0;
+      int count = 0;
+      for (const auto& r : rows) {
+        if (r.contender == c.name) {
+          total += r.meta_objective;
+          ++count;
+        }
+      }
+      std::printf("  %-22s %+.3f\n", c.name.c_str(), total / count);
+    }
     std::printf("\ntasks where the optimizer beats tuned Adam on most seeds:\n");
     for (const auto& c : contenders) {
       if (c.name == contenders[0].name) continue;

@@ -163,6 +163,12 @@ std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks, const std::vec
           }
         }
         reach.push_back(static_cast<double>(step));
+        double log_ratio = 0.0;
+        const double start = std::max(curve.losses[0], 1e-30);
+        for (int64_t i = 1; i <= spec.steps; ++i) {
+          log_ratio += std::log(std::clamp(curve.losses[i], 1e-30, 1e30) / start);
+        }
+        row.meta_objective += log_ratio / spec.steps / static_cast<double>(curves[c].size());
         if (final_score(curve) < final_score(curves[0][s])) ++wins;
       }
       row.median_final = median(finals);

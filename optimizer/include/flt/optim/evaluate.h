@@ -68,6 +68,9 @@ struct EvalRow {
   double median_steps_to_target = 0.0;  ///< first step reaching the target (budget + 1 if never)
   double win_rate = 0.0;           ///< fraction of seeds with a lower final loss than the reference
   int64_t diverged = 0;            ///< eval seeds that diverged
+  /// The meta-objective on this task: mean over seeds of mean over steps of log(loss_s / loss_0)
+  /// (lower is better; diverged steps count as log(1e30 / loss_0)).
+  double meta_objective = 0.0;
   std::vector<double> median_curve;  ///< median loss after each step
 };
 
