@@ -16,12 +16,6 @@ bool exp_kind(FeatureKind kind) {
          kind == FeatureKind::kTrigonometric;
 }
 
-// Largest exponent a key feature may reach above the shift: exp(margin) times L keys times |v| must
-// stay finite in the dtype (float: e^60 * 1e6 * 1e6 < 3e38).
-double overflow_margin(const torch::Tensor& x) {
-  return x.scalar_type() == torch::kDouble ? 600.0 : 60.0;
-}
-
 }  // namespace
 
 std::string feature_kind_name(FeatureKind kind) {
@@ -53,9 +47,14 @@ torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bo
   if (!orthogonal) return at::randn({m, dim}, gen, options);
   std::vector<torch::Tensor> blocks;
   for (int64_t done = 0; done < m; done += dim) {
-    const auto gaussian = at::randn({dim, dim}, gen, options);
-    const auto q = std::get<0>(at::linalg_qr(gaussian));  // columns orthonormal
-    blocks.push_back(q.transpose(0, 1).narrow(0, 0, std::min(dim, m - done)));
+    // Reduced QR of a (dim, b) Gaussian block: b orthonormal directions at O(dim b^2) cost.
+    const int64_t b = std::min(dim, m - done);
+    const auto gaussian = at::randn({dim, b}, gen, options);
+    const auto [q, r] = at::linalg_qr(gaussian);
+    // Householder QR leaves a sign pattern in Q; fixing sign(diag R) > 0 makes Q Haar-distributed,
+    // so every direction is uniform on the sphere (without it FAVOR+ is biased).
+    const auto haar = q * at::sign(at::diagonal(r)).unsqueeze(0);
+    blocks.push_back(haar.transpose(0, 1));
   }
   // chi_dim norms: each row gets the length of an independent Gaussian vector, so every row is
   // marginally N(0, I) (unbiased estimator) while rows within a block stay orthogonal.
@@ -88,8 +87,10 @@ void FeatureMapImpl::redraw(uint64_t seed) {
   options.seed(seed);
   if (!projection.defined()) return;
   torch::NoGradGuard no_grad;
+  // Rounded to float as in reset(), so redraw(s) reproduces a module constructed with seed s.
   projection.copy_(orthogonal_gaussian_rows(options.features(), options.input_dim(), seed,
-                                            options.orthogonal()));
+                                            options.orthogonal())
+                       .to(torch::kFloat));
 }
 
 void FeatureMapImpl::pretty_print(std::ostream& stream) const {
@@ -109,91 +110,123 @@ int64_t FeatureMapImpl::output_dim() const {
 
 bool FeatureMapImpl::positive() const { return options.kind() != FeatureKind::kTrigonometric; }
 
-torch::Tensor FeatureMapImpl::projection_as(const torch::Tensor& x) const {
-  return projection.to(x.scalar_type());
+FeatureInput FeatureInput::first_token() const {
+  FeatureInput first(blocks.front().narrow(-2, 0, 1));
+  for (size_t b = 1; b < blocks.size(); ++b) first.blocks.push_back(blocks[b].narrow(-2, 0, 1));
+  return first;
 }
 
-torch::Tensor FeatureMapImpl::log_features(const torch::Tensor& x) const {
-  TORCH_CHECK(x.size(-1) == options.input_dim(), "FeatureMap: input has dimension ", x.size(-1),
-              " but input_dim is ", options.input_dim(), " (input ", x.sizes(), ")");
-  const auto wx = at::matmul(x, projection_as(x).transpose(0, 1));  // (..., L, m)
-  const auto half_norm = 0.5 * x.pow(2).sum(-1, /*keepdim=*/true);
-  switch (options.kind()) {
-    case FeatureKind::kPositive: return wx - half_norm;
-    case FeatureKind::kHyperbolic: return at::cat({wx - half_norm, -wx - half_norm}, -1);
-    // Trigonometric: the log of the common magnitude exp(|x|^2/2) of all features: (..., L, 1).
-    case FeatureKind::kTrigonometric: return half_norm;
-    default: TORCH_INTERNAL_ASSERT(false, "log_features for a map without shifts");
+torch::Tensor FeatureInput::concatenated() const {
+  if (blocks.size() == 1) return blocks.front();
+  std::vector<torch::Tensor> expanded;
+  auto shape = blocks.front().sizes().vec();
+  for (const auto& b : blocks) shape = at::infer_size(shape, b.sizes());
+  for (const auto& b : blocks) {
+    auto s = shape;
+    s.back() = b.size(-1);
+    expanded.push_back(b.expand(s));
   }
-  return {};
+  return at::cat(expanded, -1);
 }
 
-torch::Tensor FeatureMapImpl::shifted(const torch::Tensor& x, const torch::Tensor& shift) const {
+torch::Tensor FeatureMapImpl::project(const FeatureInput& x) const {
+  const auto w = projection.to(x.blocks.front().scalar_type());
+  torch::Tensor total;
+  int64_t offset = 0;
+  for (const auto& block : x.blocks) {
+    const auto part = at::matmul(block, w.narrow(1, offset, block.size(-1)).transpose(0, 1));
+    total = total.defined() ? total + part : part;
+    offset += block.size(-1);
+  }
+  return total;
+}
+
+FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x) const {
+  LogTerms t;
+  t.wx = project(x);
+  for (const auto& block : x.blocks) {
+    const auto part = 0.5 * block.pow(2).sum(-1, /*keepdim=*/true);
+    t.half_norm = t.half_norm.defined() ? t.half_norm + part : part;
+  }
+  switch (options.kind()) {
+    case FeatureKind::kPositive: t.logs = t.wx - t.half_norm; break;
+    case FeatureKind::kHyperbolic: t.logs = at::cat({t.wx - t.half_norm, -t.wx - t.half_norm}, -1); break;
+    case FeatureKind::kTrigonometric: t.logs = t.half_norm; break;
+    default: TORCH_INTERNAL_ASSERT(false, "log_terms for a map without shifts");
+  }
+  return t;
+}
+
+constexpr double kMaxKeyExponent = 70.0;
+
+torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const torch::Tensor& given) const {
+  int64_t width = 0;
+  for (const auto& block : x.blocks) width += block.size(-1);
+  TORCH_CHECK(width == options.input_dim(), "FeatureMap: input has dimension ", width, " but input_dim is ",
+              options.input_dim(), " (input ", x.blocks.front().sizes(), ")");
   const double m = static_cast<double>(options.features());
   switch (options.kind()) {
-    case FeatureKind::kPositive: return at::exp(log_features(x) - shift) / std::sqrt(m);
-    case FeatureKind::kHyperbolic: return at::exp(log_features(x) - shift) / std::sqrt(2.0 * m);
-    case FeatureKind::kTrigonometric: {
-      const auto wx = at::matmul(x, projection_as(x).transpose(0, 1));
-      const auto scale = at::exp(0.5 * x.pow(2).sum(-1, /*keepdim=*/true) - shift) / std::sqrt(m);
-      return at::cat({at::cos(wx), at::sin(wx)}, -1) * scale;
-    }
-    case FeatureKind::kElu: return elu_feature_map(x);
-    case FeatureKind::kRelu:
-      return at::relu(at::matmul(x, projection_as(x).transpose(0, 1))) / std::sqrt(m);
-    case FeatureKind::kLearnable:
-      return elu_feature_map(at::matmul(x, projection_as(x).transpose(0, 1)));
+    case FeatureKind::kElu: return elu_feature_map(x.concatenated());
+    case FeatureKind::kRelu: return at::relu(project(x)) / std::sqrt(m);
+    case FeatureKind::kLearnable: return elu_feature_map(project(x));
+    default: break;
   }
-  return {};
-}
-
-torch::Tensor FeatureMapImpl::unshifted_features(const torch::Tensor& x) const {
-  return shifted(x, at::zeros({1}, x.options()));
-}
-
-torch::Tensor FeatureMapImpl::query_features(const torch::Tensor& x) const {
-  if (!exp_kind(options.kind())) return shifted(x, at::zeros({1}, x.options()));
-  // Per-token shift: a common factor of the query's numerator and denominator. Detached: it
-  // cancels exactly, so its gradient is zero anyway.
+  const auto t = log_terms(x);
   torch::Tensor shift;
-  if (options.kind() == FeatureKind::kTrigonometric) {
-    shift = 0.5 * x.pow(2).sum(-1, /*keepdim=*/true);
-  } else {
-    shift = std::get<0>(log_features(x).max(-1, /*keepdim=*/true));
-  }
-  return shifted(x, shift.detach());
-}
-
-torch::Tensor FeatureMapImpl::causal_key_shift(const torch::Tensor& first_key) const {
-  auto shape = first_key.sizes().vec();
-  shape.back() = 1;
-  if (!exp_kind(options.kind())) return at::zeros(shape, first_key.options());
-  torch::NoGradGuard no_grad;
-  const auto w = projection_as(first_key);
-  // U = max_i |w_i|^2 / 2 bounds w.k - |k|^2/2 for every k; for the trigonometric map no finite
-  // bound exists (|k|^2/2 grows), so only the first key sets its shift.
-  const auto own = std::get<0>(log_features(first_key).max(-1, /*keepdim=*/true));
-  if (options.kind() == FeatureKind::kTrigonometric) return own;
-  const double bound = 0.5 * w.pow(2).sum(-1).max().item<double>();
-  return own.clamp_min(bound - overflow_margin(first_key));
-}
-
-torch::Tensor FeatureMapImpl::key_features(const torch::Tensor& x, bool causal) const {
-  if (!exp_kind(options.kind())) return shifted(x, at::zeros({1}, x.options()));
-  torch::Tensor shift;
-  if (causal) {
-    shift = causal_key_shift(x.narrow(-2, 0, 1));
-  } else {
-    // One shift for all keys of the sequence (max over positions and features).
+  {
+    // Shifts are common factors of a query's numerator and denominator: they cancel exactly, so
+    // they carry no gradient.
     torch::NoGradGuard no_grad;
-    const auto logs = log_features(x);
-    shift = std::get<0>(std::get<0>(logs.max(-1, /*keepdim=*/true)).max(-2, /*keepdim=*/true));
+    switch (rule) {
+      case Shift::kNone: shift = at::zeros({1}, t.wx.options()); break;
+      case Shift::kPerToken: shift = std::get<0>(t.logs.max(-1, /*keepdim=*/true)); break;
+      case Shift::kPerSequence:
+        shift = std::get<0>(std::get<0>(t.logs.max(-1, /*keepdim=*/true)).max(-2, /*keepdim=*/true));
+        break;
+      case Shift::kGiven: shift = given.to(t.wx.scalar_type()); break;
+    }
   }
-  return shifted(x, shift.detach());
+  shift = shift.detach();
+  // A given shift (causal and streaming keys) comes from the first key alone, so a later key can sit
+  // far above it. Exponents are saturated at kMaxKeyExponent: exact whenever the result fits, and
+  // e^70 times a sequence of up to e^18 keys still fits float32 (e^88), so no inf/inf = NaN.
+  const auto saturate = [rule](const torch::Tensor& e) {
+    return rule == Shift::kGiven ? e.clamp_max(kMaxKeyExponent) : e;
+  };
+  if (options.kind() == FeatureKind::kTrigonometric) {
+    return at::cat({at::cos(t.wx), at::sin(t.wx)}, -1) * (at::exp(saturate(t.half_norm - shift)) / std::sqrt(m));
+  }
+  const double count = options.kind() == FeatureKind::kHyperbolic ? 2.0 * m : m;
+  return at::exp(saturate(t.logs - shift)) / std::sqrt(count);
 }
 
-torch::Tensor FeatureMapImpl::key_features(const torch::Tensor& x, const torch::Tensor& shift) const {
-  return shifted(x, shift.detach().to(x.scalar_type()));
+torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const { return compute(x, Shift::kNone); }
+
+torch::Tensor FeatureMapImpl::query_features(const FeatureInput& x) const {
+  return compute(x, exp_kind(options.kind()) ? Shift::kPerToken : Shift::kNone);
+}
+
+torch::Tensor FeatureMapImpl::causal_key_shift(const FeatureInput& first_key) const {
+  if (!exp_kind(options.kind())) {
+    auto shape = first_key.blocks.front().sizes().vec();
+    shape.back() = 1;
+    return at::zeros(shape, first_key.blocks.front().options());
+  }
+  // The first key is in every query's past. (A floor from the universal bound
+  // w.k - |k|^2/2 <= |w|^2/2 was tried and dropped: with FLT's 2r + D input dims that bound is ~10^3
+  // above typical values and underflowed every feature.)
+  torch::NoGradGuard no_grad;
+  return std::get<0>(log_terms(first_key).logs.max(-1, /*keepdim=*/true));
+}
+
+torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, bool causal) const {
+  if (!exp_kind(options.kind())) return compute(x, Shift::kNone);
+  if (causal) return compute(x, Shift::kGiven, causal_key_shift(x.first_token()));
+  return compute(x, Shift::kPerSequence);  // one shift for all keys of the sequence
+}
+
+torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, const torch::Tensor& shift) const {
+  return compute(x, Shift::kGiven, shift);
 }
 
 torch::Tensor floored_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
@@ -229,6 +262,12 @@ torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q, double eps)
               "LinearAttentionState::read: expected phi_q (B, H, T, ", numerator.size(-2), "), got ",
               phi_q.sizes());
   return at::matmul(phi_q, numerator) / at::matmul(phi_q, normaliser).clamp_min(eps);
+}
+
+void LinearAttentionState::decay(const torch::Tensor& factor) {
+  TORCH_CHECK(!empty(), "LinearAttentionState::decay: the state is empty");
+  numerator = numerator * factor;
+  normaliser = normaliser * factor;
 }
 
 }  // namespace flt::attention

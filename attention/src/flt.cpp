@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <limits>
 
 #include "flt/attention/linear.h"
 #include "flt/kernels/linear_attention.h"
@@ -293,15 +294,17 @@ std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(const tor
     density = (1.0 / (kPi * s * (1.0 + (xi / s).pow(2)))).prod(-1);
   }
   const auto a = rpe->g(xi) / density;                                     // (H, r)
-  const auto magnitude = (a.abs() / r).sqrt().unsqueeze(0).unsqueeze(2);  // (1, H, 1, r)
-  const auto sign = at::sign(a).detach().unsqueeze(0).unsqueeze(2);
+  // In float32, g underflows to exactly 0 at frequencies far from the spectrum's mass, and
+  // d sqrt(x)/dx is infinite at 0 (0 * inf = NaN in the backward): the floor keeps the gradient at 0
+  // there while changing N1.N2 by at most r * 1e-30.
+  const auto magnitude =
+      (a.abs() / r).clamp_min(1e-30).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
+  const auto sign = at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
   // 2 pi xi.r for every head: (B', 1, L, l) x (H, l, r) -> (B', H, L, r)
   const auto phase = 2.0 * kPi * at::matmul(positions.unsqueeze(1), xi.transpose(1, 2));
-  const auto trig = at::cat({at::cos(phase), at::sin(phase)}, -1);        // (B', H, L, 2r)
-  const auto mag2 = at::cat({magnitude, magnitude}, -1);
-  const auto sign2 = at::cat({sign, sign}, -1);
+  const auto n2 = at::cat({at::cos(phase), at::sin(phase)}, -1) * magnitude;  // (B', H, L, 2r)
   // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...).
-  return {trig * mag2 * sign2, trig * mag2};
+  return {n2 * sign, n2};
 }
 
 torch::Tensor FLTAttentionImpl::positions_for(const char* fn, const torch::Tensor& positions,
@@ -318,21 +321,20 @@ torch::Tensor FLTAttentionImpl::positions_for(const char* fn, const torch::Tenso
   return pos;
 }
 
-std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::augmented(const torch::Tensor& q,
-                                                                    const torch::Tensor& k,
-                                                                    const torch::Tensor& q_pos,
-                                                                    const torch::Tensor& k_pos) const {
+std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(const torch::Tensor& q,
+                                                                  const torch::Tensor& k,
+                                                                  const torch::Tensor& q_pos,
+                                                                  const torch::Tensor& k_pos) const {
   TORCH_CHECK(q.size(1) == options.heads(), "FLTAttention: q has ", q.size(1), " heads but heads is ",
               options.heads(), " (q ", q.sizes(), ")");
   TORCH_CHECK(q.size(3) == options.head_dim(), "FLTAttention: q has head dim ", q.size(3),
               " but head_dim is ", options.head_dim(), " (q ", q.sizes(), ")");
   const double quarter = std::pow(static_cast<double>(q.size(3)), -0.25);
-  const auto n1 = rpe_features(q_pos).first;
-  const auto n2 = rpe_features(k_pos).second;
-  const auto expand = [](const torch::Tensor& n, const torch::Tensor& x) {
-    return n.expand({x.size(0), x.size(1), x.size(2), n.size(3)});
-  };
-  return {at::cat({expand(n1, q), q * quarter}, -1), at::cat({expand(n2, k), k * quarter}, -1)};
+  auto [n1, n2] = rpe_features(q_pos);
+  if (!k_pos.is_same(q_pos)) n2 = rpe_features(k_pos).second;  // one evaluation when positions agree
+  // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] as column blocks: never concatenated, and the
+  // position blocks (batch 1 when positions are shared) are projected once for the whole batch.
+  return {FeatureInput{n1, q * quarter}, FeatureInput{n2, k * quarter}};
 }
 
 torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
@@ -417,7 +419,7 @@ void FLTAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& 
   check_qkv("FLTAttention::append", k, k, v, false);
   const auto pos = positions_for("FLTAttention::append", positions, k, state.steps);
   const auto kh = augmented(k, k, pos, pos).second;
-  if (state.empty()) state.key_shift = feature_map->causal_key_shift(kh.narrow(2, 0, 1));
+  if (state.empty()) state.key_shift = feature_map->causal_key_shift(kh.first_token());
   state.append(feature_map->key_features(kh, state.key_shift), v);
 }
 

@@ -2,8 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/functional/activation.h>
-#include <torch/nn/init.h>
 
+#include <cmath>
 #include <string>
 
 namespace flt::attention {
@@ -54,14 +54,10 @@ void TransformerStackImpl::reset() {
   TORCH_CHECK(options.max_length() >= 0, "Transformer: max_length must be >= 0, got ",
               options.max_length());
   const int64_t e = options.embed_dim();
-  // Small embeddings (std 0.02, as in GPT-2): with N(0, 1) rows a tied output head starts with
-  // logits of size sqrt(E) and a loss far above log(vocab).
   token_embedding = register_module("token_embedding", torch::nn::Embedding(options.vocab_size(), e));
-  torch::nn::init::normal_(token_embedding->weight, 0.0, 0.02);
   if (options.max_length() > 0) {
     position_embedding =
         register_module("position_embedding", torch::nn::Embedding(options.max_length(), e));
-    torch::nn::init::normal_(position_embedding->weight, 0.0, 0.02);
   } else {
     position_embedding = nullptr;
   }
@@ -141,7 +137,12 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens) {
   AttentionCall call;
   call.causal = true;
   const auto h = stack(tokens, call);
-  if (options.tie_weights()) return at::matmul(h, stack->token_embedding->weight.t());
+  // Tied head: the embedding rows have norm ~sqrt(E) and so does the LayerNorm output, so the raw
+  // product has logits of size sqrt(E) and a first loss far above log(vocab); 1/sqrt(E) fixes it.
+  if (options.tie_weights()) {
+    return at::matmul(h, stack->token_embedding->weight.t()) /
+           std::sqrt(static_cast<double>(options.embed_dim()));
+  }
   return head(h);
 }
 

@@ -11,10 +11,11 @@
 // ratio only when it is the same for every key of a query, so:
 //   - queries: c is the token's own max (per row; cancels between numerator and denominator);
 //   - keys, non-causal: c is the max over all keys of the sequence;
-//   - keys, causal or streaming: c depends on the FIRST key only (it is in every query's past) and is
-//     floored so no later key can overflow: c = max(max_i (w_i . k_0 - |k_0|^2/2), U - margin), with
-//     U = max_i |w_i|^2 / 2 >= w . k - |k|^2 / 2 for every k. A max over the whole sequence would
-//     make causal outputs depend on future tokens (performer-pytorch issue #82).
+//   - keys, causal or streaming: c = max_i (w_i . k_0 - |k_0|^2/2) from the FIRST key only (it is in
+//     every query's past). A max over the whole sequence would make causal outputs depend on future
+//     tokens (performer-pytorch issue #82). Limit: a later key whose log-feature exceeds the first
+//     key's by more than ~80 (float) or ~700 (double) overflows; for FAVOR+ inputs x D^{-1/4} of
+//     comparable norms the spread is a few tens at most.
 // W: rows drawn as blocks of orthogonal Gaussian directions, each row rescaled to the norm of an
 // independent Gaussian vector (chi_D norms), stored as a buffer and redrawn only by `redraw(seed)`.
 
@@ -22,7 +23,9 @@
 #include <torch/nn/cloneable.h>
 #include <torch/types.h>
 
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace flt::attention {
 
@@ -44,6 +47,20 @@ FeatureKind feature_kind_from_name(const std::string& name);
 /// each row rescaled to the norm of an independent N(0, I_dim) vector, so rows are marginally
 /// N(0, I) but orthogonal within a block. Deterministic in `seed`. -> (m, dim) double
 torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bool orthogonal = true);
+
+/// The input of a feature map: one tensor, or blocks that are its column blocks in order (the map
+/// then never builds the concatenation; FLT passes [N1, q D^{-1/4}] this way, and its position block
+/// of batch 1 is projected once for the whole batch). Blocks broadcast against each other except in
+/// the last dimension. x: (..., L, Din) or blocks (..., L, Din_b) with sum_b Din_b = Din
+struct FeatureInput {
+  FeatureInput(const torch::Tensor& x) : blocks{x} {}  // NOLINT: implicit on purpose
+  FeatureInput(std::initializer_list<torch::Tensor> parts) : blocks(parts) {}
+  std::vector<torch::Tensor> blocks;
+  /// Each block's first token (dim -2). -> (..., 1, Din_b)
+  FeatureInput first_token() const;
+  /// The concatenated input (broadcast, then cat). -> (..., L, Din)
+  torch::Tensor concatenated() const;
+};
 
 struct FeatureMapOptions {
   FeatureMapOptions(int64_t input_dim, int64_t features) : input_dim_(input_dim), features_(features) {}
@@ -74,30 +91,37 @@ class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
   bool positive() const;
 
   /// Query features with the per-token shift. x: (..., L, Din) -> (..., L, M)
-  torch::Tensor query_features(const torch::Tensor& x) const;
+  torch::Tensor query_features(const FeatureInput& x) const;
   /// Key features with the sequence shift chosen for `causal` (see the file comment).
   /// x: (..., L, Din) -> (..., L, M)
-  torch::Tensor key_features(const torch::Tensor& x, bool causal) const;
+  torch::Tensor key_features(const FeatureInput& x, bool causal) const;
   /// Key features with an explicit shift (streaming and RNN-style use, one step at a time).
   /// x: (..., L, Din)  shift: broadcastable to (..., 1, 1) -> (..., L, M)
-  torch::Tensor key_features(const torch::Tensor& x, const torch::Tensor& shift) const;
+  torch::Tensor key_features(const FeatureInput& x, const torch::Tensor& shift) const;
   /// The causal-safe key shift computed from the first key alone (zeros for maps without shifts).
   /// first_key: (..., 1, Din) -> (..., 1, 1)
-  torch::Tensor causal_key_shift(const torch::Tensor& first_key) const;
+  torch::Tensor causal_key_shift(const FeatureInput& first_key) const;
 
   /// Features without any shift: phi(x).phi(y) estimates exp(x.y) for the softmax-kernel maps.
   /// x: (..., L, Din) -> (..., L, M)
-  torch::Tensor unshifted_features(const torch::Tensor& x) const;
+  torch::Tensor unshifted_features(const FeatureInput& x) const;
 
   FeatureMapOptions options;
   torch::Tensor projection;  ///< W: (m, Din) buffer (a parameter for kLearnable); undefined for kElu
 
  private:
-  /// Log-domain pre-activations of the softmax-kernel maps, without shift. x: (..., L, Din) -> (..., L, M)
-  torch::Tensor log_features(const torch::Tensor& x) const;
-  /// x: (..., L, Din)  shift: (..., L or 1, 1) -> (..., L, M)
-  torch::Tensor shifted(const torch::Tensor& x, const torch::Tensor& shift) const;
-  torch::Tensor projection_as(const torch::Tensor& x) const;
+  enum class Shift { kNone, kPerToken, kPerSequence, kGiven };
+  /// The one formula of every map, with the shift chosen by `rule` (`given` for kGiven).
+  /// x: (..., L, Din) -> (..., L, M)
+  torch::Tensor compute(const FeatureInput& x, Shift rule, const torch::Tensor& given = {}) const;
+  /// W x without building the concatenated x. -> (..., L, m)
+  torch::Tensor project(const FeatureInput& x) const;
+  /// The softmax-kernel maps' pieces: W x (..., L, m), |x|^2 / 2 (..., L, 1), and the log-domain
+  /// values whose max sets the shift (the exponents, or |x|^2/2 for the trigonometric map).
+  struct LogTerms {
+    torch::Tensor wx, half_norm, logs;
+  };
+  LogTerms log_terms(const FeatureInput& x) const;
 };
 TORCH_MODULE(FeatureMap);
 
@@ -111,7 +135,8 @@ torch::Tensor floored_linear_attention(const torch::Tensor& phi_q, const torch::
                                        const torch::Tensor& floor);
 
 /// Streaming causal linear attention: the state (S, z) of `append`ed keys and values, `read` by
-/// queries. Its outputs equal the batch causal outputs token by token. Works for any feature map:
+/// queries. Its outputs equal the batch causal outputs token by token. For RNN-style use (one step at
+/// a time, one state per coordinate), put the coordinates in B. Works for any feature map:
 /// the caller gives features (`FeatureMap::key_features(k, shift)` with `causal_key_shift` of the
 /// first key keeps the same shift as the batch causal path).
 struct LinearAttentionState {
@@ -125,6 +150,9 @@ struct LinearAttentionState {
   void append(const torch::Tensor& phi_k, const torch::Tensor& v);
   /// phi_q: (B, H, T, M) -> (B, H, T, Dv): phi_q S / phi_q z over everything appended so far.
   torch::Tensor read(const torch::Tensor& phi_q, double eps) const;
+  /// S <- factor S, z <- factor z (e.g. e^{-tau} before each append, for a forgetting memory).
+  /// factor: a scalar or broadcastable to (B, H, 1, 1)
+  void decay(const torch::Tensor& factor);
 };
 
 }  // namespace flt::attention

@@ -176,9 +176,9 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
 
  private:
   /// positions (B', L, l) -> Q^ or K^ parts: returns ([N1, q D^{-1/4}], [N2, k D^{-1/4}]).
-  std::pair<torch::Tensor, torch::Tensor> augmented(const torch::Tensor& q, const torch::Tensor& k,
-                                                    const torch::Tensor& q_pos,
-                                                    const torch::Tensor& k_pos) const;
+  std::pair<FeatureInput, FeatureInput> augmented(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& q_pos,
+                                                  const torch::Tensor& k_pos) const;
   torch::Tensor positions_for(const char* fn, const torch::Tensor& positions, const torch::Tensor& x,
                               int64_t first_index) const;
   void draw_frequencies(uint64_t seed);

@@ -1,0 +1,268 @@
+// SchoenbAt: Maclaurin coefficients, unbiased random Maclaurin features, error vs features, ppSBN,
+// causality, normaliser handling, save/load, options and validation.
+#include <torch/serialize.h>
+
+#include <cmath>
+#include <complex>
+#include <cstdio>
+
+#include "flt/attention/multihead.h"
+#include "flt/attention/schoenbat.h"
+#include "test_util.h"
+
+namespace fa = flt::attention;
+using flt::testing::all_close;
+using flt::testing::expect_error;
+using flt::testing::expect_gradients_match;
+
+namespace {
+
+class SchoenbAt : public flt::testing::SeededTest {};
+
+// K(z) on complex z, written independently of the library from the kernels' definitions.
+std::complex<double> kernel_complex(const std::string& name, std::complex<double> z) {
+  const std::complex<double> one(1.0, 0.0);
+  if (name == "exp") return std::exp(z);
+  if (name == "inv") return one / (one - z);
+  if (name == "logi") return one - std::log(one - z);
+  if (name == "trigh") return std::sinh(z) + std::cosh(z);
+  return 2.0 - std::sqrt(one - z);  // "sqrt"
+}
+
+// Taylor coefficients by Cauchy's integral a_n = (1 / 2 pi i) oint K(z) z^{-n-1} dz on |z| = 0.9,
+// trapezoid rule with 1024 nodes (aliasing error ~ 0.9^1024 for functions analytic in |z| < 1;
+// rounding ~ 1e-16 * 0.9^{-n}).
+double cauchy_coefficient(const std::string& name, int64_t n) {
+  const int nodes = 1024;
+  const double radius = 0.9, pi = std::acos(-1.0);
+  std::complex<double> total(0.0, 0.0);
+  for (int j = 0; j < nodes; ++j) {
+    const double theta = 2.0 * pi * j / nodes;
+    const auto z = std::polar(radius, theta);
+    total += kernel_complex(name, z) * std::polar(std::pow(radius, -static_cast<double>(n)), -theta * n);
+  }
+  return total.real() / nodes;
+}
+
+fa::SchoenbAttention make_schoenbat(const std::string& kernel, int64_t dim, int64_t features,
+                                    int64_t heads = 2, uint64_t seed = 1) {
+  fa::SchoenbAttention s(fa::SchoenbAttentionOptions().kernel(kernel).features(features).heads(heads)
+                             .head_dim(dim).seed(seed));
+  s->to(torch::kDouble);
+  return s;
+}
+
+}  // namespace
+
+// Derived coefficients equal the series computed independently by contour integration, and the
+// closed forms of DESIGN.md (the paper's Table 1 is wrong for logi and sqrt).
+TEST_F(SchoenbAt, MaclaurinCoefficientsMatchIndependentSeries) {
+  for (const auto& name : fa::schoenberg_kernels()) {
+    const auto a = fa::maclaurin_coefficients(name, 14);
+    ASSERT_EQ(a.size(), 15u);
+    for (int64_t n = 0; n <= 14; ++n) {
+      EXPECT_NEAR(a[n], cauchy_coefficient(name, n), 1e-12 * std::max(1.0, std::abs(a[n])))
+          << name << " n=" << n;
+    }
+  }
+  const auto sqrt_a = fa::maclaurin_coefficients("sqrt", 6);
+  // (2n-3)!! / (2^n n!): n=2: 1/8, n=3: 3/48, n=4: 15/384, n=5: 105/3840, n=6: 945/46080.
+  const double expected[] = {1.0, 0.5, 1.0 / 8, 3.0 / 48, 15.0 / 384, 105.0 / 3840, 945.0 / 46080};
+  for (int n = 0; n <= 6; ++n) EXPECT_NEAR(sqrt_a[n], expected[n], 1e-15) << "sqrt n=" << n;
+  const auto logi = fa::maclaurin_coefficients("logi", 4);
+  EXPECT_DOUBLE_EQ(logi[0], 1.0);
+  EXPECT_DOUBLE_EQ(logi[3], 1.0 / 3.0);
+  // The closed-form kernels agree with their series inside the radius.
+  const auto t = torch::linspace(-0.5, 0.5, 11, torch::kDouble);
+  for (const auto& name : fa::schoenberg_kernels()) {
+    const auto a = fa::maclaurin_coefficients(name, 60);
+    auto series = torch::zeros_like(t);
+    for (int64_t n = 60; n >= 0; --n) series = series * t + a[n];  // Horner
+    EXPECT_TRUE(all_close(fa::schoenberg_kernel(name, t), series, 1e-13, 1e-13)) << name;
+  }
+  expect_error([] { fa::maclaurin_coefficients("gaussian", 3); }, {"unknown kernel", "gaussian"});
+}
+
+// E[phi(x).phi(y)] = K(<x,y>) within 3 standard errors over independent redraws. Inputs have
+// |<x,y>| <= 0.3 and max_degree 12, so the truncated tail (< 0.3^13 / 0.7 = 2e-7) is far below the
+// standard errors (~1e-2).
+TEST_F(SchoenbAt, FeaturesUnbiasedForEveryKernel) {
+  const int64_t dim = 4, draws = 3000;
+  auto x = torch::randn({3, dim}, torch::kDouble);
+  auto y = torch::randn({3, dim}, torch::kDouble);
+  x = x / x.norm(2, {1}, true) * 0.6;
+  y = y / y.norm(2, {1}, true) * 0.5;
+  const auto dots = (x * y).sum(-1);
+  for (const auto& name : fa::schoenberg_kernels()) {
+    fa::SchoenbAttention s(fa::SchoenbAttentionOptions().kernel(name).features(8).max_degree(12).heads(1)
+                               .head_dim(dim));
+    s->to(torch::kDouble);
+    std::vector<torch::Tensor> estimates;
+    for (int64_t d = 0; d < draws; ++d) {
+      s->redraw(5000 + d);
+      estimates.push_back((s->features(x) * s->features(y)).sum(-1));
+    }
+    const auto all = torch::stack(estimates);
+    const auto mean = all.mean(0), se = all.std(0) / std::sqrt(static_cast<double>(draws));
+    const auto exact = fa::schoenberg_kernel(name, dots);
+    for (int64_t i = 0; i < 3; ++i) {
+      EXPECT_LE(std::abs(mean[i].item<double>() - exact[i].item<double>()), 3.0 * se[i].item<double>())
+          << name << " pair " << i << ": mean " << mean[i].item<double>() << " exact "
+          << exact[i].item<double>() << " se " << se[i].item<double>();
+    }
+  }
+}
+
+// RMFA on ppSBN-normalised inputs vs exact kernelised attention on the same inputs: the error falls
+// as the number of features grows (Fig. 4 trend), >= 3x from 16 to 1024 features; printed next to
+// the running-mean (uniform attention) baseline (PEERS.md).
+TEST_F(SchoenbAt, ErrorFallsWithFeatures) {
+  const int64_t dim = 8, len = 64, seeds = 4;
+  const auto q = fa::ppsbn_pre(torch::randn({2, 2, len, dim}, torch::kDouble), false);
+  const auto k = fa::ppsbn_pre(torch::randn({2, 2, len, dim}, torch::kDouble), false);
+  const auto v = torch::randn({2, 2, len, 4}, torch::kDouble);
+  for (const auto& name : fa::schoenberg_kernels()) {
+    const auto exact = fa::kernelized_attention(q, k, v, name);
+    const double uniform = ((v.mean(2, true).expand_as(exact) - exact).norm() / exact.norm()).item<double>();
+    std::vector<double> errors;
+    for (int64_t f : {16, 64, 256, 1024}) {
+      double total = 0.0;
+      for (int64_t s = 0; s < seeds; ++s) {
+        const auto out = make_schoenbat(name, dim, f, 2, 20 + s)->rmfa(q, k, v, false);
+        total += ((out - exact).norm() / exact.norm()).item<double>();
+      }
+      errors.push_back(total / seeds);
+    }
+    std::printf("schoenbat %-5s error F=16 %.4f F=64 %.4f F=256 %.4f F=1024 %.4f (uniform %.4f)\n",
+                name.c_str(), errors[0], errors[1], errors[2], errors[3], uniform);
+    for (size_t i = 1; i < errors.size(); ++i) EXPECT_LT(errors[i], errors[i - 1] * 1.1) << name;
+    EXPECT_GT(errors.front() / errors.back(), 3.0) << name;
+  }
+}
+
+// The post power is sign-preserving: negative outputs with beta = 0.5 stay finite, forward and
+// backward (the official code computes (gamma x)^beta: NaN).
+TEST_F(SchoenbAt, NoNaNForNegativeOutputsWithFractionalBeta) {
+  fa::SchoenbAttention s(fa::SchoenbAttentionOptions().heads(2).head_dim(4).beta(0.5).gamma(1.5));
+  s->to(torch::kDouble);
+  auto q = torch::randn({1, 2, 20, 4}, torch::kDouble).requires_grad_();
+  auto v = (-torch::rand({1, 2, 20, 3}, torch::kDouble) - 0.1).requires_grad_();  // all negative
+  auto v_zero = torch::zeros({1, 2, 20, 3}, torch::kDouble).requires_grad_();
+  const auto out = s(q, q, v);
+  EXPECT_TRUE(out.isfinite().all().item<bool>());
+  EXPECT_LT(out.max().item<double>(), 0.0);  // the sign survives
+  (out.sum() + s(q, q, v_zero).sum()).backward();
+  EXPECT_TRUE(q.grad().isfinite().all().item<bool>());
+  EXPECT_TRUE(v.grad().isfinite().all().item<bool>());
+  EXPECT_TRUE(v_zero.grad().isfinite().all().item<bool>());
+  EXPECT_TRUE(s->beta.grad().isfinite().all().item<bool>());
+  EXPECT_TRUE(all_close(s->post(torch::full({1, 2, 1, 1}, -4.0, torch::kDouble)),
+                        torch::full({1, 2, 1, 1}, -3.0, torch::kDouble), 1e-14, 0));  // 1.5 * -(4^0.5)
+}
+
+TEST_F(SchoenbAt, CausalDoesNotLeak) {
+  for (const auto& name : fa::schoenberg_kernels()) {
+    auto s = make_schoenbat(name, 6, 32);
+    const auto q = torch::randn({2, 2, 90, 6}, torch::kDouble);
+    const auto k = torch::randn({2, 2, 90, 6}, torch::kDouble);
+    const auto v = torch::randn({2, 2, 90, 3}, torch::kDouble);
+    auto q2 = q.clone(), k2 = k.clone(), v2 = v.clone();
+    q2.narrow(2, 50, 40).mul_(5.0);
+    k2.narrow(2, 50, 40).normal_();
+    v2.narrow(2, 50, 40).normal_();
+    fa::AttentionCall call;
+    call.causal = true;
+    EXPECT_TRUE(torch::equal(s(q, k, v, call).narrow(2, 0, 50), s(q2, k2, v2, call).narrow(2, 0, 50))) << name;
+    // Non-causal SchoenbAt does see the future (its statistics and sums cover all tokens).
+    EXPECT_FALSE(torch::equal(s(q, k, v).narrow(2, 0, 50), s(q2, k2, v2).narrow(2, 0, 50))) << name;
+  }
+}
+
+// Few features make the estimated normaliser <= 0 somewhere; it is raised to the documented floor
+// and the outputs stay finite; forward equals materialize times v (same floor).
+TEST_F(SchoenbAt, NonPositiveNormaliserHandled) {
+  auto s = make_schoenbat("inv", 8, 2, 2, 3);
+  const auto q = torch::randn({1, 2, 200, 8}, torch::kDouble);
+  const auto k = torch::randn({1, 2, 200, 8}, torch::kDouble);
+  const auto v = torch::randn({1, 2, 200, 3}, torch::kDouble);
+  const auto qn = fa::ppsbn_pre(q, false), kn = fa::ppsbn_pre(k, false);
+  const auto denominators = torch::matmul(s->features(qn), s->features(kn).sum(2, true).transpose(-2, -1));
+  int64_t non_positive = 0;
+  for (uint64_t seed = 3; seed < 40 && non_positive == 0; ++seed) {
+    s->redraw(seed);
+    non_positive = (torch::matmul(s->features(qn), s->features(kn).sum(2, true).transpose(-2, -1)) <= 0)
+                       .sum().item<int64_t>();
+  }
+  ASSERT_GT(non_positive, 0) << "no draw produced a non-positive normaliser; the test needs one";
+  for (bool causal : {false, true}) {
+    fa::AttentionCall call;
+    call.causal = causal;
+    const auto out = s(q, k, v, call);
+    EXPECT_TRUE(out.isfinite().all().item<bool>());
+    EXPECT_TRUE(all_close(out, s->post(torch::matmul(s->materialize(q, k, call), v)), 1e-10, 1e-12));
+  }
+}
+
+TEST_F(SchoenbAt, GradientsMatchFiniteDifferences) {
+  for (bool causal : {false, true}) {
+    fa::SchoenbAttention s(fa::SchoenbAttentionOptions().kernel("logi").features(6).max_degree(3)
+                               .heads(1).head_dim(3).beta(0.8).gamma(1.2));
+    s->to(torch::kDouble);
+    auto q = torch::randn({2, 1, 5, 3}, torch::kDouble).requires_grad_();
+    auto k = torch::randn({2, 1, 5, 3}, torch::kDouble).requires_grad_();
+    auto v = torch::randn({2, 1, 5, 2}, torch::kDouble).requires_grad_();
+    fa::AttentionCall call;
+    call.causal = causal;
+    expect_gradients_match([&](const std::vector<torch::Tensor>& x) { return s(x[0], x[1], x[2], call); },
+                           {q, k, v, s->gamma, s->beta}, 1e-6, 1e-4, 1e-7);
+  }
+}
+
+TEST_F(SchoenbAt, SaveLoadAndRedraw) {
+  auto s = make_schoenbat("sqrt", 4, 16);
+  const auto q = torch::randn({1, 2, 10, 4}, torch::kDouble);
+  const auto v = torch::randn({1, 2, 10, 3}, torch::kDouble);
+  const auto first = s(q, q, v);
+  EXPECT_TRUE(torch::equal(first, s(q, q, v)));
+  s->redraw(77);
+  const auto second = s(q, q, v);
+  EXPECT_FALSE(torch::equal(first, second));
+  const std::string path = ::testing::TempDir() + "schoenbat_module.pt";
+  torch::save(s, path);
+  auto loaded = make_schoenbat("sqrt", 4, 16, 2, 9);
+  torch::load(loaded, path);
+  EXPECT_TRUE(torch::equal(loaded(q, q, v), second));
+}
+
+TEST_F(SchoenbAt, OptionsAndContainers) {
+  const auto options = fa::SchoenbAttentionOptions().kernel("trigh").features(20).max_degree(5).seed(4);
+  fa::MultiheadAttention mha(fa::MultiheadAttentionOptions(24, 3).attention(options));
+  auto* s = dynamic_cast<fa::SchoenbAttentionImpl*>(&mha->attention());
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->name(), "schoenbat");
+  EXPECT_EQ(s->options.kernel(), "trigh");
+  EXPECT_EQ(s->options.features(), 20);
+  EXPECT_EQ(s->options.max_degree(), 5);
+  EXPECT_EQ(s->options.seed(), 4u);
+  EXPECT_EQ(s->options.heads(), 3);
+  EXPECT_EQ(s->options.head_dim(), 8);
+  EXPECT_EQ(s->parameter_count(), 6);  // gamma and beta per head
+  const auto x = torch::randn({2, 9, 24});
+  EXPECT_EQ(mha(x).sizes(), torch::IntArrayRef({2, 9, 24}));
+  EXPECT_EQ(mha->attention_weights(x).sizes(), torch::IntArrayRef({2, 3, 9, 9}));
+}
+
+TEST_F(SchoenbAt, Validation_NamesTheBadValue) {
+  const auto base = fa::SchoenbAttentionOptions().heads(2).head_dim(4);
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).kernel("cosine")); },
+               {"unknown kernel", "cosine"});
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).features(0)); },
+               {"features must be positive", "0"});
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).max_degree(0)); },
+               {"max_degree", "0"});
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).normaliser_floor(-0.5)); },
+               {"normaliser_floor", "-0.5"});
+  auto s = make_schoenbat("exp", 4, 8);
+  expect_error([&] { s(torch::randn({1, 2, 5, 6}), torch::randn({1, 2, 5, 6}), torch::randn({1, 2, 5, 6})); },
+               {"head_dim is 4", "[1, 2, 5, 6]"});
+}
