@@ -151,8 +151,8 @@ std::pair<torch::Tensor, torch::Tensor> LearnedOptimizerModelImpl::attend(const 
     const auto [n1, n2] = flt->rpe_features(position);  // (1, 1, 1, 2r) each
     const auto rpe_q = n1.reshape({1, -1}).expand({n, n1.size(-1)});
     const auto rpe_k = n2.reshape({1, -1}).expand({n, n2.size(-1)});
-    phi_q = flt->feature_map->query_features(at::cat({rpe_q, q}, 1));
-    phi_k = flt->feature_map->unshifted_features(at::cat({rpe_k, k}, 1));
+    phi_q = flt->feature_map->query_features({rpe_q, q});
+    phi_k = flt->feature_map->unshifted_features({rpe_k, k});
   } else {
     phi_q = feature_map->query_features(q);
     phi_k = feature_map->unshifted_features(k);
