@@ -1,0 +1,182 @@
+// flt-eval-optim: compares the learned optimizers with tuned Adam and SGD-momentum on held-out tasks.
+//
+//   flt-eval-optim [--out DIR] [--seeds 5] [--tuning-seeds 3] [--tasks rastrigin-2d,...]
+//                  [--weights NAME=FILE ...] [--quick]
+//
+// Baselines get their learning rate tuned per task on the 7-point grid 1e-4..1e-1 (tuning seeds
+// disjoint from the evaluation seeds); learned optimizers run with lr = 1 (their own step). Prints a
+// table (median final loss, median steps to the target = tuned Adam's median loss at half budget,
+// win rate against tuned Adam) and writes DIR/eval.csv and DIR/eval.png (median loss curves).
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <set>
+#include <string>
+
+#include "flt/optim/evaluate.h"
+#include "flt/optim/mnemosyne.h"
+#include "flt/runtime.h"
+#include "raster_plot.h"
+
+namespace fo = flt::optim;
+
+namespace {
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "flt-eval-optim: %s\n"
+               "usage: flt-eval-optim [--out DIR] [--seeds N] [--tuning-seeds N] [--tasks a,b,...]\n"
+               "       [--weights NAME=FILE]... [--no-baselines-sgd] [--quick]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+fo::Contender learned(const std::string& name, fo::LearnedOptimizerModel model) {
+  fo::Contender c;
+  c.name = name;
+  c.tune = false;
+  c.fixed_lr = 1.0;
+  c.make = [model](double lr) -> fo::OptimizerFactory {
+    return [model, lr](std::vector<torch::Tensor> params) {
+      auto copy = std::dynamic_pointer_cast<fo::LearnedOptimizerModelImpl>(model->clone());
+      return std::make_unique<fo::Mnemosyne>(std::move(params), fo::MnemosyneOptions(lr),
+                                             fo::LearnedOptimizerModel(copy));
+    };
+  };
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  flt::init();
+  std::string out = "out/eval-optim";
+  fo::EvalOptions options;
+  std::set<std::string> only;
+  std::vector<std::pair<std::string, std::string>> weights;
+  bool with_sgd = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value after " + arg);
+      return argv[++i];
+    };
+    if (arg == "--out") out = value();
+    else if (arg == "--seeds") options.eval_seeds = std::stoll(value());
+    else if (arg == "--tuning-seeds") options.tuning_seeds = std::stoll(value());
+    else if (arg == "--quick") { options.eval_seeds = 3; options.tuning_seeds = 2; }
+    else if (arg == "--no-baselines-sgd") with_sgd = false;
+    else if (arg == "--tasks") {
+      std::stringstream list(value());
+      for (std::string name; std::getline(list, name, ',');) only.insert(name);
+    } else if (arg == "--weights") {
+      const std::string v = value();
+      const auto eq = v.find('=');
+      if (eq == std::string::npos) usage("--weights takes NAME=FILE, got " + v);
+      weights.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    } else usage("unknown argument " + arg);
+  }
+  try {
+    std::vector<fo::Contender> contenders;
+    fo::Contender adam;
+    adam.name = "adam (tuned)";
+    adam.make = [](double lr) -> fo::OptimizerFactory {
+      return [lr](std::vector<torch::Tensor> p) {
+        return std::make_unique<torch::optim::Adam>(std::move(p), torch::optim::AdamOptions(lr));
+      };
+    };
+    contenders.push_back(adam);
+    if (with_sgd) {
+      fo::Contender sgd;
+      sgd.name = "sgd-momentum (tuned)";
+      sgd.make = [](double lr) -> fo::OptimizerFactory {
+        return [lr](std::vector<torch::Tensor> p) {
+          return std::make_unique<torch::optim::SGD>(std::move(p), torch::optim::SGDOptions(lr).momentum(0.9));
+        };
+      };
+      contenders.push_back(sgd);
+    }
+    if (weights.empty()) {
+      for (auto memory : fo::pretrained_memories()) {
+        contenders.push_back(learned("mnemosyne-" + fo::memory_name(memory), fo::load_pretrained_model(memory)));
+      }
+    }
+    for (const auto& [name, path] : weights) contenders.push_back(learned(name, fo::load_model(path)));
+
+    std::vector<fo::EvalTask> tasks;
+    for (auto& t : fo::held_out_tasks()) {
+      if (only.empty() || only.count(t.name)) tasks.push_back(std::move(t));
+    }
+    if (tasks.empty()) usage("no task matches --tasks");
+    std::fprintf(stderr, "evaluating %zu optimizers on %zu held-out tasks (%lld seeds, lr tuned on %lld)\n",
+                 contenders.size(), tasks.size(), static_cast<long long>(options.eval_seeds),
+                 static_cast<long long>(options.tuning_seeds));
+    const auto rows = fo::evaluate(tasks, contenders, options);
+
+    std::filesystem::create_directories(out);
+    std::printf("\n%-18s %-22s %9s %14s %14s %9s %5s\n", "task", "optimizer", "lr", "median final",
+                "steps->target", "win rate", "div");
+    std::map<std::string, std::pair<int, int>> wins;  // contender -> (tasks won, tasks)
+    std::FILE* csv = std::fopen((out + "/eval.csv").c_str(), "w");
+    TORCH_CHECK(csv, "flt-eval-optim: cannot write ", out, "/eval.csv");
+    std::fprintf(csv, "task,optimizer,lr,median_final,median_steps_to_target,win_rate,diverged,meta_objective\n");
+    for (const auto& r : rows) {
+      std::printf("%-18s %-22s %9.2g %14.4g %14.0f %8.0f%% %5lld\n", r.task.c_str(), r.contender.c_str(), r.lr,
+                  r.median_final, r.median_steps_to_target, 100 * r.win_rate, static_cast<long long>(r.diverged));
+      std::fprintf(csv, "%s,%s,%g,%g,%g,%g,%lld,%g\n", r.task.c_str(), r.contender.c_str(), r.lr, r.median_final,
+                   r.median_steps_to_target, r.win_rate, static_cast<long long>(r.diverged), r.meta_objective);
+      auto& w = wins[r.contender];
+      w.second += 1;
+      if (r.win_rate > 0.5) w.first += 1;
+    }
+    std::fclose(csv);
+    std::printf("\nmeta-objective (mean over tasks, seeds and steps of log(loss / start); lower is better):\n");
+    for (const auto& c : contenders) {
+      double total = 0.0;
+      int count = 0;
+      for (const auto& r : rows) {
+        if (r.contender == c.name) {
+          total += r.meta_objective;
+          ++count;
+        }
+      }
+      std::printf("  %-22s %+.3f\n", c.name.c_str(), total / count);
+    }
+    std::printf("\ntasks where the optimizer beats tuned Adam on most seeds:\n");
+    for (const auto& c : contenders) {
+      if (c.name == contenders[0].name) continue;
+      const auto& w = wins[c.name];
+      std::printf("  %-22s %d / %d (%.0f%%)\n", c.name.c_str(), w.first, w.second, 100.0 * w.first / w.second);
+    }
+
+    // Figure: one panel per task, median loss curves on a log axis, legend on top.
+    const int columns = 4, panel_w = 330, panel_h = 220, legend_h = 28;
+    const int panels = static_cast<int>(tasks.size());
+    flt::demos::Canvas canvas(columns * panel_w, legend_h + ((panels + columns - 1) / columns) * panel_h);
+    int legend_x = 8;
+    for (size_t c = 0; c < contenders.size(); ++c) {
+      canvas.rect(legend_x, 8, legend_x + 14, 22, flt::demos::series_color(c));
+      canvas.text(legend_x + 20, 8, contenders[c].name, {0, 0, 0}, 2);
+      legend_x += 20 + 2 * stb_easy_font_width(const_cast<char*>(contenders[c].name.c_str())) + 24;
+    }
+    for (int t = 0; t < panels; ++t) {
+      std::vector<std::vector<double>> series;
+      for (const auto& r : rows) {
+        if (r.task == tasks[t].name) series.push_back(r.median_curve);
+      }
+      flt::demos::plot_panel(canvas, (t % columns) * panel_w, legend_h + (t / columns) * panel_h, panel_w,
+                             panel_h, tasks[t].name, series, /*log_y=*/true);
+    }
+    canvas.save(out + "/eval.png");
+    std::printf("\nwrote %s/eval.csv and %s/eval.png\n", out.c_str(), out.c_str());
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "flt-eval-optim: %s\n", e.what_without_backtrace());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,82 @@
+#pragma once
+// Honest comparison of optimizers on held-out tasks: every optimizer runs through the
+// torch::optim::Optimizer interface on the same starts and the same gradient noise; the baselines'
+// learning rates are tuned per task family on a 7-point log grid using tuning seeds that are
+// disjoint from the evaluation seeds.
+
+#include <torch/optim/optimizer.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flt/optim/tasks.h"
+
+namespace flt::optim {
+
+/// Makes an optimizer over the given parameters.
+using OptimizerFactory =
+    std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor> params)>;
+
+/// Noise-free losses of one run: losses[s] after s steps (s = 0..steps). A run whose loss becomes
+/// non-finite or exceeds 1e6 x its start stops; its remaining entries are +inf and `diverged` is set.
+struct RunCurve {
+  std::vector<double> losses;
+  bool diverged = false;
+};
+
+/// Runs `steps` steps of the optimizer from `start` on `task`; the gradient noise (mini-batches)
+/// comes from a generator seeded with `noise_seed`, identical for every optimizer.
+RunCurve run_optimizer(const Task& task, const torch::Tensor& start, int64_t steps, uint64_t noise_seed,
+                       const OptimizerFactory& factory);
+
+/// A held-out evaluation task: a generator of instances and a step budget.
+struct EvalTask {
+  std::string name;
+  std::function<std::unique_ptr<Task>(at::Generator)> make;
+  int64_t steps = 200;
+};
+
+/// The held-out suite: Rastrigin 2-D / 10-D / 30-D, Ackley 5-D, Rosenbrock 4-D, MLP classification
+/// and regression with a wider hidden layer (32) than meta-training (16), the transformer LM, all at
+/// seeds disjoint from meta-training's.
+std::vector<EvalTask> held_out_tasks();
+
+/// The 7-point log grid of learning rates: 1e-4 .. 1e-1 in half-decades.
+std::vector<double> learning_rate_grid();
+
+/// One optimizer under test: a name and a factory parameterised by a learning rate.
+struct Contender {
+  std::string name;
+  std::function<OptimizerFactory(double lr)> make;
+  bool tune = true;       ///< tune lr on the grid (false: use `fixed_lr`)
+  double fixed_lr = 1.0;
+};
+
+struct EvalOptions {
+  int64_t tuning_seeds = 3;  ///< seeds 10000.. used only to choose learning rates
+  int64_t eval_seeds = 5;    ///< seeds 0.. used for the reported numbers
+  bool progress = true;
+};
+
+/// One row per (task, contender).
+struct EvalRow {
+  std::string task, contender;
+  double lr = 0.0;                 ///< the tuned (or fixed) learning rate
+  double median_final = 0.0;       ///< median over eval seeds of the final noise-free loss
+  double median_steps_to_target = 0.0;  ///< first step reaching the target (budget + 1 if never)
+  double win_rate = 0.0;           ///< fraction of seeds with a lower final loss than the reference
+  int64_t diverged = 0;            ///< eval seeds that diverged
+  /// The meta-objective on this task: mean over seeds of mean over steps of log(loss_s / loss_0)
+  /// (lower is better; diverged steps count as log(1e30 / loss_0)).
+  double meta_objective = 0.0;
+  std::vector<double> median_curve;  ///< median loss after each step
+};
+
+/// Runs the suite. The first contender is the reference for win rates and the target: the target of a
+/// task is the reference's median loss at half the budget.
+std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks, const std::vector<Contender>& contenders,
+                              const EvalOptions& options = {});
+
+}  // namespace flt::optim

@@ -1,0 +1,59 @@
+#pragma once
+// Meta-training of LearnedOptimizerModel (DESIGN.md section 5) and the unrolled inner loop shared
+// with evaluation.
+//
+// A population of workers each optimises a task instance with the model for `horizon` inner steps,
+// cut into truncations of `unroll` steps. After each truncation the meta-gradient is estimated and
+// an outer Adam step updates the model. Meta-loss of a truncation: mean over its steps of
+// log(loss_t) - log(loss at the task's start), averaged over workers (scale-free across families).
+// Estimators:
+//  - kTruncatedBackprop: back-propagation through the truncation's updates; the inner gradients
+//    are treated as constants (first-order, as in most learned-optimizer work).
+//  - kPES: antithetic persistent evolution strategies (Vicol et al. 2021): each worker pair runs
+//    theta + eps and theta - eps; the perturbations accumulate over a task's truncations, which
+//    removes the truncation bias; needs only loss values.
+// All workers restart together every `horizon` steps, so a checkpoint taken there resumes exactly.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "flt/optim/learned_model.h"
+#include "flt/optim/tasks.h"
+
+namespace flt::optim {
+
+enum class MetaEstimator { kTruncatedBackprop, kPES };
+std::string meta_estimator_name(MetaEstimator estimator);
+MetaEstimator meta_estimator_from_name(const std::string& name);
+
+struct MetaTrainOptions {
+  std::vector<TaskFamily> families = all_task_families();
+  TaskSampling sampling = {};
+  MetaEstimator estimator = MetaEstimator::kTruncatedBackprop;
+  int64_t iterations = 300;  ///< outer steps
+  int64_t workers = 8;       ///< tasks in flight (PES: pairs)
+  int64_t unroll = 10;       ///< inner steps per truncation
+  int64_t horizon = 100;     ///< inner steps per task before all workers restart (multiple of unroll)
+  double meta_lr = 3e-3;     ///< outer Adam learning rate
+  double pes_sigma = 0.01;   ///< PES perturbation std
+  double clip = 1.0;         ///< meta-gradient norm clip
+  uint64_t seed = 0;
+  std::string checkpoint;    ///< path; written at every restart boundary, resumed from if present
+  std::string csv;           ///< per-iteration log (appended on resume)
+  bool progress = true;      ///< progress bar with ETA on stderr
+};
+
+struct MetaProgress {
+  int64_t iteration = 0, iterations = 0;
+  double meta_loss = 0.0;   ///< this iteration's meta-loss
+  double average = 0.0;     ///< running mean over the last 20 iterations
+  double seconds = 0.0;     ///< since the start of this run
+};
+
+/// Meta-trains `model` in place; resumes from `options.checkpoint` when it exists. Returns the
+/// per-iteration meta-losses of this run. Deterministic for a given seed.
+std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptions& options,
+                               const std::function<void(const MetaProgress&)>& on_iteration = {});
+
+}  // namespace flt::optim

@@ -1,0 +1,97 @@
+#pragma once
+// flt::optim::Mnemosyne: a learned, coordinate-wise optimizer whose memory is an FLT attention cell,
+// usable wherever a torch::optim::Optimizer is:
+//
+//   flt::optim::Mnemosyne opt(model->parameters(), flt::optim::MnemosyneOptions().lr(1.0));
+//   for (...) { opt.zero_grad(); loss.backward(); opt.step(); }
+//
+// The update rule is `LearnedOptimizerModel` (learned_model.h) with meta-trained weights that ship
+// inside the library (optimizer/pretrained/); `lr` multiplies the learned step, so LR schedulers
+// such as torch::optim::StepLR work unchanged.
+//
+// Robustness: coordinates whose gradient is NaN or Inf are skipped (parameter and state unchanged)
+// and counted in the state's `skipped`; gradients of any finite size give finite steps; sparse
+// gradients are rejected. The rule runs in float32 (double parameters get a float32 state).
+
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
+
+#include <string>
+#include <vector>
+
+#include "flt/optim/learned_model.h"
+
+namespace flt::optim {
+
+struct MnemosyneOptions : public torch::optim::OptimizerCloneableOptions<MnemosyneOptions> {
+  MnemosyneOptions(double lr = 1.0) : lr_(lr) {}
+  /// Multiplier on the learned step (1 = the step the meta-trained rule chose).
+  TORCH_ARG(double, lr) = 1.0;
+  /// Memory cell; selects the pretrained weights when `weights` is empty.
+  TORCH_ARG(Memory, memory) = Memory::kFLT;
+  /// Path of a weights file written by flt-metatrain; empty (default) = the shipped pretrained ones.
+  TORCH_ARG(std::string, weights) = "";
+  /// Coordinates processed per batch by the composite path: bounds its scratch memory whatever the
+  /// model size (the fused path needs no scratch).
+  TORCH_ARG(int64_t, chunk_size) = 1 << 16;
+  /// Use the fused CPU step for contiguous float32 parameters (false: the composite reference).
+  TORCH_ARG(bool, fused) = true;
+
+ public:
+  void serialize(torch::serialize::InputArchive& archive) override;
+  void serialize(torch::serialize::OutputArchive& archive) const override;
+  friend bool operator==(const MnemosyneOptions& lhs, const MnemosyneOptions& rhs);
+  double get_lr() const override { return lr(); }
+  void set_lr(const double lr) override { this->lr(lr); }
+};
+
+struct MnemosyneParamState : public torch::optim::OptimizerCloneableParamState<MnemosyneParamState> {
+  /// Steps taken on this parameter.
+  TORCH_ARG(int64_t, step) = 0;
+  /// (numel, state_size) float32: moments and memory of every coordinate.
+  TORCH_ARG(torch::Tensor, state);
+  /// Coordinate updates skipped because the gradient (or the step) was not finite.
+  TORCH_ARG(int64_t, skipped) = 0;
+
+ public:
+  void serialize(torch::serialize::InputArchive& archive) override;
+  void serialize(torch::serialize::OutputArchive& archive) const override;
+  friend bool operator==(const MnemosyneParamState& lhs, const MnemosyneParamState& rhs);
+};
+
+/// Loads the shipped pretrained model of a memory kind; throws naming the kind if none ships.
+LearnedOptimizerModel load_pretrained_model(Memory memory);
+/// Loads a model saved by `save_model` / flt-metatrain; throws naming the path if it is missing or
+/// not a weights file of this library.
+LearnedOptimizerModel load_model(const std::string& path);
+/// Saves the model's options and weights.
+void save_model(const LearnedOptimizerModel& model, const std::string& path);
+/// Memory kinds whose pretrained weights ship with this build.
+std::vector<Memory> pretrained_memories();
+
+class Mnemosyne : public torch::optim::Optimizer {
+ public:
+  explicit Mnemosyne(std::vector<torch::optim::OptimizerParamGroup> param_groups,
+                     MnemosyneOptions defaults = {});
+  explicit Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults = {})
+      : Mnemosyne({torch::optim::OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
+  /// With an explicit model (meta-training, evaluation of new weights); `defaults.weights` ignored.
+  Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults, LearnedOptimizerModel model);
+
+  torch::Tensor step(LossClosure closure = nullptr) override;
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+
+  /// The update rule in use (shared by every parameter).
+  LearnedOptimizerModel model() const { return model_; }
+  /// Total coordinate updates skipped for non-finite gradients so far.
+  int64_t skipped() const;
+
+ private:
+  /// Validates the groups before the base class sees them, so errors name the parameter.
+  static std::vector<torch::optim::OptimizerParamGroup> checked(
+      std::vector<torch::optim::OptimizerParamGroup> groups);
+  LearnedOptimizerModel model_{nullptr};
+};
+
+}  // namespace flt::optim

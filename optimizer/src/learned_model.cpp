@@ -1,0 +1,202 @@
+#include "flt/optim/learned_model.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+
+#include <cmath>
+
+namespace flt::optim {
+namespace {
+
+constexpr double kBeta1 = 0.9, kBeta2 = 0.99, kBetaV = 0.999;
+// |g| is clipped here before squaring so that v stays finite in float32 (1e18^2 = 1e36 < 3.4e38);
+// the features only see ratios and logarithms, so larger gradients change nothing downstream.
+constexpr double kMaxGradient = 1e18;
+constexpr double kRatioClip = 10.0;
+constexpr double kMaxLogMagnitude = 6.0;
+
+}  // namespace
+
+std::string memory_name(Memory memory) {
+  switch (memory) {
+    case Memory::kFLT: return "flt";
+    case Memory::kPerformer: return "performer";
+    case Memory::kNone: return "none";
+    case Memory::kLSTM: return "lstm";
+  }
+  return "?";
+}
+
+Memory memory_from_name(const std::string& name) {
+  for (Memory m : {Memory::kFLT, Memory::kPerformer, Memory::kNone, Memory::kLSTM}) {
+    if (memory_name(m) == name) return m;
+  }
+  TORCH_CHECK(false, "unknown memory kind \"", name, "\" (expected flt, performer, none or lstm)");
+}
+
+torch::Tensor log_sign_encoding(const torch::Tensor& x, double k) {
+  const auto magnitude = x.abs();
+  const auto large = magnitude >= std::exp(-k);
+  const auto log_part = at::where(large, at::log(magnitude.clamp_min(std::exp(-k))) / k,
+                                  at::full_like(x, -1.0));
+  const auto sign_part = at::where(large, at::sign(x), x * std::exp(k));
+  return at::stack({log_part, sign_part}, -1);
+}
+
+LearnedOptimizerModelImpl::LearnedOptimizerModelImpl(LearnedOptimizerModelOptions options_)
+    : options(std::move(options_)) {
+  reset();
+}
+
+void LearnedOptimizerModelImpl::reset() {
+  TORCH_CHECK(options.key_dim() > 0, "LearnedOptimizerModel: key_dim must be positive, got ",
+              options.key_dim());
+  TORCH_CHECK(options.value_dim() > 0, "LearnedOptimizerModel: value_dim must be positive, got ",
+              options.value_dim());
+  TORCH_CHECK(options.features() > 0, "LearnedOptimizerModel: features must be positive, got ",
+              options.features());
+  TORCH_CHECK(options.rpe_features() > 0,
+              "LearnedOptimizerModel: rpe_features must be positive, got ", options.rpe_features());
+  TORCH_CHECK(options.hidden() > 0, "LearnedOptimizerModel: hidden must be positive, got ",
+              options.hidden());
+  TORCH_CHECK(options.step_scale() > 0.0 && std::isfinite(options.step_scale()),
+              "LearnedOptimizerModel: step_scale must be positive, got ", options.step_scale());
+  const int64_t dk = options.key_dim();
+  query = key = value = nullptr;
+  flt = nullptr;
+  feature_map = nullptr;
+  lstm = nullptr;
+  if (options.memory() == Memory::kFLT || options.memory() == Memory::kPerformer) {
+    query = register_module("query", torch::nn::Linear(kFeatures, dk));
+    key = register_module("key", torch::nn::Linear(kFeatures, dk));
+    value = register_module("value", torch::nn::Linear(kFeatures, options.value_dim()));
+    discount_logit = register_parameter("discount_logit", torch::full({1}, std::log(9.0)));  // 0.9
+  }
+  if (options.memory() == Memory::kFLT) {
+    // One head; the step index is a 1-D position. The mixture's initial width 0.02 in frequency
+    // gives f a length scale of about 1 / (2 pi 0.02) ~ 8 steps; the proposal matches it.
+    flt = register_module("flt", attention::FLTAttention(attention::FLTAttentionOptions()
+                                                             .features(options.features())
+                                                             .rpe_features(options.rpe_features())
+                                                             .heads(1)
+                                                             .head_dim(dk)
+                                                             .rpe_scale(0.02)
+                                                             .proposal_sigma(0.03)
+                                                             .seed(options.seed())));
+  } else if (options.memory() == Memory::kPerformer) {
+    feature_map = register_module(
+        "feature_map",
+        attention::FeatureMap(attention::FeatureMapOptions(dk, options.features()).seed(options.seed())));
+  } else if (options.memory() == Memory::kLSTM) {
+    lstm = register_module("lstm", torch::nn::LSTMCell(kFeatures, dk));
+  }
+  head_in = register_module("head_in", torch::nn::Linear(kFeatures + read_size(), options.hidden()));
+  head_out = register_module("head_out", torch::nn::Linear(options.hidden(), 2));
+  torch::NoGradGuard no_grad;
+  head_out->weight.zero_();
+  head_out->bias.zero_();
+}
+
+void LearnedOptimizerModelImpl::pretty_print(std::ostream& stream) const {
+  stream << "flt::optim::LearnedOptimizerModel(memory=" << memory_name(options.memory())
+         << ", state=" << state_size() << " floats/coordinate, hidden=" << options.hidden() << ")";
+}
+
+int64_t LearnedOptimizerModelImpl::memory_size() const {
+  switch (options.memory()) {
+    case Memory::kFLT:
+    case Memory::kPerformer:
+      return options.features() * (options.value_dim() + 1);  // S (m x Dv) and z (m)
+    case Memory::kLSTM: return 2 * options.key_dim();         // h and c
+    case Memory::kNone: return 0;
+  }
+  return 0;
+}
+
+int64_t LearnedOptimizerModelImpl::read_size() const {
+  switch (options.memory()) {
+    case Memory::kFLT:
+    case Memory::kPerformer: return options.value_dim();
+    case Memory::kLSTM: return options.key_dim();
+    case Memory::kNone: return 0;
+  }
+  return 0;
+}
+
+int64_t LearnedOptimizerModelImpl::state_size() const { return kMoments + memory_size(); }
+
+torch::Tensor LearnedOptimizerModelImpl::initial_state(int64_t n, const torch::TensorOptions& opts) const {
+  return torch::zeros({n, state_size()}, opts);
+}
+
+std::pair<torch::Tensor, torch::Tensor> LearnedOptimizerModelImpl::attend(const torch::Tensor& x,
+                                                                          const torch::Tensor& memory,
+                                                                          int64_t t) {
+  const int64_t n = x.size(0);
+  if (options.memory() == Memory::kNone) return {x.new_zeros({n, 0}), memory};
+  if (options.memory() == Memory::kLSTM) {
+    const int64_t h = options.key_dim();
+    auto [hx, cx] = lstm(x, std::make_tuple(memory.narrow(1, 0, h), memory.narrow(1, h, h)));
+    return {hx, at::cat({hx, cx}, 1)};
+  }
+  // Bounded queries and keys: the unshifted FAVOR+ key features stay below exp(max_i |w_i|^2 / 2),
+  // so the state needs no per-coordinate stabilising shift.
+  const double quarter = std::pow(static_cast<double>(options.key_dim()), -0.25);
+  auto q = at::tanh(query(x)) * quarter;  // (N, Dk)
+  auto k = at::tanh(key(x)) * quarter;
+  const auto v = value(x);                // (N, Dv)
+  torch::Tensor phi_q, phi_k;             // (N, m)
+  if (options.memory() == Memory::kFLT) {
+    const auto position = torch::full({1, 1, 1}, static_cast<double>(t), x.options());
+    const auto [n1, n2] = flt->rpe_features(position);  // (1, 1, 1, 2r) each
+    const auto rpe_q = n1.reshape({1, -1}).expand({n, n1.size(-1)});
+    const auto rpe_k = n2.reshape({1, -1}).expand({n, n2.size(-1)});
+    phi_q = flt->feature_map->query_features({rpe_q, q});
+    phi_k = flt->feature_map->unshifted_features({rpe_k, k});
+  } else {
+    phi_q = feature_map->query_features(q);
+    phi_k = feature_map->unshifted_features(k);
+  }
+  const int64_t m = options.features(), dv = options.value_dim();
+  const auto gamma = at::sigmoid(discount_logit);
+  const auto s = gamma * memory.narrow(1, 0, m * dv).view({n, m, dv}) +
+                 phi_k.unsqueeze(2) * v.unsqueeze(1);                    // (N, m, Dv)
+  const auto z = gamma * memory.narrow(1, m * dv, m) + phi_k;            // (N, m)
+  const auto numerator = at::bmm(phi_q.unsqueeze(1), s).squeeze(1);      // (N, Dv)
+  const auto denominator = (phi_q * z).sum(1, /*keepdim=*/true);         // (N, 1), > 0
+  const auto read = numerator / denominator.clamp_min(1e-20);
+  return {read, at::cat({s.reshape({n, m * dv}), z}, 1)};
+}
+
+LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const torch::Tensor& param,
+                                            const torch::Tensor& state, int64_t t) {
+  TORCH_CHECK(t >= 1, "LearnedOptimizerModel::step: step index must be >= 1, got ", t);
+  TORCH_CHECK(grad.dim() == 1 && param.sizes() == grad.sizes(),
+              "LearnedOptimizerModel::step: grad and param must be (N), got ", grad.sizes(), " and ",
+              param.sizes());
+  TORCH_CHECK(state.dim() == 2 && state.size(0) == grad.size(0) && state.size(1) == state_size(),
+              "LearnedOptimizerModel::step: state must be (", grad.size(0), ", ", state_size(),
+              "), got ", state.sizes());
+  const auto g = grad.clamp(-kMaxGradient, kMaxGradient);
+  const auto m1 = kBeta1 * state.select(1, 0) + (1 - kBeta1) * g;
+  const auto m2 = kBeta2 * state.select(1, 1) + (1 - kBeta2) * g;
+  const auto v = kBetaV * state.select(1, 2) + (1 - kBetaV) * g * g;
+  const double td = static_cast<double>(t);
+  const auto m1_hat = m1 / (1 - std::pow(kBeta1, td));
+  const auto m2_hat = m2 / (1 - std::pow(kBeta2, td));
+  const auto rms = at::sqrt(v / (1 - std::pow(kBetaV, td)) + 1e-30);
+  const auto ratio = [&](const torch::Tensor& a) { return (a / rms).clamp(-kRatioClip, kRatioClip); };
+  const auto adam_direction = ratio(m1_hat);
+  const auto x = at::cat({at::stack({ratio(g), adam_direction, ratio(m2_hat)}, 1),
+                          log_sign_encoding(g), log_sign_encoding(m1_hat),
+                          log_sign_encoding(rms).narrow(1, 0, 1), log_sign_encoding(param.detach())},
+                         1);  // (N, kFeatures)
+  auto [read, memory] = attend(x, state.narrow(1, kMoments, memory_size()), t);
+  const auto out = head_out(at::tanh(head_in(at::cat({x, read}, 1))));  // (N, 2)
+  const auto direction = adam_direction + out.select(1, 0);
+  const auto magnitude = out.select(1, 1).clamp(-kMaxLogMagnitude, kMaxLogMagnitude);
+  const auto update = -options.step_scale() * direction * at::exp(magnitude);
+  return {update, at::cat({at::stack({m1, m2, v}, 1), memory}, 1)};
+}
+
+}  // namespace flt::optim

@@ -1,0 +1,308 @@
+#include "flt/optim/meta_train.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/autograd.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adam.h>
+#include <torch/serialize.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+
+namespace flt::optim {
+namespace {
+
+constexpr double kMinLoss = 1e-12, kMaxLoss = 1e30;
+
+at::Generator generator_for(uint64_t seed, uint64_t a, uint64_t b) {
+  // splitmix-style mixing keeps the streams of (seed, a, b) independent and reproducible.
+  uint64_t x = seed * 0x9E3779B97F4A7C15ULL ^ (a + 0x632BE59BD9B4E019ULL) * 0xBF58476D1CE4E5B9ULL ^
+               (b + 1) * 0x94D049BB133111EBULL;
+  x ^= x >> 31;
+  return at::make_generator<at::CPUGeneratorImpl>(x);
+}
+
+/// One inner optimisation in flight.
+struct Particle {
+  torch::Tensor params;  // (dim)
+  torch::Tensor state;   // (dim, state_size)
+  int64_t t = 0;
+  at::Generator noise;
+  bool diverged = false;
+};
+
+struct Worker {
+  std::unique_ptr<Task> task;
+  double log_initial = 0.0;
+  std::vector<Particle> particles;  // 1 (backprop) or 2 (PES: +eps, -eps)
+  torch::Tensor accumulated;        // PES: sum of this worker's perturbations since the restart
+};
+
+/// log(loss) - log(initial), with the loss clamped so a diverging task cannot produce inf.
+torch::Tensor meta_term(const torch::Tensor& loss, double log_initial) {
+  return at::log(loss.clamp(kMinLoss, kMaxLoss)) - log_initial;
+}
+
+/// Runs one truncation of `particle` with `model` and returns the mean of its meta-terms. With
+/// `meta_graph` the result is a graph into the model's parameters (truncated back-propagation);
+/// without it (PES) only values are computed. The inner gradients always need autograd.
+torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Task& task, Particle& particle,
+                     double log_initial, int64_t steps, bool meta_graph) {
+  at::AutoGradMode inner_gradients(true);
+  auto total = at::zeros({});
+  if (particle.diverged) return total;
+  auto p = particle.params.detach().requires_grad_(true);
+  auto state = particle.state;
+  auto loss = task.loss(p, particle.noise);
+  for (int64_t u = 0; u < steps; ++u) {
+    const auto grad = torch::autograd::grad({loss}, {p}, {}, /*retain_graph=*/meta_graph)[0].detach();
+    if (!at::isfinite(grad).all().item<bool>() || !std::isfinite(loss.item<double>())) {
+      particle.diverged = true;
+      break;
+    }
+    LearnedStep result;
+    {
+      at::AutoGradMode meta(meta_graph);
+      result = model.step(grad, p, state, particle.t + 1);
+    }
+    if (meta_graph) {
+      p = p + result.update;
+      state = result.state;
+    } else {
+      p = (p.detach() + result.update).requires_grad_(true);
+      state = result.state.detach();
+    }
+    ++particle.t;
+    loss = task.loss(p, particle.noise);
+    total = total + meta_term(meta_graph ? loss : loss.detach(), log_initial);
+  }
+  particle.params = p.detach();
+  particle.state = state.detach();
+  return total / static_cast<double>(steps);
+}
+
+std::vector<torch::Tensor> trainable(LearnedOptimizerModelImpl& model) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : model.parameters()) {
+    if (p.requires_grad()) out.push_back(p);
+  }
+  return out;
+}
+
+void restart(std::vector<Worker>& workers, const LearnedOptimizerModelImpl& model,
+             const MetaTrainOptions& options, int64_t restart_index) {
+  const int64_t particles = options.estimator == MetaEstimator::kPES ? 2 : 1;
+  for (size_t w = 0; w < workers.size(); ++w) {
+    auto gen = generator_for(options.seed, 1 + restart_index, w);
+    // Families in turn, so every restart sees a balanced mix.
+    const auto family =
+        options.families[(restart_index * workers.size() + w) % options.families.size()];
+    auto& worker = workers[w];
+    worker.task = sample_task(family, gen, options.sampling);
+    const auto start = worker.task->initial(gen);
+    worker.log_initial = std::log(std::clamp(worker.task->eval_loss(start).item<double>(), kMinLoss, kMaxLoss));
+    worker.particles.clear();
+    const uint64_t noise_seed = static_cast<uint64_t>(at::randint(1LL << 62, {1}, gen).item<int64_t>());
+    for (int64_t i = 0; i < particles; ++i) {
+      Particle particle;
+      particle.params = start.clone();
+      particle.state = model.initial_state(start.size(0), start.options());
+      // Antithetic particles share the noise stream: only the perturbation's sign differs.
+      particle.noise = at::make_generator<at::CPUGeneratorImpl>(noise_seed);
+      worker.particles.push_back(std::move(particle));
+    }
+    worker.accumulated = torch::Tensor();
+  }
+}
+
+void save_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model,
+                     const torch::optim::Adam& adam, int64_t iteration) {
+  torch::serialize::OutputArchive archive;
+  archive.write("iteration", torch::IValue(iteration));
+  torch::serialize::OutputArchive model_archive;
+  model.save(model_archive);
+  archive.write("model", model_archive);
+  torch::serialize::OutputArchive adam_archive;
+  adam.save(adam_archive);
+  archive.write("adam", adam_archive);
+  const std::string tmp = path + ".tmp";
+  archive.save_to(tmp);
+  std::rename(tmp.c_str(), path.c_str());  // never leave a half-written checkpoint
+}
+
+int64_t load_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model, torch::optim::Adam& adam) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(path);
+  torch::IValue iteration;
+  archive.read("iteration", iteration);
+  torch::serialize::InputArchive model_archive, adam_archive;
+  archive.read("model", model_archive);
+  model.load(model_archive);
+  archive.read("adam", adam_archive);
+  adam.load(adam_archive);
+  return iteration.toInt();
+}
+
+std::string format_duration(double seconds) {
+  const int s = static_cast<int>(seconds + 0.5);
+  char buffer[32];
+  if (s >= 3600) {
+    std::snprintf(buffer, sizeof(buffer), "%dh%02dm", s / 3600, (s / 60) % 60);
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "%dm%02ds", s / 60, s % 60);
+  }
+  return buffer;
+}
+
+}  // namespace
+
+std::string meta_estimator_name(MetaEstimator estimator) {
+  return estimator == MetaEstimator::kPES ? "pes" : "tbptt";
+}
+
+MetaEstimator meta_estimator_from_name(const std::string& name) {
+  if (name == "pes") return MetaEstimator::kPES;
+  if (name == "tbptt") return MetaEstimator::kTruncatedBackprop;
+  TORCH_CHECK(false, "unknown meta-gradient estimator \"", name, "\" (expected pes or tbptt)");
+}
+
+std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptions& options,
+                               const std::function<void(const MetaProgress&)>& on_iteration) {
+  TORCH_CHECK(!options.families.empty(), "meta_train: no task families given");
+  TORCH_CHECK(options.iterations > 0, "meta_train: iterations must be positive, got ", options.iterations);
+  TORCH_CHECK(options.workers > 0, "meta_train: workers must be positive, got ", options.workers);
+  TORCH_CHECK(options.unroll > 0, "meta_train: unroll must be positive, got ", options.unroll);
+  TORCH_CHECK(options.horizon >= options.unroll && options.horizon % options.unroll == 0,
+              "meta_train: horizon must be a positive multiple of unroll (", options.unroll, "), got ",
+              options.horizon);
+  TORCH_CHECK(options.meta_lr > 0.0, "meta_train: meta_lr must be positive, got ", options.meta_lr);
+  TORCH_CHECK(options.pes_sigma > 0.0, "meta_train: pes_sigma must be positive, got ", options.pes_sigma);
+
+  auto params = trainable(*model);
+  torch::optim::Adam adam(params, torch::optim::AdamOptions(options.meta_lr));
+  int64_t iteration = 0;
+  if (!options.checkpoint.empty() && std::ifstream(options.checkpoint).good()) {
+    iteration = load_checkpoint(options.checkpoint, *model, adam);
+    if (options.progress) {
+      std::fprintf(stderr, "meta_train: resumed from %s at iteration %lld\n", options.checkpoint.c_str(),
+                   static_cast<long long>(iteration));
+    }
+  }
+  std::FILE* csv = nullptr;
+  if (!options.csv.empty()) {
+    const bool fresh = iteration == 0 || !std::ifstream(options.csv).good();
+    csv = std::fopen(options.csv.c_str(), fresh ? "w" : "a");
+    TORCH_CHECK(csv != nullptr, "meta_train: cannot write the CSV log ", options.csv);
+    if (fresh) std::fprintf(csv, "iteration,meta_loss,average,seconds\n");
+  }
+
+  const int64_t truncations_per_task = options.horizon / options.unroll;
+  std::vector<Worker> workers(options.workers);
+  auto scratch = std::dynamic_pointer_cast<LearnedOptimizerModelImpl>(model->clone());
+  auto scratch_params = trainable(*scratch);
+  std::vector<double> history;
+  std::deque<double> window;
+  const auto started = std::chrono::steady_clock::now();
+  const int64_t first = iteration;
+
+  for (; iteration < options.iterations; ++iteration) {
+    if (iteration % truncations_per_task == 0) {
+      if (!options.checkpoint.empty() && iteration > first) {
+        save_checkpoint(options.checkpoint, *model, adam, iteration);
+      }
+      restart(workers, *model, options, iteration / truncations_per_task);
+    }
+    adam.zero_grad();
+    double meta_loss = 0.0;
+    if (options.estimator == MetaEstimator::kTruncatedBackprop) {
+      auto total = at::zeros({});
+      for (auto& worker : workers) {
+        total = total + unroll(*model, *worker.task, worker.particles[0], worker.log_initial, options.unroll,
+                               /*meta_graph=*/true);
+      }
+      total = total / static_cast<double>(workers.size());
+      meta_loss = total.item<double>();
+      if (total.requires_grad()) total.backward();
+    } else {
+      torch::NoGradGuard no_grad;
+      const auto theta = torch::cat([&] {
+        std::vector<torch::Tensor> flat;
+        for (auto& p : params) flat.push_back(p.detach().reshape(-1));
+        return flat;
+      }());
+      auto estimate = at::zeros_like(theta);
+      for (size_t w = 0; w < workers.size(); ++w) {
+        auto& worker = workers[w];
+        auto gen = generator_for(options.seed ^ 0x5EED, iteration, w);
+        const auto eps = at::randn(theta.sizes(), gen) * options.pes_sigma;
+        worker.accumulated = worker.accumulated.defined() ? worker.accumulated + eps : eps;
+        double losses[2];
+        for (int sign = 0; sign < 2; ++sign) {
+          const auto perturbed = theta + (sign == 0 ? eps : -eps);
+          int64_t offset = 0;
+          for (auto& p : scratch_params) {
+            p.copy_(perturbed.narrow(0, offset, p.numel()).view(p.sizes()));
+            offset += p.numel();
+          }
+          losses[sign] = unroll(*scratch, *worker.task, worker.particles[sign], worker.log_initial,
+                                options.unroll, /*meta_graph=*/false).item<double>();
+        }
+        meta_loss += 0.5 * (losses[0] + losses[1]);
+        estimate += worker.accumulated * ((losses[0] - losses[1]) / (2.0 * options.pes_sigma * options.pes_sigma));
+      }
+      estimate /= static_cast<double>(workers.size());
+      meta_loss /= static_cast<double>(workers.size());
+      int64_t offset = 0;
+      for (auto& p : params) {
+        p.mutable_grad() = estimate.narrow(0, offset, p.numel()).view(p.sizes()).clone();
+        offset += p.numel();
+      }
+    }
+    // A non-finite meta-gradient (a task blew up inside the graph) skips this outer step.
+    bool finite = std::isfinite(meta_loss);
+    for (auto& p : params) {
+      if (p.grad().defined() && !at::isfinite(p.grad()).all().item<bool>()) finite = false;
+    }
+    if (finite) {
+      torch::nn::utils::clip_grad_norm_(params, options.clip);
+      adam.step();
+    }
+
+    history.push_back(meta_loss);
+    window.push_back(meta_loss);
+    if (window.size() > 20) window.pop_front();
+    MetaProgress progress;
+    progress.iteration = iteration + 1;
+    progress.iterations = options.iterations;
+    progress.meta_loss = meta_loss;
+    for (double v : window) progress.average += v / static_cast<double>(window.size());
+    progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (csv) {
+      std::fprintf(csv, "%lld,%.6f,%.6f,%.2f\n", static_cast<long long>(progress.iteration), meta_loss,
+                   progress.average, progress.seconds);
+      std::fflush(csv);
+    }
+    if (options.progress) {
+      const double done = static_cast<double>(progress.iteration - first);
+      const double eta = progress.seconds / done * static_cast<double>(options.iterations - progress.iteration);
+      const int width = 30;
+      const int filled = static_cast<int>(width * progress.iteration / options.iterations);
+      std::fprintf(stderr, "\r[%.*s%*s] %lld/%lld  meta-loss %+.3f (avg %+.3f)  %s elapsed, ETA %s   ",
+                   filled, "==============================", width - filled, "",
+                   static_cast<long long>(progress.iteration), static_cast<long long>(options.iterations),
+                   meta_loss, progress.average, format_duration(progress.seconds).c_str(),
+                   format_duration(eta).c_str());
+    }
+    if (on_iteration) on_iteration(progress);
+  }
+  if (options.progress) std::fprintf(stderr, "\n");
+  if (!options.checkpoint.empty()) save_checkpoint(options.checkpoint, *model, adam, iteration);
+  if (csv) std::fclose(csv);
+  return history;
+}
+
+}  // namespace flt::optim

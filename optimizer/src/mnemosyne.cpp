@@ -1,0 +1,295 @@
+#include "flt/optim/mnemosyne.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/serialize.h>
+#include <torch/serialize.h>
+
+#include <fstream>
+#include <set>
+
+#include "pretrained_weights.h"
+
+namespace flt::optim {
+namespace {
+
+constexpr int64_t kFormatVersion = 1;
+
+// The optimizer state map is keyed by a string of the TensorImpl address up to LibTorch 2.1 and by
+// the address itself from 2.2 (DESIGN.md section 1): derive the key from the map's own type.
+template <typename Map>
+typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
+  using Key = typename Map::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    return c10::guts::to_string(p.unsafeGetTensorImpl());
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
+}
+
+void write_options(torch::serialize::OutputArchive& archive, const LearnedOptimizerModelOptions& o) {
+  archive.write("format", torch::IValue(std::string("flt-learned-optimizer")));
+  archive.write("version", torch::IValue(kFormatVersion));
+  archive.write("memory", torch::IValue(memory_name(o.memory())));
+  archive.write("key_dim", torch::IValue(o.key_dim()));
+  archive.write("value_dim", torch::IValue(o.value_dim()));
+  archive.write("features", torch::IValue(o.features()));
+  archive.write("rpe_features", torch::IValue(o.rpe_features()));
+  archive.write("hidden", torch::IValue(o.hidden()));
+  archive.write("step_scale", torch::IValue(o.step_scale()));
+  archive.write("seed", torch::IValue(static_cast<int64_t>(o.seed())));
+}
+
+LearnedOptimizerModelOptions read_options(torch::serialize::InputArchive& archive,
+                                          const std::string& source) {
+  torch::IValue value;
+  TORCH_CHECK(archive.try_read("format", value) && value.isString() &&
+                  value.toStringRef() == "flt-learned-optimizer",
+              "learned optimizer weights: ", source, " is not a weights file written by flt-metatrain");
+  archive.read("version", value);
+  TORCH_CHECK(value.toInt() == kFormatVersion, "learned optimizer weights: ", source,
+              " has format version ", value.toInt(), ", this build reads ", kFormatVersion);
+  LearnedOptimizerModelOptions o;
+  archive.read("memory", value);
+  o.memory(memory_from_name(value.toStringRef()));
+  archive.read("key_dim", value);
+  o.key_dim(value.toInt());
+  archive.read("value_dim", value);
+  o.value_dim(value.toInt());
+  archive.read("features", value);
+  o.features(value.toInt());
+  archive.read("rpe_features", value);
+  o.rpe_features(value.toInt());
+  archive.read("hidden", value);
+  o.hidden(value.toInt());
+  archive.read("step_scale", value);
+  o.step_scale(value.toDouble());
+  archive.read("seed", value);
+  o.seed(static_cast<uint64_t>(value.toInt()));
+  return o;
+}
+
+LearnedOptimizerModel model_from_archive(torch::serialize::InputArchive& archive,
+                                         const std::string& source) {
+  LearnedOptimizerModel model(read_options(archive, source));
+  torch::serialize::InputArchive weights;
+  archive.read("weights", weights);
+  model->load(weights);
+  return model;
+}
+
+LearnedOptimizerModel default_model(const MnemosyneOptions& options) {
+  return options.weights().empty() ? load_pretrained_model(options.memory())
+                                   : load_model(options.weights());
+}
+
+}  // namespace
+
+// ---- weights files -------------------------------------------------------------------------
+
+void save_model(const LearnedOptimizerModel& model, const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  write_options(archive, model->options);
+  torch::serialize::OutputArchive weights;
+  model->save(weights);
+  archive.write("weights", weights);
+  archive.save_to(path);
+}
+
+LearnedOptimizerModel load_model(const std::string& path) {
+  TORCH_CHECK(std::ifstream(path).good(), "learned optimizer weights: cannot open ", path);
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "learned optimizer weights: ", path, " is corrupt or not a weights file (",
+                e.what_without_backtrace(), ")");
+  }
+  return model_from_archive(archive, path);
+}
+
+LearnedOptimizerModel load_pretrained_model(Memory memory) {
+  const auto name = memory_name(memory);
+  const auto blob = detail::pretrained_blob(name);
+  TORCH_CHECK(blob.data != nullptr, "no pretrained weights for memory \"", name,
+              "\" ship with this build (optimizer/pretrained/mnemosyne_", name,
+              ".pt); train them with flt-metatrain or pass MnemosyneOptions().weights(path)");
+  torch::serialize::InputArchive archive;
+  archive.load_from(reinterpret_cast<const char*>(blob.data), blob.size);
+  return model_from_archive(archive, "the pretrained weights for \"" + name + "\"");
+}
+
+std::vector<Memory> pretrained_memories() {
+  std::vector<Memory> found;
+  for (Memory m : {Memory::kFLT, Memory::kPerformer, Memory::kNone, Memory::kLSTM}) {
+    if (detail::pretrained_blob(memory_name(m)).data != nullptr) found.push_back(m);
+  }
+  return found;
+}
+
+// ---- options and state ------------------------------------------------------------------------
+
+void MnemosyneOptions::serialize(torch::serialize::OutputArchive& archive) const {
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(lr);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(chunk_size);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(weights);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(fused);
+  archive.write("memory", torch::IValue(memory_name(memory())));
+}
+
+void MnemosyneOptions::serialize(torch::serialize::InputArchive& archive) {
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, lr);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, chunk_size);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(std::string, weights);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(bool, fused);
+  torch::IValue value;
+  archive.read("memory", value);
+  memory(memory_from_name(value.toStringRef()));
+}
+
+bool operator==(const MnemosyneOptions& lhs, const MnemosyneOptions& rhs) {
+  return lhs.lr() == rhs.lr() && lhs.memory() == rhs.memory() && lhs.weights() == rhs.weights() &&
+         lhs.chunk_size() == rhs.chunk_size() && lhs.fused() == rhs.fused();
+}
+
+void MnemosyneParamState::serialize(torch::serialize::OutputArchive& archive) const {
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(step);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(state);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(skipped);
+}
+
+void MnemosyneParamState::serialize(torch::serialize::InputArchive& archive) {
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, step);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, state);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, skipped);
+}
+
+bool operator==(const MnemosyneParamState& lhs, const MnemosyneParamState& rhs) {
+  return lhs.step() == rhs.step() && lhs.skipped() == rhs.skipped() &&
+         torch::equal(lhs.state(), rhs.state());
+}
+
+// ---- the optimizer ---------------------------------------------------------------------------------
+
+Mnemosyne::Mnemosyne(std::vector<torch::optim::OptimizerParamGroup> param_groups,
+                     MnemosyneOptions defaults)
+    : Optimizer(checked(std::move(param_groups)), std::make_unique<MnemosyneOptions>(defaults)) {
+  TORCH_CHECK(defaults.lr() >= 0.0, "Mnemosyne: lr must be >= 0, got ", defaults.lr());
+  TORCH_CHECK(defaults.chunk_size() > 0, "Mnemosyne: chunk_size must be positive, got ",
+              defaults.chunk_size());
+  model_ = default_model(defaults);
+}
+
+Mnemosyne::Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults,
+                     LearnedOptimizerModel model)
+    : Optimizer(checked({torch::optim::OptimizerParamGroup(std::move(params))}),
+                std::make_unique<MnemosyneOptions>(defaults)),
+      model_(std::move(model)) {
+  TORCH_CHECK(defaults.lr() >= 0.0, "Mnemosyne: lr must be >= 0, got ", defaults.lr());
+  TORCH_CHECK(!model_.is_empty(), "Mnemosyne: the model is empty");
+}
+
+std::vector<torch::optim::OptimizerParamGroup> Mnemosyne::checked(
+    std::vector<torch::optim::OptimizerParamGroup> groups) {
+  std::set<const void*> seen;
+  int64_t count = 0;
+  for (const auto& group : groups) {
+    for (size_t i = 0; i < group.params().size(); ++i) {
+      const auto& p = group.params()[i];
+      TORCH_CHECK(p.defined(), "Mnemosyne: parameter ", i, " is an undefined tensor");
+      TORCH_CHECK(p.is_leaf(), "Mnemosyne: parameter ", i, " of shape ", p.sizes(),
+                  " is not a leaf tensor (it is computed from others); pass the leaves");
+      TORCH_CHECK(p.is_floating_point(), "Mnemosyne: parameter ", i, " has dtype ", p.scalar_type(),
+                  "; only floating-point parameters can be optimised");
+      TORCH_CHECK(seen.insert(p.unsafeGetTensorImpl()).second, "Mnemosyne: parameter ", i,
+                  " of shape ", p.sizes(), " appears more than once");
+      ++count;
+    }
+  }
+  TORCH_CHECK(count > 0, "Mnemosyne: the parameter list is empty");
+  return groups;
+}
+
+torch::Tensor Mnemosyne::step(LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const MnemosyneOptions&>(group.options());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const auto& grad = p.grad();
+      TORCH_CHECK(!grad.is_sparse(), "Mnemosyne: sparse gradients are not supported (parameter of shape ",
+                  p.sizes(), ")");
+      const int64_t n = p.numel();
+      auto key = state_key(state_, p);
+      auto it = state_.find(key);
+      if (it == state_.end()) {
+        auto fresh = std::make_unique<MnemosyneParamState>();
+        fresh->state(model_->initial_state(n, p.options().dtype(at::kFloat)));
+        it = state_.emplace(key, std::move(fresh)).first;
+      }
+      auto& st = static_cast<MnemosyneParamState&>(*it->second);
+      st.step(st.step() + 1);
+      const bool copied = !p.is_contiguous();
+      auto flat_param = p.detach().reshape({-1});  // a view unless the parameter is non-contiguous
+      const auto flat_grad = grad.detach().reshape({-1});
+      auto& state = st.state();
+      int64_t skipped = 0;
+      if (options.fused() && !copied && p.scalar_type() == at::kFloat && p.device().is_cpu() &&
+          model_->fused_supported()) {
+        skipped = model_->fused_step_(flat_param, flat_grad, state, st.step(), options.lr());
+        st.skipped(st.skipped() + skipped);
+        continue;
+      }
+      for (int64_t start = 0; start < n; start += options.chunk_size()) {
+        const int64_t size = std::min(options.chunk_size(), n - start);
+        const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
+        auto param = flat_param.narrow(0, start, size);
+        auto chunk_state = state.narrow(0, start, size);
+        const auto finite_grad = at::isfinite(g);
+        auto result = model_->step(at::where(finite_grad, g, at::zeros_like(g)),
+                                   param.to(at::kFloat), chunk_state, st.step());
+        // A coordinate whose gradient or step is not finite keeps its value and its state.
+        const auto ok = finite_grad & at::isfinite(result.update);
+        skipped += (~ok).sum().item<int64_t>();
+        const auto update = at::where(ok, result.update, at::zeros_like(result.update));
+        param.add_(update.to(param.scalar_type()), options.lr());
+        chunk_state.copy_(at::where(ok.unsqueeze(1), result.state, chunk_state));
+      }
+      st.skipped(st.skipped() + skipped);
+      if (copied) p.detach().copy_(flat_param.view(p.sizes()));
+    }
+  }
+  return loss;
+}
+
+int64_t Mnemosyne::skipped() const {
+  int64_t total = 0;
+  for (const auto& entry : state_) {
+    total += static_cast<const MnemosyneParamState&>(*entry.second).skipped();
+  }
+  return total;
+}
+
+void Mnemosyne::save(torch::serialize::OutputArchive& archive) const {
+  torch::optim::serialize<MnemosyneParamState, MnemosyneOptions>(archive, *this);
+  torch::serialize::OutputArchive model_archive(archive.compilation_unit());
+  write_options(model_archive, model_->options);
+  torch::serialize::OutputArchive weights(archive.compilation_unit());
+  model_->save(weights);
+  model_archive.write("weights", weights);
+  archive.write("learned_model", model_archive);
+}
+
+void Mnemosyne::load(torch::serialize::InputArchive& archive) {
+  torch::optim::serialize<MnemosyneParamState, MnemosyneOptions>(archive, *this);
+  torch::serialize::InputArchive model_archive;
+  if (archive.try_read("learned_model", model_archive)) {
+    model_ = model_from_archive(model_archive, "the optimizer archive");
+  }
+}
+
+}  // namespace flt::optim

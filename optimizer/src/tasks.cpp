@@ -1,0 +1,304 @@
+#include "flt/optim/tasks.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "flt/attention/softmax.h"
+#include "flt/optim/landscapes.h"
+
+namespace flt::optim {
+namespace {
+
+int64_t uniform_int(at::Generator& gen, int64_t lo, int64_t hi) {
+  return lo + at::randint(hi - lo + 1, {1}, gen).item<int64_t>();
+}
+
+double uniform(at::Generator& gen, double lo, double hi) {
+  return lo + (hi - lo) * at::rand({1}, gen, at::kDouble).item<double>();
+}
+
+/// Haar-random rotation (QR of a Gaussian matrix with the signs fixed). -> (n, n)
+torch::Tensor random_rotation(int64_t n, at::Generator& gen) {
+  const auto a = at::randn({n, n}, gen, at::kDouble);
+  auto [q, r] = at::linalg_qr(a);
+  return (q * at::sign(at::diagonal(r)).unsqueeze(0)).to(at::kFloat);
+}
+
+/// Child generator for data drawn once at task creation (keeps `gen`'s stream for the caller).
+at::Generator child(at::Generator& gen) {
+  return at::make_generator<at::CPUGeneratorImpl>(
+      static_cast<uint64_t>(at::randint(1LL << 62, {1}, gen).item<int64_t>()));
+}
+
+// ---- landscapes ------------------------------------------------------------------------------
+
+class LandscapeTask : public Task {
+ public:
+  LandscapeTask(TaskFamily family, Landscape landscape, int64_t dims, at::Generator gen, double noise)
+      : family_(family), landscape_(landscape), dims_(dims) {
+    const auto info = landscape_info(landscape, dims);
+    // Rastrigin-like instances: shifted and rotated coordinates, plus a random output scale.
+    const bool rastrigin = family == TaskFamily::kRastrigin;
+    const bool ackley = family == TaskFamily::kAckley;
+    shift_ = (rastrigin || ackley) ? at::rand({dims}, gen) * 2.0 - 1.0 : at::zeros({dims});
+    rotation_ = rastrigin ? random_rotation(dims, gen) : at::eye(dims);
+    scale_ = rastrigin ? std::exp(uniform(gen, std::log(0.3), std::log(3.0))) : 1.0;
+    box_ = ackley ? 5.0 : rastrigin ? info.upper : family == TaskFamily::kRosenbrock ? 2.0 : info.upper;
+    noise_ = noise * scale_ * (rastrigin ? 10.0 : 1.0);
+  }
+  std::string name() const override {
+    std::ostringstream out;
+    out << task_family_name(family_) << "(" << dims_ << ")";
+    return out.str();
+  }
+  TaskFamily family() const override { return family_; }
+  int64_t dim() const override { return dims_; }
+  torch::Tensor initial(at::Generator gen) const override {
+    const auto u = (at::rand({dims_}, gen) * 2.0 - 1.0) * box_;
+    return shift_ + at::matmul(rotation_.t(), u);
+  }
+  torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
+    const auto y = at::matmul(rotation_, params - shift_);
+    if (noise_ <= 0.0) return scale_ * evaluate_landscape(landscape_, y);
+    return scale_ * evaluate_noisy_landscape(landscape_, y, noise_ / scale_, gen);
+  }
+  torch::Tensor eval_loss(const torch::Tensor& params) const override {
+    return scale_ * evaluate_landscape(landscape_, at::matmul(rotation_, params - shift_));
+  }
+
+ private:
+  TaskFamily family_;
+  Landscape landscape_;
+  int64_t dims_;
+  torch::Tensor shift_, rotation_;
+  double scale_ = 1.0, box_ = 1.0, noise_ = 0.0;
+};
+
+class NoisyQuadraticTask : public Task {
+ public:
+  NoisyQuadraticTask(int64_t dims, at::Generator gen, double noise) : dims_(dims), noise_(noise) {
+    curvature_ = at::exp(at::rand({dims}, gen) * std::log(1e4) - std::log(1e2));  // 1e-2 .. 1e2
+    center_ = at::randn({dims}, gen);
+  }
+  std::string name() const override { return "noisy_quadratic(" + std::to_string(dims_) + ")"; }
+  TaskFamily family() const override { return TaskFamily::kNoisyQuadratic; }
+  int64_t dim() const override { return dims_; }
+  torch::Tensor initial(at::Generator gen) const override { return center_ + at::randn({dims_}, gen) * 2.0; }
+  torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
+    const auto e = at::randn({dims_}, gen).to(params.scalar_type());
+    return eval_loss(params) + noise_ * (e * params).sum();
+  }
+  torch::Tensor eval_loss(const torch::Tensor& params) const override {
+    return 0.5 * (curvature_ * (params - center_).pow(2)).sum();
+  }
+
+ private:
+  int64_t dims_;
+  double noise_;
+  torch::Tensor curvature_, center_;
+};
+
+// ---- small networks on synthetic data ----------------------------------------------------------
+
+/// Slices a flat parameter vector into named shapes.
+class FlatLayout {
+ public:
+  int64_t add(std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    shapes_.push_back(std::move(shape));
+    offsets_.push_back(total_);
+    total_ += n;
+    return static_cast<int64_t>(shapes_.size()) - 1;
+  }
+  torch::Tensor view(const torch::Tensor& flat, int64_t index) const {
+    int64_t n = 1;
+    for (auto s : shapes_[index]) n *= s;
+    return flat.narrow(0, offsets_[index], n).view(shapes_[index]);
+  }
+  /// Default initial point: every matrix ~ N(0, 1/fan_in), vectors 0.
+  torch::Tensor init(at::Generator& gen) const {
+    std::vector<torch::Tensor> parts;
+    for (const auto& shape : shapes_) {
+      if (shape.size() == 1) {
+        parts.push_back(at::zeros(shape));
+      } else {
+        parts.push_back(at::randn(shape, gen).flatten() / std::sqrt(static_cast<double>(shape[0])));
+      }
+    }
+    return at::cat(parts);
+  }
+  int64_t total() const { return total_; }
+
+ private:
+  std::vector<std::vector<int64_t>> shapes_;
+  std::vector<int64_t> offsets_;
+  int64_t total_ = 0;
+};
+
+class MLPTask : public Task {
+ public:
+  MLPTask(bool classification, at::Generator gen, const TaskSampling& s)
+      : classification_(classification), batch_(s.batch) {
+    inputs_dim_ = uniform_int(gen, 4, 8);
+    outputs_ = classification ? uniform_int(gen, 2, 4) : 1;
+    const int64_t hidden = s.hidden;
+    w1_ = layout_.add({inputs_dim_, hidden});
+    b1_ = layout_.add({hidden});
+    w2_ = layout_.add({hidden, outputs_});
+    b2_ = layout_.add({outputs_});
+    // Data: 256 points labelled by a random teacher network of the same shape.
+    auto data_gen = child(gen);
+    x_ = at::randn({256, inputs_dim_}, data_gen);
+    const auto teacher = layout_.init(data_gen) * 2.0;
+    const auto out = forward(teacher, x_);
+    y_ = classification ? out.argmax(1) : out.squeeze(1) + 0.1 * at::randn({256}, data_gen);
+  }
+  std::string name() const override {
+    return std::string(classification_ ? "mlp_classification" : "mlp_regression") + "(" +
+           std::to_string(layout_.total()) + ")";
+  }
+  TaskFamily family() const override {
+    return classification_ ? TaskFamily::kMLPClassification : TaskFamily::kMLPRegression;
+  }
+  int64_t dim() const override { return layout_.total(); }
+  torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
+  torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
+    const auto idx = at::randint(x_.size(0), {batch_}, gen);
+    return objective(params, x_.index_select(0, idx), y_.index_select(0, idx));
+  }
+  torch::Tensor eval_loss(const torch::Tensor& params) const override { return objective(params, x_, y_); }
+
+ private:
+  torch::Tensor forward(const torch::Tensor& p, const torch::Tensor& x) const {
+    const auto h = at::tanh(at::matmul(x, layout_.view(p, w1_)) + layout_.view(p, b1_));
+    return at::matmul(h, layout_.view(p, w2_)) + layout_.view(p, b2_);
+  }
+  torch::Tensor objective(const torch::Tensor& p, const torch::Tensor& x, const torch::Tensor& y) const {
+    const auto out = forward(p, x);
+    if (classification_) return at::cross_entropy_loss(out, y);
+    return (out.squeeze(1) - y).pow(2).mean();
+  }
+  bool classification_;
+  int64_t batch_, inputs_dim_ = 0, outputs_ = 0;
+  FlatLayout layout_;
+  int64_t w1_, b1_, w2_, b2_;
+  torch::Tensor x_, y_;
+};
+
+/// Next-token prediction on sequences x_{t+1} = (x_t + step) mod V with occasional random tokens,
+/// by one causal softmax-attention layer with tied embeddings (uses flt::attention).
+class TransformerLMTask : public Task {
+ public:
+  TransformerLMTask(at::Generator gen, const TaskSampling& s) : batch_(s.batch / 4 + 1) {
+    vocab_ = uniform_int(gen, 5, 8);
+    width_ = 8;
+    embed_ = layout_.add({vocab_, width_});
+    position_ = layout_.add({kLength, width_});
+    wq_ = layout_.add({width_, width_});
+    wk_ = layout_.add({width_, width_});
+    wv_ = layout_.add({width_, width_});
+    wo_ = layout_.add({width_, width_});
+    auto data_gen = child(gen);
+    const int64_t step = uniform_int(data_gen, 1, vocab_ - 1);
+    auto seqs = at::zeros({64, kLength + 1}, at::kLong);
+    seqs.select(1, 0).copy_(at::randint(vocab_, {64}, data_gen));
+    for (int64_t t = 1; t <= kLength; ++t) {
+      const auto next = (seqs.select(1, t - 1) + step) % vocab_;
+      const auto random = at::randint(vocab_, {64}, data_gen);
+      const auto flip = at::rand({64}, data_gen) < 0.1;
+      seqs.select(1, t).copy_(at::where(flip, random, next));
+    }
+    data_ = seqs;
+  }
+  std::string name() const override { return "transformer_lm(" + std::to_string(layout_.total()) + ")"; }
+  TaskFamily family() const override { return TaskFamily::kTransformerLM; }
+  int64_t dim() const override { return layout_.total(); }
+  torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
+  torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
+    return objective(params, data_.index_select(0, at::randint(data_.size(0), {batch_}, gen)));
+  }
+  torch::Tensor eval_loss(const torch::Tensor& params) const override { return objective(params, data_); }
+
+ private:
+  static constexpr int64_t kLength = 8;
+  torch::Tensor objective(const torch::Tensor& p, const torch::Tensor& seqs) const {
+    const auto inputs = seqs.narrow(1, 0, kLength), targets = seqs.narrow(1, 1, kLength);
+    const auto emb = layout_.view(p, embed_);
+    const auto x = emb.index_select(0, inputs.reshape(-1)).view({-1, kLength, width_}) +
+                   layout_.view(p, position_);
+    const auto head = [&](int64_t w) { return at::matmul(x, layout_.view(p, w)).unsqueeze(1); };
+    const auto attended = attention::softmax_attention(head(wq_), head(wk_), head(wv_), /*causal=*/true);
+    const auto h = x + at::matmul(attended.squeeze(1), layout_.view(p, wo_));
+    const auto logits = at::matmul(h, emb.t());  // (B, L, V)
+    return at::cross_entropy_loss(logits.reshape({-1, vocab_}), targets.reshape(-1));
+  }
+  int64_t batch_, vocab_ = 0, width_ = 0;
+  FlatLayout layout_;
+  int64_t embed_, position_, wq_, wk_, wv_, wo_;
+  torch::Tensor data_;
+};
+
+}  // namespace
+
+std::string task_family_name(TaskFamily family) {
+  switch (family) {
+    case TaskFamily::kRastrigin: return "rastrigin";
+    case TaskFamily::kAckley: return "ackley";
+    case TaskFamily::kRosenbrock: return "rosenbrock";
+    case TaskFamily::kNoisyQuadratic: return "noisy_quadratic";
+    case TaskFamily::kMLPClassification: return "mlp_classification";
+    case TaskFamily::kMLPRegression: return "mlp_regression";
+    case TaskFamily::kTransformerLM: return "transformer_lm";
+  }
+  return "?";
+}
+
+std::vector<TaskFamily> all_task_families() {
+  return {TaskFamily::kRastrigin,         TaskFamily::kAckley,        TaskFamily::kRosenbrock,
+          TaskFamily::kNoisyQuadratic,    TaskFamily::kMLPClassification,
+          TaskFamily::kMLPRegression,     TaskFamily::kTransformerLM};
+}
+
+TaskFamily task_family_from_name(const std::string& name) {
+  for (auto f : all_task_families()) {
+    if (task_family_name(f) == name) return f;
+  }
+  TORCH_CHECK(false, "unknown task family \"", name,
+              "\" (expected rastrigin, ackley, rosenbrock, noisy_quadratic, mlp_classification, "
+              "mlp_regression or transformer_lm)");
+}
+
+std::unique_ptr<Task> sample_task_with_dim(TaskFamily family, int64_t dims, at::Generator gen,
+                                           const TaskSampling& s) {
+  TORCH_CHECK(dims >= 2, "sample_task: landscape dimension must be >= 2, got ", dims);
+  switch (family) {
+    case TaskFamily::kRastrigin:
+      return std::make_unique<LandscapeTask>(family, Landscape::kRastrigin, dims, gen, s.noise);
+    case TaskFamily::kAckley:
+      return std::make_unique<LandscapeTask>(family, Landscape::kAckley, dims, gen, s.noise);
+    case TaskFamily::kRosenbrock:
+      return std::make_unique<LandscapeTask>(family, Landscape::kRosenbrock, dims, gen, 0.0);
+    case TaskFamily::kNoisyQuadratic: return std::make_unique<NoisyQuadraticTask>(dims, gen, s.noise);
+    default: break;
+  }
+  TORCH_CHECK(false, "sample_task_with_dim: ", task_family_name(family), " is not a landscape family");
+}
+
+std::unique_ptr<Task> sample_task(TaskFamily family, at::Generator gen, const TaskSampling& s) {
+  TORCH_CHECK(s.min_dim >= 2 && s.max_dim >= s.min_dim, "sample_task: need 2 <= min_dim <= max_dim, got ",
+              s.min_dim, " and ", s.max_dim);
+  TORCH_CHECK(s.batch > 0 && s.hidden > 0, "sample_task: batch and hidden must be positive, got ",
+              s.batch, " and ", s.hidden);
+  switch (family) {
+    case TaskFamily::kMLPClassification: return std::make_unique<MLPTask>(true, gen, s);
+    case TaskFamily::kMLPRegression: return std::make_unique<MLPTask>(false, gen, s);
+    case TaskFamily::kTransformerLM: return std::make_unique<TransformerLMTask>(gen, s);
+    default: return sample_task_with_dim(family, uniform_int(gen, s.min_dim, s.max_dim), gen, s);
+  }
+}
+
+}  // namespace flt::optim

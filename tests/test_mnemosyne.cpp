@@ -1,0 +1,476 @@
+// The learned optimizer: model numerics, torch::optim contract (after LibTorch's own optimizer
+// tests), robustness, weights files, task families and meta-training behaviour.
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/schedulers/step_lr.h>
+#include <torch/serialize.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "flt/optim/meta_train.h"
+#include "flt/optim/mnemosyne.h"
+#include "flt/optim/tasks.h"
+#include "test_util.h"
+
+namespace fo = flt::optim;
+using flt::testing::all_close;
+using flt::testing::expect_error;
+
+namespace {
+
+class Mnemosyne : public flt::testing::SeededTest {};
+
+/// A fresh (untrained) model: its head starts at zero, so it is Adam with lr = step_scale.
+fo::LearnedOptimizerModel untrained(fo::Memory memory = fo::Memory::kFLT) {
+  return fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().memory(memory));
+}
+
+/// A model whose head is not zero (so memory and features matter).
+fo::LearnedOptimizerModel perturbed(fo::Memory memory, uint64_t seed) {
+  torch::manual_seed(seed);
+  auto model = untrained(memory);
+  torch::NoGradGuard no_grad;
+  model->head_out->weight.normal_(0.0, 0.3);
+  model->head_out->bias.normal_(0.0, 0.1);
+  return model;
+}
+
+fo::Mnemosyne make(std::vector<torch::Tensor> params, fo::LearnedOptimizerModel model, double lr = 1.0) {
+  return fo::Mnemosyne(std::move(params), fo::MnemosyneOptions(lr), std::move(model));
+}
+
+torch::Tensor quadratic_step(fo::Mnemosyne& opt, torch::Tensor& x) {
+  opt.zero_grad();
+  auto loss = (x * x * torch::arange(1, x.numel() + 1, x.options()).view(x.sizes())).sum();
+  loss.backward();
+  opt.step();
+  return loss.detach();
+}
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+}  // namespace
+
+// ---- model numerics ---------------------------------------------------------------------------
+
+TEST_F(Mnemosyne, LogSignEncoding_ExactValues) {
+  const auto x = torch::tensor({1.0, -std::exp(-2.0), 1e-4, -1e-4, 0.0}, torch::kDouble);
+  const auto e = fo::log_sign_encoding(x, 5.0);
+  const auto expected = torch::tensor({{0.0, 1.0}, {-0.4, -1.0}, {-1.0, 1e-4 * std::exp(5.0)},
+                                       {-1.0, -1e-4 * std::exp(5.0)}, {-1.0, 0.0}}, torch::kDouble);
+  EXPECT_TRUE(all_close(e, expected, 1e-12, 1e-12));
+}
+
+TEST_F(Mnemosyne, UntrainedModel_IsAdam) {
+  // The zero-initialised head makes the rule exactly Adam(lr = step_scale, betas 0.9/0.999) up to
+  // Adam's eps (1e-8 here vs 1e-15 inside the model's square root): a check of every moment formula.
+  for (auto memory : {fo::Memory::kFLT, fo::Memory::kPerformer, fo::Memory::kNone, fo::Memory::kLSTM}) {
+    auto a = torch::randn({5, 3}).requires_grad_(true);
+    auto b = a.detach().clone().requires_grad_(true);
+    auto ours = make({a}, untrained(memory));
+    torch::optim::Adam adam({b}, torch::optim::AdamOptions(1e-2).eps(1e-12));
+    for (int s = 0; s < 20; ++s) {
+      quadratic_step(ours, a);
+      adam.zero_grad();
+      (b * b * torch::arange(1, 16, b.options()).view({5, 3})).sum().backward();
+      adam.step();
+    }
+    EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fo::memory_name(memory);
+  }
+}
+
+TEST_F(Mnemosyne, StateSize_AtMost16FloatsPerCoordinate) {
+  EXPECT_EQ(untrained(fo::Memory::kFLT)->state_size(), 15);
+  EXPECT_LE(untrained(fo::Memory::kPerformer)->state_size(), 16);
+  EXPECT_LE(untrained(fo::Memory::kLSTM)->state_size(), 16);
+  EXPECT_EQ(untrained(fo::Memory::kNone)->state_size(), 3);
+  auto x = torch::randn({7, 11}).requires_grad_(true);
+  auto opt = make({x}, untrained());
+  quadratic_step(opt, x);
+  const auto& state = static_cast<fo::MnemosyneParamState&>(*opt.state().begin()->second);
+  EXPECT_EQ(state.state().sizes(), torch::IntArrayRef({77, 15}));
+  EXPECT_EQ(state.step(), 1);
+}
+
+TEST_F(Mnemosyne, FLTMemory_MetaGradientsReachTheSpectrum) {
+  // Meta-training must be able to shape the RPE spectrum: its gradient is non-zero from the start.
+  auto model = perturbed(fo::Memory::kFLT, 3);
+  auto p = torch::randn({64});
+  auto state = model->initial_state(64, p.options());
+  torch::Tensor total = torch::zeros({});
+  for (int64_t t = 1; t <= 5; ++t) {
+    auto result = model->step(torch::randn({64}), p, state, t);
+    state = result.state;
+    total = total + result.update.pow(2).sum();
+  }
+  total.backward();
+  for (const auto& item : model->flt->rpe->named_parameters()) {
+    ASSERT_TRUE(item.value().grad().defined()) << item.key();
+    EXPECT_GT(item.value().grad().abs().sum().item<double>(), 0.0) << item.key();
+  }
+  EXPECT_GT(model->discount_logit.grad().abs().item<double>(), 0.0);
+}
+
+TEST_F(Mnemosyne, ChunkSize_DoesNotChangeResults) {
+  auto a = torch::randn({1000}).requires_grad_(true);
+  auto b = a.detach().clone().requires_grad_(true);
+  auto model = perturbed(fo::Memory::kFLT, 5);
+  fo::Mnemosyne big({a}, fo::MnemosyneOptions().chunk_size(1 << 20), model);
+  fo::Mnemosyne small({b}, fo::MnemosyneOptions().chunk_size(37), model);
+  for (int s = 0; s < 5; ++s) {
+    quadratic_step(big, a);
+    quadratic_step(small, b);
+  }
+  // Not bit-equal: BLAS blocks the small matmuls differently for different row counts.
+  EXPECT_TRUE(all_close(a, b, 1e-6, 1e-7));
+}
+
+TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
+  for (auto memory : {fo::Memory::kFLT, fo::Memory::kPerformer, fo::Memory::kNone, fo::Memory::kLSTM}) {
+    auto model = perturbed(memory, 12);
+    ASSERT_TRUE(model->fused_supported());
+    auto a = torch::randn({3000}).requires_grad_(true);
+    auto b = a.detach().clone().requires_grad_(true);
+    fo::Mnemosyne fused({a}, fo::MnemosyneOptions().fused(true), model);
+    fo::Mnemosyne composite({b}, fo::MnemosyneOptions().fused(false), model);
+    for (int s = 0; s < 12; ++s) {
+      const auto g = torch::randn({3000}) * std::pow(10.0, s % 5 - 2);  // gradients from 1e-2 to 1e2
+      a.mutable_grad() = g.clone();
+      b.mutable_grad() = g.clone();
+      fused.step();
+      composite.step();
+    }
+    // Trajectories: float32 with transcendental functions in different orders, a few ulps per step.
+    EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fo::memory_name(memory);
+    // One step from the same (warmed-up) state: update and every state entry agree closely.
+    const auto& warm = static_cast<fo::MnemosyneParamState&>(*composite.state().begin()->second).state();
+    auto state = warm.clone();
+    auto param = b.detach().clone();
+    const auto g = torch::randn({3000});
+    const auto reference = model->step(g, param, warm, 13);
+    const auto skipped = model->fused_step_(param, g, state, 13, /*lr=*/1.0);
+    EXPECT_EQ(skipped, 0);
+    EXPECT_TRUE(all_close(param, b.detach() + reference.update, 1e-6, 1e-7)) << fo::memory_name(memory);
+    // State entries relative to their column's scale: the moments and memories are sums of terms
+    // of either sign, so entries near zero carry the absolute rounding of their larger terms.
+    const auto scale = reference.state.abs().amax(0, /*keepdim=*/true);
+    const auto worst = ((state - reference.state).abs() / scale).max().item<double>();
+    std::cout << "  " << fo::memory_name(memory) << ": max state difference / column scale " << worst << "\n";
+    EXPECT_LT(worst, 1e-5) << fo::memory_name(memory);
+  }
+}
+
+// ---- robustness -----------------------------------------------------------------------------------
+
+TEST_F(Mnemosyne, NonFiniteGradients_AreSkippedAndCounted) {
+  auto x = torch::ones({6}).requires_grad_(true);
+  auto opt = make({x}, perturbed(fo::Memory::kFLT, 1));
+  x.mutable_grad() = torch::tensor({1.0f, NAN, INFINITY, -INFINITY, 0.5f, -0.5f});
+  opt.step();
+  EXPECT_TRUE(torch::isfinite(x).all().item<bool>());
+  EXPECT_EQ(x[1].item<float>(), 1.0f);
+  EXPECT_EQ(x[2].item<float>(), 1.0f);
+  EXPECT_EQ(x[3].item<float>(), 1.0f);
+  EXPECT_NE(x[0].item<float>(), 1.0f);
+  EXPECT_EQ(opt.skipped(), 3);
+  const auto& state = static_cast<fo::MnemosyneParamState&>(*opt.state().begin()->second);
+  EXPECT_EQ(state.state()[1].abs().sum().item<float>(), 0.0f) << "a skipped coordinate keeps its state";
+}
+
+TEST_F(Mnemosyne, HugeAndZeroGradients_GiveFiniteSteps) {
+  auto x = torch::ones({4}).requires_grad_(true);
+  auto opt = make({x}, perturbed(fo::Memory::kFLT, 2));
+  for (int s = 0; s < 3; ++s) {
+    x.mutable_grad() = torch::tensor({1e30f, -1e30f, 0.0f, 3e38f});
+    opt.step();
+    EXPECT_TRUE(torch::isfinite(x).all().item<bool>()) << x;
+  }
+  EXPECT_EQ(opt.skipped(), 0);
+  EXPECT_LT((x - 1).abs().max().item<float>(), 10.0f) << "steps stay bounded: " << x;
+}
+
+TEST_F(Mnemosyne, BadInput_NamesTheProblem) {
+  expect_error([] { make({}, untrained()); }, {"parameter list is empty"});
+  auto leaf = torch::randn({3}).requires_grad_(true);
+  auto computed = leaf * 2;
+  expect_error([&] { make({computed}, untrained()); }, {"parameter 0", "not a leaf"});
+  expect_error([&] { make({leaf, leaf}, untrained()); }, {"parameter 1", "more than once"});
+  expect_error([&] { make({torch::zeros({3}, torch::kLong)}, untrained()); }, {"dtype", "Long"});
+  expect_error([&] { make({leaf}, untrained(), -1.0); }, {"lr must be >= 0", "-1"});
+  auto emb = torch::randn({10, 4}).requires_grad_(true);
+  auto opt = make({emb}, untrained());
+  emb.mutable_grad() = torch::sparse_coo_tensor(torch::tensor({{1}}, torch::kLong), torch::ones({1, 4}), {10, 4});
+  expect_error([&] { opt.step(); }, {"sparse gradients", "[10, 4]"});
+  expect_error([] { fo::memory_from_name("gru"); }, {"unknown memory kind", "gru"});
+  expect_error([] { fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().features(0)); },
+               {"features must be positive", "0"});
+}
+
+// ---- torch::optim contract (LibTorch's optimizer test protocol) ------------------------------------
+
+TEST_F(Mnemosyne, StepWithClosure_ReturnsTheLoss) {
+  auto x = torch::tensor({2.0f, -1.0f}).requires_grad_(true);
+  auto opt = make({x}, untrained());
+  int calls = 0;
+  const auto loss = opt.step([&] {
+    ++calls;
+    opt.zero_grad();
+    auto l = (x * x).sum();
+    l.backward();
+    return l;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_FLOAT_EQ(loss.item<float>(), 5.0f);
+  EXPECT_LT((x * x).sum().item<float>(), 5.0f);
+}
+
+TEST_F(Mnemosyne, ParamGroups_UseTheirOwnLr) {
+  auto a = torch::ones({3}).requires_grad_(true);
+  auto b = torch::ones({3}).requires_grad_(true);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<torch::Tensor>{a}, std::make_unique<fo::MnemosyneOptions>(1.0));
+  groups.emplace_back(std::vector<torch::Tensor>{b}, std::make_unique<fo::MnemosyneOptions>(0.0));
+  const auto weights = temp_path("group_model.pt");
+  fo::save_model(untrained(), weights);
+  fo::Mnemosyne opt(std::move(groups), fo::MnemosyneOptions().weights(weights));
+  opt.zero_grad();
+  ((a + b) * (a + b)).sum().backward();
+  opt.step();
+  EXPECT_LT(a.max().item<float>(), 1.0f);
+  EXPECT_TRUE(torch::equal(b, torch::ones({3}))) << "lr = 0 group must not move";
+}
+
+TEST_F(Mnemosyne, StepLR_ScalesTheLearnedStep) {
+  auto a = torch::ones({3}).requires_grad_(true);
+  auto b = torch::ones({3}).requires_grad_(true);
+  auto model = untrained();
+  fo::Mnemosyne full({a}, fo::MnemosyneOptions(1.0), model);
+  fo::Mnemosyne decayed({b}, fo::MnemosyneOptions(1.0), model);
+  torch::optim::StepLR scheduler(decayed, /*step_size=*/1, /*gamma=*/0.5);
+  quadratic_step(full, a);
+  quadratic_step(decayed, b);
+  EXPECT_TRUE(all_close(a, b, 1e-7, 1e-7)) << "first step at lr 1";
+  scheduler.step();  // LibTorch's StepLR leaves the lr alone on its first call (epoch 0)
+  scheduler.step();
+  EXPECT_DOUBLE_EQ(decayed.param_groups()[0].options().get_lr(), 0.5);
+  const auto before_a = a.detach().clone(), before_b = b.detach().clone();
+  quadratic_step(full, a);
+  quadratic_step(decayed, b);
+  EXPECT_TRUE(all_close(b - before_b, 0.5 * (a - before_a), 1e-5, 1e-8));
+}
+
+TEST_F(Mnemosyne, SaveLoad_ContinuesExactly) {
+  torch::manual_seed(11);
+  auto model = perturbed(fo::Memory::kFLT, 9);
+  auto straight = torch::randn({20}).requires_grad_(true);
+  auto resumed = straight.detach().clone().requires_grad_(true);
+  auto opt_straight = make({straight}, model);
+  auto opt_first = make({resumed}, model);
+  for (int s = 0; s < 4; ++s) {
+    quadratic_step(opt_straight, straight);
+    quadratic_step(opt_first, resumed);
+  }
+  std::stringstream buffer;
+  torch::save(opt_first, buffer);
+  // A new optimizer, built with a different (untrained) model: the archive restores state and model.
+  auto opt_second = make({resumed}, untrained());
+  torch::load(opt_second, buffer);
+  for (int s = 0; s < 4; ++s) {
+    quadratic_step(opt_straight, straight);
+    quadratic_step(opt_second, resumed);
+  }
+  EXPECT_TRUE(torch::equal(straight, resumed));
+}
+
+TEST_F(Mnemosyne, DoubleAndFrozenParameters) {
+  auto d = torch::randn({4}, torch::kDouble).requires_grad_(true);
+  auto frozen = torch::randn({4}).requires_grad_(true);
+  const auto frozen_before = frozen.detach().clone();
+  auto opt = make({d, frozen}, untrained());
+  for (int s = 0; s < 3; ++s) {
+    opt.zero_grad();
+    (d * d).sum().backward();  // no gradient reaches `frozen`
+    opt.step();
+  }
+  EXPECT_EQ(d.scalar_type(), torch::kDouble);
+  EXPECT_TRUE(torch::equal(frozen, frozen_before));
+  EXPECT_EQ(opt.state().size(), 1u) << "state is created lazily, only for parameters with gradients";
+}
+
+// LibTorch's optimizer test protocol (test/cpp/api/optim.cpp): a 2-8-1 sigmoid MLP learns XOR with
+// binary cross-entropy; the running loss must fall below 0.1 within 3000 epochs of 200 samples.
+TEST_F(Mnemosyne, XOR_ConvergesWithThePretrainedDefault) {
+  torch::manual_seed(0);
+  torch::nn::Sequential model(torch::nn::Linear(2, 8), torch::nn::Sigmoid(), torch::nn::Linear(8, 1),
+                              torch::nn::Sigmoid());
+  fo::Mnemosyne optimizer(model->parameters());  // the shipped pretrained FLT-memory rule, lr 1
+  double running_loss = 1.0;
+  int epoch = 0;
+  constexpr int kMaximumEpochs = 3000;
+  while (running_loss > 0.1 && epoch <= kMaximumEpochs) {
+    const auto inputs = torch::randint(2, {200, 2}).to(torch::kFloat);
+    const auto labels = (inputs.select(1, 0) != inputs.select(1, 1)).to(torch::kFloat).unsqueeze(1);
+    const auto loss = optimizer.step([&] {
+      optimizer.zero_grad();
+      auto l = torch::nn::functional::binary_cross_entropy(model->forward(inputs), labels);
+      l.backward();
+      return l;
+    });
+    running_loss = running_loss * 0.99 + loss.item<double>() * 0.01;
+    ++epoch;
+  }
+  std::printf("  XOR: running loss %.4f after %d epochs\n", running_loss, epoch);
+  EXPECT_LT(running_loss, 0.1) << "after " << epoch << " epochs";
+  EXPECT_EQ(optimizer.skipped(), 0);
+}
+
+TEST_F(Mnemosyne, Pretrained_FLTShipsAndLoads) {
+  const auto memories = fo::pretrained_memories();
+  ASSERT_NE(std::find(memories.begin(), memories.end(), fo::Memory::kFLT), memories.end());
+  const auto model = fo::load_pretrained_model(fo::Memory::kFLT);
+  EXPECT_EQ(model->options.memory(), fo::Memory::kFLT);
+  EXPECT_GT(model->head_out->weight.abs().sum().item<double>(), 0.0) << "trained, not the zero init";
+  for (auto memory : {fo::Memory::kPerformer, fo::Memory::kNone, fo::Memory::kLSTM}) {
+    if (std::find(memories.begin(), memories.end(), memory) == memories.end()) {
+      expect_error([&] { fo::load_pretrained_model(memory); }, {"no pretrained weights", fo::memory_name(memory)});
+    }
+  }
+}
+
+// ---- weights files ---------------------------------------------------------------------------------
+
+TEST_F(Mnemosyne, WeightsFile_RoundTripAndErrors) {
+  auto model = perturbed(fo::Memory::kLSTM, 4);
+  const auto path = temp_path("lstm.pt");
+  fo::save_model(model, path);
+  auto loaded = fo::load_model(path);
+  EXPECT_EQ(loaded->options.memory(), fo::Memory::kLSTM);
+  const auto g = torch::randn({8}), p = torch::randn({8});
+  const auto s = model->initial_state(8, g.options());
+  EXPECT_TRUE(torch::equal(model->step(g, p, s, 1).update, loaded->step(g, p, s, 1).update));
+  expect_error([] { fo::load_model("/nonexistent/weights.pt"); }, {"cannot open", "/nonexistent/weights.pt"});
+  const auto junk = temp_path("junk.pt");
+  std::ofstream(junk) << "not a weights file";
+  expect_error([&] { fo::load_model(junk); }, {junk, "corrupt"});
+  expect_error([&] { fo::Mnemosyne({torch::randn({2}).requires_grad_(true)},
+                                   fo::MnemosyneOptions().weights("/missing.pt")); },
+               {"/missing.pt"});
+}
+
+// ---- task families -------------------------------------------------------------------------------
+
+TEST_F(Mnemosyne, Tasks_EveryFamilyIsFiniteAndDeterministic) {
+  for (auto family : fo::all_task_families()) {
+    auto gen_a = at::make_generator<at::CPUGeneratorImpl>(5);
+    auto gen_b = at::make_generator<at::CPUGeneratorImpl>(5);
+    auto a = fo::sample_task(family, gen_a);
+    auto b = fo::sample_task(family, gen_b);
+    const auto start = a->initial(gen_a);
+    EXPECT_TRUE(torch::equal(start, b->initial(gen_b))) << a->name();
+    auto p = start.clone().requires_grad_(true);
+    auto noise = at::make_generator<at::CPUGeneratorImpl>(1);
+    auto loss = a->loss(p, noise);
+    loss.backward();
+    EXPECT_TRUE(std::isfinite(loss.item<double>())) << a->name();
+    EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>()) << a->name();
+    EXPECT_GT(p.grad().abs().sum().item<double>(), 0.0) << a->name();
+    EXPECT_EQ(a->family(), family);
+    EXPECT_EQ(fo::task_family_from_name(fo::task_family_name(family)), family);
+  }
+  expect_error([] { fo::task_family_from_name("mnist"); }, {"unknown task family", "mnist"});
+}
+
+// ---- meta-training -------------------------------------------------------------------------------
+
+namespace {
+
+fo::MetaTrainOptions tiny_meta(fo::MetaEstimator estimator, int64_t iterations) {
+  fo::MetaTrainOptions o;
+  o.families = {fo::TaskFamily::kNoisyQuadratic, fo::TaskFamily::kRosenbrock};
+  o.sampling.min_dim = 2;
+  o.sampling.max_dim = 4;
+  o.estimator = estimator;
+  o.iterations = iterations;
+  o.workers = 4;
+  o.unroll = 5;
+  o.horizon = 20;
+  o.meta_lr = 1e-2;
+  o.progress = false;
+  o.seed = 3;
+  return o;
+}
+
+/// Mean over fixed held-out quadratic/Rosenbrock instances of log(final / initial) after 40 steps.
+double held_out_objective(fo::LearnedOptimizerModel model) {
+  double total = 0.0;
+  int count = 0;
+  for (uint64_t seed = 100; seed < 106; ++seed) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    auto task = fo::sample_task(seed % 2 ? fo::TaskFamily::kNoisyQuadratic : fo::TaskFamily::kRosenbrock, gen,
+                                tiny_meta(fo::MetaEstimator::kPES, 1).sampling);
+    auto p = task->initial(gen).requires_grad_(true);
+    const double initial = task->eval_loss(p).item<double>();
+    auto opt = fo::Mnemosyne({p}, fo::MnemosyneOptions(), model);
+    auto noise = at::make_generator<at::CPUGeneratorImpl>(seed);
+    for (int s = 0; s < 40; ++s) {
+      opt.zero_grad();
+      task->loss(p, noise).backward();
+      opt.step();
+    }
+    total += std::log(task->eval_loss(p).item<double>() / initial);
+    ++count;
+  }
+  return total / count;
+}
+
+}  // namespace
+
+TEST_F(Mnemosyne, MetaTraining_ImprovesTheHeldOutObjective) {
+  torch::manual_seed(0);
+  auto model = untrained(fo::Memory::kFLT);
+  const double before = held_out_objective(model);
+  const auto history = fo::meta_train(model, tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 40));
+  const double after = held_out_objective(model);
+  std::printf("  held-out mean log(final/initial): untrained %.3f -> meta-trained %.3f\n", before, after);
+  EXPECT_EQ(history.size(), 40u);
+  EXPECT_LT(after, before);
+}
+
+TEST_F(Mnemosyne, MetaTraining_ResumesExactlyFromACheckpoint) {
+  const auto path = temp_path("meta_ckpt.pt");
+  std::remove(path.c_str());
+  torch::manual_seed(0);
+  auto straight = untrained(fo::Memory::kFLT);
+  fo::meta_train(straight, tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8));
+  torch::manual_seed(0);
+  auto resumed = untrained(fo::Memory::kFLT);
+  auto first = tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 4);
+  first.checkpoint = path;
+  fo::meta_train(resumed, first);
+  torch::manual_seed(99);  // a different initial model: everything must come from the checkpoint
+  auto continued = untrained(fo::Memory::kFLT);
+  auto second = tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8);
+  second.checkpoint = path;
+  fo::meta_train(continued, second);
+  const auto a = straight->parameters(), b = continued->parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+}
+
+TEST_F(Mnemosyne, PES_MovesTheModelWithFiniteEstimates) {
+  torch::manual_seed(0);
+  auto model = untrained(fo::Memory::kFLT);
+  const auto before = model->head_out->weight.detach().clone();
+  const auto history = fo::meta_train(model, tiny_meta(fo::MetaEstimator::kPES, 4));
+  for (double h : history) EXPECT_TRUE(std::isfinite(h));
+  EXPECT_FALSE(torch::equal(before, model->head_out->weight));
+  expect_error([] { fo::meta_estimator_from_name("reinforce"); }, {"reinforce"});
+  auto bad = tiny_meta(fo::MetaEstimator::kPES, 4);
+  bad.horizon = 7;
+  expect_error([&] { fo::meta_train(untrained(), bad); }, {"multiple of unroll", "7"});
+}
