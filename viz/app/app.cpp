@@ -440,8 +440,8 @@ void show_arena(AppState& s, double dt) {
   section("How to play");
   ImGui::TextWrapped(
       "Drag the white square to choose the start, set your learning rate and momentum, press Play. "
-      "Reach f - f* <= eps within par for 3 stars (2 par: 2 stars, the budget: 1 star). Learned "
-      "optimizers join the race when they land in the library.");
+      "Reach f - f* <= eps within par for 3 stars (2 par: 2 stars, the budget: 1 star). The "
+      "learned optimizers (flt::optim::Mnemosyne with FLT and LSTM memory, pretrained) race too.");
   ImGui::EndChild();
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "flt/optim/landscapes.h"
+#include "flt/optim/mnemosyne.h"
 
 namespace flt::viz {
 namespace {
@@ -119,10 +120,14 @@ struct Runner {
 };
 
 Runner make_runner(RacerKind kind, double x0, double y0, double lr, double momentum,
-                   uint64_t seed) {
+                   uint64_t seed, flt::optim::Memory memory = flt::optim::Memory::kFLT) {
   Runner runner;
   runner.x = torch::tensor({x0, y0}, torch::kDouble).requires_grad_(true);
-  if (kind == RacerKind::kAdam) {
+  if (kind == RacerKind::kLearned) {
+    // The shipped meta-trained rule at its own step size (lr multiplies the learned step).
+    runner.optimizer = std::make_unique<flt::optim::Mnemosyne>(
+        std::vector<torch::Tensor>{runner.x}, flt::optim::MnemosyneOptions(1.0).memory(memory));
+  } else if (kind == RacerKind::kAdam) {
     runner.optimizer = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{runner.x},
                                                             torch::optim::AdamOptions(lr));
   } else {
@@ -235,7 +240,8 @@ struct ArenaGame::Impl {
   }
 
   void add_racer(std::string name, RacerKind kind, std::array<uint8_t, 3> color, double lr,
-                 double momentum, uint64_t seed, double x0, double y0) {
+                 double momentum, uint64_t seed, double x0, double y0,
+                 flt::optim::Memory memory = flt::optim::Memory::kFLT) {
     Racer racer;
     racer.name = std::move(name);
     racer.kind = kind;
@@ -244,13 +250,15 @@ struct ArenaGame::Impl {
     racer.values.push_back(clean_value(level, x0, y0));
     racer.best_value = racer.values.back();
     racer.distance = distance_to_minima(minima, x0, y0);
-    if (kind == RacerKind::kLearned) {
+    const auto shipped = flt::optim::pretrained_memories();
+    if (kind == RacerKind::kLearned &&
+        std::find(shipped.begin(), shipped.end(), memory) == shipped.end()) {
       racer.status = RacerStatus::kUnavailable;
-      racer.note =
-          "learned optimizers (FLT, Performer, LSTM memory; issue 5) are not in the library yet";
+      racer.note = "no pretrained weights for the " + flt::optim::memory_name(memory) +
+                   " memory ship with this build";
       runners.emplace_back();
     } else {
-      runners.push_back(make_runner(kind, x0, y0, lr, momentum, seed));
+      runners.push_back(make_runner(kind, x0, y0, lr, momentum, seed, memory));
     }
     racers.push_back(std::move(racer));
   }
@@ -291,7 +299,10 @@ void ArenaGame::load(const ArenaSettings& settings, uint64_t seed) {
     s.add_racer("You (SGD)", RacerKind::kHuman, {255, 255, 255}, settings.human_lr,
                 settings.human_momentum, seed + 2, x0, y0);
   }
-  s.add_racer("Learned (soon)", RacerKind::kLearned, {200, 120, 255}, 0.0, 0.0, seed + 3, x0, y0);
+  s.add_racer("Learned FLT", RacerKind::kLearned, {200, 120, 255}, 1.0, 0.0, seed + 3, x0, y0,
+              flt::optim::Memory::kFLT);
+  s.add_racer("Learned LSTM", RacerKind::kLearned, {120, 220, 120}, 1.0, 0.0, seed + 4, x0, y0,
+              flt::optim::Memory::kLSTM);
   s.build_grid();
 }
 
