@@ -148,3 +148,24 @@ TEST_F(Transformer, LM_OverfitsTinyBatch) {
                                          << " -> " << final_loss << " in " << kStepBudget << " steps";
   }
 }
+
+TEST_F(Transformer, ShareRpe_OneSpectrumForAllLayers) {
+  fa::TransformerLM lm(fa::TransformerOptions(11, 16, 2, 3).share_rpe(true).attention(
+      fa::FLTAttentionOptions().features(16).rpe_features(8)));
+  auto& shared = *lm->stack->shared_rpe;
+  for (auto& layer : lm->stack->layers) {
+    auto& flt = dynamic_cast<fa::FLTAttentionImpl&>(layer->attention->attention());
+    EXPECT_EQ(flt.rpe.get(), &shared) << "every layer reads the stack's spectrum";
+  }
+  int64_t spectrum_tensors = 0;
+  for (const auto& item : lm->named_parameters()) {
+    if (item.key().find("rpe") != std::string::npos) ++spectrum_tensors;
+  }
+  EXPECT_EQ(spectrum_tensors, static_cast<int64_t>(shared.parameters().size()))
+      << "parameters() lists the shared spectrum once (an optimizer must not update it per layer)";
+  // Gradients from every layer reach the one spectrum.
+  lm(torch::randint(0, 11, {2, 6}, torch::kLong)).pow(2).mean().backward();
+  EXPECT_GT(shared.weights.grad().abs().sum().item<double>(), 0.0);
+  expect_error([] { fa::TransformerLM(fa::TransformerOptions(11, 16, 2, 2).share_rpe(true)); },
+               {"share_rpe needs FLT attention", "softmax"});
+}

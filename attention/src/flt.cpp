@@ -205,6 +205,15 @@ torch::Tensor RpeSpectrumImpl::f(const torch::Tensor& delta) const {
 
 FLTAttentionImpl::FLTAttentionImpl(FLTAttentionOptions options_) : options(std::move(options_)) { reset(); }
 
+RpeSpectrumOptions rpe_spectrum_options(const FLTAttentionOptions& options, int64_t heads) {
+  return RpeSpectrumOptions(heads, options.position_dim())
+      .family(options.family())
+      .components(options.components())
+      .smoothness(options.smoothness())
+      .scale(options.rpe_scale())
+      .weight(options.rpe_weight());
+}
+
 void FLTAttentionImpl::reset() {
   TORCH_CHECK(options.features() > 0, "FLTAttention: features (m) must be positive, got ",
               options.features());
@@ -224,12 +233,18 @@ void FLTAttentionImpl::reset() {
   TORCH_CHECK(options.head_dim() > 0, "FLTAttention: head_dim must be positive, got ",
               options.head_dim(), " (MultiheadAttention sets it; set it when using the module alone)");
   TORCH_CHECK(options.eps() > 0.0, "FLTAttention: eps must be positive, got ", options.eps());
-  rpe = register_module("rpe", RpeSpectrum(RpeSpectrumOptions(options.heads(), options.position_dim())
-                                               .family(options.family())
-                                               .components(options.components())
-                                               .smoothness(options.smoothness())
-                                               .scale(options.rpe_scale())
-                                               .weight(options.rpe_weight())));
+  if (options.shared_spectrum().is_empty()) {
+    rpe = register_module("rpe", RpeSpectrum(rpe_spectrum_options(options, options.heads())));
+  } else {
+    rpe = options.shared_spectrum();
+    const auto& shared = rpe->options;
+    TORCH_CHECK(shared.heads() == options.heads() && shared.position_dim() == options.position_dim() &&
+                    shared.family() == options.family(),
+                "FLTAttention: the shared spectrum has ", shared.heads(), " heads, position_dim ",
+                shared.position_dim(), " and family ", spectrum_family_name(shared.family()),
+                "; this module needs ", options.heads(), ", ", options.position_dim(), " and ",
+                spectrum_family_name(options.family()));
+  }
   const int64_t augmented_dim = 2 * options.rpe_features() + options.head_dim();
   feature_map = register_module(
       "feature_map", FeatureMap(FeatureMapOptions(augmented_dim, options.features())

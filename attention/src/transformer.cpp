@@ -61,13 +61,22 @@ void TransformerStackImpl::reset() {
   } else {
     position_embedding = nullptr;
   }
+  auto attention = options.attention();
+  shared_rpe = nullptr;
+  if (options.share_rpe()) {
+    auto* flt = std::get_if<FLTAttentionOptions>(&attention);
+    TORCH_CHECK(flt != nullptr, "Transformer: share_rpe needs FLT attention, got ",
+                attention_name(attention));
+    shared_rpe = register_module("shared_rpe", RpeSpectrum(rpe_spectrum_options(*flt, options.heads())));
+    flt->shared_spectrum(shared_rpe);
+  }
   layers.clear();
   for (int64_t i = 0; i < options.layers(); ++i) {
     layers.push_back(register_module(
         "layer" + std::to_string(i),
         TransformerLayer(TransformerLayerOptions(e, options.heads())
                              .ff_dim(options.ff_dim())
-                             .attention(options.attention()))));
+                             .attention(attention))));
   }
   final_norm = register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({e})));
 }

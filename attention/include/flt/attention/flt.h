@@ -88,6 +88,10 @@ class RpeSpectrumImpl : public torch::nn::Cloneable<RpeSpectrumImpl> {
 };
 TORCH_MODULE(RpeSpectrum);
 
+struct FLTAttentionOptions;
+/// The spectrum options an FLT module with `heads` heads builds from its options.
+RpeSpectrumOptions rpe_spectrum_options(const FLTAttentionOptions& options, int64_t heads);
+
 struct FLTAttentionOptions {
   static constexpr const char* kName = "flt";
   /// Attention random features m (> 0).
@@ -121,6 +125,10 @@ struct FLTAttentionOptions {
   TORCH_ARG(int64_t, head_dim) = 0;
   /// Floor of the normaliser (only reached by underflow).
   TORCH_ARG(double, eps) = 1e-30;
+  /// A spectrum owned elsewhere and shared by several FLT modules (layers of one model share their
+  /// RPE this way: `TransformerOptions::share_rpe`). The module uses it without registering it, so
+  /// the owner's parameters() lists it once. Null (default): the module owns its spectrum.
+  TORCH_ARG(RpeSpectrum, shared_spectrum) = nullptr;
 };
 
 class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {

@@ -63,6 +63,10 @@ struct TransformerOptions {
   TORCH_ARG(bool, tie_weights) = true;
   /// Classifier: number of classes C.
   TORCH_ARG(int64_t, classes) = 2;
+  /// FLT attention only: one RPE spectrum per head shared by all layers (FLT paper: the RPE
+  /// parameters are shared across layers), owned by the stack as `shared_rpe`. clone() of such a
+  /// model is not supported (the copy's layers would share the original's spectrum).
+  TORCH_ARG(bool, share_rpe) = false;
 };
 
 /// Shared body: embeddings, layers and final LayerNorm.
@@ -81,6 +85,7 @@ class TransformerStackImpl : public torch::nn::Cloneable<TransformerStackImpl> {
   torch::nn::Embedding token_embedding{nullptr}, position_embedding{nullptr};
   std::vector<TransformerLayer> layers;
   torch::nn::LayerNorm final_norm{nullptr};
+  RpeSpectrum shared_rpe{nullptr};  ///< set when options.share_rpe()
 
  private:
   torch::Tensor embed(const torch::Tensor& tokens);
