@@ -150,6 +150,21 @@ const std::vector<Field>& fields() {
       double_field("l.scale", &Scenario::attention, &AttentionLabSettings::input_scale),
       double_field("l.softmax_scale", &Scenario::attention, &AttentionLabSettings::softmax_scale),
       double_field("l.linear_eps", &Scenario::attention, &AttentionLabSettings::linear_eps),
+      double_field("k.R", &Scenario::kernel, &KernelSettings::R),
+      int_field("k.phi", &Scenario::kernel, &KernelSettings::phi, 0, 5),
+      double_field("k.extent", &Scenario::kernel, &KernelSettings::extent),
+      int_field("r.family", &Scenario::rpe, &RpeSettings::family, 0, 5),
+      int_field("r.T", &Scenario::rpe, &RpeSettings::components, 1, 16),
+      int_field("r.k", &Scenario::rpe, &RpeSettings::smoothness, 1, 8),
+      double_field("r.scale", &Scenario::rpe, &RpeSettings::scale),
+      int_field("r.r", &Scenario::rpe, &RpeSettings::features, 1, 4096),
+      int_field("r.proposal", &Scenario::rpe, &RpeSettings::proposal, 0, 1),
+      double_field("r.psigma", &Scenario::rpe, &RpeSettings::proposal_sigma),
+      int_field("r.dim", &Scenario::rpe, &RpeSettings::position_dim, 1, 2),
+      double_field("r.extent", &Scenario::rpe, &RpeSettings::extent),
+      double_field("r.xi", &Scenario::rpe, &RpeSettings::xi_extent),
+      int_field("r.draw", &Scenario::rpe, &RpeSettings::draw, 0, 1 << 30),
+      bool_field("r.3d", &Scenario::rpe, &RpeSettings::surface),
   };
   return kFields;
 }

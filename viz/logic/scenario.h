@@ -62,6 +62,29 @@ struct AttentionLabSettings {
   double linear_eps = 1e-6;    ///< LinearAttentionOptions::eps
 };
 
+/// Kernel Explorer knobs (FourierFormer kernel phi(s(R x))).
+struct KernelSettings {
+  double R = 2.0;        ///< the kernel's R (|R| is used)
+  int phi = 1;           ///< index into kernel_phi_label: s^2, s^4, s^6, |s|, relu, sigmoid
+  double extent = 6.0;   ///< plots cover [-extent, extent] (per axis)
+};
+
+/// RPE Studio knobs (FLT spectrum families; enum values of attention::SpectrumFamily).
+struct RpeSettings {
+  int family = 1;        ///< attention::SpectrumFamily (default: local)
+  int components = 2;    ///< T
+  int smoothness = 2;    ///< local family's k
+  double scale = 1.0;    ///< RpeSpectrumOptions::scale (sigma_0, radius unit, lambda or s_0)
+  int features = 32;     ///< r
+  int proposal = 0;      ///< attention::ProposalKind (Gaussian, Cauchy)
+  double proposal_sigma = 1.0;
+  int position_dim = 2;  ///< 1 or 2
+  double extent = 6.0;   ///< f plotted over [-extent, extent]
+  double xi_extent = 2.0;  ///< g plotted over [-xi_extent, xi_extent]
+  int draw = 0;          ///< redraw counter mixed into the seed
+  bool surface = false;  ///< 3-D surface instead of the heatmap
+};
+
 struct Scenario {
   SceneId scene = SceneId::kArena;
   uint64_t seed = 1;
@@ -69,6 +92,8 @@ struct Scenario {
   ArenaSettings arena;
   TrainingSettings training;
   AttentionLabSettings attention;
+  KernelSettings kernel;
+  RpeSettings rpe;
 
   bool operator==(const Scenario& other) const;
   bool operator!=(const Scenario& other) const { return !(*this == other); }

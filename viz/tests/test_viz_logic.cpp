@@ -11,6 +11,8 @@
 #include "flt/runtime.h"
 #include "logic/arena.h"
 #include "logic/attention_lab.h"
+#include "logic/kernel_explorer.h"
+#include "logic/rpe_studio.h"
 #include "logic/plot_math.h"
 #include "logic/scenario.h"
 #include "logic/training.h"
@@ -407,4 +409,81 @@ TEST_F(VizLogic, AttentionLabKnobsReachTheVariant) {
   EXPECT_LT(compute_attention_lab(settings, 3, nullptr).relative_error, 1e-6);
   settings.softmax_scale = 1.0;
   EXPECT_GT(compute_attention_lab(settings, 3, nullptr).relative_error, 0.05);
+}
+
+TEST_F(VizLogic, KernelAndRpeKnobsRoundTripThroughTheStateString) {
+  Scenario s;
+  s.kernel.R = 1.0 / 3.0;
+  s.kernel.phi = 5;
+  s.rpe.family = 3;
+  s.rpe.features = 128;
+  s.rpe.position_dim = 1;
+  s.rpe.scale = 0.7;
+  s.rpe.draw = 9;
+  s.rpe.surface = true;
+  const Scenario back = decode_state(encode_state(s));
+  EXPECT_EQ(back.kernel.R, s.kernel.R);
+  EXPECT_EQ(back.kernel.phi, 5);
+  EXPECT_EQ(back.rpe.family, 3);
+  EXPECT_EQ(back.rpe.features, 128);
+  EXPECT_EQ(back.rpe.position_dim, 1);
+  EXPECT_EQ(back.rpe.draw, 9);
+  EXPECT_TRUE(back.rpe.surface);
+  EXPECT_TRUE(back == s);
+  EXPECT_THROW(decode_state("flt1;r.dim=3"), std::invalid_argument);
+}
+
+TEST_F(VizLogic, KernelExplorerMatchesTheFourierKernelThroughTheModule) {
+  KernelSettings k;
+  k.R = 2.0;
+  k.phi = 1;  // s^4
+  const KernelCurves c = compute_kernel_curves(k, 241, 41);
+  ASSERT_TRUE(c.error.empty()) << c.error;
+  ASSERT_EQ(c.kernel_1d.size(), 241u);
+  ASSERT_EQ(c.kernel_2d.size(), 41u * 41u);
+  EXPECT_NEAR(c.kernel_1d[120], 1.0, 1e-6);  // x = 0: phi(1) / phi(1)
+  for (size_t i = 0; i < c.xs.size(); i += 17) {
+    const double x = c.xs[i];
+    const double s = x == 0.0 ? 1.0 : std::sin(k.R * x) / (k.R * x);  // reference for the test
+    EXPECT_NEAR(c.kernel_1d[i], std::pow(s, 4), 1e-5) << x;
+  }
+  for (float v : c.kernel_2d) EXPECT_TRUE(std::isfinite(v));
+  EXPECT_NEAR(c.kernel_2d[20 * 41 + 20], 1.0, 1e-6);  // centre of the map
+  EXPECT_GE(c.lo, 0.0f);  // even power: never negative
+  for (int phi = 0; phi < kKernelPhiCount; ++phi) {
+    k.phi = phi;
+    const KernelCurves any = compute_kernel_curves(k, 31, 11);
+    ASSERT_TRUE(any.error.empty()) << kernel_phi_label(phi) << ": " << any.error;
+    EXPECT_NEAR(any.kernel_1d[15], 1.0, 1e-6) << kernel_phi_label(phi);
+    for (float v : any.kernel_2d) EXPECT_TRUE(std::isfinite(v)) << kernel_phi_label(phi);
+  }
+}
+
+TEST_F(VizLogic, RpeStudioEstimateApproachesTheExactFunctionAsFeaturesGrow) {
+  RpeSettings r;
+  r.family = 2;  // Gaussian kernel: finite-variance estimator with the Gaussian proposal
+  r.position_dim = 1;
+  r.scale = 1.0;
+  // the sup error of a Monte Carlo estimate falls like 1/sqrt(r); averaged over 3 seeds, 512
+  // features must beat 8 features by a wide margin (expected ~8x; we ask for 3x)
+  double few = 0.0, many = 0.0;
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    few += rpe_max_error(r, seed, 8);
+    many += rpe_max_error(r, seed, 512);
+  }
+  EXPECT_LT(many * 3.0, few) << few << " vs " << many;
+  const RpeCurves c = compute_rpe_curves(r, 1);
+  ASSERT_TRUE(c.error.empty()) << c.error;
+  EXPECT_EQ(c.exact.size(), c.delta.size());
+  EXPECT_NEAR(c.exact[c.exact.size() / 2], 1.0, 1e-5);  // f(0) = C = 1 (default weight)
+  EXPECT_TRUE(c.map_2d.empty());
+  r.family = 1;  // local, k = 2, 2-D map
+  r.position_dim = 2;
+  const RpeCurves local = compute_rpe_curves(r, 1, 97, 21);
+  ASSERT_TRUE(local.error.empty()) << local.error;
+  ASSERT_EQ(local.map_2d.size(), 21u * 21u);
+  for (float v : local.map_2d) EXPECT_TRUE(std::isfinite(v));
+  for (float v : local.g) EXPECT_TRUE(std::isfinite(v));
+  EXPECT_GT(local.map_hi, local.map_lo);
+  EXPECT_EQ(local.map_2d[10 * 21 + 10], local.map_hi);  // the local shape peaks at delta = 0
 }
