@@ -807,7 +807,7 @@ void show_kernel(AppState& s, double dt) {
   const float map_side = std::max(60.0f, std::min(row_h, region.x * 0.28f - 62));
   const float plot_w = (region.x - map_side - 62 - 24) * 0.5f;
   ImGui::BeginGroup();
-  ImGui::Text("K(x) / K(0) = %s(s(R x)) / phi(1), R = %.3g", kernel_phi_label(settings.phi),
+  ImGui::Text("K(x) = phi(s(R x)) / phi(1), phi = %s, R = %.3g", kernel_phi_label(settings.phi),
               settings.R);
   line_plot("kernel1d", {{"kernel", c.kernel_1d, IM_COL32(255, 170, 60, 255), c.xs}},
             ImVec2(plot_w, row_h), false, "x", nullptr);
