@@ -893,7 +893,7 @@ void show_kernel(AppState& s, double dt) {
 // A colour from cold (old) to bright (new) for a history of curves.
 ImU32 history_color(size_t i, size_t count) {
   const float t = count > 1 ? static_cast<float>(i) / static_cast<float>(count - 1) : 1.0f;
-  const Rgba c = colormap(Colormap::kViridis, 0.15f + 0.85f * t);
+  const Rgba c = colormap(Colormap::kViridis, 0.3f + 0.7f * t);
   return to_imu32(c, static_cast<uint8_t>(90 + 165 * t));
 }
 

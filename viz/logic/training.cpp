@@ -254,9 +254,12 @@ struct TrainingSession::Impl {
       snap.spectrum_delta.assign(delta_axis.data_ptr<float>(),
                                  delta_axis.data_ptr<float>() + delta_axis.numel());
       auto& frames = snap.spectra;
-      if (!frames.empty() && frames.back().step == step) {
+      // frames on the interval grid are history; the last frame always shows the latest step
+      const bool last_is_latest_only =
+          frames.size() > 1 && frames.back().step % spectrum_interval != 0;
+      if (!frames.empty() && (frames.back().step == step || last_is_latest_only)) {
         frames.back() = std::move(frame);
-      } else if (frames.empty() || step % spectrum_interval == 0) {
+      } else {
         frames.push_back(std::move(frame));
       }
       if (static_cast<int>(frames.size()) > kSpectrumFrames) {  // keep a log-spaced history
