@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace flt::attention {
 namespace {
@@ -62,6 +64,137 @@ torch::Tensor fourier_attention_weights(const torch::Tensor& q, const torch::Ten
   const int64_t lk = k.size(2);
   const auto eye = at::eye(lk, q.options()).expand({q.size(0), q.size(1), lk, lk});
   return fourier_attention(q, k, eye, R, power, causal, phi);
+}
+
+// ---- estimators --------------------------------------------------------------------------------
+
+namespace {
+
+void check_estimator_inputs(const char* fn, const torch::Tensor& points,
+                            const torch::Tensor& samples) {
+  TORCH_CHECK(points.defined() && points.dim() == 2, fn, ": points must be (P, D), got ",
+              points.defined() ? points.sizes() : at::IntArrayRef{});
+  TORCH_CHECK(samples.defined() && samples.dim() == 2, fn, ": samples must be (N, D), got ",
+              samples.defined() ? samples.sizes() : at::IntArrayRef{});
+  TORCH_CHECK(points.size(1) >= 1, fn, ": the dimension D must be >= 1, got points ",
+              points.sizes());
+  TORCH_CHECK(samples.size(1) == points.size(1), fn, ": samples have D = ", samples.size(1),
+              " but points have D = ", points.size(1));
+  TORCH_CHECK(samples.size(0) >= 1, fn, ": needs at least one sample, got samples ",
+              samples.sizes());
+  TORCH_CHECK(at::isFloatingType(points.scalar_type()) &&
+                  samples.scalar_type() == points.scalar_type(),
+              fn, ": points and samples must share a floating dtype, got ", points.scalar_type(),
+              " and ", samples.scalar_type());
+  TORCH_CHECK(samples.device() == points.device(), fn, ": samples are on ", samples.device(),
+              " but points are on ", points.device());
+}
+
+void check_radius(const char* fn, double R) {
+  TORCH_CHECK(std::isfinite(R) && R > 0, fn, ": R must be positive and finite, got ", R);
+}
+
+constexpr double kPi = 3.14159265358979323846;
+
+// Rows of points per block so that a (block, N, D) temporary stays around 2M entries.
+int64_t point_block(int64_t samples, int64_t dim) {
+  return std::max<int64_t>(1, (int64_t{1} << 21) / std::max<int64_t>(1, samples * dim));
+}
+
+}  // namespace
+
+double fourier_kernel_integral(int64_t power, FourierPhi phi) {
+  TORCH_CHECK(power >= 1 && power <= kernels::kMaxFourierPower,
+              "fourier_kernel_integral: power must be in [1, ", kernels::kMaxFourierPower,
+              "], got ", power);
+  const bool closed_form =
+      phi == FourierPhi::kPower || (phi == FourierPhi::kAbs && power % 2 == 0);
+  const bool diverges = phi == FourierPhi::kSigmoid || power == 1;
+  TORCH_CHECK(closed_form, "fourier_kernel_integral: A = integral of phi(sin z / z) dz is ",
+              diverges ? "infinite" : "not known in closed form", " for phi ",
+              kernels::fourier_phi_name(phi), " with power ", power,
+              "; the density estimator needs phi power (any p) or abs with an even p");
+  // integral over R of (sin z / z)^n = pi / (2^(n-1) (n-1)!) sum_{k <= n/2} (-1)^k C(n, k) (n-2k)^(n-1)
+  // (n >= 1; the k = n/2 term is 0 for even n). Long double: the alternating sum cancels about
+  // five digits at n = 32.
+  const int64_t n = power;
+  long double sum = 0.0L, binomial = 1.0L;
+  for (int64_t k = 0; 2 * k <= n; ++k) {
+    if (k > 0) binomial = binomial * static_cast<long double>(n - k + 1) / k;
+    const long double term = binomial * std::pow(static_cast<long double>(n - 2 * k), n - 1);
+    sum += (k % 2 == 0) ? term : -term;
+  }
+  long double denominator = std::pow(2.0L, static_cast<long double>(n - 1));
+  for (int64_t i = 2; i < n; ++i) denominator *= i;
+  return static_cast<double>(3.14159265358979323846264338327950288L * sum / denominator);
+}
+
+torch::Tensor fourier_density_estimate(const torch::Tensor& points, const torch::Tensor& samples,
+                                       double R, int64_t power, FourierPhi phi) {
+  constexpr const char* kFn = "fourier_density_estimate";
+  check_estimator_inputs(kFn, points, samples);
+  check_radius(kFn, R);
+  const double A = fourier_kernel_integral(power, phi);  // rejects phi without a finite A
+  const int64_t n = samples.size(0), d = samples.size(1), count = points.size(0);
+  // The attention normalises its weights, so each point x gets an anchor key at x itself with
+  // kernel value phi(s(0))^D = 1 (the largest weight: no underflow), and values (1, 0) for the
+  // anchor and (0, 1) for the samples: the output is (1, S) / (1 + S) with S = sum_i K(x, k_i),
+  // so S is the ratio of its two entries, at full relative precision. (With an odd power S can
+  // be negative; a point where 1 + S is exactly 0 would give 0 / 0.)
+  auto values = at::zeros({n + 1, 2}, points.options());
+  values.select(1, 0)[0] = 1;
+  values.slice(0, 1).select(1, 1).fill_(1);
+  const auto r = at::full({}, R, points.options());
+  const int64_t block = point_block(n + 1, d);
+  std::vector<at::Tensor> sums;
+  for (int64_t start = 0; start < count; start += block) {
+    const int64_t c = std::min(block, count - start);
+    const auto x = points.slice(0, start, start + c);                                   // (c, D)
+    const auto keys = at::cat({x.unsqueeze(1), samples.unsqueeze(0).expand({c, n, d})}, 1);  // (c, N+1, D)
+    const auto out = fourier_attention(x.reshape({c, 1, 1, d}), keys.unsqueeze(1),
+                                       values.expand({c, 1, n + 1, 2}), r, power,
+                                       /*causal=*/false, phi);  // (c, 1, 1, 2)
+    sums.push_back((out.select(-1, 1) / out.select(-1, 0)).reshape({c}));
+  }
+  return at::cat(sums) * (std::pow(R / A, static_cast<double>(d)) / static_cast<double>(n));
+}
+
+torch::Tensor gaussian_kde(const torch::Tensor& points, const torch::Tensor& samples,
+                           double bandwidth) {
+  check_estimator_inputs("gaussian_kde", points, samples);
+  TORCH_CHECK(std::isfinite(bandwidth) && bandwidth > 0,
+              "gaussian_kde: bandwidth must be positive and finite, got ", bandwidth);
+  const int64_t n = samples.size(0), d = samples.size(1), count = points.size(0);
+  // log p(x) = logsumexp_i(-|x - k_i|^2 / (2 h^2)) - log N - (D / 2) log(2 pi h^2): no underflow
+  // to log 0 for points far from every sample while any term is representable.
+  const double log_norm = std::log(static_cast<double>(n)) +
+                          0.5 * d * std::log(2.0 * kPi * bandwidth * bandwidth);
+  const int64_t block = point_block(n, d);
+  std::vector<at::Tensor> parts;
+  for (int64_t start = 0; start < count; start += block) {
+    const auto x = points.slice(0, start, std::min(count, start + block));
+    const auto d2 = (x.unsqueeze(1) - samples.unsqueeze(0)).pow(2).sum(-1);  // (c, N)
+    parts.push_back(at::exp(at::logsumexp(d2 * (-0.5 / (bandwidth * bandwidth)), 1) - log_norm));
+  }
+  return at::cat(parts);
+}
+
+torch::Tensor fourier_regression_estimate(const torch::Tensor& points, const torch::Tensor& samples,
+                                          const torch::Tensor& targets, double R, int64_t power,
+                                          FourierPhi phi) {
+  constexpr const char* kFn = "fourier_regression_estimate";
+  check_estimator_inputs(kFn, points, samples);
+  check_radius(kFn, R);
+  TORCH_CHECK(targets.defined() && targets.dim() == 2 && targets.size(0) == samples.size(0), kFn,
+              ": targets must be (N, Dv) with N = ", samples.size(0), ", got ",
+              targets.defined() ? targets.sizes() : at::IntArrayRef{});
+  const int64_t count = points.size(0), n = samples.size(0), d = points.size(1);
+  // eq. 14 is Fourier attention with one query per point (Definition 1): the same operator.
+  const auto out = fourier_attention(points.reshape({1, 1, count, d}),
+                                     samples.reshape({1, 1, n, d}),
+                                     targets.reshape({1, 1, n, targets.size(1)}),
+                                     at::full({}, R, points.options()), power, /*causal=*/false, phi);
+  return out.reshape({count, targets.size(1)});
 }
 
 FourierAttentionImpl::FourierAttentionImpl(FourierAttentionOptions options_)

@@ -70,7 +70,14 @@ void reset_scene(AppState& s) {
     case SceneId::kAttention:
       s.attention_view.dirty = true;
       break;
-    default:
+    case SceneId::kKernel:
+      s.kernel_view.playing = false;
+      s.kernel_view.dirty = true;
+      break;
+    case SceneId::kRpe:
+      s.rpe_view.playing = false;
+      s.scenario.rpe.draw = 0;
+      s.rpe_view.dirty = true;
       break;
   }
 }
@@ -83,15 +90,20 @@ bool scene_playing(AppState& s) {
       return s.training.snapshot().playing;
     case SceneId::kAttention:
       return s.attention_view.playing;
-    default:
-      return false;
+    case SceneId::kKernel:
+      return s.kernel_view.playing;
+    case SceneId::kRpe:
+      return s.rpe_view.playing;
   }
+  return false;
 }
 
 void set_scene_playing(AppState& s, bool playing) {
   if (s.scenario.scene == SceneId::kArena) s.arena_view.playing = playing;
   if (s.scenario.scene == SceneId::kTraining) s.training.set_playing(playing);
   if (s.scenario.scene == SceneId::kAttention) s.attention_view.playing = playing;
+  if (s.scenario.scene == SceneId::kKernel) s.kernel_view.playing = playing;
+  if (s.scenario.scene == SceneId::kRpe) s.rpe_view.playing = playing;
 }
 
 void step_scene(AppState& s) {
@@ -108,6 +120,23 @@ void step_scene(AppState& s) {
     s.scenario.seed += 1;
     s.attention_view.dirty = true;
   }
+  if (scene == SceneId::kKernel) {  // a new draw of the estimators' samples
+    s.scenario.seed += 1;
+    s.kernel_view.dirty = true;
+  }
+  if (scene == SceneId::kRpe) {  // a new draw of the RPE random features
+    s.scenario.rpe.draw += 1;
+    s.rpe_view.dirty = true;
+  }
+}
+
+// Playing scenes whose "step" is a fresh random draw: twice a second at x1.
+bool play_tick(bool playing, double* clock, double dt, float speed) {
+  if (!playing) return false;
+  *clock += dt * speed;
+  if (*clock < 0.5) return false;
+  *clock = 0.0;
+  return true;
 }
 
 // Keyboard transport (when no text field has focus): Space play/pause, S or Right step, R reset.
@@ -121,11 +150,8 @@ void transport_keys(AppState& s) {
 
 void show_transport(AppState& s) {
   const SceneId scene = s.scenario.scene;
-  const bool has_transport =
-      scene == SceneId::kArena || scene == SceneId::kTraining || scene == SceneId::kAttention;
-  if (has_transport) transport_keys(s);
+  transport_keys(s);  // every scene: play, step (a new random draw where that is the step), reset
   const bool playing = scene_playing(s);
-  ImGui::BeginDisabled(!has_transport);
   if (ImGui::Button(playing ? "Pause" : "Play ", ImVec2(64, 0))) set_scene_playing(s, !playing);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("Space");
   ImGui::SameLine();
@@ -141,7 +167,6 @@ void show_transport(AppState& s) {
                          ImGuiSliderFlags_Logarithmic)) {
     s.training.set_speed(s.scenario.speed);
   }
-  ImGui::EndDisabled();
   ImGui::SameLine();
   ImGui::SetNextItemWidth(110);
   long long seed = static_cast<long long>(s.scenario.seed);
@@ -166,6 +191,8 @@ void show_transport(AppState& s) {
       s.arena.load(s.scenario.arena, s.scenario.seed);
       s.training.configure(s.scenario.training, s.scenario.seed);
       s.attention_view.dirty = true;
+      s.kernel_view.dirty = true;
+      s.rpe_view.dirty = true;
       s.message = "state applied";
     } catch (const std::exception& e) {
       s.message = e.what();
@@ -488,9 +515,23 @@ void show_training(AppState& s) {
     changed = true;
   }
   changed |= ImGui::SliderInt("payload length", &settings.length, 2, 16);
-  changed |= slider_double("Adam lr", &settings.lr, 1e-4, 1e-1, "%.2e", true);
+  int optimizer = static_cast<int>(settings.optimizer);
+  const char* optimizers[kTrainingOptimizerCount];
+  for (int i = 0; i < kTrainingOptimizerCount; ++i)
+    optimizers[i] = optimizer_name(static_cast<TrainingOptimizer>(i));
+  if (ImGui::Combo("optimizer", &optimizer, optimizers, kTrainingOptimizerCount)) {
+    settings.optimizer = static_cast<TrainingOptimizer>(optimizer);
+    changed = true;
+  }
+  if (settings.optimizer == TrainingOptimizer::kMnemosyne) {
+    changed |= slider_double("step multiplier", &settings.learned_lr, 0.05, 10.0, "%.3g", true);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("flt::optim::Mnemosyne with the shipped pretrained meta-weights;\n"
+                        "1 = the step size the meta-trained rule chose");
+  } else {
+    changed |= slider_double("Adam lr", &settings.lr, 1e-4, 1e-1, "%.2e", true);
+  }
   if (changed) s.training.configure(settings, s.scenario.seed);
-  ImGui::TextDisabled("optimizer: Adam (learned optimizer:\nnot yet in the library, issue 5)");
   ImGui::SliderFloat("smoothing", &settings.smoothing, 0.0f, 0.99f, "%.2f");
   ImGui::Checkbox("log loss axis", &settings.log_loss);
   ImGui::Separator();
@@ -682,47 +723,352 @@ void show_attention(AppState& s, double dt) {
   ImGui::EndChild();
 }
 
-// ---- scenes waiting for their modules
-// ------------------------------------------------------------
+// ---- Kernel Explorer
+// -----------------------------------------------------------------------------
 
-void show_placeholder(const char* scene, const char* module, const char* issue, const char* what) {
-  ImGui::Dummy(ImVec2(0, 40));
-  ImGui::Indent(40);
-  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.8f, 0.3f, 1.0f));
-  ImGui::Text("%s needs %s, which is not in the library yet (%s).", scene, module, issue);
-  ImGui::PopStyleColor();
-  ImGui::Spacing();
-  ImGui::TextWrapped("When it lands, this scene shows: %s", what);
-  ImGui::Unindent(40);
+// A map of a correlated Gaussian's density (or its estimate) with the shared colour range.
+void density_map(const char* id, Texture& texture, int64_t version, const std::vector<float>& values,
+                 int grid, float lo, float hi, float side, const char* title) {
+  heatmap_texture(texture, version, values, grid, grid, lo, hi, Colormap::kViridis, false);
+  heatmap(id, texture, values, grid, grid, lo, hi, Colormap::kViridis, false,
+          ImVec2(side + 62, side), title);
 }
 
-void show_kernel(AppState&) {
-#if __has_include(<flt/attention/fourier.h>)
-  show_placeholder("Kernel Explorer", "<flt/attention/fourier.h> (found)", "issue 4",
-                   "the module is present; its explorer panel is the next step of issue 6.");
-#else
-  show_placeholder(
-      "Kernel Explorer", "<flt/attention/fourier.h> (FourierAttention)", "issue 4",
-      "the 1-D kernel phi(s(R x)) and the 2-D kernel for chosen R and phi; the generalized Fourier "
-      "density estimator on samples from a correlated 2-D Gaussian next to a Gaussian KDE (MISE), "
-      "and "
-      "the nonparametric regression estimator; sliders for R, phi and the sample count.");
-#endif
+void show_kernel(AppState& s, double dt) {
+  auto& settings = s.scenario.kernel;
+  auto& view = s.kernel_view;
+  if (play_tick(view.playing, &view.play_clock, dt, s.scenario.speed)) {
+    s.scenario.seed += 1;
+    view.dirty = true;
+  }
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  ImGui::BeginChild("kernel_controls", ImVec2(300, avail.y - 4), true);
+  section("Kernel  phi(s(R x)),  s(x) = sin x / x");
+  bool changed = false;
+  ImGui::SetNextItemWidth(170);
+  changed |= slider_double("R", &settings.R, 0.1, 20.0, "%.3g", true);
+  const char* phis[kKernelPhiCount];
+  for (int i = 0; i < kKernelPhiCount; ++i) phis[i] = kernel_phi_label(i);
+  ImGui::SetNextItemWidth(170);
+  changed |= ImGui::Combo("phi", &settings.phi, phis, kKernelPhiCount);
+  ImGui::SetNextItemWidth(170);
+  changed |= slider_double("extent", &settings.extent, 0.5, 20.0, "%.2g", true);
+  section("Estimators (FourierFormer Sec. 3)");
+  ImGui::SetNextItemWidth(170);
+  changed |= ImGui::SliderInt("samples N", &settings.samples, 10, 5000, "%d",
+                              ImGuiSliderFlags_Logarithmic);
+  ImGui::SetNextItemWidth(170);
+  changed |= slider_double("correlation", &settings.rho, -0.95, 0.95, "%.2f", false);
+  ImGui::SetNextItemWidth(170);
+  changed |= slider_double("KDE bandwidth", &settings.bandwidth, 0.03, 2.0, "%.3g", true);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Gaussian KDE h; Scott's rule for 2-D: N^(-1/6) = %.3g",
+                      std::pow(static_cast<double>(settings.samples), -1.0 / 6.0));
+  ImGui::SetNextItemWidth(170);
+  changed |= slider_double("noise", &settings.noise, 0.0, 1.0, "%.2f", false);
+  if (ImGui::Button("new draw")) step_scene(s);
+  view.dirty |= changed;
+
+  if (view.dirty) {
+    view.curves = compute_kernel_curves(settings);  // ~6k kernel values: a few ms
+    view.curves_version += 1;
+    view.estimates.request({settings, s.scenario.seed});
+    view.dirty = false;
+  }
+  if (view.estimates.poll()) view.estimates_version += 1;
+  const KernelEstimates& est = view.estimates.result();
+
+  ImGui::Separator();
+  if (view.estimates.busy()) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "computing...");
+  if (!view.curves.error.empty()) ImGui::TextWrapped("kernel: %s", view.curves.error.c_str());
+  if (!est.error.empty()) ImGui::TextWrapped("error: %s", est.error.c_str());
+  if (est.valid) {
+    ImGui::TextUnformatted("integrated squared error");
+    ImGui::TextDisabled("(the paper's MISE, eq. 13, this draw)");
+    if (est.density_error.empty()) {
+      ImGui::Text("  Fourier  %.3e", est.fourier_mise);
+    } else {
+      ImGui::TextWrapped("  Fourier: %s", est.density_error.c_str());
+    }
+    ImGui::Text("  KDE      %.3e", est.kde_mise);
+    ImGui::Text("regression MSE  %.3e", est.reg_mse);
+    ImGui::TextDisabled("theory: R ~ N^(1/4) for 2-D density\n(N^(1/4) = %.2f here)",
+                        std::pow(static_cast<double>(settings.samples), 0.25));
+  }
+  ImGui::EndChild();
+  ImGui::SameLine();
+
+  ImGui::BeginChild("kernel_plots", ImVec2(0, avail.y - 4), false);
+  const ImVec2 region = ImGui::GetContentRegionAvail();
+  const float text_h = ImGui::GetTextLineHeightWithSpacing();
+  const float row_h = (region.y - 2 * text_h - 16) * 0.5f;
+  const auto& c = view.curves;
+  // row 1: the 1-D kernel, the 2-D kernel, the regression estimate
+  const float map_side = std::max(60.0f, std::min(row_h, region.x * 0.28f - 62));
+  const float plot_w = (region.x - map_side - 62 - 24) * 0.5f;
+  ImGui::BeginGroup();
+  ImGui::Text("K(x) = phi(s(R x)) / phi(1), phi = %s, R = %.3g", kernel_phi_label(settings.phi),
+              settings.R);
+  line_plot("kernel1d", {{"kernel", c.kernel_1d, IM_COL32(255, 170, 60, 255), c.xs}},
+            ImVec2(plot_w, row_h), false, "x", nullptr);
+  ImGui::EndGroup();
+  ImGui::SameLine();
+  ImGui::BeginGroup();
+  if (c.grid > 0) {
+    heatmap_texture(view.kernel_map, view.curves_version, c.kernel_2d, c.grid, c.grid, c.lo, c.hi,
+                    Colormap::kViridis, false);
+    heatmap("kernel2d", view.kernel_map, c.kernel_2d, c.grid, c.grid, c.lo, c.hi,
+            Colormap::kViridis, false, ImVec2(map_side + 62, map_side),
+            "2-D kernel K(x, y) / K(0, 0)");
+  }
+  ImGui::EndGroup();
+  ImGui::SameLine();
+  ImGui::BeginGroup();
+  ImGui::Text("regression: f(x) = sin 2x, N = %d noisy samples", settings.samples);
+  if (est.valid) {
+    line_plot("regression",
+              {{"samples", est.reg_sample_y, IM_COL32(150, 150, 160, 150), est.reg_sample_x, true},
+               {"f", est.reg_truth, IM_COL32(120, 220, 120, 255), est.reg_x},
+               {"Fourier estimate", est.reg_fourier, IM_COL32(255, 170, 60, 255), est.reg_x}},
+              ImVec2(plot_w, row_h), false, "x", nullptr);
+  } else {
+    ImGui::Dummy(ImVec2(plot_w, row_h));
+  }
+  ImGui::EndGroup();
+
+  // row 2: the true density and the two estimates, one colour range
+  if (est.valid && est.grid > 0) {
+    const float side = std::max(60.0f, std::min(row_h, (region.x - 3 * 70) / 3.0f));
+    ImGui::BeginGroup();
+    const std::string truth_title =
+        "true density, rho = " + std::to_string(settings.rho).substr(0, 5);
+    density_map("truth", view.truth_map, view.estimates_version, est.truth, est.grid, est.lo,
+                est.hi, side, truth_title.c_str());
+    // the samples over the true density (at most 600 of them)
+    const ImVec2 mn = ImGui::GetItemRectMin();
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    draw->PushClipRect(mn, ImVec2(mn.x + side, mn.y + side), true);
+    const size_t count = est.samples_xy.size() / 2;
+    const size_t stride = std::max<size_t>(1, count / 600);
+    const float scale = side / static_cast<float>(2 * kDensityExtent);
+    for (size_t i = 0; i < count; i += stride) {
+      const float x = est.samples_xy[2 * i], y = est.samples_xy[2 * i + 1];
+      draw->AddCircleFilled(ImVec2(mn.x + (x + static_cast<float>(kDensityExtent)) * scale,
+                                   mn.y + (static_cast<float>(kDensityExtent) - y) * scale),
+                            1.5f, IM_COL32(255, 255, 255, 140), 4);
+    }
+    draw->PopClipRect();
+    ImGui::EndGroup();
+    ImGui::SameLine();
+    ImGui::BeginGroup();
+    if (est.density_error.empty()) {
+      const std::string title = std::string("Fourier estimate (") +
+                                kernel_phi_label(settings.phi) + ", R = " +
+                                tick_label(settings.R) + ")";
+      density_map("fourier", view.fourier_map, view.estimates_version, est.fourier, est.grid,
+                  est.lo, est.hi, side, title.c_str());
+    } else {
+      ImGui::TextUnformatted("Fourier estimate");
+      ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + side);
+      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "%s", est.density_error.c_str());
+      ImGui::PopTextWrapPos();
+      ImGui::Dummy(ImVec2(side + 62, 0));
+    }
+    ImGui::EndGroup();
+    ImGui::SameLine();
+    ImGui::BeginGroup();
+    const std::string kde_title = "Gaussian KDE (h = " + tick_label(settings.bandwidth) + ")";
+    density_map("kde", view.kde_map, view.estimates_version, est.kde, est.grid, est.lo, est.hi,
+                side, kde_title.c_str());
+    ImGui::EndGroup();
+  } else if (!view.estimates.busy()) {
+    ImGui::TextDisabled("no estimates yet");
+  }
+  ImGui::EndChild();
 }
 
-void show_rpe(AppState&) {
-#if __has_include(<flt/attention/flt.h>)
-  show_placeholder("RPE Studio", "<flt/attention/flt.h> (found)", "issue 3",
-                   "the module is present; its studio panel is the next step of issue 6.");
-#else
-  show_placeholder("RPE Studio", "<flt/attention/flt.h> (FLT attention with RPE spectra)",
-                   "issue 3",
-                   "the spectrum g(xi) and the implied f(delta) per family, exact vs approximated "
-                   "with r features "
-                   "(error as r changes); 2-D local-RPE shapes as heatmaps and a rotatable 3-D "
-                   "surface; the learned "
-                   "spectra of each head evolving during live training.");
-#endif
+// ---- RPE Studio
+// ----------------------------------------------------------------------------------
+
+// A colour from cold (old) to bright (new) for a history of curves.
+ImU32 history_color(size_t i, size_t count) {
+  const float t = count > 1 ? static_cast<float>(i) / static_cast<float>(count - 1) : 1.0f;
+  const Rgba c = colormap(Colormap::kViridis, 0.3f + 0.7f * t);
+  return to_imu32(c, static_cast<uint8_t>(90 + 165 * t));
+}
+
+// The learned spectra of the live model's heads (FLT attention only), from training snapshots.
+void show_learned_spectra(AppState& s, float width, float height) {
+  const auto snap = s.training.snapshot();
+  section("Learned spectra during live training (layer 0 of the Live Training model)");
+  if (snap.spectrum_heads == 0 || snap.spectra.empty()) {
+    ImGui::TextDisabled(
+        "The Live Training model does not use FLT attention. Choose \"flt\" as its attention in the\n"
+        "Live Training tab and press Play: each head's spectrum g and RPE function f appear here\n"
+        "as they are learned (old steps dark, the latest bright).");
+    return;
+  }
+  auto& view = s.rpe_view;
+  view.head = std::clamp(view.head, 0, snap.spectrum_heads - 1);
+  ImGui::SetNextItemWidth(120);
+  ImGui::SliderInt("head", &view.head, 0, snap.spectrum_heads - 1);
+  ImGui::SameLine();
+  ImGui::TextDisabled("step %lld, %d frames (log-spaced)", static_cast<long long>(snap.step),
+                      static_cast<int>(snap.spectra.size()));
+  const size_t nx = snap.spectrum_xi.size(), nd = snap.spectrum_delta.size();
+  std::vector<Series> g_series, f_series;
+  for (size_t i = 0; i < snap.spectra.size(); ++i) {
+    const auto& frame = snap.spectra[i];
+    const ImU32 color = history_color(i, snap.spectra.size());
+    const bool last = i + 1 == snap.spectra.size();
+    const std::string label =
+        (i == 0 || last) ? "step " + std::to_string(frame.step) : std::string();
+    g_series.push_back({label,
+                        std::vector<float>(frame.g.begin() + view.head * nx,
+                                           frame.g.begin() + (view.head + 1) * nx),
+                        color, snap.spectrum_xi});
+    f_series.push_back({label,
+                        std::vector<float>(frame.f.begin() + view.head * nd,
+                                           frame.f.begin() + (view.head + 1) * nd),
+                        color, snap.spectrum_delta});
+  }
+  line_plot("learned_g", g_series, ImVec2(width * 0.5f - 4, height), false, "xi", "g(xi)");
+  ImGui::SameLine();
+  line_plot("learned_f", f_series, ImVec2(width * 0.5f - 4, height), false, "delta (tokens)",
+            "f(delta)");
+}
+
+void show_rpe(AppState& s, double dt) {
+  auto& settings = s.scenario.rpe;
+  auto& view = s.rpe_view;
+  if (play_tick(view.playing, &view.play_clock, dt, s.scenario.speed)) {
+    settings.draw += 1;
+    view.dirty = true;
+  }
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  ImGui::BeginChild("rpe_controls", ImVec2(300, avail.y - 4), true);
+  section("Spectrum g and RPE f (FLT)");
+  bool changed = false;
+  const char* families[kRpeFamilyCount];
+  for (int i = 0; i < kRpeFamilyCount; ++i) families[i] = rpe_family_label(i);
+  ImGui::SetNextItemWidth(170);
+  changed |= ImGui::Combo("family", &settings.family, families, kRpeFamilyCount);
+  ImGui::SetNextItemWidth(170);
+  changed |= ImGui::SliderInt("components T", &settings.components, 1, 8);
+  ImGui::BeginDisabled(settings.family != 1);
+  ImGui::SetNextItemWidth(170);
+  changed |= ImGui::SliderInt("smoothness k", &settings.smoothness, 1, 4);
+  ImGui::EndDisabled();
+  ImGui::SetNextItemWidth(170);
+  changed |= slider_double("scale", &settings.scale, 0.05, 5.0, "%.3g", true);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("sigma_0 (mixture), radius unit (local), lambda (kernels), s_0 (basis)");
+  section("Random features");
+  ImGui::SetNextItemWidth(170);
+  changed |= ImGui::SliderInt("features r", &settings.features, 1, 4096, "%d",
+                              ImGuiSliderFlags_Logarithmic);
+  const char* proposals[kRpeProposalCount] = {rpe_proposal_label(0), rpe_proposal_label(1)};
+  ImGui::SetNextItemWidth(170);
+  changed |= ImGui::Combo("proposal p", &settings.proposal, proposals, kRpeProposalCount);
+  ImGui::SetNextItemWidth(170);
+  changed |= slider_double("proposal scale", &settings.proposal_sigma, 0.05, 5.0, "%.3g", true);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Match the width of g: the estimate averages g(xi) / p(xi), whose variance\n"
+                      "explodes where p's tails are thinner than g's.");
+  if (ImGui::Button("redraw features")) step_scene(s);
+  ImGui::SameLine();
+  ImGui::TextDisabled("draw %d", settings.draw);
+  section("Positions");
+  int dim_choice = settings.position_dim - 1;
+  changed |= ImGui::RadioButton("1-D", &dim_choice, 0);
+  ImGui::SameLine();
+  changed |= ImGui::RadioButton("2-D (Fig. 4)", &dim_choice, 1);
+  settings.position_dim = dim_choice + 1;
+  ImGui::SetNextItemWidth(170);
+  changed |= slider_double("delta range", &settings.extent, 1.0, 32.0, "%.3g", true);
+  ImGui::SetNextItemWidth(170);
+  changed |= slider_double("xi range", &settings.xi_extent, 0.1, 10.0, "%.3g", true);
+  ImGui::BeginDisabled(settings.position_dim != 2);
+  ImGui::Checkbox("3-D surface", &settings.surface);
+  ImGui::EndDisabled();
+  view.dirty |= changed;
+  if (view.dirty) {
+    view.curves.request({settings, s.scenario.seed * 1000003ULL + settings.draw});
+    view.dirty = false;
+  }
+  if (view.curves.poll()) view.version += 1;
+  const RpeCurves& c = view.curves.result();
+  ImGui::Separator();
+  if (view.curves.busy()) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "computing...");
+  if (!c.error.empty()) ImGui::TextWrapped("error: %s", c.error.c_str());
+  if (!c.exact.empty()) {
+    ImGui::Text("max |f^ - f| with r = %d: %.3e", settings.features, c.max_error);
+    float fmax = 0.0f;
+    for (float v : c.exact) fmax = std::max(fmax, std::abs(v));
+    ImGui::TextDisabled("(max |f| = %.3g; Monte Carlo: ~1/sqrt(r))", fmax);
+  }
+  ImGui::EndChild();
+  ImGui::SameLine();
+
+  ImGui::BeginChild("rpe_plots", ImVec2(0, avail.y - 4), false);
+  const ImVec2 region = ImGui::GetContentRegionAvail();
+  const float learned_h = 200.0f;
+  const float row_h = (region.y - learned_h - 5 * ImGui::GetTextLineHeightWithSpacing() - 20) * 0.5f;
+  const float half = region.x * 0.5f - 6;
+  if (!c.exact.empty()) {
+    // row 1: g(xi); f exact vs the r-feature estimate
+    ImGui::BeginGroup();
+    ImGui::Text("spectrum g(xi): %s", rpe_family_label(settings.family));
+    line_plot("g", {{"g", c.g, IM_COL32(120, 200, 255, 255), c.xi}}, ImVec2(half, row_h), false,
+              "xi (first axis)", nullptr);
+    ImGui::EndGroup();
+    ImGui::SameLine();
+    ImGui::BeginGroup();
+    ImGui::Text("f(delta): exact vs %d random features (max error %.3g)", settings.features,
+                c.max_error);
+    line_plot("f",
+              {{"exact f", c.exact, IM_COL32(120, 220, 120, 255), c.delta},
+               {"estimate", c.approx, IM_COL32(255, 170, 60, 255), c.delta}},
+              ImVec2(half, row_h), false, "delta (first axis)", nullptr);
+    ImGui::EndGroup();
+    // row 2: error vs r (log-log); the 2-D shape as a heatmap or a rotatable surface
+    ImGui::BeginGroup();
+    ImGui::TextUnformatted("max error vs features r (same seed; log axes)");
+    std::vector<float> rs(c.error_features.begin(), c.error_features.end());
+    std::vector<float> reference;  // C / sqrt(r) through the first point: the Monte Carlo rate
+    for (float r : rs)
+      reference.push_back(c.error_by_features.empty()
+                              ? 0.0f
+                              : c.error_by_features[0] * std::sqrt(rs[0] / r));
+    line_plot("error_r",
+              {{"max error", c.error_by_features, IM_COL32(255, 110, 110, 255), rs},
+               {"1/sqrt(r)", reference, IM_COL32(160, 160, 170, 160), rs}},
+              ImVec2(half, row_h), true, "r", nullptr, /*log_x=*/true);
+    ImGui::EndGroup();
+    ImGui::SameLine();
+    ImGui::BeginGroup();
+    if (c.grid > 0) {
+      const float side = std::max(60.0f, std::min(row_h, half - 62));
+      if (settings.surface) {
+        ImGui::TextUnformatted("2-D f(delta) as a surface (drag to rotate)");
+        surface_plot("rpe_surface", c.map_2d, c.grid, c.grid, ImVec2(side + 62, side), &view.yaw,
+                     &view.pitch, Colormap::kViridis, false);
+      } else {
+        heatmap_texture(view.map, view.version, c.map_2d, c.grid, c.grid, c.map_lo, c.map_hi,
+                        Colormap::kViridis, false);
+        heatmap("rpe_map", view.map, c.map_2d, c.grid, c.grid, c.map_lo, c.map_hi,
+                Colormap::kViridis, false, ImVec2(side + 62, side),
+                "2-D f(delta) over [-range, range]^2 (FLT paper Fig. 4)");
+      }
+    } else {
+      ImGui::TextDisabled("choose 2-D positions for the 2-D RPE shape (FLT paper Fig. 4)");
+    }
+    ImGui::EndGroup();
+  } else if (!view.curves.busy()) {
+    ImGui::TextDisabled("no curves yet");
+  }
+  show_learned_spectra(s, region.x, learned_h - 40);
+  ImGui::EndChild();
 }
 
 // ---- the main window
@@ -763,10 +1109,10 @@ void show_main_window(AppState& s, double dt) {
             show_attention(s, dt);
             break;
           case SceneId::kKernel:
-            show_kernel(s);
+            show_kernel(s, dt);
             break;
           case SceneId::kRpe:
-            show_rpe(s);
+            show_rpe(s, dt);
             break;
         }
         ImGui::EndChild();
@@ -873,6 +1219,10 @@ void App::load(const Scenario& scenario) {
   s.training.set_speed(scenario.speed);
   s.training_view.uploaded_version = -1;
   s.attention_view.dirty = true;
+  s.kernel_view.dirty = true;
+  s.kernel_view.playing = false;
+  s.rpe_view.dirty = true;
+  s.rpe_view.playing = false;
   s.state_text = encode_state(scenario);
 }
 
@@ -894,6 +1244,25 @@ void App::prepare_headless(int steps) {
     s.lab.wait();
     s.attention_view.dirty = false;
     s.attention_view.version += 1;
+  }
+  if (s.scenario.scene == SceneId::kKernel) {  // the estimates, finished before the first frame
+    s.kernel_view.curves = compute_kernel_curves(s.scenario.kernel);
+    s.kernel_view.curves_version += 1;
+    s.kernel_view.estimates.request({s.scenario.kernel, s.scenario.seed});
+    s.kernel_view.estimates.wait();
+    s.kernel_view.dirty = false;
+    s.kernel_view.estimates_version += 1;
+  }
+  if (s.scenario.scene == SceneId::kRpe) {
+    // with an FLT live model, train it so the learned-spectra panel has a history to show
+    const auto& variants = attention_variants();
+    const size_t variant = static_cast<size_t>(std::max(0, s.scenario.training.variant));
+    if (variant < variants.size() && variants[variant].name == "flt") s.training.run_steps(steps);
+    s.rpe_view.curves.request(
+        {s.scenario.rpe, s.scenario.seed * 1000003ULL + s.scenario.rpe.draw});
+    s.rpe_view.curves.wait();
+    s.rpe_view.dirty = false;
+    s.rpe_view.version += 1;
   }
 }
 

@@ -10,7 +10,10 @@
 
 #include "app/plot.h"
 #include "logic/arena.h"
+#include "logic/async_job.h"
 #include "logic/attention_lab.h"
+#include "logic/kernel_explorer.h"
+#include "logic/rpe_studio.h"
 #include "logic/scenario.h"
 #include "logic/training.h"
 
@@ -58,6 +61,42 @@ struct AttentionView {
   bool dirty = true;
 };
 
+struct KernelJobRequest {
+  KernelSettings settings;
+  uint64_t seed = 1;
+};
+
+struct KernelView {
+  bool playing = false;  ///< a fresh sample draw twice a second at x1
+  double play_clock = 0.0;
+  bool dirty = true;  ///< knobs changed: recompute the curves and request the estimates
+  KernelCurves curves;
+  int64_t curves_version = 0;
+  Texture kernel_map;
+  AsyncJob<KernelJobRequest, KernelEstimates> estimates{[](const KernelJobRequest& r) {
+    return compute_kernel_estimates(r.settings, r.seed);
+  }};
+  int64_t estimates_version = 0;
+  Texture truth_map, fourier_map, kde_map;
+};
+
+struct RpeJobRequest {
+  RpeSettings settings;
+  uint64_t seed = 1;
+};
+
+struct RpeView {
+  bool playing = false;  ///< a fresh feature draw twice a second at x1
+  double play_clock = 0.0;
+  bool dirty = true;
+  AsyncJob<RpeJobRequest, RpeCurves> curves{
+      [](const RpeJobRequest& r) { return compute_rpe_curves(r.settings, r.seed); }};
+  int64_t version = 0;
+  Texture map;
+  float yaw = 0.6f, pitch = 0.8f;
+  int head = 0;  ///< learned spectra: which head of the live model
+};
+
 /// Everything the panels read and write.
 struct AppState {
   Scenario scenario;
@@ -73,6 +112,8 @@ struct AppState {
   bool training_worker = false;  ///< worker thread running (interactive mode)
   AttentionLab lab;
   AttentionView attention_view;
+  KernelView kernel_view;
+  RpeView rpe_view;
   UiProbe probe;
   std::string export_dir = ".";
   std::string pending_screenshot;      ///< written after the next render

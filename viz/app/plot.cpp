@@ -39,7 +39,7 @@ constexpr ImU32 kText = IM_COL32(220, 220, 225, 255);
 }  // namespace
 
 void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, bool log_y,
-               const char* x_label, const char* y_label) {
+               const char* x_label, const char* y_label, bool log_x) {
   ImGui::PushID(id);
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -50,22 +50,30 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
   draw->AddRectFilled(min, max, IM_COL32(25, 25, 32, 255));
 
   // data ranges (finite values; positive ones on a log axis)
-  size_t count = 0;
-  float lo = INFINITY, hi = -INFINITY;
+  const auto x_of = [](const Series& s, size_t i) {
+    return s.xs.empty() ? static_cast<float>(i + 1) : s.xs[i];
+  };
+  const auto usable = [&](float x, float y) {
+    return std::isfinite(x) && std::isfinite(y) && !(log_y && y <= 0) && !(log_x && x <= 0);
+  };
+  float lo = INFINITY, hi = -INFINITY, xlo = INFINITY, xhi = -INFINITY;
   for (const auto& s : series) {
-    count = std::max(count, s.ys.size());
-    for (float y : s.ys) {
-      if (!std::isfinite(y) || (log_y && y <= 0)) continue;
+    for (size_t i = 0; i < s.ys.size(); ++i) {
+      const float x = x_of(s, i), y = s.ys[i];
+      if (!usable(x, y)) continue;
       lo = std::min(lo, y);
       hi = std::max(hi, y);
+      xlo = std::min(xlo, x);
+      xhi = std::max(xhi, x);
     }
   }
-  if (count == 0 || !std::isfinite(lo)) {
+  if (!std::isfinite(lo)) {
     draw->AddText(ImVec2(min.x + 10, min.y + 10), kText, "no data yet");
     ImGui::PopID();
     return;
   }
   const auto ty = [log_y](double y) { return log_y ? std::log10(y) : y; };
+  const auto tx = [log_x](double x) { return log_x ? std::log10(x) : x; };
   double y0 = ty(lo), y1 = ty(hi);
   if (y1 - y0 < 1e-9) {
     y0 -= 0.5;
@@ -74,9 +82,10 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
   const double pad = 0.05 * (y1 - y0);
   y0 -= pad;
   y1 += pad;
-  const double x0 = 1, x1 = std::max<double>(2, static_cast<double>(count));
+  double x0 = tx(xlo), x1 = tx(xhi);
+  if (x1 - x0 < 1e-9) x1 = x0 + 1;
   const auto sx = [&](double x) {
-    return min.x + static_cast<float>((x - x0) / (x1 - x0)) * (max.x - min.x);
+    return min.x + static_cast<float>((tx(x) - x0) / (x1 - x0)) * (max.x - min.x);
   };
   const auto sy = [&](double y) {
     return max.y - static_cast<float>((ty(y) - y0) / (y1 - y0)) * (max.y - min.y);
@@ -93,8 +102,10 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
     const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
     draw->AddText(ImVec2(min.x - ts.x - 6, y - ts.y * 0.5f), kText, label.c_str());
   }
-  for (double t : nice_ticks(x0, x1, 6)) {
+  const auto xticks = log_x ? log_ticks(xlo, xhi) : nice_ticks(x0, x1, 6);
+  for (double t : xticks) {
     const float x = sx(t);
+    if (x < min.x - 1 || x > max.x + 1) continue;
     draw->AddLine(ImVec2(x, min.y), ImVec2(x, max.y), kGrid);
     const std::string label = tick_label(t);
     const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
@@ -107,17 +118,23 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
   }
   if (y_label) draw->AddText(ImVec2(origin.x + 2, origin.y - 2), kText, y_label);
 
-  // series (decimated to about one point per pixel)
+  // series (lines decimated to about one point per pixel)
   draw->PushClipRect(min, max, true);
   for (const auto& s : series) {
     const size_t n = s.ys.size();
+    if (s.markers) {
+      for (size_t i = 0; i < n; ++i) {
+        if (usable(x_of(s, i), s.ys[i]))
+          draw->AddCircleFilled(ImVec2(sx(x_of(s, i)), sy(s.ys[i])), 2.0f, s.color, 6);
+      }
+      continue;
+    }
     const size_t stride =
         std::max<size_t>(1, n / static_cast<size_t>(std::max(1.0f, max.x - min.x)));
     std::vector<ImVec2> points;
     for (size_t i = 0; i < n; i += stride) {
-      const float y = s.ys[i];
-      if (!std::isfinite(y) || (log_y && y <= 0)) continue;
-      points.emplace_back(sx(static_cast<double>(i + 1)), sy(y));
+      if (!usable(x_of(s, i), s.ys[i])) continue;
+      points.emplace_back(sx(x_of(s, i)), sy(s.ys[i]));
     }
     if (points.size() >= 2)
       draw->AddPolyline(points.data(), static_cast<int>(points.size()), s.color, 0, 1.8f);
@@ -127,11 +144,17 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
   // legend, top right
   float ly = min.y + 6;
   for (const auto& s : series) {
+    if (s.label.empty()) continue;
     const ImVec2 ts = ImGui::CalcTextSize(s.label.c_str());
     const float lx = max.x - ts.x - 34;
     draw->AddRectFilled(ImVec2(lx - 4, ly - 2), ImVec2(max.x - 4, ly + ts.y + 2),
                         IM_COL32(20, 20, 26, 200));
-    draw->AddLine(ImVec2(lx, ly + ts.y * 0.5f), ImVec2(lx + 20, ly + ts.y * 0.5f), s.color, 2.5f);
+    if (s.markers) {
+      draw->AddCircleFilled(ImVec2(lx + 10, ly + ts.y * 0.5f), 3.0f, s.color, 8);
+    } else {
+      draw->AddLine(ImVec2(lx, ly + ts.y * 0.5f), ImVec2(lx + 20, ly + ts.y * 0.5f), s.color,
+                    2.5f);
+    }
     draw->AddText(ImVec2(lx + 26, ly), kText, s.label.c_str());
     ly += ts.y + 4;
   }

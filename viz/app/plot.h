@@ -33,13 +33,15 @@ class Texture {
 
 struct Series {
   std::string label;
-  std::vector<float> ys;  ///< y at x = 1, 2, ...
+  std::vector<float> ys;  ///< y at x = 1, 2, ... (or at xs)
   ImU32 color;
+  std::vector<float> xs = {};  ///< x of each y; empty: 1, 2, ...
+  bool markers = false;        ///< dots instead of a line (scatter)
 };
 
-/// Line plot with axes, nice ticks, optional log10 y axis and a legend. Returns the plot rect.
+/// Line plot with axes, nice ticks, optional log10 axes and a legend.
 void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, bool log_y,
-               const char* x_label, const char* y_label);
+               const char* x_label, const char* y_label, bool log_x = false);
 
 struct HeatmapHover {
   bool active = false;  ///< the mouse is over a cell

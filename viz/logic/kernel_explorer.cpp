@@ -1,9 +1,12 @@
 #include "logic/kernel_explorer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
+#include <stdexcept>
 
 #include "flt/attention/fourier.h"
 
@@ -43,7 +46,101 @@ std::vector<float> to_vector(const at::Tensor& t) {
   return std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
 }
 
+// The top-row-first grid of the Kernel Explorer's maps as points (grid^2, 2).
+at::Tensor map_points(double extent, int grid, const at::TensorOptions& opts) {
+  const at::Tensor axis = at::linspace(-extent, extent, grid, opts);
+  const at::Tensor y = axis.flip(0).view({grid, 1}).expand({grid, grid});  // top row = +extent
+  const at::Tensor x = axis.view({1, grid}).expand({grid, grid});
+  return at::stack({x.reshape({-1}), y.reshape({-1})}, 1);
+}
+
+// The regression target of the scene (the function the estimator recovers).
+at::Tensor regression_truth(const at::Tensor& x) {
+  return at::sin(2.0 * x);
+}
+
 }  // namespace
+
+double correlated_gaussian_density(double x, double y, double rho) {
+  const double det = 1.0 - rho * rho;
+  return std::exp(-(x * x - 2.0 * rho * x * y + y * y) / (2.0 * det)) /
+         (2.0 * 3.14159265358979323846 * std::sqrt(det));
+}
+
+KernelEstimates compute_kernel_estimates(const KernelSettings& settings, uint64_t seed, int grid,
+                                         int points) {
+  KernelEstimates out;
+  try {
+    if (!(std::abs(settings.rho) < 1.0))
+      throw std::invalid_argument("the correlation rho must lie in (-1, 1), got " +
+                                  std::to_string(settings.rho));
+    if (settings.samples < 1)
+      throw std::invalid_argument("the sample count must be >= 1, got " +
+                                  std::to_string(settings.samples));
+    at::NoGradGuard no_grad;
+    FourierPhi phi;
+    int64_t power;
+    phi_choice(settings.phi, &phi, &power);
+    const auto opts = at::TensorOptions().dtype(at::kDouble);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const int64_t n = settings.samples;
+    // correlated Gaussian samples: z (N, 2) times the Cholesky factor of [[1, rho], [rho, 1]]
+    const double rho = settings.rho;
+    const at::Tensor z = at::randn({n, 2}, gen, opts);
+    const at::Tensor samples =
+        at::stack({z.select(1, 0), rho * z.select(1, 0) + std::sqrt(1 - rho * rho) * z.select(1, 1)},
+                  1);
+    out.samples_xy = to_vector(samples);
+    const at::Tensor pts = map_points(kDensityExtent, grid, opts);
+    const double cell = std::pow(2.0 * kDensityExtent / (grid - 1), 2);
+    std::vector<double> truth(static_cast<size_t>(grid) * grid);
+    const auto acc = pts.accessor<double, 2>();
+    for (int64_t i = 0; i < pts.size(0); ++i)
+      truth[i] = correlated_gaussian_density(acc[i][0], acc[i][1], rho);
+    const at::Tensor truth_t = at::tensor(truth, opts);
+    out.truth = to_vector(truth_t);
+    const at::Tensor kde = attention::gaussian_kde(pts, samples, settings.bandwidth);
+    out.kde = to_vector(kde);
+    out.kde_mise = ((kde - truth_t).pow(2).sum() * cell).item<double>();
+    float lo = 0.0f, hi = *std::max_element(out.truth.begin(), out.truth.end());
+    for (float v : out.kde) hi = std::max(hi, v);
+    try {
+      const at::Tensor fourier =
+          attention::fourier_density_estimate(pts, samples, settings.R, power, phi);
+      out.fourier = to_vector(fourier);
+      out.fourier_mise = ((fourier - truth_t).pow(2).sum() * cell).item<double>();
+      for (float v : out.fourier) {
+        lo = std::min(lo, v);  // odd powers can go negative
+        hi = std::max(hi, v);
+      }
+    } catch (const std::exception& ex) {
+      const std::string what = ex.what();
+      out.density_error = what.substr(0, what.find('\n'));
+    }
+    out.lo = lo;
+    out.hi = hi;
+    out.grid = grid;
+
+    // regression: x uniform on the extent, y = f(x) + noise
+    const double e = kRegressionExtent;
+    const at::Tensor x = at::rand({n, 1}, gen, opts) * (2 * e) - e;
+    const at::Tensor y = regression_truth(x) + settings.noise * at::randn({n, 1}, gen, opts);
+    const at::Tensor grid_x = at::linspace(-e, e, points, opts).unsqueeze(1);
+    const at::Tensor estimate =
+        attention::fourier_regression_estimate(grid_x, x, y, settings.R, power, phi);
+    out.reg_x = to_vector(grid_x);
+    out.reg_truth = to_vector(regression_truth(grid_x));
+    out.reg_fourier = to_vector(estimate);
+    out.reg_sample_x = to_vector(x);
+    out.reg_sample_y = to_vector(y);
+    out.reg_mse = (estimate - regression_truth(grid_x)).pow(2).mean().item<double>();
+    out.valid = true;
+  } catch (const std::exception& ex) {
+    const std::string what = ex.what();
+    out.error = what.substr(0, what.find('\n'));
+  }
+  return out;
+}
 
 const char* kernel_phi_label(int choice) {
   static const char* kLabels[kKernelPhiCount] = {"s^2", "s^4", "s^6", "|s|", "relu(s)", "sigmoid(s)"};

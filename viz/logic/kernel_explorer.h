@@ -4,6 +4,12 @@
 // (attention::fourier_attention_weights). That function returns row-normalised weights, so each
 // value is read as the ratio of the weight of key x to the weight of key 0 for a query at 0:
 // K(x) / K(0) = phi(s(R x)) / phi(1) (exactly phi(s(R x)) for power, abs and ReLU, where phi(1) = 1).
+//
+// The estimators of FourierFormer Sec. 3 (library: attention::fourier_density_estimate,
+// gaussian_kde, fourier_regression_estimate): the generalized Fourier density estimator and a
+// Gaussian KDE on seeded samples of a correlated 2-D Gaussian next to the true density, each with
+// its integrated squared error (the paper's MISE, eq. 13, for this draw); and the Fourier
+// Nadaraya-Watson regression estimate of f(x) = sin(2x) from noisy samples.
 
 #include <string>
 #include <vector>
@@ -24,6 +30,33 @@ struct KernelCurves {
   float lo = 0.0f, hi = 0.0f;   ///< range of kernel_2d
   std::string error;            ///< set when the library threw
 };
+
+struct KernelEstimates {
+  // density: grid x grid maps over [-kDensityExtent, kDensityExtent]^2, top row = +extent
+  int grid = 0;
+  std::vector<float> truth, fourier, kde;
+  float lo = 0.0f, hi = 0.0f;          ///< common colour range of the three maps
+  double fourier_mise = 0.0, kde_mise = 0.0;
+  std::vector<float> samples_xy;       ///< the 2-D samples, x0 y0 x1 y1 ...
+  std::string density_error;           ///< set when the density estimator rejects phi
+  // regression on [-kRegressionExtent, kRegressionExtent]
+  std::vector<float> reg_x, reg_truth, reg_fourier;
+  std::vector<float> reg_sample_x, reg_sample_y;
+  double reg_mse = 0.0;                ///< mean squared error of the estimate vs f on the grid
+  std::string error;                   ///< set when the library threw elsewhere
+  bool valid = false;
+};
+
+inline constexpr double kDensityExtent = 3.5;
+inline constexpr double kRegressionExtent = 3.0;
+
+/// The true density of the scene's correlated Gaussian N(0, [[1, rho], [rho, 1]]).
+double correlated_gaussian_density(double x, double y, double rho);
+
+/// Samples (seeded), both estimators and the regression estimate for the knobs; `grid` is the
+/// density maps' side, `points` the regression curve's length.
+KernelEstimates compute_kernel_estimates(const KernelSettings& settings, uint64_t seed,
+                                         int grid = 64, int points = 241);
 
 /// Evaluates both kernels for the scenario's knobs (points: 1-D samples, grid: 2-D side).
 KernelCurves compute_kernel_curves(const KernelSettings& settings, int points = 241, int grid = 81);

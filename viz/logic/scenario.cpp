@@ -130,6 +130,9 @@ const std::vector<Field>& fields() {
       int_field("t.length", &Scenario::training, &TrainingSettings::length, 2, 128),
       int_field("t.batch", &Scenario::training, &TrainingSettings::batch, 1, 1024),
       double_field("t.lr", &Scenario::training, &TrainingSettings::lr),
+      enum_field("t.opt", &Scenario::training, &TrainingSettings::optimizer,
+                 kTrainingOptimizerCount),
+      double_field("t.llr", &Scenario::training, &TrainingSettings::learned_lr),
       {"t.smooth", [](const Scenario& s) { return format_double(s.training.smoothing); },
        [](Scenario& s, const std::string& v) {
          const double smoothing = parse_double("t.smooth", v);
@@ -153,6 +156,10 @@ const std::vector<Field>& fields() {
       double_field("k.R", &Scenario::kernel, &KernelSettings::R),
       int_field("k.phi", &Scenario::kernel, &KernelSettings::phi, 0, 5),
       double_field("k.extent", &Scenario::kernel, &KernelSettings::extent),
+      int_field("k.n", &Scenario::kernel, &KernelSettings::samples, 1, 20000),
+      double_field("k.rho", &Scenario::kernel, &KernelSettings::rho),
+      double_field("k.h", &Scenario::kernel, &KernelSettings::bandwidth),
+      double_field("k.noise", &Scenario::kernel, &KernelSettings::noise),
       int_field("r.family", &Scenario::rpe, &RpeSettings::family, 0, 5),
       int_field("r.T", &Scenario::rpe, &RpeSettings::components, 1, 16),
       int_field("r.k", &Scenario::rpe, &RpeSettings::smoothness, 1, 8),

@@ -33,6 +33,9 @@ struct ArenaSettings {
 enum class TrainingTask { kCopy = 0, kReverse, kAssociativeRecall, kPositionMatch };
 inline constexpr int kTrainingTaskCount = 4;
 
+enum class TrainingOptimizer { kAdam = 0, kMnemosyne };
+inline constexpr int kTrainingOptimizerCount = 2;
+
 struct TrainingSettings {
   TrainingTask task = TrainingTask::kCopy;
   int variant = 0;  ///< index into the AttentionOptions alternatives
@@ -42,6 +45,8 @@ struct TrainingSettings {
   int length = 8;  ///< payload tokens per sequence (the model sees more: separators, answers)
   int batch = 32;
   double lr = 3e-3;        ///< Adam learning rate
+  TrainingOptimizer optimizer = TrainingOptimizer::kAdam;
+  double learned_lr = 1.0;  ///< Mnemosyne's multiplier on its learned step (1 = as meta-trained)
   float smoothing = 0.6f;  ///< EMA smoothing of the curves (display only)
   bool log_loss = true;    ///< log y axis for the loss curve
 };
@@ -67,6 +72,10 @@ struct KernelSettings {
   double R = 2.0;        ///< the kernel's R (|R| is used)
   int phi = 1;           ///< index into kernel_phi_label: s^2, s^4, s^6, |s|, relu, sigmoid
   double extent = 6.0;   ///< plots cover [-extent, extent] (per axis)
+  int samples = 400;     ///< N for the density and regression estimators
+  double rho = 0.7;      ///< correlation of the 2-D Gaussian the density estimators see
+  double bandwidth = 0.35;  ///< the Gaussian KDE's h (Scott's rule at N = 400: 0.37)
+  double noise = 0.3;    ///< standard deviation of the regression targets' noise
 };
 
 /// RPE Studio knobs (FLT spectrum families; enum values of attention::SpectrumFamily).
@@ -77,7 +86,7 @@ struct RpeSettings {
   double scale = 1.0;    ///< RpeSpectrumOptions::scale (sigma_0, radius unit, lambda or s_0)
   int features = 32;     ///< r
   int proposal = 0;      ///< attention::ProposalKind (Gaussian, Cauchy)
-  double proposal_sigma = 1.0;
+  double proposal_sigma = 0.25;  ///< matches the default local g's width (about 1 / radius)
   int position_dim = 2;  ///< 1 or 2
   double extent = 6.0;   ///< f plotted over [-extent, extent]
   double xi_extent = 2.0;  ///< g plotted over [-xi_extent, xi_extent]

@@ -20,7 +20,9 @@
 #include <unistd.h>
 #endif
 
+#include "flt/attention/flt.h"
 #include "flt/attention/transformer.h"
+#include "flt/optim/mnemosyne.h"
 #include "logic/variant_catalog.h"
 #include "logic/variant_options.h"
 
@@ -50,6 +52,10 @@ const char* task_name(TrainingTask task) {
       return "position match (classifier)";
   }
   return "?";
+}
+
+const char* optimizer_name(TrainingOptimizer optimizer) {
+  return optimizer == TrainingOptimizer::kMnemosyne ? "Mnemosyne (learned, FLT memory)" : "Adam";
 }
 
 bool task_uses_classifier(TrainingTask task) {
@@ -154,7 +160,8 @@ struct TrainingSession::Impl {
   uint64_t seed = 1;
   flt::attention::TransformerLM lm{nullptr};
   flt::attention::SequenceClassifier classifier{nullptr};
-  std::unique_ptr<torch::optim::Adam> optimizer;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  int64_t spectrum_interval = 10;  // steps between recorded spectrum frames (doubles when full)
   torch::Tensor probe;
   int64_t step = 0;
   std::deque<Clock::time_point> recent_steps;
@@ -184,7 +191,15 @@ struct TrainingSession::Impl {
       lm = flt::attention::TransformerLM(options);
       parameters = lm->parameters();
     }
-    optimizer = std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(s.lr));
+    if (s.optimizer == TrainingOptimizer::kMnemosyne) {
+      // the shipped pretrained meta-weights load by default
+      optimizer = std::make_unique<flt::optim::Mnemosyne>(
+          parameters, flt::optim::MnemosyneOptions(s.learned_lr));
+    } else {
+      optimizer =
+          std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(s.lr));
+    }
+    spectrum_interval = 10;
     probe = torch::tensor(probe_batch.tokens, torch::kLong).view({1, probe_batch.length});
     step = 0;
     recent_steps.clear();
@@ -194,7 +209,7 @@ struct TrainingSession::Impl {
     model << (use_classifier ? "SequenceClassifier" : "TransformerLM") << ", "
           << flt::attention::attention_name(options.attention()) << " attention, " << s.layers
           << " layers x " << s.heads << " heads, E=" << s.embed_dim << ", L=" << probe_batch.length
-          << ", " << count << " parameters";
+          << ", " << count << " parameters, " << optimizer_name(s.optimizer);
     {
       std::lock_guard<std::mutex> lock(mutex);
       snap = TrainingSnapshot{};
@@ -229,7 +244,34 @@ struct TrainingSession::Impl {
     };
     auto q = split(layer0->attention->q_proj(normed));
     auto k = split(layer0->attention->k_proj(normed));
+    SpectrumFrame frame;
+    torch::Tensor xi_axis, delta_axis;
+    const bool has_spectrum = spectrum_frame(length, &frame, &xi_axis, &delta_axis);
     std::lock_guard<std::mutex> lock(mutex);
+    if (has_spectrum) {
+      snap.spectrum_heads = heads;
+      snap.spectrum_xi.assign(xi_axis.data_ptr<float>(), xi_axis.data_ptr<float>() + xi_axis.numel());
+      snap.spectrum_delta.assign(delta_axis.data_ptr<float>(),
+                                 delta_axis.data_ptr<float>() + delta_axis.numel());
+      auto& frames = snap.spectra;
+      // frames on the interval grid are history; the last frame always shows the latest step
+      const bool last_is_latest_only =
+          frames.size() > 1 && frames.back().step % spectrum_interval != 0;
+      if (!frames.empty() && (frames.back().step == step || last_is_latest_only)) {
+        frames.back() = std::move(frame);
+      } else {
+        frames.push_back(std::move(frame));
+      }
+      if (static_cast<int>(frames.size()) > kSpectrumFrames) {  // keep a log-spaced history
+        spectrum_interval *= 2;
+        std::vector<SpectrumFrame> kept;
+        for (size_t i = 0; i < frames.size(); ++i) {
+          if (frames[i].step % spectrum_interval == 0 || i + 1 == frames.size())
+            kept.push_back(std::move(frames[i]));
+        }
+        frames = std::move(kept);
+      }
+    }
     snap.layers = layers;
     snap.heads = heads;
     snap.map_length = length;
@@ -240,6 +282,32 @@ struct TrainingSession::Impl {
     probe_heads = heads;
     probe_length = length;
     probe_dim = static_cast<int>(d);
+  }
+
+  // The learned spectrum g and RPE function f of layer 0's FLT attention, per head, on fixed axes:
+  // xi in [-1.5, 1.5] and delta in [-(L-1), L-1] along the first position axis. False when the
+  // model's attention is not FLT. Runs on the training thread, which owns the model.
+  bool spectrum_frame(int length, SpectrumFrame* frame, torch::Tensor* xi_axis,
+                      torch::Tensor* delta_axis) {
+    auto* flt_module = dynamic_cast<flt::attention::FLTAttentionImpl*>(
+        &stack()->layers[0]->attention->attention());
+    if (flt_module == nullptr) return false;
+    torch::NoGradGuard no_grad;
+    constexpr int kPoints = 97;
+    const int64_t l = flt_module->options.position_dim();
+    const auto along_first = [l](const torch::Tensor& t) {
+      auto out = torch::zeros({t.size(0), l}, t.options());
+      out.select(1, 0).copy_(t);
+      return out;
+    };
+    *xi_axis = torch::linspace(-1.5, 1.5, kPoints);
+    *delta_axis = torch::linspace(-(length - 1.0), length - 1.0, kPoints);
+    const auto g = flt_module->spectrum(along_first(*xi_axis)).to(torch::kFloat).contiguous();
+    const auto f = flt_module->rpe_function(along_first(*delta_axis)).to(torch::kFloat).contiguous();
+    frame->step = step;
+    frame->g.assign(g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
+    frame->f.assign(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+    return true;
   }
 
   // One optimisation step; returns false when the NaN guard paused training.

@@ -12,6 +12,8 @@
 namespace flt::viz {
 
 const char* task_name(TrainingTask task);
+/// "Adam", "Mnemosyne (learned, FLT memory)".
+const char* optimizer_name(TrainingOptimizer optimizer);
 /// True for the tasks trained with the sequence classifier (the rest use the causal LM).
 bool task_uses_classifier(TrainingTask task);
 
@@ -24,6 +26,13 @@ struct TaskBatch {
 };
 /// Deterministic in `seed`. `payload` is TrainingSettings::length.
 TaskBatch make_task_batch(TrainingTask task, int batch, int payload, uint64_t seed);
+
+/// The learned RPE spectra of an FLT model's layer 0 at one step: g and f per head, row-major
+/// (heads x points) over TrainingSnapshot::spectrum_xi / spectrum_delta.
+struct SpectrumFrame {
+  int64_t step = 0;
+  std::vector<float> g, f;
+};
 
 struct TrainingSnapshot {
   int64_t step = 0;
@@ -39,8 +48,15 @@ struct TrainingSnapshot {
   std::vector<float> maps;
   std::vector<int64_t> probe_tokens;
   int64_t maps_version = 0;  ///< changes whenever maps change
+  // learned spectra (FLT attention only; spectrum_heads = 0 otherwise): frames from step 0 on,
+  // thinned to at most kSpectrumFrames by doubling the recording interval
+  int spectrum_heads = 0;
+  std::vector<float> spectrum_xi, spectrum_delta;
+  std::vector<SpectrumFrame> spectra;
   std::string model;         ///< one-line description
 };
+
+inline constexpr int kSpectrumFrames = 8;
 
 class TrainingSession {
  public:

@@ -17,6 +17,7 @@
 
 #include "app/app.h"
 #include "flt/runtime.h"
+#include "logic/variant_catalog.h"
 
 using namespace flt::viz;
 
@@ -129,13 +130,49 @@ TEST_F(VizRender, AttentionLabShowsHeatmapsAndTheDivergingDifference) {
   EXPECT_GT(count_near(image, 900, 100, 1280, 600, colormap(Colormap::kDiverging, 0.5f), 20), 2000);
 }
 
-TEST_F(VizRender, PlaceholderScenesNameTheMissingModule) {
-  for (SceneId scene : {SceneId::kKernel, SceneId::kRpe}) {
-    const Image image = render(scene, 0);
-    // the amber notice text is drawn
-    EXPECT_GT(count_near(image, 0, 90, 1280, 200, {255, 204, 76, 255}, 60), 100)
-        << scene_key(scene);
+TEST_F(VizRender, KernelExplorerShowsKernelsEstimatesAndRegression) {
+  const Image image = render(SceneId::kKernel, 0);
+  // row 1: the orange 1-D kernel curve and Fourier regression estimate, the grey samples
+  EXPECT_GT(count_near(image, 310, 90, 650, 420, {255, 170, 60, 255}, 40), 150);
+  EXPECT_GT(count_near(image, 920, 90, 1280, 420, {255, 170, 60, 255}, 40), 150);
+  EXPECT_GT(count_near(image, 920, 90, 1280, 420, {120, 220, 120, 255}, 40), 100);  // f = sin 2x
+  // the 2-D kernel map: mostly the low end of viridis around a bright centre
+  EXPECT_GT(count_near(image, 650, 90, 920, 420, kViridisLow), 5000);
+  EXPECT_GT(count_near(image, 650, 90, 920, 420, kViridisHigh), 10);
+  // row 2: three density maps (truth, Fourier, KDE) with low tails and a mid-range peak region
+  EXPECT_GT(count_near(image, 310, 430, 1280, 760, kViridisLow), 30000);
+  for (int x0 : {310, 630, 950}) {  // each map holds mid-range colours (the Gaussian's bulk)
+    EXPECT_GT(count_near(image, x0, 430, x0 + 320, 760, colormap(Colormap::kViridis, 0.5f)), 300)
+        << "map at x = " << x0;
   }
+}
+
+TEST_F(VizRender, RpeStudioShowsSpectrumFunctionErrorAndTheTwoDimensionalShape) {
+  const Image image = render(SceneId::kRpe, 0);
+  EXPECT_GT(count_near(image, 310, 90, 790, 300, {120, 200, 255, 255}, 40), 150);  // g(xi)
+  EXPECT_GT(count_near(image, 790, 90, 1280, 300, {120, 220, 120, 255}, 40), 150);  // exact f
+  EXPECT_GT(count_near(image, 790, 90, 1280, 300, {255, 170, 60, 255}, 40), 150);   // estimate
+  EXPECT_GT(count_near(image, 310, 300, 790, 510, {255, 110, 110, 255}, 40), 100);  // error vs r
+  // the 2-D local RPE map: viridis from the zero border to the bright centre
+  EXPECT_GT(count_near(image, 790, 300, 1280, 510, kViridisLow), 5000);
+  EXPECT_GT(count_near(image, 790, 300, 1280, 510, kViridisHigh), 10);
+}
+
+TEST_F(VizRender, RpeStudioSurfaceAndLearnedSpectra) {
+  Scenario scenario;
+  scenario.scene = SceneId::kRpe;
+  scenario.rpe.surface = true;
+  for (const auto& v : attention_variants())
+    if (v.name == "flt" && v.available) scenario.training.variant = v.index;
+  app_->load(scenario);
+  app_->prepare_headless(20);  // trains the live FLT model 20 steps
+  const std::string path = (out_ / "rpe_surface.png").string();
+  ASSERT_TRUE(app_->screenshot(path));
+  const Image image = load_png(path);
+  EXPECT_GT(count_near(image, 790, 300, 1280, 510, kViridisLow), 1000);  // the surface's floor
+  // the learned spectra row: curves in viridis history colours, the latest bright yellow
+  EXPECT_GT(count_near(image, 310, 520, 1280, 760, colormap(Colormap::kViridis, 1.0f), 40), 150);
+  EXPECT_GE(app_->state().training.snapshot().spectra.size(), 2u);
 }
 
 TEST_F(VizRender, ScriptedClickOnStepAdvancesTheArena) {

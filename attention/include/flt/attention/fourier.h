@@ -40,6 +40,39 @@ torch::Tensor fourier_attention_weights(const torch::Tensor& q, const torch::Ten
 torch::Tensor fourier_r_per_head_dim(const char* fn, const torch::Tensor& R, int64_t heads,
                                      int64_t head_dim);
 
+// ---- The estimators behind the attention (FourierFormer Sec. 3.1-3.2) ------------------------
+// Fourier attention is the Nadaraya-Watson regression estimator built on the generalized Fourier
+// density estimator (eq. 12, 14). These functions expose both estimators for samples in R^D so
+// they can be checked against the densities and functions they estimate (Kernel Explorer).
+
+/// A = integral over R of phi(sin z / z) dz, the normaliser of the generalized Fourier density
+/// estimator, in closed form: phi = s^p (any p >= 1) and phi = |s|^p with p even. Other phi
+/// (|s|, ReLU, sigmoid: A diverges or has no closed form) throw a message naming phi and p.
+double fourier_kernel_integral(int64_t power = 4, FourierPhi phi = FourierPhi::kPower);
+
+/// The generalized Fourier density estimator (FourierFormer eq. 12) at `points`:
+///   p(x) = R^D / (N A^D) sum_i prod_d phi( sin(R (x_d - k_id)) / (R (x_d - k_id)) ).
+/// It integrates to 1 over R^D for every phi with finite A; odd powers can go negative. Evaluated
+/// through fourier_attention (the same kernel numerics as the attention). R > 0, finite.
+/// points: (P, D)  samples: (N, D) -> (P)
+torch::Tensor fourier_density_estimate(const torch::Tensor& points, const torch::Tensor& samples,
+                                       double R, int64_t power = 4,
+                                       FourierPhi phi = FourierPhi::kPower);
+
+/// The Gaussian kernel density estimate with an isotropic bandwidth h > 0 (the estimator behind
+/// softmax attention, FourierFormer eq. 5): p(x) = (1/N) sum_i N(x; k_i, h^2 I).
+/// points: (P, D)  samples: (N, D) -> (P)
+torch::Tensor gaussian_kde(const torch::Tensor& points, const torch::Tensor& samples,
+                           double bandwidth);
+
+/// The generalized Fourier nonparametric regression estimator (FourierFormer eq. 14): Fourier
+/// attention with queries = points, keys = samples, values = targets. Where every weight
+/// vanishes the estimate is 0 (as in fourier_attention).
+/// points: (P, D)  samples: (N, D)  targets: (N, Dv) -> (P, Dv)
+torch::Tensor fourier_regression_estimate(const torch::Tensor& points, const torch::Tensor& samples,
+                                          const torch::Tensor& targets, double R,
+                                          int64_t power = 4, FourierPhi phi = FourierPhi::kPower);
+
 struct FourierAttentionOptions {
   static constexpr const char* kName = "fourier";
   /// Number of heads H (MultiheadAttention fills it in); sizes per-head R.
