@@ -182,6 +182,33 @@ TEST_F(Mnemosyne, NonFiniteGradients_AreSkippedAndCounted) {
   EXPECT_EQ(state.state()[1].abs().sum().item<float>(), 0.0f) << "a skipped coordinate keeps its state";
 }
 
+// The fused step works on blocks of 16 coordinates (and a padded tail): a non-finite gradient in
+// the middle of a full block must leave that coordinate alone and every other one as the composite
+// reference moves it.
+TEST_F(Mnemosyne, NonFiniteGradients_InsideAFusedBlock_TouchOnlyThatCoordinate) {
+  for (auto memory : {fo::Memory::kFLT, fo::Memory::kLSTM}) {
+    auto a = torch::randn({37}).requires_grad_(true);  // two full blocks and a tail of 5
+    auto b = a.detach().clone().requires_grad_(true);
+    auto model = perturbed(memory, 3);
+    fo::Mnemosyne fused({a}, fo::MnemosyneOptions().fused(true), model);
+    fo::Mnemosyne composite({b}, fo::MnemosyneOptions().fused(false), model);
+    const std::vector<int64_t> bad = {5, 20, 34};  // first block, second block, tail
+    for (int s = 0; s < 4; ++s) {
+      auto g = torch::randn({37});
+      for (auto i : bad) g[i] = s % 2 ? NAN : -INFINITY;
+      a.mutable_grad() = g.clone();
+      b.mutable_grad() = g.clone();
+      fused.step();
+      composite.step();
+    }
+    EXPECT_EQ(fused.skipped(), 12) << fo::memory_name(memory);
+    EXPECT_EQ(composite.skipped(), 12) << fo::memory_name(memory);
+    EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fo::memory_name(memory);
+    const auto& state = static_cast<fo::MnemosyneParamState&>(*fused.state().begin()->second).state();
+    for (auto i : bad) EXPECT_EQ(state[i].abs().sum().item<float>(), 0.0f) << fo::memory_name(memory) << " " << i;
+  }
+}
+
 TEST_F(Mnemosyne, HugeAndZeroGradients_GiveFiniteSteps) {
   auto x = torch::ones({4}).requires_grad_(true);
   auto opt = make({x}, perturbed(fo::Memory::kFLT, 2));
