@@ -301,6 +301,8 @@ void ArenaGame::load(const ArenaSettings& settings, uint64_t seed) {
   }
   s.add_racer("Learned FLT", RacerKind::kLearned, {200, 120, 255}, 1.0, 0.0, seed + 3, x0, y0,
               flt::optim::Memory::kFLT);
+  s.add_racer("Learned Performer", RacerKind::kLearned, {240, 90, 170}, 1.0, 0.0, seed + 5, x0, y0,
+              flt::optim::Memory::kPerformer);
   s.add_racer("Learned LSTM", RacerKind::kLearned, {120, 220, 120}, 1.0, 0.0, seed + 4, x0, y0,
               flt::optim::Memory::kLSTM);
   s.build_grid();

@@ -173,7 +173,7 @@ TEST_F(VizLogic, ArenaNanGuardStopsADivergingRacer) {
   const auto rows = game.leaderboard();
   int learned = 0;
   for (const auto& row : rows) learned += row.status != RacerStatus::kUnavailable && row.name.rfind("Learned", 0) == 0;
-  EXPECT_EQ(learned, 2) << "the shipped learned optimizers (FLT and LSTM memory) race";
+  EXPECT_EQ(learned, 3) << "the shipped learned optimizers (FLT, Performer and LSTM memory) race";
 }
 
 TEST_F(VizLogic, LevelProgressionUnlocksInOrder) {
