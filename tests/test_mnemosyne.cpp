@@ -93,7 +93,7 @@ TEST_F(Mnemosyne, StateSize_AtMost16FloatsPerCoordinate) {
   auto opt = make({x}, untrained());
   quadratic_step(opt, x);
   const auto& state = static_cast<fo::MnemosyneParamState&>(*opt.state().begin()->second);
-  EXPECT_EQ(state.state().sizes(), torch::IntArrayRef({77, 15}));
+  EXPECT_EQ(state.state().sizes(), torch::IntArrayRef({15, 77}));  // slot-major
   EXPECT_EQ(state.step(), 1);
 }
 
@@ -148,18 +148,19 @@ TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
     // Trajectories: float32 with transcendental functions in different orders, a few ulps per step.
     EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fo::memory_name(memory);
     // One step from the same (warmed-up) state: update and every state entry agree closely.
+    // The optimizer keeps the state slot-major, (S, N); the composite step takes (N, S).
     const auto& warm = static_cast<fo::MnemosyneParamState&>(*composite.state().begin()->second).state();
     auto state = warm.clone();
     auto param = b.detach().clone();
     const auto g = torch::randn({3000});
-    const auto reference = model->step(g, param, warm, 13);
+    const auto reference = model->step(g, param, warm.t(), 13);
     const auto skipped = model->fused_step_(param, g, state, 13, /*lr=*/1.0);
     EXPECT_EQ(skipped, 0);
     EXPECT_TRUE(all_close(param, b.detach() + reference.update, 1e-6, 1e-7)) << fo::memory_name(memory);
     // State entries relative to their column's scale: the moments and memories are sums of terms
     // of either sign, so entries near zero carry the absolute rounding of their larger terms.
     const auto scale = reference.state.abs().amax(0, /*keepdim=*/true);
-    const auto worst = ((state - reference.state).abs() / scale).max().item<double>();
+    const auto worst = ((state.t() - reference.state).abs() / scale).max().item<double>();
     std::cout << "  " << fo::memory_name(memory) << ": max state difference / column scale " << worst << "\n";
     EXPECT_LT(worst, 1e-5) << fo::memory_name(memory);
   }
@@ -179,7 +180,7 @@ TEST_F(Mnemosyne, NonFiniteGradients_AreSkippedAndCounted) {
   EXPECT_NE(x[0].item<float>(), 1.0f);
   EXPECT_EQ(opt.skipped(), 3);
   const auto& state = static_cast<fo::MnemosyneParamState&>(*opt.state().begin()->second);
-  EXPECT_EQ(state.state()[1].abs().sum().item<float>(), 0.0f) << "a skipped coordinate keeps its state";
+  EXPECT_EQ(state.state().select(1, 1).abs().sum().item<float>(), 0.0f) << "a skipped coordinate keeps its state";
 }
 
 // The fused step works on blocks of 16 coordinates (and a padded tail): a non-finite gradient in
@@ -205,7 +206,7 @@ TEST_F(Mnemosyne, NonFiniteGradients_InsideAFusedBlock_TouchOnlyThatCoordinate) 
     EXPECT_EQ(composite.skipped(), 12) << fo::memory_name(memory);
     EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fo::memory_name(memory);
     const auto& state = static_cast<fo::MnemosyneParamState&>(*fused.state().begin()->second).state();
-    for (auto i : bad) EXPECT_EQ(state[i].abs().sum().item<float>(), 0.0f) << fo::memory_name(memory) << " " << i;
+    for (auto i : bad) EXPECT_EQ(state.select(1, i).abs().sum().item<float>(), 0.0f) << fo::memory_name(memory) << " " << i;
   }
 }
 

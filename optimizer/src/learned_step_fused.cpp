@@ -117,7 +117,8 @@ FLT_INLINE void log_sign(float x, float& log_part, float& sign_part) {
 /// weights and the per-step scalars.
 struct FusedPlan {
   Memory memory;
-  int64_t dk, dv, m, hidden, reads, memory_floats, stride, rpe_width, proj_cols;
+  int64_t dk, dv, m, hidden, reads, memory_floats, rpe_width, proj_cols;
+  int64_t slots, slot_stride;  // state: `slots` rows, `slot_stride` floats apart (slot-major)
   const float *w_in, *b_in, *w_out, *b_out;
   const float *wq, *bq, *wk, *bk, *wv, *bv, *proj;
   const float *lstm_ih, *lstm_hh, *lstm_b;
@@ -126,21 +127,41 @@ struct FusedPlan {
   float gamma = 0, c1 = 0, c2 = 0, cv = 0, quarter = 0, inv_sqrt_m = 0, step_scale = 0, lr = 0;
 };
 
-/// y[r][l] = b[r] + sum_c w[r][c] x[c][l] over a block (w row-major (rows, cols)).
-FLT_INLINE void block_affine(const float* w, const float* b, const float (*x)[kLanes], int64_t rows,
-                             int64_t cols, float (*y)[kLanes]) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float acc[kLanes];
-    FOR_LANES(l) acc[l] = b ? b[r] : 0.0f;
-    for (int64_t c = 0; c < cols; ++c) {
-      const float wrc = w[r * cols + c];
-      FOR_LANES(l) acc[l] += wrc * x[c][l];
+/// Rows r0 .. r0 + R - 1 of block_affine: R independent multiply-add chains in registers.
+template <int R>
+FLT_INLINE void affine_rows(const float* w, const float* b, const float (*x)[kLanes], int64_t r0,
+                            int64_t cols, float (*y)[kLanes]) {
+  float acc[R][kLanes];
+  FOR_LANES(l) {
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) acc[i][l] = b ? b[r0 + i] : 0.0f;
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    FOR_LANES(l) {
+      const float xc = x[c][l];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) acc[i][l] += w[(r0 + i) * cols + c] * xc;
     }
-    FOR_LANES(l) y[r][l] = acc[l];
+  }
+  FOR_LANES(l) {
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) y[r0 + i][l] = acc[i][l];
   }
 }
 
-/// One full block of kLanes coordinates starting at grad/param/state (rows of `w.stride` floats).
+/// y[r][l] = b[r] + sum_c w[r][c] x[c][l] over a block (w row-major (rows, cols)). The sum over c
+/// is a chain of dependent multiply-adds: rows go in groups so that several independent chains
+/// keep the FMA units busy instead of each waiting on the previous one's latency.
+FLT_INLINE void block_affine(const float* w, const float* b, const float (*x)[kLanes], int64_t rows,
+                             int64_t cols, float (*y)[kLanes]) {
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) affine_rows<8>(w, b, x, r, cols, y);
+  for (; r + 4 <= rows; r += 4) affine_rows<4>(w, b, x, r, cols, y);
+  for (; r < rows; ++r) affine_rows<1>(w, b, x, r, cols, y);
+}
+
+/// One full block of kLanes coordinates starting at grad/param/state (slot j of coordinate l at
+/// state[j * w.slot_stride + l]).
 /// Returns the number of coordinates skipped (non-finite gradient or step).
 FLT_CLONES int64_t step_block(const FusedPlan& w, const float* grad, float* param, float* state) {
   constexpr int64_t L = kLanes;
@@ -156,8 +177,8 @@ FLT_CLONES int64_t step_block(const FusedPlan& w, const float* grad, float* para
     ok[l] = is_finite(grad[l]) ? 1.0f : 0.0f;
     g[l] = is_finite(grad[l]) ? clip(grad[l], kMaxGradient) : 0.0f;
   }
-  for (int64_t j = 0; j < w.stride; ++j) {
-    FOR_LANES(l) st[j][l] = state[l * w.stride + j];  // strided loads: vector gathers
+  for (int64_t j = 0; j < w.slots; ++j) {
+    FOR_LANES(l) st[j][l] = state[j * w.slot_stride + l];
   }
 
   // Moments and features x (in[0..F)).
@@ -274,8 +295,8 @@ FLT_CLONES int64_t step_block(const FusedPlan& w, const float* grad, float* para
   for (int64_t l = 0; l < L; ++l) all_ok = all_ok && ok[l] != 0.0f;
   if (all_ok) {
     FOR_LANES(l) param[l] += w.lr * update[l];
-    for (int64_t j = 0; j < w.stride; ++j) {
-      FOR_LANES(l) state[l * w.stride + j] = st[j][l];
+    for (int64_t j = 0; j < w.slots; ++j) {
+      FOR_LANES(l) state[j * w.slot_stride + l] = st[j][l];
     }
     return 0;
   }
@@ -286,7 +307,7 @@ FLT_CLONES int64_t step_block(const FusedPlan& w, const float* grad, float* para
       continue;
     }
     param[l] += w.lr * update[l];
-    for (int64_t j = 0; j < w.stride; ++j) state[l * w.stride + j] = st[j][l];
+    for (int64_t j = 0; j < w.slots; ++j) state[j * w.slot_stride + l] = st[j][l];
   }
   return skipped;
 }
@@ -294,14 +315,16 @@ FLT_CLONES int64_t step_block(const FusedPlan& w, const float* grad, float* para
 /// The last `count` < kLanes coordinates: run as a full block on padded copies (padding lanes see
 /// a zero gradient and state, and are not copied back).
 int64_t step_tail(const FusedPlan& w, const float* grad, float* param, float* state, int64_t count) {
+  FusedPlan padded = w;
+  padded.slot_stride = kLanes;
   std::array<float, kLanes> g{}, p{};
   std::array<float, kLanes * kMaxState> s{};
   std::copy(grad, grad + count, g.begin());
   std::copy(param, param + count, p.begin());
-  std::copy(state, state + count * w.stride, s.begin());
-  const int64_t skipped = step_block(w, g.data(), p.data(), s.data());
+  for (int64_t j = 0; j < w.slots; ++j) std::copy(state + j * w.slot_stride, state + j * w.slot_stride + count, s.begin() + j * kLanes);
+  const int64_t skipped = step_block(padded, g.data(), p.data(), s.data());
   std::copy(p.begin(), p.begin() + count, param);
-  std::copy(s.begin(), s.begin() + count * w.stride, state);
+  for (int64_t j = 0; j < w.slots; ++j) std::copy(s.begin() + j * kLanes, s.begin() + j * kLanes + count, state + j * w.slot_stride);
   return skipped;  // padding lanes have finite zero gradients: never skipped
 }
 
@@ -324,10 +347,10 @@ int64_t LearnedOptimizerModelImpl::fused_step_(torch::Tensor param, const torch:
   TORCH_CHECK(param.scalar_type() == at::kFloat && param.is_contiguous() && param.dim() == 1,
               "fused_step_: param must be a contiguous float32 vector, got ", param.sizes(), " ",
               param.scalar_type());
-  TORCH_CHECK(state.scalar_type() == at::kFloat && state.is_contiguous() && state.size(0) == param.size(0) &&
-                  state.size(1) == state_size(),
-              "fused_step_: state must be contiguous float32 (", param.size(0), ", ", state_size(), "), got ",
-              state.sizes());
+  TORCH_CHECK(state.scalar_type() == at::kFloat && state.is_contiguous() && state.dim() == 2 &&
+                  state.size(0) == state_size() && state.size(1) == param.size(0),
+              "fused_step_: state must be contiguous float32 (", state_size(), ", ", param.size(0),
+              ") (slot-major), got ", state.sizes());
   torch::NoGradGuard no_grad;
   const auto g_all = contiguous_float(grad.reshape({-1}));
   const int64_t n = param.size(0);
@@ -336,7 +359,7 @@ int64_t LearnedOptimizerModelImpl::fused_step_(torch::Tensor param, const torch:
   plan.memory = options.memory();
   plan.dk = options.key_dim(), plan.dv = options.value_dim(), plan.m = options.features();
   plan.hidden = options.hidden(), plan.reads = read_size(), plan.memory_floats = memory_size();
-  plan.stride = state.size(1);
+  plan.slots = state.size(0), plan.slot_stride = state.size(1);
   // Weights as contiguous float32 (a few hundred floats: copied once per step); the tensors below
   // own the memory the plan points into.
   std::vector<torch::Tensor> owned;
@@ -389,13 +412,13 @@ int64_t LearnedOptimizerModelImpl::fused_step_(torch::Tensor param, const torch:
     int64_t local_skipped = 0;
     for (int64_t b = begin; b < end; ++b) {
       const int64_t i = b * kLanes;
-      local_skipped += step_block(plan, g_ptr + i, p_ptr + i, s_ptr + i * plan.stride);
+      local_skipped += step_block(plan, g_ptr + i, p_ptr + i, s_ptr + i);
     }
     skipped += local_skipped;
   });
   if (tail > 0) {
     const int64_t i = blocks * kLanes;
-    skipped += step_tail(plan, g_ptr + i, p_ptr + i, s_ptr + i * plan.stride, tail);
+    skipped += step_tail(plan, g_ptr + i, p_ptr + i, s_ptr + i, tail);
   }
   return skipped.load();
 }

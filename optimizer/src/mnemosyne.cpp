@@ -228,10 +228,15 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
       auto it = state_.find(key);
       if (it == state_.end()) {
         auto fresh = std::make_unique<MnemosyneParamState>();
-        fresh->state(model_->initial_state(n, p.options().dtype(at::kFloat)));
+        // Slot-major (state_size, n): each state slot of a run of coordinates is contiguous.
+        fresh->state(model_->initial_state(n, p.options().dtype(at::kFloat)).t().contiguous());
         it = state_.emplace(key, std::move(fresh)).first;
       }
       auto& st = static_cast<MnemosyneParamState&>(*it->second);
+      TORCH_CHECK(st.state().dim() == 2 && st.state().size(0) == model_->state_size() && st.state().size(1) == n,
+                  "Mnemosyne: the state of a parameter of shape ", p.sizes(), " must be (",
+                  model_->state_size(), ", ", n, "), got ", st.state().sizes(),
+                  " (saved with another memory kind, or by a version that stored it as (numel, state_size))");
       st.step(st.step() + 1);
       const bool copied = !p.is_contiguous();
       auto flat_param = p.detach().reshape({-1});  // a view unless the parameter is non-contiguous
@@ -248,7 +253,7 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
         const int64_t size = std::min(options.chunk_size(), n - start);
         const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
         auto param = flat_param.narrow(0, start, size);
-        auto chunk_state = state.narrow(0, start, size);
+        auto chunk_state = state.narrow(1, start, size).t();  // (size, state_size) view
         const auto finite_grad = at::isfinite(g);
         auto result = model_->step(at::where(finite_grad, g, at::zeros_like(g)),
                                    param.to(at::kFloat), chunk_state, st.step());

@@ -91,7 +91,9 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   /// The same step for inference, fused (one pass per coordinate, OpenMP): updates `param` by
   /// lr * update and `state` in place; coordinates with a non-finite gradient or step are left
   /// unchanged and counted in the return value. Used by the optimizer; `step` is its reference.
-  /// param: (N) contiguous float32  grad: (N)  state: (N, state_size()) contiguous float32
+  /// State is slot-major here, the transpose of `step`'s (so a block of coordinates reads each slot
+  /// with one vector load): param: (N) contiguous float32  grad: (N)
+  /// state: (state_size(), N) contiguous float32
   int64_t fused_step_(torch::Tensor param, const torch::Tensor& grad, torch::Tensor state, int64_t t,
                       double lr);
   /// Whether this configuration has a fused path (positive FAVOR+ features, widths <= 64).

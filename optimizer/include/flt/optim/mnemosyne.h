@@ -48,7 +48,8 @@ struct MnemosyneOptions : public torch::optim::OptimizerCloneableOptions<Mnemosy
 struct MnemosyneParamState : public torch::optim::OptimizerCloneableParamState<MnemosyneParamState> {
   /// Steps taken on this parameter.
   TORCH_ARG(int64_t, step) = 0;
-  /// (numel, state_size) float32: moments and memory of every coordinate.
+  /// (state_size, numel) float32: moments and memory of every coordinate, slot-major (row j holds
+  /// slot j of every coordinate), the layout the fused step reads with vector loads.
   TORCH_ARG(torch::Tensor, state);
   /// Coordinate updates skipped because the gradient (or the step) was not finite.
   TORCH_ARG(int64_t, skipped) = 0;
