@@ -468,7 +468,7 @@ void show_arena(AppState& s, double dt) {
   ImGui::TextWrapped(
       "Drag the white square to choose the start, set your learning rate and momentum, press Play. "
       "Reach f - f* <= eps within par for 3 stars (2 par: 2 stars, the budget: 1 star). The "
-      "learned optimizers (flt::optim::Mnemosyne with FLT and LSTM memory, pretrained) race too.");
+      "learned optimizers (flt::optim::Mnemosyne with FLT, Performer and LSTM memory, pretrained) race too.");
   ImGui::EndChild();
 }
 
@@ -524,7 +524,7 @@ void show_training(AppState& s) {
     changed = true;
   }
   if (settings.optimizer == TrainingOptimizer::kMnemosyne) {
-    changed |= slider_double("step multiplier", &settings.learned_lr, 0.05, 10.0, "%.3g", true);
+    changed |= slider_double("lr scale", &settings.learned_lr, 0.05, 10.0, "%.3g", true);
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip("flt::optim::Mnemosyne with the shipped pretrained meta-weights;\n"
                         "1 = the step size the meta-trained rule chose");
