@@ -235,6 +235,13 @@ TEST_F(Mnemosyne, BadInput_NamesTheProblem) {
   emb.mutable_grad() = torch::sparse_coo_tensor(torch::tensor({{1}}, torch::kLong), torch::ones({1, 4}), {10, 4});
   expect_error([&] { opt.step(); }, {"sparse gradients", "[10, 4]"});
   expect_error([] { fo::memory_from_name("gru"); }, {"unknown memory kind", "gru"});
+  // A state of the wrong layout (e.g. the transposed (numel, state_size) one) is named, not misread.
+  auto w = torch::randn({4, 5}).requires_grad_(true);
+  auto opt2 = make({w}, untrained());
+  quadratic_step(opt2, w);
+  auto& st = static_cast<fo::MnemosyneParamState&>(*opt2.state().begin()->second);
+  st.state(st.state().t().contiguous());
+  expect_error([&] { quadratic_step(opt2, w); }, {"must be (15, 20)", "[20, 15]"});
   expect_error([] { fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().features(0)); },
                {"features must be positive", "0"});
 }

@@ -642,6 +642,28 @@ void show_attention(AppState& s, double dt) {
     view.dirty |= slider_double("eps", &settings.linear_eps, 1e-9, 1e-2, "%.1e", true);
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip("LinearAttentionOptions::eps: floor of the normaliser");
+  } else if (variant_name == "fourier") {
+    view.dirty |= slider_double("R", &settings.fourier_r, 0.1, 20.0, "%.3g", true);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("FourierAttentionOptions::r_init: the kernel is phi(sin(R x) / (R x))");
+    const char* phis[kKernelPhiCount];
+    for (int i = 0; i < kKernelPhiCount; ++i) phis[i] = kernel_phi_label(i);
+    view.dirty |= ImGui::Combo("phi", &settings.fourier_phi, phis, kKernelPhiCount);
+  } else if (variant_name == "performer" || variant_name == "flt" || variant_name == "schoenbat") {
+    view.dirty |= ImGui::SliderInt(variant_name == "schoenbat" ? "features D" : "features m",
+                                   &settings.features, 4, 1024, "%d", ImGuiSliderFlags_Logarithmic);
+    if (variant_name == "flt") {
+      const char* families[kRpeFamilyCount];
+      for (int i = 0; i < kRpeFamilyCount; ++i) families[i] = rpe_family_label(i);
+      view.dirty |= ImGui::Combo("spectrum", &settings.flt_family, families, kRpeFamilyCount);
+      view.dirty |= ImGui::SliderInt("components T", &settings.flt_components, 1, 8);
+      view.dirty |= ImGui::SliderInt("RPE features r", &settings.flt_rpe_features, 1, 512, "%d",
+                                     ImGuiSliderFlags_Logarithmic);
+    } else if (variant_name == "schoenbat") {
+      const char* kernels[kSchoenbatKernelCount];
+      for (int i = 0; i < kSchoenbatKernelCount; ++i) kernels[i] = schoenbat_kernel_name(i);
+      view.dirty |= ImGui::Combo("kernel", &settings.schoenbat_kernel, kernels, kSchoenbatKernelCount);
+    }
   }
   view.dirty |= ImGui::Checkbox("causal", &settings.causal);
   ImGui::Separator();
@@ -649,7 +671,8 @@ void show_attention(AppState& s, double dt) {
   if (s.lab.busy()) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "computing...");
   if (!result.error.empty()) ImGui::TextWrapped("error: %s", result.error.c_str());
   if (result.valid) {
-    ImGui::Text("relative error ||A - A_softmax||_F / ||A_softmax||_F");
+    ImGui::Text("relative error ||A - A_exact||_F / ||A_exact||_F");
+    ImGui::TextDisabled("(exact: %s)", result.reference.c_str());
     ImGui::Text("  %.4g", result.relative_error);
     ImGui::Text("max |difference| %.4g", result.diff_max_abs);
     ImGui::Text("forward: %s %.3f ms, softmax %.3f ms", result.variant.c_str(), result.variant_ms,
@@ -700,7 +723,8 @@ void show_attention(AppState& s, double dt) {
         heatmap_texture(td, view.version, diff, L, L, -dmax, dmax, Colormap::kDiverging, false);
         const std::string head = "head " + std::to_string(h) + ": ";
         const std::string t1 = head + result.variant + " (materialize)",
-                          t2 = head + "exact softmax", t3 = head + "difference (variant - softmax)";
+                          t2 = head + "exact " + result.reference,
+                          t3 = head + "difference (variant - exact)";
         ImGui::PushID(h);
         ImGui::TableNextRow();
         ImGui::TableNextColumn();

@@ -8,8 +8,13 @@
 #include <type_traits>
 #include <variant>
 
+#include "flt/attention/flt.h"
+#include "flt/attention/fourier.h"
+#include "flt/attention/performer.h"
+#include "flt/attention/schoenbat.h"
 #include "flt/attention/softmax.h"
 #include "flt/attention/variants.h"
+#include "logic/kernel_explorer.h"
 #include "logic/variant_options.h"
 
 namespace flt::viz {
@@ -50,6 +55,11 @@ std::vector<float> to_vector(const torch::Tensor& t) {
 
 }  // namespace
 
+const char* schoenbat_kernel_name(int index) {
+  static const char* kNames[kSchoenbatKernelCount] = {"exp", "inv", "logi", "trigh", "sqrt"};
+  return kNames[std::clamp(index, 0, kSchoenbatKernelCount - 1)];
+}
+
 AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, uint64_t seed,
                                          const LiveQueriesKeys* live) {
   AttentionLabResult result;
@@ -87,12 +97,27 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
     auto v = at::randn({1, heads, length, dim}, gen);
     auto options = variant_options(settings.variant);
     std::visit(
-        [&settings](auto& o) {  // the knobs of the variants that have them
+        [&settings](auto& o) {  // each variant's own knobs
           using Options = std::decay_t<decltype(o)>;
-          if constexpr (std::is_same_v<Options, flt::attention::SoftmaxAttentionOptions>) {
+          namespace fa = flt::attention;
+          if constexpr (std::is_same_v<Options, fa::SoftmaxAttentionOptions>) {
             o.scale(settings.softmax_scale);
-          } else if constexpr (std::is_same_v<Options, flt::attention::LinearAttentionOptions>) {
+          } else if constexpr (std::is_same_v<Options, fa::LinearAttentionOptions>) {
             o.eps(settings.linear_eps);
+          } else if constexpr (std::is_same_v<Options, fa::PerformerAttentionOptions>) {
+            o.features(settings.features);
+          } else if constexpr (std::is_same_v<Options, fa::FourierAttentionOptions>) {
+            flt::kernels::FourierPhi phi;
+            int64_t power;
+            kernel_phi_choice(settings.fourier_phi, &phi, &power);
+            o.r_init(settings.fourier_r).phi(phi).power(power);
+          } else if constexpr (std::is_same_v<Options, fa::FLTAttentionOptions>) {
+            o.features(settings.features)
+                .family(static_cast<fa::SpectrumFamily>(settings.flt_family))
+                .components(settings.flt_components)
+                .rpe_features(settings.flt_rpe_features);
+          } else if constexpr (std::is_same_v<Options, fa::SchoenbAttentionOptions>) {
+            o.features(settings.features).kernel(schoenbat_kernel_name(settings.schoenbat_kernel));
           }
         },
         options);
@@ -100,7 +125,15 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
     flt::attention::AttentionCall call;
     call.causal = settings.causal;
     auto approx = handle.attention->materialize(q, k, call)[0];  // (H, L, L)
-    auto exact = flt::attention::softmax_attention_weights(q, k, settings.causal)[0];
+    // FLT approximates RPE-masked softmax: compare with that, from the same module (same spectrum).
+    torch::Tensor exact;
+    if (const auto* flt_module = dynamic_cast<const flt::attention::FLTAttentionImpl*>(handle.attention)) {
+      exact = flt_module->exact_attention(q, k, call)[0];
+      result.reference = "RPE-masked softmax";
+    } else {
+      exact = flt::attention::softmax_attention_weights(q, k, settings.causal)[0];
+      result.reference = "softmax";
+    }
     auto diff = approx - exact;
     result.variant = flt::attention::attention_name(options);
     result.heads = heads;

@@ -1,7 +1,8 @@
 #pragma once
-// Attention Lab (GL-free): the attention matrix of a chosen variant (through the library's
-// `materialize`) next to exact softmax attention on the same q, k, their difference, the relative
-// error and the time per forward call. Computed off the UI thread.
+// Attention Lab (GL-free): the attention matrix of a chosen variant with its own knobs (through
+// the library's `materialize`) next to the exact attention it approximates on the same q, k (softmax;
+// for FLT the exact RPE-masked softmax of the same module), their difference, the relative error and
+// the time per forward call. Computed off the UI thread.
 
 #include <cstdint>
 #include <future>
@@ -19,14 +20,19 @@ struct LiveQueriesKeys {
   int heads = 0, length = 0, dim = 0;
 };
 
+/// SchoenbAt's dot-product kernels, in the order of AttentionLabSettings::schoenbat_kernel.
+inline constexpr int kSchoenbatKernelCount = 5;
+const char* schoenbat_kernel_name(int index);
+
 struct AttentionLabResult {
   bool valid = false;
   std::string variant;
+  std::string reference;  ///< what `exact` is: "softmax" or "RPE-masked softmax"
   std::string error;  ///< set when the computation threw (message shown in the UI)
   int heads = 0, length = 0;
   std::vector<float> approx, exact, diff;  ///< (heads, L, L) row-major; diff = approx - exact
   float diff_max_abs = 0.0f;
-  double relative_error = 0.0;  ///< ||A - A_softmax||_F / ||A_softmax||_F
+  double relative_error = 0.0;  ///< ||A - A_exact||_F / ||A_exact||_F
   double variant_ms = 0.0;      ///< median time of one forward(q, k, v) call
   double softmax_ms = 0.0;      ///< the same for exact softmax attention
 };

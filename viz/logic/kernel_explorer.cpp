@@ -15,23 +15,12 @@ namespace {
 
 using attention::FourierPhi;
 
-void phi_choice(int choice, FourierPhi* phi, int64_t* power) {
-  switch (choice) {
-    case 0: *phi = FourierPhi::kPower; *power = 2; break;
-    case 1: *phi = FourierPhi::kPower; *power = 4; break;
-    case 2: *phi = FourierPhi::kPower; *power = 6; break;
-    case 3: *phi = FourierPhi::kAbs; *power = 1; break;
-    case 4: *phi = FourierPhi::kRelu; *power = 1; break;
-    default: *phi = FourierPhi::kSigmoid; *power = 1; break;
-  }
-}
-
 // K(offset) / K(0) for a query at the origin, one (key 0, key offset) pair per batch entry.
 // offsets: (N, D) -> (N)
 at::Tensor kernel_ratio(const at::Tensor& offsets, double R, int choice) {
   FourierPhi phi;
   int64_t power;
-  phi_choice(choice, &phi, &power);
+  kernel_phi_choice(choice, &phi, &power);
   const int64_t n = offsets.size(0), d = offsets.size(1);
   const at::Tensor q = at::zeros({n, 1, 1, d}, offsets.options());
   const at::Tensor k = at::stack({at::zeros_like(offsets), offsets}, 1).unsqueeze(1);  // (N,1,2,D)
@@ -80,7 +69,7 @@ KernelEstimates compute_kernel_estimates(const KernelSettings& settings, uint64_
     at::NoGradGuard no_grad;
     FourierPhi phi;
     int64_t power;
-    phi_choice(settings.phi, &phi, &power);
+    kernel_phi_choice(settings.phi, &phi, &power);
     const auto opts = at::TensorOptions().dtype(at::kDouble);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     const int64_t n = settings.samples;
@@ -140,6 +129,17 @@ KernelEstimates compute_kernel_estimates(const KernelSettings& settings, uint64_
     out.error = what.substr(0, what.find('\n'));
   }
   return out;
+}
+
+void kernel_phi_choice(int choice, FourierPhi* phi, int64_t* power) {
+  switch (choice) {
+    case 0: *phi = FourierPhi::kPower; *power = 2; break;
+    case 1: *phi = FourierPhi::kPower; *power = 4; break;
+    case 2: *phi = FourierPhi::kPower; *power = 6; break;
+    case 3: *phi = FourierPhi::kAbs; *power = 1; break;
+    case 4: *phi = FourierPhi::kRelu; *power = 1; break;
+    default: *phi = FourierPhi::kSigmoid; *power = 1; break;
+  }
 }
 
 const char* kernel_phi_label(int choice) {

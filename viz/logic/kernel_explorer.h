@@ -16,11 +16,18 @@
 
 #include "logic/scenario.h"
 
+namespace flt::kernels {
+enum class FourierPhi;  // flt/kernels/fourier_attention.h
+}
+
 namespace flt::viz {
 
-/// The phi choices the scene offers (power 2/4/6, |s|, ReLU, sigmoid).
+/// The phi choices the scene (and the Attention Lab's Fourier knobs) offer: power 2/4/6, |s|,
+/// ReLU, sigmoid.
 inline constexpr int kKernelPhiCount = 6;
 const char* kernel_phi_label(int choice);
+/// The library's phi and power for a choice.
+void kernel_phi_choice(int choice, kernels::FourierPhi* phi, int64_t* power);
 
 struct KernelCurves {
   std::vector<float> xs;        ///< 1-D grid in [-extent, extent]

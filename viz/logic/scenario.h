@@ -62,9 +62,16 @@ struct AttentionLabSettings {
   AttentionInput input = AttentionInput::kRandom;
   bool causal = false;
   double input_scale = 1.0;  ///< q and k are multiplied by this (sharper or flatter softmax)
-  // The variants' own options (their TORCH_ARG fields), one knob per field that exists so far.
+  // The variants' own options (their TORCH_ARG fields).
   double softmax_scale = 0.0;  ///< SoftmaxAttentionOptions::scale (0: 1 / sqrt(D))
   double linear_eps = 1e-6;    ///< LinearAttentionOptions::eps
+  int features = 64;           ///< random features m (Performer, FLT) or D (SchoenbAt)
+  double fourier_r = 2.0;      ///< FourierAttentionOptions::r_init (R)
+  int fourier_phi = 1;         ///< phi, index into kernel_phi_label (s^2, s^4, s^6, |s|, relu, sigmoid)
+  int flt_family = 0;          ///< FLTAttentionOptions::family (SpectrumFamily value)
+  int flt_components = 2;      ///< FLTAttentionOptions::components (T)
+  int flt_rpe_features = 32;   ///< FLTAttentionOptions::rpe_features (r)
+  int schoenbat_kernel = 0;    ///< SchoenbAttentionOptions::kernel, index into schoenbat_kernel_name
 };
 
 /// Kernel Explorer knobs (FourierFormer kernel phi(s(R x))).

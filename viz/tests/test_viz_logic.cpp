@@ -45,6 +45,10 @@ TEST_F(VizLogic, StateStringRoundTrip) {
   s.training.smoothing = 0.9f;
   s.attention.input = AttentionInput::kPeriodic;
   s.attention.causal = true;
+  s.attention.features = 128;
+  s.attention.fourier_r = 0.7;
+  s.attention.flt_family = 1;
+  s.attention.schoenbat_kernel = 3;
   const std::string text = encode_state(s);
   const Scenario back = decode_state(text);
   EXPECT_EQ(encode_state(back), text);
@@ -353,6 +357,56 @@ TEST_F(VizLogic, AttentionLabComparesWithExactSoftmax) {
   lab.request(settings, 1);
   lab.wait();
   EXPECT_EQ(lab.result().approx, linear.approx);
+}
+
+// Every variant's knobs reach its module: more random features, smaller error against the exact
+// attention the variant approximates (for FLT the RPE-masked softmax of the same module).
+TEST_F(VizLogic, AttentionLabKnobsReachTheModules) {
+  const auto index_of = [](const std::string& name) {
+    for (const auto& v : attention_variants())
+      if (v.available && v.name == name) return v.index;
+    ADD_FAILURE() << "no variant " << name;
+    return 0;
+  };
+  AttentionLabSettings settings;
+  settings.length = 24;
+  settings.head_dim = 8;
+  settings.input_scale = 0.5;
+  const auto error_with = [&](int features, int rpe_features) {
+    settings.features = features;
+    settings.flt_rpe_features = rpe_features;
+    auto r = compute_attention_lab(settings, 3, nullptr);
+    EXPECT_TRUE(r.valid) << r.error;
+    return r;
+  };
+  settings.variant = index_of("performer");
+  const auto performer_few = error_with(8, 32), performer_many = error_with(512, 32);
+  EXPECT_EQ(performer_few.reference, "softmax");
+  EXPECT_LT(performer_many.relative_error, 0.5 * performer_few.relative_error);
+
+  settings.variant = index_of("flt");
+  const auto flt_few = error_with(8, 4), flt_many = error_with(512, 256);
+  EXPECT_EQ(flt_many.reference, "RPE-masked softmax");
+  EXPECT_LT(flt_many.relative_error, 0.5 * flt_few.relative_error);
+  settings.flt_family = 1;  // local RPE: a different exact matrix
+  const auto local = error_with(512, 256);
+  EXPECT_NE(local.exact, flt_many.exact);
+
+  settings.variant = index_of("fourier");
+  settings.fourier_r = 0.5;
+  const auto wide = compute_attention_lab(settings, 3, nullptr);
+  settings.fourier_r = 8.0;
+  const auto narrow = compute_attention_lab(settings, 3, nullptr);
+  ASSERT_TRUE(wide.valid && narrow.valid) << wide.error << narrow.error;
+  EXPECT_NE(wide.approx, narrow.approx);
+
+  settings.variant = index_of("schoenbat");
+  settings.schoenbat_kernel = 0;
+  const auto exp_kernel = compute_attention_lab(settings, 3, nullptr);
+  settings.schoenbat_kernel = 1;
+  const auto inv_kernel = compute_attention_lab(settings, 3, nullptr);
+  ASSERT_TRUE(exp_kernel.valid && inv_kernel.valid) << exp_kernel.error << inv_kernel.error;
+  EXPECT_NE(exp_kernel.approx, inv_kernel.approx);
 }
 
 TEST_F(VizLogic, CsvExports) {
