@@ -1,10 +1,11 @@
 // flt-eval-optim: compares the learned optimizers with tuned Adam and SGD-momentum on held-out tasks.
 //
 //   flt-eval-optim [--out DIR] [--seeds 5] [--tuning-seeds 3] [--tasks rastrigin-2d,...]
-//                  [--weights NAME=FILE ...] [--quick]
+//                  [--weights NAME=FILE ...] [--tune-learned] [--quick]
 //
 // Baselines get their learning rate tuned per task on the 7-point grid 1e-4..1e-1 (tuning seeds
-// disjoint from the evaluation seeds); learned optimizers run with lr = 1 (their own step). Prints a
+// disjoint from the evaluation seeds); learned optimizers run with lr = 1 (their own step), and with
+// --tune-learned the FLT rule also runs with its step multiplier tuned the same way on 0.1..10. Prints a
 // table (median final loss, median steps to the target = tuned Adam's median loss at half budget,
 // win rate against tuned Adam) and writes DIR/eval.csv and DIR/eval.png (median loss curves).
 #include <torch/optim/adam.h>
@@ -31,7 +32,7 @@ namespace {
   std::fprintf(stderr,
                "flt-eval-optim: %s\n"
                "usage: flt-eval-optim [--out DIR] [--seeds N] [--tuning-seeds N] [--tasks a,b,...]\n"
-               "       [--weights NAME=FILE]... [--no-baselines-sgd] [--quick]\n",
+               "       [--weights NAME=FILE]... [--no-baselines-sgd] [--tune-learned] [--quick]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   std::set<std::string> only;
   std::vector<std::pair<std::string, std::string>> weights;
   bool with_sgd = true;
+  bool tune_learned = false;  // also run the FLT rule with its multiplier tuned like the baselines' lr
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const auto value = [&]() -> std::string {
@@ -71,6 +73,7 @@ int main(int argc, char** argv) {
     else if (arg == "--tuning-seeds") options.tuning_seeds = std::stoll(value());
     else if (arg == "--quick") { options.eval_seeds = 3; options.tuning_seeds = 2; }
     else if (arg == "--no-baselines-sgd") with_sgd = false;
+    else if (arg == "--tune-learned") tune_learned = true;
     else if (arg == "--tasks") {
       std::stringstream list(value());
       for (std::string name; std::getline(list, name, ',');) only.insert(name);
@@ -107,6 +110,13 @@ int main(int argc, char** argv) {
       }
     }
     for (const auto& [name, path] : weights) contenders.push_back(learned(name, fo::load_model(path)));
+    if (tune_learned) {
+      // Equal tuning budget: the same seeds and a 7-point grid, over the step multiplier.
+      auto tuned = learned("mnemosyne-flt (lr tuned)", fo::load_pretrained_model(fo::Memory::kFLT));
+      tuned.tune = true;
+      tuned.grid = fo::multiplier_grid();
+      contenders.push_back(tuned);
+    }
 
     std::vector<fo::EvalTask> tasks;
     for (auto& t : fo::held_out_tasks()) {

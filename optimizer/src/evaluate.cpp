@@ -71,6 +71,12 @@ RunCurve run_optimizer(const Task& task, const torch::Tensor& start, int64_t ste
   return curve;
 }
 
+std::vector<double> multiplier_grid() {
+  std::vector<double> grid;
+  for (int k = 0; k <= 6; ++k) grid.push_back(std::pow(10.0, -1.0 + k / 3.0));
+  return grid;
+}
+
 std::vector<double> learning_rate_grid() {
   std::vector<double> grid;
   for (int i = 0; i < 7; ++i) grid.push_back(std::pow(10.0, -4.0 + 0.5 * i));
@@ -116,7 +122,7 @@ std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks, const std::vec
       if (contender.tune) {
         // Median over tuning seeds of log final loss (diverged = +inf); the best grid point wins.
         double best = INFINITY;
-        for (double candidate : learning_rate_grid()) {
+        for (double candidate : contender.grid.empty() ? learning_rate_grid() : contender.grid) {
           std::vector<double> scores;
           for (int64_t s = 0; s < options.tuning_seeds; ++s) {
             auto inst = instance(spec, kTuningSeedBase + s);

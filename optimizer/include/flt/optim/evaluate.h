@@ -45,6 +45,9 @@ std::vector<EvalTask> held_out_tasks();
 
 /// The 7-point log grid of learning rates: 1e-4 .. 1e-1 in half-decades.
 std::vector<double> learning_rate_grid();
+/// The 7-point log grid of step multipliers for a learned optimizer: 0.1 .. 10 in thirds of a
+/// decade (its lr multiplies the meta-trained step, so 1 is the untuned default).
+std::vector<double> multiplier_grid();
 
 /// One optimizer under test: a name and a factory parameterised by a learning rate.
 struct Contender {
@@ -52,6 +55,7 @@ struct Contender {
   std::function<OptimizerFactory(double lr)> make;
   bool tune = true;       ///< tune lr on the grid (false: use `fixed_lr`)
   double fixed_lr = 1.0;
+  std::vector<double> grid;  ///< the grid tuned over (empty: learning_rate_grid())
 };
 
 struct EvalOptions {
