@@ -165,14 +165,23 @@ int main(int argc, char** argv) {
     }
 
     // Figure: one panel per task, median loss curves on a log axis, legend on top.
-    const int columns = 4, panel_w = 330, panel_h = 220, legend_h = 28;
+    const int columns = 4, panel_w = 330, panel_h = 220, legend_row = 22;
     const int panels = static_cast<int>(tasks.size());
+    // Legend entries flow left to right and wrap to a new row when the width runs out.
+    std::vector<std::pair<int, int>> legend_at;  // (x, y) of each contender's swatch
+    int legend_x = 8, legend_y = 8;
+    for (const auto& contender : contenders) {
+      const int width = 20 + 2 * stb_easy_font_width(const_cast<char*>(contender.name.c_str())) + 24;
+      if (legend_x > 8 && legend_x + width > columns * panel_w) legend_x = 8, legend_y += legend_row;
+      legend_at.emplace_back(legend_x, legend_y);
+      legend_x += width;
+    }
+    const int legend_h = legend_y + legend_row + 6;
     flt::demos::Canvas canvas(columns * panel_w, legend_h + ((panels + columns - 1) / columns) * panel_h);
-    int legend_x = 8;
     for (size_t c = 0; c < contenders.size(); ++c) {
-      canvas.rect(legend_x, 8, legend_x + 14, 22, flt::demos::series_color(c));
-      canvas.text(legend_x + 20, 8, contenders[c].name, {0, 0, 0}, 2);
-      legend_x += 20 + 2 * stb_easy_font_width(const_cast<char*>(contenders[c].name.c_str())) + 24;
+      const auto [x, y] = legend_at[c];
+      canvas.rect(x, y, x + 14, y + 14, flt::demos::series_color(c));
+      canvas.text(x + 20, y, contenders[c].name, {0, 0, 0}, 2);
     }
     for (int t = 0; t < panels; ++t) {
       std::vector<std::vector<double>> series;
