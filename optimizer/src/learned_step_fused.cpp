@@ -93,10 +93,25 @@ FLT_INLINE float log_approx(float x) {
   return static_cast<float>(e) * 0.693147180559945f + 2.0f * s * p;
 }
 
-/// tanh x = sign(x) (1 - 2 / (e^{2|x|} + 1)): absolute error ~1e-7 everywhere.
+/// tanh x = x P(x^2) / Q(x^2) on |x| <= 9 (tanh 9 = 1 in float), a (5, 4) rational fitted to
+/// tanh(x)/x by weighted least squares (Sanathanan-Koerner iterations in double precision on 4000
+/// points of [0, 9]; scripts/fit_tanh_rational.cpp); in float over 2e6 points of [0, 10]: absolute
+/// error < 3.6e-7.
+/// Cheaper than 1 - 2 / (e^{2x} + 1) (step 5% faster; the head takes 32 tanh per coordinate).
 FLT_INLINE float tanh_approx(float x) {
-  const float t = 1.0f - 2.0f / (exp_approx(2.0f * std::abs(x)) + 1.0f);
-  return x < 0.0f ? -t : t;
+  const float c = std::min(9.0f, std::max(-9.0f, x)), y = c * c;
+  float p = -1.21642089e-11f;
+  p = p * y + 3.0521857e-08f;
+  p = p * y + 2.79776268e-05f;
+  p = p * y + 0.0038667405f;
+  p = p * y + 0.136786193f;
+  p = p * y + 1.0f;
+  float q = 1.28539727e-06f;
+  q = q * y + 0.000393591152f;
+  q = q * y + 0.0272399336f;
+  q = q * y + 0.470119506f;
+  q = q * y + 1.0f;
+  return std::min(1.0f, std::max(-1.0f, c * p / q));
 }
 
 FLT_INLINE float sigmoid_approx(float x) { return 1.0f / (1.0f + exp_approx(-x)); }
