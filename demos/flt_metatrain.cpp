@@ -3,6 +3,7 @@
 //   flt-metatrain --memory flt --out optimizer/pretrained/mnemosyne_flt.pt [--iterations 300]
 //                 [--estimator tbptt|pes] [--workers 8] [--unroll 10] [--horizon 100]
 //                 [--families rastrigin,ackley,...] [--seed 0] [--checkpoint FILE] [--csv FILE]
+//                 [--hidden 32] [--features 4] [--rpe-features 4] [--key-dim 4] [--value-dim 2]
 //
 // Resumes from --checkpoint when the file exists; deterministic for a given seed.
 #include <cstdio>
@@ -21,7 +22,8 @@ namespace {
                "flt-metatrain: %s\n"
                "usage: flt-metatrain --out FILE [--memory flt|performer|none|lstm] [--iterations N]\n"
                "       [--estimator tbptt|pes] [--workers N] [--unroll N] [--horizon N] [--meta-lr X]\n"
-               "       [--families a,b,...] [--seed N] [--checkpoint FILE] [--csv FILE] [--quiet]\n",
+               "       [--families a,b,...] [--seed N] [--checkpoint FILE] [--csv FILE] [--quiet]\n"
+               "       [--hidden N] [--features N] [--rpe-features N] [--key-dim N] [--value-dim N]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -59,6 +61,12 @@ int main(int argc, char** argv) {
       else if (arg == "--checkpoint") options.checkpoint = value();
       else if (arg == "--csv") options.csv = value();
       else if (arg == "--quiet") options.progress = false;
+      // The rule's shape (stored in the weights file); defaults as LearnedOptimizerModelOptions.
+      else if (arg == "--hidden") model_options.hidden(integer());
+      else if (arg == "--features") model_options.features(integer());
+      else if (arg == "--rpe-features") model_options.rpe_features(integer());
+      else if (arg == "--key-dim") model_options.key_dim(integer());
+      else if (arg == "--value-dim") model_options.value_dim(integer());
       else if (arg == "--families") {
         options.families.clear();
         std::stringstream list(value());
