@@ -3,7 +3,7 @@
 //   flt-metatrain --memory flt --out optimizer/pretrained/mnemosyne_flt.pt [--iterations 300]
 //                 [--estimator tbptt|pes] [--workers 8] [--unroll 10] [--horizon 100]
 //                 [--families rastrigin,ackley,...] [--seed 0] [--checkpoint FILE] [--csv FILE]
-//                 [--hidden 32] [--features 4] [--rpe-features 4] [--key-dim 4] [--value-dim 2]
+//                 [--hidden 32] [--features 4] [--rpe-features 32] [--key-dim 4] [--value-dim 2]
 //
 // Resumes from --checkpoint when the file exists; deterministic for a given seed.
 #include <cstdio>
