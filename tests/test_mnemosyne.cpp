@@ -519,9 +519,16 @@ TEST_F(Mnemosyne, MetaTraining_ResumesExactlyFromACheckpoint) {
   fo::meta_train(straight, tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8));
   torch::manual_seed(0);
   auto resumed = untrained(fo::Memory::kFLT);
-  auto first = tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 4);
+  auto first = tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8);
   first.checkpoint = path;
-  fo::meta_train(resumed, first);
+  // An interrupted run: the last checkpoint is from the restart at iteration 4 (checkpoints are
+  // written at restarts, every horizon / unroll = 4 iterations); iteration 5 is lost.
+  struct Interrupted {};
+  EXPECT_THROW(fo::meta_train(resumed, first,
+                              [](const fo::MetaProgress& p) {
+                                if (p.iteration == 6) throw Interrupted{};
+                              }),
+               Interrupted);
   torch::manual_seed(99);  // a different initial model: everything must come from the checkpoint
   auto continued = untrained(fo::Memory::kFLT);
   auto second = tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8);
@@ -543,6 +550,9 @@ TEST_F(Mnemosyne, PES_MovesTheModelWithFiniteEstimates) {
   auto bad = tiny_meta(fo::MetaEstimator::kPES, 4);
   bad.horizon = 7;
   expect_error([&] { fo::meta_train(untrained(), bad); }, {"multiple of unroll", "7"});
+  auto no_decay_floor = tiny_meta(fo::MetaEstimator::kPES, 4);
+  no_decay_floor.meta_lr_end = 0.0;
+  expect_error([&] { fo::meta_train(untrained(), no_decay_floor); }, {"meta_lr_end", "0"});
 }
 
 // ---- evaluation harness -------------------------------------------------------------------------
@@ -582,10 +592,11 @@ TEST_F(Mnemosyne, Evaluate_TunesEachContenderOnItsOwnGridAndIsDeterministic) {
   for (const auto& row : rows) {
     EXPECT_TRUE(std::isfinite(row.meta_objective)) << row.contender;
     EXPECT_GE(row.win_rate, 0.0);
-    EXPECT_LE(row.win_rate, 1.0);
+    EXPECT_LE(row.win_rate + row.tie_rate, 1.0);
     EXPECT_EQ(row.median_curve.size(), 31u);
   }
   EXPECT_EQ(rows[0].win_rate, 0.0) << "the reference never beats itself";
+  EXPECT_EQ(rows[0].tie_rate, 1.0) << "and always ties with itself";
   const auto again = fo::evaluate(tasks, {adam, learned}, options);
   EXPECT_EQ(again[1].median_final, rows[1].median_final);
   EXPECT_EQ(again[1].lr, rows[1].lr);

@@ -28,3 +28,13 @@ TEST(Runtime, SummaryNamesEverything) {
   }
   EXPECT_STREQ(flt::version(), FLT_VERSION_STRING);
 }
+
+TEST(Runtime, SetThreadsSetsLibTorchsPoolAndRejectsZero) {
+  flt::init(/*quiet=*/true);
+  const int before = at::get_num_threads();
+  flt::set_threads(1);
+  EXPECT_EQ(at::get_num_threads(), 1);
+  flt::set_threads(before);
+  EXPECT_EQ(at::get_num_threads(), before);
+  flt::testing::expect_error([] { flt::set_threads(0); }, {"thread count", "0"});
+}

@@ -91,6 +91,12 @@ const RuntimeInfo& init(bool quiet) {
   return info;
 }
 
+void set_threads(int threads) {
+  TORCH_CHECK(threads >= 1, "flt::set_threads: thread count must be >= 1, got ", threads);
+  at::set_num_threads(threads);
+  set_openblas_threads(threads);
+}
+
 std::string runtime_summary(const RuntimeInfo& info) {
   std::ostringstream out;
   out << "flt " << FLT_VERSION_STRING << " | threads " << info.threads

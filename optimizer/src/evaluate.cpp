@@ -156,7 +156,7 @@ std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks, const std::vec
       row.contender = contenders[c].name;
       row.lr = chosen[c];
       std::vector<double> finals, reach;
-      int64_t wins = 0;
+      int64_t wins = 0, ties = 0;
       for (size_t s = 0; s < curves[c].size(); ++s) {
         const auto& curve = curves[c][s];
         finals.push_back(final_score(curve));
@@ -175,11 +175,18 @@ std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks, const std::vec
           log_ratio += std::log(std::clamp(curve.losses[i], 1e-30, 1e30) / start);
         }
         row.meta_objective += log_ratio / spec.steps / static_cast<double>(curves[c].size());
-        if (final_score(curve) < final_score(curves[0][s])) ++wins;
+        const double mine = final_score(curve), reference = final_score(curves[0][s]);
+        if (mine == reference ||
+            std::abs(mine - reference) <= kTieTolerance * std::max(std::abs(mine), std::abs(reference))) {
+          ++ties;
+        } else if (mine < reference) {
+          ++wins;
+        }
       }
       row.median_final = median(finals);
       row.median_steps_to_target = median(reach);
       row.win_rate = static_cast<double>(wins) / static_cast<double>(curves[c].size());
+      row.tie_rate = static_cast<double>(ties) / static_cast<double>(curves[c].size());
       for (int64_t i = 0; i <= spec.steps; ++i) {
         std::vector<double> at_step;
         for (const auto& curve : curves[c]) at_step.push_back(curve.losses[i]);

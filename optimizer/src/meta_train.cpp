@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <deque>
 #include <fstream>
+#include <memory>
 
 namespace flt::optim {
 namespace {
@@ -180,6 +181,8 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
               "meta_train: horizon must be a positive multiple of unroll (", options.unroll, "), got ",
               options.horizon);
   TORCH_CHECK(options.meta_lr > 0.0, "meta_train: meta_lr must be positive, got ", options.meta_lr);
+  TORCH_CHECK(options.meta_lr_end > 0.0 && options.meta_lr_end <= 1.0,
+              "meta_train: meta_lr_end must be in (0, 1], got ", options.meta_lr_end);
   TORCH_CHECK(options.pes_sigma > 0.0, "meta_train: pes_sigma must be positive, got ", options.pes_sigma);
 
   auto params = trainable(*model);
@@ -192,13 +195,15 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
                    static_cast<long long>(iteration));
     }
   }
-  std::FILE* csv = nullptr;
+  // Closed on every exit, also when a callback or a task throws.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv_file(nullptr, &std::fclose);
   if (!options.csv.empty()) {
     const bool fresh = iteration == 0 || !std::ifstream(options.csv).good();
-    csv = std::fopen(options.csv.c_str(), fresh ? "w" : "a");
-    TORCH_CHECK(csv != nullptr, "meta_train: cannot write the CSV log ", options.csv);
-    if (fresh) std::fprintf(csv, "iteration,meta_loss,average,seconds\n");
+    csv_file.reset(std::fopen(options.csv.c_str(), fresh ? "w" : "a"));
+    TORCH_CHECK(csv_file != nullptr, "meta_train: cannot write the CSV log ", options.csv);
+    if (fresh) std::fprintf(csv_file.get(), "iteration,meta_loss,average,seconds\n");
   }
+  std::FILE* csv = csv_file.get();
 
   const int64_t truncations_per_task = options.horizon / options.unroll;
   std::vector<Worker> workers(options.workers);
@@ -215,6 +220,11 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
         save_checkpoint(options.checkpoint, *model, adam, iteration);
       }
       restart(workers, *model, options, iteration / truncations_per_task);
+    }
+    const double progress_fraction = static_cast<double>(iteration) / static_cast<double>(options.iterations);
+    const double decay = options.meta_lr_end + (1.0 - options.meta_lr_end) * 0.5 * (1.0 + std::cos(M_PI * progress_fraction));
+    for (auto& group : adam.param_groups()) {
+      static_cast<torch::optim::AdamOptions&>(group.options()).lr(options.meta_lr * decay);
     }
     adam.zero_grad();
     double meta_loss = 0.0;
@@ -301,7 +311,6 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   }
   if (options.progress) std::fprintf(stderr, "\n");
   if (!options.checkpoint.empty()) save_checkpoint(options.checkpoint, *model, adam, iteration);
-  if (csv) std::fclose(csv);
   return history;
 }
 

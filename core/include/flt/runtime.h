@@ -24,6 +24,10 @@ struct RuntimeInfo {
 /// OMP_WAIT_POLICY=PASSIVE, and `info.wait_policy` reports what the process got.
 const RuntimeInfo& init(bool quiet = false);
 
+/// Sets the intra-op thread count of LibTorch and of OpenBLAS's pool together (after `init`).
+/// Throws naming the value unless threads >= 1.
+void set_threads(int threads);
+
 /// One line describing the runtime, e.g. for benchmark headers and the visualizer's status bar.
 std::string runtime_summary(const RuntimeInfo& info);
 

@@ -64,13 +64,20 @@ struct EvalOptions {
   bool progress = true;
 };
 
+/// Relative difference of final losses below which two runs tie.
+constexpr double kTieTolerance = 1e-3;
+
 /// One row per (task, contender).
 struct EvalRow {
   std::string task, contender;
   double lr = 0.0;                 ///< the tuned (or fixed) learning rate
   double median_final = 0.0;       ///< median over eval seeds of the final noise-free loss
   double median_steps_to_target = 0.0;  ///< first step reaching the target (budget + 1 if never)
-  double win_rate = 0.0;           ///< fraction of seeds with a lower final loss than the reference
+  /// Fraction of seeds whose final loss is lower than the reference's by more than the tie
+  /// tolerance (`kTieTolerance` relative), and fraction within it (both stopped in the same minimum:
+  /// Rastrigin runs often agree to four digits, and the last digits are not a win).
+  double win_rate = 0.0;
+  double tie_rate = 0.0;
   int64_t diverged = 0;            ///< eval seeds that diverged
   /// The meta-objective on this task: mean over seeds of mean over steps of log(loss_s / loss_0)
   /// (lower is better; diverged steps count as log(1e30 / loss_0)).
