@@ -318,7 +318,10 @@ TEST_F(VizLogic, TrainingWorkerNeverBlocksTheCaller) {
   session.start_worker();
   session.set_speed(64.0f);
   session.set_playing(true);
-  for (int i = 0; i < 200 && session.snapshot().step < 5; ++i) {
+  // The deadline only guards against a hang: on a loaded 2-core machine (CI with other tests, or
+  // meta-training next to it) 4 s once gave only 4 steps, so wait up to a minute.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (session.snapshot().step < 5 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_GE(session.snapshot().step, 5);
