@@ -12,7 +12,6 @@
 #include <torch/optim/sgd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -22,6 +21,7 @@
 #include "flt/optim/evaluate.h"
 #include "flt/optim/mnemosyne.h"
 #include "flt/runtime.h"
+#include "cli_args.h"
 #include "raster_plot.h"
 
 namespace fo = flt::optim;
@@ -68,9 +68,15 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) usage("missing value after " + arg);
       return argv[++i];
     };
+    const auto count = [&]() {
+      const std::string v = value();
+      const auto n = flt::demos::parse_integer(v);
+      if (!n) usage("not an integer for " + arg + ": " + v);
+      return *n;
+    };
     if (arg == "--out") out = value();
-    else if (arg == "--seeds") options.eval_seeds = std::stoll(value());
-    else if (arg == "--tuning-seeds") options.tuning_seeds = std::stoll(value());
+    else if (arg == "--seeds") options.eval_seeds = count();
+    else if (arg == "--tuning-seeds") options.tuning_seeds = count();
     else if (arg == "--quick") { options.eval_seeds = 3; options.tuning_seeds = 2; }
     else if (arg == "--no-baselines-sgd") with_sgd = false;
     else if (arg == "--tune-learned") tune_learned = true;

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli_args.h"
 #include "flt/optim/meta_train.h"
 #include "flt/optim/mnemosyne.h"
 #include "flt/runtime.h"
@@ -50,10 +51,15 @@ int main(int argc, char** argv) {
     };
     const auto integer = [&]() {
       const std::string v = value();
-      char* end = nullptr;
-      const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (end == v.c_str() || *end != '\0') usage("not an integer for " + arg + ": " + v);
-      return static_cast<int64_t>(n);
+      const auto n = flt::demos::parse_integer(v);
+      if (!n) usage("not an integer for " + arg + ": " + v);
+      return *n;
+    };
+    const auto real = [&]() {
+      const std::string v = value();
+      const auto x = flt::demos::parse_number(v);
+      if (!x) usage("not a number for " + arg + ": " + v);
+      return *x;
     };
     try {
       if (arg == "--out") out = value();
@@ -63,8 +69,8 @@ int main(int argc, char** argv) {
       else if (arg == "--workers") options.workers = integer();
       else if (arg == "--unroll") options.unroll = integer();
       else if (arg == "--horizon") options.horizon = integer();
-      else if (arg == "--meta-lr") options.meta_lr = std::stod(value());
-      else if (arg == "--meta-lr-end") options.meta_lr_end = std::stod(value());
+      else if (arg == "--meta-lr") options.meta_lr = real();
+      else if (arg == "--meta-lr-end") options.meta_lr_end = real();
       else if (arg == "--seed") options.seed = static_cast<uint64_t>(integer());
       else if (arg == "--checkpoint") options.checkpoint = value();
       else if (arg == "--csv") options.csv = value();

@@ -176,6 +176,7 @@ std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks, const std::vec
         }
         row.meta_objective += log_ratio / spec.steps / static_cast<double>(curves[c].size());
         const double mine = final_score(curve), reference = final_score(curves[0][s]);
+        // (mine == reference also covers two diverged runs: inf - inf is NaN.)
         if (mine == reference ||
             std::abs(mine - reference) <= kTieTolerance * std::max(std::abs(mine), std::abs(reference))) {
           ++ties;

@@ -221,8 +221,11 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
       }
       restart(workers, *model, options, iteration / truncations_per_task);
     }
-    const double progress_fraction = static_cast<double>(iteration) / static_cast<double>(options.iterations);
-    const double decay = options.meta_lr_end + (1.0 - options.meta_lr_end) * 0.5 * (1.0 + std::cos(M_PI * progress_fraction));
+    // Half-cosine decay from meta_lr to meta_lr * meta_lr_end; a function of the iteration only, so
+    // a resumed run follows the same schedule.
+    const double fraction = static_cast<double>(iteration) / static_cast<double>(options.iterations);
+    const double decay =
+        options.meta_lr_end + (1.0 - options.meta_lr_end) * 0.5 * (1.0 + std::cos(M_PI * fraction));
     for (auto& group : adam.param_groups()) {
       static_cast<torch::optim::AdamOptions&>(group.options()).lr(options.meta_lr * decay);
     }
