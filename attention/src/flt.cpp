@@ -445,4 +445,28 @@ torch::Tensor FLTAttentionImpl::read(const LinearAttentionState& state, const to
   return state.read(feature_map->query_features(qh), options.eps());
 }
 
+const std::vector<SpectrumFamilyInfo>& spectrum_families() {
+  static const std::vector<SpectrumFamilyInfo> families = [] {
+    const std::pair<SpectrumFamily, const char*> display[] = {
+        {SpectrumFamily::kGaussianMixture, "Gaussian mixture"},
+        {SpectrumFamily::kLocal, "local (box^k)"},
+        {SpectrumFamily::kGaussianKernel, "Gaussian kernel"},
+        {SpectrumFamily::kLaplaceKernel, "Laplace kernel"},
+        {SpectrumFamily::kCauchyKernel, "Cauchy kernel"},
+        {SpectrumFamily::kGaussianBasis, "Gaussian basis"},
+    };
+    std::vector<SpectrumFamilyInfo> out;
+    for (const auto& [family, name] : display) {
+      TORCH_INTERNAL_ASSERT(static_cast<size_t>(family) == out.size(), "spectrum_families: order");
+      out.push_back({family, spectrum_family_name(family), name});
+    }
+    // the value after the last has no name: a family added to the enum (and named in
+    // spectrum_family_name, which -Wswitch enforces) but missing above fails here
+    TORCH_INTERNAL_ASSERT(spectrum_family_name(static_cast<SpectrumFamily>(out.size())) == "?",
+                          "spectrum_families: a SpectrumFamily has no display name");
+    return out;
+  }();
+  return families;
+}
+
 }  // namespace flt::attention

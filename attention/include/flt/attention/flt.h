@@ -13,7 +13,9 @@
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "flt/attention/attention.h"
 #include "flt/attention/feature_map.h"
@@ -192,5 +194,15 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
   void draw_frequencies(uint64_t seed);
 };
 TORCH_MODULE(FLTAttention);
+
+/// A spectrum family with its names, for menus and command lines.
+struct SpectrumFamilyInfo {
+  SpectrumFamily family;
+  std::string name;          ///< spectrum_family_name(family), e.g. "gaussian_mixture"
+  std::string display_name;  ///< for people, e.g. "Gaussian mixture"
+};
+/// Every SpectrumFamily in enum order. Tools list the families from here, so a new family shows up
+/// in them without a change there.
+const std::vector<SpectrumFamilyInfo>& spectrum_families();
 
 }  // namespace flt::attention
