@@ -100,9 +100,9 @@ int run_headless(const Options& o, const flt::viz::Scenario& base) {
   for (const auto scene : scenes_for(o.scene)) {
     auto scenario = base;
     scenario.scene = scene;
-    app.load(scenario);
+    flt::viz::apply_scenario(app.lab(), scenario);
     app.state().export_dir = o.out;
-    app.prepare_headless(o.steps);
+    flt::viz::settle_scene(app.lab(), scene, o.steps);
     const std::string path = o.out + "/" + flt::viz::scene_key(scene) + ".png";
     if (!app.screenshot(path)) {
       std::cerr << "flt-lab: could not write " << path << "\n";
@@ -115,6 +115,7 @@ int run_headless(const Options& o, const flt::viz::Scenario& base) {
 
 int run_profile(const Options& o, const flt::viz::Scenario& base) {
   flt::viz::App app(kWidth, kHeight, /*hidden=*/false);
+  flt::viz::LabState& lab = app.lab();
   app.start_worker();
   app.set_vsync(false);
   std::printf(
@@ -137,15 +138,14 @@ int run_profile(const Options& o, const flt::viz::Scenario& base) {
     auto scenario = base;
     scenario.scene = scene;
     scenario.speed = 64.0f;  // training and the arena run flat out while we measure
-    app.load(scenario);
-    app.state().arena_view.playing = scene == flt::viz::SceneId::kArena;
+    flt::viz::apply_scenario(lab, scenario);
     // the Attention Lab is measured showing its (finished) computation: playing it at x64 would
     // recompute every frame, which measures the attention, not the UI
-    app.state().training.set_playing(true);  // live training runs during every scene
+    lab.arena.playing = scene == flt::viz::SceneId::kArena;
+    lab.training.session.set_playing(true);  // live training runs during every scene
     const auto busy = measure(o.frames);
-    app.state().training.set_playing(false);
-    app.load(scenario);  // same scene again with training paused: the UI's own cost
-    app.state().arena_view.playing = scene == flt::viz::SceneId::kArena;
+    flt::viz::apply_scenario(lab, scenario);  // same scene, training paused: the UI's own cost
+    lab.arena.playing = scene == flt::viz::SceneId::kArena;
     const auto idle = measure(o.frames);
     std::printf("%-10s %18.2f %10.2f %10.2f %18.2f\n", flt::viz::scene_key(scene),
                 busy[busy.size() / 2], busy[busy.size() * 9 / 10], busy.back(),
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     // Interactive: the skeleton of Dear ImGui's example_glfw_opengl3 main.cpp, with the set-up and
     // teardown steps in App's constructor and destructor.
     flt::viz::App app(kWidth, kHeight, /*hidden=*/false);  // 1-2. window, GL context, ImGui
-    app.load(scenario);
+    flt::viz::apply_scenario(app.lab(), scenario);
     app.start_worker();  // training runs on its own thread; the UI only reads snapshots
     while (!app.should_close()) app.frame();  // 3-4. poll, new frame, panels, render, swap
     return 0;                                 // 5. teardown in ~App

@@ -237,6 +237,7 @@ struct ArenaGame::Impl {
     // the log colour scale spans at most 5 decades below the top, so the basin keeps its contrast
     grid.lo =
         std::max(positive.numel() > 0 ? positive.min().item<float>() : 1e-6f, grid.hi * 1e-5f);
+    grid.version += 1;
   }
 
   void add_racer(std::string name, RacerKind kind, std::array<uint8_t, 3> color, double lr,

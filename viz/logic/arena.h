@@ -76,6 +76,7 @@ struct LandscapeGrid {
   int rows = 0, cols = 0;
   std::vector<float> values;   ///< f - f_min (>= 0), row-major
   float lo = 0.0f, hi = 0.0f;  ///< smallest positive and largest value (for the log colour scale)
+  int64_t version = 0;         ///< changes whenever the grid is rebuilt (every load)
 };
 
 class ArenaGame {

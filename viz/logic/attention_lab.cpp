@@ -15,6 +15,7 @@
 #include "flt/attention/softmax.h"
 #include "flt/attention/variants.h"
 #include "logic/kernel_explorer.h"
+#include "logic/tensors.h"
 #include "logic/variant_options.h"
 
 namespace flt::viz {
@@ -48,16 +49,29 @@ double median_ms(Fn&& fn, int repeats = 5) {
   return times[times.size() / 2];
 }
 
-std::vector<float> to_vector(const torch::Tensor& t) {
-  auto c = t.to(torch::kFloat).contiguous();
-  return {c.data_ptr<float>(), c.data_ptr<float>() + c.numel()};
-}
-
 }  // namespace
 
-const char* schoenbat_kernel_name(int index) {
-  static const char* kNames[kSchoenbatKernelCount] = {"exp", "inv", "logi", "trigh", "sqrt"};
-  return kNames[std::clamp(index, 0, kSchoenbatKernelCount - 1)];
+const std::vector<std::string>& schoenbat_kernel_names() {
+  return flt::attention::schoenberg_kernels();
+}
+
+const std::string& schoenbat_kernel_name(int index) {
+  const auto& names = schoenbat_kernel_names();
+  return names[std::clamp<size_t>(std::max(index, 0), 0, names.size() - 1)];
+}
+
+const char* attention_input_label(AttentionInput input) {
+  switch (input) {
+    case AttentionInput::kRandom:
+      return "random";
+    case AttentionInput::kLocal:
+      return "local (near-diagonal)";
+    case AttentionInput::kPeriodic:
+      return "periodic";
+    case AttentionInput::kLiveModel:
+      return "live model (layer 0)";
+  }
+  return "?";
 }
 
 AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, uint64_t seed,

@@ -20,9 +20,14 @@ struct LiveQueriesKeys {
   int heads = 0, length = 0, dim = 0;
 };
 
-/// SchoenbAt's dot-product kernels, in the order of AttentionLabSettings::schoenbat_kernel.
-inline constexpr int kSchoenbatKernelCount = 5;
-const char* schoenbat_kernel_name(int index);
+/// SchoenbAt's dot-product kernels (attention::schoenberg_kernels()), indexed by
+/// AttentionLabSettings::schoenbat_kernel.
+const std::vector<std::string>& schoenbat_kernel_names();
+/// schoenbat_kernel_names()[index], clamped to the list.
+const std::string& schoenbat_kernel_name(int index);
+
+/// "random", "local (near-diagonal)", "periodic", "live model (layer 0)".
+const char* attention_input_label(AttentionInput input);
 
 struct AttentionLabResult {
   bool valid = false;

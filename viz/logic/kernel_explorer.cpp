@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "flt/attention/fourier.h"
+#include "logic/tensors.h"
 
 namespace flt::viz {
 namespace {
@@ -28,19 +29,6 @@ at::Tensor kernel_ratio(const at::Tensor& offsets, double R, int choice) {
       q, k, at::full({}, R, offsets.options()), power, /*causal=*/false, phi);  // (N,1,1,2)
   // the weight of key 0 is phi(1)^D / sum > 0 for every phi offered, so the ratio is finite
   return (w.select(-1, 1) / w.select(-1, 0)).reshape({n});
-}
-
-std::vector<float> to_vector(const at::Tensor& t) {
-  const at::Tensor f = t.to(at::kFloat).contiguous();
-  return std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
-}
-
-// The top-row-first grid of the Kernel Explorer's maps as points (grid^2, 2).
-at::Tensor map_points(double extent, int grid, const at::TensorOptions& opts) {
-  const at::Tensor axis = at::linspace(-extent, extent, grid, opts);
-  const at::Tensor y = axis.flip(0).view({grid, 1}).expand({grid, grid});  // top row = +extent
-  const at::Tensor x = axis.view({1, grid}).expand({grid, grid});
-  return at::stack({x.reshape({-1}), y.reshape({-1})}, 1);
 }
 
 // The regression target of the scene (the function the estimator recovers).
@@ -155,11 +143,7 @@ KernelCurves compute_kernel_curves(const KernelSettings& settings, int points, i
     const at::Tensor xs = at::linspace(-e, e, points, opts);
     out.xs = to_vector(xs);
     out.kernel_1d = to_vector(kernel_ratio(xs.unsqueeze(1), settings.R, settings.phi));
-    const at::Tensor axis = at::linspace(-e, e, grid, opts);
-    const at::Tensor y = axis.flip(0).view({grid, 1}).expand({grid, grid});  // top row = +extent
-    const at::Tensor x = axis.view({1, grid}).expand({grid, grid});
-    const at::Tensor offsets = at::stack({x.reshape({-1}), y.reshape({-1})}, 1);
-    out.kernel_2d = to_vector(kernel_ratio(offsets, settings.R, settings.phi));
+    out.kernel_2d = to_vector(kernel_ratio(map_points(e, grid, opts), settings.R, settings.phi));
     out.grid = grid;
     const auto [lo, hi] = std::minmax_element(out.kernel_2d.begin(), out.kernel_2d.end());
     out.lo = *lo;

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "flt/attention/flt.h"
+#include "logic/tensors.h"
 
 namespace flt::viz {
 namespace {
@@ -31,18 +32,6 @@ FLTAttention make_module(const RpeSettings& s, uint64_t seed, int features) {
                           .seed(seed));
 }
 
-// Points along the first axis: (N) -> (N, l) with the other coordinates 0.
-at::Tensor along_first_axis(const at::Tensor& t, int64_t l) {
-  at::Tensor out = at::zeros({t.size(0), l}, t.options());
-  out.select(1, 0).copy_(t);
-  return out;
-}
-
-std::vector<float> to_vector(const at::Tensor& t) {
-  const at::Tensor f = t.detach().to(at::kFloat).contiguous();
-  return std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
-}
-
 // f exact and estimated at delta_j = r_mid - r_j for positions r_j along the first axis.
 // -> exact, approx: (N)
 void exact_and_approx(const FLTAttention& module, const at::Tensor& positions, at::Tensor* exact,
@@ -55,11 +44,23 @@ void exact_and_approx(const FLTAttention& module, const at::Tensor& positions, a
 
 }  // namespace
 
-const char* rpe_family_label(int family) {
-  static const char* kLabels[kRpeFamilyCount] = {"Gaussian mixture", "local (box^k)",
-                                                 "Gaussian kernel",  "Laplace kernel",
-                                                 "Cauchy kernel",    "Gaussian basis"};
-  return kLabels[std::clamp(family, 0, kRpeFamilyCount - 1)];
+const std::vector<std::string>& rpe_family_labels() {
+  static const std::vector<std::string> labels = [] {
+    std::vector<std::string> out;
+    for (const auto& info : attention::spectrum_families()) out.push_back(info.display_name);
+    return out;
+  }();
+  return labels;
+}
+
+const std::string& rpe_family_label(int family) {
+  static const std::string unknown = "?";
+  const auto& labels = rpe_family_labels();
+  return family >= 0 && family < static_cast<int>(labels.size()) ? labels[family] : unknown;
+}
+
+bool rpe_family_uses_smoothness(int family) {
+  return static_cast<SpectrumFamily>(family) == SpectrumFamily::kLocal;
 }
 
 const char* rpe_proposal_label(int proposal) {
@@ -101,10 +102,7 @@ RpeCurves compute_rpe_curves(const RpeSettings& settings, uint64_t seed, int poi
       out.error_by_features.push_back(static_cast<float>(rpe_max_error(settings, seed, r, points)));
     }
     if (l == 2) {
-      const at::Tensor axis = at::linspace(-settings.extent, settings.extent, grid, opts);
-      const at::Tensor y = axis.flip(0).view({grid, 1}).expand({grid, grid});
-      const at::Tensor x = axis.view({1, grid}).expand({grid, grid});
-      const at::Tensor delta = at::stack({x.reshape({-1}), y.reshape({-1})}, 1);
+      const at::Tensor delta = map_points(settings.extent, grid, opts);
       out.map_2d = to_vector(module->rpe_function(delta).reshape({-1}));
       out.grid = grid;
       const auto [lo, hi] = std::minmax_element(out.map_2d.begin(), out.map_2d.end());

@@ -13,9 +13,15 @@
 
 namespace flt::viz {
 
-inline constexpr int kRpeFamilyCount = 6;
-inline constexpr int kRpeProposalCount = 2;
-const char* rpe_family_label(int family);
+/// Display names of the library's spectrum families (attention::spectrum_families()), indexed by
+/// RpeSettings::family and AttentionLabSettings::flt_family (SpectrumFamily values).
+const std::vector<std::string>& rpe_family_labels();
+/// rpe_family_labels()[family], or "?" when out of range.
+const std::string& rpe_family_label(int family);
+/// True for the family whose smoothness k is a knob (local).
+bool rpe_family_uses_smoothness(int family);
+
+inline constexpr int kRpeProposalCount = 2;  ///< attention::ProposalKind: Gaussian, Cauchy
 const char* rpe_proposal_label(int proposal);
 
 struct RpeCurves {

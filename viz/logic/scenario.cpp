@@ -11,11 +11,24 @@
 #include <stdexcept>
 #include <vector>
 
+#include "logic/arena.h"
+#include "logic/attention_lab.h"
+#include "logic/kernel_explorer.h"
+#include "logic/rpe_studio.h"
+#include "logic/variants.h"
+
 namespace flt::viz {
 namespace {
 
 constexpr const char* kSceneKeys[kSceneCount] = {"attention", "kernel", "rpe", "training", "arena"};
+constexpr const char* kSceneTitles[kSceneCount] = {"Attention Lab", "Kernel Explorer", "RPE Studio",
+                                                   "Live Training", "Optimizer Arena"};
 constexpr const char* kMagic = "flt1";
+
+// The largest index into a list (the state string's range for an index into it).
+int last(const std::vector<std::string>& list) {
+  return static_cast<int>(list.size()) - 1;
+}
 
 std::string format_double(double value) {
   // the shortest of 15..17 significant digits that reads back exactly (0.9, not
@@ -86,6 +99,27 @@ Field enum_field(const char* key, T Scenario::*outer, E T::*member, int count) {
           }};
 }
 
+// An attention variant, written by name ("flt") so a state string keeps meaning the same variant
+// when the library adds one; the index of older strings is read too.
+template <typename T>
+Field variant_field(const char* key, T Scenario::*outer, int T::*member) {
+  return {key, [=](const Scenario& s) { return variant_name((s.*outer).*member); },
+          [=](Scenario& s, const std::string& v) {
+            const int index = variant_index(v);
+            if (index >= 0) {
+              (s.*outer).*member = index;
+              return;
+            }
+            std::string names;
+            for (const auto& name : variant_names()) names += (names.empty() ? "" : ", ") + name;
+            if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0]))) {
+              throw std::invalid_argument(std::string("state string: key '") + key +
+                                          "' needs a variant (" + names + "), got '" + v + "'");
+            }
+            (s.*outer).*member = static_cast<int>(parse_int(key, v, 0, last(variant_names())));
+          }};
+}
+
 const std::vector<Field>& fields() {
   static const std::vector<Field> kFields = {
       {"scene", [](const Scenario& s) { return std::string(scene_key(s.scene)); },
@@ -113,7 +147,8 @@ const std::vector<Field>& fields() {
          }
          s.speed = static_cast<float>(speed);
        }},
-      int_field("a.level", &Scenario::arena, &ArenaSettings::level, 0, 63),
+      int_field("a.level", &Scenario::arena, &ArenaSettings::level, 0,
+                static_cast<int>(arena_levels().size()) - 1),
       bool_field("a.custom", &Scenario::arena, &ArenaSettings::custom_start),
       double_field("a.x", &Scenario::arena, &ArenaSettings::start_x),
       double_field("a.y", &Scenario::arena, &ArenaSettings::start_y),
@@ -123,7 +158,7 @@ const std::vector<Field>& fields() {
       bool_field("a.contours", &Scenario::arena, &ArenaSettings::contours),
       bool_field("a.3d", &Scenario::arena, &ArenaSettings::surface),
       enum_field("t.task", &Scenario::training, &TrainingSettings::task, kTrainingTaskCount),
-      int_field("t.variant", &Scenario::training, &TrainingSettings::variant, 0, 63),
+      variant_field("t.variant", &Scenario::training, &TrainingSettings::variant),
       int_field("t.layers", &Scenario::training, &TrainingSettings::layers, 1, 8),
       int_field("t.heads", &Scenario::training, &TrainingSettings::heads, 1, 16),
       int_field("t.embed", &Scenario::training, &TrainingSettings::embed_dim, 4, 512),
@@ -143,7 +178,7 @@ const std::vector<Field>& fields() {
          s.training.smoothing = static_cast<float>(smoothing);
        }},
       bool_field("t.logy", &Scenario::training, &TrainingSettings::log_loss),
-      int_field("l.variant", &Scenario::attention, &AttentionLabSettings::variant, 0, 63),
+      variant_field("l.variant", &Scenario::attention, &AttentionLabSettings::variant),
       int_field("l.length", &Scenario::attention, &AttentionLabSettings::length, 2, 1024),
       int_field("l.dim", &Scenario::attention, &AttentionLabSettings::head_dim, 1, 256),
       int_field("l.heads", &Scenario::attention, &AttentionLabSettings::heads, 1, 8),
@@ -155,24 +190,27 @@ const std::vector<Field>& fields() {
       double_field("l.linear_eps", &Scenario::attention, &AttentionLabSettings::linear_eps),
       int_field("l.m", &Scenario::attention, &AttentionLabSettings::features, 1, 4096),
       double_field("l.R", &Scenario::attention, &AttentionLabSettings::fourier_r),
-      int_field("l.phi", &Scenario::attention, &AttentionLabSettings::fourier_phi, 0, 5),
-      int_field("l.family", &Scenario::attention, &AttentionLabSettings::flt_family, 0, 5),
+      int_field("l.phi", &Scenario::attention, &AttentionLabSettings::fourier_phi, 0,
+                kKernelPhiCount - 1),
+      int_field("l.family", &Scenario::attention, &AttentionLabSettings::flt_family, 0,
+                last(rpe_family_labels())),
       int_field("l.T", &Scenario::attention, &AttentionLabSettings::flt_components, 1, 16),
       int_field("l.r", &Scenario::attention, &AttentionLabSettings::flt_rpe_features, 1, 4096),
-      int_field("l.kernel", &Scenario::attention, &AttentionLabSettings::schoenbat_kernel, 0, 4),
+      int_field("l.kernel", &Scenario::attention, &AttentionLabSettings::schoenbat_kernel, 0,
+                last(schoenbat_kernel_names())),
       double_field("k.R", &Scenario::kernel, &KernelSettings::R),
-      int_field("k.phi", &Scenario::kernel, &KernelSettings::phi, 0, 5),
+      int_field("k.phi", &Scenario::kernel, &KernelSettings::phi, 0, kKernelPhiCount - 1),
       double_field("k.extent", &Scenario::kernel, &KernelSettings::extent),
       int_field("k.n", &Scenario::kernel, &KernelSettings::samples, 1, 20000),
       double_field("k.rho", &Scenario::kernel, &KernelSettings::rho),
       double_field("k.h", &Scenario::kernel, &KernelSettings::bandwidth),
       double_field("k.noise", &Scenario::kernel, &KernelSettings::noise),
-      int_field("r.family", &Scenario::rpe, &RpeSettings::family, 0, 5),
+      int_field("r.family", &Scenario::rpe, &RpeSettings::family, 0, last(rpe_family_labels())),
       int_field("r.T", &Scenario::rpe, &RpeSettings::components, 1, 16),
       int_field("r.k", &Scenario::rpe, &RpeSettings::smoothness, 1, 8),
       double_field("r.scale", &Scenario::rpe, &RpeSettings::scale),
       int_field("r.r", &Scenario::rpe, &RpeSettings::features, 1, 4096),
-      int_field("r.proposal", &Scenario::rpe, &RpeSettings::proposal, 0, 1),
+      int_field("r.proposal", &Scenario::rpe, &RpeSettings::proposal, 0, kRpeProposalCount - 1),
       double_field("r.psigma", &Scenario::rpe, &RpeSettings::proposal_sigma),
       int_field("r.dim", &Scenario::rpe, &RpeSettings::position_dim, 1, 2),
       double_field("r.extent", &Scenario::rpe, &RpeSettings::extent),
@@ -187,6 +225,10 @@ const std::vector<Field>& fields() {
 
 const char* scene_key(SceneId scene) {
   return kSceneKeys[static_cast<int>(scene)];
+}
+
+const char* scene_title(SceneId scene) {
+  return kSceneTitles[static_cast<int>(scene)];
 }
 
 bool parse_scene(const std::string& name, SceneId* scene) {

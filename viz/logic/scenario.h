@@ -4,7 +4,8 @@
 //
 // Format: "flt1;key=value;key=value;..." with keys in a fixed order. Decoding accepts the keys in
 // any order, leaves missing keys at their defaults and rejects unknown keys or bad values with a
-// message naming them.
+// message naming them. Attention variants are written by name (t.variant=flt); an index is read
+// too.
 
 #include <cstdint>
 #include <string>
@@ -16,6 +17,8 @@ inline constexpr int kSceneCount = 5;
 
 /// "attention", "kernel", "rpe", "training", "arena" (the --scene names).
 const char* scene_key(SceneId scene);
+/// "Attention Lab", "Kernel Explorer", "RPE Studio", "Live Training", "Optimizer Arena" (tabs).
+const char* scene_title(SceneId scene);
 /// Parses a --scene name; returns false when unknown.
 bool parse_scene(const std::string& name, SceneId* scene);
 
@@ -68,10 +71,10 @@ struct AttentionLabSettings {
   int features = 64;           ///< random features m (Performer, FLT) or D (SchoenbAt)
   double fourier_r = 2.0;      ///< FourierAttentionOptions::r_init (R)
   int fourier_phi = 1;         ///< phi, index into kernel_phi_label (s^2, s^4, s^6, |s|, relu, sigmoid)
-  int flt_family = 0;          ///< FLTAttentionOptions::family (SpectrumFamily value)
+  int flt_family = 0;          ///< FLTAttentionOptions::family, index into rpe_family_labels()
   int flt_components = 2;      ///< FLTAttentionOptions::components (T)
   int flt_rpe_features = 32;   ///< FLTAttentionOptions::rpe_features (r)
-  int schoenbat_kernel = 0;    ///< SchoenbAttentionOptions::kernel, index into schoenbat_kernel_name
+  int schoenbat_kernel = 0;    ///< SchoenbAttentionOptions::kernel, index into schoenbat_kernel_names()
 };
 
 /// Kernel Explorer knobs (FourierFormer kernel phi(s(R x))).

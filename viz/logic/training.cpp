@@ -23,7 +23,7 @@
 #include "flt/attention/flt.h"
 #include "flt/attention/transformer.h"
 #include "flt/optim/mnemosyne.h"
-#include "logic/variant_catalog.h"
+#include "logic/tensors.h"
 #include "logic/variant_options.h"
 
 namespace flt::viz {
@@ -215,6 +215,7 @@ struct TrainingSession::Impl {
       snap = TrainingSnapshot{};
       snap.model = model.str();
       snap.playing = playing;
+      snap.speed = speed;
       snap.probe_tokens = probe_batch.tokens;
     }
     refresh_maps();
@@ -250,9 +251,8 @@ struct TrainingSession::Impl {
     std::lock_guard<std::mutex> lock(mutex);
     if (has_spectrum) {
       snap.spectrum_heads = heads;
-      snap.spectrum_xi.assign(xi_axis.data_ptr<float>(), xi_axis.data_ptr<float>() + xi_axis.numel());
-      snap.spectrum_delta.assign(delta_axis.data_ptr<float>(),
-                                 delta_axis.data_ptr<float>() + delta_axis.numel());
+      snap.spectrum_xi = to_vector(xi_axis);
+      snap.spectrum_delta = to_vector(delta_axis);
       auto& frames = snap.spectra;
       // frames on the interval grid are history; the last frame always shows the latest step
       const bool last_is_latest_only =
@@ -275,10 +275,10 @@ struct TrainingSession::Impl {
     snap.layers = layers;
     snap.heads = heads;
     snap.map_length = length;
-    snap.maps.assign(all.data_ptr<float>(), all.data_ptr<float>() + all.numel());
+    snap.maps = to_vector(all);
     snap.maps_version += 1;
-    probe_q.assign(q.data_ptr<float>(), q.data_ptr<float>() + q.numel());
-    probe_k.assign(k.data_ptr<float>(), k.data_ptr<float>() + k.numel());
+    probe_q = to_vector(q);
+    probe_k = to_vector(k);
     probe_heads = heads;
     probe_length = length;
     probe_dim = static_cast<int>(d);
@@ -295,18 +295,11 @@ struct TrainingSession::Impl {
     torch::NoGradGuard no_grad;
     constexpr int kPoints = 97;
     const int64_t l = flt_module->options.position_dim();
-    const auto along_first = [l](const torch::Tensor& t) {
-      auto out = torch::zeros({t.size(0), l}, t.options());
-      out.select(1, 0).copy_(t);
-      return out;
-    };
     *xi_axis = torch::linspace(-1.5, 1.5, kPoints);
     *delta_axis = torch::linspace(-(length - 1.0), length - 1.0, kPoints);
-    const auto g = flt_module->spectrum(along_first(*xi_axis)).to(torch::kFloat).contiguous();
-    const auto f = flt_module->rpe_function(along_first(*delta_axis)).to(torch::kFloat).contiguous();
     frame->step = step;
-    frame->g.assign(g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
-    frame->f.assign(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+    frame->g = to_vector(flt_module->spectrum(along_first_axis(*xi_axis, l)));
+    frame->f = to_vector(flt_module->rpe_function(along_first_axis(*delta_axis, l)));
     return true;
   }
 
@@ -487,6 +480,7 @@ void TrainingSession::request_step() {
 void TrainingSession::set_speed(float speed) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->speed = std::clamp(speed, 0.25f, 64.0f);
+  impl_->snap.speed = impl_->speed;
 }
 
 void TrainingSession::inject_nan_at(int64_t step) {

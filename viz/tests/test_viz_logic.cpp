@@ -1,23 +1,30 @@
-// flt-lab scene logic without a GL context: state strings, arena stepping and scoring, level
-// progression, leaderboard order, plotting maths, training with the NaN guard, Attention Lab.
+// flt-lab scene logic without a GL context: state strings, applying a scenario and the transport,
+// arena stepping and scoring, level progression, leaderboard order, plotting maths, training with
+// the NaN guard, Attention Lab, and the lists viz takes from the library.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <variant>
 
+#include "flt/attention/flt.h"
 #include "flt/attention/fourier.h"
+#include "flt/attention/schoenbat.h"
+#include "flt/attention/variants.h"
 #include "flt/runtime.h"
 #include "logic/arena.h"
 #include "logic/attention_lab.h"
 #include "logic/kernel_explorer.h"
-#include "logic/rpe_studio.h"
+#include "logic/lab.h"
 #include "logic/plot_math.h"
+#include "logic/rpe_studio.h"
 #include "logic/scenario.h"
 #include "logic/training.h"
-#include "logic/variant_catalog.h"
+#include "logic/variants.h"
 
 using namespace flt::viz;
 
@@ -252,15 +259,139 @@ TEST_F(VizLogic, PlotMaths) {
 }
 
 TEST_F(VizLogic, VariantsComeFromTheLibrary) {
-  const auto& variants = attention_variants();
-  ASSERT_GE(available_variant_count(), 2);
-  EXPECT_EQ(variants[0].name, "softmax");
-  EXPECT_TRUE(variants[0].available);
-  std::set<std::string> names;
-  for (const auto& v : variants) {
-    EXPECT_TRUE(names.insert(v.name).second) << "listed twice: " << v.name;
-    if (!v.available) EXPECT_NE(v.note.find("issue"), std::string::npos);
+  const auto& names = variant_names();
+  ASSERT_EQ(names.size(), std::variant_size_v<flt::attention::AttentionOptions>);
+  EXPECT_EQ(names[0], "softmax");
+  std::set<std::string> unique(names.begin(), names.end());
+  EXPECT_EQ(unique.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(variant_index(names[i]), static_cast<int>(i));
+  EXPECT_EQ(variant_index("planned"), -1);
+  EXPECT_EQ(variant_name(-1), "?");
+}
+
+// The spectrum families and SchoenbAt kernels viz offers are the library's lists (viz once kept
+// its own copies, so a new family never appeared), and the state string accepts exactly them.
+TEST_F(VizLogic, MenusListTheLibrarysEnumerations) {
+  namespace fa = flt::attention;
+  const auto& families = fa::spectrum_families();
+  ASSERT_EQ(rpe_family_labels().size(), families.size());
+  for (size_t i = 0; i < families.size(); ++i) {
+    EXPECT_EQ(static_cast<size_t>(families[i].family), i);
+    EXPECT_EQ(families[i].name, fa::spectrum_family_name(families[i].family));
+    EXPECT_EQ(fa::spectrum_family_from_name(families[i].name), families[i].family);
+    EXPECT_EQ(rpe_family_labels()[i], families[i].display_name);
   }
+  EXPECT_TRUE(rpe_family_uses_smoothness(static_cast<int>(fa::SpectrumFamily::kLocal)));
+  EXPECT_FALSE(rpe_family_uses_smoothness(static_cast<int>(fa::SpectrumFamily::kGaussianKernel)));
+  EXPECT_EQ(schoenbat_kernel_names(), fa::schoenberg_kernels());
+
+  const auto last = [](size_t count) { return std::to_string(count - 1); };
+  EXPECT_NO_THROW(decode_state("flt1;r.family=" + last(families.size())));
+  EXPECT_NO_THROW(decode_state("flt1;l.family=" + last(families.size())));
+  EXPECT_THROW(decode_state("flt1;r.family=" + std::to_string(families.size())),
+               std::invalid_argument);
+  EXPECT_NO_THROW(decode_state("flt1;l.kernel=" + last(fa::schoenberg_kernels().size())));
+  EXPECT_THROW(decode_state("flt1;l.kernel=" + std::to_string(fa::schoenberg_kernels().size())),
+               std::invalid_argument);
+  EXPECT_NO_THROW(decode_state("flt1;t.variant=" + last(variant_names().size())));
+  EXPECT_THROW(decode_state("flt1;t.variant=" + std::to_string(variant_names().size())),
+               std::invalid_argument);
+}
+
+// Paste state, --state and start-up share apply_scenario: the pasted speed reaches the training
+// worker (Paste once skipped set_speed), every scene is rebuilt from the state and paused, and the
+// state's RPE draw is kept (Reset once zeroed it).
+TEST_F(VizLogic, PastedStateReachesEveryScene) {
+  LabState lab;
+  apply_scenario(lab, Scenario{});
+  lab.training.session.start_worker();
+  lab.arena.playing = true;
+  lab.kernel.transport.playing = true;
+  lab.training.session.set_playing(true);
+  for (int i = 0; i < 3; ++i) lab.arena.game.step();
+
+  ASSERT_TRUE(apply_state_string(lab, "flt1;scene=rpe;seed=9;speed=8;a.level=2;r.draw=5"))
+      << lab.message;
+  EXPECT_EQ(lab.training.session.snapshot().speed, 8.0f) << "the worker trains at the old pace";
+  EXPECT_EQ(lab.scenario.speed, 8.0f);
+  EXPECT_EQ(lab.scenario.scene, SceneId::kRpe);
+  EXPECT_TRUE(lab.scene_changed);
+  EXPECT_EQ(lab.arena.game.level_index(), 2);
+  EXPECT_EQ(lab.arena.game.step_count(), 0);
+  EXPECT_EQ(lab.scenario.rpe.draw, 5);
+  EXPECT_TRUE(lab.attention.transport.dirty);
+  EXPECT_TRUE(lab.kernel.transport.dirty);
+  EXPECT_TRUE(lab.rpe.transport.dirty);
+  for (int i = 0; i < kSceneCount; ++i)
+    EXPECT_FALSE(scene_playing(lab, static_cast<SceneId>(i))) << scene_key(static_cast<SceneId>(i));
+
+  // a bad string changes nothing and says why
+  const Scenario before = lab.scenario;
+  EXPECT_FALSE(apply_state_string(lab, "flt1;speed=8;bogus=1"));
+  EXPECT_NE(lab.message.find("'bogus'"), std::string::npos) << lab.message;
+  EXPECT_TRUE(lab.scenario == before);
+}
+
+// Reset rebuilds only the visible scene from the scenario, paused; the others keep their state.
+TEST_F(VizLogic, ResetRebuildsOnlyTheCurrentScene) {
+  LabState lab;
+  Scenario scenario;
+  scenario.training.length = 3;
+  apply_scenario(lab, scenario);
+  lab.training.session.run_steps(2);
+  for (int i = 0; i < 4; ++i) step_scene(lab, SceneId::kArena);
+  lab.arena.playing = true;
+  apply_scenario(lab, lab.scenario, SceneId::kArena);
+  EXPECT_EQ(lab.arena.game.step_count(), 0);
+  EXPECT_FALSE(lab.arena.playing);
+  EXPECT_EQ(lab.training.session.snapshot().step, 2);
+}
+
+// A playing draw scene draws anew twice a second at x1 and posts the computation; the transport's
+// step is the same draw.
+TEST_F(VizLogic, PlayingDrawScenesRedrawAndRecompute) {
+  LabState lab;
+  Scenario scenario;
+  scenario.scene = SceneId::kAttention;
+  scenario.attention.length = 8;
+  scenario.attention.head_dim = 4;
+  apply_scenario(lab, scenario);
+  settle_scene(lab, SceneId::kAttention, 0);
+  ASSERT_TRUE(lab.attention.job.result().valid) << lab.attention.job.result().error;
+  const auto first = lab.attention.job.result().approx;
+  const int64_t version = lab.attention.version;
+  set_scene_playing(lab, SceneId::kAttention, true);
+  update_scene(lab, SceneId::kAttention, 0.2);
+  EXPECT_EQ(lab.scenario.seed, 1u);  // not yet
+  update_scene(lab, SceneId::kAttention, 0.3);
+  EXPECT_EQ(lab.scenario.seed, 2u);  // 0.5 s at x1: a new draw, posted
+  lab.attention.job.wait();
+  EXPECT_NE(lab.attention.job.result().approx, first);
+  step_scene(lab, SceneId::kRpe);
+  EXPECT_EQ(lab.scenario.rpe.draw, 1);
+  EXPECT_TRUE(lab.rpe.transport.dirty);
+  settle_scene(lab, SceneId::kRpe, 0);
+  EXPECT_FALSE(lab.rpe.transport.dirty);
+  EXPECT_TRUE(lab.rpe.curves.result().error.empty()) << lab.rpe.curves.result().error;
+  EXPECT_GT(lab.attention.version + lab.rpe.version, version);
+}
+
+// The arena plays at 10 steps per second x speed and records the stars of a finished race once.
+TEST_F(VizLogic, ArenaPlaysAndRecordsStars) {
+  LabState lab;
+  Scenario scenario;
+  scenario.arena.human_lr = 0.3;
+  scenario.arena.human_momentum = 0.0;
+  scenario.speed = 4.0f;
+  apply_scenario(lab, scenario);
+  set_scene_playing(lab, SceneId::kArena, true);
+  update_scene(lab, SceneId::kArena, 0.05);
+  EXPECT_EQ(lab.arena.game.step_count(), 2);
+  while (!lab.arena.game.finished()) update_scene(lab, SceneId::kArena, 1.0);
+  update_scene(lab, SceneId::kArena, 0.0);
+  EXPECT_FALSE(lab.arena.playing);
+  EXPECT_EQ(lab.arena.progress.best_stars[0], 3);
+  EXPECT_TRUE(lab.arena.progress.unlocked(1));
 }
 
 TEST_F(VizLogic, TaskBatchesAreWellFormed) {
@@ -366,10 +497,9 @@ TEST_F(VizLogic, AttentionLabComparesWithExactSoftmax) {
 // attention the variant approximates (for FLT the RPE-masked softmax of the same module).
 TEST_F(VizLogic, AttentionLabKnobsReachTheModules) {
   const auto index_of = [](const std::string& name) {
-    for (const auto& v : attention_variants())
-      if (v.available && v.name == name) return v.index;
-    ADD_FAILURE() << "no variant " << name;
-    return 0;
+    const int index = variant_index(name);
+    EXPECT_GE(index, 0) << "no variant " << name;
+    return std::max(index, 0);
   };
   AttentionLabSettings settings;
   settings.length = 24;
@@ -634,9 +764,7 @@ TEST_F(VizLogic, TrainingWithTheLearnedOptimizerLowersTheLoss) {
 }
 
 TEST_F(VizLogic, TrainingRecordsTheLearnedSpectraOfFltHeads) {
-  int flt_index = -1;
-  for (const auto& v : attention_variants())
-    if (v.name == "flt" && v.available) flt_index = v.index;
+  const int flt_index = variant_index("flt");
   ASSERT_GE(flt_index, 0);
   TrainingSession session;
   TrainingSettings settings;

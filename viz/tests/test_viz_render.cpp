@@ -17,7 +17,7 @@
 
 #include "app/app.h"
 #include "flt/runtime.h"
-#include "logic/variant_catalog.h"
+#include "logic/variants.h"
 
 using namespace flt::viz;
 
@@ -82,8 +82,8 @@ class VizRender : public ::testing::Test {
   Image render(SceneId scene, int steps) {
     Scenario scenario;
     scenario.scene = scene;
-    app_->load(scenario);
-    app_->prepare_headless(steps);
+    apply_scenario(app_->lab(), scenario);
+    settle_scene(app_->lab(), scene, steps);
     const std::string path = (out_ / (std::string(scene_key(scene)) + ".png")).string();
     EXPECT_TRUE(app_->screenshot(path));
     Image image = load_png(path);
@@ -162,69 +162,69 @@ TEST_F(VizRender, RpeStudioSurfaceAndLearnedSpectra) {
   Scenario scenario;
   scenario.scene = SceneId::kRpe;
   scenario.rpe.surface = true;
-  for (const auto& v : attention_variants())
-    if (v.name == "flt" && v.available) scenario.training.variant = v.index;
-  app_->load(scenario);
-  app_->prepare_headless(20);  // trains the live FLT model 20 steps
+  scenario.training.variant = variant_index("flt");
+  ASSERT_GE(scenario.training.variant, 0);
+  apply_scenario(app_->lab(), scenario);
+  settle_scene(app_->lab(), SceneId::kRpe, 20);  // trains the live FLT model 20 steps
   const std::string path = (out_ / "rpe_surface.png").string();
   ASSERT_TRUE(app_->screenshot(path));
   const Image image = load_png(path);
   EXPECT_GT(count_near(image, 790, 300, 1280, 510, kViridisLow), 1000);  // the surface's floor
   // the learned spectra row: curves in viridis history colours, the latest bright yellow
   EXPECT_GT(count_near(image, 310, 520, 1280, 760, colormap(Colormap::kViridis, 1.0f), 40), 150);
-  EXPECT_GE(app_->state().training.snapshot().spectra.size(), 2u);
+  EXPECT_GE(app_->lab().training.session.snapshot().spectra.size(), 2u);
 }
 
 TEST_F(VizRender, ScriptedClickOnStepAdvancesTheArena) {
   Scenario scenario;
   scenario.scene = SceneId::kArena;
-  app_->load(scenario);
+  apply_scenario(app_->lab(), scenario);
   app_->frame();
   app_->frame();
   const auto& probe = app_->state().probe;
   const ImVec2 center(0.5f * (probe.step_min.x + probe.step_max.x),
                       0.5f * (probe.step_min.y + probe.step_max.y));
   ASSERT_GT(probe.step_max.x, probe.step_min.x);
-  EXPECT_EQ(app_->state().arena.step_count(), 0);
+  EXPECT_EQ(app_->lab().arena.game.step_count(), 0);
   InputOverride input{center, false};
   app_->frame(&input);  // hover
   input.left_down = true;
   app_->frame(&input);  // press
   input.left_down = false;
   app_->frame(&input);  // release: the click
-  EXPECT_EQ(app_->state().arena.step_count(), 1);
+  EXPECT_EQ(app_->lab().arena.game.step_count(), 1);
   input.mouse = ImVec2(5, 790);  // elsewhere: no more steps
   app_->frame(&input);
-  EXPECT_EQ(app_->state().arena.step_count(), 1);
+  EXPECT_EQ(app_->lab().arena.game.step_count(), 1);
 }
 
 TEST_F(VizRender, HoverOnAnAttentionMapReadsTheCell) {
   Scenario scenario;
   scenario.scene = SceneId::kAttention;
   scenario.attention.length = 16;
-  app_->load(scenario);
-  app_->prepare_headless(0);
+  apply_scenario(app_->lab(), scenario);
+  settle_scene(app_->lab(), SceneId::kAttention, 0);
   app_->frame();
   app_->frame();
-  const auto map = app_->state().probe.attention_map;
+  const auto map = app_->state().attention_view.hover;
   ASSERT_GT(map.max.x, map.min.x);
   // the centre of cell (i=5, j=11) of a 16 x 16 map
   const float cell = (map.max.x - map.min.x) / 16.0f;
   InputOverride input{ImVec2(map.min.x + 11.5f * cell, map.min.y + 5.5f * cell), false};
   app_->frame(&input);
   app_->frame(&input);
-  const auto hover = app_->state().probe.attention_map;
+  const auto hover = app_->state().attention_view.hover;
   ASSERT_TRUE(hover.active);
   EXPECT_EQ(hover.row, 5);
   EXPECT_EQ(hover.col, 11);
-  const auto& result = app_->state().lab.result();
+  const auto& result = app_->lab().attention.job.result();
   EXPECT_EQ(hover.value, result.approx[5 * 16 + 11]);  // head 0, the variant's matrix
 }
 
 TEST_F(VizRender, PanelExportCropsToTheScene) {
   Scenario scenario;
   scenario.scene = SceneId::kArena;
-  app_->load(scenario);
+  apply_scenario(app_->lab(), scenario);
   app_->frame();
   const std::string path = (out_ / "panel.png").string();
   app_->state().pending_screenshot = path;
@@ -241,22 +241,22 @@ TEST_F(VizRender, PanelExportCropsToTheScene) {
 TEST_F(VizRender, KeyboardTransportStepsAndPlays) {
   Scenario scenario;
   scenario.scene = SceneId::kArena;
-  app_->load(scenario);
+  apply_scenario(app_->lab(), scenario);
   InputOverride input{ImVec2(5, 790), false, {}};
   app_->frame(&input);
   input.keys_down = {GLFW_KEY_S};  // S: one step
   app_->frame(&input);
   input.keys_down = {};
   app_->frame(&input);
-  EXPECT_EQ(app_->state().arena.step_count(), 1);
+  EXPECT_EQ(app_->lab().arena.game.step_count(), 1);
   input.keys_down = {GLFW_KEY_SPACE};  // Space: play
   app_->frame(&input);
   input.keys_down = {};
-  EXPECT_TRUE(app_->state().arena_view.playing);
+  EXPECT_TRUE(app_->lab().arena.playing);
   for (int i = 0; i < 30; ++i) app_->frame(&input);  // 0.5 s at 10 steps/s
-  EXPECT_GE(app_->state().arena.step_count(), 5);
+  EXPECT_GE(app_->lab().arena.game.step_count(), 5);
   input.keys_down = {GLFW_KEY_R};  // R: reset
   app_->frame(&input);
-  EXPECT_EQ(app_->state().arena.step_count(), 0);
-  EXPECT_FALSE(app_->state().arena_view.playing);
+  EXPECT_EQ(app_->lab().arena.game.step_count(), 0);
+  EXPECT_FALSE(app_->lab().arena.playing);
 }

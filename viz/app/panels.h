@@ -1,0 +1,55 @@
+#pragma once
+// flt-lab's panels, Dear ImGui style: one function per scene over the lab state (logic/lab.h) and
+// that scene's view state (what only drawing needs: textures, camera angles, UI choices), each in
+// its own file (scene_<key>.cpp), and the transport bar every scene shares (transport.cpp).
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "app/plot.h"
+#include "logic/lab.h"
+
+namespace flt::viz {
+
+struct AppState;
+
+struct ArenaView {
+  bool click_mode = false;  ///< the human racer moves only on "My step"
+  float yaw = 0.7f, pitch = 0.9f;
+  std::vector<Segment> contours;  ///< of the current grid
+  int64_t grid_version = 0;
+  Texture texture;
+  bool dragging_start = false;
+};
+
+struct TrainingView {
+  int layer = 0;
+  std::vector<std::unique_ptr<Texture>> head_textures;
+};
+
+struct AttentionView {
+  std::vector<std::unique_ptr<Texture>> maps;  ///< per head: variant, exact, difference
+  HeatmapHover hover;                          ///< the first map (head 0, the variant)
+};
+
+struct KernelView {
+  Texture kernel_map, truth_map, fourier_map, kde_map;
+};
+
+struct RpeView {
+  Texture map;
+  float yaw = 0.6f, pitch = 0.8f;
+  int head = 0;  ///< learned spectra: which head of the live model
+};
+
+/// Play / step / reset, speed, seed, the state string and exports; keys Space, S or Right, R.
+void show_transport(AppState& s);
+
+void show_arena(LabState& lab, ArenaView& view);
+void show_training(LabState& lab, TrainingView& view);
+void show_attention(LabState& lab, AttentionView& view);
+void show_kernel(LabState& lab, KernelView& view);
+void show_rpe(LabState& lab, RpeView& view);
+
+}  // namespace flt::viz

@@ -1,0 +1,251 @@
+// Optimizer Arena: the landscape map (or 3-D surface) with the racers' trails, the level picker,
+// your racer's knobs and the leaderboard.
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "app/panels.h"
+#include "app/widgets.h"
+
+namespace flt::viz {
+namespace {
+
+void show_arena_map(LabState& lab, ArenaView& view, ImVec2 size) {
+  const ArenaGame& game = lab.arena.game;
+  const auto& level = game.level();
+  const auto& grid = game.grid();
+  // the texture and contours follow the grid (rebuilt on every load)
+  if (grid.version != view.grid_version || !view.texture.ready()) {
+    view.grid_version = grid.version;
+    view.texture.update(grid.version,
+                        colorize(grid.values, Colormap::kViridis, grid.lo, grid.hi, /*log=*/true),
+                        grid.cols, grid.rows);
+    // contour levels evenly spaced in log f
+    std::vector<float> logs(grid.values.size());
+    for (size_t i = 0; i < logs.size(); ++i)
+      logs[i] = std::log10(std::max(grid.values[i], grid.lo));
+    std::vector<float> levels;
+    const float a = std::log10(grid.lo), b = std::log10(grid.hi);
+    for (int i = 1; i < 12; ++i) levels.push_back(a + (b - a) * i / 12.0f);
+    view.contours = contour_segments(logs, grid.rows, grid.cols, levels);
+  }
+
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const float side = std::min(size.x - 70, size.y);
+  const ImVec2 min = origin, max(origin.x + side, origin.y + side);
+  ImGui::InvisibleButton("arena_map", ImVec2(side + 70, side));
+  const bool hovered = ImGui::IsItemHovered();
+  draw->AddImage(view.texture.imgui_id(), min, max);
+  if (lab.scenario.arena.contours)
+    draw_contours(draw, view.contours, grid.rows, grid.cols, min, max, IM_COL32(255, 255, 255, 70));
+  colorbar(draw, ImVec2(max.x + 6, min.y), ImVec2(max.x + 20, max.y), grid.lo, grid.hi,
+           Colormap::kViridis, true);
+  const auto to_screen = [&](double x, double y) {
+    return ImVec2(min.x + static_cast<float>((x - level.lo_x) / (level.hi_x - level.lo_x)) * side,
+                  min.y + static_cast<float>((level.hi_y - y) / (level.hi_y - level.lo_y)) * side);
+  };
+  const auto to_world = [&](ImVec2 p) {
+    return std::array<double, 2>{level.lo_x + (p.x - min.x) / side * (level.hi_x - level.lo_x),
+                                 level.hi_y - (p.y - min.y) / side * (level.hi_y - level.lo_y)};
+  };
+  draw->PushClipRect(min, max, true);
+  // trails fade with age: the newest 60 segments bright, older ones dimmer
+  for (const auto& racer : game.racers()) {
+    const auto& path = racer.path;
+    const size_t n = path.size();
+    for (size_t i = 1; i < n; ++i) {
+      const float age = static_cast<float>(n - 1 - i);
+      const uint8_t alpha = static_cast<uint8_t>(60 + 195 * std::exp(-age / 60.0f));
+      draw->AddLine(to_screen(path[i - 1][0], path[i - 1][1]), to_screen(path[i][0], path[i][1]),
+                    rgb(racer.color, alpha), 2.0f);
+    }
+    if (racer.status != RacerStatus::kUnavailable) {
+      const ImVec2 p = to_screen(path.back()[0], path.back()[1]);
+      draw->AddCircleFilled(p, 5.5f, rgb(racer.color));
+      draw->AddCircle(p, 5.5f, IM_COL32(0, 0, 0, 255), 0, 1.5f);
+    }
+  }
+  // global minima and the start
+  const auto& start = game.racers().front().path.front();
+  for (const auto& m : game.minima()) {  // global minima: small white crosses
+    const ImVec2 p = to_screen(m[0], m[1]);
+    draw->AddLine(ImVec2(p.x - 5, p.y - 5), ImVec2(p.x + 5, p.y + 5), IM_COL32(255, 255, 255, 220),
+                  2.0f);
+    draw->AddLine(ImVec2(p.x - 5, p.y + 5), ImVec2(p.x + 5, p.y - 5), IM_COL32(255, 255, 255, 220),
+                  2.0f);
+  }
+  const ImVec2 sp = to_screen(start[0], start[1]);
+  draw->AddRect(ImVec2(sp.x - 7, sp.y - 7), ImVec2(sp.x + 7, sp.y + 7),
+                IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
+  draw->PopClipRect();
+  draw->AddRect(min, max, IM_COL32(170, 170, 180, 255));
+
+  // drag the start square to move the start (the race restarts from there)
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  if (hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left) && std::abs(mouse.x - sp.x) < 12 &&
+      std::abs(mouse.y - sp.y) < 12) {
+    view.dragging_start = true;
+  }
+  if (view.dragging_start) {
+    if (ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
+      const auto w =
+          to_world(ImVec2(std::clamp(mouse.x, min.x, max.x), std::clamp(mouse.y, min.y, max.y)));
+      lab.scenario.arena.custom_start = true;
+      lab.scenario.arena.start_x = std::round(w[0] * 1000) / 1000;
+      lab.scenario.arena.start_y = std::round(w[1] * 1000) / 1000;
+      rebuild_scene(lab, SceneId::kArena);
+      lab.arena.playing = false;
+    } else {
+      view.dragging_start = false;
+    }
+  }
+  if (hovered && mouse.x <= max.x) {
+    const auto w = to_world(mouse);
+    ImGui::SetTooltip("x=%.3f y=%.3f  f-f*=%.4g\n(drag the white square to move the start)", w[0],
+                      w[1], game.value_at(w[0], w[1]));
+  }
+}
+
+void show_leaderboard(const ArenaGame& game) {
+  auto rows = game.leaderboard();
+  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg |
+                                ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable("leaderboard", 6, flags)) return;
+  ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_DefaultSort, 0,
+                          static_cast<ImGuiID>(LeaderboardColumn::kRank));
+  ImGui::TableSetupColumn("racer", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kName));
+  ImGui::TableSetupColumn("f-f*", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kValue));
+  ImGui::TableSetupColumn("dist", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kDistance));
+  ImGui::TableSetupColumn("steps", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kStepsToEpsilon));
+  ImGui::TableSetupColumn("status", 0, 0, static_cast<ImGuiID>(LeaderboardColumn::kStatus));
+  ImGui::TableHeadersRow();
+  if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
+    sort_leaderboard(rows, static_cast<LeaderboardColumn>(specs->Specs[0].ColumnUserID),
+                     specs->Specs[0].SortDirection == ImGuiSortDirection_Ascending);
+  }
+  for (const auto& row : rows) {
+    const auto& racer = game.racers()[row.racer];
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::Text("%d", row.rank);
+    ImGui::TableNextColumn();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(rgb(racer.color)), "%s", row.name.c_str());
+    ImGui::TableNextColumn();
+    if (row.status == RacerStatus::kUnavailable) {
+      ImGui::TextDisabled("-");
+    } else {
+      ImGui::Text("%.3g", row.value);
+    }
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", row.distance);
+    ImGui::TableNextColumn();
+    if (row.steps_to_epsilon >= 0) {
+      ImGui::Text("%d", row.steps_to_epsilon);
+    } else {
+      ImGui::TextDisabled("-");
+    }
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(racer_status_name(row.status));
+    if (!racer.note.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", racer.note.c_str());
+  }
+  ImGui::EndTable();
+}
+
+}  // namespace
+
+void show_arena(LabState& lab, ArenaView& view) {
+  ArenaGame& game = lab.arena.game;
+  auto& settings = lab.scenario.arena;
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float map_size = std::min(avail.y - 8, avail.x * 0.55f);
+  ImGui::BeginChild("arena_left", ImVec2(map_size + 80, avail.y - 4), false);
+  if (settings.surface) {
+    // a downsampled copy of the grid as a 3-D surface
+    const auto& grid = game.grid();
+    const int stride = std::max(1, grid.rows / 48);
+    std::vector<float> small;
+    int rows = 0, cols = 0;
+    for (int r = 0; r < grid.rows; r += stride, ++rows) {
+      cols = 0;
+      for (int c = 0; c < grid.cols; c += stride, ++cols)
+        small.push_back(grid.values[static_cast<size_t>(r) * grid.cols + c]);
+    }
+    surface_plot("surface", small, rows, cols, ImVec2(map_size + 70, map_size), &view.yaw,
+                 &view.pitch, Colormap::kViridis, true);
+  } else {
+    show_arena_map(lab, view, ImVec2(map_size + 70, map_size));
+  }
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("arena_right", ImVec2(0, avail.y - 4), false);
+  const auto& levels = arena_levels();
+  ImGui::SetNextItemWidth(240);
+  if (ImGui::BeginCombo("level", levels[game.level_index()].name.c_str())) {
+    for (int i = 0; i < static_cast<int>(levels.size()); ++i) {
+      const bool unlocked = lab.arena.progress.unlocked(i) || i <= settings.level;
+      std::string label = levels[i].name + "  " +
+                          std::string(static_cast<size_t>(lab.arena.progress.best_stars[i]), '*');
+      if (!unlocked) label += "  (locked: earn a star on the level before)";
+      if (ImGui::Selectable(label.c_str(), i == settings.level,
+                            unlocked ? 0 : ImGuiSelectableFlags_Disabled)) {
+        settings.level = i;
+        settings.custom_start = false;
+        rebuild_scene(lab, SceneId::kArena);
+      }
+    }
+    ImGui::EndCombo();
+  }
+  const auto& level = game.level();
+  ImGui::TextWrapped("%s", level.hint.c_str());
+  ImGui::Text("step %d / %d   par %d (the house Adam's steps to eps=%.0e)", game.step_count(),
+              level.max_steps, game.par(), level.epsilon);
+  const int stars = game.stars();
+  ImGui::Text("stars: ");
+  ImGui::SameLine();
+  for (int i = 0; i < 3; ++i) {
+    ImGui::TextColored(i < stars ? ImVec4(1.0f, 0.85f, 0.2f, 1) : ImVec4(0.4f, 0.4f, 0.4f, 1),
+                       i < stars ? "[*]" : "[ ]");
+    ImGui::SameLine();
+  }
+  ImGui::NewLine();
+  section("Your racer (SGD with momentum)");
+  bool changed = ImGui::Checkbox("race", &settings.human_enabled);
+  ImGui::SetNextItemWidth(200);
+  changed |= slider_double("learning rate", &settings.human_lr, 1e-4, 1.0, "%.4g", true);
+  ImGui::SetNextItemWidth(200);
+  changed |= slider_double("momentum", &settings.human_momentum, 0.0, 0.99, "%.2f", false);
+  if (changed) rebuild_scene(lab, SceneId::kArena);
+  ImGui::Checkbox("click each step", &view.click_mode);
+  if (view.click_mode) {
+    ImGui::SameLine();
+    if (ImGui::Button("My step")) game.step_human();
+  }
+  ImGui::Checkbox("contours", &settings.contours);
+  ImGui::SameLine();
+  ImGui::Checkbox("3-D view", &settings.surface);
+  ImGui::SameLine();
+  if (ImGui::Button("level start")) {
+    settings.custom_start = false;
+    rebuild_scene(lab, SceneId::kArena);
+  }
+  section("Leaderboard (click a header to sort)");
+  show_leaderboard(game);
+  if (game.finished()) {
+    ImGui::TextColored(
+        ImVec4(1.0f, 0.85f, 0.2f, 1), "Race over: %d star%s. %s", stars, stars == 1 ? "" : "s",
+        lab.arena.progress.unlocked(game.level_index() + 1) ? "Next level unlocked." : "");
+  }
+  section("How to play");
+  ImGui::TextWrapped(
+      "Drag the white square to choose the start, set your learning rate and momentum, press Play. "
+      "Reach f - f* <= eps within par for 3 stars (2 par: 2 stars, the budget: 1 star). The "
+      "learned optimizers (flt::optim::Mnemosyne with FLT, Performer and LSTM memory, "
+      "pretrained) race too.");
+  ImGui::EndChild();
+}
+
+}  // namespace flt::viz

@@ -1,0 +1,106 @@
+// Live Training: the model's knobs, loss and accuracy curves, and the attention maps of a fixed
+// probe sequence, all read from the training worker's snapshots (the UI never waits on a step).
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/panels.h"
+#include "app/widgets.h"
+#include "logic/variants.h"
+
+namespace flt::viz {
+
+void show_training(LabState& lab, TrainingView& view) {
+  auto& settings = lab.scenario.training;
+  const auto snap = lab.training.session.snapshot();
+  if (!snap.banner.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_ChildBg, kBannerRed);
+    ImGui::BeginChild("nan_banner", ImVec2(0, 30), true);
+    ImGui::TextUnformatted(snap.banner.c_str());
+    ImGui::EndChild();
+    ImGui::PopStyleColor();
+  }
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  ImGui::BeginChild("train_controls", ImVec2(320, avail.y - 4), true);
+  bool changed = false;
+  changed |= enum_combo("task", &settings.task, kTrainingTaskCount, task_name);
+  changed |= combo("attention", &settings.variant, variant_names());
+  changed |= ImGui::SliderInt("layers", &settings.layers, 1, 4);
+  int heads_index = settings.heads == 1 ? 0 : settings.heads == 2 ? 1 : 2;
+  const char* head_choices[] = {"1", "2", "4"};
+  if (ImGui::Combo("heads", &heads_index, head_choices, 3)) {
+    settings.heads = 1 << heads_index;
+    changed = true;
+  }
+  changed |= ImGui::SliderInt("payload length", &settings.length, 2, 16);
+  changed |= enum_combo("optimizer", &settings.optimizer, kTrainingOptimizerCount, optimizer_name);
+  if (settings.optimizer == TrainingOptimizer::kMnemosyne) {
+    changed |= slider_double("lr scale", &settings.learned_lr, 0.05, 10.0, "%.3g", true);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("flt::optim::Mnemosyne with the shipped pretrained meta-weights;\n"
+                        "1 = the step size the meta-trained rule chose");
+  } else {
+    changed |= slider_double("Adam lr", &settings.lr, 1e-4, 1e-1, "%.2e", true);
+  }
+  if (changed) rebuild_scene(lab, SceneId::kTraining);
+  ImGui::SliderFloat("smoothing", &settings.smoothing, 0.0f, 0.99f, "%.2f");
+  ImGui::Checkbox("log loss axis", &settings.log_loss);
+  ImGui::Separator();
+  ImGui::TextWrapped("%s", snap.model.c_str());
+  ImGui::Text("step %lld   %.1f steps/s", static_cast<long long>(snap.step), snap.steps_per_second);
+  if (!snap.loss.empty())
+    ImGui::Text("loss %.4f   accuracy %.3f", snap.loss.back(), snap.accuracy.back());
+  if (ImGui::Button("Break it (inject NaN)")) lab.training.session.inject_nan_at(snap.step + 1);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Poisons the next step's loss to show the NaN guard.");
+  ImGui::EndChild();
+  ImGui::SameLine();
+
+  ImGui::BeginChild("train_plots", ImVec2(0, avail.y - 4), false);
+  const ImVec2 right = ImGui::GetContentRegionAvail();
+  const float plot_w = right.x * 0.5f - 8, plot_h = 230;
+  line_plot(
+      "loss",
+      {{"loss (raw)", snap.loss, IM_COL32(255, 140, 60, 90)},
+       {"loss (smoothed)", smooth_ema(snap.loss, settings.smoothing), IM_COL32(255, 140, 60, 255)}},
+      ImVec2(plot_w, plot_h), settings.log_loss, "step", "loss");
+  ImGui::SameLine();
+  line_plot("accuracy",
+            {{"accuracy (raw)", snap.accuracy, IM_COL32(80, 200, 255, 90)},
+             {"accuracy (smoothed)", smooth_ema(snap.accuracy, settings.smoothing),
+              IM_COL32(80, 200, 255, 255)}},
+            ImVec2(plot_w, plot_h), false, "step", "accuracy");
+  // attention maps of the probe sequence, one per head of the chosen layer
+  if (snap.layers > 0) {
+    view.layer = std::clamp(view.layer, 0, snap.layers - 1);
+    ImGui::SetNextItemWidth(160);
+    ImGui::SliderInt("layer", &view.layer, 0, snap.layers - 1);
+    ImGui::SameLine();
+    ImGui::TextDisabled("attention of the probe sequence, updated every 5 steps (hover a cell)");
+    const int L = snap.map_length;
+    while (view.head_textures.size() < static_cast<size_t>(snap.heads)) {
+      view.head_textures.push_back(std::make_unique<Texture>());
+    }
+    const float cell =
+        std::min((right.x - 20) / snap.heads - 70, ImGui::GetContentRegionAvail().y - 30);
+    for (int h = 0; h < snap.heads; ++h) {
+      const size_t offset = static_cast<size_t>(view.layer * snap.heads + h) * L * L;
+      std::vector<float> map(snap.maps.begin() + offset,
+                             snap.maps.begin() + offset + static_cast<size_t>(L) * L);
+      heatmap_texture(*view.head_textures[h], snap.maps_version * 64 + view.layer, map, L, L, 0.0f,
+                      1.0f, Colormap::kViridis, false);
+      if (h > 0) ImGui::SameLine();
+      ImGui::BeginGroup();
+      const std::string title =
+          "layer " + std::to_string(view.layer) + " head " + std::to_string(h);
+      heatmap(title.c_str(), *view.head_textures[h], map, L, L, 0.0f, 1.0f, Colormap::kViridis,
+              false, ImVec2(cell + 62, cell), title.c_str());
+      ImGui::EndGroup();
+    }
+  }
+  ImGui::EndChild();
+}
+
+}  // namespace flt::viz

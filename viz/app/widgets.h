@@ -1,0 +1,46 @@
+#pragma once
+// Small widgets the panels share: headings, sliders over doubles, menus over the library's
+// enumerations, status lines.
+
+#include <imgui.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flt::viz {
+
+inline const ImVec4 kHeadingColor(0.55f, 0.8f, 1.0f, 1.0f);
+inline const ImVec4 kWarningColor(1.0f, 0.8f, 0.3f, 1.0f);
+inline constexpr ImU32 kBannerRed = IM_COL32(200, 40, 40, 255);
+
+/// A racer's or series' colour.
+ImU32 rgb(const std::array<uint8_t, 3>& c, uint8_t alpha = 255);
+
+/// A coloured heading with a separator under it.
+void section(const char* title);
+
+/// SliderScalar over a double, logarithmic when `log`.
+bool slider_double(const char* label, double* value, double lo, double hi, const char* format,
+                   bool log);
+
+/// A combo box over `items` (e.g. the library's list of spectrum families); *index is clamped
+/// into the list when drawn.
+bool combo(const char* label, int* index, const std::vector<std::string>& items);
+
+/// A combo box over the values 0 .. count - 1 of an enum, named by `name_of`.
+template <typename Enum>
+bool enum_combo(const char* label, Enum* value, int count, const char* (*name_of)(Enum)) {
+  std::vector<std::string> names;
+  for (int i = 0; i < count; ++i) names.emplace_back(name_of(static_cast<Enum>(i)));
+  int index = static_cast<int>(*value);
+  const bool changed = combo(label, &index, names);
+  *value = static_cast<Enum>(index);
+  return changed;
+}
+
+/// "computing..." while a scene's worker is busy, and the error it reported, if any.
+void job_status(bool busy, const std::string& error);
+
+}  // namespace flt::viz

@@ -1,0 +1,222 @@
+#include "logic/lab.h"
+
+#include <stdexcept>
+#include <utility>
+
+namespace flt::viz {
+namespace {
+
+constexpr double kDrawsPerSecond = 2.0;  // a playing draw scene at x1
+
+// The transport of a draw scene; null for the arena and training, which have their own.
+// (Lab: LabState or const LabState.)
+template <typename Lab>
+auto draw_transport(Lab& lab, SceneId scene) -> decltype(&lab.attention.transport) {
+  switch (scene) {
+    case SceneId::kAttention:
+      return &lab.attention.transport;
+    case SceneId::kKernel:
+      return &lab.kernel.transport;
+    case SceneId::kRpe:
+      return &lab.rpe.transport;
+    case SceneId::kArena:
+    case SceneId::kTraining:
+      break;
+  }
+  return nullptr;
+}
+
+// Advances a playing draw scene's clock; true when it is time for the next draw.
+bool play_tick(DrawTransport& t, double dt, float speed) {
+  if (!t.playing) return false;
+  t.clock += dt * speed;
+  if (t.clock < 1.0 / kDrawsPerSecond) return false;
+  t.clock = 0.0;
+  return true;
+}
+
+// Posts the computation of a changed draw scene (the Kernel Explorer's curves are computed here).
+void post_request(LabState& lab, SceneId scene) {
+  const Scenario& sc = lab.scenario;
+  switch (scene) {
+    case SceneId::kAttention:
+      if (lab.attention.transport.dirty) {
+        LiveQueriesKeys live;
+        if (sc.attention.input == AttentionInput::kLiveModel) {
+          lab.training.session.probe_queries_keys(&live.q, &live.k, &live.heads, &live.length,
+                                                  &live.dim);
+        }
+        lab.attention.job.request(sc.attention, sc.seed, std::move(live));
+        lab.attention.transport.dirty = false;
+      }
+      break;
+    case SceneId::kKernel:
+      if (lab.kernel.transport.dirty) {
+        lab.kernel.curves = compute_kernel_curves(sc.kernel);
+        lab.kernel.curves_version += 1;
+        lab.kernel.estimates.request({sc.kernel, sc.seed});
+        lab.kernel.transport.dirty = false;
+      }
+      break;
+    case SceneId::kRpe:
+      if (lab.rpe.transport.dirty) {
+        lab.rpe.curves.request({sc.rpe, sc.seed * 1000003ULL + static_cast<uint64_t>(sc.rpe.draw)});
+        lab.rpe.transport.dirty = false;
+      }
+      break;
+    case SceneId::kArena:
+    case SceneId::kTraining:
+      break;
+  }
+}
+
+}  // namespace
+
+void rebuild_scene(LabState& lab, SceneId scene) {
+  const Scenario& sc = lab.scenario;
+  if (scene == SceneId::kArena) {
+    lab.arena.game.load(sc.arena, sc.seed);
+    lab.arena.recorded_level = -1;
+  } else if (scene == SceneId::kTraining) {
+    lab.training.session.configure(sc.training, sc.seed);
+  } else {
+    draw_transport(lab, scene)->dirty = true;
+  }
+}
+
+void apply_scenario(LabState& lab, const Scenario& scenario, std::optional<SceneId> only) {
+  lab.scenario = scenario;  // (scenario may be lab.scenario itself: Reset)
+  lab.scene_changed = true;
+  set_speed(lab, lab.scenario.speed);
+  for (int i = 0; i < kSceneCount; ++i) {
+    const auto scene = static_cast<SceneId>(i);
+    if (only && *only != scene) continue;
+    set_scene_playing(lab, scene, false);
+    if (DrawTransport* t = draw_transport(lab, scene)) t->clock = 0.0;
+    rebuild_scene(lab, scene);
+  }
+}
+
+bool apply_state_string(LabState& lab, const std::string& text) {
+  try {
+    apply_scenario(lab, decode_state(text));
+    lab.message = "state applied";
+    return true;
+  } catch (const std::invalid_argument& e) {
+    lab.message = e.what();
+    return false;
+  }
+}
+
+void set_speed(LabState& lab, float speed) {
+  lab.scenario.speed = speed;
+  lab.training.session.set_speed(speed);
+}
+
+bool scene_playing(const LabState& lab, SceneId scene) {
+  if (scene == SceneId::kArena) return lab.arena.playing;
+  if (scene == SceneId::kTraining) return lab.training.session.snapshot().playing;
+  return draw_transport(lab, scene)->playing;
+}
+
+void set_scene_playing(LabState& lab, SceneId scene, bool playing) {
+  if (scene == SceneId::kArena) {
+    lab.arena.playing = playing;
+  } else if (scene == SceneId::kTraining) {
+    lab.training.session.set_playing(playing);
+  } else {
+    draw_transport(lab, scene)->playing = playing;
+  }
+}
+
+void step_scene(LabState& lab, SceneId scene) {
+  switch (scene) {
+    case SceneId::kArena:
+      lab.arena.game.step();
+      break;
+    case SceneId::kTraining:
+      if (lab.training.worker) {
+        lab.training.session.request_step();
+      } else {
+        lab.training.session.run_steps(1);
+      }
+      break;
+    case SceneId::kAttention:  // new random inputs
+      lab.scenario.seed += 1;
+      lab.attention.transport.dirty = true;
+      break;
+    case SceneId::kKernel:  // new samples for the estimators
+      lab.scenario.seed += 1;
+      lab.kernel.transport.dirty = true;
+      break;
+    case SceneId::kRpe:  // new RPE random features
+      lab.scenario.rpe.draw += 1;
+      lab.rpe.transport.dirty = true;
+      break;
+  }
+}
+
+void update_scene(LabState& lab, SceneId scene, double dt) {
+  const float speed = lab.scenario.speed;
+  switch (scene) {
+    case SceneId::kArena: {
+      auto& arena = lab.arena;
+      if (arena.playing) arena.game.advance(dt, speed);
+      if (arena.game.finished()) {
+        arena.playing = false;
+        if (arena.recorded_level != arena.game.level_index()) {
+          arena.progress.record(arena.game.level_index(), arena.game.stars());
+          arena.recorded_level = arena.game.level_index();
+        }
+      }
+      break;
+    }
+    case SceneId::kTraining:  // the worker trains; the panel reads snapshots
+      break;
+    case SceneId::kAttention:
+      if (play_tick(lab.attention.transport, dt, speed)) step_scene(lab, scene);
+      post_request(lab, scene);
+      if (lab.attention.job.poll()) lab.attention.version += 1;
+      break;
+    case SceneId::kKernel:
+      if (play_tick(lab.kernel.transport, dt, speed)) step_scene(lab, scene);
+      post_request(lab, scene);
+      if (lab.kernel.estimates.poll()) lab.kernel.estimates_version += 1;
+      break;
+    case SceneId::kRpe:
+      if (play_tick(lab.rpe.transport, dt, speed)) step_scene(lab, scene);
+      post_request(lab, scene);
+      if (lab.rpe.curves.poll()) lab.rpe.version += 1;
+      break;
+  }
+}
+
+void settle_scene(LabState& lab, SceneId scene, int steps) {
+  switch (scene) {
+    case SceneId::kArena:
+      for (int i = 0; i < steps && !lab.arena.game.finished(); ++i) lab.arena.game.step();
+      break;
+    case SceneId::kTraining:
+      lab.training.session.run_steps(steps);
+      break;
+    case SceneId::kAttention:
+      post_request(lab, scene);
+      lab.attention.job.wait();
+      lab.attention.version += 1;
+      break;
+    case SceneId::kKernel:
+      post_request(lab, scene);
+      lab.kernel.estimates.wait();
+      lab.kernel.estimates_version += 1;
+      break;
+    case SceneId::kRpe:
+      // an FLT live model trains so the learned-spectra panel has a history to show
+      if (lab.training.session.snapshot().spectrum_heads > 0) lab.training.session.run_steps(steps);
+      post_request(lab, scene);
+      lab.rpe.curves.wait();
+      lab.rpe.version += 1;
+      break;
+  }
+}
+
+}  // namespace flt::viz

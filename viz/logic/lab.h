@@ -1,0 +1,116 @@
+#pragma once
+// flt-lab's scenes without the drawing: the scenario, each scene's model and transport state, and
+// what the transport bar does (apply a scenario, play, step, advance one frame). The panels in
+// viz/app draw this state and edit its settings; the tests drive it without a GL context.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "logic/arena.h"
+#include "logic/async_job.h"
+#include "logic/attention_lab.h"
+#include "logic/kernel_explorer.h"
+#include "logic/rpe_studio.h"
+#include "logic/scenario.h"
+#include "logic/training.h"
+
+namespace flt::viz {
+
+/// Transport of a scene whose step is a fresh random draw (Attention Lab, Kernel Explorer, RPE
+/// Studio): playing draws twice a second at x1.
+struct DrawTransport {
+  bool playing = false;
+  double clock = 0.0;  ///< play time since the last draw (seconds x speed)
+  bool dirty = true;   ///< settings or draw changed: the scene recomputes on its next update
+};
+
+struct ArenaScene {
+  ArenaGame game;
+  bool playing = false;
+  LevelProgress progress;   ///< stars per level (kept across scenarios)
+  int recorded_level = -1;  ///< the finished race's stars are recorded once
+};
+
+struct TrainingScene {
+  TrainingSession session;
+  bool worker = false;  ///< the worker thread runs (interactive); otherwise steps run inline
+};
+
+struct AttentionScene {
+  DrawTransport transport;
+  AttentionLab job;
+  int64_t version = 0;  ///< changes when a new result arrives
+};
+
+struct KernelJobRequest {
+  KernelSettings settings;
+  uint64_t seed = 1;
+};
+
+struct KernelScene {
+  DrawTransport transport;
+  KernelCurves curves;  ///< computed inline on a change (~6k kernel values: a few ms)
+  int64_t curves_version = 0;
+  AsyncJob<KernelJobRequest, KernelEstimates> estimates{
+      [](const KernelJobRequest& r) { return compute_kernel_estimates(r.settings, r.seed); }};
+  int64_t estimates_version = 0;
+};
+
+struct RpeJobRequest {
+  RpeSettings settings;
+  uint64_t seed = 1;
+};
+
+struct RpeScene {
+  DrawTransport transport;
+  AsyncJob<RpeJobRequest, RpeCurves> curves{
+      [](const RpeJobRequest& r) { return compute_rpe_curves(r.settings, r.seed); }};
+  int64_t version = 0;
+};
+
+/// Everything flt-lab knows except how it is drawn.
+struct LabState {
+  Scenario scenario;
+  ArenaScene arena;
+  TrainingScene training;
+  AttentionScene attention;
+  KernelScene kernel;
+  RpeScene rpe;
+  std::string message;        ///< the status line: applied states, exports, errors
+  bool scene_changed = true;  ///< scenario.scene was set from outside: the UI shows that tab
+};
+
+/// The one way a scenario takes effect (start-up, --state, Paste state, the seed box, Reset):
+/// stores it, passes its speed to the training worker, and rebuilds every scene (or only `only`)
+/// from it, paused.
+void apply_scenario(LabState& lab, const Scenario& scenario,
+                    std::optional<SceneId> only = std::nullopt);
+
+/// Paste state: decodes `text` and applies it. On a bad string nothing changes and lab.message
+/// names the bad key or value; returns whether it applied.
+bool apply_state_string(LabState& lab, const std::string& text);
+
+/// Rebuilds `scene` from lab.scenario after its settings changed (a knob), keeping play state.
+void rebuild_scene(LabState& lab, SceneId scene);
+
+/// Transport speed x0.25 .. x64 for every scene, the training worker included.
+void set_speed(LabState& lab, float speed);
+
+bool scene_playing(const LabState& lab, SceneId scene);
+void set_scene_playing(LabState& lab, SceneId scene, bool playing);
+
+/// One step: of the race, of training, or a fresh random draw (new inputs, samples or features).
+void step_scene(LabState& lab, SceneId scene);
+
+/// One frame of play time `dt` (seconds) for the visible scene: advances a playing race, draws
+/// anew when a playing draw scene's clock ticks, posts the computations of changed scenes and
+/// takes the finished ones. Never waits.
+void update_scene(LabState& lab, SceneId scene, double dt);
+
+/// Brings `scene` to a rendered state synchronously (headless PNGs, tests): `steps` race or
+/// training steps (RPE Studio: training steps of an FLT live model, for its learned spectra), and
+/// the scene's computations finished.
+void settle_scene(LabState& lab, SceneId scene, int steps);
+
+}  // namespace flt::viz

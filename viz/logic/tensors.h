@@ -1,0 +1,34 @@
+#pragma once
+// Internal to viz/logic: tensors into the plain vectors the scenes hand to the UI, and the point
+// grid every 2-D map is evaluated on.
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace flt::viz {
+
+/// The values of `t` as floats, row-major. t: (...) -> numel floats
+inline std::vector<float> to_vector(const at::Tensor& t) {
+  const at::Tensor f = t.detach().to(at::kFloat).contiguous();
+  return std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+}
+
+/// Points on the first axis of an l-dimensional space, the other coordinates 0. t: (N) -> (N, l)
+inline at::Tensor along_first_axis(const at::Tensor& t, int64_t l) {
+  at::Tensor out = at::zeros({t.size(0), l}, t.options());
+  out.select(1, 0).copy_(t);
+  return out;
+}
+
+/// The cells of a grid x grid map over [-extent, extent]^2, row-major with the top row at
+/// y = +extent (as heatmaps are drawn). -> (grid^2, 2) as (x, y)
+inline at::Tensor map_points(double extent, int64_t grid, const at::TensorOptions& options) {
+  const at::Tensor axis = at::linspace(-extent, extent, grid, options);
+  const at::Tensor y = axis.flip(0).view({grid, 1}).expand({grid, grid});
+  const at::Tensor x = axis.view({1, grid}).expand({grid, grid});
+  return at::stack({x.reshape({-1}), y.reshape({-1})}, 1);
+}
+
+}  // namespace flt::viz
