@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <stdexcept>
 
+#include "app/display.h"
 #include "app/widgets.h"
 #include "flt/runtime.h"
 
@@ -93,12 +93,6 @@ void show_main_window(AppState& s, double dt) {
 
 }  // namespace
 
-bool display_available() {
-  const char* x11 = std::getenv("DISPLAY");
-  const char* wayland = std::getenv("WAYLAND_DISPLAY");
-  return (x11 && *x11) || (wayland && *wayland);
-}
-
 std::vector<uint8_t> crop(const std::vector<uint8_t>& rgba, int width, ImVec2 min, ImVec2 max,
                           int* out_width, int* out_height) {
   const int height = static_cast<int>(rgba.size() / 4 / static_cast<size_t>(width));
@@ -124,12 +118,12 @@ App::App(int width, int height, bool hidden) : state_(std::make_unique<AppState>
   // 1. GLFW and an OpenGL 3 context (as in Dear ImGui's example_glfw_opengl3)
   if (!display_available()) {
     throw std::runtime_error(
-        "flt-lab: no display (DISPLAY is not set). Run under a virtual X server, e.g.\n"
-        "  xvfb-run -a flt-lab --headless --scene all --out DIR");
+        "flt-lab: no display (DISPLAY and WAYLAND_DISPLAY are not set). Without one, render the "
+        "scenes to PNG files:\n  flt-lab --headless --scene all --out DIR");
   }
   glfwSetErrorCallback(glfw_error);
   if (!glfwInit())
-    throw std::runtime_error("flt-lab: glfwInit failed (no usable display?); try xvfb-run -a");
+    throw std::runtime_error("flt-lab: glfwInit failed (is DISPLAY a running X server?)");
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
   glfwWindowHint(GLFW_VISIBLE, hidden ? GLFW_FALSE : GLFW_TRUE);

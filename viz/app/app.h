@@ -84,7 +84,4 @@ std::vector<uint8_t> crop(const std::vector<uint8_t>& rgba, int width, ImVec2 mi
 /// Writes RGBA pixels (top row first) as a PNG.
 bool write_png(const std::string& path, const std::vector<uint8_t>& rgba, int width, int height);
 
-/// True when an X11 or Wayland display is available to GLFW.
-bool display_available();
-
 }  // namespace flt::viz

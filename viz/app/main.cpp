@@ -1,28 +1,34 @@
 // flt-lab: the FLT Lab interactive visualiser.
 //
 //   flt-lab [--state STRING]                      interactive window (1280x800)
-//   flt-lab --headless --scene NAME|all [--state STRING] [--steps N] --out DIR
-//                                                 render scenes to DIR/NAME.png without a visible
-//                                                 window
-//   flt-lab --profile [--frames N]                median frame time per scene (live training
-//   running)
+//   flt-lab --headless [--scene NAME|all] [--state STRING] [--steps N] [--out DIR]
+//                                                 render scenes to DIR/NAME.png, no visible window
+//   flt-lab --profile [--scene NAME|all] [--frames N]
+//                                                 median frame time per scene, training running
 //
-// NAME is one of attention, kernel, rpe, training, arena. Headless rendering still needs an X
-// server: on a machine without a display run it under `xvfb-run -a`.
+// NAME is one of attention, kernel, rpe, training, arena. Without a display (DISPLAY and
+// WAYLAND_DISPLAY unset) --headless and --profile start their own Xvfb. `flt-lab --help` lists
+// the options.
+
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "app/app.h"
+#include "app/display.h"
 #include "flt/runtime.h"
 
 namespace {
+
+using flt::viz::SceneId;
 
 constexpr int kWidth = 1280;
 constexpr int kHeight = 800;
@@ -37,71 +43,67 @@ struct Options {
   std::string out = ".";
 };
 
-void usage() {
-  std::cout << "usage: flt-lab [--state STRING]\n"
-               "       flt-lab --headless --scene attention|kernel|rpe|training|arena|all [--state "
-               "STRING]\n"
-               "               [--steps N] --out DIR\n"
-               "       flt-lab --profile [--frames N] [--state STRING]\n";
+// The --scene names: every scene's key, then "all".
+std::vector<std::string> scene_names() {
+  std::vector<std::string> names;
+  for (int i = 0; i < flt::viz::kSceneCount; ++i)
+    names.emplace_back(flt::viz::scene_key(static_cast<SceneId>(i)));
+  names.emplace_back("all");
+  return names;
 }
 
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--state")
-      o.state = value();
-    else if (arg == "--headless")
-      o.headless = true;
-    else if (arg == "--profile")
-      o.profile = true;
-    else if (arg == "--scene")
-      o.scene = value();
-    else if (arg == "--steps")
-      o.steps = std::stoi(value());
-    else if (arg == "--frames")
-      o.frames = std::stoi(value());
-    else if (arg == "--out")
-      o.out = value();
-    else if (arg == "--help" || arg == "-h") {
-      usage();
-      std::exit(0);
-    } else {
-      throw std::invalid_argument("unknown argument '" + arg + "'");
-    }
-  }
-  if (o.steps < 0)
-    throw std::invalid_argument("--steps must be >= 0, got " + std::to_string(o.steps));
-  return o;
+// The command line, described once: CLI11 derives --help, the checks and the error messages
+// (which name the option and the value) from it.
+void describe(CLI::App& cli, Options& o) {
+  cli.add_option("--state", o.state, "start from a state string (the app's Copy state)")
+      ->check([](const std::string& text) {
+        try {
+          flt::viz::decode_state(text);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
+  auto* headless = cli.add_flag(
+      "--headless", o.headless,
+      "render scenes to PNG files without a visible window (starts Xvfb without a display)");
+  auto* profile = cli.add_flag(
+      "--profile", o.profile, "print the median frame time per scene with live training running");
+  headless->excludes(profile);
+  cli.add_option("--scene", o.scene, "the scene to render or profile")
+      ->check(CLI::IsMember(scene_names()))
+      ->capture_default_str();
+  // the type check first: "12abc" is a malformed number, not one out of range
+  constexpr int kMaxInt = std::numeric_limits<int>::max();
+  cli.add_option("--steps", o.steps, "--headless: race or training steps before the picture")
+      ->check(CLI::TypeValidator<int>(""))
+      ->check(CLI::Range(0, kMaxInt).description("NONNEGATIVE"))
+      ->capture_default_str();
+  cli.add_option("--frames", o.frames, "--profile: frames measured per scene")
+      ->check(CLI::TypeValidator<int>(""))
+      ->check(CLI::Range(1, kMaxInt).description("POSITIVE"))
+      ->capture_default_str();
+  cli.add_option("--out", o.out, "--headless: folder for the PNG files (created)")
+      ->capture_default_str();
 }
 
-std::vector<flt::viz::SceneId> scenes_for(const std::string& name) {
-  std::vector<flt::viz::SceneId> scenes;
-  if (name == "all") {
-    for (int i = 0; i < flt::viz::kSceneCount; ++i)
-      scenes.push_back(static_cast<flt::viz::SceneId>(i));
-    return scenes;
+std::vector<SceneId> scenes_for(const std::string& name) {
+  std::vector<SceneId> scenes;
+  for (int i = 0; i < flt::viz::kSceneCount; ++i) {
+    const auto scene = static_cast<SceneId>(i);
+    if (name == "all" || name == flt::viz::scene_key(scene)) scenes.push_back(scene);
   }
-  flt::viz::SceneId scene;
-  if (!flt::viz::parse_scene(name, &scene)) {
-    throw std::invalid_argument("unknown scene '" + name +
-                                "' (attention, kernel, rpe, training, arena or all)");
-  }
-  return {scene};
+  return scenes;
 }
 
 int run_headless(const Options& o, const flt::viz::Scenario& base) {
   std::filesystem::create_directories(o.out);
   flt::viz::App app(kWidth, kHeight, /*hidden=*/true);
+  app.state().export_dir = o.out;
   for (const auto scene : scenes_for(o.scene)) {
     auto scenario = base;
     scenario.scene = scene;
     flt::viz::apply_scenario(app.lab(), scenario);
-    app.state().export_dir = o.out;
     flt::viz::settle_scene(app.lab(), scene, o.steps);
     const std::string path = o.out + "/" + flt::viz::scene_key(scene) + ".png";
     if (!app.screenshot(path)) {
@@ -119,9 +121,8 @@ int run_profile(const Options& o, const flt::viz::Scenario& base) {
   app.start_worker();
   app.set_vsync(false);
   std::printf(
-      "# %s\n# GL renderer: %s\n# window %dx%d, %d frames per scene after 10 warm-up frames, vsync "
-      "off, "
-      "live training running at x64 on its worker thread throughout\n",
+      "# %s\n# GL renderer: %s\n# window %dx%d, %d frames per scene after 10 warm-up frames, "
+      "vsync off, live training running at x64 on its worker thread throughout\n",
       app.state().runtime_line.c_str(), app.renderer().c_str(), kWidth, kHeight, o.frames);
   std::printf("%-10s %18s %10s %10s %18s\n", "scene", "median_ms(train)", "p90_ms", "max_ms",
               "median_ms(idle)");
@@ -141,11 +142,11 @@ int run_profile(const Options& o, const flt::viz::Scenario& base) {
     flt::viz::apply_scenario(lab, scenario);
     // the Attention Lab is measured showing its (finished) computation: playing it at x64 would
     // recompute every frame, which measures the attention, not the UI
-    lab.arena.playing = scene == flt::viz::SceneId::kArena;
+    lab.arena.playing = scene == SceneId::kArena;
     lab.training.session.set_playing(true);  // live training runs during every scene
     const auto busy = measure(o.frames);
     flt::viz::apply_scenario(lab, scenario);  // same scene, training paused: the UI's own cost
-    lab.arena.playing = scene == flt::viz::SceneId::kArena;
+    lab.arena.playing = scene == SceneId::kArena;
     const auto idle = measure(o.frames);
     std::printf("%-10s %18.2f %10.2f %10.2f %18.2f\n", flt::viz::scene_key(scene),
                 busy[busy.size() / 2], busy[busy.size() * 9 / 10], busy.back(),
@@ -157,18 +158,25 @@ int run_profile(const Options& o, const flt::viz::Scenario& base) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  flt::init(/*quiet=*/true);
   Options options;
-  flt::viz::Scenario scenario;
+  CLI::App cli{"flt-lab: the FLT Lab visualiser (attention, kernels, RPE, live training, the "
+               "optimizer arena)",
+               "flt-lab"};
+  describe(cli, options);
   try {
-    options = parse(argc, argv);
-    if (!options.state.empty()) scenario = flt::viz::decode_state(options.state);
-  } catch (const std::exception& e) {
-    std::cerr << "flt-lab: " << e.what() << "\n";
-    usage();
-    return 2;
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return cli.exit(e);  // --help prints the usage; errors name the option and the value
   }
+  flt::init(/*quiet=*/true);
+  const flt::viz::Scenario scenario =
+      options.state.empty() ? flt::viz::Scenario{} : flt::viz::decode_state(options.state);
   try {
+    // Headless means headless: without a display, bring our own (stopped when main returns or
+    // throws, and with the process however it ends).
+    std::optional<flt::viz::VirtualDisplay> virtual_display;
+    if ((options.headless || options.profile) && !flt::viz::display_available())
+      virtual_display.emplace(kWidth, kHeight);
     if (options.headless) return run_headless(options, scenario);
     if (options.profile) return run_profile(options, scenario);
 
