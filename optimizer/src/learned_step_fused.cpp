@@ -19,14 +19,9 @@
 #include <cstring>
 #include <vector>
 
+#include "flt/detail/cpu_clones.h"  // FLT_CLONES_AVX512 (16 lanes = one AVX-512 register)
 #include "flt/optim/learned_model.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FLT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FLT_CLONES
-#endif
-#define FLT_INLINE inline __attribute__((always_inline))
 // The loop over the coordinates of a block: vectorised as a loop (not unrolled and re-packed).
 #define FOR_LANES(l) _Pragma("omp simd") for (int64_t l = 0; l < kLanes; ++l)
 
@@ -184,7 +179,8 @@ FLT_INLINE void block_affine(const float* w, const float* b, const float (*x)[kL
 /// One full block of kLanes coordinates starting at grad/param/state (slot j of coordinate l at
 /// state[j * w.slot_stride + l]).
 /// Returns the number of coordinates skipped (non-finite gradient or step).
-FLT_CLONES int64_t step_block(const FusedPlan& w, const float* grad, float* param, float* state) {
+FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, float* param,
+                                     float* state) {
   constexpr int64_t L = kLanes;
   const int64_t F = LearnedOptimizerModelImpl::kFeatures;
   const int64_t M = LearnedOptimizerModelImpl::kMoments;
