@@ -71,7 +71,7 @@ TEST_F(Mnemosyne, LogSignEncoding_ExactValues) {
 TEST_F(Mnemosyne, UntrainedModel_IsAdam) {
   // The zero-initialised head makes the rule exactly Adam(lr = step_scale, betas 0.9/0.999) up to
   // Adam's eps (1e-8 here vs 1e-15 inside the model's square root): a check of every moment formula.
-  for (auto memory : {fo::Memory::kFLT, fo::Memory::kPerformer, fo::Memory::kNone, fo::Memory::kLSTM}) {
+  for (auto memory : fo::all_memories()) {
     auto a = torch::randn({5, 3}).requires_grad_(true);
     auto b = a.detach().clone().requires_grad_(true);
     auto ours = make({a}, untrained(memory));
@@ -133,7 +133,7 @@ TEST_F(Mnemosyne, ChunkSize_DoesNotChangeResults) {
 }
 
 TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
-  for (auto memory : {fo::Memory::kFLT, fo::Memory::kPerformer, fo::Memory::kNone, fo::Memory::kLSTM}) {
+  for (auto memory : fo::all_memories()) {
     auto model = perturbed(memory, 12);
     ASSERT_TRUE(model->fused_supported());
     auto a = torch::randn({3000}).requires_grad_(true);

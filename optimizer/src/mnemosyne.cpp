@@ -120,7 +120,7 @@ LearnedOptimizerModel load_pretrained_model(Memory memory) {
 
 std::vector<Memory> pretrained_memories() {
   std::vector<Memory> found;
-  for (Memory m : {Memory::kFLT, Memory::kPerformer, Memory::kNone, Memory::kLSTM}) {
+  for (Memory m : all_memories()) {
     if (detail::pretrained_blob(memory_name(m)).data != nullptr) found.push_back(m);
   }
   return found;
