@@ -357,6 +357,25 @@ TEST_F(Mnemosyne, SaveLoad_ContinuesExactly) {
   EXPECT_TRUE(torch::equal(straight, resumed));
 }
 
+TEST_F(Mnemosyne, LoadingAnotherOptimizersState_SaysWhatTheArchiveHolds) {
+  // LibTorch's loader met an Adam archive with "INTERNAL ASSERT FAILED ... report a bug to PyTorch".
+  auto x = torch::randn({5}).requires_grad_(true);
+  torch::optim::Adam adam({x});
+  x.mutable_grad() = torch::ones_like(x);
+  adam.step();
+  std::stringstream adam_state;
+  torch::save(adam, adam_state);
+  auto opt = make({x}, untrained());
+  expect_error([&] { torch::load(opt, adam_state); },
+               {"Mnemosyne::load: the archive is not a Mnemosyne optimizer state",
+                "{amsgrad, betas, eps, lr, weight_decay}", "torch::optim::Adam"});
+  // Not an optimizer at all: a module's weights.
+  std::stringstream module_weights;
+  torch::save(torch::nn::Linear(2, 3), module_weights);
+  expect_error([&] { torch::load(opt, module_weights); },
+               {"not an optimizer state", "{bias, weight}"});
+}
+
 TEST_F(Mnemosyne, DoubleAndFrozenParameters) {
   auto d = torch::randn({4}, torch::kDouble).requires_grad_(true);
   auto frozen = torch::randn({4}).requires_grad_(true);
