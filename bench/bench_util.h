@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "flt/detail/cpu_clones.h"  // FLT_CLONES: the kernels' own AVX2/FMA clone and baseline
 #include "flt/runtime.h"
 
 namespace flt::bench {
@@ -47,10 +48,7 @@ class CollectingReporter : public benchmark::ConsoleReporter {
   std::map<std::string, Result> results;
 };
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-#endif
-inline float fma_probe(long rounds, float a, float b) {
+FLT_CLONES inline float fma_probe(long rounds, float a, float b) {
   // 128 independent accumulators: 16 AVX2 registers of chained a * x + b, enough to fill both FMA
   // pipes; the result is returned so nothing is optimised away.
   alignas(64) float acc[128];

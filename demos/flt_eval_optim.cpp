@@ -1,7 +1,7 @@
 // flt-eval-optim: compares the learned optimizers with tuned Adam and SGD-momentum on held-out tasks.
 //
 //   flt-eval-optim [--out DIR] [--seeds 5] [--tuning-seeds 3] [--tasks rastrigin-2d,...]
-//                  [--weights NAME=FILE ...] [--tune-learned] [--quick]
+//                  [--weights NAME=FILE ...] [--no-baselines-sgd] [--tune-learned] [--quick]
 //
 // Baselines get their learning rate tuned per task on the 7-point grid 1e-4..1e-1 (tuning seeds
 // disjoint from the evaluation seeds); learned optimizers run with lr = 1 (their own step), and with
@@ -11,31 +11,23 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <sstream>
-#include <set>
 #include <string>
+#include <vector>
 
+#include "cli_checks.h"
 #include "flt/optim/evaluate.h"
 #include "flt/optim/mnemosyne.h"
 #include "flt/runtime.h"
-#include "cli_args.h"
 #include "raster_plot.h"
 
 namespace fo = flt::optim;
 
 namespace {
-
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "flt-eval-optim: %s\n"
-               "usage: flt-eval-optim [--out DIR] [--seeds N] [--tuning-seeds N] [--tasks a,b,...]\n"
-               "       [--weights NAME=FILE]... [--no-baselines-sgd] [--tune-learned] [--quick]\n",
-               problem.c_str());
-  std::exit(2);
-}
 
 fo::Contender learned(const std::string& name, fo::LearnedOptimizerModel model) {
   fo::Contender c;
@@ -55,41 +47,55 @@ fo::Contender learned(const std::string& name, fo::LearnedOptimizerModel model) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  flt::init();
   std::string out = "out/eval-optim";
   fo::EvalOptions options;
-  std::set<std::string> only;
-  std::vector<std::pair<std::string, std::string>> weights;
-  bool with_sgd = true;
-  bool tune_learned = false;  // also run the FLT rule with its multiplier tuned like the baselines' lr
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("missing value after " + arg);
-      return argv[++i];
-    };
-    const auto count = [&]() {
-      const std::string v = value();
-      const auto n = flt::demos::parse_integer(v);
-      if (!n) usage("not an integer for " + arg + ": " + v);
-      return *n;
-    };
-    if (arg == "--out") out = value();
-    else if (arg == "--seeds") options.eval_seeds = count();
-    else if (arg == "--tuning-seeds") options.tuning_seeds = count();
-    else if (arg == "--quick") { options.eval_seeds = 3; options.tuning_seeds = 2; }
-    else if (arg == "--no-baselines-sgd") with_sgd = false;
-    else if (arg == "--tune-learned") tune_learned = true;
-    else if (arg == "--tasks") {
-      std::stringstream list(value());
-      for (std::string name; std::getline(list, name, ',');) only.insert(name);
-    } else if (arg == "--weights") {
-      const std::string v = value();
-      const auto eq = v.find('=');
-      if (eq == std::string::npos) usage("--weights takes NAME=FILE, got " + v);
-      weights.emplace_back(v.substr(0, eq), v.substr(eq + 1));
-    } else usage("unknown argument " + arg);
+  std::vector<std::string> only;     // --tasks
+  std::vector<std::string> weights;  // --weights NAME=FILE
+  bool quick = false;
+  bool no_sgd = false;
+  bool tune_learned = false;  // also the FLT rule with its multiplier tuned like the baselines' lr
+  std::vector<std::string> task_names;
+  for (const auto& task : fo::held_out_tasks()) task_names.push_back(task.name);
+
+  CLI::App app{
+      "flt-eval-optim: compares the learned optimizers with Adam and SGD-momentum, their learning "
+      "rates tuned per task, on held-out tasks; writes DIR/eval.csv and DIR/eval.png."};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--out", out, "output directory")->capture_default_str();
+  app.add_option("--seeds", options.eval_seeds, "evaluation seeds")
+      ->capture_default_str()
+      ->check(flt::demos::integer_at_least(1));
+  app.add_option("--tuning-seeds", options.tuning_seeds, "seeds for tuning learning rates")
+      ->capture_default_str()
+      ->check(flt::demos::integer_at_least(1));
+  app.add_option("--tasks", only, "held-out tasks, comma-separated (default: all)")
+      ->delimiter(',')
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(CLI::IsMember(task_names));
+  app.add_option("--weights", weights,
+                 "a learned optimizer's weights file, instead of the pretrained ones (repeatable)")
+      ->type_name("NAME=FILE")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return v.find('=') == std::string::npos ? "expected NAME=FILE, got " + v : "";
+          },
+          ""));
+  app.add_flag("--no-baselines-sgd", no_sgd, "leave SGD-momentum out");
+  app.add_flag("--tune-learned", tune_learned,
+               "also run the FLT rule with its step multiplier tuned on 0.1..10");
+  app.add_flag("--quick", quick, "3 evaluation and 2 tuning seeds, unless given");
+  CLI11_PARSE(app, argc, argv);
+  if (quick) {
+    if (app.count("--seeds") == 0) options.eval_seeds = 3;
+    if (app.count("--tuning-seeds") == 0) options.tuning_seeds = 2;
   }
+
+  flt::init();
   try {
     std::vector<fo::Contender> contenders;
     fo::Contender adam;
@@ -100,7 +106,7 @@ int main(int argc, char** argv) {
       };
     };
     contenders.push_back(adam);
-    if (with_sgd) {
+    if (!no_sgd) {
       fo::Contender sgd;
       sgd.name = "sgd-momentum (tuned)";
       sgd.make = [](double lr) -> fo::OptimizerFactory {
@@ -115,7 +121,10 @@ int main(int argc, char** argv) {
         contenders.push_back(learned("mnemosyne-" + fo::memory_name(memory), fo::load_pretrained_model(memory)));
       }
     }
-    for (const auto& [name, path] : weights) contenders.push_back(learned(name, fo::load_model(path)));
+    for (const auto& spec : weights) {
+      const auto eq = spec.find('=');
+      contenders.push_back(learned(spec.substr(0, eq), fo::load_model(spec.substr(eq + 1))));
+    }
     if (tune_learned) {
       // Equal tuning budget: the same seeds and a 7-point grid, over the step multiplier.
       auto tuned = learned("mnemosyne-flt (lr tuned)", fo::load_pretrained_model(fo::Memory::kFLT));
@@ -126,9 +135,10 @@ int main(int argc, char** argv) {
 
     std::vector<fo::EvalTask> tasks;
     for (auto& t : fo::held_out_tasks()) {
-      if (only.empty() || only.count(t.name)) tasks.push_back(std::move(t));
+      if (only.empty() || std::find(only.begin(), only.end(), t.name) != only.end()) {
+        tasks.push_back(std::move(t));
+      }
     }
-    if (tasks.empty()) usage("no task matches --tasks");
     std::fprintf(stderr, "evaluating %zu optimizers on %zu held-out tasks (%lld seeds, lr tuned on %lld)\n",
                  contenders.size(), tasks.size(), static_cast<long long>(options.eval_seeds),
                  static_cast<long long>(options.tuning_seeds));

@@ -1,99 +1,95 @@
 // flt-metatrain: meta-trains the learned optimizer's update rule and writes a weights file.
 //
 //   flt-metatrain --memory flt --out optimizer/pretrained/mnemosyne_flt.pt [--iterations 300]
-//                 [--estimator tbptt|pes] [--workers 8] [--unroll 10] [--horizon 100]
-//                 [--families rastrigin,ackley,...] [--seed 0] [--checkpoint FILE] [--csv FILE]
-//                 [--meta-lr 3e-3] [--meta-lr-end 0.1] [--threads 1]
-//                 [--hidden 32] [--features 4] [--rpe-features 32] [--key-dim 4] [--value-dim 2]
+//   flt-metatrain --help     (every flag with its default)
 //
 // Resumes from --checkpoint when the file exists; deterministic for a given seed.
+#include <CLI/CLI.hpp>
 #include <cstdio>
-#include <cstdlib>
-#include <sstream>
 #include <string>
+#include <vector>
 
-#include "cli_args.h"
+#include "cli_checks.h"
 #include "flt/optim/meta_train.h"
 #include "flt/optim/mnemosyne.h"
 #include "flt/runtime.h"
 
-namespace {
-
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "flt-metatrain: %s\n"
-               "usage: flt-metatrain --out FILE [--memory flt|performer|none|lstm] [--iterations N]\n"
-               "       [--estimator tbptt|pes] [--workers N] [--unroll N] [--horizon N] [--meta-lr X]\n"
-               "       [--meta-lr-end FRACTION (cosine decay, 1 = constant)]\n"
-               "       [--families a,b,...] [--seed N] [--checkpoint FILE] [--csv FILE] [--quiet]\n"
-               "       [--threads N (default 1)]\n"
-               "       [--hidden N] [--features N] [--rpe-features N] [--key-dim N] [--value-dim N]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-}  // namespace
+namespace fo = flt::optim;
+using flt::demos::integer_at_least;
+using flt::demos::library_name;
 
 int main(int argc, char** argv) {
-  flt::init();
-  flt::optim::MetaTrainOptions options;
-  flt::optim::LearnedOptimizerModelOptions model_options;
+  fo::MetaTrainOptions options;
+  fo::LearnedOptimizerModelOptions model_options;
   std::string out;
   // Meta-training works on small tensors: a second thread gave no speed-up on 2 cores (about 9.6
   // iterations/s either way for the FLT memory), and one thread makes the result independent of the
   // machine's core count. Run two trainings side by side instead (scripts/optimizer-ablation).
   int threads = 1;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("missing value after " + arg);
-      return argv[++i];
-    };
-    const auto integer = [&]() {
-      const std::string v = value();
-      const auto n = flt::demos::parse_integer(v);
-      if (!n) usage("not an integer for " + arg + ": " + v);
-      return *n;
-    };
-    const auto real = [&]() {
-      const std::string v = value();
-      const auto x = flt::demos::parse_number(v);
-      if (!x) usage("not a number for " + arg + ": " + v);
-      return *x;
-    };
-    try {
-      if (arg == "--out") out = value();
-      else if (arg == "--memory") model_options.memory(flt::optim::memory_from_name(value()));
-      else if (arg == "--iterations") options.iterations = integer();
-      else if (arg == "--estimator") options.estimator = flt::optim::meta_estimator_from_name(value());
-      else if (arg == "--workers") options.workers = integer();
-      else if (arg == "--unroll") options.unroll = integer();
-      else if (arg == "--horizon") options.horizon = integer();
-      else if (arg == "--meta-lr") options.meta_lr = real();
-      else if (arg == "--meta-lr-end") options.meta_lr_end = real();
-      else if (arg == "--seed") options.seed = static_cast<uint64_t>(integer());
-      else if (arg == "--checkpoint") options.checkpoint = value();
-      else if (arg == "--csv") options.csv = value();
-      else if (arg == "--quiet") options.progress = false;
-      else if (arg == "--threads") threads = static_cast<int>(integer());
-      // The rule's shape (stored in the weights file); defaults as LearnedOptimizerModelOptions.
-      else if (arg == "--hidden") model_options.hidden(integer());
-      else if (arg == "--features") model_options.features(integer());
-      else if (arg == "--rpe-features") model_options.rpe_features(integer());
-      else if (arg == "--key-dim") model_options.key_dim(integer());
-      else if (arg == "--value-dim") model_options.value_dim(integer());
-      else if (arg == "--families") {
-        options.families.clear();
-        std::stringstream list(value());
-        for (std::string name; std::getline(list, name, ',');) {
-          options.families.push_back(flt::optim::task_family_from_name(name));
-        }
-      } else usage("unknown argument " + arg);
-    } catch (const c10::Error& e) {
-      usage(e.what_without_backtrace());
-    }
-  }
-  if (out.empty()) usage("--out FILE is required");
+  CLI::App app{
+      "flt-metatrain: meta-trains the learned optimizer's update rule and writes a weights "
+      "file. Resumes from --checkpoint when the file exists; deterministic for a given "
+      "seed."};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--out", out, "weights file to write")->required();
+  app.add_option_function<std::string>(
+         "--memory",
+         [&](const std::string& name) { model_options.memory(fo::memory_from_name(name)); },
+         "memory cell: flt, performer, none or lstm")
+      ->default_str(fo::memory_name(model_options.memory()))
+      ->check(library_name(fo::memory_from_name));
+  // Counts: whole integers >= 1, shown with their defaults in --help.
+  const auto count = [](CLI::Option* option) {
+    return option->capture_default_str()->check(integer_at_least(1));
+  };
+  count(app.add_option("--iterations", options.iterations, "outer steps"));
+  app.add_option_function<std::string>(
+         "--estimator",
+         [&](const std::string& name) { options.estimator = fo::meta_estimator_from_name(name); },
+         "meta-gradient estimator: tbptt (truncated back-propagation) or pes")
+      ->default_str(fo::meta_estimator_name(options.estimator))
+      ->check(library_name(fo::meta_estimator_from_name));
+  count(app.add_option("--workers", options.workers, "tasks in flight (PES: antithetic pairs)"));
+  count(app.add_option("--unroll", options.unroll, "inner steps per truncation"));
+  count(app.add_option("--horizon", options.horizon,
+                       "inner steps per task (a multiple of --unroll)"));
+  app.add_option("--meta-lr", options.meta_lr, "outer Adam learning rate at the start")
+      ->capture_default_str();
+  app.add_option("--meta-lr-end", options.meta_lr_end,
+                 "final fraction of --meta-lr after a half-cosine decay (1 = constant)")
+      ->capture_default_str();
+  app.add_option_function<std::vector<std::string>>(
+         "--families",
+         [&](const std::vector<std::string>& names) {
+           options.families.clear();
+           for (const auto& name : names)
+             options.families.push_back(fo::task_family_from_name(name));
+         },
+         "task families, comma-separated (default: all)")
+      ->delimiter(',')
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(library_name(fo::task_family_from_name));
+  app.add_option("--seed", options.seed, "seed of the tasks, the features and the initial weights")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
+  app.add_option("--checkpoint", options.checkpoint,
+                 "checkpoint file: written at every restart boundary, resumed from if present");
+  app.add_option("--csv", options.csv, "per-iteration log (appended on resume)");
+  app.add_flag_callback(
+      "--quiet", [&] { options.progress = false; }, "no progress bar");
+  count(app.add_option("--threads", threads, "intra-op threads"));
+  // The rule's shape (stored in the weights file); defaults as LearnedOptimizerModelOptions.
+  count(app.add_option("--hidden", model_options.hidden(), "hidden width of the head MLP"));
+  count(app.add_option("--features", model_options.features(), "FAVOR+ features of the memory"));
+  count(
+      app.add_option("--rpe-features", model_options.rpe_features(), "RPE features (FLT memory)"));
+  count(app.add_option("--key-dim", model_options.key_dim(), "query/key width of the memory"));
+  count(app.add_option("--value-dim", model_options.value_dim(), "value width of the memory"));
+  CLI11_PARSE(app, argc, argv);
+
+  flt::init();
   try {
     flt::set_threads(threads);
     torch::manual_seed(options.seed);

@@ -71,7 +71,7 @@ TEST_F(Mnemosyne, LogSignEncoding_ExactValues) {
 TEST_F(Mnemosyne, UntrainedModel_IsAdam) {
   // The zero-initialised head makes the rule exactly Adam(lr = step_scale, betas 0.9/0.999) up to
   // Adam's eps (1e-8 here vs 1e-15 inside the model's square root): a check of every moment formula.
-  for (auto memory : {fo::Memory::kFLT, fo::Memory::kPerformer, fo::Memory::kNone, fo::Memory::kLSTM}) {
+  for (auto memory : fo::all_memories()) {
     auto a = torch::randn({5, 3}).requires_grad_(true);
     auto b = a.detach().clone().requires_grad_(true);
     auto ours = make({a}, untrained(memory));
@@ -133,7 +133,7 @@ TEST_F(Mnemosyne, ChunkSize_DoesNotChangeResults) {
 }
 
 TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
-  for (auto memory : {fo::Memory::kFLT, fo::Memory::kPerformer, fo::Memory::kNone, fo::Memory::kLSTM}) {
+  for (auto memory : fo::all_memories()) {
     auto model = perturbed(memory, 12);
     ASSERT_TRUE(model->fused_supported());
     auto a = torch::randn({3000}).requires_grad_(true);
@@ -355,6 +355,25 @@ TEST_F(Mnemosyne, SaveLoad_ContinuesExactly) {
     quadratic_step(opt_second, resumed);
   }
   EXPECT_TRUE(torch::equal(straight, resumed));
+}
+
+TEST_F(Mnemosyne, LoadingAnotherOptimizersState_SaysWhatTheArchiveHolds) {
+  // LibTorch's loader met an Adam archive with "INTERNAL ASSERT FAILED ... report a bug to PyTorch".
+  auto x = torch::randn({5}).requires_grad_(true);
+  torch::optim::Adam adam({x});
+  x.mutable_grad() = torch::ones_like(x);
+  adam.step();
+  std::stringstream adam_state;
+  torch::save(adam, adam_state);
+  auto opt = make({x}, untrained());
+  expect_error([&] { torch::load(opt, adam_state); },
+               {"Mnemosyne::load: the archive is not a Mnemosyne optimizer state",
+                "{amsgrad, betas, eps, lr, weight_decay}", "torch::optim::Adam"});
+  // Not an optimizer at all: a module's weights.
+  std::stringstream module_weights;
+  torch::save(torch::nn::Linear(2, 3), module_weights);
+  expect_error([&] { torch::load(opt, module_weights); },
+               {"not an optimizer state", "{bias, weight}"});
 }
 
 TEST_F(Mnemosyne, DoubleAndFrozenParameters) {

@@ -8,13 +8,8 @@
 
 #include <algorithm>
 
+#include "flt/detail/cpu_clones.h"  // FLT_CLONES: one AVX2/FMA clone and the baseline
 #include "kernel_dispatch.h"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FLT_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define FLT_CLONES
-#endif
 
 namespace flt::kernels::detail {
 namespace {

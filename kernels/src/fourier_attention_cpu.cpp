@@ -20,15 +20,8 @@
 #include <cstring>
 #include <limits>
 
+#include "flt/detail/cpu_clones.h"  // FLT_CLONES: one AVX2/FMA clone and the baseline; FLT_INLINE
 #include "fourier_attention_cpu.h"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-// One AVX2/FMA clone and the baseline, chosen at load time by the CPU (no -march needed).
-#define FLT_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define FLT_CLONES
-#endif
-#define FLT_INLINE inline __attribute__((always_inline))
 
 namespace flt::kernels::cpu {
 namespace {

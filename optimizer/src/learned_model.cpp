@@ -5,17 +5,15 @@
 
 #include <cmath>
 
+#include "learned_rule.h"
+
 namespace flt::optim {
-namespace {
 
-constexpr double kBeta1 = 0.9, kBeta2 = 0.99, kBetaV = 0.999;
-// |g| is clipped here before squaring so that v stays finite in float32 (1e18^2 = 1e36 < 3.4e38);
-// the features only see ratios and logarithms, so larger gradients change nothing downstream.
-constexpr double kMaxGradient = 1e18;
-constexpr double kRatioClip = 10.0;
-constexpr double kMaxLogMagnitude = 6.0;
+using namespace detail;  // the rule's constants (learned_rule.h)
 
-}  // namespace
+std::vector<Memory> all_memories() {
+  return {Memory::kFLT, Memory::kPerformer, Memory::kNone, Memory::kLSTM};
+}
 
 std::string memory_name(Memory memory) {
   switch (memory) {
@@ -28,7 +26,7 @@ std::string memory_name(Memory memory) {
 }
 
 Memory memory_from_name(const std::string& name) {
-  for (Memory m : {Memory::kFLT, Memory::kPerformer, Memory::kNone, Memory::kLSTM}) {
+  for (Memory m : all_memories()) {
     if (memory_name(m) == name) return m;
   }
   TORCH_CHECK(false, "unknown memory kind \"", name, "\" (expected flt, performer, none or lstm)");
@@ -157,15 +155,19 @@ std::pair<torch::Tensor, torch::Tensor> LearnedOptimizerModelImpl::attend(const 
     phi_q = feature_map->query_features(q);
     phi_k = feature_map->unshifted_features(k);
   }
+  // The streaming state of causal linear attention, one per coordinate (B = N, H = 1, one token
+  // per step): decay by gamma, append this step's key and value, read with this step's query.
+  // A coordinate's memory is the state flattened: S (m, Dv) row-major, then z (m). At t = 1 it is
+  // initial_state's zeros, i.e. an empty state (nothing to decay).
   const int64_t m = options.features(), dv = options.value_dim();
-  const auto gamma = at::sigmoid(discount_logit);
-  const auto s = gamma * memory.narrow(1, 0, m * dv).view({n, m, dv}) +
-                 phi_k.unsqueeze(2) * v.unsqueeze(1);                    // (N, m, Dv)
-  const auto z = gamma * memory.narrow(1, m * dv, m) + phi_k;            // (N, m)
-  const auto numerator = at::bmm(phi_q.unsqueeze(1), s).squeeze(1);      // (N, Dv)
-  const auto denominator = (phi_q * z).sum(1, /*keepdim=*/true);         // (N, 1), > 0
-  const auto read = numerator / denominator.clamp_min(1e-20);
-  return {read, at::cat({s.reshape({n, m * dv}), z}, 1)};
+  attention::LinearAttentionState cell;
+  cell.numerator = memory.narrow(1, 0, m * dv).reshape({n, 1, m, dv});
+  cell.normaliser = memory.narrow(1, m * dv, m).reshape({n, 1, m, 1});
+  cell.steps = t - 1;
+  if (!cell.empty()) cell.decay(at::sigmoid(discount_logit));
+  cell.append(phi_k.reshape({n, 1, 1, m}), v.reshape({n, 1, 1, dv}));
+  const auto read = cell.read(phi_q.reshape({n, 1, 1, m}), kReadFloor).reshape({n, dv});
+  return {read, at::cat({cell.numerator.reshape({n, m * dv}), cell.normaliser.reshape({n, m})}, 1)};
 }
 
 LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const torch::Tensor& param,
@@ -184,12 +186,13 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
   const double td = static_cast<double>(t);
   const auto m1_hat = m1 / (1 - std::pow(kBeta1, td));
   const auto m2_hat = m2 / (1 - std::pow(kBeta2, td));
-  const auto rms = at::sqrt(v / (1 - std::pow(kBetaV, td)) + 1e-30);
+  const auto rms = at::sqrt(v / (1 - std::pow(kBetaV, td)) + kRmsEpsilon);
   const auto ratio = [&](const torch::Tensor& a) { return (a / rms).clamp(-kRatioClip, kRatioClip); };
   const auto adam_direction = ratio(m1_hat);
   const auto x = at::cat({at::stack({ratio(g), adam_direction, ratio(m2_hat)}, 1),
-                          log_sign_encoding(g), log_sign_encoding(m1_hat),
-                          log_sign_encoding(rms).narrow(1, 0, 1), log_sign_encoding(param.detach())},
+                          log_sign_encoding(g, kLogSignK), log_sign_encoding(m1_hat, kLogSignK),
+                          log_sign_encoding(rms, kLogSignK).narrow(1, 0, 1),
+                          log_sign_encoding(param.detach(), kLogSignK)},
                          1);  // (N, kFeatures)
   auto [read, memory] = attend(x, state.narrow(1, kMoments, memory_size()), t);
   const auto out = head_out(at::tanh(head_in(at::cat({x, read}, 1))));  // (N, 2)

@@ -19,27 +19,25 @@
 #include <cstring>
 #include <vector>
 
+#include "flt/detail/cpu_clones.h"  // FLT_CLONES_AVX512 (16 lanes = one AVX-512 register)
 #include "flt/optim/learned_model.h"
+#include "learned_rule.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FLT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FLT_CLONES
-#endif
-#define FLT_INLINE inline __attribute__((always_inline))
 // The loop over the coordinates of a block: vectorised as a loop (not unrolled and re-packed).
 #define FOR_LANES(l) _Pragma("omp simd") for (int64_t l = 0; l < kLanes; ++l)
 
 namespace flt::optim {
 namespace {
 
-// EMA decays, and their complements rounded from the exact values: 1 - 0.999f in float is
-// 0.00099998713, a 1.3e-5 relative bias on every v update (measured against the double reference).
-constexpr double kBeta1 = 0.9, kBeta2 = 0.99, kBetaV = 0.999;
+// The rule's constants (learned_rule.h) in float. The EMA complements are rounded from the exact
+// values: 1 - 0.999f in float is 0.00099998713, a 1.3e-5 relative bias on every v update (measured
+// against the double reference).
+using detail::kBeta1, detail::kBeta2, detail::kBetaV;
 constexpr float kDecay1 = kBeta1, kDecay2 = kBeta2, kDecayV = kBetaV;
 constexpr float kGain1 = 1.0 - kBeta1, kGain2 = 1.0 - kBeta2, kGainV = 1.0 - kBetaV;
-constexpr float kMaxGradient = 1e18f, kRatioClip = 10.0f, kMaxLogMagnitude = 6.0f;
-constexpr float kLogSignK = 5.0f;
+constexpr float kMaxGradient = detail::kMaxGradient, kRatioClip = detail::kRatioClip;
+constexpr float kMaxLogMagnitude = detail::kMaxLogMagnitude, kLogSignK = detail::kLogSignK;
+constexpr float kRmsEpsilon = detail::kRmsEpsilon, kReadFloor = detail::kReadFloor;
 constexpr int64_t kMaxWidth = 64;   // bound on hidden / key / value / feature widths
 constexpr int64_t kMaxState = 160;  // bound on floats of state per coordinate
 constexpr int64_t kLanes = 16;      // coordinates per block: one AVX-512 or two AVX2 registers
@@ -123,6 +121,7 @@ FLT_INLINE float sigmoid_approx(float x) { return 1.0f / (1.0f + exp_approx(-x))
 
 /// Andrychowicz et al.'s log-and-sign encoding (log_sign_encoding in learned_model.cpp).
 FLT_INLINE void log_sign(float x, float& log_part, float& sign_part) {
+  static_assert(detail::kLogSignK == 5.0, "the threshold e^-k and e^k below are for k = 5");
   const float threshold = 0.006737947f;  // e^-5
   const float a = std::abs(x);
   const bool large = a >= threshold;
@@ -184,7 +183,8 @@ FLT_INLINE void block_affine(const float* w, const float* b, const float (*x)[kL
 /// One full block of kLanes coordinates starting at grad/param/state (slot j of coordinate l at
 /// state[j * w.slot_stride + l]).
 /// Returns the number of coordinates skipped (non-finite gradient or step).
-FLT_CLONES int64_t step_block(const FusedPlan& w, const float* grad, float* param, float* state) {
+FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, float* param,
+                                     float* state) {
   constexpr int64_t L = kLanes;
   const int64_t F = LearnedOptimizerModelImpl::kFeatures;
   const int64_t M = LearnedOptimizerModelImpl::kMoments;
@@ -210,7 +210,7 @@ FLT_CLONES int64_t step_block(const FusedPlan& w, const float* grad, float* para
     const float vv = kDecayV * st[2][l] + kGainV * g[l] * g[l];
     st[0][l] = m1, st[1][l] = m2, st[2][l] = vv;
     const float m1h = m1 * w.c1, m2h = m2 * w.c2;
-    const float rms = std::sqrt(vv * w.cv + 1e-30f);
+    const float rms = std::sqrt(vv * w.cv + kRmsEpsilon);
     const float inv_rms = 1.0f / rms;
     adam_direction[l] = clip(m1h * inv_rms, kRatioClip);
     in[0][l] = clip(g[l] * inv_rms, kRatioClip);
@@ -257,7 +257,11 @@ FLT_CLONES int64_t step_block(const FusedPlan& w, const float* grad, float* para
     for (int64_t e = 0; e < w.dv; ++e) {
       FOR_LANES(l) read[e][l] = 0.0f;
     }
-    // Memory layout per coordinate: S (m x Dv) row-major, then z (m).
+    // The memory is attention::LinearAttentionState's decay / append / read, one state per lane,
+    // written out: a block's state lives in `st` as one vector per slot, and the fused path exists
+    // to avoid tensor operations per block (a LibTorch op costs about a microsecond to dispatch,
+    // the whole step of a block of 16 coordinates less). The composite `step` calls the state
+    // itself; the tests hold the two together. Layout per coordinate: S (m x Dv) row-major, z (m).
     for (int64_t f = 0; f < w.m; ++f) {
       float* z = mem[w.m * w.dv + f];
       FOR_LANES(l) {
@@ -273,7 +277,7 @@ FLT_CLONES int64_t step_block(const FusedPlan& w, const float* grad, float* para
         }
       }
     }
-    FOR_LANES(l) denominator[l] = 1.0f / std::max(denominator[l], 1e-20f);
+    FOR_LANES(l) denominator[l] = 1.0f / std::max(denominator[l], kReadFloor);
     for (int64_t e = 0; e < w.dv; ++e) {
       FOR_LANES(l) read[e][l] *= denominator[l];
     }

@@ -4,6 +4,7 @@
 #include <torch/optim/serialize.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -77,6 +78,41 @@ LearnedOptimizerModel model_from_archive(torch::serialize::InputArchive& archive
   return model;
 }
 
+// The archive's own keys, sorted, without the "training" flag every archive carries.
+std::string key_list(torch::serialize::InputArchive& archive) {
+  auto keys = archive.keys();
+  keys.erase(std::remove(keys.begin(), keys.end(), "training"), keys.end());
+  std::sort(keys.begin(), keys.end());
+  std::string list;
+  for (const auto& key : keys) list += (list.empty() ? "" : ", ") + key;
+  return "{" + list + "}";
+}
+
+// LibTorch's optimizer loader meets another optimizer's archive (say Adam's) with an INTERNAL
+// ASSERT that asks for a PyTorch bug report; recognise it first by the parameter-group options
+// (those MnemosyneOptions::serialize writes) and name what the archive holds instead.
+void check_is_mnemosyne_state(torch::serialize::InputArchive& archive) {
+  torch::IValue version;
+  torch::serialize::InputArchive groups, group, options;
+  TORCH_CHECK(archive.try_read("pytorch_version", version) &&
+                  archive.try_read("param_groups", groups),
+              "Mnemosyne::load: the archive is not an optimizer state (it holds ", key_list(archive),
+              ")");
+  // No parameter group to look at: LibTorch's loader reports the group count itself.
+  if (!groups.try_read("param_groups/0", group) || !group.try_read("options", options)) return;
+  torch::IValue value;
+  if (options.try_read("memory", value) && options.try_read("chunk_size", value)) return;
+  const std::string found = key_list(options);
+  const std::string origin = found == "{amsgrad, betas, eps, lr, weight_decay}"
+                                 ? " (torch::optim::Adam or AdamW)"
+                             : found == "{dampening, lr, momentum, nesterov, weight_decay}"
+                                 ? " (torch::optim::SGD)"
+                                 : "";
+  TORCH_CHECK(false, "Mnemosyne::load: the archive is not a Mnemosyne optimizer state: its parameter "
+              "groups have the options ", found, origin, ", a Mnemosyne state has {chunk_size, fused, "
+              "lr, memory, weights}");
+}
+
 LearnedOptimizerModel default_model(const MnemosyneOptions& options) {
   return options.weights().empty() ? load_pretrained_model(options.memory())
                                    : load_model(options.weights());
@@ -120,7 +156,7 @@ LearnedOptimizerModel load_pretrained_model(Memory memory) {
 
 std::vector<Memory> pretrained_memories() {
   std::vector<Memory> found;
-  for (Memory m : {Memory::kFLT, Memory::kPerformer, Memory::kNone, Memory::kLSTM}) {
+  for (Memory m : all_memories()) {
     if (detail::pretrained_blob(memory_name(m)).data != nullptr) found.push_back(m);
   }
   return found;
@@ -290,6 +326,7 @@ void Mnemosyne::save(torch::serialize::OutputArchive& archive) const {
 }
 
 void Mnemosyne::load(torch::serialize::InputArchive& archive) {
+  check_is_mnemosyne_state(archive);
   torch::optim::serialize<MnemosyneParamState, MnemosyneOptions>(archive, *this);
   torch::serialize::InputArchive model_archive;
   if (archive.try_read("learned_model", model_archive)) {

@@ -27,6 +27,7 @@
 #include <torch/types.h>
 
 #include <string>
+#include <vector>
 
 #include "flt/attention/feature_map.h"
 #include "flt/attention/flt.h"
@@ -40,6 +41,8 @@ enum class Memory {
   kNone,       ///< no memory: an MLP on the features
   kLSTM,       ///< an LSTM cell (classic learning-to-learn baseline)
 };
+/// Every memory kind, in the order above.
+std::vector<Memory> all_memories();
 /// "flt", "performer", "none", "lstm".
 std::string memory_name(Memory memory);
 /// Inverse of `memory_name`; throws naming the unknown name.

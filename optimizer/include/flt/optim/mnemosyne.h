@@ -80,7 +80,10 @@ class Mnemosyne : public torch::optim::Optimizer {
   Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults, LearnedOptimizerModel model);
 
   torch::Tensor step(LossClosure closure = nullptr) override;
+  /// State, options and the model (weights and shape), so `load` continues exactly.
   void save(torch::serialize::OutputArchive& archive) const override;
+  /// Throws naming what the archive holds when `save` of a Mnemosyne did not write it (e.g. an
+  /// Adam state: "... the options {amsgrad, betas, eps, lr, weight_decay} (torch::optim::Adam ...").
   void load(torch::serialize::InputArchive& archive) override;
 
   /// The update rule in use (shared by every parameter).

@@ -1,0 +1,23 @@
+# Run by ctest as `cmake -DEXIT=0|nonzero -DMATCH=REGEX -P expect.cmake -- PROGRAM ARGS...`: runs
+# the program, expects it to succeed (EXIT=0) or fail (EXIT=nonzero) with output (stdout and
+# stderr) that matches REGEX.
+set(command "")
+set(after_dashes OFF)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE ${last})
+  if(after_dashes)
+    list(APPEND command "${CMAKE_ARGV${i}}")
+  elseif(CMAKE_ARGV${i} STREQUAL "--")
+    set(after_dashes ON)
+  endif()
+endforeach()
+execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(EXIT STREQUAL "0" AND NOT rc EQUAL 0)
+  message(FATAL_ERROR "expected success, got exit code ${rc}: ${command}\n${out}")
+elseif(EXIT STREQUAL "nonzero" AND rc EQUAL 0)
+  message(FATAL_ERROR "expected failure, got exit code 0: ${command}\n${out}")
+endif()
+if(NOT out MATCHES "${MATCH}")
+  message(FATAL_ERROR "output does not match \"${MATCH}\": ${command}\n${out}")
+endif()
+message(STATUS "${out}")
