@@ -9,7 +9,7 @@ FLT_BUILD_DIR="${FLT_BUILD_DIR:-$FLT_ROOT/build}"
 FLT_PACKAGES=(
   g++ cmake ninja-build ccache pkg-config git
   libtorch-dev libopenblas0-pthread          # LibTorch 1.13; OpenBLAS instead of the 40x slower reference BLAS
-  libgtest-dev libbenchmark-dev              # tests, benchmarks
+  libgtest-dev libbenchmark-dev clang-format # tests, benchmarks, the format check
   libcli11-dev                               # command-line parsing (header-only)
   libimgui-dev libglfw3-dev libstb-dev       # flt-lab (ImGui ships the GLFW + OpenGL3 backends)
   xvfb xauth libgl1-mesa-dri                 # windows and screenshots without a display
