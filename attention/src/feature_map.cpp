@@ -62,7 +62,9 @@ torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bo
   return at::cat(blocks, 0) * norms;
 }
 
-FeatureMapImpl::FeatureMapImpl(FeatureMapOptions options_) : options(std::move(options_)) { reset(); }
+FeatureMapImpl::FeatureMapImpl(FeatureMapOptions options_) : options(std::move(options_)) {
+  reset();
+}
 
 void FeatureMapImpl::reset() {
   TORCH_CHECK(options.input_dim() > 0, "FeatureMap: input_dim must be positive, got ",
@@ -88,9 +90,9 @@ void FeatureMapImpl::redraw(uint64_t seed) {
   if (!projection.defined()) return;
   torch::NoGradGuard no_grad;
   // Rounded to float as in reset(), so redraw(s) reproduces a module constructed with seed s.
-  projection.copy_(orthogonal_gaussian_rows(options.features(), options.input_dim(), seed,
-                                            options.orthogonal())
-                       .to(torch::kFloat));
+  projection.copy_(
+      orthogonal_gaussian_rows(options.features(), options.input_dim(), seed, options.orthogonal())
+          .to(torch::kFloat));
 }
 
 void FeatureMapImpl::pretty_print(std::ostream& stream) const {
@@ -108,7 +110,9 @@ int64_t FeatureMapImpl::output_dim() const {
   }
 }
 
-bool FeatureMapImpl::positive() const { return options.kind() != FeatureKind::kTrigonometric; }
+bool FeatureMapImpl::positive() const {
+  return options.kind() != FeatureKind::kTrigonometric;
+}
 
 FeatureInput FeatureInput::first_token() const {
   FeatureInput first(blocks.front().narrow(-2, 0, 1));
@@ -150,7 +154,9 @@ FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x) const 
   }
   switch (options.kind()) {
     case FeatureKind::kPositive: t.logs = t.wx - t.half_norm; break;
-    case FeatureKind::kHyperbolic: t.logs = at::cat({t.wx - t.half_norm, -t.wx - t.half_norm}, -1); break;
+    case FeatureKind::kHyperbolic:
+      t.logs = at::cat({t.wx - t.half_norm, -t.wx - t.half_norm}, -1);
+      break;
     case FeatureKind::kTrigonometric: t.logs = t.half_norm; break;
     default: TORCH_INTERNAL_ASSERT(false, "log_terms for a map without shifts");
   }
@@ -159,11 +165,12 @@ FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x) const 
 
 constexpr double kMaxKeyExponent = 70.0;
 
-torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const torch::Tensor& given) const {
+torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule,
+                                      const torch::Tensor& given) const {
   int64_t width = 0;
   for (const auto& block : x.blocks) width += block.size(-1);
-  TORCH_CHECK(width == options.input_dim(), "FeatureMap: input has dimension ", width, " but input_dim is ",
-              options.input_dim(), " (input ", x.blocks.front().sizes(), ")");
+  TORCH_CHECK(width == options.input_dim(), "FeatureMap: input has dimension ", width,
+              " but input_dim is ", options.input_dim(), " (input ", x.blocks.front().sizes(), ")");
   const double m = static_cast<double>(options.features());
   switch (options.kind()) {
     case FeatureKind::kElu: return elu_feature_map(x.concatenated());
@@ -181,26 +188,30 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
       case Shift::kNone: shift = at::zeros({1}, t.wx.options()); break;
       case Shift::kPerToken: shift = std::get<0>(t.logs.max(-1, /*keepdim=*/true)); break;
       case Shift::kPerSequence:
-        shift = std::get<0>(std::get<0>(t.logs.max(-1, /*keepdim=*/true)).max(-2, /*keepdim=*/true));
+        shift =
+            std::get<0>(std::get<0>(t.logs.max(-1, /*keepdim=*/true)).max(-2, /*keepdim=*/true));
         break;
       case Shift::kGiven: shift = given.to(t.wx.scalar_type()); break;
     }
   }
   shift = shift.detach();
-  // A given shift (causal and streaming keys) comes from the first key alone, so a later key can sit
-  // far above it. Exponents are saturated at kMaxKeyExponent: exact whenever the result fits, and
-  // e^70 times a sequence of up to e^18 keys still fits float32 (e^88), so no inf/inf = NaN.
+  // A given shift (causal and streaming keys) comes from the first key alone, so a later key can
+  // sit far above it. Exponents are saturated at kMaxKeyExponent: exact whenever the result fits,
+  // and e^70 times a sequence of up to e^18 keys still fits float32 (e^88), so no inf/inf = NaN.
   const auto saturate = [rule](const torch::Tensor& e) {
     return rule == Shift::kGiven ? e.clamp_max(kMaxKeyExponent) : e;
   };
   if (options.kind() == FeatureKind::kTrigonometric) {
-    return at::cat({at::cos(t.wx), at::sin(t.wx)}, -1) * (at::exp(saturate(t.half_norm - shift)) / std::sqrt(m));
+    return at::cat({at::cos(t.wx), at::sin(t.wx)}, -1) *
+           (at::exp(saturate(t.half_norm - shift)) / std::sqrt(m));
   }
   const double count = options.kind() == FeatureKind::kHyperbolic ? 2.0 * m : m;
   return at::exp(saturate(t.logs - shift)) / std::sqrt(count);
 }
 
-torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const { return compute(x, Shift::kNone); }
+torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const {
+  return compute(x, Shift::kNone);
+}
 
 torch::Tensor FeatureMapImpl::query_features(const FeatureInput& x) const {
   return compute(x, exp_kind(options.kind()) ? Shift::kPerToken : Shift::kNone);
@@ -213,8 +224,8 @@ torch::Tensor FeatureMapImpl::causal_key_shift(const FeatureInput& first_key) co
     return at::zeros(shape, first_key.blocks.front().options());
   }
   // The first key is in every query's past. (A floor from the universal bound
-  // w.k - |k|^2/2 <= |w|^2/2 was tried and dropped: with FLT's 2r + D input dims that bound is ~10^3
-  // above typical values and underflowed every feature.)
+  // w.k - |k|^2/2 <= |w|^2/2 was tried and dropped: with FLT's 2r + D input dims that bound is
+  // ~10^3 above typical values and underflowed every feature.)
   torch::NoGradGuard no_grad;
   return std::get<0>(log_terms(first_key).logs.max(-1, /*keepdim=*/true));
 }
@@ -225,7 +236,8 @@ torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, bool causal) c
   return compute(x, Shift::kPerSequence);  // one shift for all keys of the sequence
 }
 
-torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, const torch::Tensor& shift) const {
+torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x,
+                                           const torch::Tensor& shift) const {
   return compute(x, Shift::kGiven, shift);
 }
 
@@ -242,8 +254,8 @@ void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tenso
   TORCH_CHECK(phi_k.dim() == 4 && v.dim() == 4 && phi_k.size(2) == v.size(2),
               "LinearAttentionState::append: expected phi_k (B, H, T, M) and v (B, H, T, Dv), got ",
               phi_k.sizes(), " and ", v.sizes());
-  const auto kv = at::matmul(phi_k.transpose(-2, -1), v);                // (B, H, M, Dv)
-  const auto k_sum = phi_k.sum(-2).unsqueeze(-1);                        // (B, H, M, 1)
+  const auto kv = at::matmul(phi_k.transpose(-2, -1), v);  // (B, H, M, Dv)
+  const auto k_sum = phi_k.sum(-2).unsqueeze(-1);          // (B, H, M, 1)
   if (empty()) {
     numerator = kv;
     normaliser = k_sum;
@@ -259,8 +271,8 @@ void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tenso
 torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q, double eps) const {
   TORCH_CHECK(!empty(), "LinearAttentionState::read: append at least one key first");
   TORCH_CHECK(phi_q.dim() == 4 && phi_q.size(-1) == numerator.size(-2),
-              "LinearAttentionState::read: expected phi_q (B, H, T, ", numerator.size(-2), "), got ",
-              phi_q.sizes());
+              "LinearAttentionState::read: expected phi_q (B, H, T, ", numerator.size(-2),
+              "), got ", phi_q.sizes());
   return at::matmul(phi_q, numerator) / at::matmul(phi_q, normaliser).clamp_min(eps);
 }
 

@@ -29,11 +29,13 @@ torch::Tensor attend(const torch::Tensor& phi_q, const torch::Tensor& phi_k, con
 
 }  // namespace
 
-torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  const FeatureMapImpl& feature_map, bool causal, double eps) {
+torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, const FeatureMapImpl& feature_map,
+                                  bool causal, double eps) {
   check_qkv("performer_attention", q, k, v, causal);
   check_map("performer_attention", feature_map, q);
-  TORCH_CHECK(eps > 0.0 && std::isfinite(eps), "performer_attention: eps must be positive, got ", eps);
+  TORCH_CHECK(eps > 0.0 && std::isfinite(eps), "performer_attention: eps must be positive, got ",
+              eps);
   const auto phi_q = feature_map.query_features(quarter_scaled(q));
   const auto phi_k = feature_map.key_features(quarter_scaled(k), causal);
   return attend(phi_q, phi_k, v, feature_map, causal, eps);
@@ -48,19 +50,21 @@ void PerformerAttentionImpl::reset() {
   TORCH_CHECK(options.features() > 0, "PerformerAttention: features (m) must be positive, got ",
               options.features());
   TORCH_CHECK(options.head_dim() > 0, "PerformerAttention: head_dim must be positive, got ",
-              options.head_dim(), " (MultiheadAttention sets it; set it when using the module alone)");
+              options.head_dim(),
+              " (MultiheadAttention sets it; set it when using the module alone)");
   TORCH_CHECK(options.eps() > 0.0 && std::isfinite(options.eps()),
               "PerformerAttention: eps must be positive, got ", options.eps());
-  feature_map = register_module(
-      "feature_map", FeatureMap(FeatureMapOptions(options.head_dim(), options.features())
-                                    .kind(options.kind())
-                                    .orthogonal(options.orthogonal())
-                                    .seed(options.seed())));
+  feature_map = register_module("feature_map",
+                                FeatureMap(FeatureMapOptions(options.head_dim(), options.features())
+                                               .kind(options.kind())
+                                               .orthogonal(options.orthogonal())
+                                               .seed(options.seed())));
 }
 
 void PerformerAttentionImpl::pretty_print(std::ostream& stream) const {
   stream << "flt::attention::PerformerAttention(features=" << options.features()
-         << ", kind=" << feature_kind_name(options.kind()) << ", head_dim=" << options.head_dim() << ")";
+         << ", kind=" << feature_kind_name(options.kind()) << ", head_dim=" << options.head_dim()
+         << ")";
 }
 
 torch::Tensor PerformerAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,

@@ -59,11 +59,12 @@ class AttentionModule : public torch::nn::Cloneable<Derived>, public Attention {
 /// Checks q, k, v for `fn` and throws a message naming the bad argument and its shape: ranks 4,
 /// matching B and H, matching D of q and k, matching L of k and v, floating dtypes that agree, one
 /// device, non-empty lengths, and Lq == Lk when causal. `v` may be undefined (for `materialize`).
-void check_qkv(const char* fn, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-               bool causal);
+void check_qkv(const char* fn, const torch::Tensor& q, const torch::Tensor& k,
+               const torch::Tensor& v, bool causal);
 
 /// Checks the positions of a call against q's batch and length; returns them as (B or 1, L, l)
 /// in q's dtype, or token indices 0..L-1 as (1, L, 1) when undefined.
-torch::Tensor resolve_positions(const char* fn, const torch::Tensor& positions, const torch::Tensor& q);
+torch::Tensor resolve_positions(const char* fn, const torch::Tensor& positions,
+                                const torch::Tensor& q);
 
 }  // namespace flt::attention

@@ -13,8 +13,8 @@ torch::Tensor elu_feature_map(const torch::Tensor& x);
 /// out_i = phi(q_i)^T S / phi(q_i)^T z with S = sum_j phi(k_j) v_j^T, z = sum_j phi(k_j)
 /// (prefix sums over j <= i when causal), phi = elu + 1.
 /// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
-torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               bool causal = false, double eps = 1e-6);
+torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, bool causal = false, double eps = 1e-6);
 
 struct LinearAttentionOptions {
   static constexpr const char* kName = "linear";
@@ -38,9 +38,9 @@ class LinearAttentionImpl : public AttentionModule<LinearAttentionImpl> {
 };
 TORCH_MODULE(LinearAttention);
 
-/// The attention matrix implied by feature maps: A_ij = phi_q_i . phi_k_j / sum_j' phi_q_i . phi_k_j'
-/// (j, j' <= i when causal). Shared by every feature-map variant's `materialize`.
-/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M) -> (B, H, Lq, Lk)
+/// The attention matrix implied by feature maps: A_ij = phi_q_i . phi_k_j / sum_j' phi_q_i .
+/// phi_k_j' (j, j' <= i when causal). Shared by every feature-map variant's `materialize`. phi_q:
+/// (B, H, Lq, M)  phi_k: (B, H, Lk, M) -> (B, H, Lq, Lk)
 torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
                                        bool causal, double eps = 1e-6);
 

@@ -28,9 +28,9 @@ struct PerformerAttentionOptions {
 /// Performer attention with the given feature map (whose input_dim is D); q and k are scaled by
 /// D^{-1/4} so that phi(q).phi(k) estimates exp(q.k / sqrt(D)).
 /// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
-torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  const FeatureMapImpl& feature_map, bool causal = false,
-                                  double eps = 1e-30);
+torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, const FeatureMapImpl& feature_map,
+                                  bool causal = false, double eps = 1e-30);
 
 class PerformerAttentionImpl : public AttentionModule<PerformerAttentionImpl> {
  public:

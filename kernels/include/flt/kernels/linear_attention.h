@@ -29,7 +29,8 @@ torch::Tensor linear_attention_numerator_composite(const torch::Tensor& phi_q,
 torch::Tensor normalized_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
                                           const torch::Tensor& v, bool causal, double eps = 1e-6);
 
-/// Keys per block in the causal path: within a block the masked (C, C) scores, across blocks the state.
+/// Keys per block in the causal path: within a block the masked (C, C) scores, across blocks the
+/// state.
 constexpr int64_t kCausalChunk = 64;
 
 }  // namespace flt::kernels
