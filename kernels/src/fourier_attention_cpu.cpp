@@ -68,7 +68,10 @@ FLT_INLINE To bit_cast(From x) {
 }
 
 // v >= 0 becomes its mantissa in [1, 2) and its exponent moves into e; zero (and, never reached in
-// practice, subnormals) becomes exactly 0, so a vanished factor keeps the weight at 0.
+// practice, subnormals) becomes exactly 0, so a vanished factor keeps the weight at 0. NaN and inf
+// stay as they are (reading their exponent field as a number gave finite mantissas): a NaN from a
+// NaN or infinite q or k makes the weight, and every row it enters, NaN; an infinite |x| (q - k
+// overflowing) makes the weight 0, the limit of s.
 template <typename T>
 FLT_INLINE void move_exponent(T& v, IntOf<T>& e) {
   using F = Float<T>;
@@ -76,8 +79,9 @@ FLT_INLINE void move_exponent(T& v, IntOf<T>& e) {
   const Int bits = bit_cast<Int>(v);
   const Int biased = (bits >> F::kMantissa) & F::kExpMask;
   const Int mantissa = (bits & ((Int(1) << F::kMantissa) - 1)) | (F::kBias << F::kMantissa);
-  v = biased == 0 ? T(0) : bit_cast<T>(mantissa);
-  e += biased == 0 ? Int(0) : biased - F::kBias;
+  const bool special = biased == F::kExpMask;
+  v = biased == 0 ? T(0) : (special ? v : bit_cast<T>(mantissa));
+  e += biased == 0 || special ? Int(0) : biased - F::kBias;
 }
 
 // 2^n for n <= 0, 0 below the normal range.
@@ -193,7 +197,8 @@ FLT_INLINE void pair_weights(const Head<T>& hd, int64_t i, int64_t j0, int64_t n
     bool zero = num[j] == T(0);
     T m = mant[j];
     if constexpr (kMode == FactorMode::kPowerOdd) m = sign[j] < 0 ? -m : m;
-    if constexpr (kMode == FactorMode::kRelu) zero = zero || sign[j] < 0;
+    // A negative factor zeroes a ReLU weight, but not a NaN one (0 * NaN is NaN).
+    if constexpr (kMode == FactorMode::kRelu) zero = zero || (sign[j] < 0 && num[j] == num[j]);
     mant[j] = zero ? T(0) : m;
     expo[j] = zero ? kZeroExponent<T> : power * (num_exp[j] - den_exp[j]);
   }
