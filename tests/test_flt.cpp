@@ -382,6 +382,14 @@ TEST_F(FLT, Validation_NamesTheBadValue) {
   expect_error([] { fa::FLTAttention(base_options().components(0)); }, {"components (T) must be positive", "0"});
   expect_error([] { fa::FLTAttention(base_options().proposal_sigma(-0.5)); }, {"proposal_sigma must be positive", "-0.5"});
   expect_error([] { fa::FLTAttention(base_options().rpe_scale(-1.5)); }, {"rpe_scale", "-1.5"});
+  expect_error([] { fa::FLTAttention(base_options().eps(NAN)); },
+               {"FLTAttention: eps must be positive and finite", "got nan"});
+  expect_error([] { fa::FLTAttention(base_options().eps(INFINITY)); },
+               {"FLTAttention: eps must be positive and finite", "got inf"});
+  expect_error([] { fa::FLTAttention(base_options().rpe_weight(NAN)); },
+               {"FLTAttention: rpe_weight must be finite", "got nan"});
+  expect_error([] { fa::FLTAttention(base_options().heads(0)); },
+               {"FLTAttention: heads must be positive", "got 0"});
   expect_error([] { fa::spectrum_family_from_name("sinc"); }, {"unknown family", "sinc"});
   auto flt = make_flt(base_options().position_dim(2));
   const auto q = torch::randn({1, 2, 5, 4}, torch::kDouble);

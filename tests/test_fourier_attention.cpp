@@ -419,6 +419,27 @@ TEST_F(FourierAttention, Validation_NamesTheBadArgument) {
   expect_error([&] { fa::fourier_attention(q, q, v, R.to(torch::kDouble)); },
                {"R has dtype Double", "q has Float"});
   expect_error([&] { fa::fourier_attention(q, q, v, torch::full({1}, NAN)); }, {"R must be finite"});
+  // R = 0 makes every weight 1 whatever q and k: rejected, as every other bad option, naming it.
+  expect_error([&] { fa::fourier_attention(q, q, v, torch::zeros({1})); },
+               {"R must be finite and nonzero", "got 0"});
+  expect_error(
+      [&] {
+        fa::fourier_attention(q, q, v, torch::tensor({1.f, 0.f, 2.f, 3.f}));
+      },
+      {"R must be finite and nonzero", "got 0"});
+  expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_init(0.0)); },
+               {"FourierAttention: r_init must be positive and finite", "got 0"});
+  expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_init(INFINITY)); },
+               {"FourierAttention: r_init must be positive and finite", "got inf"});
+  expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_init(NAN)); },
+               {"FourierAttention: r_init must be positive and finite", "got nan"});
+  expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().heads(-1)); },
+               {"FourierAttention: heads must be >= 0", "got -1"});
+  expect_error(
+      [&] {
+        fa::FourierAttention(fa::FourierAttentionOptions().r_shape(fa::FourierRShape::kPerHead));
+      },
+      {"FourierAttention", "per-head R needs heads > 0", "got 0"});
   expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_shape(fa::FourierRShape::kPerDimension)); },
                {"head_dim > 0"});
   expect_error([&] { fk::fourier_attention_op(q, q, v, torch::ones({2, 3}), 4, fk::FourierPhi::kPower, false); },

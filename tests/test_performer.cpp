@@ -242,9 +242,23 @@ TEST_F(Performer, Validation_NamesTheBadValue) {
                {"features (m) must be positive", "-3"});
   expect_error([] { fa::PerformerAttention(fa::PerformerAttentionOptions()); }, {"head_dim must be positive", "0"});
   expect_error([] { fa::FeatureMap(fa::FeatureMapOptions(4, 0)); }, {"features (m) must be positive", "0"});
+  expect_error([] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).eps(0.0)); },
+               {"PerformerAttention: eps must be positive and finite", "got 0"});
+  expect_error([] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).eps(NAN)); },
+               {"PerformerAttention: eps must be positive and finite", "got nan"});
+  expect_error(
+      [] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).heads(-1)); },
+      {"PerformerAttention: heads must be >= 0", "got -1"});
+  expect_error([] { fa::FeatureMap(fa::FeatureMapOptions(0, 4)); },
+               {"input_dim must be positive", "got 0"});
   auto performer = make_performer(4, 8);
   const auto q = torch::randn({1, 1, 5, 6}, torch::kDouble);
-  expect_error([&] { performer(q, q, q); }, {"feature map expects head dim 4", "[1, 1, 5, 6]"});
+  expect_error([&] { performer(q, q, q); }, {"q has head dim 6 but head_dim is 4", "[1, 1, 5, 6]"});
+  expect_error([&] { fa::performer_attention(q, q, q, *performer->feature_map); },
+               {"feature map expects head dim 4", "[1, 1, 5, 6]"});
+  const auto q4 = torch::randn({1, 1, 5, 4}, torch::kDouble);
+  expect_error([&] { fa::performer_attention(q4, q4, q4, *performer->feature_map, false, -1.0); },
+               {"performer_attention: eps must be positive and finite", "got -1"});
 }
 
 // Trigonometric features are signed: the estimated normaliser may be <= 0; the output stays finite.

@@ -262,6 +262,14 @@ TEST_F(SchoenbAt, Validation_NamesTheBadValue) {
                {"max_degree", "0"});
   expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).normaliser_floor(-0.5)); },
                {"normaliser_floor", "-0.5"});
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).sbn_eps(INFINITY)); },
+               {"SchoenbAttention: sbn_eps must be positive and finite", "got inf"});
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).gamma(NAN)); },
+               {"SchoenbAttention: gamma must be finite", "got nan"});
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).beta(INFINITY)); },
+               {"SchoenbAttention: beta must be finite", "got inf"});
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions().head_dim(4)); },
+               {"SchoenbAttention: heads must be positive", "got 0"});
   auto s = make_schoenbat("exp", 4, 8);
   expect_error([&] { s(torch::randn({1, 2, 5, 6}), torch::randn({1, 2, 5, 6}), torch::randn({1, 2, 5, 6})); },
                {"head_dim is 4", "[1, 2, 5, 6]"});

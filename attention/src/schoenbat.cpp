@@ -107,18 +107,16 @@ SchoenbAttentionImpl::SchoenbAttentionImpl(SchoenbAttentionOptions options_) : o
 }
 
 void SchoenbAttentionImpl::reset() {
+  constexpr const char* kFn = "SchoenbAttention";
   check_kernel(options.kernel());
-  TORCH_CHECK(options.features() > 0, "SchoenbAttention: features must be positive, got ",
-              options.features());
-  TORCH_CHECK(options.max_degree() >= 1, "SchoenbAttention: max_degree must be >= 1, got ",
-              options.max_degree());
-  TORCH_CHECK(options.sbn_eps() > 0.0, "SchoenbAttention: sbn_eps must be positive, got ", options.sbn_eps());
+  check_positive(kFn, "features", options.features());
+  check_positive(kFn, "max_degree", options.max_degree());
+  check_positive_finite(kFn, "sbn_eps", options.sbn_eps());
   TORCH_CHECK(options.normaliser_floor() > 0.0 && options.normaliser_floor() <= 1.0,
               "SchoenbAttention: normaliser_floor must be in (0, 1], got ", options.normaliser_floor());
-  TORCH_CHECK(options.heads() > 0, "SchoenbAttention: heads must be positive, got ", options.heads(),
-              " (MultiheadAttention sets it; set it when using the module alone)");
-  TORCH_CHECK(options.head_dim() > 0, "SchoenbAttention: head_dim must be positive, got ",
-              options.head_dim(), " (MultiheadAttention sets it; set it when using the module alone)");
+  check_finite(kFn, "gamma", options.gamma());
+  check_finite(kFn, "beta", options.beta());
+  check_dims_options(kFn, options.heads(), options.head_dim(), true, true);
   const int64_t f = options.features(), p = options.max_degree();
   rademacher = register_buffer("rademacher", torch::zeros({f, p, options.head_dim()}));
   degree_mask = register_buffer("degree_mask", torch::zeros({f, p}));
@@ -186,9 +184,7 @@ torch::Tensor SchoenbAttentionImpl::post(const torch::Tensor& x) const {
 
 torch::Tensor SchoenbAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v, const AttentionCall& call) {
-  check_qkv("SchoenbAttention", q, k, v, call.causal);
-  TORCH_CHECK(q.size(1) == options.heads(), "SchoenbAttention: q has ", q.size(1), " heads but heads is ",
-              options.heads());
+  check_call("SchoenbAttention", q, k, v, call.causal);
   if (!options.ppsbn()) return rmfa(q, k, v, call.causal);
   const auto out = rmfa(ppsbn_pre(q, call.causal, options.sbn_eps()),
                         ppsbn_pre(k, call.causal, options.sbn_eps()), v, call.causal);
@@ -197,7 +193,7 @@ torch::Tensor SchoenbAttentionImpl::forward(const torch::Tensor& q, const torch:
 
 torch::Tensor SchoenbAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
                                                 const AttentionCall& call) {
-  check_qkv("SchoenbAttention::materialize", q, k, {}, call.causal);
+  check_call("SchoenbAttention::materialize", q, k, {}, call.causal);
   const auto qn = options.ppsbn() ? ppsbn_pre(q, call.causal, options.sbn_eps()) : q;
   const auto kn = options.ppsbn() ? ppsbn_pre(k, call.causal, options.sbn_eps()) : k;
   auto scores = at::matmul(features(qn), features(kn).transpose(-2, -1));

@@ -29,6 +29,10 @@
 
 namespace flt::attention {
 
+/// Default floor of the normaliser of the FAVOR+ variants (Performer, FLT; options and functional
+/// forms): the shifted features keep the normaliser far above it unless it underflows.
+constexpr double kFavorEps = 1e-30;
+
 enum class FeatureKind {
   kPositive,       ///< FAVOR+ exp(Wx - |x|^2/2) (default)
   kHyperbolic,     ///< FAVOR+ with [exp(Wx), exp(-Wx)]: lower variance, 2m features

@@ -21,6 +21,9 @@ struct SoftmaxAttentionOptions {
   static constexpr const char* kName = "softmax";
   /// Logit scale; 0 (default) means 1 / sqrt(D).
   TORCH_ARG(double, scale) = 0.0;
+  /// Heads H and head dim D; 0 means "set by the container" (attention.h; unused by the math).
+  TORCH_ARG(int64_t, heads) = 0;
+  TORCH_ARG(int64_t, head_dim) = 0;
 };
 
 class SoftmaxAttentionImpl : public AttentionModule<SoftmaxAttentionImpl> {
