@@ -185,6 +185,67 @@ TEST_F(Performer, StreamingEqualsBatchCausal) {
   }
 }
 
+// Tokens and queries that do not fit the streaming state are rejected with a message naming both
+// shapes (batch 3 after batch 2 failed inside a broadcast with LibTorch's raw message).
+TEST_F(Performer, Streaming_MismatchNamesTheShapes) {
+  auto performer = make_performer(4, 8);
+  fa::LinearAttentionState state;
+  const auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  expect_error(
+      [&] {
+        performer->read(state, torch::randn({2, 1, 1, 4}, opts));
+      },
+      {"PerformerAttention::read", "append"});
+  performer->append(state, torch::randn({2, 1, 3, 4}, opts), torch::randn({2, 1, 3, 5}, opts));
+  expect_error(
+      [&] {
+        performer->append(state, torch::randn({3, 1, 1, 4}, opts),
+                          torch::randn({3, 1, 1, 5}, opts));
+      },
+      {"PerformerAttention::append", "[3, 1, 1, 4]", "[2, 1, 8, 5]"});
+  expect_error(
+      [&] {
+        performer->append(state, torch::randn({2, 2, 1, 4}, opts),
+                          torch::randn({2, 2, 1, 5}, opts));
+      },
+      {"PerformerAttention::append", "[2, 2, 1, 4]", "[2, 1, 8, 5]"});
+  expect_error(
+      [&] {
+        performer->append(state, torch::randn({2, 1, 1, 4}, opts),
+                          torch::randn({2, 1, 1, 6}, opts));
+      },
+      {"PerformerAttention::append", "[2, 1, 1, 6]", "[2, 1, 8, 5]"});
+  expect_error(
+      [&] {
+        performer->append(state, torch::randn({2, 1, 1, 4}), torch::randn({2, 1, 1, 5}));
+      },
+      {"PerformerAttention::append", "Float", "Double"});
+  expect_error(
+      [&] {
+        performer->read(state, torch::randn({3, 1, 1, 4}, opts));
+      },
+      {"PerformerAttention::read", "[3, 1, 1, 4]", "[2, 1, 8, 5]"});
+  expect_error(
+      [&] {
+        performer->read(state, torch::randn({2, 1, 4}, opts));
+      },
+      {"PerformerAttention::read", "[2, 1, 4]"});
+  expect_error(
+      [&] {
+        state.decay(torch::ones({3, 1, 1, 1}, opts));
+      },
+      {"LinearAttentionState::decay", "[3, 1, 1, 1]", "[2, 1, 8, 5]"});
+  expect_error(
+      [&] {
+        state.append(torch::randn({2, 1, 1, 7}, opts), torch::randn({2, 1, 1, 5}, opts));
+      },
+      {"LinearAttentionState::append", "[2, 1, 1, 7]", "[2, 1, 8, 5]"});
+  // The state is unchanged by the rejected calls and still reads.
+  EXPECT_EQ(state.steps, 3);
+  EXPECT_EQ(performer->read(state, torch::randn({2, 1, 1, 4}, opts)).sizes(),
+            torch::IntArrayRef({2, 1, 1, 5}));
+}
+
 TEST_F(Performer, GradientsMatchFiniteDifferences) {
   for (bool causal : {false, true}) {
     auto performer = make_performer(3, 8, fa::FeatureKind::kHyperbolic);

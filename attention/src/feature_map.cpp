@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "flt/attention/linear.h"
-#include "flt/kernels/linear_attention.h"
 
 namespace flt::attention {
 namespace {
@@ -229,27 +228,53 @@ torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, const torch::T
   return compute(x, Shift::kGiven, shift);
 }
 
-torch::Tensor floored_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                       const torch::Tensor& v, bool causal,
-                                       const torch::Tensor& floor) {
-  const int64_t dv = v.size(-1);
-  const auto v_and_ones = at::cat({v, at::ones_like(v.narrow(-1, 0, 1))}, -1);
-  const auto both = kernels::linear_attention_numerator(phi_q, phi_k, v_and_ones, causal);
-  return both.narrow(-1, 0, dv) / at::max(both.narrow(-1, dv, 1), floor.to(v.scalar_type()));
+void LinearAttentionState::check_tokens(const char* fn, const torch::Tensor& k,
+                                        const torch::Tensor& v) const {
+  TORCH_CHECK(k.defined() && v.defined() && k.dim() == 4 && v.dim() == 4 &&
+                  k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2),
+              fn, ": expected keys (B, H, T, *) and values (B, H, T, Dv), got ",
+              k.defined() ? k.sizes() : at::IntArrayRef{}, " and ",
+              v.defined() ? v.sizes() : at::IntArrayRef{});
+  if (empty()) return;
+  TORCH_CHECK(v.size(0) == numerator.size(0) && v.size(1) == numerator.size(1) &&
+                  v.size(3) == numerator.size(3),
+              fn, ": keys ", k.sizes(), " and values ", v.sizes(),
+              " do not fit the state, which holds batch ", numerator.size(0), ", heads ",
+              numerator.size(1), " and value width ", numerator.size(3), " (S ", numerator.sizes(),
+              ")");
+  TORCH_CHECK(
+      k.scalar_type() == numerator.scalar_type() && v.scalar_type() == numerator.scalar_type(), fn,
+      ": keys have dtype ", k.scalar_type(), " and values ", v.scalar_type(),
+      " but the state holds ", numerator.scalar_type());
+  TORCH_CHECK(k.device() == numerator.device() && v.device() == numerator.device(), fn,
+              ": keys are on ", k.device(), " and values on ", v.device(), " but the state is on ",
+              numerator.device());
+}
+
+void LinearAttentionState::check_queries(const char* fn, const torch::Tensor& q) const {
+  TORCH_CHECK(q.defined() && q.dim() == 4, fn, ": q must have shape (B, H, T, D), got ",
+              q.defined() ? q.sizes() : at::IntArrayRef{});
+  TORCH_CHECK(!empty(), fn, ": the state is empty; append at least one key first");
+  TORCH_CHECK(q.size(0) == numerator.size(0) && q.size(1) == numerator.size(1), fn, ": q ",
+              q.sizes(), " does not fit the state, which holds batch ", numerator.size(0),
+              " and heads ", numerator.size(1), " (S ", numerator.sizes(), ")");
+  TORCH_CHECK(q.scalar_type() == numerator.scalar_type(), fn, ": q has dtype ", q.scalar_type(),
+              " but the state holds ", numerator.scalar_type());
+  TORCH_CHECK(q.device() == numerator.device(), fn, ": q is on ", q.device(),
+              " but the state is on ", numerator.device());
 }
 
 void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tensor& v) {
-  TORCH_CHECK(phi_k.dim() == 4 && v.dim() == 4 && phi_k.size(2) == v.size(2),
-              "LinearAttentionState::append: expected phi_k (B, H, T, M) and v (B, H, T, Dv), got ",
-              phi_k.sizes(), " and ", v.sizes());
+  check_tokens("LinearAttentionState::append", phi_k, v);
+  TORCH_CHECK(empty() || phi_k.size(3) == numerator.size(2), "LinearAttentionState::append: phi_k ",
+              phi_k.sizes(), " has ", phi_k.size(3), " features but the state holds ",
+              numerator.size(2), " (S ", numerator.sizes(), ")");
   const auto kv = at::matmul(phi_k.transpose(-2, -1), v);                // (B, H, M, Dv)
   const auto k_sum = phi_k.sum(-2).unsqueeze(-1);                        // (B, H, M, 1)
   if (empty()) {
     numerator = kv;
     normaliser = k_sum;
   } else {
-    TORCH_CHECK(kv.sizes() == numerator.sizes(), "LinearAttentionState::append: state has shape ",
-                numerator.sizes(), " but the new tokens give ", kv.sizes());
     numerator = numerator + kv;
     normaliser = normaliser + k_sum;
   }
@@ -257,15 +282,26 @@ void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tenso
 }
 
 torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q, double eps) const {
-  TORCH_CHECK(!empty(), "LinearAttentionState::read: append at least one key first");
-  TORCH_CHECK(phi_q.dim() == 4 && phi_q.size(-1) == numerator.size(-2),
-              "LinearAttentionState::read: expected phi_q (B, H, T, ", numerator.size(-2), "), got ",
-              phi_q.sizes());
+  check_queries("LinearAttentionState::read", phi_q);
+  TORCH_CHECK(phi_q.size(-1) == numerator.size(-2),
+              "LinearAttentionState::read: expected phi_q (B, H, T, ", numerator.size(-2),
+              "), got ", phi_q.sizes());
   return at::matmul(phi_q, numerator) / at::matmul(phi_q, normaliser).clamp_min(eps);
 }
 
 void LinearAttentionState::decay(const torch::Tensor& factor) {
   TORCH_CHECK(!empty(), "LinearAttentionState::decay: the state is empty");
+  TORCH_CHECK(factor.defined(), "LinearAttentionState::decay: factor must be a defined tensor");
+  // Broadcastable to (B, H, 1, 1): at most 4 dims, each 1 or the state's size.
+  const std::vector<int64_t> target = {numerator.size(0), numerator.size(1), 1, 1};
+  bool fits = factor.dim() <= 4;
+  for (int64_t d = 0; fits && d < factor.dim(); ++d) {
+    const int64_t size = factor.size(factor.dim() - 1 - d), want = target[3 - d];
+    fits = size == 1 || size == want;
+  }
+  TORCH_CHECK(fits, "LinearAttentionState::decay: factor ", factor.sizes(),
+              " must be a scalar or broadcastable to (B, H, 1, 1) = ", at::IntArrayRef(target),
+              " (S ", numerator.sizes(), ")");
   numerator = numerator * factor;
   normaliser = normaliser * factor;
 }

@@ -4,9 +4,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
-#include <limits>
 
 #include "flt/attention/linear.h"
+#include "flt/attention/softmax.h"
 #include "flt/kernels/linear_attention.h"
 
 namespace flt::attention {
@@ -388,13 +388,7 @@ torch::Tensor FLTAttentionImpl::exact_attention(const torch::Tensor& q, const to
   TORCH_CHECK(q.size(2) == k.size(2), "FLTAttention::exact_attention: needs Lq == Lk, got ", q.sizes(),
               " and ", k.sizes());
   const auto pos = positions_for("FLTAttention::exact_attention", call.positions, q, 0);
-  auto logits = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3))) +
-                exact_mask(pos);
-  if (call.causal) {
-    const auto future = at::ones({q.size(2), q.size(2)}, q.options().dtype(at::kBool)).triu(1);
-    logits = logits.masked_fill(future, -std::numeric_limits<double>::infinity());
-  }
-  return at::softmax(logits, -1);
+  return softmax_attention_weights(q, k, call.causal, /*scale=*/0.0, exact_mask(pos));
 }
 
 torch::Tensor FLTAttentionImpl::spectrum(const torch::Tensor& xi) const {
@@ -417,7 +411,8 @@ int64_t FLTAttentionImpl::rpe_parameter_count() const {
 
 void FLTAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& positions) const {
-  check_qkv("FLTAttention::append", k, k, v, false);
+  check_call("FLTAttention::append", k, k, v, false);
+  state.check_tokens("FLTAttention::append", k, v);
   const auto pos = positions_for("FLTAttention::append", positions, k, state.steps);
   const auto kh = augmented(k, k, pos, pos).second;
   if (state.empty()) state.key_shift = feature_map->causal_key_shift(kh.first_token());
@@ -426,6 +421,11 @@ void FLTAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& 
 
 torch::Tensor FLTAttentionImpl::read(const LinearAttentionState& state, const torch::Tensor& q,
                                      const torch::Tensor& positions) const {
+  state.check_queries("FLTAttention::read", q);
+  TORCH_CHECK(positions.defined() || q.size(2) <= state.steps, "FLTAttention::read: ", q.size(2),
+              " queries but only ", state.steps,
+              " tokens appended; their default positions are the "
+              "latest tokens' indices, so pass positions to read further");
   const auto pos = positions_for("FLTAttention::read", positions, q, state.steps - q.size(2));
   const auto qh = augmented(q, q, pos, pos).first;
   return state.read(feature_map->query_features(qh), options.eps());

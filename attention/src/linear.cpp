@@ -18,10 +18,15 @@ torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k, c
 }
 
 torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                       bool causal, double eps) {
+                                       bool causal, const torch::Tensor& floor) {
   auto scores = at::matmul(phi_q, phi_k.transpose(-2, -1));
   if (causal) scores = scores.tril();
-  return scores / scores.sum(-1, /*keepdim=*/true).clamp_min(eps);
+  return scores / at::maximum(scores.sum(-1, /*keepdim=*/true), floor.to(scores.scalar_type()));
+}
+
+torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                       bool causal, double eps) {
+  return feature_attention_matrix(phi_q, phi_k, causal, at::scalar_tensor(eps, phi_q.options()));
 }
 
 LinearAttentionImpl::LinearAttentionImpl(LinearAttentionOptions options_)

@@ -71,8 +71,8 @@ torch::Tensor PerformerAttentionImpl::materialize(const torch::Tensor& q, const 
 
 void PerformerAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& k,
                                     const torch::Tensor& v) const {
-  check_qkv("PerformerAttention::append", k, k, v, false);
-  check_map("PerformerAttention::append", *feature_map, k);
+  check_call("PerformerAttention::append", k, k, v, false);
+  state.check_tokens("PerformerAttention::append", k, v);
   const auto k_scaled = quarter_scaled(k);
   if (state.empty()) state.key_shift = feature_map->causal_key_shift(k_scaled.narrow(2, 0, 1));
   state.append(feature_map->key_features(k_scaled, state.key_shift), v);
@@ -80,7 +80,8 @@ void PerformerAttentionImpl::append(LinearAttentionState& state, const torch::Te
 
 torch::Tensor PerformerAttentionImpl::read(const LinearAttentionState& state,
                                            const torch::Tensor& q) const {
-  check_map("PerformerAttention::read", *feature_map, q);
+  state.check_queries("PerformerAttention::read", q);
+  check_dims_against("PerformerAttention::read", options.heads(), options.head_dim(), q);
   return state.read(feature_map->query_features(quarter_scaled(q)), options.eps());
 }
 

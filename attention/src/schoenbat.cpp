@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "flt/attention/feature_map.h"
+#include "flt/attention/linear.h"
+#include "flt/kernels/linear_attention.h"
 
 namespace flt::attention {
 namespace {
@@ -169,8 +170,9 @@ torch::Tensor SchoenbAttentionImpl::features(const torch::Tensor& x) const {
 
 torch::Tensor SchoenbAttentionImpl::rmfa(const torch::Tensor& q, const torch::Tensor& k,
                                          const torch::Tensor& v, bool causal) const {
-  return floored_linear_attention(features(q), features(k), v, causal,
-                                  normaliser_floor(options, q.size(2), k.size(2), causal, v.options()));
+  return kernels::normalized_linear_attention(
+      features(q), features(k), v, causal,
+      normaliser_floor(options, q.size(2), k.size(2), causal, v.options()));
 }
 
 torch::Tensor SchoenbAttentionImpl::post(const torch::Tensor& x) const {
@@ -196,10 +198,9 @@ torch::Tensor SchoenbAttentionImpl::materialize(const torch::Tensor& q, const to
   check_call("SchoenbAttention::materialize", q, k, {}, call.causal);
   const auto qn = options.ppsbn() ? ppsbn_pre(q, call.causal, options.sbn_eps()) : q;
   const auto kn = options.ppsbn() ? ppsbn_pre(k, call.causal, options.sbn_eps()) : k;
-  auto scores = at::matmul(features(qn), features(kn).transpose(-2, -1));
-  if (call.causal) scores = scores.tril();
-  return scores / at::max(scores.sum(-1, true),
-                          normaliser_floor(options, q.size(2), k.size(2), call.causal, q.options()));
+  return feature_attention_matrix(
+      features(qn), features(kn), call.causal,
+      normaliser_floor(options, q.size(2), k.size(2), call.causal, q.options()));
 }
 
 }  // namespace flt::attention

@@ -17,11 +17,12 @@ void check_scale(const char* fn, double scale) {
 }  // namespace
 
 torch::Tensor softmax_attention_weights(const torch::Tensor& q, const torch::Tensor& k, bool causal,
-                                        double scale) {
+                                        double scale, const torch::Tensor& bias) {
   check_qkv("softmax_attention", q, k, {}, causal);
   check_scale("softmax_attention", scale);
   const double s = scale > 0.0 ? scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   auto logits = at::matmul(q, k.transpose(-2, -1)) * s;
+  if (bias.defined()) logits = logits + bias;
   if (causal) {
     const int64_t length = q.size(2);
     const auto future = at::ones({length, length}, q.options().dtype(at::kBool)).triu(1);

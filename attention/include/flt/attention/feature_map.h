@@ -129,15 +129,6 @@ class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
 };
 TORCH_MODULE(FeatureMap);
 
-/// Attention over features with a possibly non-positive normaliser (trigonometric and Maclaurin
-/// features): numerator and denominator come from ONE `kernels::linear_attention_numerator` call (a
-/// ones column appended to v); the denominator is raised to `floor` wherever it is below it.
-/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv)  floor: broadcastable to
-/// (B, H, Lq, 1) -> (B, H, Lq, Dv)
-torch::Tensor floored_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                       const torch::Tensor& v, bool causal,
-                                       const torch::Tensor& floor);
-
 /// Streaming causal linear attention: the state (S, z) of `append`ed keys and values, `read` by
 /// queries. Its outputs equal the batch causal outputs token by token. For RNN-style use (one step at
 /// a time, one state per coordinate), put the coordinates in B. Works for any feature map:
@@ -152,11 +143,19 @@ struct LinearAttentionState {
   bool empty() const { return steps == 0; }
   /// phi_k: (B, H, T, M)  v: (B, H, T, Dv): adds the T tokens (all of them visible to later reads).
   void append(const torch::Tensor& phi_k, const torch::Tensor& v);
-  /// phi_q: (B, H, T, M) -> (B, H, T, Dv): phi_q S / phi_q z over everything appended so far.
+  /// phi_q: (B, H, T, M) -> (B, H, T, Dv): phi_q S / max(phi_q z, eps) over everything appended.
   torch::Tensor read(const torch::Tensor& phi_q, double eps) const;
   /// S <- factor S, z <- factor z (e.g. e^{-tau} before each append, for a forgetting memory).
   /// factor: a scalar or broadcastable to (B, H, 1, 1)
   void decay(const torch::Tensor& factor);
+
+  /// Throws, naming `fn` and both shapes, unless tokens k: (B, H, T, *) and v: (B, H, T, Dv) fit
+  /// what the state holds (B, H, Dv, dtype, device; anything fits an empty state). Callers check
+  /// before computing features, so a rejected call leaves the state as it was.
+  void check_tokens(const char* fn, const torch::Tensor& k, const torch::Tensor& v) const;
+  /// Throws, naming `fn` and both shapes, unless queries q: (B, H, T, *) can read the state
+  /// (something appended; same B, H, dtype, device).
+  void check_queries(const char* fn, const torch::Tensor& q) const;
 };
 
 }  // namespace flt::attention

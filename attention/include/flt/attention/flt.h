@@ -175,7 +175,8 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
   torch::Tensor frequencies() const;
 
   /// Streaming, as for Performer. positions: (T, l) or (B, T, l); undefined means the token indices
-  /// steps .. steps + T - 1 (append) and steps - T .. steps - 1 (read, i.e. the latest tokens).
+  /// steps .. steps + T - 1 (append) and steps - T .. steps - 1 (read, i.e. the latest tokens; so
+  /// reading more queries than tokens appended needs explicit positions).
   /// k: (B, H, T, D)  v: (B, H, T, Dv)
   void append(LinearAttentionState& state, const torch::Tensor& k, const torch::Tensor& v,
               const torch::Tensor& positions = {}) const;

@@ -45,9 +45,15 @@ class LinearAttentionImpl : public AttentionModule<LinearAttentionImpl> {
 };
 TORCH_MODULE(LinearAttention);
 
-/// The attention matrix implied by feature maps: A_ij = phi_q_i . phi_k_j / sum_j' phi_q_i . phi_k_j'
-/// (j, j' <= i when causal). Shared by every feature-map variant's `materialize`.
-/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M) -> (B, H, Lq, Lk)
+/// The attention matrix implied by feature maps, whose product with v is
+/// kernels::normalized_linear_attention with the same floor:
+/// A_ij = phi_q_i . phi_k_j / max(sum_j' phi_q_i . phi_k_j', floor_i) (j, j' <= i when causal).
+/// Shared by every feature-map variant's `materialize`.
+/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  floor: broadcastable to (B, H, Lq, 1)
+/// -> (B, H, Lq, Lk)
+torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                       bool causal, const torch::Tensor& floor);
+/// The same with one floor `eps` for every query.
 torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
                                        bool causal, double eps = kLinearAttentionEps);
 
