@@ -86,21 +86,48 @@ torch::Tensor kernelized_attention(const torch::Tensor& q, const torch::Tensor& 
 
 torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps) {
   TORCH_CHECK(x.dim() == 4, "ppsbn_pre: x must have shape (B, H, L, D), got ", x.sizes());
-  torch::Tensor mean, var;
+  check_positive_finite("ppsbn_pre", "eps", eps);
+  // The statistics square x: in float that overflows from |x| ~ 2^64 (and inf - inf gave NaN), so
+  // they are formed in double unless x is a CPU float tensor whose squares and their sums stay far
+  // below float's range (|x| < 2^50: the common case, at float speed). On GPUs, where looking would
+  // synchronise every call, non-double inputs always take double.
+  const auto small_floats = [&x] {
+    const auto [lo, hi] = at::aminmax(x.detach());
+    return -lo.item<float>() < 0x1p50f && hi.item<float>() < 0x1p50f;  // false for NaN
+  };
+  const bool in_dtype =
+      x.scalar_type() == torch::kDouble ||
+      (x.scalar_type() == torch::kFloat && x.device().is_cpu() && x.numel() > 0 && small_floats());
+  const auto w = in_dtype ? x : x.to(torch::kDouble);
+  torch::Tensor centred, var;
   if (!causal) {
-    mean = x.mean(torch::IntArrayRef{0, 2}, /*keepdim=*/true);
-    var = (x - mean).pow(2).mean(torch::IntArrayRef{0, 2}, /*keepdim=*/true);
+    centred = w - w.mean(torch::IntArrayRef{0, 2}, /*keepdim=*/true);
+    var = (centred * centred).mean(torch::IntArrayRef{0, 2}, /*keepdim=*/true);
   } else {
-    // Statistics of the batch at positions <= i only: no future token changes token i.
+    // Statistics of the batch at positions <= i only: no future token changes token i. Prefix sums
+    // of y = x - c, c the batch mean at position 0 (in every prefix; a constant shift that cancels,
+    // so it carries no gradient): E[y^2] - E[y]^2 does not cancel catastrophically when |mean| is
+    // much larger than the spread.
     const auto count =
-        (torch::arange(1, x.size(2) + 1, x.options()) * static_cast<double>(x.size(0))).view({1, 1, -1, 1});
-    mean = x.sum(0, /*keepdim=*/true).cumsum(2) / count;
-    var = (x.pow(2).sum(0, /*keepdim=*/true).cumsum(2) / count - mean.pow(2)).clamp_min(0.0);
+        (torch::arange(1, x.size(2) + 1, w.options()) * static_cast<double>(x.size(0)))
+            .view({1, 1, -1, 1});
+    const auto y = w - w.narrow(2, 0, 1).mean(0, /*keepdim=*/true).detach();
+    const auto mean = y.sum(0, /*keepdim=*/true).cumsum(2) / count;
+    var = ((y * y).sum(0, /*keepdim=*/true).cumsum(2) / count - mean * mean).clamp_min(0.0);
+    centred = y - mean;
   }
-  const auto standard = (x - mean) / (var + eps).sqrt();
-  // Unit rows (the tiny term keeps an all-zero row finite, value and gradient), then D^{-1/4}.
-  const auto unit = standard / (standard.pow(2).sum(-1, /*keepdim=*/true) + 1e-30).sqrt();
-  return unit * std::pow(static_cast<double>(x.size(3)), -0.25);
+  const auto standard = centred / (var + eps).sqrt();
+  // Unit rows, then D^{-1/4}. A row that is exactly 0 (one token in its statistics: causal position
+  // 0 with B = 1, or B = L = 1) stays 0 and passes no gradient: it is 0 for every value of its
+  // inputs, so its derivative is 0 (s / |s| has no limit at 0; a regularised s / sqrt(|s|^2 + tiny)
+  // had a 1e15 Jacobian there that swamped the true gradient of x_0 through the later positions'
+  // statistics).
+  const auto norm2 = (standard * standard).sum(-1, /*keepdim=*/true);
+  const auto nonzero = norm2 > 0;
+  const auto inverse = at::where(
+      nonzero, at::rsqrt(at::where(nonzero, norm2, at::ones_like(norm2))), at::zeros_like(norm2));
+  return (standard * (inverse * std::pow(static_cast<double>(x.size(3)), -0.25)))
+      .to(x.scalar_type());
 }
 
 SchoenbAttentionImpl::SchoenbAttentionImpl(SchoenbAttentionOptions options_) : options(std::move(options_)) {
