@@ -346,6 +346,45 @@ TEST_F(Performer, FloatLongSequenceStaysFinite) {
   }
 }
 
+// FAVOR+ features of huge float inputs (1e19..1e30): |x|^2 / 2 overflowed to inf and the shifts took
+// inf - inf = NaN. Query features are exp(Wx - max Wx) / sqrt(m) (the half norm cancels in the
+// per-token shift); key features stay finite with the largest one at exp(0) / sqrt(m) for the
+// sequence shift and for the first key of the causal shift; streaming stays finite.
+TEST_F(Performer, FeatureMap_HugeInputsStayFinite) {
+  const int64_t dim = 8, m = 16;
+  const auto x = torch::randn({2, 2, 10, dim});
+  for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic,
+                    fa::FeatureKind::kTrigonometric}) {
+    fa::FeatureMap map(fa::FeatureMapOptions(dim, m).kind(kind));
+    const double top = 1.0 / std::sqrt(static_cast<double>(map->output_dim()));
+    for (double scale : {1e19, 1e20, 1e25, 1e30}) {
+      const auto xs = x * scale;
+      const auto label = fa::feature_kind_name(kind) + " scale " + std::to_string(scale);
+      const auto query = map->query_features(xs);
+      const auto keys = map->key_features(xs, /*causal=*/false);
+      const auto causal = map->key_features(xs, /*causal=*/true);
+      const auto given = map->key_features(xs, map->causal_key_shift(xs.narrow(2, 0, 1)));
+      for (const auto& f : {query, keys, causal, given})
+        EXPECT_TRUE(f.isfinite().all().item<bool>()) << label;
+      EXPECT_TRUE(torch::equal(causal, given)) << label;
+      if (kind == fa::FeatureKind::kTrigonometric) continue;
+      const auto wx = torch::matmul(xs.to(torch::kDouble), map->projection.to(torch::kDouble).t());
+      const auto logits = kind == fa::FeatureKind::kPositive ? wx : torch::cat({wx, -wx}, -1);
+      const auto expected = torch::exp(logits - std::get<0>(logits.max(-1, true))) * top;
+      EXPECT_TRUE(all_close(query, expected, 1e-5, 1e-6)) << label;
+      EXPECT_NEAR(keys.amax({2, 3}).min().item<double>(), top, 1e-6 * top) << label;
+      EXPECT_NEAR(causal.select(2, 0).amax(-1).min().item<double>(), top, 1e-6 * top) << label;
+    }
+  }
+  fa::PerformerAttention performer(fa::PerformerAttentionOptions().head_dim(dim).features(m));
+  fa::LinearAttentionState state;
+  for (int64_t t = 0; t < 4; ++t) {
+    performer->append(state, x.narrow(2, t, 1) * 1e25, torch::randn({2, 2, 1, 3}));
+    EXPECT_TRUE(performer->read(state, x.narrow(2, t, 1) * 1e30).isfinite().all().item<bool>())
+        << t;
+  }
+}
+
 // RNN-style use (the optimizer memory): one state per coordinate in B, a forgetting factor before
 // each append: read_t = sum_j e^{-tau (t - j)} phi_q.phi_k_j v_j / sum_j e^{-tau (t - j)} phi_q.phi_k_j.
 TEST_F(Performer, StreamingWithDecayMatchesWeightedSums) {

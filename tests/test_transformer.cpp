@@ -42,6 +42,42 @@ TEST_F(Transformer, MultiheadAttention_EveryVariantShapesAndMaps) {
   }
 }
 
+// Large but finite float32 inputs give finite outputs and attention matrices in every variant,
+// causal or not, with huge queries or huge keys (FAVOR+ squared |x|^2 / 2 into inf and then took
+// inf - inf; causal ppSBN did the same with E[x^2] - mean^2). Also double at 1e150.
+TEST_F(Transformer, EveryVariant_FiniteForHugeFiniteInputs) {
+  const int64_t heads = 2, dim = 8;
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    const auto q = torch::randn({2, heads, 10, dim}, dtype);
+    const auto k = torch::randn({2, heads, 10, dim}, dtype);
+    const auto v = torch::randn({2, heads, 10, 3}, dtype);
+    const std::vector<double> scales = dtype == torch::kFloat
+                                           ? std::vector<double>{1e19, 1e20, 1e25, 1e30}
+                                           : std::vector<double>{1e150};
+    for (const auto& variant : all_variants()) {
+      auto handle = fa::make_attention(variant, heads, dim);
+      handle.module->to(dtype);
+      for (double scale : scales) {
+        for (bool causal : {false, true}) {
+          for (bool huge_keys : {false, true}) {
+            fa::AttentionCall call;
+            call.causal = causal;
+            const auto qs = huge_keys ? q : q * scale;
+            const auto ks = huge_keys ? k * scale : k;
+            const auto label = fa::attention_name(variant) + " " + c10::toString(dtype) +
+                               " scale " + std::to_string(scale) + (causal ? " causal" : "") +
+                               (huge_keys ? " huge keys" : " huge queries");
+            EXPECT_TRUE(handle.attention->forward(qs, ks, v, call).isfinite().all().item<bool>())
+                << label;
+            EXPECT_TRUE(handle.attention->materialize(qs, ks, call).isfinite().all().item<bool>())
+                << label;
+          }
+        }
+      }
+    }
+  }
+}
+
 // One options convention (attention.h): heads and head_dim 0 mean "set by the container", a
 // nonzero value must agree with it, negative values are rejected naming the value, and a module
 // checks nonzero values against its inputs.

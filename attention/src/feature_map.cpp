@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <limits>
 
 #include "flt/attention/linear.h"
 
@@ -13,6 +14,29 @@ namespace {
 bool exp_kind(FeatureKind kind) {
   return kind == FeatureKind::kPositive || kind == FeatureKind::kHyperbolic ||
          kind == FeatureKind::kTrigonometric;
+}
+
+// |x|^2 / 2 over the column blocks of x, in `dtype`. -> (..., L, 1)
+torch::Tensor half_squared_norm(const FeatureInput& x, at::ScalarType dtype) {
+  torch::Tensor total;
+  for (const auto& block : x.blocks) {
+    const auto b = block.to(dtype);
+    const auto part = 0.5 * (b * b).sum(-1, /*keepdim=*/true);
+    total = total.defined() ? total + part : part;
+  }
+  return total;
+}
+
+// |x|^2 / 2 as a double tensor, for the per-token levels. In x's own dtype it overflows for
+// |x| >= 2^64 (float); where it does (and on GPUs, where looking would synchronise every call) it
+// is formed in double, exact up to |x| ~ 1e154. -> (..., L, 1) double
+torch::Tensor half_squared_norm_double(const FeatureInput& x) {
+  const auto dtype = x.blocks.front().scalar_type();
+  if (dtype != torch::kDouble && x.blocks.front().device().is_cpu()) {
+    auto fast = half_squared_norm(x, dtype);
+    if (at::isfinite(fast).all().item<bool>()) return fast.to(torch::kDouble);
+  }
+  return half_squared_norm(x, torch::kDouble);
 }
 
 }  // namespace
@@ -140,19 +164,34 @@ torch::Tensor FeatureMapImpl::project(const FeatureInput& x) const {
   return total;
 }
 
-FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x) const {
+FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x, bool with_level) const {
   LogTerms t;
   t.wx = project(x);
-  for (const auto& block : x.blocks) {
-    const auto part = 0.5 * block.pow(2).sum(-1, /*keepdim=*/true);
-    t.half_norm = t.half_norm.defined() ? t.half_norm + part : part;
-  }
   switch (options.kind()) {
-    case FeatureKind::kPositive: t.logs = t.wx - t.half_norm; break;
-    case FeatureKind::kHyperbolic: t.logs = at::cat({t.wx - t.half_norm, -t.wx - t.half_norm}, -1); break;
-    case FeatureKind::kTrigonometric: t.logs = t.half_norm; break;
+    case FeatureKind::kPositive:
+      t.logits = t.wx;
+      break;
+    case FeatureKind::kHyperbolic:
+      t.logits = at::cat({t.wx, -t.wx}, -1);
+      break;
+    case FeatureKind::kTrigonometric:
+      break;
     default: TORCH_INTERNAL_ASSERT(false, "log_terms for a map without shifts");
   }
+  if (t.logits.defined()) {
+    // The token's own max: a shift within the token, it carries no gradient.
+    torch::NoGradGuard no_grad;
+    t.top = std::get<0>(t.logits.max(-1, /*keepdim=*/true));
+  }
+  if (!with_level) return t;
+  // In double, so for float inputs the level never overflows (in float, |x| >= 2^64 gave inf and
+  // then inf - inf = NaN in the shifts).
+  const auto half_norm = half_squared_norm_double(x);
+  const auto level = t.top.defined() ? t.top.to(torch::kDouble) - half_norm : half_norm;
+  // Beyond double's range (|x| > 1e154, double inputs) levels saturate at its finite extremes, so
+  // shifts never take inf - inf.
+  const double big = std::numeric_limits<double>::max();
+  t.level = level.clamp(-big, big);
   return t;
 }
 
@@ -164,39 +203,48 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
   TORCH_CHECK(width == options.input_dim(), "FeatureMap: input has dimension ", width, " but input_dim is ",
               options.input_dim(), " (input ", x.blocks.front().sizes(), ")");
   const double m = static_cast<double>(options.features());
+  const bool trigonometric = options.kind() == FeatureKind::kTrigonometric;
   switch (options.kind()) {
     case FeatureKind::kElu: return elu_feature_map(x.concatenated());
     case FeatureKind::kRelu: return at::relu(project(x)) / std::sqrt(m);
     case FeatureKind::kLearnable: return elu_feature_map(project(x));
     default: break;
   }
-  const auto t = log_terms(x);
-  torch::Tensor shift;
-  {
+  // m^{-1/2} (positive, trigonometric) or (2m)^{-1/2} (hyperbolic: two features per direction).
+  const double root = std::sqrt(options.kind() == FeatureKind::kHyperbolic ? 2.0 * m : m);
+  if (rule == Shift::kNone) {
+    // The plain formula (nothing is subtracted, so nothing can cancel): exp(Wx - |x|^2/2) etc.
+    const auto wx = project(x);
+    const auto half_norm = half_squared_norm(x, wx.scalar_type());
+    if (trigonometric) return at::cat({at::cos(wx), at::sin(wx)}, -1) * (at::exp(half_norm) / root);
+    const auto logits = options.kind() == FeatureKind::kPositive ? wx : at::cat({wx, -wx}, -1);
+    return at::exp(logits - half_norm) / root;
+  }
+  // log phi_i(x_j) - shift = (P_ij - top_j) + offset_j, with P = Wx (or [Wx, -Wx]),
+  // top_j = max_i P_ij, offset_j = level_j - shift and level_j = top_j - |x_j|^2/2 (+|x_j|^2/2 for
+  // the trigonometric map), the token's largest log-feature. The first term is in [-inf, 0] for
+  // any finite input; the per-token offset is formed in double. Per-token shifts (queries) are
+  // level_j itself: the offset is 0 and |x|^2/2, which cancels, is never computed.
+  const auto t = log_terms(x, /*with_level=*/rule != Shift::kPerToken);
+  torch::Tensor offset;  // (..., L, 1) double; undefined = 0
+  if (rule == Shift::kPerSequence) {
     // Shifts are common factors of a query's numerator and denominator: they cancel exactly, so
     // they carry no gradient.
-    torch::NoGradGuard no_grad;
-    switch (rule) {
-      case Shift::kNone: shift = at::zeros({1}, t.wx.options()); break;
-      case Shift::kPerToken: shift = std::get<0>(t.logs.max(-1, /*keepdim=*/true)); break;
-      case Shift::kPerSequence:
-        shift = std::get<0>(std::get<0>(t.logs.max(-1, /*keepdim=*/true)).max(-2, /*keepdim=*/true));
-        break;
-      case Shift::kGiven: shift = given.to(t.wx.scalar_type()); break;
-    }
+    const auto shift = std::get<0>(t.level.max(-2, /*keepdim=*/true)).detach();
+    offset = t.level - shift;
+  } else if (rule == Shift::kGiven) {
+    // A given shift (causal and streaming keys) comes from the first key alone, so a later key can
+    // sit far above it. Its offset saturates at kMaxKeyExponent: exact whenever the result fits,
+    // and e^70 times a sequence of up to e^18 keys still fits float32 (e^88), so no inf/inf = NaN.
+    offset = (t.level - given.to(torch::kDouble).detach()).clamp_max(kMaxKeyExponent);
   }
-  shift = shift.detach();
-  // A given shift (causal and streaming keys) comes from the first key alone, so a later key can sit
-  // far above it. Exponents are saturated at kMaxKeyExponent: exact whenever the result fits, and
-  // e^70 times a sequence of up to e^18 keys still fits float32 (e^88), so no inf/inf = NaN.
-  const auto saturate = [rule](const torch::Tensor& e) {
-    return rule == Shift::kGiven ? e.clamp_max(kMaxKeyExponent) : e;
-  };
-  if (options.kind() == FeatureKind::kTrigonometric) {
-    return at::cat({at::cos(t.wx), at::sin(t.wx)}, -1) * (at::exp(saturate(t.half_norm - shift)) / std::sqrt(m));
+  if (trigonometric) {
+    const auto trig = at::cat({at::cos(t.wx), at::sin(t.wx)}, -1);
+    return offset.defined() ? trig * (at::exp(offset) / root).to(t.wx.scalar_type()) : trig / root;
   }
-  const double count = options.kind() == FeatureKind::kHyperbolic ? 2.0 * m : m;
-  return at::exp(saturate(t.logs - shift)) / std::sqrt(count);
+  const auto base =
+      offset.defined() ? (t.top.to(torch::kDouble) - offset).to(t.wx.scalar_type()) : t.top;
+  return at::exp(t.logits - base) / root;
 }
 
 torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const { return compute(x, Shift::kNone); }
@@ -211,11 +259,11 @@ torch::Tensor FeatureMapImpl::causal_key_shift(const FeatureInput& first_key) co
     shape.back() = 1;
     return at::zeros(shape, first_key.blocks.front().options());
   }
-  // The first key is in every query's past. (A floor from the universal bound
-  // w.k - |k|^2/2 <= |w|^2/2 was tried and dropped: with FLT's 2r + D input dims that bound is ~10^3
-  // above typical values and underflowed every feature.)
+  // The first key is in every query's past: its largest log-feature, in double. (A floor from the
+  // universal bound w.k - |k|^2/2 <= |w|^2/2 was tried and dropped: with FLT's 2r + D input dims
+  // that bound is ~10^3 above typical values and underflowed every feature.)
   torch::NoGradGuard no_grad;
-  return std::get<0>(log_terms(first_key).logs.max(-1, /*keepdim=*/true));
+  return log_terms(first_key, /*with_level=*/true).level;
 }
 
 torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, bool causal) const {

@@ -9,13 +9,20 @@
 //   trigonometric phi(x) = m^{-1/2} exp(|x|^2 / 2 - c) [cos W x, sin W x]            (M = 2m, signed)
 // The caller scales its inputs (Performer passes q D^{-1/4}). The shift c cancels in the attention
 // ratio only when it is the same for every key of a query, so:
-//   - queries: c is the token's own max (per row; cancels between numerator and denominator);
-//   - keys, non-causal: c is the max over all keys of the sequence;
+//   - queries: c is the token's own largest log-feature (cancels between numerator and
+//     denominator); |x|^2/2 then cancels too: phi(x) = m^{-1/2} exp(W x - max_i w_i . x);
+//   - keys, non-causal: c is the largest log-feature over all keys of the sequence;
 //   - keys, causal or streaming: c = max_i (w_i . k_0 - |k_0|^2/2) from the FIRST key only (it is in
 //     every query's past). A max over the whole sequence would make causal outputs depend on future
-//     tokens (performer-pytorch issue #82). Limit: a later key whose log-feature exceeds the first
-//     key's by more than ~80 (float) or ~700 (double) overflows; for FAVOR+ inputs x D^{-1/4} of
-//     comparable norms the spread is a few tens at most.
+//     tokens (performer-pytorch issue #82). A later key whose largest log-feature exceeds c by more
+//     than 70 is saturated there (all its features scaled down by one factor); for FAVOR+ inputs
+//     x D^{-1/4} of comparable norms the spread is a few tens at most.
+// Numerics: the exponent of feature i of token j is formed as (P_ij - max_i P_ij) + (level_j - c),
+// P = W x (or [W x, -W x]), level_j = max_i P_ij - |x_j|^2/2 the token's largest log-feature, kept
+// in double. The first term is finite or -inf for any finite input, the second is a per-token
+// scalar, so huge inputs give features (mostly 0, the largest e^0) instead of inf - inf = NaN
+// (|x|^2/2 overflowed float at |x| ~ 2^64). Limits: W x itself must be finite (|x| below ~1e37 in
+// float), and beyond |x| ~ 1e154 (double inputs) levels saturate at double's finite extremes.
 // W: rows drawn as blocks of orthogonal Gaussian directions, each row rescaled to the norm of an
 // independent Gaussian vector (chi_D norms), stored as a buffer and redrawn only by `redraw(seed)`.
 
@@ -120,12 +127,14 @@ class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
   torch::Tensor compute(const FeatureInput& x, Shift rule, const torch::Tensor& given = {}) const;
   /// W x without building the concatenated x. -> (..., L, m)
   torch::Tensor project(const FeatureInput& x) const;
-  /// The softmax-kernel maps' pieces: W x (..., L, m), |x|^2 / 2 (..., L, 1), and the log-domain
-  /// values whose max sets the shift (the exponents, or |x|^2/2 for the trigonometric map).
+  /// The softmax-kernel maps' pieces: W x (..., L, m); the logits P = W x (positive) or [W x, -W x]
+  /// (hyperbolic; undefined for the trigonometric map) and their per-token max `top` (..., L, 1),
+  /// detached (0 for the trigonometric map); with `with_level`, each token's largest log-feature
+  /// `level` = top - |x|^2/2 (trigonometric: +|x|^2/2), (..., L, 1) in double.
   struct LogTerms {
-    torch::Tensor wx, half_norm, logs;
+    torch::Tensor wx, logits, top, level;
   };
-  LogTerms log_terms(const FeatureInput& x) const;
+  LogTerms log_terms(const FeatureInput& x, bool with_level) const;
 };
 TORCH_MODULE(FeatureMap);
 
@@ -137,7 +146,7 @@ TORCH_MODULE(FeatureMap);
 struct LinearAttentionState {
   torch::Tensor numerator;    ///< S = sum_j phi_k_j v_j^T: (B, H, M, Dv)
   torch::Tensor normaliser;   ///< z = sum_j phi_k_j: (B, H, M, 1)
-  torch::Tensor key_shift;    ///< the shift fixed by the first key: (B, H, 1, 1)
+  torch::Tensor key_shift;    ///< the shift fixed by the first key: (B, H, 1, 1) double
   int64_t steps = 0;          ///< tokens appended so far
 
   bool empty() const { return steps == 0; }
