@@ -165,20 +165,11 @@ torch::Tensor FeatureMapImpl::project(const FeatureInput& x) const {
 }
 
 FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x, bool with_level) const {
+  TORCH_INTERNAL_ASSERT(exp_kind(options.kind()), "log_terms for a map without shifts");
   LogTerms t;
   t.wx = project(x);
-  switch (options.kind()) {
-    case FeatureKind::kPositive:
-      t.logits = t.wx;
-      break;
-    case FeatureKind::kHyperbolic:
-      t.logits = at::cat({t.wx, -t.wx}, -1);
-      break;
-    case FeatureKind::kTrigonometric:
-      break;
-    default: TORCH_INTERNAL_ASSERT(false, "log_terms for a map without shifts");
-  }
-  if (t.logits.defined()) {
+  if (options.kind() != FeatureKind::kTrigonometric) {
+    t.logits = options.kind() == FeatureKind::kPositive ? t.wx : at::cat({t.wx, -t.wx}, -1);
     // The token's own max: a shift within the token, it carries no gradient.
     torch::NoGradGuard no_grad;
     t.top = std::get<0>(t.logits.max(-1, /*keepdim=*/true));
@@ -203,48 +194,47 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
   TORCH_CHECK(width == options.input_dim(), "FeatureMap: input has dimension ", width, " but input_dim is ",
               options.input_dim(), " (input ", x.blocks.front().sizes(), ")");
   const double m = static_cast<double>(options.features());
-  const bool trigonometric = options.kind() == FeatureKind::kTrigonometric;
   switch (options.kind()) {
     case FeatureKind::kElu: return elu_feature_map(x.concatenated());
     case FeatureKind::kRelu: return at::relu(project(x)) / std::sqrt(m);
     case FeatureKind::kLearnable: return elu_feature_map(project(x));
     default: break;
   }
+  const bool trigonometric = options.kind() == FeatureKind::kTrigonometric;
   // m^{-1/2} (positive, trigonometric) or (2m)^{-1/2} (hyperbolic: two features per direction).
   const double root = std::sqrt(options.kind() == FeatureKind::kHyperbolic ? 2.0 * m : m);
+  const auto trig = [](const torch::Tensor& wx) { return at::cat({at::cos(wx), at::sin(wx)}, -1); };
   if (rule == Shift::kNone) {
     // The plain formula (nothing is subtracted, so nothing can cancel): exp(Wx - |x|^2/2) etc.
     const auto wx = project(x);
     const auto half_norm = half_squared_norm(x, wx.scalar_type());
-    if (trigonometric) return at::cat({at::cos(wx), at::sin(wx)}, -1) * (at::exp(half_norm) / root);
+    if (trigonometric) return trig(wx) * (at::exp(half_norm) / root);
     const auto logits = options.kind() == FeatureKind::kPositive ? wx : at::cat({wx, -wx}, -1);
     return at::exp(logits - half_norm) / root;
   }
   // log phi_i(x_j) - shift = (P_ij - top_j) + offset_j, with P = Wx (or [Wx, -Wx]),
   // top_j = max_i P_ij, offset_j = level_j - shift and level_j = top_j - |x_j|^2/2 (+|x_j|^2/2 for
   // the trigonometric map), the token's largest log-feature. The first term is in [-inf, 0] for
-  // any finite input; the per-token offset is formed in double. Per-token shifts (queries) are
+  // any finite input; the per-token offset is formed in double (as one difference of levels, so
+  // the first key's offset is exactly 0 however large |x|^2/2). Per-token shifts (queries) are
   // level_j itself: the offset is 0 and |x|^2/2, which cancels, is never computed.
   const auto t = log_terms(x, /*with_level=*/rule != Shift::kPerToken);
-  torch::Tensor offset;  // (..., L, 1) double; undefined = 0
+  if (rule == Shift::kPerToken) {
+    return trigonometric ? trig(t.wx) / root : at::exp(t.logits - t.top) / root;
+  }
+  torch::Tensor offset;  // (..., L, 1) double
   if (rule == Shift::kPerSequence) {
-    // Shifts are common factors of a query's numerator and denominator: they cancel exactly, so
-    // they carry no gradient.
-    const auto shift = std::get<0>(t.level.max(-2, /*keepdim=*/true)).detach();
-    offset = t.level - shift;
-  } else if (rule == Shift::kGiven) {
+    // One shift for all keys of the sequence. Shifts are common factors of a query's numerator
+    // and denominator: they cancel exactly, so they carry no gradient.
+    offset = t.level - std::get<0>(t.level.max(-2, /*keepdim=*/true)).detach();
+  } else {
     // A given shift (causal and streaming keys) comes from the first key alone, so a later key can
     // sit far above it. Its offset saturates at kMaxKeyExponent: exact whenever the result fits,
     // and e^70 times a sequence of up to e^18 keys still fits float32 (e^88), so no inf/inf = NaN.
     offset = (t.level - given.to(torch::kDouble).detach()).clamp_max(kMaxKeyExponent);
   }
-  if (trigonometric) {
-    const auto trig = at::cat({at::cos(t.wx), at::sin(t.wx)}, -1);
-    return offset.defined() ? trig * (at::exp(offset) / root).to(t.wx.scalar_type()) : trig / root;
-  }
-  const auto base =
-      offset.defined() ? (t.top.to(torch::kDouble) - offset).to(t.wx.scalar_type()) : t.top;
-  return at::exp(t.logits - base) / root;
+  if (trigonometric) return trig(t.wx) * (at::exp(offset) / root).to(t.wx.scalar_type());
+  return at::exp(t.logits - (t.top.to(torch::kDouble) - offset).to(t.wx.scalar_type())) / root;
 }
 
 torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const { return compute(x, Shift::kNone); }
