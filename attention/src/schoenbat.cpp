@@ -124,10 +124,9 @@ torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps) {
   // statistics).
   const auto norm2 = (standard * standard).sum(-1, /*keepdim=*/true);
   const auto nonzero = norm2 > 0;
-  const auto inverse = at::where(
-      nonzero, at::rsqrt(at::where(nonzero, norm2, at::ones_like(norm2))), at::zeros_like(norm2));
-  return (standard * (inverse * std::pow(static_cast<double>(x.size(3)), -0.25)))
-      .to(x.scalar_type());
+  const auto norm = at::where(nonzero, norm2, at::ones_like(norm2)).sqrt();
+  const auto unit = at::where(nonzero, standard / norm, at::zeros_like(standard));
+  return (unit * std::pow(static_cast<double>(x.size(3)), -0.25)).to(x.scalar_type());
 }
 
 SchoenbAttentionImpl::SchoenbAttentionImpl(SchoenbAttentionOptions options_) : options(std::move(options_)) {
