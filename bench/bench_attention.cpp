@@ -50,13 +50,15 @@ void lengths(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
-BENCHMARK_CAPTURE(run, forward/softmax, softmax, false)->Apply(lengths);
-BENCHMARK_CAPTURE(run, forward/linear, linear, false)->Apply(lengths);
-BENCHMARK_CAPTURE(run, forward_causal/softmax, softmax_causal, false)->Apply(lengths);
-BENCHMARK_CAPTURE(run, forward_causal/linear, linear_causal, false)->Apply(lengths);
-BENCHMARK_CAPTURE(run, fwd_bwd/softmax, softmax, true)->Apply(lengths);
-BENCHMARK_CAPTURE(run, fwd_bwd/linear, linear, true)->Apply(lengths);
-BENCHMARK_CAPTURE(run, fwd_bwd_causal/softmax, softmax_causal, true)->Apply(lengths);
-BENCHMARK_CAPTURE(run, fwd_bwd_causal/linear, linear_causal, true)->Apply(lengths);
+BENCHMARK_CAPTURE(run, forward / softmax, softmax, false)->Apply(lengths);
+BENCHMARK_CAPTURE(run, forward / linear, linear, false)->Apply(lengths);
+BENCHMARK_CAPTURE(run, forward_causal / softmax, softmax_causal, false)->Apply(lengths);
+BENCHMARK_CAPTURE(run, forward_causal / linear, linear_causal, false)->Apply(lengths);
+BENCHMARK_CAPTURE(run, fwd_bwd / softmax, softmax, true)->Apply(lengths);
+BENCHMARK_CAPTURE(run, fwd_bwd / linear, linear, true)->Apply(lengths);
+BENCHMARK_CAPTURE(run, fwd_bwd_causal / softmax, softmax_causal, true)->Apply(lengths);
+BENCHMARK_CAPTURE(run, fwd_bwd_causal / linear, linear_causal, true)->Apply(lengths);
 
-int main(int argc, char** argv) { return flt::bench::run_benchmarks(argc, argv, "softmax"); }
+int main(int argc, char** argv) {
+  return flt::bench::run_benchmarks(argc, argv, "softmax");
+}

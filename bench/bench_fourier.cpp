@@ -1,7 +1,8 @@
-// Fourier attention: fused CPU kernel vs the composite LibTorch reference vs exact softmax attention,
-// forward and forward + backward, B = 1, H = 8, D in {16, 64}, L in {256 .. 4096}, float32,
-// non-causal; peak CPU memory of each (counting allocator); pair-dimension evaluations per second
-// against the machine's measured FMA throughput. Ratios are printed side by side after the run.
+// Fourier attention: fused CPU kernel vs the composite LibTorch reference vs exact softmax
+// attention, forward and forward + backward, B = 1, H = 8, D in {16, 64}, L in {256 .. 4096},
+// float32, non-causal; peak CPU memory of each (counting allocator); pair-dimension evaluations per
+// second against the machine's measured FMA throughput. Ratios are printed side by side after the
+// run.
 //
 //   OMP_WAIT_POLICY=PASSIVE ./build/bench/bench_fourier [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -57,9 +58,9 @@ void run_attention(benchmark::State& state, Impl impl, bool backward, int64_t di
       switch (impl) {
         case Impl::kFused: out = fa::fourier_attention(q, k, v, R); break;
         case Impl::kComposite:
-          out = fk::fourier_attention_composite(
-              q, k, v, fa::fourier_r_per_head_dim("bench", R, kHeads, dim), 4,
-              fk::FourierPhi::kPower, false);
+          out = fk::fourier_attention_composite(q, k, v,
+                                                fa::fourier_r_per_head_dim("bench", R, kHeads, dim),
+                                                4, fk::FourierPhi::kPower, false);
           break;
         case Impl::kSoftmax: out = fa::softmax_attention(q, k, v); break;
       }
@@ -79,9 +80,9 @@ void print_tables(const flt::bench::CollectingReporter& rep, double fma_per_seco
   for (bool backward : {false, true}) {
     std::printf("\n%s, float32, B=1 H=8, non-causal (ms; ratios from the same run)\n",
                 backward ? "forward+backward" : "forward");
-    std::printf("%4s %5s | %9s %10s %9s | %9s %9s | %8s %8s %8s | %10s %8s\n", "D", "L",
-                "fused", "composite", "softmax", "comp/fus", "fus/soft", "fus_MB", "comp_MB",
-                "soft_MB", "Gpairdim/s", "FMA/pd");
+    std::printf("%4s %5s | %9s %10s %9s | %9s %9s | %8s %8s %8s | %10s %8s\n", "D", "L", "fused",
+                "composite", "softmax", "comp/fus", "fus/soft", "fus_MB", "comp_MB", "soft_MB",
+                "Gpairdim/s", "FMA/pd");
     for (int64_t dim : kDims) {
       for (int64_t length : kLengths) {
         const auto* f = rep.find(bench_name(Impl::kFused, backward, dim, length));
@@ -103,11 +104,12 @@ void print_tables(const flt::bench::CollectingReporter& rep, double fma_per_seco
       }
     }
   }
-  std::printf("\nGpairdim/s: (query, key, dimension) triples per second of the fused kernel;\n"
-              "FMA/pd: the machine's measured float FMA rate (%.1f G/s, all threads) divided by\n"
-              "that rate, i.e. FMA-equivalents spent per pair-dimension (fwd+bwd counts the pair\n"
-              "once, so it includes the backward's work).\n",
-              fma_per_second / 1e9);
+  std::printf(
+      "\nGpairdim/s: (query, key, dimension) triples per second of the fused kernel;\n"
+      "FMA/pd: the machine's measured float FMA rate (%.1f G/s, all threads) divided by\n"
+      "that rate, i.e. FMA-equivalents spent per pair-dimension (fwd+bwd counts the pair\n"
+      "once, so it includes the backward's work).\n",
+      fma_per_second / 1e9);
 }
 
 }  // namespace
@@ -122,7 +124,8 @@ int main(int argc, char** argv) {
     for (int64_t length : kLengths) {
       for (bool backward : {false, true}) {
         for (Impl impl : {Impl::kFused, Impl::kComposite, Impl::kSoftmax}) {
-          if (impl == Impl::kComposite && double(length) * length * dim > kCompositeMaxL2D) continue;
+          if (impl == Impl::kComposite && double(length) * length * dim > kCompositeMaxL2D)
+            continue;
           benchmark::RegisterBenchmark(
               bench_name(impl, backward, dim, length).c_str(),
               [=](benchmark::State& s) { run_attention(s, impl, backward, dim, length); })

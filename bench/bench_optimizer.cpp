@@ -11,7 +11,8 @@ namespace fo = flt::optim;
 
 namespace {
 
-// Two 1000x500 layers and biases: 1,001,500 parameters (the Arg is the parameter count in thousands).
+// Two 1000x500 layers and biases: 1,001,500 parameters (the Arg is the parameter count in
+// thousands).
 std::vector<torch::Tensor> mlp_parameters() {
   torch::manual_seed(0);
   std::vector<torch::Tensor> params = {torch::randn({1000, 500}), torch::randn({1000}),
@@ -40,19 +41,25 @@ auto sgd = [](std::vector<torch::Tensor> p) {
 auto mnemosyne = [](fo::Memory memory) {
   return [memory](std::vector<torch::Tensor> p) {
     return std::make_unique<fo::Mnemosyne>(
-        p, fo::MnemosyneOptions(), fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().memory(memory)));
+        p, fo::MnemosyneOptions(),
+        fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().memory(memory)));
   };
 };
 
-void config(benchmark::internal::Benchmark* b) { b->Arg(1000)->Unit(benchmark::kMillisecond)->MinTime(1.0); }
+void config(benchmark::internal::Benchmark* b) {
+  b->Arg(1000)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+}
 
 }  // namespace
 
-BENCHMARK_CAPTURE(run, step/adam, adam)->Apply(config);
-BENCHMARK_CAPTURE(run, step/sgd_momentum, sgd)->Apply(config);
-BENCHMARK_CAPTURE(run, step/mnemosyne_flt, mnemosyne(fo::Memory::kFLT))->Apply(config);
-BENCHMARK_CAPTURE(run, step/mnemosyne_performer, mnemosyne(fo::Memory::kPerformer))->Apply(config);
-BENCHMARK_CAPTURE(run, step/mnemosyne_none, mnemosyne(fo::Memory::kNone))->Apply(config);
-BENCHMARK_CAPTURE(run, step/mnemosyne_lstm, mnemosyne(fo::Memory::kLSTM))->Apply(config);
+BENCHMARK_CAPTURE(run, step / adam, adam)->Apply(config);
+BENCHMARK_CAPTURE(run, step / sgd_momentum, sgd)->Apply(config);
+BENCHMARK_CAPTURE(run, step / mnemosyne_flt, mnemosyne(fo::Memory::kFLT))->Apply(config);
+BENCHMARK_CAPTURE(run, step / mnemosyne_performer, mnemosyne(fo::Memory::kPerformer))
+    ->Apply(config);
+BENCHMARK_CAPTURE(run, step / mnemosyne_none, mnemosyne(fo::Memory::kNone))->Apply(config);
+BENCHMARK_CAPTURE(run, step / mnemosyne_lstm, mnemosyne(fo::Memory::kLSTM))->Apply(config);
 
-int main(int argc, char** argv) { return flt::bench::run_benchmarks(argc, argv, "adam"); }
+int main(int argc, char** argv) {
+  return flt::bench::run_benchmarks(argc, argv, "adam");
+}

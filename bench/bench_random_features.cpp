@@ -18,14 +18,17 @@ namespace fa = flt::attention;
 
 namespace {
 
-// ---- the variants --------------------------------------------------------------------------------
+// ---- the variants
+// --------------------------------------------------------------------------------
 
 constexpr int64_t kBatch = 1, kHeads = 8, kDim = 64, kFeatures = 64, kRpeFeatures = 32;
 
-std::shared_ptr<torch::nn::Module> make_variant(const std::string& name, fa::Attention** attention) {
+std::shared_ptr<torch::nn::Module> make_variant(const std::string& name,
+                                                fa::Attention** attention) {
   fa::AttentionOptions options = fa::SoftmaxAttentionOptions();
   if (name == "performer") options = fa::PerformerAttentionOptions().features(kFeatures);
-  if (name == "flt") options = fa::FLTAttentionOptions().features(kFeatures).rpe_features(kRpeFeatures);
+  if (name == "flt")
+    options = fa::FLTAttentionOptions().features(kFeatures).rpe_features(kRpeFeatures);
   if (name == "schoenbat") options = fa::SchoenbAttentionOptions().features(kFeatures);
   auto handle = fa::make_attention(options, kHeads, kDim);
   *attention = handle.attention;
@@ -33,8 +36,8 @@ std::shared_ptr<torch::nn::Module> make_variant(const std::string& name, fa::Att
 }
 
 // One call: forward (no autograd graph) or forward + backward of sum(out).
-void run_once(fa::Attention& attention, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-              bool backward) {
+void run_once(fa::Attention& attention, const torch::Tensor& q, const torch::Tensor& k,
+              const torch::Tensor& v, bool backward) {
   if (!backward) {
     torch::NoGradGuard no_grad;
     benchmark::DoNotOptimize(attention.forward(q, k, v).data_ptr());
@@ -69,7 +72,9 @@ std::string key(const std::string& name, const std::string& mode, int64_t length
   return name + "/" + mode + "/" + std::to_string(length);
 }
 
-double peak_mb(const flt::bench::Result& r) { return r.counters.at("peak_MB"); }
+double peak_mb(const flt::bench::Result& r) {
+  return r.counters.at("peak_MB");
+}
 
 void print_summary(const flt::bench::CollectingReporter& results) {
   for (const std::string mode : {"fwd", "fwd+bwd"}) {

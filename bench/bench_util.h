@@ -1,7 +1,8 @@
 #pragma once
 // Shared by the benchmark programs: reporters that keep results for ratio tables measured in the
-// same run (CollectingReporter for custom tables, RatioReporter for the standard "<family>/<variant>/L"
-// layout), and the machine's measured FMA throughput (the physical limit of arithmetic-bound kernels).
+// same run (CollectingReporter for custom tables, RatioReporter for the standard
+// "<family>/<variant>/L" layout), and the machine's measured FMA throughput (the physical limit of
+// arithmetic-bound kernels).
 
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -19,7 +20,7 @@
 namespace flt::bench {
 
 struct Result {
-  double ms = 0;                          ///< real time per iteration
+  double ms = 0;                           ///< real time per iteration
   std::map<std::string, double> counters;  ///< e.g. peak_MB
 };
 
@@ -70,7 +71,8 @@ inline double measure_fma_per_second(int threads) {
   const auto start = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(threads)
   { sink = sink + fma_probe(rounds, 0.999999f, 1e-6f); }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return 128.0 * rounds * threads / seconds;
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 // Checks shared by the demos' command lines (CLI11): each error names the flag and the value.
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>

@@ -1,13 +1,16 @@
-// flt-eval-optim: compares the learned optimizers with tuned Adam and SGD-momentum on held-out tasks.
+// flt-eval-optim: compares the learned optimizers with tuned Adam and SGD-momentum on held-out
+// tasks.
 //
 //   flt-eval-optim [--out DIR] [--seeds 5] [--tuning-seeds 3] [--tasks rastrigin-2d,...]
 //                  [--weights NAME=FILE ...] [--no-baselines-sgd] [--tune-learned] [--quick]
 //
 // Baselines get their learning rate tuned per task on the 7-point grid 1e-4..1e-1 (tuning seeds
-// disjoint from the evaluation seeds); learned optimizers run with lr = 1 (their own step), and with
-// --tune-learned the FLT rule also runs with its step multiplier tuned the same way on 0.1..10. Prints a
-// table (median final loss, median steps to the target = tuned Adam's median loss at half budget,
-// win rate against tuned Adam) and writes DIR/eval.csv and DIR/eval.png (median loss curves).
+// disjoint from the evaluation seeds); learned optimizers run with lr = 1 (their own step), and
+// with
+// --tune-learned the FLT rule also runs with its step multiplier tuned the same way on 0.1..10.
+// Prints a table (median final loss, median steps to the target = tuned Adam's median loss at half
+// budget, win rate against tuned Adam) and writes DIR/eval.csv and DIR/eval.png (median loss
+// curves).
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
@@ -111,14 +114,16 @@ int main(int argc, char** argv) {
       sgd.name = "sgd-momentum (tuned)";
       sgd.make = [](double lr) -> fo::OptimizerFactory {
         return [lr](std::vector<torch::Tensor> p) {
-          return std::make_unique<torch::optim::SGD>(std::move(p), torch::optim::SGDOptions(lr).momentum(0.9));
+          return std::make_unique<torch::optim::SGD>(std::move(p),
+                                                     torch::optim::SGDOptions(lr).momentum(0.9));
         };
       };
       contenders.push_back(sgd);
     }
     if (weights.empty()) {
       for (auto memory : fo::pretrained_memories()) {
-        contenders.push_back(learned("mnemosyne-" + fo::memory_name(memory), fo::load_pretrained_model(memory)));
+        contenders.push_back(
+            learned("mnemosyne-" + fo::memory_name(memory), fo::load_pretrained_model(memory)));
       }
     }
     for (const auto& spec : weights) {
@@ -139,35 +144,42 @@ int main(int argc, char** argv) {
         tasks.push_back(std::move(t));
       }
     }
-    std::fprintf(stderr, "evaluating %zu optimizers on %zu held-out tasks (%lld seeds, lr tuned on %lld)\n",
+    std::fprintf(stderr,
+                 "evaluating %zu optimizers on %zu held-out tasks (%lld seeds, lr tuned on %lld)\n",
                  contenders.size(), tasks.size(), static_cast<long long>(options.eval_seeds),
                  static_cast<long long>(options.tuning_seeds));
     const auto rows = fo::evaluate(tasks, contenders, options);
 
     std::filesystem::create_directories(out);
-    std::printf("\n%-18s %-22s %9s %14s %14s %9s %5s %5s\n", "task", "optimizer", "lr", "median final",
-                "steps->target", "win rate", "ties", "div");
+    std::printf("\n%-18s %-22s %9s %14s %14s %9s %5s %5s\n", "task", "optimizer", "lr",
+                "median final", "steps->target", "win rate", "ties", "div");
     struct Tally {
       int won = 0, tied = 0, tasks = 0;
     };
     std::map<std::string, Tally> tally;  // per contender
     std::FILE* csv = std::fopen((out + "/eval.csv").c_str(), "w");
     TORCH_CHECK(csv, "flt-eval-optim: cannot write ", out, "/eval.csv");
-    std::fprintf(csv, "task,optimizer,lr,median_final,median_steps_to_target,win_rate,tie_rate,diverged,meta_objective\n");
+    std::fprintf(csv,
+                 "task,optimizer,lr,median_final,median_steps_to_target,win_rate,tie_rate,diverged,"
+                 "meta_objective\n");
     for (const auto& r : rows) {
-      std::printf("%-18s %-22s %9.2g %14.4g %14.0f %8.0f%% %4.0f%% %5lld\n", r.task.c_str(), r.contender.c_str(),
-                  r.lr, r.median_final, r.median_steps_to_target, 100 * r.win_rate, 100 * r.tie_rate,
-                  static_cast<long long>(r.diverged));
-      std::fprintf(csv, "%s,%s,%g,%g,%g,%g,%g,%lld,%g\n", r.task.c_str(), r.contender.c_str(), r.lr, r.median_final,
-                   r.median_steps_to_target, r.win_rate, r.tie_rate, static_cast<long long>(r.diverged),
-                   r.meta_objective);
+      std::printf("%-18s %-22s %9.2g %14.4g %14.0f %8.0f%% %4.0f%% %5lld\n", r.task.c_str(),
+                  r.contender.c_str(), r.lr, r.median_final, r.median_steps_to_target,
+                  100 * r.win_rate, 100 * r.tie_rate, static_cast<long long>(r.diverged));
+      std::fprintf(csv, "%s,%s,%g,%g,%g,%g,%g,%lld,%g\n", r.task.c_str(), r.contender.c_str(), r.lr,
+                   r.median_final, r.median_steps_to_target, r.win_rate, r.tie_rate,
+                   static_cast<long long>(r.diverged), r.meta_objective);
       auto& t = tally[r.contender];
       t.tasks += 1;
-      if (r.win_rate > 0.5) t.won += 1;
-      else if (r.win_rate + r.tie_rate > 0.5) t.tied += 1;  // no clear majority either way, mostly ties
+      if (r.win_rate > 0.5)
+        t.won += 1;
+      else if (r.win_rate + r.tie_rate > 0.5)
+        t.tied += 1;  // no clear majority either way, mostly ties
     }
     std::fclose(csv);
-    std::printf("\nmeta-objective (mean over tasks, seeds and steps of log(loss / start); lower is better):\n");
+    std::printf(
+        "\nmeta-objective (mean over tasks, seeds and steps of log(loss / start); lower is "
+        "better):\n");
     for (const auto& c : contenders) {
       double total = 0.0;
       int count = 0;
@@ -179,14 +191,16 @@ int main(int argc, char** argv) {
       }
       std::printf("  %-22s %+.3f\n", c.name.c_str(), total / count);
     }
-    std::printf("\ntasks where the optimizer beats tuned Adam on most seeds (a final loss within %.1g relative\n"
-                "of Adam's is a tie; \"tied\" = tasks not won where wins and ties make a majority):\n",
-                fo::kTieTolerance);
+    std::printf(
+        "\ntasks where the optimizer beats tuned Adam on most seeds (a final loss within %.1g "
+        "relative\n"
+        "of Adam's is a tie; \"tied\" = tasks not won where wins and ties make a majority):\n",
+        fo::kTieTolerance);
     for (const auto& c : contenders) {
       if (c.name == contenders[0].name) continue;
       const auto& t = tally[c.name];
-      std::printf("  %-22s %d / %d (%.0f%%), tied %d\n", c.name.c_str(), t.won, t.tasks, 100.0 * t.won / t.tasks,
-                  t.tied);
+      std::printf("  %-22s %d / %d (%.0f%%), tied %d\n", c.name.c_str(), t.won, t.tasks,
+                  100.0 * t.won / t.tasks, t.tied);
     }
 
     // Figure: one panel per task, median loss curves on a log axis, legend on top.
@@ -196,13 +210,16 @@ int main(int argc, char** argv) {
     std::vector<std::pair<int, int>> legend_at;  // (x, y) of each contender's swatch
     int legend_x = 8, legend_y = 8;
     for (const auto& contender : contenders) {
-      const int width = 20 + 2 * stb_easy_font_width(const_cast<char*>(contender.name.c_str())) + 24;
-      if (legend_x > 8 && legend_x + width > columns * panel_w) legend_x = 8, legend_y += legend_row;
+      const int width =
+          20 + 2 * stb_easy_font_width(const_cast<char*>(contender.name.c_str())) + 24;
+      if (legend_x > 8 && legend_x + width > columns * panel_w)
+        legend_x = 8, legend_y += legend_row;
       legend_at.emplace_back(legend_x, legend_y);
       legend_x += width;
     }
     const int legend_h = legend_y + legend_row + 6;
-    flt::demos::Canvas canvas(columns * panel_w, legend_h + ((panels + columns - 1) / columns) * panel_h);
+    flt::demos::Canvas canvas(columns * panel_w,
+                              legend_h + ((panels + columns - 1) / columns) * panel_h);
     for (size_t c = 0; c < contenders.size(); ++c) {
       const auto [x, y] = legend_at[c];
       canvas.rect(x, y, x + 14, y + 14, flt::demos::series_color(c));
@@ -213,8 +230,8 @@ int main(int argc, char** argv) {
       for (const auto& r : rows) {
         if (r.task == tasks[t].name) series.push_back(r.median_curve);
       }
-      flt::demos::plot_panel(canvas, (t % columns) * panel_w, legend_h + (t / columns) * panel_h, panel_w,
-                             panel_h, tasks[t].name, series, /*log_y=*/true);
+      flt::demos::plot_panel(canvas, (t % columns) * panel_w, legend_h + (t / columns) * panel_h,
+                             panel_w, panel_h, tasks[t].name, series, /*log_y=*/true);
     }
     canvas.save(out + "/eval.png");
     std::printf("\nwrote %s/eval.csv and %s/eval.png\n", out.c_str(), out.c_str());

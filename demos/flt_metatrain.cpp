@@ -95,17 +95,20 @@ int main(int argc, char** argv) {
     torch::manual_seed(options.seed);
     model_options.seed(options.seed);
     flt::optim::LearnedOptimizerModel model(model_options);
-    std::fprintf(stderr, "meta-training %s (%s, %lld iterations, %lld workers, unroll %lld, horizon %lld)\n",
-                 flt::optim::memory_name(model_options.memory()).c_str(),
-                 flt::optim::meta_estimator_name(options.estimator).c_str(),
-                 static_cast<long long>(options.iterations), static_cast<long long>(options.workers),
-                 static_cast<long long>(options.unroll), static_cast<long long>(options.horizon));
+    std::fprintf(
+        stderr, "meta-training %s (%s, %lld iterations, %lld workers, unroll %lld, horizon %lld)\n",
+        flt::optim::memory_name(model_options.memory()).c_str(),
+        flt::optim::meta_estimator_name(options.estimator).c_str(),
+        static_cast<long long>(options.iterations), static_cast<long long>(options.workers),
+        static_cast<long long>(options.unroll), static_cast<long long>(options.horizon));
     const auto history = flt::optim::meta_train(model, options);
     flt::optim::save_model(model, out);
     double tail = 0.0;
     const size_t n = std::min<size_t>(20, history.size());
-    for (size_t i = history.size() - n; i < history.size(); ++i) tail += history[i] / static_cast<double>(n);
-    std::printf("wrote %s (mean meta-loss of the last %zu iterations: %.4f)\n", out.c_str(), n, tail);
+    for (size_t i = history.size() - n; i < history.size(); ++i)
+      tail += history[i] / static_cast<double>(n);
+    std::printf("wrote %s (mean meta-loss of the last %zu iterations: %.4f)\n", out.c_str(), n,
+                tail);
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-metatrain: %s\n", e.what_without_backtrace());
     return 1;

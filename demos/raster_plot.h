@@ -17,14 +17,15 @@ using Rgb = std::array<unsigned char, 3>;
 
 /// Tableau-like categorical colours for series.
 inline Rgb series_color(size_t i) {
-  static const Rgb colors[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40},
-                               {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127}};
+  static const Rgb colors[] = {{31, 119, 180},  {255, 127, 14}, {44, 160, 44},   {214, 39, 40},
+                               {148, 103, 189}, {140, 86, 75},  {227, 119, 194}, {127, 127, 127}};
   return colors[i % 8];
 }
 
 class Canvas {
  public:
-  Canvas(int width, int height) : width_(width), height_(height), pixels_(3 * width * height, 255) {}
+  Canvas(int width, int height)
+      : width_(width), height_(height), pixels_(3 * width * height, 255) {}
 
   void pixel(int x, int y, const Rgb& c) {
     if (x < 0 || y < 0 || x >= width_ || y >= height_) return;
@@ -41,14 +42,16 @@ class Canvas {
       const double t = static_cast<double>(i) / steps;
       const int x = static_cast<int>(std::lround(x0 + t * (x1 - x0)));
       const int y = static_cast<int>(std::lround(y0 + t * (y1 - y0)));
-      rect(x - thickness / 2, y - thickness / 2, x - thickness / 2 + thickness, y - thickness / 2 + thickness, c);
+      rect(x - thickness / 2, y - thickness / 2, x - thickness / 2 + thickness,
+           y - thickness / 2 + thickness, c);
     }
   }
-  /// Text with its top-left corner at (x, y), stb_easy_font's 7-pixel-high glyphs scaled by `scale`.
+  /// Text with its top-left corner at (x, y), stb_easy_font's 7-pixel-high glyphs scaled by
+  /// `scale`.
   void text(int x, int y, const std::string& s, const Rgb& c, int scale = 1) {
     std::vector<char> buffer(s.size() * 300 + 300);
-    const int quads = stb_easy_font_print(0, 0, const_cast<char*>(s.c_str()), nullptr, buffer.data(),
-                                          static_cast<int>(buffer.size()));
+    const int quads = stb_easy_font_print(0, 0, const_cast<char*>(s.c_str()), nullptr,
+                                          buffer.data(), static_cast<int>(buffer.size()));
     const auto* v = reinterpret_cast<const float*>(buffer.data());
     for (int q = 0; q < quads; ++q) {
       const float* quad = v + q * 16;  // 4 vertices of (x, y, z, colour)
@@ -97,8 +100,12 @@ inline void plot_panel(Canvas& canvas, int x, int y, int w, int h, const std::st
     const auto& s = series[i];
     for (size_t j = 1; j < s.size(); ++j) {
       if (!std::isfinite(s[j - 1]) || !std::isfinite(s[j])) continue;
-      const auto px = [&](size_t k) { return left + (right - left) * static_cast<double>(k) / (length - 1); };
-      const auto py = [&](double v) { return bottom - (bottom - top) * (value(v) - lo) / (hi - lo); };
+      const auto px = [&](size_t k) {
+        return left + (right - left) * static_cast<double>(k) / (length - 1);
+      };
+      const auto py = [&](double v) {
+        return bottom - (bottom - top) * (value(v) - lo) / (hi - lo);
+      };
       canvas.line(px(j - 1), py(s[j - 1]), px(j), py(s[j]), series_color(i));
     }
   }

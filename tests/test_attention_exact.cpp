@@ -18,11 +18,12 @@ namespace {
 using Loop = std::function<double(const double* qi, const double* kj, int64_t dim)>;
 
 // out[b,h,i] = sum_j w(q_i, k_j) v_j / sum_j w(q_i, k_j), one scalar at a time, in double.
-torch::Tensor naive_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              bool causal, const Loop& weight) {
+torch::Tensor naive_attention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, bool causal, const Loop& weight) {
   const auto qd = q.to(torch::kDouble).contiguous(), kd = k.to(torch::kDouble).contiguous();
   const auto vd = v.to(torch::kDouble).contiguous();
-  const auto qa = qd.accessor<double, 4>(), ka = kd.accessor<double, 4>(), va = vd.accessor<double, 4>();
+  const auto qa = qd.accessor<double, 4>(), ka = kd.accessor<double, 4>(),
+             va = vd.accessor<double, 4>();
   auto out = torch::zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, torch::kDouble);
   auto oa = out.accessor<double, 4>();
   const int64_t dim = q.size(3);
@@ -44,7 +45,9 @@ torch::Tensor naive_attention(const torch::Tensor& q, const torch::Tensor& k, co
   return out;
 }
 
-double elu1(double x) { return x > 0 ? x + 1.0 : std::exp(x); }
+double elu1(double x) {
+  return x > 0 ? x + 1.0 : std::exp(x);
+}
 
 // exp(q.k / sqrt(D)): softmax weights up to the row's constant factor, which cancels in the ratio.
 double softmax_weight(const double* qi, const double* kj, int64_t dim) {
@@ -174,9 +177,9 @@ TEST_F(ExactAttention, Float_AgreesWithDouble) {
     EXPECT_TRUE(all_close(fa::softmax_attention(q.to(torch::kFloat), k.to(torch::kFloat),
                                                 v.to(torch::kFloat), causal),
                           fa::softmax_attention(q, k, v, causal), 1e-4, 1e-5));
-    EXPECT_TRUE(all_close(fa::linear_attention(q.to(torch::kFloat), k.to(torch::kFloat),
-                                               v.to(torch::kFloat), causal),
-                          fa::linear_attention(q, k, v, causal), 1e-4, 1e-5));
+    EXPECT_TRUE(all_close(
+        fa::linear_attention(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), causal),
+        fa::linear_attention(q, k, v, causal), 1e-4, 1e-5));
   }
 }
 
@@ -188,28 +191,56 @@ TEST_F(ExactAttention, Validation_NamesTheBadArgument) {
   const auto v = torch::randn({2, 3, 5, 6});
   for (auto fn : {&fa::softmax_attention, &fa::linear_attention}) {
     const double arg = fn == &fa::softmax_attention ? 0.0 : 1e-6;
-    const std::string name = fn == &fa::softmax_attention ? "softmax_attention" : "linear_attention";
-    expect_error([&] { fn(q[0], k, v, false, arg); }, {name, "q must have shape (B, H, L, D)", "[3, 5, 4]"});
+    const std::string name =
+        fn == &fa::softmax_attention ? "softmax_attention" : "linear_attention";
+    expect_error([&] { fn(q[0], k, v, false, arg); },
+                 {name, "q must have shape (B, H, L, D)", "[3, 5, 4]"});
     expect_error([&] { fn(q, k[0], v, false, arg); }, {name, "k must have shape", "[3, 5, 4]"});
     expect_error([&] { fn(q, k, v[0], false, arg); }, {name, "v must have shape", "[3, 5, 6]"});
-    expect_error([&] { fn(q, torch::randn({1, 3, 5, 4}), v, false, arg); },
-                 {name, "batch and heads", "[2, 3, 5, 4]", "[1, 3, 5, 4]"});
-    expect_error([&] { fn(q, torch::randn({2, 2, 5, 4}), v, false, arg); },
-                 {name, "batch and heads", "[2, 2, 5, 4]"});
-    expect_error([&] { fn(q, torch::randn({2, 3, 5, 7}), v, false, arg); },
-                 {name, "head dim D", "[2, 3, 5, 7]"});
-    expect_error([&] { fn(q, k, torch::randn({2, 3, 4, 6}), false, arg); },
-                 {name, "v must agree with k", "[2, 3, 4, 6]"});
-    expect_error([&] { fn(q, torch::randn({2, 3, 6, 4}), torch::randn({2, 3, 6, 6}), true, arg); },
-                 {name, "causal attention needs equal", "[2, 3, 6, 4]"});
-    expect_error([&] { fn(torch::ones({2, 3, 5, 4}, torch::kLong), k, v, false, arg); },
-                 {name, "floating-point", "Long"});
-    expect_error([&] { fn(q, k.to(torch::kDouble), v, false, arg); }, {name, "k has dtype", "Double"});
-    expect_error([&] { fn(q, k, v.to(torch::kDouble), false, arg); }, {name, "v has dtype", "Double"});
-    expect_error([&] { fn(torch::randn({2, 3, 0, 4}), k, v, false, arg); },
-                 {name, "q has empty length", "[2, 3, 0, 4]"});
-    expect_error([&] { fn(q, torch::randn({2, 3, 0, 4}), torch::randn({2, 3, 0, 6}), false, arg); },
-                 {name, "k has empty length"});
+    expect_error(
+        [&] {
+          fn(q, torch::randn({1, 3, 5, 4}), v, false, arg);
+        },
+        {name, "batch and heads", "[2, 3, 5, 4]", "[1, 3, 5, 4]"});
+    expect_error(
+        [&] {
+          fn(q, torch::randn({2, 2, 5, 4}), v, false, arg);
+        },
+        {name, "batch and heads", "[2, 2, 5, 4]"});
+    expect_error(
+        [&] {
+          fn(q, torch::randn({2, 3, 5, 7}), v, false, arg);
+        },
+        {name, "head dim D", "[2, 3, 5, 7]"});
+    expect_error(
+        [&] {
+          fn(q, k, torch::randn({2, 3, 4, 6}), false, arg);
+        },
+        {name, "v must agree with k", "[2, 3, 4, 6]"});
+    expect_error(
+        [&] {
+          fn(q, torch::randn({2, 3, 6, 4}), torch::randn({2, 3, 6, 6}), true, arg);
+        },
+        {name, "causal attention needs equal", "[2, 3, 6, 4]"});
+    expect_error(
+        [&] {
+          fn(torch::ones({2, 3, 5, 4}, torch::kLong), k, v, false, arg);
+        },
+        {name, "floating-point", "Long"});
+    expect_error([&] { fn(q, k.to(torch::kDouble), v, false, arg); },
+                 {name, "k has dtype", "Double"});
+    expect_error([&] { fn(q, k, v.to(torch::kDouble), false, arg); },
+                 {name, "v has dtype", "Double"});
+    expect_error(
+        [&] {
+          fn(torch::randn({2, 3, 0, 4}), k, v, false, arg);
+        },
+        {name, "q has empty length", "[2, 3, 0, 4]"});
+    expect_error(
+        [&] {
+          fn(q, torch::randn({2, 3, 0, 4}), torch::randn({2, 3, 0, 6}), false, arg);
+        },
+        {name, "k has empty length"});
     expect_error([&] { fn(q, k.to(torch::kMeta), v, false, arg); }, {name, "k is on meta"});
   }
   expect_error([&] { fa::linear_attention(q, k, v, false, -1.0); }, {"eps must be positive", "-1"});

@@ -22,8 +22,10 @@ torch::Tensor cumsum_reference(const torch::Tensor& phi_q, const torch::Tensor& 
 }
 
 std::vector<torch::Tensor> with_grads(
-    const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>& fn,
-    const torch::Tensor& q0, const torch::Tensor& k0, const torch::Tensor& v0, const torch::Tensor& w) {
+    const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&,
+                                      const torch::Tensor&)>& fn,
+    const torch::Tensor& q0, const torch::Tensor& k0, const torch::Tensor& v0,
+    const torch::Tensor& w) {
   auto q = q0.clone().requires_grad_(true), k = k0.clone().requires_grad_(true);
   auto v = v0.clone().requires_grad_(true);
   const auto out = fn(q, k, v);
@@ -40,11 +42,13 @@ TEST_F(CausalLinear, Fused_MatchesCumsumReference_ForwardAndBackward) {
   const auto v = torch::randn({2, 3, 150, 70}, torch::kDouble);
   const auto w = torch::randn({2, 3, 150, 70}, torch::kDouble);
   const auto fused = with_grads(
-      [](auto& a, auto& b, auto& c) { return fk::linear_attention_numerator(a, b, c, true); }, q, k, v, w);
+      [](auto& a, auto& b, auto& c) { return fk::linear_attention_numerator(a, b, c, true); }, q, k,
+      v, w);
   const auto reference = with_grads(cumsum_reference, q, k, v, w);
-  const auto composite = with_grads(
-      [](auto& a, auto& b, auto& c) { return fk::linear_attention_numerator_composite(a, b, c, true); },
-      q, k, v, w);
+  const auto composite =
+      with_grads([](auto& a, auto& b,
+                    auto& c) { return fk::linear_attention_numerator_composite(a, b, c, true); },
+                 q, k, v, w);
   for (int t = 0; t < 4; ++t) {
     const double floor = 1e-12 * reference[t].abs().max().item<double>();
     EXPECT_TRUE(all_close(fused[t], reference[t], 1e-10, floor)) << "fused vs cumsum, tensor " << t;
@@ -92,16 +96,29 @@ TEST_F(CausalLinear, NonContiguousAndOtherDtypes) {
 TEST_F(CausalLinear, Validation_NamesTheBadArgument) {
   const auto q = torch::rand({1, 2, 5, 3});
   const auto v = torch::randn({1, 2, 5, 4});
-  expect_error([&] { fk::linear_attention_numerator(q, torch::rand({1, 2, 5, 4}), v, true); },
-               {"feature counts differ"});
-  expect_error([&] { fk::linear_attention_numerator(q, q, torch::randn({1, 2, 6, 4}), true); },
-               {"v has length 6"});
+  expect_error(
+      [&] {
+        fk::linear_attention_numerator(q, torch::rand({1, 2, 5, 4}), v, true);
+      },
+      {"feature counts differ"});
+  expect_error(
+      [&] {
+        fk::linear_attention_numerator(q, q, torch::randn({1, 2, 6, 4}), true);
+      },
+      {"v has length 6"});
   expect_error([&] { fk::linear_attention_numerator(q, q.to(torch::kDouble), v, true); },
                {"dtypes differ", "Double"});
-  expect_error([&] { fk::linear_attention_numerator(torch::rand({1, 2, 4, 3}), q, v, true); },
-               {"causal needs Lq == Lk", "4 and 5"});
-  expect_error([&] { fk::linear_attention_numerator(q, torch::rand({1, 3, 5, 3}), torch::randn({1, 3, 5, 4}), true); },
-               {"batch and heads differ"});
+  expect_error(
+      [&] {
+        fk::linear_attention_numerator(torch::rand({1, 2, 4, 3}), q, v, true);
+      },
+      {"causal needs Lq == Lk", "4 and 5"});
+  expect_error(
+      [&] {
+        fk::linear_attention_numerator(q, torch::rand({1, 3, 5, 3}), torch::randn({1, 3, 5, 4}),
+                                       true);
+      },
+      {"batch and heads differ"});
 }
 
 // Peak memory of the fused causal forward + backward grows like L (M + Dv), never like L M Dv;
@@ -115,16 +132,16 @@ TEST_F(CausalLinear, PeakMemory_DoesNotGrowWithLMDv) {
     auto v = torch::randn({B, H, L, Dv}, torch::kDouble).requires_grad_(true);
     const size_t io_bytes = B * H * L * (M + M + Dv) * sizeof(double);
     const size_t prefix_bytes = B * H * L * M * Dv * sizeof(double);
-    const size_t fused = flt::peak_cpu_bytes_during([&] {
-      fk::linear_attention_numerator(q, k, v, true).sum().backward();
-    });
+    const size_t fused = flt::peak_cpu_bytes_during(
+        [&] { fk::linear_attention_numerator(q, k, v, true).sum().backward(); });
     fused_peaks.push_back(fused);
     // out, grad_out, dq, dk, dv and small workspaces: a few times the inputs. Here the prefix
     // tensor is M Dv / (2M + Dv) = 21 times the inputs, so the fused peak must stay far below it.
     EXPECT_LT(fused, 4 * io_bytes) << "L=" << L;
     EXPECT_LT(fused, prefix_bytes / 8) << "L=" << L;
     if (L == 1024) {
-      const size_t reference = flt::peak_cpu_bytes_during([&] { cumsum_reference(q, k, v).sum().backward(); });
+      const size_t reference =
+          flt::peak_cpu_bytes_during([&] { cumsum_reference(q, k, v).sum().backward(); });
       EXPECT_GE(reference, prefix_bytes) << "the counting allocator must see the prefix tensor";
     }
   }

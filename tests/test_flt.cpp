@@ -1,6 +1,6 @@
-// FLT attention: RPE features converge to the exact mask for every closed-form spectrum (slope of the
-// max-norm error vs r), sign-aware features, exact RPE-masked softmax limit, gradients, causality,
-// streaming, positions of any dimension, save/load, options and validation.
+// FLT attention: RPE features converge to the exact mask for every closed-form spectrum (slope of
+// the max-norm error vs r), sign-aware features, exact RPE-masked softmax limit, gradients,
+// causality, streaming, positions of any dimension, save/load, options and validation.
 #include <torch/serialize.h>
 
 #include <cmath>
@@ -31,18 +31,21 @@ fa::FLTAttention make_flt(const fa::FLTAttentionOptions& options) {
   return flt;
 }
 
-// Positions for a dimension: 16 token indices (1-D), a 4x4 patch grid (2-D), 12 random points (3-D).
+// Positions for a dimension: 16 token indices (1-D), a 4x4 patch grid (2-D), 12 random points
+// (3-D).
 torch::Tensor positions_of_dim(int64_t l) {
   if (l == 1) return torch::arange(16, torch::kDouble).view({16, 1});
   if (l == 2) {
-    const auto grid = torch::meshgrid({torch::arange(4, torch::kDouble), torch::arange(4, torch::kDouble)}, "ij");
+    const auto grid =
+        torch::meshgrid({torch::arange(4, torch::kDouble), torch::arange(4, torch::kDouble)}, "ij");
     return torch::stack(grid, -1).view({16, 2});
   }
   return torch::randn({12, 3}, torch::kDouble);
 }
 
 double slope_of(const std::vector<double>& x, const std::vector<double>& y) {
-  const auto X = torch::log(torch::tensor(x, torch::kDouble)), Y = torch::log(torch::tensor(y, torch::kDouble));
+  const auto X = torch::log(torch::tensor(x, torch::kDouble)),
+             Y = torch::log(torch::tensor(y, torch::kDouble));
   const auto xc = X - X.mean();
   return ((xc * (Y - Y.mean())).sum() / (xc * xc).sum()).item<double>();
 }
@@ -62,10 +65,11 @@ struct FamilyCase {
 // Thm 4.2: ||N^ - N||_max shrinks like r^{-1/2}. For each family with a closed-form f, the mean
 // max-norm error over 20 redraws at r = 16 .. 4096, log-log slope in [-0.65, -0.35].
 // Proposals: Gaussian p where g / p has finite variance (Gaussian spectra with s > sigma / sqrt 2);
-// Cauchy p for the polynomially / exponentially decaying spectra (Laplace and Cauchy kernels, smooth
-// local k = 2), whose variance under a Gaussian p is infinite. The box (k = 1) is not here: its g
-// (sin / xi) is not absolutely integrable, so E|a_t| is infinite under ANY proposal and the Monte Carlo
-// mean does not converge (measured slopes -0.14 Cauchy p, -0.18 Gaussian p; see Local_BoxDoesNotConverge).
+// Cauchy p for the polynomially / exponentially decaying spectra (Laplace and Cauchy kernels,
+// smooth local k = 2), whose variance under a Gaussian p is infinite. The box (k = 1) is not here:
+// its g (sin / xi) is not absolutely integrable, so E|a_t| is infinite under ANY proposal and the
+// Monte Carlo mean does not converge (measured slopes -0.14 Cauchy p, -0.18 Gaussian p; see
+// Local_BoxDoesNotConverge).
 TEST_F(FLT, MaskConvergesAtRateRMinusHalf) {
   const std::vector<FamilyCase> cases = {
       {"gaussian mixture 1-D", Family::kGaussianMixture, 1, 1, 0.1, Proposal::kGaussian, 0.3},
@@ -81,9 +85,17 @@ TEST_F(FLT, MaskConvergesAtRateRMinusHalf) {
     const auto positions = positions_of_dim(c.position_dim);
     std::vector<double> rs, errors;
     for (int64_t r : {16, 64, 256, 1024, 4096}) {
-      auto flt = make_flt(fa::FLTAttentionOptions().heads(1).head_dim(4).features(4).rpe_features(r)
-                              .position_dim(c.position_dim).family(c.family).smoothness(c.smoothness)
-                              .rpe_scale(c.scale).proposal(c.proposal).proposal_sigma(c.proposal_sigma));
+      auto flt = make_flt(fa::FLTAttentionOptions()
+                              .heads(1)
+                              .head_dim(4)
+                              .features(4)
+                              .rpe_features(r)
+                              .position_dim(c.position_dim)
+                              .family(c.family)
+                              .smoothness(c.smoothness)
+                              .rpe_scale(c.scale)
+                              .proposal(c.proposal)
+                              .proposal_sigma(c.proposal_sigma));
       const auto exact = flt->exact_mask(positions);
       double total = 0.0;
       const int draws = 20;
@@ -95,8 +107,8 @@ TEST_F(FLT, MaskConvergesAtRateRMinusHalf) {
       errors.push_back(total / draws);
     }
     const double slope = slope_of(rs, errors);
-    std::printf("FLT %-22s max-norm error r=16 %.4f r=4096 %.4f slope %.3f\n", c.label, errors.front(),
-                errors.back(), slope);
+    std::printf("FLT %-22s max-norm error r=16 %.4f r=4096 %.4f slope %.3f\n", c.label,
+                errors.front(), errors.back(), slope);
     EXPECT_GE(slope, -0.65) << c.label;
     EXPECT_LE(slope, -0.35) << c.label;
   }
@@ -109,12 +121,22 @@ TEST_F(FLT, Local_BoxDoesNotConverge) {
   const auto positions = positions_of_dim(1);
   std::vector<double> errors;
   for (int64_t r : {256, 4096}) {
-    auto flt = make_flt(fa::FLTAttentionOptions().heads(1).head_dim(4).features(4).rpe_features(r)
-                            .family(Family::kLocal).rpe_scale(1.5).proposal(Proposal::kCauchy).proposal_sigma(0.5));
+    auto flt = make_flt(fa::FLTAttentionOptions()
+                            .heads(1)
+                            .head_dim(4)
+                            .features(4)
+                            .rpe_features(r)
+                            .family(Family::kLocal)
+                            .rpe_scale(1.5)
+                            .proposal(Proposal::kCauchy)
+                            .proposal_sigma(0.5));
     double total = 0.0;
     for (int d = 0; d < 20; ++d) {
       flt->redraw(100 + d);
-      total += (flt->approximate_mask(positions) - flt->exact_mask(positions)).abs().max().item<double>();
+      total += (flt->approximate_mask(positions) - flt->exact_mask(positions))
+                   .abs()
+                   .max()
+                   .item<double>();
     }
     errors.push_back(total / 20);
   }
@@ -128,32 +150,40 @@ TEST_F(FLT, ClosedFormsAreInverseTransforms) {
   const auto xi = torch::arange(-40.0, 40.0 + 5e-4, 1e-3, torch::kDouble).view({-1, 1});
   const auto delta = torch::tensor({0.0, 0.7, 1.3, 2.6, 4.1}, torch::kDouble).view({-1, 1});
   const std::vector<std::pair<Family, int64_t>> families = {
-      {Family::kGaussianMixture, 1}, {Family::kLocal, 2}, {Family::kLocal, 3}, {Family::kGaussianKernel, 1},
-      {Family::kLaplaceKernel, 1},   {Family::kCauchyKernel, 1}, {Family::kGaussianBasis, 1}};
+      {Family::kGaussianMixture, 1}, {Family::kLocal, 2},         {Family::kLocal, 3},
+      {Family::kGaussianKernel, 1},  {Family::kLaplaceKernel, 1}, {Family::kCauchyKernel, 1},
+      {Family::kGaussianBasis, 1}};
   for (const auto& [family, k] : families) {
-    const double scale = family == Family::kGaussianMixture ? 0.3 : (family == Family::kLocal ? 0.8 : 1.0);
+    const double scale =
+        family == Family::kGaussianMixture ? 0.3 : (family == Family::kLocal ? 0.8 : 1.0);
     auto flt = make_flt(base_options().family(family).smoothness(k).rpe_scale(scale));
     if (family == Family::kGaussianMixture) {
       torch::NoGradGuard no_grad;
       flt->rpe->means.fill_(0.2);  // exercise the cos(2 pi mu.x) factor
     }
-    const auto g = flt->spectrum(xi);                                                     // (H, N)
+    const auto g = flt->spectrum(xi);                                                      // (H, N)
     const auto weights = torch::cos(2.0 * M_PI * xi.view({1, -1}) * delta.view({-1, 1}));  // (5, N)
-    auto integrand = g.unsqueeze(1) * weights.unsqueeze(0);                               // (H, 5, N)
-    const auto integral = (integrand.sum(-1) - 0.5 * (integrand.select(-1, 0) + integrand.select(-1, -1))) * 1e-3;
-    // g ~ xi^{-2} (Laplace, local k = 2): the tail beyond |xi| = 40 is ~ 2 * 2 lambda / (4 pi^2 lambda^2 40)
-    // = 2.5e-3 (Laplace) and ~ 2 w / (pi^2 40) = 2.5e-3 (local); faster-decaying g are exact to 2e-5.
+    auto integrand = g.unsqueeze(1) * weights.unsqueeze(0);  // (H, 5, N)
+    const auto integral =
+        (integrand.sum(-1) - 0.5 * (integrand.select(-1, 0) + integrand.select(-1, -1))) * 1e-3;
+    // g ~ xi^{-2} (Laplace, local k = 2): the tail beyond |xi| = 40 is ~ 2 * 2 lambda / (4 pi^2
+    // lambda^2 40) = 2.5e-3 (Laplace) and ~ 2 w / (pi^2 40) = 2.5e-3 (local); faster-decaying g are
+    // exact to 2e-5.
     const bool slow_tail = family == Family::kLaplaceKernel || (family == Family::kLocal && k == 2);
     const double atol = slow_tail ? 5e-3 : 2e-5;
     EXPECT_TRUE(all_close(integral, flt->rpe_function(delta), 1e-4, atol))
         << fa::spectrum_family_name(family) << " k=" << k;
   }
   // k = 2 is the triangle (2v - |x|)_+ per component, k = 1 the box.
-  auto tri = make_flt(base_options().family(Family::kLocal).smoothness(2).components(1).rpe_scale(1.5));
+  auto tri =
+      make_flt(base_options().family(Family::kLocal).smoothness(2).components(1).rpe_scale(1.5));
   const auto d = torch::tensor({0.0, 1.0, 2.9, 3.5}, torch::kDouble).view({-1, 1});
-  EXPECT_TRUE(all_close(tri->rpe_function(d)[0], torch::tensor({3.0, 2.0, 0.1, 0.0}, torch::kDouble), 1e-12, 1e-12));
-  auto box = make_flt(base_options().family(Family::kLocal).smoothness(1).components(1).rpe_scale(1.5));
-  EXPECT_TRUE(torch::equal(box->rpe_function(d)[0], torch::tensor({1.0, 1.0, 0.0, 0.0}, torch::kDouble)));
+  EXPECT_TRUE(all_close(tri->rpe_function(d)[0],
+                        torch::tensor({3.0, 2.0, 0.1, 0.0}, torch::kDouble), 1e-12, 1e-12));
+  auto box =
+      make_flt(base_options().family(Family::kLocal).smoothness(1).components(1).rpe_scale(1.5));
+  EXPECT_TRUE(
+      torch::equal(box->rpe_function(d)[0], torch::tensor({1.0, 1.0, 0.0, 0.0}, torch::kDouble)));
 }
 
 // A negative spectrum weight gives a negative mask (the public code squares g / p on both sides and
@@ -178,10 +208,10 @@ TEST_F(FLT, NegativeSpectrumGivesNegativeMask) {
   EXPECT_LT((mixed->approximate_mask(positions) - exact_mixed).abs().max().item<double>(), 0.15);
 }
 
-// With large m and r, FLT attention approaches exact RPE-masked softmax attention, and the error falls
-// from (m, r) = (16, 8) to (4096, 256); compared with softmax without the mask. Hyperbolic FAVOR+ and
-// |q|^2 / sqrt(D) ~ 0.25: the FAVOR+ error falls slowly for larger inputs (measured with q ~ 0.5 N(0,1):
-// 0.15 at m = 4096), the variance regime of PEERS.md.
+// With large m and r, FLT attention approaches exact RPE-masked softmax attention, and the error
+// falls from (m, r) = (16, 8) to (4096, 256); compared with softmax without the mask. Hyperbolic
+// FAVOR+ and |q|^2 / sqrt(D) ~ 0.25: the FAVOR+ error falls slowly for larger inputs (measured with
+// q ~ 0.5 N(0,1): 0.15 at m = 4096), the variance regime of PEERS.md.
 TEST_F(FLT, ApproachesExactRpeMaskedSoftmax) {
   const auto q = torch::randn({1, 2, 24, 8}, torch::kDouble) * 0.3;
   const auto k = torch::randn({1, 2, 24, 8}, torch::kDouble) * 0.3;
@@ -194,17 +224,26 @@ TEST_F(FLT, ApproachesExactRpeMaskedSoftmax) {
     for (auto [m, r] : std::vector<std::pair<int64_t, int64_t>>{{16, 8}, {4096, 256}}) {
       double total = 0.0;
       for (int s = 0; s < 2; ++s) {
-        auto flt = make_flt(fa::FLTAttentionOptions().heads(2).head_dim(8).features(m).rpe_features(r)
-                                .family(Family::kGaussianKernel).rpe_scale(2.0).proposal_sigma(0.3)
-                                .kind(fa::FeatureKind::kHyperbolic).seed(30 + s));
+        auto flt = make_flt(fa::FLTAttentionOptions()
+                                .heads(2)
+                                .head_dim(8)
+                                .features(m)
+                                .rpe_features(r)
+                                .family(Family::kGaussianKernel)
+                                .rpe_scale(2.0)
+                                .proposal_sigma(0.3)
+                                .kind(fa::FeatureKind::kHyperbolic)
+                                .seed(30 + s));
         const auto exact = torch::matmul(flt->exact_attention(q, k, call), v);
         total += ((flt(q, k, v, call) - exact).norm() / exact.norm()).item<double>();
         if (s == 0) {
-          unmasked = ((torch::matmul(torch::softmax(torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(8.0) +
-                                                        (causal ? torch::full({24, 24}, -1e300, torch::kDouble).triu(1)
-                                                                : torch::zeros({24, 24}, torch::kDouble)),
-                                                    -1),
-                                       v) -
+          unmasked = ((torch::matmul(
+                           torch::softmax(
+                               torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(8.0) +
+                                   (causal ? torch::full({24, 24}, -1e300, torch::kDouble).triu(1)
+                                           : torch::zeros({24, 24}, torch::kDouble)),
+                               -1),
+                           v) -
                        exact)
                           .norm() /
                       exact.norm())
@@ -213,21 +252,30 @@ TEST_F(FLT, ApproachesExactRpeMaskedSoftmax) {
       }
       errors.push_back(total / 2);
     }
-    std::printf("FLT vs exact RPE-masked softmax (causal=%d): m,r=16,8 %.4f  m,r=4096,256 %.4f  "
-                "(softmax without the mask %.4f)\n", causal, errors[0], errors[1], unmasked);
+    std::printf(
+        "FLT vs exact RPE-masked softmax (causal=%d): m,r=16,8 %.4f  m,r=4096,256 %.4f  "
+        "(softmax without the mask %.4f)\n",
+        causal, errors[0], errors[1], unmasked);
     EXPECT_LT(errors[1], errors[0] / 3.0);
     EXPECT_LT(errors[1], 0.1);
     EXPECT_LT(errors[1], unmasked / 3.0);
   }
 }
 
-// Gradients w.r.t. every spectrum parameter are non-zero at initialisation and match finite differences.
+// Gradients w.r.t. every spectrum parameter are non-zero at initialisation and match finite
+// differences.
 TEST_F(FLT, SpectrumGradientsNonZeroAtInitAndMatchFiniteDifferences) {
-  for (auto family : {Family::kGaussianMixture, Family::kLocal, Family::kGaussianKernel, Family::kLaplaceKernel,
-                      Family::kCauchyKernel, Family::kGaussianBasis}) {
-    auto flt = make_flt(fa::FLTAttentionOptions().heads(2).head_dim(2).features(6).rpe_features(3)
-                            .family(family).rpe_scale(family == Family::kGaussianMixture ? 0.2 : 1.0)
-                            .proposal_sigma(0.5).learn_proposal(true));
+  for (auto family : {Family::kGaussianMixture, Family::kLocal, Family::kGaussianKernel,
+                      Family::kLaplaceKernel, Family::kCauchyKernel, Family::kGaussianBasis}) {
+    auto flt = make_flt(fa::FLTAttentionOptions()
+                            .heads(2)
+                            .head_dim(2)
+                            .features(6)
+                            .rpe_features(3)
+                            .family(family)
+                            .rpe_scale(family == Family::kGaussianMixture ? 0.2 : 1.0)
+                            .proposal_sigma(0.5)
+                            .learn_proposal(true));
     const auto q = torch::randn({1, 2, 5, 2}, torch::kDouble);
     const auto k = torch::randn({1, 2, 5, 2}, torch::kDouble);
     const auto v = torch::randn({1, 2, 5, 2}, torch::kDouble);
@@ -238,7 +286,8 @@ TEST_F(FLT, SpectrumGradientsNonZeroAtInitAndMatchFiniteDifferences) {
     for (size_t i = 0; i < params.size(); ++i) {
       ASSERT_TRUE(params[i].grad().defined()) << fa::spectrum_family_name(family) << " param " << i;
       EXPECT_GT(params[i].grad().abs().min().item<double>(), 0.0)
-          << fa::spectrum_family_name(family) << " param " << i << " has a zero gradient entry at init";
+          << fa::spectrum_family_name(family) << " param " << i
+          << " has a zero gradient entry at init";
       params[i].mutable_grad() = torch::Tensor();
     }
     expect_gradients_match([&](const std::vector<torch::Tensor>&) { return flt(q, k, v); }, params,
@@ -254,8 +303,9 @@ TEST_F(FLT, GradientsForInputsMatchFiniteDifferences) {
     auto v = torch::randn({1, 2, 6, 2}, torch::kDouble).requires_grad_();
     fa::AttentionCall call;
     call.causal = causal;
-    expect_gradients_match([&](const std::vector<torch::Tensor>& x) { return flt(x[0], x[1], x[2], call); },
-                           {q, k, v});
+    expect_gradients_match(
+        [&](const std::vector<torch::Tensor>& x) { return flt(x[0], x[1], x[2], call); },
+        {q, k, v});
   }
 }
 
@@ -356,8 +406,10 @@ TEST_F(FLT, PerHeadSpectraAndPositionsOfAnyDimension) {
     EXPECT_EQ(f(q, q, v, call).sizes(), torch::IntArrayRef({2, 2, 10, 3}));
     EXPECT_EQ(f->exact_mask(call.positions).sizes(), torch::IntArrayRef({2, 2, 10, 10}));
     EXPECT_EQ(f->approximate_mask(call.positions).sizes(), torch::IntArrayRef({2, 2, 10, 10}));
-    EXPECT_EQ(f->spectrum(torch::randn({7, l}, torch::kDouble)).sizes(), torch::IntArrayRef({2, 7}));
-    EXPECT_EQ(f->rpe_function(torch::randn({7, l}, torch::kDouble)).sizes(), torch::IntArrayRef({2, 7}));
+    EXPECT_EQ(f->spectrum(torch::randn({7, l}, torch::kDouble)).sizes(),
+              torch::IntArrayRef({2, 7}));
+    EXPECT_EQ(f->rpe_function(torch::randn({7, l}, torch::kDouble)).sizes(),
+              torch::IntArrayRef({2, 7}));
     // The 1-D default (token indices) equals explicit indices.
     if (l == 1) {
       fa::AttentionCall indices;
@@ -384,15 +436,23 @@ TEST_F(FLT, SaveLoadRedrawAndParameterCount) {
   // RPE parameters: (2 + l) T per head for the mixture; under 0.03M in a paper-sized configuration
   // (12 heads, T = 16 components, 3-D positions: 12 * 16 * 5 = 960).
   EXPECT_EQ(flt->rpe_parameter_count(), 2 * (2 + 1) * 2);
-  auto big = fa::FLTAttention(fa::FLTAttentionOptions().heads(12).head_dim(64).components(16).position_dim(3));
+  auto big = fa::FLTAttention(
+      fa::FLTAttentionOptions().heads(12).head_dim(64).components(16).position_dim(3));
   EXPECT_EQ(big->rpe_parameter_count(), 960);
   EXPECT_LT(big->rpe_parameter_count(), 30000);
   EXPECT_EQ(big->parameter_count(), big->rpe_parameter_count());
 }
 
 TEST_F(FLT, OptionsAndContainers) {
-  const auto options = fa::FLTAttentionOptions().features(24).rpe_features(12).family(Family::kLocal)
-                           .smoothness(2).components(3).position_dim(2).proposal(Proposal::kCauchy).seed(8);
+  const auto options = fa::FLTAttentionOptions()
+                           .features(24)
+                           .rpe_features(12)
+                           .family(Family::kLocal)
+                           .smoothness(2)
+                           .components(3)
+                           .position_dim(2)
+                           .proposal(Proposal::kCauchy)
+                           .seed(8);
   fa::MultiheadAttention mha(fa::MultiheadAttentionOptions(32, 4).attention(options));
   auto* flt = dynamic_cast<fa::FLTAttentionImpl*>(&mha->attention());
   ASSERT_NE(flt, nullptr);
@@ -407,8 +467,8 @@ TEST_F(FLT, OptionsAndContainers) {
   EXPECT_EQ(flt->options.heads(), 4);
   EXPECT_EQ(flt->options.head_dim(), 8);
   EXPECT_EQ(flt->feature_map->options.input_dim(), 2 * 12 + 8);
-  for (auto f : {Family::kGaussianMixture, Family::kLocal, Family::kGaussianKernel, Family::kLaplaceKernel,
-                 Family::kCauchyKernel, Family::kGaussianBasis}) {
+  for (auto f : {Family::kGaussianMixture, Family::kLocal, Family::kGaussianKernel,
+                 Family::kLaplaceKernel, Family::kCauchyKernel, Family::kGaussianBasis}) {
     EXPECT_EQ(fa::spectrum_family_from_name(fa::spectrum_family_name(f)), f);
   }
   fa::AttentionCall call;
@@ -419,10 +479,14 @@ TEST_F(FLT, OptionsAndContainers) {
 }
 
 TEST_F(FLT, Validation_NamesTheBadValue) {
-  expect_error([] { fa::FLTAttention(base_options().features(0)); }, {"features (m) must be positive", "0"});
-  expect_error([] { fa::FLTAttention(base_options().rpe_features(-2)); }, {"rpe_features (r) must be positive", "-2"});
-  expect_error([] { fa::FLTAttention(base_options().components(0)); }, {"components (T) must be positive", "0"});
-  expect_error([] { fa::FLTAttention(base_options().proposal_sigma(-0.5)); }, {"proposal_sigma must be positive", "-0.5"});
+  expect_error([] { fa::FLTAttention(base_options().features(0)); },
+               {"features (m) must be positive", "0"});
+  expect_error([] { fa::FLTAttention(base_options().rpe_features(-2)); },
+               {"rpe_features (r) must be positive", "-2"});
+  expect_error([] { fa::FLTAttention(base_options().components(0)); },
+               {"components (T) must be positive", "0"});
+  expect_error([] { fa::FLTAttention(base_options().proposal_sigma(-0.5)); },
+               {"proposal_sigma must be positive", "-0.5"});
   expect_error([] { fa::FLTAttention(base_options().rpe_scale(-1.5)); }, {"rpe_scale", "-1.5"});
   expect_error([] { fa::FLTAttention(base_options().eps(NAN)); },
                {"FLTAttention: eps must be positive and finite", "got nan"});
@@ -440,7 +504,10 @@ TEST_F(FLT, Validation_NamesTheBadValue) {
   expect_error([&] { flt(q, q, q, call); }, {"positions have dimension 3", "position_dim is 2"});
   call.positions = torch::randn({6, 2}, torch::kDouble);
   expect_error([&] { flt(q, q, q, call); }, {"positions have length 6"});
-  expect_error([&] { flt(torch::randn({1, 3, 5, 4}, torch::kDouble), torch::randn({1, 3, 5, 4}, torch::kDouble),
-                         torch::randn({1, 3, 5, 4}, torch::kDouble)); },
-               {"3 heads but heads is 2"});
+  expect_error(
+      [&] {
+        flt(torch::randn({1, 3, 5, 4}, torch::kDouble), torch::randn({1, 3, 5, 4}, torch::kDouble),
+            torch::randn({1, 3, 5, 4}, torch::kDouble));
+      },
+      {"3 heads but heads is 2"});
 }

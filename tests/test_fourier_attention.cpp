@@ -99,7 +99,8 @@ std::vector<torch::Tensor> reference_ld(const torch::Tensor& q, const torch::Ten
         for (int64_t j = 0; j < Lk; ++j) {
           LD acc = 0;
           for (int64_t d = 0; d < D; ++d) {
-            acc += power * std::log(std::fabs(sinc_ld(LD(R[h][d]) * (LD(Q[b][h][i][d]) - K[b][h][j][d]))));
+            acc += power *
+                   std::log(std::fabs(sinc_ld(LD(R[h][d]) * (LD(Q[b][h][i][d]) - K[b][h][j][d]))));
           }
           logw[j] = acc;
           top = std::max(top, acc);
@@ -212,9 +213,9 @@ TEST_F(FourierAttention, FloatAgreesWithDouble) {
   const auto w = torch::randn({1, 2, 200, 8}, torch::kDouble);
   const Case c{4, fk::FourierPhi::kPower, true, false};
   const auto d = run_with_grads(fk::fourier_attention_fused_cpu, q, k, v, r, w, c);
-  const auto f = run_with_grads(fk::fourier_attention_fused_cpu, q.to(torch::kFloat),
-                                k.to(torch::kFloat), v.to(torch::kFloat), r.to(torch::kFloat),
-                                w.to(torch::kFloat), c);
+  const auto f =
+      run_with_grads(fk::fourier_attention_fused_cpu, q.to(torch::kFloat), k.to(torch::kFloat),
+                     v.to(torch::kFloat), r.to(torch::kFloat), w.to(torch::kFloat), c);
   for (int t = 0; t < 5; ++t) {
     // Float tolerance: log-weights are sums of 16 * 4 terms with relative error ~1e-7 each, and the
     // exponentials of differences of such sums amplify them; 1e-4 of each tensor's scale.
@@ -238,10 +239,9 @@ TEST_F(FourierAttention, D64R2_RowsFiniteAndNonDegenerate) {
   ASSERT_TRUE(weights.isfinite().all().item<bool>());
   EXPECT_TRUE(all_close(weights.sum(-1), torch::ones({1, 2, 96}), 1e-5, 1e-5));
   const auto out = fa::fourier_attention(q, k, v, R);
-  const auto ref = fk::fourier_attention_composite(q.to(torch::kDouble), k.to(torch::kDouble),
-                                                   v.to(torch::kDouble),
-                                                   torch::full({2, 64}, 2.0, torch::kDouble), 4,
-                                                   fk::FourierPhi::kPower, false);
+  const auto ref = fk::fourier_attention_composite(
+      q.to(torch::kDouble), k.to(torch::kDouble), v.to(torch::kDouble),
+      torch::full({2, 64}, 2.0, torch::kDouble), 4, fk::FourierPhi::kPower, false);
   EXPECT_TRUE(all_close(out, ref, 1e-3, 1e-4));
   // Non-degenerate: outputs are not the uniform average of v.
   EXPECT_GT((out - v.mean(2, true)).abs().max().item<double>(), 0.1);
@@ -265,9 +265,9 @@ TEST_F(FourierAttention, NearZeroDifferences_GradientsMatchSeries) {
     EXPECT_TRUE(all_close(d[t], ref[t], 1e-9, 1e-300)) << "double tensor " << t;
   }
   // Float: the authors' float cot x - 1/x returns 0 for |x| = 1e-4; ours keeps 1e-4 relative.
-  const auto f = run_with_grads(fk::fourier_attention_fused_cpu, q.to(torch::kFloat),
-                                k.to(torch::kFloat), v.to(torch::kFloat), r.to(torch::kFloat),
-                                w.to(torch::kFloat), c);
+  const auto f =
+      run_with_grads(fk::fourier_attention_fused_cpu, q.to(torch::kFloat), k.to(torch::kFloat),
+                     v.to(torch::kFloat), r.to(torch::kFloat), w.to(torch::kFloat), c);
   const auto ref_f = reference_ld(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat),
                                   r.to(torch::kFloat), w.to(torch::kFloat), 4);
   for (int t = 0; t < 5; ++t) {
@@ -283,8 +283,8 @@ TEST_F(FourierAttention, ZerosOfSin_GiveZeroWeightAndNoNaN) {
   for (auto dtype : {torch::kFloat, torch::kDouble}) {
     auto q = torch::zeros({1, 1, 2, 3}, dtype);
     auto k = torch::randn({1, 1, 4, 3}, dtype) * 0.3;
-    k.index_put_({0, 0, 0, 1}, M_PI);       // x = -pi: sin vanishes
-    k.index_put_({0, 0, 2, 0}, 2 * M_PI);   // x = -2 pi
+    k.index_put_({0, 0, 0, 1}, M_PI);      // x = -pi: sin vanishes
+    k.index_put_({0, 0, 2, 0}, 2 * M_PI);  // x = -2 pi
     const auto v = torch::randn({1, 1, 4, 2}, dtype);
     const auto R = torch::ones({1}, dtype);
     const auto weights = fa::fourier_attention_weights(q, k, R);
@@ -300,15 +300,15 @@ TEST_F(FourierAttention, ZerosOfSin_GiveZeroWeightAndNoNaN) {
   const auto k = torch::full({1, 1, 3, 2}, 4.0, torch::kDouble);
   const auto v = torch::randn({1, 1, 3, 2}, torch::kDouble);
   const auto w = torch::randn({1, 1, 1, 2}, torch::kDouble);
-  const auto g = run_with_grads(fk::fourier_attention_fused_cpu, q, k, v,
-                                torch::ones({1}, torch::kDouble), w,
-                                {1, fk::FourierPhi::kRelu, false, false});
+  const auto g =
+      run_with_grads(fk::fourier_attention_fused_cpu, q, k, v, torch::ones({1}, torch::kDouble), w,
+                     {1, fk::FourierPhi::kRelu, false, false});
   expect_finite(g, "vanished row");
   EXPECT_EQ(g[0].abs().max().item<double>(), 0.0);
   EXPECT_EQ(g[1].abs().max().item<double>(), 0.0);
-  const auto c = run_with_grads(fk::fourier_attention_composite, q, k, v,
-                                torch::ones({1}, torch::kDouble), w,
-                                {1, fk::FourierPhi::kRelu, false, false});
+  const auto c =
+      run_with_grads(fk::fourier_attention_composite, q, k, v, torch::ones({1}, torch::kDouble), w,
+                     {1, fk::FourierPhi::kRelu, false, false});
   EXPECT_EQ(c[0].abs().max().item<double>(), 0.0);
 }
 
@@ -381,7 +381,8 @@ TEST_F(FourierAttention, SigmoidAndOtherDtypes_UseTheComposite) {
   auto R = torch::full({1}, 1.5, torch::kDouble).requires_grad_(true);
   expect_gradients_match(
       [](const std::vector<torch::Tensor>& in) {
-        return fa::fourier_attention(in[0], in[1], in[2], in[3], 1, false, fk::FourierPhi::kSigmoid);
+        return fa::fourier_attention(in[0], in[1], in[2], in[3], 1, false,
+                                     fk::FourierPhi::kSigmoid);
       },
       {q, k, v, R});
   const auto qb = torch::randn({1, 1, 4, 2}).to(torch::kBFloat16);
@@ -396,29 +397,41 @@ TEST_F(FourierAttention, NonContiguousInputs_AreMadeContiguous) {
   const auto v = torch::randn({1, 2, 3, 5}).transpose(2, 3);
   const auto R = torch::full({2, 1}, 2.0);
   ASSERT_FALSE(q.is_contiguous());
-  EXPECT_TRUE(torch::equal(fa::fourier_attention(q, k, v, R),
-                           fa::fourier_attention(q.contiguous(), k.contiguous(), v.contiguous(), R)));
+  EXPECT_TRUE(
+      torch::equal(fa::fourier_attention(q, k, v, R),
+                   fa::fourier_attention(q.contiguous(), k.contiguous(), v.contiguous(), R)));
 }
 
 TEST_F(FourierAttention, Validation_NamesTheBadArgument) {
   const auto q = torch::randn({1, 2, 3, 4});
   const auto v = torch::randn({1, 2, 3, 5});
   const auto R = torch::full({1}, 2.0);
-  expect_error([&] { fa::fourier_attention(q, torch::randn({1, 2, 3, 5}), v, R); },
-               {"fourier_attention", "head dim", "[1, 2, 3, 5]"});
-  expect_error([&] { fa::fourier_attention(q, q, torch::randn({1, 2, 4, 5}), R); },
-               {"fourier_attention", "v must agree"});
+  expect_error(
+      [&] {
+        fa::fourier_attention(q, torch::randn({1, 2, 3, 5}), v, R);
+      },
+      {"fourier_attention", "head dim", "[1, 2, 3, 5]"});
+  expect_error(
+      [&] {
+        fa::fourier_attention(q, q, torch::randn({1, 2, 4, 5}), R);
+      },
+      {"fourier_attention", "v must agree"});
   expect_error([&] { fa::fourier_attention(q, q, v, torch::ones({3})); },
                {"R must be a scalar", "(D) = (4)", "[3]"});
-  expect_error([&] { fa::fourier_attention(q, q, v, torch::ones({3, 4})); },
-               {"(H, D) = (2, 4)", "[3, 4]"});
-  expect_error([&] { fa::fourier_attention(q, q, v, R, 0); }, {"power must be in [1, 32]", "got 0"});
+  expect_error(
+      [&] {
+        fa::fourier_attention(q, q, v, torch::ones({3, 4}));
+      },
+      {"(H, D) = (2, 4)", "[3, 4]"});
+  expect_error([&] { fa::fourier_attention(q, q, v, R, 0); },
+               {"power must be in [1, 32]", "got 0"});
   expect_error([&] { fa::fourier_attention(q, q, v, R, 40); }, {"got 40"});
   expect_error([&] { fa::fourier_attention(q, q.to(torch::kDouble), v, R); },
                {"k has dtype Double", "q has Float"});
   expect_error([&] { fa::fourier_attention(q, q, v, R.to(torch::kDouble)); },
                {"R has dtype Double", "q has Float"});
-  expect_error([&] { fa::fourier_attention(q, q, v, torch::full({1}, NAN)); }, {"R must be finite"});
+  expect_error([&] { fa::fourier_attention(q, q, v, torch::full({1}, NAN)); },
+               {"R must be finite"});
   // R = 0 makes every weight 1 whatever q and k: rejected, as every other bad option, naming it.
   expect_error([&] { fa::fourier_attention(q, q, v, torch::zeros({1})); },
                {"R must be finite and nonzero", "got 0"});
@@ -440,10 +453,17 @@ TEST_F(FourierAttention, Validation_NamesTheBadArgument) {
         fa::FourierAttention(fa::FourierAttentionOptions().r_shape(fa::FourierRShape::kPerHead));
       },
       {"FourierAttention", "per-head R needs heads > 0", "got 0"});
-  expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_shape(fa::FourierRShape::kPerDimension)); },
-               {"head_dim > 0"});
-  expect_error([&] { fk::fourier_attention_op(q, q, v, torch::ones({2, 3}), 4, fk::FourierPhi::kPower, false); },
-               {"(H, D) = (2, 4)"});
+  expect_error(
+      [&] {
+        fa::FourierAttention(
+            fa::FourierAttentionOptions().r_shape(fa::FourierRShape::kPerDimension));
+      },
+      {"head_dim > 0"});
+  expect_error(
+      [&] {
+        fk::fourier_attention_op(q, q, v, torch::ones({2, 3}), 4, fk::FourierPhi::kPower, false);
+      },
+      {"(H, D) = (2, 4)"});
 }
 
 TEST_F(FourierAttention, Module_RShapesParametersAndMaterialize) {
@@ -477,8 +497,10 @@ TEST_F(FourierAttention, Module_RShapesParametersAndMaterialize) {
 
 TEST_F(FourierAttention, TransformerLM_TrainsWithFourierAttention) {
   // A 2-layer LM learns to copy a fixed token pattern with Fourier attention chosen by options.
-  fa::TransformerLM lm(fa::TransformerOptions(11, 32, 4, 2).max_length(16).attention(
-      fa::FourierAttentionOptions().r_init(1.0).r_shape(fa::FourierRShape::kPerHead)));
+  fa::TransformerLM lm(fa::TransformerOptions(11, 32, 4, 2)
+                           .max_length(16)
+                           .attention(fa::FourierAttentionOptions().r_init(1.0).r_shape(
+                               fa::FourierRShape::kPerHead)));
   torch::optim::Adam opt(lm->parameters(), torch::optim::AdamOptions(3e-3));
   const auto tokens = torch::arange(16).remainder(11).view({1, 16}).repeat({4, 1});
   double first = 0, last = 0;

@@ -43,7 +43,8 @@ torch::Tensor correlated_gaussian_density(const torch::Tensor& points, double rh
 torch::Tensor correlated_gaussian_samples(int64_t n, double rho, uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const auto z = at::randn({n, 2}, gen, torch::kDouble);
-  const auto cholesky = torch::tensor({{1.0, 0.0}, {rho, std::sqrt(1 - rho * rho)}}, torch::kDouble);
+  const auto cholesky =
+      torch::tensor({{1.0, 0.0}, {rho, std::sqrt(1 - rho * rho)}}, torch::kDouble);
   return torch::matmul(z, cholesky.t());
 }
 
@@ -58,7 +59,8 @@ torch::Tensor grid_points(double e, int64_t g, double* cell) {
 }  // namespace
 
 TEST_F(FourierEstimators, KernelIntegral_ClosedFormsAndQuadrature) {
-  // Known values: integral of sinc = integral of sinc^2 = pi, sinc^4 = 2 pi / 3, sinc^6 = 11 pi / 20.
+  // Known values: integral of sinc = integral of sinc^2 = pi, sinc^4 = 2 pi / 3, sinc^6 = 11 pi
+  // / 20.
   EXPECT_NEAR(fa::fourier_kernel_integral(1), kPi, 1e-13);
   EXPECT_NEAR(fa::fourier_kernel_integral(2), kPi, 1e-13);
   EXPECT_NEAR(fa::fourier_kernel_integral(3), 3 * kPi / 4, 1e-13);
@@ -91,7 +93,8 @@ TEST_F(FourierEstimators, Density_MatchesDoubleLoop) {
       for (int64_t i = 0; i < 11; ++i) {
         double sum = 0.0;
         for (int64_t j = 0; j < 23; ++j)
-          sum += kernel_by_hand(points[i].data_ptr<double>(), samples[j].data_ptr<double>(), d, R, p);
+          sum +=
+              kernel_by_hand(points[i].data_ptr<double>(), samples[j].data_ptr<double>(), d, R, p);
         want[i] = sum * std::pow(R / A, d) / 23;
       }
       // atol: odd powers give signed sums that can cancel to ~0
@@ -138,9 +141,9 @@ TEST_F(FourierEstimators, Density_IntegratesToOne) {
 }
 
 TEST_F(FourierEstimators, Density_MiseDecreasesWithSampleCount) {
-  // Correlated 2-D Gaussian (rho = 0.7), phi = s^4, R = N^(1/4) (Theorem 1: R ~ N^(1/(D+2)) balances
-  // bias and variance; at a fixed R the bias floor stops the decrease near N = 400). Each N is
-  // averaged over 3 seeded draws. Measured: 0.022, 0.0084, 0.0067, 0.0031.
+  // Correlated 2-D Gaussian (rho = 0.7), phi = s^4, R = N^(1/4) (Theorem 1: R ~ N^(1/(D+2))
+  // balances bias and variance; at a fixed R the bias floor stops the decrease near N = 400). Each
+  // N is averaged over 3 seeded draws. Measured: 0.022, 0.0084, 0.0067, 0.0031.
   double cell = 0.0;
   const auto points = grid_points(5.0, 51, &cell);
   const auto truth = correlated_gaussian_density(points, 0.7);
@@ -221,10 +224,8 @@ TEST_F(FourierEstimators, Regression_ConvergesToTheFunction) {
     const auto x = at::rand({n, 1}, gen, torch::kDouble) * 6 - 3;
     const auto y = torch::sin(x * 2) + 0.3 * at::randn({n, 1}, gen, torch::kDouble);
     const double R = 2 * std::pow(double(n), 0.2);
-    mse.push_back((fa::fourier_regression_estimate(points, x, y, R, 4) - truth)
-                      .pow(2)
-                      .mean()
-                      .item<double>());
+    mse.push_back(
+        (fa::fourier_regression_estimate(points, x, y, R, 4) - truth).pow(2).mean().item<double>());
   }
   EXPECT_LT(mse[1], mse[0]);
   EXPECT_LT(mse[2], mse[1]);
@@ -237,11 +238,18 @@ TEST_F(FourierEstimators, InputValidationNamesTheBadValue) {
   expect_error([&] { fa::fourier_density_estimate(x, s, -1.0); },
                {"fourier_density_estimate", "R must be positive", "-1"});
   expect_error([&] { fa::fourier_density_estimate(x, s, std::nan("")); }, {"R must be", "nan"});
-  expect_error([&] { fa::fourier_density_estimate(x, torch::randn({5, 3}, torch::kDouble), 1.0); },
-               {"samples have D = 3", "points have D = 2"});
-  expect_error([&] { fa::fourier_density_estimate(x, torch::randn({0, 2}, torch::kDouble), 1.0); },
-               {"at least one sample"});
-  expect_error([&] { fa::fourier_density_estimate(x.view(-1), s, 1.0); }, {"points must be (P, D)"});
+  expect_error(
+      [&] {
+        fa::fourier_density_estimate(x, torch::randn({5, 3}, torch::kDouble), 1.0);
+      },
+      {"samples have D = 3", "points have D = 2"});
+  expect_error(
+      [&] {
+        fa::fourier_density_estimate(x, torch::randn({0, 2}, torch::kDouble), 1.0);
+      },
+      {"at least one sample"});
+  expect_error([&] { fa::fourier_density_estimate(x.view(-1), s, 1.0); },
+               {"points must be (P, D)"});
   expect_error([&] { fa::fourier_density_estimate(x, s, 1.0, 1, FourierPhi::kRelu); },
                {"phi relu", "power 1", "infinite"});
   expect_error([&] { fa::fourier_density_estimate(x, s, 1.0, 3, FourierPhi::kAbs); },
@@ -250,6 +258,8 @@ TEST_F(FourierEstimators, InputValidationNamesTheBadValue) {
   expect_error([&] { fa::gaussian_kde(x, s, 0.0); }, {"gaussian_kde", "bandwidth", "0"});
   expect_error([&] { fa::gaussian_kde(x, s.to(torch::kFloat), 1.0); }, {"share a floating dtype"});
   expect_error(
-      [&] { fa::fourier_regression_estimate(x, s, torch::randn({4, 1}, torch::kDouble), 1.0); },
+      [&] {
+        fa::fourier_regression_estimate(x, s, torch::randn({4, 1}, torch::kDouble), 1.0);
+      },
       {"targets must be (N, Dv) with N = 5", "[4, 1]"});
 }

@@ -2,8 +2,8 @@
 // tests), robustness, weights files, task families and meta-training behaviour.
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/schedulers/step_lr.h>
@@ -42,7 +42,8 @@ fo::LearnedOptimizerModel perturbed(fo::Memory memory, uint64_t seed) {
   return model;
 }
 
-fo::Mnemosyne make(std::vector<torch::Tensor> params, fo::LearnedOptimizerModel model, double lr = 1.0) {
+fo::Mnemosyne make(std::vector<torch::Tensor> params, fo::LearnedOptimizerModel model,
+                   double lr = 1.0) {
   return fo::Mnemosyne(std::move(params), fo::MnemosyneOptions(lr), std::move(model));
 }
 
@@ -54,7 +55,9 @@ torch::Tensor quadratic_step(fo::Mnemosyne& opt, torch::Tensor& x) {
   return loss.detach();
 }
 
-std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "/" + name;
+}
 
 }  // namespace
 
@@ -63,14 +66,19 @@ std::string temp_path(const std::string& name) { return ::testing::TempDir() + "
 TEST_F(Mnemosyne, LogSignEncoding_ExactValues) {
   const auto x = torch::tensor({1.0, -std::exp(-2.0), 1e-4, -1e-4, 0.0}, torch::kDouble);
   const auto e = fo::log_sign_encoding(x, 5.0);
-  const auto expected = torch::tensor({{0.0, 1.0}, {-0.4, -1.0}, {-1.0, 1e-4 * std::exp(5.0)},
-                                       {-1.0, -1e-4 * std::exp(5.0)}, {-1.0, 0.0}}, torch::kDouble);
+  const auto expected = torch::tensor({{0.0, 1.0},
+                                       {-0.4, -1.0},
+                                       {-1.0, 1e-4 * std::exp(5.0)},
+                                       {-1.0, -1e-4 * std::exp(5.0)},
+                                       {-1.0, 0.0}},
+                                      torch::kDouble);
   EXPECT_TRUE(all_close(e, expected, 1e-12, 1e-12));
 }
 
 TEST_F(Mnemosyne, UntrainedModel_IsAdam) {
   // The zero-initialised head makes the rule exactly Adam(lr = step_scale, betas 0.9/0.999) up to
-  // Adam's eps (1e-8 here vs 1e-15 inside the model's square root): a check of every moment formula.
+  // Adam's eps (1e-8 here vs 1e-15 inside the model's square root): a check of every moment
+  // formula.
   for (auto memory : fo::all_memories()) {
     auto a = torch::randn({5, 3}).requires_grad_(true);
     auto b = a.detach().clone().requires_grad_(true);
@@ -141,7 +149,8 @@ TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
     fo::Mnemosyne fused({a}, fo::MnemosyneOptions().fused(true), model);
     fo::Mnemosyne composite({b}, fo::MnemosyneOptions().fused(false), model);
     for (int s = 0; s < 12; ++s) {
-      const auto g = torch::randn({3000}) * std::pow(10.0, s % 5 - 2);  // gradients from 1e-2 to 1e2
+      const auto g =
+          torch::randn({3000}) * std::pow(10.0, s % 5 - 2);  // gradients from 1e-2 to 1e2
       a.mutable_grad() = g.clone();
       b.mutable_grad() = g.clone();
       fused.step();
@@ -151,24 +160,28 @@ TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
     EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fo::memory_name(memory);
     // One step from the same (warmed-up) state: update and every state entry agree closely.
     // The optimizer keeps the state slot-major, (S, N); the composite step takes (N, S).
-    const auto& warm = static_cast<fo::MnemosyneParamState&>(*composite.state().begin()->second).state();
+    const auto& warm =
+        static_cast<fo::MnemosyneParamState&>(*composite.state().begin()->second).state();
     auto state = warm.clone();
     auto param = b.detach().clone();
     const auto g = torch::randn({3000});
     const auto reference = model->step(g, param, warm.t(), 13);
     const auto skipped = model->fused_step_(param, g, state, 13, /*lr=*/1.0);
     EXPECT_EQ(skipped, 0);
-    EXPECT_TRUE(all_close(param, b.detach() + reference.update, 1e-6, 1e-7)) << fo::memory_name(memory);
+    EXPECT_TRUE(all_close(param, b.detach() + reference.update, 1e-6, 1e-7))
+        << fo::memory_name(memory);
     // State entries relative to their column's scale: the moments and memories are sums of terms
     // of either sign, so entries near zero carry the absolute rounding of their larger terms.
     const auto scale = reference.state.abs().amax(0, /*keepdim=*/true);
     const auto worst = ((state.t() - reference.state).abs() / scale).max().item<double>();
-    std::cout << "  " << fo::memory_name(memory) << ": max state difference / column scale " << worst << "\n";
+    std::cout << "  " << fo::memory_name(memory) << ": max state difference / column scale "
+              << worst << "\n";
     EXPECT_LT(worst, 1e-5) << fo::memory_name(memory);
   }
 }
 
-// ---- robustness -----------------------------------------------------------------------------------
+// ---- robustness
+// -----------------------------------------------------------------------------------
 
 TEST_F(Mnemosyne, NonFiniteGradients_AreSkippedAndCounted) {
   auto x = torch::ones({6}).requires_grad_(true);
@@ -182,7 +195,8 @@ TEST_F(Mnemosyne, NonFiniteGradients_AreSkippedAndCounted) {
   EXPECT_NE(x[0].item<float>(), 1.0f);
   EXPECT_EQ(opt.skipped(), 3);
   const auto& state = static_cast<fo::MnemosyneParamState&>(*opt.state().begin()->second);
-  EXPECT_EQ(state.state().select(1, 1).abs().sum().item<float>(), 0.0f) << "a skipped coordinate keeps its state";
+  EXPECT_EQ(state.state().select(1, 1).abs().sum().item<float>(), 0.0f)
+      << "a skipped coordinate keeps its state";
 }
 
 // The RPE features only enter per-step scalars of the fused path, so any r has a fused step.
@@ -200,15 +214,19 @@ TEST_F(Mnemosyne, FusedStep_WithManyRpeFeatures_MatchesTheDoubleReference) {
   auto param = torch::randn({100}), g = torch::randn({100});
   auto state = model->initial_state(100, param.options());
   for (int64_t t = 1; t <= 4; ++t) {  // a few steps, so the memory holds sums of several terms
-    const auto reference = exact->step(g.to(torch::kDouble), param.to(torch::kDouble), state.to(torch::kDouble), t);
+    const auto reference =
+        exact->step(g.to(torch::kDouble), param.to(torch::kDouble), state.to(torch::kDouble), t);
     auto fused_state = state.t().contiguous();
     auto fused_param = param.clone();
     EXPECT_EQ(model->fused_step_(fused_param, g, fused_state, t, 1.0), 0);
-    EXPECT_TRUE(all_close(fused_param.to(torch::kDouble), param.to(torch::kDouble) + reference.update, 1e-6, 1e-7));
+    EXPECT_TRUE(all_close(fused_param.to(torch::kDouble),
+                          param.to(torch::kDouble) + reference.update, 1e-6, 1e-7));
     // Relative to each state column's scale, as in FusedStep_MatchesTheCompositeReference.
     const auto scale = reference.state.abs().amax(0, /*keepdim=*/true);
-    const auto worst = ((fused_state.t().to(torch::kDouble) - reference.state).abs() / scale).max().item<double>();
-    std::cout << "  r = 32, step " << t << ": max state difference / column scale " << worst << "\n";
+    const auto worst =
+        ((fused_state.t().to(torch::kDouble) - reference.state).abs() / scale).max().item<double>();
+    std::cout << "  r = 32, step " << t << ": max state difference / column scale " << worst
+              << "\n";
     // float32 against double: a few ulp per operation (measured <= 7.4e-7). A float-rounded
     // 1 - 0.999 once gave 1.3e-5 here, which is what this bound is for.
     EXPECT_LT(worst, 2e-6);
@@ -240,8 +258,11 @@ TEST_F(Mnemosyne, NonFiniteGradients_InsideAFusedBlock_TouchOnlyThatCoordinate) 
     EXPECT_EQ(fused.skipped(), 12) << fo::memory_name(memory);
     EXPECT_EQ(composite.skipped(), 12) << fo::memory_name(memory);
     EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fo::memory_name(memory);
-    const auto& state = static_cast<fo::MnemosyneParamState&>(*fused.state().begin()->second).state();
-    for (auto i : bad) EXPECT_EQ(state.select(1, i).abs().sum().item<float>(), 0.0f) << fo::memory_name(memory) << " " << i;
+    const auto& state =
+        static_cast<fo::MnemosyneParamState&>(*fused.state().begin()->second).state();
+    for (auto i : bad)
+      EXPECT_EQ(state.select(1, i).abs().sum().item<float>(), 0.0f)
+          << fo::memory_name(memory) << " " << i;
   }
 }
 
@@ -267,10 +288,12 @@ TEST_F(Mnemosyne, BadInput_NamesTheProblem) {
   expect_error([&] { make({leaf}, untrained(), -1.0); }, {"lr must be >= 0", "-1"});
   auto emb = torch::randn({10, 4}).requires_grad_(true);
   auto opt = make({emb}, untrained());
-  emb.mutable_grad() = torch::sparse_coo_tensor(torch::tensor({{1}}, torch::kLong), torch::ones({1, 4}), {10, 4});
+  emb.mutable_grad() =
+      torch::sparse_coo_tensor(torch::tensor({{1}}, torch::kLong), torch::ones({1, 4}), {10, 4});
   expect_error([&] { opt.step(); }, {"sparse gradients", "[10, 4]"});
   expect_error([] { fo::memory_from_name("gru"); }, {"unknown memory kind", "gru"});
-  // A state of the wrong layout (e.g. the transposed (numel, state_size) one) is named, not misread.
+  // A state of the wrong layout (e.g. the transposed (numel, state_size) one) is named, not
+  // misread.
   auto w = torch::randn({4, 5}).requires_grad_(true);
   auto opt2 = make({w}, untrained());
   quadratic_step(opt2, w);
@@ -281,7 +304,8 @@ TEST_F(Mnemosyne, BadInput_NamesTheProblem) {
                {"features must be positive", "0"});
 }
 
-// ---- torch::optim contract (LibTorch's optimizer test protocol) ------------------------------------
+// ---- torch::optim contract (LibTorch's optimizer test protocol)
+// ------------------------------------
 
 TEST_F(Mnemosyne, StepWithClosure_ReturnsTheLoss) {
   auto x = torch::tensor({2.0f, -1.0f}).requires_grad_(true);
@@ -347,7 +371,8 @@ TEST_F(Mnemosyne, SaveLoad_ContinuesExactly) {
   }
   std::stringstream buffer;
   torch::save(opt_first, buffer);
-  // A new optimizer, built with a different (untrained) model: the archive restores state and model.
+  // A new optimizer, built with a different (untrained) model: the archive restores state and
+  // model.
   auto opt_second = make({resumed}, untrained());
   torch::load(opt_second, buffer);
   for (int s = 0; s < 4; ++s) {
@@ -358,7 +383,8 @@ TEST_F(Mnemosyne, SaveLoad_ContinuesExactly) {
 }
 
 TEST_F(Mnemosyne, LoadingAnotherOptimizersState_SaysWhatTheArchiveHolds) {
-  // LibTorch's loader met an Adam archive with "INTERNAL ASSERT FAILED ... report a bug to PyTorch".
+  // LibTorch's loader met an Adam archive with "INTERNAL ASSERT FAILED ... report a bug to
+  // PyTorch".
   auto x = torch::randn({5}).requires_grad_(true);
   torch::optim::Adam adam({x});
   x.mutable_grad() = torch::ones_like(x);
@@ -388,15 +414,16 @@ TEST_F(Mnemosyne, DoubleAndFrozenParameters) {
   }
   EXPECT_EQ(d.scalar_type(), torch::kDouble);
   EXPECT_TRUE(torch::equal(frozen, frozen_before));
-  EXPECT_EQ(opt.state().size(), 1u) << "state is created lazily, only for parameters with gradients";
+  EXPECT_EQ(opt.state().size(), 1u)
+      << "state is created lazily, only for parameters with gradients";
 }
 
 // LibTorch's optimizer test protocol (test/cpp/api/optim.cpp): a 2-8-1 sigmoid MLP learns XOR with
 // binary cross-entropy; the running loss must fall below 0.1 within 3000 epochs of 200 samples.
 TEST_F(Mnemosyne, XOR_ConvergesWithThePretrainedDefault) {
   torch::manual_seed(0);
-  torch::nn::Sequential model(torch::nn::Linear(2, 8), torch::nn::Sigmoid(), torch::nn::Linear(8, 1),
-                              torch::nn::Sigmoid());
+  torch::nn::Sequential model(torch::nn::Linear(2, 8), torch::nn::Sigmoid(),
+                              torch::nn::Linear(8, 1), torch::nn::Sigmoid());
   fo::Mnemosyne optimizer(model->parameters());  // the shipped pretrained FLT-memory rule, lr 1
   double running_loss = 1.0;
   int epoch = 0;
@@ -423,15 +450,18 @@ TEST_F(Mnemosyne, Pretrained_FLTShipsAndLoads) {
   ASSERT_NE(std::find(memories.begin(), memories.end(), fo::Memory::kFLT), memories.end());
   const auto model = fo::load_pretrained_model(fo::Memory::kFLT);
   EXPECT_EQ(model->options.memory(), fo::Memory::kFLT);
-  EXPECT_GT(model->head_out->weight.abs().sum().item<double>(), 0.0) << "trained, not the zero init";
+  EXPECT_GT(model->head_out->weight.abs().sum().item<double>(), 0.0)
+      << "trained, not the zero init";
   for (auto memory : {fo::Memory::kPerformer, fo::Memory::kNone, fo::Memory::kLSTM}) {
     if (std::find(memories.begin(), memories.end(), memory) == memories.end()) {
-      expect_error([&] { fo::load_pretrained_model(memory); }, {"no pretrained weights", fo::memory_name(memory)});
+      expect_error([&] { fo::load_pretrained_model(memory); },
+                   {"no pretrained weights", fo::memory_name(memory)});
     }
   }
 }
 
-// ---- weights files ---------------------------------------------------------------------------------
+// ---- weights files
+// ---------------------------------------------------------------------------------
 
 TEST_F(Mnemosyne, WeightsFile_RoundTripAndErrors) {
   auto model = perturbed(fo::Memory::kLSTM, 4);
@@ -442,16 +472,21 @@ TEST_F(Mnemosyne, WeightsFile_RoundTripAndErrors) {
   const auto g = torch::randn({8}), p = torch::randn({8});
   const auto s = model->initial_state(8, g.options());
   EXPECT_TRUE(torch::equal(model->step(g, p, s, 1).update, loaded->step(g, p, s, 1).update));
-  expect_error([] { fo::load_model("/nonexistent/weights.pt"); }, {"cannot open", "/nonexistent/weights.pt"});
+  expect_error([] { fo::load_model("/nonexistent/weights.pt"); },
+               {"cannot open", "/nonexistent/weights.pt"});
   const auto junk = temp_path("junk.pt");
   std::ofstream(junk) << "not a weights file";
   expect_error([&] { fo::load_model(junk); }, {junk, "corrupt"});
-  expect_error([&] { fo::Mnemosyne({torch::randn({2}).requires_grad_(true)},
-                                   fo::MnemosyneOptions().weights("/missing.pt")); },
-               {"/missing.pt"});
+  expect_error(
+      [&] {
+        fo::Mnemosyne({torch::randn({2}).requires_grad_(true)},
+                      fo::MnemosyneOptions().weights("/missing.pt"));
+      },
+      {"/missing.pt"});
 }
 
-// ---- task families -------------------------------------------------------------------------------
+// ---- task families
+// -------------------------------------------------------------------------------
 
 TEST_F(Mnemosyne, Tasks_EveryFamilyIsFiniteAndDeterministic) {
   for (auto family : fo::all_task_families()) {
@@ -474,7 +509,8 @@ TEST_F(Mnemosyne, Tasks_EveryFamilyIsFiniteAndDeterministic) {
   expect_error([] { fo::task_family_from_name("mnist"); }, {"unknown task family", "mnist"});
 }
 
-// ---- meta-training -------------------------------------------------------------------------------
+// ---- meta-training
+// -------------------------------------------------------------------------------
 
 namespace {
 
@@ -500,8 +536,9 @@ double held_out_objective(fo::LearnedOptimizerModel model) {
   int count = 0;
   for (uint64_t seed = 100; seed < 106; ++seed) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    auto task = fo::sample_task(seed % 2 ? fo::TaskFamily::kNoisyQuadratic : fo::TaskFamily::kRosenbrock, gen,
-                                tiny_meta(fo::MetaEstimator::kPES, 1).sampling);
+    auto task =
+        fo::sample_task(seed % 2 ? fo::TaskFamily::kNoisyQuadratic : fo::TaskFamily::kRosenbrock,
+                        gen, tiny_meta(fo::MetaEstimator::kPES, 1).sampling);
     auto p = task->initial(gen).requires_grad_(true);
     const double initial = task->eval_loss(p).item<double>();
     auto opt = fo::Mnemosyne({p}, fo::MnemosyneOptions(), model);
@@ -525,7 +562,8 @@ TEST_F(Mnemosyne, MetaTraining_ImprovesTheHeldOutObjective) {
   const double before = held_out_objective(model);
   const auto history = fo::meta_train(model, tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 40));
   const double after = held_out_objective(model);
-  std::printf("  held-out mean log(final/initial): untrained %.3f -> meta-trained %.3f\n", before, after);
+  std::printf("  held-out mean log(final/initial): untrained %.3f -> meta-trained %.3f\n", before,
+              after);
   EXPECT_EQ(history.size(), 40u);
   EXPECT_LT(after, before);
 }

@@ -1,5 +1,5 @@
-// The feature map (FAVOR+ and friends) and Performer attention: unbiasedness, error vs m, causality,
-// streaming, save/load, options and validation.
+// The feature map (FAVOR+ and friends) and Performer attention: unbiasedness, error vs m,
+// causality, streaming, save/load, options and validation.
 #include <torch/serialize.h>
 
 #include <cmath>
@@ -21,9 +21,11 @@ namespace {
 
 class Performer : public flt::testing::SeededTest {};
 
-fa::PerformerAttention make_performer(int64_t dim, int64_t m, fa::FeatureKind kind = fa::FeatureKind::kPositive,
+fa::PerformerAttention make_performer(int64_t dim, int64_t m,
+                                      fa::FeatureKind kind = fa::FeatureKind::kPositive,
                                       uint64_t seed = 1) {
-  fa::PerformerAttention p(fa::PerformerAttentionOptions().head_dim(dim).features(m).kind(kind).seed(seed));
+  fa::PerformerAttention p(
+      fa::PerformerAttentionOptions().head_dim(dim).features(m).kind(kind).seed(seed));
   p->to(torch::kDouble);
   return p;
 }
@@ -34,29 +36,34 @@ double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
 
 }  // namespace
 
-// E[phi(x).phi(y)] = exp(x.y) for the three softmax-kernel maps: mean over independent redraws within
-// 3 standard errors of the mean (a two-sided 99.7% band per pair; 3 pairs x 3 maps x 2 draw kinds).
+// E[phi(x).phi(y)] = exp(x.y) for the three softmax-kernel maps: mean over independent redraws
+// within 3 standard errors of the mean (a two-sided 99.7% band per pair; 3 pairs x 3 maps x 2 draw
+// kinds).
 TEST_F(Performer, FeatureMap_UnbiasedForSoftmaxKernel) {
   const int64_t dim = 4, m = 4, draws = 4000;
   const auto x = torch::randn({3, 1, dim}, torch::kDouble) * 0.6;
   const auto y = torch::randn({3, 1, dim}, torch::kDouble) * 0.6;
   const auto exact = at::exp((x * y).sum(-1)).view({3});
-  for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic, fa::FeatureKind::kTrigonometric}) {
+  for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic,
+                    fa::FeatureKind::kTrigonometric}) {
     for (bool orthogonal : {true, false}) {
       fa::FeatureMap map(fa::FeatureMapOptions(dim, m).kind(kind).orthogonal(orthogonal));
       map->to(torch::kDouble);
       std::vector<torch::Tensor> estimates;
       for (int64_t d = 0; d < draws; ++d) {
         map->redraw(1000 + d);
-        estimates.push_back((map->unshifted_features(x) * map->unshifted_features(y)).sum(-1).view({3}));
+        estimates.push_back(
+            (map->unshifted_features(x) * map->unshifted_features(y)).sum(-1).view({3}));
       }
       const auto all = torch::stack(estimates);  // (draws, 3)
       const auto mean = all.mean(0);
       const auto se = all.std(0) / std::sqrt(static_cast<double>(draws));
       for (int64_t i = 0; i < 3; ++i) {
-        EXPECT_LE(std::abs(mean[i].item<double>() - exact[i].item<double>()), 3.0 * se[i].item<double>())
-            << fa::feature_kind_name(kind) << " orthogonal=" << orthogonal << " pair " << i << ": mean "
-            << mean[i].item<double>() << " exact " << exact[i].item<double>() << " se " << se[i].item<double>();
+        EXPECT_LE(std::abs(mean[i].item<double>() - exact[i].item<double>()),
+                  3.0 * se[i].item<double>())
+            << fa::feature_kind_name(kind) << " orthogonal=" << orthogonal << " pair " << i
+            << ": mean " << mean[i].item<double>() << " exact " << exact[i].item<double>() << " se "
+            << se[i].item<double>();
       }
     }
   }
@@ -68,7 +75,8 @@ TEST_F(Performer, FeatureMap_OrthogonalBlocksWithChiNorms) {
   // Within a block rows are orthogonal; their norms are independent chi_4 draws (not all equal).
   const auto block = w.narrow(0, 0, 4);
   const auto gram = torch::matmul(block, block.t());
-  EXPECT_TRUE(all_close(gram - torch::diag(torch::diag(gram)), torch::zeros({4, 4}, torch::kDouble), 0, 1e-12));
+  EXPECT_TRUE(all_close(gram - torch::diag(torch::diag(gram)), torch::zeros({4, 4}, torch::kDouble),
+                        0, 1e-12));
   const auto norms = w.norm(2, {1});
   EXPECT_GT((norms.max() - norms.min()).item<double>(), 1e-3);
   EXPECT_TRUE(torch::equal(w, fa::orthogonal_gaussian_rows(10, 4, 7)));
@@ -77,8 +85,9 @@ TEST_F(Performer, FeatureMap_OrthogonalBlocksWithChiNorms) {
 
 TEST_F(Performer, FeatureMap_KindsAndShapes) {
   const auto x = torch::randn({2, 5, 6}, torch::kDouble);
-  for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic, fa::FeatureKind::kTrigonometric,
-                    fa::FeatureKind::kElu, fa::FeatureKind::kRelu, fa::FeatureKind::kLearnable}) {
+  for (auto kind :
+       {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic, fa::FeatureKind::kTrigonometric,
+        fa::FeatureKind::kElu, fa::FeatureKind::kRelu, fa::FeatureKind::kLearnable}) {
     fa::FeatureMap map(fa::FeatureMapOptions(6, 8).kind(kind));
     map->to(torch::kDouble);
     const auto phi = map->query_features(x);
@@ -97,11 +106,12 @@ TEST_F(Performer, FeatureMap_KindsAndShapes) {
   expect_error([] { fa::feature_kind_from_name("cosine"); }, {"unknown kind", "cosine"});
 }
 
-// Relative error vs exact softmax falls with m: monotone within noise, >= 3x from m = 16 to 1024, and
-// the m = 1024 error below half the uniform-attention baseline (PEERS.md: report it alongside).
-// Inputs have |q|^2 / sqrt(D) ~ 1 (uniform-attention error 0.21): FAVOR+'s variance grows like exp(|q~ + k~|^2), and with
-// |q|^2 / sqrt(D) ~ 2 (scale 0.7) the error falls far slower than m^{-1/2} at these m (measured:
-// 0.76, 0.54, 0.41, 0.37), the regime PEERS.md reports for performer-pytorch.
+// Relative error vs exact softmax falls with m: monotone within noise, >= 3x from m = 16 to 1024,
+// and the m = 1024 error below half the uniform-attention baseline (PEERS.md: report it alongside).
+// Inputs have |q|^2 / sqrt(D) ~ 1 (uniform-attention error 0.21): FAVOR+'s variance grows like
+// exp(|q~ + k~|^2), and with |q|^2 / sqrt(D) ~ 2 (scale 0.7) the error falls far slower than
+// m^{-1/2} at these m (measured: 0.76, 0.54, 0.41, 0.37), the regime PEERS.md reports for
+// performer-pytorch.
 TEST_F(Performer, ErrorFallsWithFeatures) {
   const int64_t dim = 16, len = 128, seeds = 4;
   const auto q = torch::randn({1, 2, len, dim}, torch::kDouble) * 0.5;
@@ -112,19 +122,22 @@ TEST_F(Performer, ErrorFallsWithFeatures) {
   std::vector<double> errors;
   for (int64_t m : {16, 64, 256, 1024}) {
     double total = 0.0;
-    for (int64_t s = 0; s < seeds; ++s) total += relative_error(make_performer(dim, m, fa::FeatureKind::kPositive, 10 + s)(q, k, v), exact);
+    for (int64_t s = 0; s < seeds; ++s)
+      total += relative_error(make_performer(dim, m, fa::FeatureKind::kPositive, 10 + s)(q, k, v),
+                              exact);
     errors.push_back(total / seeds);
-    std::printf("performer m=%lld relative error %.4f (uniform attention %.4f)\n", static_cast<long long>(m),
-                errors.back(), uniform);
+    std::printf("performer m=%lld relative error %.4f (uniform attention %.4f)\n",
+                static_cast<long long>(m), errors.back(), uniform);
   }
-  for (size_t i = 1; i < errors.size(); ++i) EXPECT_LT(errors[i], errors[i - 1] * 1.1) << "m index " << i;
+  for (size_t i = 1; i < errors.size(); ++i)
+    EXPECT_LT(errors[i], errors[i - 1] * 1.1) << "m index " << i;
   EXPECT_GT(errors.front() / errors.back(), 3.0);
   EXPECT_LT(errors.back(), 0.5 * uniform);
 }
 
-// Causal outputs are bitwise unchanged when future tokens change: the key shift depends on the first
-// key only. (A max over the whole sequence, as in performer-pytorch #82, changes them at least at the
-// rounding level, and by far more once the future key dominates the shift.)
+// Causal outputs are bitwise unchanged when future tokens change: the key shift depends on the
+// first key only. (A max over the whole sequence, as in performer-pytorch #82, changes them at
+// least at the rounding level, and by far more once the future key dominates the shift.)
 TEST_F(Performer, CausalIgnoresFutureTokens) {
   for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic}) {
     auto performer = make_performer(8, 32, kind);
@@ -134,18 +147,20 @@ TEST_F(Performer, CausalIgnoresFutureTokens) {
     auto k2 = k.clone(), v2 = v.clone();
     // A future key with k D^{-1/4} = w_0 reaches the largest log-feature any key can have for that
     // row (|w_0|^2 / 2), so a sequence-wide max would pick it up.
-    k2.narrow(2, 70, 1).copy_(performer->feature_map->projection.narrow(0, 0, 1).view({1, 1, 1, 8}) *
-                              std::pow(8.0, 0.25));
+    k2.narrow(2, 70, 1).copy_(
+        performer->feature_map->projection.narrow(0, 0, 1).view({1, 1, 1, 8}) *
+        std::pow(8.0, 0.25));
     k2.narrow(2, 71, 29).normal_();
     v2.narrow(2, 60, 40).normal_();
     fa::AttentionCall call;
     call.causal = true;
     const auto a = performer(q, k, v, call).narrow(2, 0, 60);
     const auto b = performer(q, k2, v2, call).narrow(2, 0, 60);
-    EXPECT_TRUE(torch::equal(a, b)) << fa::feature_kind_name(kind) << " max diff "
-                                    << (a - b).abs().max().item<double>();
-    EXPECT_TRUE(torch::equal(performer->materialize(q, k, call).narrow(2, 0, 60).narrow(3, 0, 60),
-                             performer->materialize(q, k2, call).narrow(2, 0, 60).narrow(3, 0, 60)));
+    EXPECT_TRUE(torch::equal(a, b))
+        << fa::feature_kind_name(kind) << " max diff " << (a - b).abs().max().item<double>();
+    EXPECT_TRUE(
+        torch::equal(performer->materialize(q, k, call).narrow(2, 0, 60).narrow(3, 0, 60),
+                     performer->materialize(q, k2, call).narrow(2, 0, 60).narrow(3, 0, 60)));
   }
 }
 
@@ -166,7 +181,8 @@ TEST_F(Performer, CausalMatchesMaterializedMatrix) {
 
 // Appending tokens one at a time and reading after each append equals batch causal to 1e-10.
 TEST_F(Performer, StreamingEqualsBatchCausal) {
-  for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic, fa::FeatureKind::kRelu}) {
+  for (auto kind :
+       {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic, fa::FeatureKind::kRelu}) {
     auto performer = make_performer(8, 16, kind);
     const auto q = torch::randn({2, 2, 80, 8}, torch::kDouble);
     const auto k = torch::randn({2, 2, 80, 8}, torch::kDouble);
@@ -254,8 +270,9 @@ TEST_F(Performer, GradientsMatchFiniteDifferences) {
     auto v = torch::randn({1, 1, 6, 2}, torch::kDouble).requires_grad_();
     fa::AttentionCall call;
     call.causal = causal;
-    expect_gradients_match([&](const std::vector<torch::Tensor>& x) { return performer(x[0], x[1], x[2], call); },
-                           {q, k, v});
+    expect_gradients_match(
+        [&](const std::vector<torch::Tensor>& x) { return performer(x[0], x[1], x[2], call); },
+        {q, k, v});
   }
 }
 
@@ -279,7 +296,8 @@ TEST_F(Performer, RedrawOnlyOnRequestAndSaveLoad) {
 }
 
 TEST_F(Performer, OptionsAndContainers) {
-  const auto options = fa::PerformerAttentionOptions().features(24).kind(fa::FeatureKind::kHyperbolic).seed(3);
+  const auto options =
+      fa::PerformerAttentionOptions().features(24).kind(fa::FeatureKind::kHyperbolic).seed(3);
   fa::MultiheadAttention mha(fa::MultiheadAttentionOptions(32, 4).attention(options));
   EXPECT_EQ(mha->attention().name(), "performer");
   auto* performer = dynamic_cast<fa::PerformerAttentionImpl*>(&mha->attention());
@@ -297,12 +315,16 @@ TEST_F(Performer, OptionsAndContainers) {
 }
 
 TEST_F(Performer, Validation_NamesTheBadValue) {
-  expect_error([] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).features(0)); },
+  expect_error(
+      [] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).features(0)); },
+      {"features (m) must be positive", "0"});
+  expect_error(
+      [] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).features(-3)); },
+      {"features (m) must be positive", "-3"});
+  expect_error([] { fa::PerformerAttention(fa::PerformerAttentionOptions()); },
+               {"head_dim must be positive", "0"});
+  expect_error([] { fa::FeatureMap(fa::FeatureMapOptions(4, 0)); },
                {"features (m) must be positive", "0"});
-  expect_error([] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).features(-3)); },
-               {"features (m) must be positive", "-3"});
-  expect_error([] { fa::PerformerAttention(fa::PerformerAttentionOptions()); }, {"head_dim must be positive", "0"});
-  expect_error([] { fa::FeatureMap(fa::FeatureMapOptions(4, 0)); }, {"features (m) must be positive", "0"});
   expect_error([] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).eps(0.0)); },
                {"PerformerAttention: eps must be positive and finite", "got 0"});
   expect_error([] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).eps(NAN)); },
@@ -346,8 +368,8 @@ TEST_F(Performer, FloatLongSequenceStaysFinite) {
   }
 }
 
-// FAVOR+ features of huge float inputs (1e19..1e30): |x|^2 / 2 overflowed to inf and the shifts took
-// inf - inf = NaN. Query features are exp(Wx - max Wx) / sqrt(m) (the half norm cancels in the
+// FAVOR+ features of huge float inputs (1e19..1e30): |x|^2 / 2 overflowed to inf and the shifts
+// took inf - inf = NaN. Query features are exp(Wx - max Wx) / sqrt(m) (the half norm cancels in the
 // per-token shift); key features stay finite with the largest one at exp(0) / sqrt(m) for the
 // sequence shift and for the first key of the causal shift; streaming stays finite.
 TEST_F(Performer, FeatureMap_HugeInputsStayFinite) {
@@ -386,7 +408,8 @@ TEST_F(Performer, FeatureMap_HugeInputsStayFinite) {
 }
 
 // RNN-style use (the optimizer memory): one state per coordinate in B, a forgetting factor before
-// each append: read_t = sum_j e^{-tau (t - j)} phi_q.phi_k_j v_j / sum_j e^{-tau (t - j)} phi_q.phi_k_j.
+// each append: read_t = sum_j e^{-tau (t - j)} phi_q.phi_k_j v_j / sum_j e^{-tau (t - j)}
+// phi_q.phi_k_j.
 TEST_F(Performer, StreamingWithDecayMatchesWeightedSums) {
   auto performer = make_performer(4, 8);
   const int64_t coords = 5, steps = 12;

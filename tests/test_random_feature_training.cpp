@@ -49,7 +49,8 @@ Batch adjacent_pair_task(int64_t batch) {
       a = torch::randint(0, kLength, {1}, torch::kLong).item<int64_t>();
       c = torch::randint(0, kLength, {1}, torch::kLong).item<int64_t>();
     } while (a == c || (y[b] == 1 ? std::abs(a - c) != 1 : std::abs(a - c) < 3));
-    for (int64_t i = 0, f = 0; i < kLength; ++i) t[b][i] = i == a ? 0 : (i == c ? 1 : fillers[f++].item<int64_t>());
+    for (int64_t i = 0, f = 0; i < kLength; ++i)
+      t[b][i] = i == a ? 0 : (i == c ? 1 : fillers[f++].item<int64_t>());
   }
   return {tokens, labels};
 }
@@ -78,13 +79,20 @@ double train_and_evaluate(const fa::AttentionOptions& attention, bool absolute_p
 
 fa::FLTAttentionOptions local_flt() {
   // Triangle-shaped local RPE (k = 2, radii 1 and 2 tokens), Cauchy proposal (finite variance).
-  return fa::FLTAttentionOptions().features(32).rpe_features(32).family(fa::SpectrumFamily::kLocal)
-      .smoothness(2).rpe_scale(1.0).proposal(fa::ProposalKind::kCauchy).proposal_sigma(0.5);
+  return fa::FLTAttentionOptions()
+      .features(32)
+      .rpe_features(32)
+      .family(fa::SpectrumFamily::kLocal)
+      .smoothness(2)
+      .rpe_scale(1.0)
+      .proposal(fa::ProposalKind::kCauchy)
+      .proposal_sigma(0.5);
 }
 
 }  // namespace
 
-// Budget: kAbsoluteSteps = 150 Adam steps of 64 sequences, lr 3e-3, 2 layers, width 32, 2 heads, m = 32 (r = 32).
+// Budget: kAbsoluteSteps = 150 Adam steps of 64 sequences, lr 3e-3, 2 layers, width 32, 2 heads, m
+// = 32 (r = 32).
 TEST_F(RandomFeatureTraining, EachVariantLearnsAbsolutePositionTask) {
   const std::vector<std::pair<const char*, fa::AttentionOptions>> variants = {
       {"performer", fa::PerformerAttentionOptions().features(32)},
@@ -92,15 +100,16 @@ TEST_F(RandomFeatureTraining, EachVariantLearnsAbsolutePositionTask) {
       {"schoenbat", fa::SchoenbAttentionOptions().features(32)},
   };
   for (const auto& [name, options] : variants) {
-    const double accuracy = train_and_evaluate(options, /*absolute_positions=*/true, first_token_task, kAbsoluteSteps, 3e-3);
-    std::printf("first-token task, %s with absolute positions: accuracy %.3f after %d steps\n", name, accuracy,
-                static_cast<int>(kAbsoluteSteps));
+    const double accuracy = train_and_evaluate(options, /*absolute_positions=*/true,
+                                               first_token_task, kAbsoluteSteps, 3e-3);
+    std::printf("first-token task, %s with absolute positions: accuracy %.3f after %d steps\n",
+                name, accuracy, static_cast<int>(kAbsoluteSteps));
     EXPECT_GT(accuracy, 0.9) << name;
   }
 }
 
-// 400 steps, otherwise the same model, no absolute position embeddings: FLT's local RPE sees relative positions, Performer
-// sees a bag of tokens (chance level by construction of the task).
+// 400 steps, otherwise the same model, no absolute position embeddings: FLT's local RPE sees
+// relative positions, Performer sees a bag of tokens (chance level by construction of the task).
 TEST_F(RandomFeatureTraining, LocalRpeBeatsPerformerWithoutPositions) {
   const double flt = train_and_evaluate(local_flt(), false, adjacent_pair_task, 400, 3e-3);
   const double performer = train_and_evaluate(fa::PerformerAttentionOptions().features(32), false,

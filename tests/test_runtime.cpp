@@ -14,7 +14,8 @@ TEST(Runtime, InitSetsThreadsAndFindsOpenBLAS) {
     EXPECT_EQ(info.threads, static_cast<int>(std::thread::hardware_concurrency()));
   }
   EXPECT_EQ(info.threads, at::get_num_threads());
-  // The project's set-up installs libopenblas0-pthread; the reference BLAS here means it is missing.
+  // The project's set-up installs libopenblas0-pthread; the reference BLAS here means it is
+  // missing.
   EXPECT_FALSE(info.reference_blas) << "BLAS in use: " << info.blas;
   EXPECT_NE(info.blas.find("openblas"), std::string::npos) << info.blas;
   EXPECT_GT(info.matmul_gflops, 0.0);
@@ -23,7 +24,8 @@ TEST(Runtime, InitSetsThreadsAndFindsOpenBLAS) {
 
 TEST(Runtime, SummaryNamesEverything) {
   const auto line = flt::runtime_summary(flt::init(/*quiet=*/true));
-  for (const char* part : {"flt " FLT_VERSION_STRING, "threads", "BLAS", "GFLOP/s", "OMP_WAIT_POLICY"}) {
+  for (const char* part :
+       {"flt " FLT_VERSION_STRING, "threads", "BLAS", "GFLOP/s", "OMP_WAIT_POLICY"}) {
     EXPECT_NE(line.find(part), std::string::npos) << line;
   }
   EXPECT_STREQ(flt::version(), FLT_VERSION_STRING);

@@ -39,15 +39,20 @@ double cauchy_coefficient(const std::string& name, int64_t n) {
   for (int j = 0; j < nodes; ++j) {
     const double theta = 2.0 * pi * j / nodes;
     const auto z = std::polar(radius, theta);
-    total += kernel_complex(name, z) * std::polar(std::pow(radius, -static_cast<double>(n)), -theta * n);
+    total +=
+        kernel_complex(name, z) * std::polar(std::pow(radius, -static_cast<double>(n)), -theta * n);
   }
   return total.real() / nodes;
 }
 
 fa::SchoenbAttention make_schoenbat(const std::string& kernel, int64_t dim, int64_t features,
                                     int64_t heads = 2, uint64_t seed = 1) {
-  fa::SchoenbAttention s(fa::SchoenbAttentionOptions().kernel(kernel).features(features).heads(heads)
-                             .head_dim(dim).seed(seed));
+  fa::SchoenbAttention s(fa::SchoenbAttentionOptions()
+                             .kernel(kernel)
+                             .features(features)
+                             .heads(heads)
+                             .head_dim(dim)
+                             .seed(seed));
   s->to(torch::kDouble);
   return s;
 }
@@ -94,8 +99,9 @@ TEST_F(SchoenbAt, FeaturesUnbiasedForEveryKernel) {
   y = y / y.norm(2, {1}, true) * 0.5;
   const auto dots = (x * y).sum(-1);
   for (const auto& name : fa::schoenberg_kernels()) {
-    fa::SchoenbAttention s(fa::SchoenbAttentionOptions().kernel(name).features(8).max_degree(12).heads(1)
-                               .head_dim(dim));
+    fa::SchoenbAttention s(
+        fa::SchoenbAttentionOptions().kernel(name).features(8).max_degree(12).heads(1).head_dim(
+            dim));
     s->to(torch::kDouble);
     std::vector<torch::Tensor> estimates;
     for (int64_t d = 0; d < draws; ++d) {
@@ -106,7 +112,8 @@ TEST_F(SchoenbAt, FeaturesUnbiasedForEveryKernel) {
     const auto mean = all.mean(0), se = all.std(0) / std::sqrt(static_cast<double>(draws));
     const auto exact = fa::schoenberg_kernel(name, dots);
     for (int64_t i = 0; i < 3; ++i) {
-      EXPECT_LE(std::abs(mean[i].item<double>() - exact[i].item<double>()), 3.0 * se[i].item<double>())
+      EXPECT_LE(std::abs(mean[i].item<double>() - exact[i].item<double>()),
+                3.0 * se[i].item<double>())
           << name << " pair " << i << ": mean " << mean[i].item<double>() << " exact "
           << exact[i].item<double>() << " se " << se[i].item<double>();
     }
@@ -123,7 +130,8 @@ TEST_F(SchoenbAt, ErrorFallsWithFeatures) {
   const auto v = torch::randn({2, 2, len, 4}, torch::kDouble);
   for (const auto& name : fa::schoenberg_kernels()) {
     const auto exact = fa::kernelized_attention(q, k, v, name);
-    const double uniform = ((v.mean(2, true).expand_as(exact) - exact).norm() / exact.norm()).item<double>();
+    const double uniform =
+        ((v.mean(2, true).expand_as(exact) - exact).norm() / exact.norm()).item<double>();
     std::vector<double> errors;
     for (int64_t f : {16, 64, 256, 1024}) {
       double total = 0.0;
@@ -157,7 +165,8 @@ TEST_F(SchoenbAt, NoNaNForNegativeOutputsWithFractionalBeta) {
   EXPECT_TRUE(v_zero.grad().isfinite().all().item<bool>());
   EXPECT_TRUE(s->beta.grad().isfinite().all().item<bool>());
   EXPECT_TRUE(all_close(s->post(torch::full({1, 2, 1, 1}, -4.0, torch::kDouble)),
-                        torch::full({1, 2, 1, 1}, -3.0, torch::kDouble), 1e-14, 0));  // 1.5 * -(4^0.5)
+                        torch::full({1, 2, 1, 1}, -3.0, torch::kDouble), 1e-14,
+                        0));  // 1.5 * -(4^0.5)
 }
 
 TEST_F(SchoenbAt, CausalDoesNotLeak) {
@@ -172,7 +181,9 @@ TEST_F(SchoenbAt, CausalDoesNotLeak) {
     v2.narrow(2, 50, 40).normal_();
     fa::AttentionCall call;
     call.causal = true;
-    EXPECT_TRUE(torch::equal(s(q, k, v, call).narrow(2, 0, 50), s(q2, k2, v2, call).narrow(2, 0, 50))) << name;
+    EXPECT_TRUE(
+        torch::equal(s(q, k, v, call).narrow(2, 0, 50), s(q2, k2, v2, call).narrow(2, 0, 50)))
+        << name;
     // Non-causal SchoenbAt does see the future (its statistics and sums cover all tokens).
     EXPECT_FALSE(torch::equal(s(q, k, v).narrow(2, 0, 50), s(q2, k2, v2).narrow(2, 0, 50))) << name;
   }
@@ -186,12 +197,15 @@ TEST_F(SchoenbAt, NonPositiveNormaliserHandled) {
   const auto k = torch::randn({1, 2, 200, 8}, torch::kDouble);
   const auto v = torch::randn({1, 2, 200, 3}, torch::kDouble);
   const auto qn = fa::ppsbn_pre(q, false), kn = fa::ppsbn_pre(k, false);
-  const auto denominators = torch::matmul(s->features(qn), s->features(kn).sum(2, true).transpose(-2, -1));
+  const auto denominators =
+      torch::matmul(s->features(qn), s->features(kn).sum(2, true).transpose(-2, -1));
   int64_t non_positive = 0;
   for (uint64_t seed = 3; seed < 40 && non_positive == 0; ++seed) {
     s->redraw(seed);
-    non_positive = (torch::matmul(s->features(qn), s->features(kn).sum(2, true).transpose(-2, -1)) <= 0)
-                       .sum().item<int64_t>();
+    non_positive =
+        (torch::matmul(s->features(qn), s->features(kn).sum(2, true).transpose(-2, -1)) <= 0)
+            .sum()
+            .item<int64_t>();
   }
   ASSERT_GT(non_positive, 0) << "no draw produced a non-positive normaliser; the test needs one";
   for (bool causal : {false, true}) {
@@ -199,22 +213,30 @@ TEST_F(SchoenbAt, NonPositiveNormaliserHandled) {
     call.causal = causal;
     const auto out = s(q, k, v, call);
     EXPECT_TRUE(out.isfinite().all().item<bool>());
-    EXPECT_TRUE(all_close(out, s->post(torch::matmul(s->materialize(q, k, call), v)), 1e-10, 1e-12));
+    EXPECT_TRUE(
+        all_close(out, s->post(torch::matmul(s->materialize(q, k, call), v)), 1e-10, 1e-12));
   }
 }
 
 TEST_F(SchoenbAt, GradientsMatchFiniteDifferences) {
   for (bool causal : {false, true}) {
-    fa::SchoenbAttention s(fa::SchoenbAttentionOptions().kernel("logi").features(6).max_degree(3)
-                               .heads(1).head_dim(3).beta(0.8).gamma(1.2));
+    fa::SchoenbAttention s(fa::SchoenbAttentionOptions()
+                               .kernel("logi")
+                               .features(6)
+                               .max_degree(3)
+                               .heads(1)
+                               .head_dim(3)
+                               .beta(0.8)
+                               .gamma(1.2));
     s->to(torch::kDouble);
     auto q = torch::randn({2, 1, 5, 3}, torch::kDouble).requires_grad_();
     auto k = torch::randn({2, 1, 5, 3}, torch::kDouble).requires_grad_();
     auto v = torch::randn({2, 1, 5, 2}, torch::kDouble).requires_grad_();
     fa::AttentionCall call;
     call.causal = causal;
-    expect_gradients_match([&](const std::vector<torch::Tensor>& x) { return s(x[0], x[1], x[2], call); },
-                           {q, k, v, s->gamma, s->beta}, 1e-6, 1e-4, 1e-7);
+    expect_gradients_match(
+        [&](const std::vector<torch::Tensor>& x) { return s(x[0], x[1], x[2], call); },
+        {q, k, v, s->gamma, s->beta}, 1e-6, 1e-4, 1e-7);
   }
 }
 
@@ -273,7 +295,8 @@ TEST_F(SchoenbAt, SaveLoadAndRedraw) {
 }
 
 TEST_F(SchoenbAt, OptionsAndContainers) {
-  const auto options = fa::SchoenbAttentionOptions().kernel("trigh").features(20).max_degree(5).seed(4);
+  const auto options =
+      fa::SchoenbAttentionOptions().kernel("trigh").features(20).max_degree(5).seed(4);
   fa::MultiheadAttention mha(fa::MultiheadAttentionOptions(24, 3).attention(options));
   auto* s = dynamic_cast<fa::SchoenbAttentionImpl*>(&mha->attention());
   ASSERT_NE(s, nullptr);
@@ -298,8 +321,9 @@ TEST_F(SchoenbAt, Validation_NamesTheBadValue) {
                {"features must be positive", "0"});
   expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).max_degree(0)); },
                {"max_degree", "0"});
-  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).normaliser_floor(-0.5)); },
-               {"normaliser_floor", "-0.5"});
+  expect_error(
+      [&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).normaliser_floor(-0.5)); },
+      {"normaliser_floor", "-0.5"});
   expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).sbn_eps(INFINITY)); },
                {"SchoenbAttention: sbn_eps must be positive and finite", "got inf"});
   expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).gamma(NAN)); },
@@ -312,6 +336,9 @@ TEST_F(SchoenbAt, Validation_NamesTheBadValue) {
   expect_error([&] { fa::ppsbn_pre(x, false, -1.0); },
                {"ppsbn_pre: eps must be positive and finite", "got -1"});
   auto s = make_schoenbat("exp", 4, 8);
-  expect_error([&] { s(torch::randn({1, 2, 5, 6}), torch::randn({1, 2, 5, 6}), torch::randn({1, 2, 5, 6})); },
-               {"head_dim is 4", "[1, 2, 5, 6]"});
+  expect_error(
+      [&] {
+        s(torch::randn({1, 2, 5, 6}), torch::randn({1, 2, 5, 6}), torch::randn({1, 2, 5, 6}));
+      },
+      {"head_dim is 4", "[1, 2, 5, 6]"});
 }

@@ -1,7 +1,8 @@
-// MultiheadAttention, TransformerLayer, TransformerLM and SequenceClassifier: contract and behaviour.
+// MultiheadAttention, TransformerLayer, TransformerLM and SequenceClassifier: contract and
+// behaviour.
+#include <torch/nn/functional/loss.h>
 #include <torch/nn/module.h>
 #include <torch/optim/adam.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/serialize.h>
 
 #include <sstream>
@@ -23,7 +24,8 @@ std::vector<fa::AttentionOptions> default_alternatives(std::index_sequence<I...>
 
 // One default-constructed alternative of each type in the variant: every variant the library has.
 std::vector<fa::AttentionOptions> all_variants() {
-  return default_alternatives(std::make_index_sequence<std::variant_size_v<fa::AttentionOptions>>{});
+  return default_alternatives(
+      std::make_index_sequence<std::variant_size_v<fa::AttentionOptions>>{});
 }
 }  // namespace
 
@@ -159,7 +161,11 @@ TEST_F(Transformer, Models_ShapesOptionsAndErrors) {
   EXPECT_EQ(clf(tokens).sizes(), torch::IntArrayRef({3, 5}));
   EXPECT_EQ(clf->attention_maps(tokens)[0].sizes(), torch::IntArrayRef({3, 4, 8, 8}));
 
-  expect_error([&] { lm(torch::randint(0, 13, {3, 9}, torch::kLong)); }, {"length 9", "max_length 8"});
+  expect_error(
+      [&] {
+        lm(torch::randint(0, 13, {3, 9}, torch::kLong));
+      },
+      {"length 9", "max_length 8"});
   expect_error([&] { lm(torch::full({1, 4}, 13, torch::kLong)); }, {"[0, 13)", "[13, 13]"});
   expect_error([&] { lm(torch::zeros({1, 4}, torch::kInt)); }, {"int64", "Int"});
   expect_error([&] { lm(torch::zeros({4}, torch::kLong)); }, {"(B, L)", "[4]"});
@@ -170,8 +176,8 @@ TEST_F(Transformer, Models_ShapesOptionsAndErrors) {
 }
 
 TEST_F(Transformer, Clone_And_SaveLoad_ReproduceOutputs) {
-  fa::TransformerLM lm(fa::TransformerOptions(9, 16, 2, 2).max_length(10)
-                           .attention(fa::LinearAttentionOptions()));
+  fa::TransformerLM lm(
+      fa::TransformerOptions(9, 16, 2, 2).max_length(10).attention(fa::LinearAttentionOptions()));
   const auto tokens = torch::randint(0, 9, {2, 10}, torch::kLong);
   const auto expected = lm(tokens);
   auto copy = std::dynamic_pointer_cast<fa::TransformerLMImpl>(lm->clone());
@@ -180,13 +186,14 @@ TEST_F(Transformer, Clone_And_SaveLoad_ReproduceOutputs) {
 
   std::stringstream buffer;
   torch::save(lm, buffer);
-  fa::TransformerLM loaded(fa::TransformerOptions(9, 16, 2, 2).max_length(10)
-                               .attention(fa::LinearAttentionOptions()));
+  fa::TransformerLM loaded(
+      fa::TransformerOptions(9, 16, 2, 2).max_length(10).attention(fa::LinearAttentionOptions()));
   torch::load(loaded, buffer);
   EXPECT_TRUE(torch::equal(loaded(tokens), expected));
 }
 
-// Behaviour: a 2-layer LM memorises a tiny fixed batch; the loss must fall by 90% within the budget.
+// Behaviour: a 2-layer LM memorises a tiny fixed batch; the loss must fall by 90% within the
+// budget.
 TEST_F(Transformer, LM_OverfitsTinyBatch) {
   for (const auto& variant : all_variants()) {
     torch::manual_seed(7);
@@ -195,7 +202,8 @@ TEST_F(Transformer, LM_OverfitsTinyBatch) {
     const auto batch = torch::randint(0, 16, {4, 13}, torch::kLong);
     const auto inputs = batch.narrow(1, 0, 12), targets = batch.narrow(1, 1, 12);
     const auto loss_of = [&] {
-      return torch::nn::functional::cross_entropy(lm(inputs).reshape({-1, 16}), targets.reshape(-1));
+      return torch::nn::functional::cross_entropy(lm(inputs).reshape({-1, 16}),
+                                                  targets.reshape(-1));
     };
     const double initial = loss_of().item<double>();
     double final_loss = initial;
@@ -208,16 +216,18 @@ TEST_F(Transformer, LM_OverfitsTinyBatch) {
       adam.step();
       final_loss = loss.item<double>();
     }
-    std::printf("  %s: loss %.3f -> %.3f in %d steps\n", fa::attention_name(variant).c_str(), initial,
-                final_loss, steps);
-    EXPECT_LT(final_loss, 0.1 * initial) << fa::attention_name(variant) << ": loss " << initial
-                                         << " -> " << final_loss << " in " << kStepBudget << " steps";
+    std::printf("  %s: loss %.3f -> %.3f in %d steps\n", fa::attention_name(variant).c_str(),
+                initial, final_loss, steps);
+    EXPECT_LT(final_loss, 0.1 * initial)
+        << fa::attention_name(variant) << ": loss " << initial << " -> " << final_loss << " in "
+        << kStepBudget << " steps";
   }
 }
 
 TEST_F(Transformer, ShareRpe_OneSpectrumForAllLayers) {
-  fa::TransformerLM lm(fa::TransformerOptions(11, 16, 2, 3).share_rpe(true).attention(
-      fa::FLTAttentionOptions().features(16).rpe_features(8)));
+  fa::TransformerLM lm(fa::TransformerOptions(11, 16, 2, 3)
+                           .share_rpe(true)
+                           .attention(fa::FLTAttentionOptions().features(16).rpe_features(8)));
   auto& shared = *lm->stack->shared_rpe;
   for (auto& layer : lm->stack->layers) {
     auto& flt = dynamic_cast<fa::FLTAttentionImpl&>(layer->attention->attention());

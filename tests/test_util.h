@@ -44,21 +44,23 @@ inline ::testing::AssertionResult all_close(const torch::Tensor& a, const torch:
   }
   const auto ad = a.to(torch::kDouble);
   const auto bd = b.to(torch::kDouble);
-  if (!ad.isfinite().all().item<bool>()) return ::testing::AssertionFailure() << "non-finite values";
+  if (!ad.isfinite().all().item<bool>())
+    return ::testing::AssertionFailure() << "non-finite values";
   const auto ratio = (ad - bd).abs() / (atol + rtol * bd.abs());
   const double worst = ratio.max().item<double>();
   if (worst <= 1.0) return ::testing::AssertionSuccess();
   const int64_t at = ratio.argmax().item<int64_t>();
   return ::testing::AssertionFailure()
-         << "max scaled error " << worst << " at flat index " << at << ": " << ad.flatten()[at].item<double>()
-         << " vs " << bd.flatten()[at].item<double>() << " (rtol " << rtol << ", atol " << atol << ")";
+         << "max scaled error " << worst << " at flat index " << at << ": "
+         << ad.flatten()[at].item<double>() << " vs " << bd.flatten()[at].item<double>()
+         << " (rtol " << rtol << ", atol " << atol << ")";
 }
 
 /// Checks autograd gradients of sum(fn(inputs) * w) for a fixed random w against central finite
 /// differences on every input entry. Inputs must be double tensors with requires_grad set.
-inline void expect_gradients_match(const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& fn,
-                                   std::vector<torch::Tensor> inputs, double step = 1e-6,
-                                   double rtol = 1e-5, double atol = 1e-7) {
+inline void expect_gradients_match(
+    const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& fn,
+    std::vector<torch::Tensor> inputs, double step = 1e-6, double rtol = 1e-5, double atol = 1e-7) {
   const auto probe = fn(inputs);
   const auto weights = torch::randn_like(probe).detach();
   (probe * weights).sum().backward();

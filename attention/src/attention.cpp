@@ -4,12 +4,13 @@
 
 namespace flt::attention {
 
-void check_qkv(const char* fn, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-               bool causal) {
+void check_qkv(const char* fn, const torch::Tensor& q, const torch::Tensor& k,
+               const torch::Tensor& v, bool causal) {
   TORCH_CHECK(q.defined() && k.defined(), fn, ": q and k must be defined tensors");
   TORCH_CHECK(q.dim() == 4, fn, ": q must have shape (B, H, L, D), got ", q.sizes());
   TORCH_CHECK(k.dim() == 4, fn, ": k must have shape (B, H, L, D), got ", k.sizes());
-  TORCH_CHECK(q.is_floating_point(), fn, ": q must be a floating-point tensor, got ", q.scalar_type());
+  TORCH_CHECK(q.is_floating_point(), fn, ": q must be a floating-point tensor, got ",
+              q.scalar_type());
   TORCH_CHECK(k.scalar_type() == q.scalar_type(), fn, ": k has dtype ", k.scalar_type(),
               " but q has ", q.scalar_type());
   TORCH_CHECK(k.device() == q.device(), fn, ": k is on ", k.device(), " but q is on ", q.device());
@@ -48,8 +49,8 @@ torch::Tensor resolve_positions(const char* fn, const torch::Tensor& positions,
               pos.size(0), " but q has batch ", q.size(0));
   TORCH_CHECK(pos.size(2) > 0, fn, ": positions need at least one coordinate, got ",
               positions.sizes());
-  TORCH_CHECK(pos.device() == q.device(), fn, ": positions are on ", pos.device(),
-              " but q is on ", q.device());
+  TORCH_CHECK(pos.device() == q.device(), fn, ": positions are on ", pos.device(), " but q is on ",
+              q.device());
   return pos.to(q.scalar_type());
 }
 

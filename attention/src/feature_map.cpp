@@ -85,7 +85,9 @@ torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bo
   return at::cat(blocks, 0) * norms;
 }
 
-FeatureMapImpl::FeatureMapImpl(FeatureMapOptions options_) : options(std::move(options_)) { reset(); }
+FeatureMapImpl::FeatureMapImpl(FeatureMapOptions options_) : options(std::move(options_)) {
+  reset();
+}
 
 void FeatureMapImpl::reset() {
   TORCH_CHECK(options.input_dim() > 0, "FeatureMap: input_dim must be positive, got ",
@@ -111,9 +113,9 @@ void FeatureMapImpl::redraw(uint64_t seed) {
   if (!projection.defined()) return;
   torch::NoGradGuard no_grad;
   // Rounded to float as in reset(), so redraw(s) reproduces a module constructed with seed s.
-  projection.copy_(orthogonal_gaussian_rows(options.features(), options.input_dim(), seed,
-                                            options.orthogonal())
-                       .to(torch::kFloat));
+  projection.copy_(
+      orthogonal_gaussian_rows(options.features(), options.input_dim(), seed, options.orthogonal())
+          .to(torch::kFloat));
 }
 
 void FeatureMapImpl::pretty_print(std::ostream& stream) const {
@@ -131,7 +133,9 @@ int64_t FeatureMapImpl::output_dim() const {
   }
 }
 
-bool FeatureMapImpl::positive() const { return options.kind() != FeatureKind::kTrigonometric; }
+bool FeatureMapImpl::positive() const {
+  return options.kind() != FeatureKind::kTrigonometric;
+}
 
 FeatureInput FeatureInput::first_token() const {
   FeatureInput first(blocks.front().narrow(-2, 0, 1));
@@ -188,11 +192,12 @@ FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x, bool w
 
 constexpr double kMaxKeyExponent = 70.0;
 
-torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const torch::Tensor& given) const {
+torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule,
+                                      const torch::Tensor& given) const {
   int64_t width = 0;
   for (const auto& block : x.blocks) width += block.size(-1);
-  TORCH_CHECK(width == options.input_dim(), "FeatureMap: input has dimension ", width, " but input_dim is ",
-              options.input_dim(), " (input ", x.blocks.front().sizes(), ")");
+  TORCH_CHECK(width == options.input_dim(), "FeatureMap: input has dimension ", width,
+              " but input_dim is ", options.input_dim(), " (input ", x.blocks.front().sizes(), ")");
   const double m = static_cast<double>(options.features());
   switch (options.kind()) {
     case FeatureKind::kElu: return elu_feature_map(x.concatenated());
@@ -237,7 +242,9 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
   return at::exp(t.logits - (t.top.to(torch::kDouble) - offset).to(t.wx.scalar_type())) / root;
 }
 
-torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const { return compute(x, Shift::kNone); }
+torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const {
+  return compute(x, Shift::kNone);
+}
 
 torch::Tensor FeatureMapImpl::query_features(const FeatureInput& x) const {
   return compute(x, exp_kind(options.kind()) ? Shift::kPerToken : Shift::kNone);
@@ -262,7 +269,8 @@ torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, bool causal) c
   return compute(x, Shift::kPerSequence);  // one shift for all keys of the sequence
 }
 
-torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, const torch::Tensor& shift) const {
+torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x,
+                                           const torch::Tensor& shift) const {
   return compute(x, Shift::kGiven, shift);
 }
 
@@ -307,8 +315,8 @@ void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tenso
   TORCH_CHECK(empty() || phi_k.size(3) == numerator.size(2), "LinearAttentionState::append: phi_k ",
               phi_k.sizes(), " has ", phi_k.size(3), " features but the state holds ",
               numerator.size(2), " (S ", numerator.sizes(), ")");
-  const auto kv = at::matmul(phi_k.transpose(-2, -1), v);                // (B, H, M, Dv)
-  const auto k_sum = phi_k.sum(-2).unsqueeze(-1);                        // (B, H, M, 1)
+  const auto kv = at::matmul(phi_k.transpose(-2, -1), v);  // (B, H, M, Dv)
+  const auto k_sum = phi_k.sum(-2).unsqueeze(-1);          // (B, H, M, 1)
   if (empty()) {
     numerator = kv;
     normaliser = k_sum;

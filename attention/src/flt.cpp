@@ -50,19 +50,22 @@ std::string spectrum_family_name(SpectrumFamily family) {
 }
 
 SpectrumFamily spectrum_family_from_name(const std::string& name) {
-  for (auto f : {SpectrumFamily::kGaussianMixture, SpectrumFamily::kLocal, SpectrumFamily::kGaussianKernel,
-                 SpectrumFamily::kLaplaceKernel, SpectrumFamily::kCauchyKernel,
-                 SpectrumFamily::kGaussianBasis}) {
+  for (auto f : {SpectrumFamily::kGaussianMixture, SpectrumFamily::kLocal,
+                 SpectrumFamily::kGaussianKernel, SpectrumFamily::kLaplaceKernel,
+                 SpectrumFamily::kCauchyKernel, SpectrumFamily::kGaussianBasis}) {
     if (spectrum_family_name(f) == name) return f;
   }
-  TORCH_CHECK(false, "RPE spectrum: unknown family \"", name,
-              "\" (expected gaussian_mixture, local, gaussian_kernel, laplace_kernel, cauchy_kernel "
-              "or gaussian_basis)");
+  TORCH_CHECK(
+      false, "RPE spectrum: unknown family \"", name,
+      "\" (expected gaussian_mixture, local, gaussian_kernel, laplace_kernel, cauchy_kernel "
+      "or gaussian_basis)");
 }
 
 // ---- spectrum -----------------------------------------------------------------------------------
 
-RpeSpectrumImpl::RpeSpectrumImpl(RpeSpectrumOptions options_) : options(std::move(options_)) { reset(); }
+RpeSpectrumImpl::RpeSpectrumImpl(RpeSpectrumOptions options_) : options(std::move(options_)) {
+  reset();
+}
 
 void RpeSpectrumImpl::reset() {
   const int64_t h = options.heads(), l = options.position_dim(), t = options.components();
@@ -80,7 +83,8 @@ void RpeSpectrumImpl::reset() {
     case SpectrumFamily::kGaussianMixture: {
       const auto sigma = s0 * at::pow(2.0, -index);  // (T)
       const auto height = at::pow(2.0 * kPi * sigma * sigma, 0.5 * static_cast<double>(l));
-      weights = register_parameter("weights", (w / static_cast<double>(t) / height).repeat({h, 1}).to(torch::kFloat));
+      weights = register_parameter(
+          "weights", (w / static_cast<double>(t) / height).repeat({h, 1}).to(torch::kFloat));
       log_scale = register_parameter("log_scale", sigma.log().repeat({h, 1}).to(torch::kFloat));
       means = register_parameter("means", torch::zeros({h, t, l}));
       break;
@@ -88,7 +92,8 @@ void RpeSpectrumImpl::reset() {
     case SpectrumFamily::kLocal: {
       weights = register_parameter("weights", torch::full({h, t}, w / static_cast<double>(t)));
       radii = register_parameter(
-          "radii", (s0 * (index + 1.0)).view({1, t, 1}).expand({h, t, l}).contiguous().to(torch::kFloat));
+          "radii",
+          (s0 * (index + 1.0)).view({1, t, 1}).expand({h, t, l}).contiguous().to(torch::kFloat));
       break;
     }
     case SpectrumFamily::kGaussianKernel:
@@ -100,7 +105,8 @@ void RpeSpectrumImpl::reset() {
     case SpectrumFamily::kGaussianBasis: {
       const auto s = s0 * at::pow(2.0, index);
       const auto height = at::pow(std::sqrt(2.0 * kPi) * s, static_cast<double>(l));
-      weights = register_parameter("weights", (w / static_cast<double>(t) * height).repeat({h, 1}).to(torch::kFloat));
+      weights = register_parameter(
+          "weights", (w / static_cast<double>(t) * height).repeat({h, 1}).to(torch::kFloat));
       log_scale = register_parameter("log_scale", s.log().repeat({h, 1}).to(torch::kFloat));
       break;
     }
@@ -117,29 +123,30 @@ void RpeSpectrumImpl::pretty_print(std::ostream& stream) const {
 
 torch::Tensor RpeSpectrumImpl::g(const torch::Tensor& xi) const {
   TORCH_CHECK(xi.dim() == 3 && xi.size(-1) == options.position_dim(),
-              "RpeSpectrum::g: expected xi of shape (H, N, ", options.position_dim(), "), got ", xi.sizes());
+              "RpeSpectrum::g: expected xi of shape (H, N, ", options.position_dim(), "), got ",
+              xi.sizes());
   const auto dtype = xi.scalar_type();
   const double l = static_cast<double>(options.position_dim());
   const auto w = weights.to(dtype);
   switch (options.family()) {
     case SpectrumFamily::kGaussianMixture: {
-      const auto diff = xi.unsqueeze(2) - means.to(dtype).unsqueeze(1);      // (H, N, T, l)
-      const auto sigma = log_scale.to(dtype).exp().unsqueeze(1);             // (H, 1, T)
+      const auto diff = xi.unsqueeze(2) - means.to(dtype).unsqueeze(1);  // (H, N, T, l)
+      const auto sigma = log_scale.to(dtype).exp().unsqueeze(1);         // (H, 1, T)
       return (w.unsqueeze(1) * at::exp(-diff.pow(2).sum(-1) / (2.0 * sigma * sigma))).sum(-1);
     }
     case SpectrumFamily::kLocal: {
-      const auto v = radii.to(dtype).abs().unsqueeze(1);                     // (H, 1, T, l)
+      const auto v = radii.to(dtype).abs().unsqueeze(1);  // (H, 1, T, l)
       // sin(2 pi v xi) / (pi xi) = 2 v sinc(2 v xi) with torch's normalised sinc (finite at 0).
-      const auto ratio = 2.0 * v * at::sinc(2.0 * v * xi.unsqueeze(2));     // (H, N, T, l)
+      const auto ratio = 2.0 * v * at::sinc(2.0 * v * xi.unsqueeze(2));  // (H, N, T, l)
       return (w.unsqueeze(1) * ratio.pow(options.smoothness()).prod(-1)).sum(-1);
     }
     case SpectrumFamily::kGaussianKernel: {
-      const auto lambda = log_scale.to(dtype).exp();                         // (H, 1)
+      const auto lambda = log_scale.to(dtype).exp();  // (H, 1)
       return w * at::pow(2.0 * kPi * lambda * lambda, 0.5 * l) *
              at::exp(-2.0 * kPi * kPi * lambda * lambda * xi.pow(2).sum(-1));
     }
     case SpectrumFamily::kLaplaceKernel: {
-      const auto lambda = log_scale.to(dtype).exp().unsqueeze(-1);           // (H, 1, 1)
+      const auto lambda = log_scale.to(dtype).exp().unsqueeze(-1);  // (H, 1, 1)
       return w * (2.0 * lambda / (1.0 + 4.0 * kPi * kPi * lambda * lambda * xi.pow(2))).prod(-1);
     }
     case SpectrumFamily::kCauchyKernel: {
@@ -147,7 +154,7 @@ torch::Tensor RpeSpectrumImpl::g(const torch::Tensor& xi) const {
       return w * (kPi * lambda * at::exp(-2.0 * kPi * lambda * xi.abs())).prod(-1);
     }
     case SpectrumFamily::kGaussianBasis: {
-      const auto s = log_scale.to(dtype).exp().unsqueeze(1);                 // (H, 1, T)
+      const auto s = log_scale.to(dtype).exp().unsqueeze(1);  // (H, 1, T)
       return (w.unsqueeze(1) * at::exp(-2.0 * kPi * kPi * s * s * xi.pow(2).sum(-1, true))).sum(-1);
     }
   }
@@ -163,15 +170,15 @@ torch::Tensor RpeSpectrumImpl::f(const torch::Tensor& delta) const {
   const auto w = weights.to(dtype);
   switch (options.family()) {
     case SpectrumFamily::kGaussianMixture: {
-      const auto sigma = log_scale.to(dtype).exp().unsqueeze(1);             // (H, 1, T)
-      const auto sq = delta.pow(2).sum(-1, true);                           // (H, N, 1)
-      const auto phase = at::matmul(delta, means.to(dtype).transpose(1, 2)); // (H, N, T)
+      const auto sigma = log_scale.to(dtype).exp().unsqueeze(1);              // (H, 1, T)
+      const auto sq = delta.pow(2).sum(-1, true);                             // (H, N, 1)
+      const auto phase = at::matmul(delta, means.to(dtype).transpose(1, 2));  // (H, N, T)
       return (w.unsqueeze(1) * at::pow(2.0 * kPi * sigma * sigma, 0.5 * l) *
               at::exp(-2.0 * kPi * kPi * sigma * sigma * sq) * at::cos(2.0 * kPi * phase))
           .sum(-1);
     }
     case SpectrumFamily::kLocal: {
-      const auto v = radii.to(dtype).abs().unsqueeze(1);                     // (H, 1, T, l)
+      const auto v = radii.to(dtype).abs().unsqueeze(1);  // (H, 1, T, l)
       const auto box = box_convolution(delta.unsqueeze(2), v, options.smoothness());
       return (w.unsqueeze(1) * box.prod(-1)).sum(-1);
     }
@@ -188,7 +195,7 @@ torch::Tensor RpeSpectrumImpl::f(const torch::Tensor& delta) const {
       return w * (1.0 / (1.0 + delta.pow(2) / (lambda * lambda))).prod(-1);
     }
     case SpectrumFamily::kGaussianBasis: {
-      const auto s = log_scale.to(dtype).exp().unsqueeze(1);                 // (H, 1, T)
+      const auto s = log_scale.to(dtype).exp().unsqueeze(1);  // (H, 1, T)
       return (w.unsqueeze(1) * at::pow(std::sqrt(2.0 * kPi) * s, -l) *
               at::exp(-delta.pow(2).sum(-1, true) / (2.0 * s * s)))
           .sum(-1);
@@ -199,7 +206,9 @@ torch::Tensor RpeSpectrumImpl::f(const torch::Tensor& delta) const {
 
 // ---- FLT attention ------------------------------------------------------------------------------
 
-FLTAttentionImpl::FLTAttentionImpl(FLTAttentionOptions options_) : options(std::move(options_)) { reset(); }
+FLTAttentionImpl::FLTAttentionImpl(FLTAttentionOptions options_) : options(std::move(options_)) {
+  reset();
+}
 
 RpeSpectrumOptions rpe_spectrum_options(const FLTAttentionOptions& options, int64_t heads) {
   return RpeSpectrumOptions(heads, options.position_dim())
@@ -227,7 +236,8 @@ void FLTAttentionImpl::reset() {
   } else {
     rpe = options.shared_spectrum();
     const auto& shared = rpe->options;
-    TORCH_CHECK(shared.heads() == options.heads() && shared.position_dim() == options.position_dim() &&
+    TORCH_CHECK(shared.heads() == options.heads() &&
+                    shared.position_dim() == options.position_dim() &&
                     shared.family() == options.family(),
                 "FLTAttention: the shared spectrum has ", shared.heads(), " heads, position_dim ",
                 shared.position_dim(), " and family ", spectrum_family_name(shared.family()),
@@ -235,10 +245,10 @@ void FLTAttentionImpl::reset() {
                 spectrum_family_name(options.family()));
   }
   const int64_t augmented_dim = 2 * options.rpe_features() + options.head_dim();
-  feature_map = register_module(
-      "feature_map", FeatureMap(FeatureMapOptions(augmented_dim, options.features())
-                                    .kind(options.kind())
-                                    .seed(options.seed())));
+  feature_map =
+      register_module("feature_map", FeatureMap(FeatureMapOptions(augmented_dim, options.features())
+                                                    .kind(options.kind())
+                                                    .seed(options.seed())));
   const auto log_sigma = torch::full({}, std::log(options.proposal_sigma()));
   if (options.learn_proposal()) {
     log_proposal_sigma = register_parameter("log_proposal_sigma", log_sigma);
@@ -246,7 +256,8 @@ void FLTAttentionImpl::reset() {
     log_proposal_sigma = register_buffer("log_proposal_sigma", log_sigma);
   }
   base_frequencies = register_buffer(
-      "base_frequencies", torch::zeros({options.heads(), options.rpe_features(), options.position_dim()}));
+      "base_frequencies",
+      torch::zeros({options.heads(), options.rpe_features(), options.position_dim()}));
   draw_frequencies(options.seed());
 }
 
@@ -273,7 +284,8 @@ void FLTAttentionImpl::redraw(uint64_t seed) {
 
 void FLTAttentionImpl::pretty_print(std::ostream& stream) const {
   stream << "flt::attention::FLTAttention(features=" << options.features()
-         << ", rpe_features=" << options.rpe_features() << ", position_dim=" << options.position_dim()
+         << ", rpe_features=" << options.rpe_features()
+         << ", position_dim=" << options.position_dim()
          << ", family=" << spectrum_family_name(options.family()) << ", heads=" << options.heads()
          << ", head_dim=" << options.head_dim() << ")";
 }
@@ -282,7 +294,8 @@ torch::Tensor FLTAttentionImpl::frequencies() const {
   return base_frequencies * log_proposal_sigma.exp();
 }
 
-std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(const torch::Tensor& positions) const {
+std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(
+    const torch::Tensor& positions) const {
   TORCH_CHECK(positions.dim() == 3 && positions.size(-1) == options.position_dim(),
               "FLTAttention: positions must have shape (B, L, ", options.position_dim(),
               ") (position_dim ", options.position_dim(), "), got ", positions.sizes());
@@ -290,17 +303,17 @@ std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(const tor
   const double l = static_cast<double>(options.position_dim());
   const double r = static_cast<double>(options.rpe_features());
   const auto s = log_proposal_sigma.to(dtype).exp();
-  const auto xi = base_frequencies.to(dtype) * s;                          // (H, r, l)
-  torch::Tensor density;                                                   // p(xi): (H, r)
+  const auto xi = base_frequencies.to(dtype) * s;  // (H, r, l)
+  torch::Tensor density;                           // p(xi): (H, r)
   if (options.proposal() == ProposalKind::kGaussian) {
     density = at::exp(-xi.pow(2).sum(-1) / (2.0 * s * s)) / at::pow(std::sqrt(2.0 * kPi) * s, l);
   } else {
     density = (1.0 / (kPi * s * (1.0 + (xi / s).pow(2)))).prod(-1);
   }
-  const auto a = rpe->g(xi) / density;                                     // (H, r)
+  const auto a = rpe->g(xi) / density;  // (H, r)
   // In float32, g underflows to exactly 0 at frequencies far from the spectrum's mass, and
-  // d sqrt(x)/dx is infinite at 0 (0 * inf = NaN in the backward): the floor keeps the gradient at 0
-  // there while changing N1.N2 by at most r * 1e-30.
+  // d sqrt(x)/dx is infinite at 0 (0 * inf = NaN in the backward): the floor keeps the gradient at
+  // 0 there while changing N1.N2 by at most r * 1e-30.
   const auto magnitude =
       (a.abs() / r).clamp_min(1e-30).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
   const auto sign = at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
@@ -315,24 +328,26 @@ torch::Tensor FLTAttentionImpl::positions_for(const char* fn, const torch::Tenso
                                               const torch::Tensor& x, int64_t first_index) const {
   torch::Tensor pos;
   if (!positions.defined()) {
-    pos = (torch::arange(x.size(2), x.options()) + static_cast<double>(first_index)).view({1, x.size(2), 1});
+    pos = (torch::arange(x.size(2), x.options()) + static_cast<double>(first_index))
+              .view({1, x.size(2), 1});
     if (options.position_dim() > 1) pos = pos.expand({1, x.size(2), options.position_dim()});
   } else {
     pos = resolve_positions(fn, positions, x);
   }
-  TORCH_CHECK(pos.size(-1) == options.position_dim(), fn, ": positions have dimension ", pos.size(-1),
-              " but position_dim is ", options.position_dim(), " (positions ", positions.sizes(), ")");
+  TORCH_CHECK(pos.size(-1) == options.position_dim(), fn, ": positions have dimension ",
+              pos.size(-1), " but position_dim is ", options.position_dim(), " (positions ",
+              positions.sizes(), ")");
   return pos;
 }
 
-std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(const torch::Tensor& q,
-                                                                  const torch::Tensor& k,
-                                                                  const torch::Tensor& q_pos,
-                                                                  const torch::Tensor& k_pos) const {
+std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& q_pos,
+    const torch::Tensor& k_pos) const {
   check_dims_against("FLTAttention", options.heads(), options.head_dim(), q);
   const double quarter = std::pow(static_cast<double>(q.size(3)), -0.25);
   auto [n1, n2] = rpe_features(q_pos);
-  if (!k_pos.is_same(q_pos)) n2 = rpe_features(k_pos).second;  // one evaluation when positions agree
+  if (!k_pos.is_same(q_pos))
+    n2 = rpe_features(k_pos).second;  // one evaluation when positions agree
   // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] as column blocks: never concatenated, and the
   // position blocks (batch 1 when positions are shared) are projected once for the whole batch.
   return {FeatureInput{n1, q * quarter}, FeatureInput{n2, k * quarter}};
@@ -375,8 +390,9 @@ torch::Tensor FLTAttentionImpl::exact_mask(const torch::Tensor& positions) const
   TORCH_CHECK(positions.defined() && (positions.dim() == 2 || positions.dim() == 3),
               "FLTAttention::exact_mask: positions must have shape (L, l) or (B, L, l)");
   const auto pos = positions.dim() == 2 ? positions.unsqueeze(0) : positions;  // (B', L, l)
-  TORCH_CHECK(pos.size(-1) == options.position_dim(), "FLTAttention::exact_mask: positions have dimension ",
-              pos.size(-1), " but position_dim is ", options.position_dim());
+  TORCH_CHECK(pos.size(-1) == options.position_dim(),
+              "FLTAttention::exact_mask: positions have dimension ", pos.size(-1),
+              " but position_dim is ", options.position_dim());
   const int64_t b = pos.size(0), len = pos.size(1), l = pos.size(2);
   const auto delta = (pos.unsqueeze(2) - pos.unsqueeze(1)).reshape({1, b * len * len, l});
   return rpe->f(delta).view({options.heads(), b, len, len}).transpose(0, 1);
@@ -385,8 +401,8 @@ torch::Tensor FLTAttentionImpl::exact_mask(const torch::Tensor& positions) const
 torch::Tensor FLTAttentionImpl::exact_attention(const torch::Tensor& q, const torch::Tensor& k,
                                                 const AttentionCall& call) const {
   check_call("FLTAttention::exact_attention", q, k, {}, call.causal);
-  TORCH_CHECK(q.size(2) == k.size(2), "FLTAttention::exact_attention: needs Lq == Lk, got ", q.sizes(),
-              " and ", k.sizes());
+  TORCH_CHECK(q.size(2) == k.size(2), "FLTAttention::exact_attention: needs Lq == Lk, got ",
+              q.sizes(), " and ", k.sizes());
   const auto pos = positions_for("FLTAttention::exact_attention", call.positions, q, 0);
   return softmax_attention_weights(q, k, call.causal, /*scale=*/0.0, exact_mask(pos));
 }
@@ -409,8 +425,8 @@ int64_t FLTAttentionImpl::rpe_parameter_count() const {
   return count;
 }
 
-void FLTAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& k, const torch::Tensor& v,
-                              const torch::Tensor& positions) const {
+void FLTAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& k,
+                              const torch::Tensor& v, const torch::Tensor& positions) const {
   check_call("FLTAttention::append", k, k, v, false);
   state.check_tokens("FLTAttention::append", k, v);
   const auto pos = positions_for("FLTAttention::append", positions, k, state.steps);

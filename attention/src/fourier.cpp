@@ -46,8 +46,8 @@ torch::Tensor fourier_attention(const torch::Tensor& q, const torch::Tensor& k,
   TORCH_CHECK(R.defined() && R.scalar_type() == q.scalar_type(), "fourier_attention: R has dtype ",
               R.defined() ? R.scalar_type() : at::ScalarType::Undefined, " but q has ",
               q.scalar_type());
-  TORCH_CHECK(R.device() == q.device(), "fourier_attention: R is on ", R.device(),
-              " but q is on ", q.device());
+  TORCH_CHECK(R.device() == q.device(), "fourier_attention: R is on ", R.device(), " but q is on ",
+              q.device());
   const auto r = fourier_r_per_head_dim("fourier_attention", R, q.size(1), q.size(3));
   if (r.device().is_cpu()) {  // (a check on the GPU would synchronise every call)
     const auto bad = (~at::isfinite(R)).logical_or(R == 0).flatten();
@@ -87,10 +87,10 @@ void check_estimator_inputs(const char* fn, const torch::Tensor& points,
               " but points have D = ", points.size(1));
   TORCH_CHECK(samples.size(0) >= 1, fn, ": needs at least one sample, got samples ",
               samples.sizes());
-  TORCH_CHECK(at::isFloatingType(points.scalar_type()) &&
-                  samples.scalar_type() == points.scalar_type(),
-              fn, ": points and samples must share a floating dtype, got ", points.scalar_type(),
-              " and ", samples.scalar_type());
+  TORCH_CHECK(
+      at::isFloatingType(points.scalar_type()) && samples.scalar_type() == points.scalar_type(), fn,
+      ": points and samples must share a floating dtype, got ", points.scalar_type(), " and ",
+      samples.scalar_type());
   TORCH_CHECK(samples.device() == points.device(), fn, ": samples are on ", samples.device(),
               " but points are on ", points.device());
 }
@@ -112,16 +112,15 @@ double fourier_kernel_integral(int64_t power, FourierPhi phi) {
   TORCH_CHECK(power >= 1 && power <= kernels::kMaxFourierPower,
               "fourier_kernel_integral: power must be in [1, ", kernels::kMaxFourierPower,
               "], got ", power);
-  const bool closed_form =
-      phi == FourierPhi::kPower || (phi == FourierPhi::kAbs && power % 2 == 0);
+  const bool closed_form = phi == FourierPhi::kPower || (phi == FourierPhi::kAbs && power % 2 == 0);
   const bool diverges = phi == FourierPhi::kSigmoid || power == 1;
   TORCH_CHECK(closed_form, "fourier_kernel_integral: A = integral of phi(sin z / z) dz is ",
               diverges ? "infinite" : "not known in closed form", " for phi ",
               kernels::fourier_phi_name(phi), " with power ", power,
               "; the density estimator needs phi power (any p) or abs with an even p");
-  // integral over R of (sin z / z)^n = pi / (2^(n-1) (n-1)!) sum_{k <= n/2} (-1)^k C(n, k) (n-2k)^(n-1)
-  // (n >= 1; the k = n/2 term is 0 for even n). Long double: the alternating sum cancels about
-  // five digits at n = 32.
+  // integral over R of (sin z / z)^n = pi / (2^(n-1) (n-1)!) sum_{k <= n/2} (-1)^k C(n, k)
+  // (n-2k)^(n-1) (n >= 1; the k = n/2 term is 0 for even n). Long double: the alternating sum
+  // cancels about five digits at n = 32.
   const int64_t n = power;
   long double sum = 0.0L, binomial = 1.0L;
   for (int64_t k = 0; 2 * k <= n; ++k) {
@@ -154,8 +153,9 @@ torch::Tensor fourier_density_estimate(const torch::Tensor& points, const torch:
   std::vector<at::Tensor> sums;
   for (int64_t start = 0; start < count; start += block) {
     const int64_t c = std::min(block, count - start);
-    const auto x = points.slice(0, start, start + c);                                   // (c, D)
-    const auto keys = at::cat({x.unsqueeze(1), samples.unsqueeze(0).expand({c, n, d})}, 1);  // (c, N+1, D)
+    const auto x = points.slice(0, start, start + c);  // (c, D)
+    const auto keys =
+        at::cat({x.unsqueeze(1), samples.unsqueeze(0).expand({c, n, d})}, 1);  // (c, N+1, D)
     const auto out = fourier_attention(x.reshape({c, 1, 1, d}), keys.unsqueeze(1),
                                        values.expand({c, 1, n + 1, 2}), r, power,
                                        /*causal=*/false, phi);  // (c, 1, 1, 2)
@@ -172,8 +172,8 @@ torch::Tensor gaussian_kde(const torch::Tensor& points, const torch::Tensor& sam
   const int64_t n = samples.size(0), d = samples.size(1), count = points.size(0);
   // log p(x) = logsumexp_i(-|x - k_i|^2 / (2 h^2)) - log N - (D / 2) log(2 pi h^2): no underflow
   // to log 0 for points far from every sample while any term is representable.
-  const double log_norm = std::log(static_cast<double>(n)) +
-                          0.5 * d * std::log(2.0 * kPi * bandwidth * bandwidth);
+  const double log_norm =
+      std::log(static_cast<double>(n)) + 0.5 * d * std::log(2.0 * kPi * bandwidth * bandwidth);
   const int64_t block = point_block(n, d);
   std::vector<at::Tensor> parts;
   for (int64_t start = 0; start < count; start += block) {
@@ -195,10 +195,10 @@ torch::Tensor fourier_regression_estimate(const torch::Tensor& points, const tor
               targets.defined() ? targets.sizes() : at::IntArrayRef{});
   const int64_t count = points.size(0), n = samples.size(0), d = points.size(1);
   // eq. 14 is Fourier attention with one query per point (Definition 1): the same operator.
-  const auto out = fourier_attention(points.reshape({1, 1, count, d}),
-                                     samples.reshape({1, 1, n, d}),
-                                     targets.reshape({1, 1, n, targets.size(1)}),
-                                     at::full({}, R, points.options()), power, /*causal=*/false, phi);
+  const auto out =
+      fourier_attention(points.reshape({1, 1, count, d}), samples.reshape({1, 1, n, d}),
+                        targets.reshape({1, 1, n, targets.size(1)}),
+                        at::full({}, R, points.options()), power, /*causal=*/false, phi);
   return out.reshape({count, targets.size(1)});
 }
 
@@ -235,8 +235,8 @@ void FourierAttentionImpl::pretty_print(std::ostream& stream) const {
   static const char* shapes[] = {"scalar", "per-dimension", "per-head", "per-head-dimension"};
   stream << "flt::attention::FourierAttention(phi=" << kernels::fourier_phi_name(options.phi());
   if (options.phi() != FourierPhi::kSigmoid) stream << ", power=" << options.power();
-  stream << ", R=" << shapes[static_cast<int>(options.r_shape())] << " init "
-         << options.r_init() << (options.learn_r() ? " learnable" : " fixed") << ")";
+  stream << ", R=" << shapes[static_cast<int>(options.r_shape())] << " init " << options.r_init()
+         << (options.learn_r() ? " learnable" : " fixed") << ")";
 }
 
 torch::Tensor FourierAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,

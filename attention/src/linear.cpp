@@ -8,13 +8,16 @@
 
 namespace flt::attention {
 
-torch::Tensor elu_feature_map(const torch::Tensor& x) { return at::elu(x) + 1.0; }
+torch::Tensor elu_feature_map(const torch::Tensor& x) {
+  return at::elu(x) + 1.0;
+}
 
-torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               bool causal, double eps) {
+torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, bool causal, double eps) {
   check_qkv("linear_attention", q, k, v, causal);
   check_positive_finite("linear_attention", "eps", eps);
-  return kernels::normalized_linear_attention(elu_feature_map(q), elu_feature_map(k), v, causal, eps);
+  return kernels::normalized_linear_attention(elu_feature_map(q), elu_feature_map(k), v, causal,
+                                              eps);
 }
 
 torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,

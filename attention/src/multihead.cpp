@@ -16,7 +16,8 @@ void MultiheadAttentionImpl::reset() {
               options.embed_dim(), " is not divisible by heads ", options.heads());
   const int64_t e = options.embed_dim();
   const auto linear = [&](const char* name) {
-    return register_module(name, torch::nn::Linear(torch::nn::LinearOptions(e, e).bias(options.bias())));
+    return register_module(name,
+                           torch::nn::Linear(torch::nn::LinearOptions(e, e).bias(options.bias())));
   };
   q_proj = linear("q_proj");
   k_proj = linear("k_proj");

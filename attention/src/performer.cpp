@@ -22,8 +22,9 @@ void check_map(const char* fn, const FeatureMapImpl& map, const torch::Tensor& q
 
 }  // namespace
 
-torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  const FeatureMapImpl& feature_map, bool causal, double eps) {
+torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, const FeatureMapImpl& feature_map,
+                                  bool causal, double eps) {
   check_qkv("performer_attention", q, k, v, causal);
   check_map("performer_attention", feature_map, q);
   check_positive_finite("performer_attention", "eps", eps);
@@ -43,16 +44,17 @@ void PerformerAttentionImpl::reset() {
   check_positive("PerformerAttention", "features (m)", options.features());
   check_dims_options("PerformerAttention", options.heads(), options.head_dim(), false, true);
   check_positive_finite("PerformerAttention", "eps", options.eps());
-  feature_map = register_module(
-      "feature_map", FeatureMap(FeatureMapOptions(options.head_dim(), options.features())
-                                    .kind(options.kind())
-                                    .orthogonal(options.orthogonal())
-                                    .seed(options.seed())));
+  feature_map = register_module("feature_map",
+                                FeatureMap(FeatureMapOptions(options.head_dim(), options.features())
+                                               .kind(options.kind())
+                                               .orthogonal(options.orthogonal())
+                                               .seed(options.seed())));
 }
 
 void PerformerAttentionImpl::pretty_print(std::ostream& stream) const {
   stream << "flt::attention::PerformerAttention(features=" << options.features()
-         << ", kind=" << feature_kind_name(options.kind()) << ", head_dim=" << options.head_dim() << ")";
+         << ", kind=" << feature_kind_name(options.kind()) << ", head_dim=" << options.head_dim()
+         << ")";
 }
 
 torch::Tensor PerformerAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,

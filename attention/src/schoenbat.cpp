@@ -15,11 +15,12 @@ namespace {
 void check_kernel(const std::string& kernel) {
   const auto& names = schoenberg_kernels();
   TORCH_CHECK(std::find(names.begin(), names.end(), kernel) != names.end(),
-              "SchoenbAt: unknown kernel \"", kernel, "\" (expected exp, inv, logi, trigh or sqrt)");
+              "SchoenbAt: unknown kernel \"", kernel,
+              "\" (expected exp, inv, logi, trigh or sqrt)");
 }
 
-// Pre-normalised q.k lies in [-1/sqrt(D), 1/sqrt(D)]; every kernel here is increasing, so its smallest
-// exact value is K(-1/sqrt(D)) > 0.
+// Pre-normalised q.k lies in [-1/sqrt(D), 1/sqrt(D)]; every kernel here is increasing, so its
+// smallest exact value is K(-1/sqrt(D)) > 0.
 double smallest_kernel_value(const std::string& kernel, int64_t dim) {
   const auto t = torch::full({1}, -1.0 / std::sqrt(static_cast<double>(dim)), torch::kDouble);
   return schoenberg_kernel(kernel, t).item<double>();
@@ -27,8 +28,8 @@ double smallest_kernel_value(const std::string& kernel, int64_t dim) {
 
 // The floor of the estimated normaliser of each query: fraction * n_i * K(-1/sqrt(D)).
 // -> (1, 1, Lq, 1) causal or (1, 1, 1, 1)
-torch::Tensor normaliser_floor(const SchoenbAttentionOptions& o, int64_t lq, int64_t lk, bool causal,
-                               const torch::TensorOptions& tensor_options) {
+torch::Tensor normaliser_floor(const SchoenbAttentionOptions& o, int64_t lq, int64_t lk,
+                               bool causal, const torch::TensorOptions& tensor_options) {
   const auto seen = causal ? torch::arange(1, lq + 1, tensor_options).view({1, 1, lq, 1})
                            : torch::full({1, 1, 1, 1}, static_cast<double>(lk), tensor_options);
   // Without ppSBN the inputs may leave the radius of convergence: no bound, only avoid 1/0.
@@ -57,7 +58,7 @@ std::vector<double> maclaurin_coefficients(const std::string& kernel, int64_t ma
       a[n] = 1.0;  // geometric series 1 / (1 - t)
     } else if (kernel == "logi") {
       a[n] = n == 0 ? 1.0 : 1.0 / dn;  // -log(1 - t) = sum_{n>=1} t^n / n
-    } else {  // sqrt: 2 - sqrt(1 - t) = 2 - sum_n C(1/2, n) (-t)^n
+    } else {                           // sqrt: 2 - sqrt(1 - t) = 2 - sum_n C(1/2, n) (-t)^n
       // b_n = C(1/2, n) (-1)^n, with C(1/2, n) = C(1/2, n-1) (1/2 - n + 1) / n; a_0 = 2 - b_0 = 1,
       // a_n = -b_n = (2n-3)!! / (2^n n!) for n >= 1.
       if (n > 0) binomial_term *= -(0.5 - dn + 1.0) / dn;
@@ -76,8 +77,8 @@ torch::Tensor schoenberg_kernel(const std::string& kernel, const torch::Tensor& 
   return 2.0 - at::sqrt(1.0 - t);
 }
 
-torch::Tensor kernelized_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                   const std::string& kernel, bool causal) {
+torch::Tensor kernelized_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v, const std::string& kernel, bool causal) {
   check_qkv("kernelized_attention", q, k, v, causal);
   auto weights = schoenberg_kernel(kernel, at::matmul(q, k.transpose(-2, -1)));
   if (causal) weights = weights.tril();
@@ -129,7 +130,8 @@ torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps) {
   return (unit * std::pow(static_cast<double>(x.size(3)), -0.25)).to(x.scalar_type());
 }
 
-SchoenbAttentionImpl::SchoenbAttentionImpl(SchoenbAttentionOptions options_) : options(std::move(options_)) {
+SchoenbAttentionImpl::SchoenbAttentionImpl(SchoenbAttentionOptions options_)
+    : options(std::move(options_)) {
   reset();
 }
 
@@ -140,7 +142,8 @@ void SchoenbAttentionImpl::reset() {
   check_positive(kFn, "max_degree", options.max_degree());
   check_positive_finite(kFn, "sbn_eps", options.sbn_eps());
   TORCH_CHECK(options.normaliser_floor() > 0.0 && options.normaliser_floor() <= 1.0,
-              "SchoenbAttention: normaliser_floor must be in (0, 1], got ", options.normaliser_floor());
+              "SchoenbAttention: normaliser_floor must be in (0, 1], got ",
+              options.normaliser_floor());
   check_finite(kFn, "gamma", options.gamma());
   check_finite(kFn, "beta", options.beta());
   check_dims_options(kFn, options.heads(), options.head_dim(), true, true);
@@ -164,7 +167,9 @@ void SchoenbAttentionImpl::redraw(uint64_t seed) {
   const auto degrees = at::multinomial(law, f, /*replacement=*/true, gen);  // (F) int64
   const auto a = maclaurin_coefficients(options.kernel(), p);
   const auto a_t = torch::tensor(a, dbl);
-  const auto coef = (a_t.index_select(0, degrees) / (law.index_select(0, degrees) * static_cast<double>(f))).sqrt();
+  const auto coef =
+      (a_t.index_select(0, degrees) / (law.index_select(0, degrees) * static_cast<double>(f)))
+          .sqrt();
   const auto mask = torch::arange(p, dbl).view({1, p}) < degrees.view({f, 1}).to(torch::kDouble);
   const auto signs = at::empty({f, p, options.head_dim()}, dbl).bernoulli_(0.5, gen) * 2.0 - 1.0;
   torch::NoGradGuard no_grad;
@@ -174,21 +179,22 @@ void SchoenbAttentionImpl::redraw(uint64_t seed) {
 }
 
 void SchoenbAttentionImpl::pretty_print(std::ostream& stream) const {
-  stream << "flt::attention::SchoenbAttention(kernel=" << options.kernel() << ", features="
-         << options.features() << ", max_degree=" << options.max_degree() << ", ppsbn=" << options.ppsbn()
-         << ")";
+  stream << "flt::attention::SchoenbAttention(kernel=" << options.kernel()
+         << ", features=" << options.features() << ", max_degree=" << options.max_degree()
+         << ", ppsbn=" << options.ppsbn() << ")";
 }
 
 torch::Tensor SchoenbAttentionImpl::features(const torch::Tensor& x) const {
   const int64_t f = options.features(), p = options.max_degree();
-  TORCH_CHECK(x.size(-1) == options.head_dim(), "SchoenbAttention: input has dimension ", x.size(-1),
-              " but head_dim is ", options.head_dim(), " (input ", x.sizes(), ")");
+  TORCH_CHECK(x.size(-1) == options.head_dim(), "SchoenbAttention: input has dimension ",
+              x.size(-1), " but head_dim is ", options.head_dim(), " (input ", x.sizes(), ")");
   const auto dtype = x.scalar_type();
   auto shape = x.sizes().vec();
   shape.back() = f;
   shape.push_back(p);
-  const auto proj = at::matmul(x, rademacher.to(dtype).view({f * p, options.head_dim()}).transpose(0, 1))
-                        .view(shape);                                     // (..., L, F, P)
+  const auto proj =
+      at::matmul(x, rademacher.to(dtype).view({f * p, options.head_dim()}).transpose(0, 1))
+          .view(shape);  // (..., L, F, P)
   // Factors beyond a feature's degree are 1 (the empty product of degree 0 is 1).
   const auto used = at::where(degree_mask.to(torch::kBool), proj, at::ones_like(proj));
   return used.prod(-1) * coefficients.to(dtype);

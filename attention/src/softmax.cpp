@@ -31,8 +31,8 @@ torch::Tensor softmax_attention_weights(const torch::Tensor& q, const torch::Ten
   return at::softmax(logits, -1);
 }
 
-torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                bool causal, double scale) {
+torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, bool causal, double scale) {
   check_qkv("softmax_attention", q, k, v, causal);
   return at::matmul(softmax_attention_weights(q, k, causal, scale), v);
 }

@@ -17,11 +17,13 @@ TransformerLayerImpl::TransformerLayerImpl(TransformerLayerOptions options_)
 
 void TransformerLayerImpl::reset() {
   const int64_t e = options.embed_dim();
-  TORCH_CHECK(options.ff_dim() >= 0, "TransformerLayer: ff_dim must be >= 0, got ", options.ff_dim());
+  TORCH_CHECK(options.ff_dim() >= 0, "TransformerLayer: ff_dim must be >= 0, got ",
+              options.ff_dim());
   const int64_t ff = options.ff_dim() > 0 ? options.ff_dim() : 4 * e;
   attention = register_module(
       "attention",
-      MultiheadAttention(MultiheadAttentionOptions(e, options.heads()).attention(options.attention())));
+      MultiheadAttention(
+          MultiheadAttentionOptions(e, options.heads()).attention(options.attention())));
   norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({e})));
   norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({e})));
   ff1 = register_module("ff1", torch::nn::Linear(e, ff));
@@ -39,9 +41,11 @@ torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x, const Attent
   return h + ff2(torch::nn::functional::gelu(ff1(norm2(h))));
 }
 
-// ---- TransformerStack ----------------------------------------------------------------------------
+// ---- TransformerStack
+// ----------------------------------------------------------------------------
 
-TransformerStackImpl::TransformerStackImpl(TransformerOptions options_) : options(std::move(options_)) {
+TransformerStackImpl::TransformerStackImpl(TransformerOptions options_)
+    : options(std::move(options_)) {
   reset();
 }
 
@@ -54,7 +58,8 @@ void TransformerStackImpl::reset() {
   TORCH_CHECK(options.max_length() >= 0, "Transformer: max_length must be >= 0, got ",
               options.max_length());
   const int64_t e = options.embed_dim();
-  token_embedding = register_module("token_embedding", torch::nn::Embedding(options.vocab_size(), e));
+  token_embedding =
+      register_module("token_embedding", torch::nn::Embedding(options.vocab_size(), e));
   if (options.max_length() > 0) {
     position_embedding =
         register_module("position_embedding", torch::nn::Embedding(options.max_length(), e));
@@ -67,22 +72,24 @@ void TransformerStackImpl::reset() {
     auto* flt = std::get_if<FLTAttentionOptions>(&attention);
     TORCH_CHECK(flt != nullptr, "Transformer: share_rpe needs FLT attention, got ",
                 attention_name(attention));
-    shared_rpe = register_module("shared_rpe", RpeSpectrum(rpe_spectrum_options(*flt, options.heads())));
+    shared_rpe =
+        register_module("shared_rpe", RpeSpectrum(rpe_spectrum_options(*flt, options.heads())));
     flt->shared_spectrum(shared_rpe);
   }
   layers.clear();
   for (int64_t i = 0; i < options.layers(); ++i) {
-    layers.push_back(register_module(
-        "layer" + std::to_string(i),
-        TransformerLayer(TransformerLayerOptions(e, options.heads())
-                             .ff_dim(options.ff_dim())
-                             .attention(attention))));
+    layers.push_back(register_module("layer" + std::to_string(i),
+                                     TransformerLayer(TransformerLayerOptions(e, options.heads())
+                                                          .ff_dim(options.ff_dim())
+                                                          .attention(attention))));
   }
-  final_norm = register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({e})));
+  final_norm =
+      register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({e})));
 }
 
 torch::Tensor TransformerStackImpl::embed(const torch::Tensor& tokens) {
-  TORCH_CHECK(tokens.defined() && tokens.dim() == 2, "Transformer: tokens must have shape (B, L), got ",
+  TORCH_CHECK(tokens.defined() && tokens.dim() == 2,
+              "Transformer: tokens must have shape (B, L), got ",
               tokens.defined() ? tokens.sizes() : c10::IntArrayRef{});
   TORCH_CHECK(tokens.scalar_type() == at::kLong, "Transformer: tokens must be int64, got ",
               tokens.scalar_type());
@@ -103,7 +110,8 @@ torch::Tensor TransformerStackImpl::embed(const torch::Tensor& tokens) {
   return x;
 }
 
-torch::Tensor TransformerStackImpl::forward(const torch::Tensor& tokens, const AttentionCall& call) {
+torch::Tensor TransformerStackImpl::forward(const torch::Tensor& tokens,
+                                            const AttentionCall& call) {
   auto x = embed(tokens);
   for (auto& layer : layers) x = layer(x, call);
   return final_norm(x);
@@ -120,7 +128,8 @@ std::vector<torch::Tensor> TransformerStackImpl::attention_maps(const torch::Ten
   return maps;
 }
 
-// ---- TransformerLM ---------------------------------------------------------------------------------
+// ---- TransformerLM
+// ---------------------------------------------------------------------------------
 
 TransformerLMImpl::TransformerLMImpl(TransformerOptions options_) : options(std::move(options_)) {
   reset();
@@ -161,7 +170,8 @@ std::vector<torch::Tensor> TransformerLMImpl::attention_maps(const torch::Tensor
   return stack->attention_maps(tokens, call);
 }
 
-// ---- SequenceClassifier ------------------------------------------------------------------------------
+// ---- SequenceClassifier
+// ------------------------------------------------------------------------------
 
 SequenceClassifierImpl::SequenceClassifierImpl(TransformerOptions options_)
     : options(std::move(options_)) {

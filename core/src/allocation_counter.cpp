@@ -66,6 +66,8 @@ size_t peak_cpu_bytes_during(const std::function<void()>& fn) {
   return a.peak() > base ? a.peak() - base : 0;
 }
 
-size_t live_cpu_bytes() { return counter().live(); }
+size_t live_cpu_bytes() {
+  return counter().live();
+}
 
 }  // namespace flt

@@ -5,9 +5,9 @@
 #include <dlfcn.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <climits>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -23,7 +23,8 @@ namespace {
 std::string loaded_blas_path() {
   void* symbol = dlsym(RTLD_DEFAULT, "sgemm_");
   Dl_info where{};
-  if (symbol == nullptr || dladdr(symbol, &where) == 0 || where.dli_fname == nullptr) return "unknown";
+  if (symbol == nullptr || dladdr(symbol, &where) == 0 || where.dli_fname == nullptr)
+    return "unknown";
   char resolved[4096];
   return realpath(where.dli_fname, resolved) ? resolved : where.dli_fname;
 }
@@ -107,6 +108,8 @@ std::string runtime_summary(const RuntimeInfo& info) {
   return out.str();
 }
 
-const char* version() { return FLT_VERSION_STRING; }
+const char* version() {
+  return FLT_VERSION_STRING;
+}
 
 }  // namespace flt

@@ -57,9 +57,9 @@ std::vector<at::Tensor> fourier_forward_cuda(const at::Tensor& q, const at::Tens
 std::vector<at::Tensor> fourier_backward_cuda(const at::Tensor& q, const at::Tensor& k,
                                               const at::Tensor& v, const at::Tensor& r,
                                               const at::Tensor& out, const at::Tensor& row_max,
-                                              const at::Tensor& row_sum,
-                                              const at::Tensor& grad_out, int64_t power,
-                                              fourier::FactorMode mode, bool causal) {
+                                              const at::Tensor& row_sum, const at::Tensor& grad_out,
+                                              int64_t power, fourier::FactorMode mode,
+                                              bool causal) {
   const c10::cuda::CUDAGuard guard(q.device());
   const auto dims = dims_of(q, k, v, power, mode, causal);
   auto dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
@@ -69,11 +69,10 @@ std::vector<at::Tensor> fourier_backward_cuda(const at::Tensor& q, const at::Ten
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fourier_backward_cuda", [&] {
     check_cuda(cuda::fourier_backward<scalar_t>(
                    dims, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-                   r.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
-                   row_max.data_ptr<scalar_t>(), row_sum.data_ptr<scalar_t>(),
-                   grad_out.data_ptr<scalar_t>(), dq.data_ptr<scalar_t>(),
-                   dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), dr.data_ptr<scalar_t>(),
-                   ws.data_ptr<scalar_t>(), stream),
+                   r.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), row_max.data_ptr<scalar_t>(),
+                   row_sum.data_ptr<scalar_t>(), grad_out.data_ptr<scalar_t>(),
+                   dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(),
+                   dr.data_ptr<scalar_t>(), ws.data_ptr<scalar_t>(), stream),
                "fourier_attention backward (CUDA)");
   });
   return {dq, dk, dv, dr};
@@ -89,10 +88,10 @@ at::Tensor causal_linear_scan_cuda(const at::Tensor& q, const at::Tensor& k, con
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, v.options());
   const auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "causal_linear_scan_cuda", [&] {
-    check_cuda(cuda::causal_linear_scan<scalar_t>(
-                   q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), q.data_ptr<scalar_t>(),
-                   k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
-                   reverse, stream),
+    check_cuda(cuda::causal_linear_scan<scalar_t>(q.size(0) * q.size(1), q.size(2), q.size(3),
+                                                  v.size(3), q.data_ptr<scalar_t>(),
+                                                  k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+                                                  out.data_ptr<scalar_t>(), reverse, stream),
                "causal linear attention scan (CUDA)");
   });
   return out;

@@ -32,10 +32,10 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ unsigned char shared_raw[];
   const int F = features, E = values;
   T* state = reinterpret_cast<T*>(shared_raw);  // F x E
-  T* qc = state + F * E;                         // chunk x F
-  T* kc = qc + chunk * F;                        // chunk x F
-  T* vc = kc + chunk * F;                        // chunk x E
-  T* scores = vc + chunk * E;                    // chunk x chunk
+  T* qc = state + F * E;                        // chunk x F
+  T* kc = qc + chunk * F;                       // chunk x F
+  T* vc = kc + chunk * F;                       // chunk x E
+  T* scores = vc + chunk * E;                   // chunk x chunk
   const int64_t bh = blockIdx.x;
   q += bh * length * F;
   k += bh * length * F;

@@ -31,9 +31,8 @@ size_t fourier_backward_workspace(const FourierDims& dims);
 /// Writes out, row_max (largest base-2 weight exponent per row) and row_sum (sum of weights
 /// times 2^-row_max; 0 when every weight vanished, and then the row's output is 0).
 template <typename T>
-cudaError_t fourier_forward(const FourierDims& dims, const T* q, const T* k, const T* v,
-                            const T* r, T* out, T* row_max, T* row_sum, T* workspace,
-                            cudaStream_t stream);
+cudaError_t fourier_forward(const FourierDims& dims, const T* q, const T* k, const T* v, const T* r,
+                            T* out, T* row_max, T* row_sum, T* workspace, cudaStream_t stream);
 
 /// Gradients dq, dk, dv and dr (H, D) (with respect to |R|) from the forward's outputs.
 template <typename T>

@@ -22,9 +22,9 @@ constexpr int kThreads = 128;
 constexpr size_t kSharedBudget = 48 * 1024;
 constexpr long long kNoWeight = -(1LL << 60);  // row_max of a row whose weights all vanished
 
-#define FLT_CUDA_TRY(expr)                 \
-  do {                                     \
-    const cudaError_t flt_err_ = (expr);   \
+#define FLT_CUDA_TRY(expr)                        \
+  do {                                            \
+    const cudaError_t flt_err_ = (expr);          \
     if (flt_err_ != cudaSuccess) return flt_err_; \
   } while (0)
 
@@ -147,8 +147,8 @@ __global__ void __launch_bounds__(kThreads)
       if (p.causal && j0 + jj > i) break;
       T m;
       long long e;
-      if (!pair_weight(q + qoff, q_sin + qoff, q_cos + qoff, sk + jj * D, ss + jj * D,
-                       sc + jj * D, rh, D, p.power, p.mode, m, e)) {
+      if (!pair_weight(q + qoff, q_sin + qoff, q_cos + qoff, sk + jj * D, ss + jj * D, sc + jj * D,
+                       rh, D, p.power, p.mode, m, e)) {
         continue;
       }
       if (e > top) {  // online max shift: rescale what was accumulated
@@ -350,11 +350,14 @@ __global__ void dr_reduce_kernel(int64_t batch, int64_t heads, int64_t blocks, i
   const int64_t h = idx / dim, d = idx % dim;
   T acc = 0;
   for (int64_t b = 0; b < batch; ++b)
-    for (int64_t blk = 0; blk < blocks; ++blk) acc += partial[((b * heads + h) * blocks + blk) * dim + d];
+    for (int64_t blk = 0; blk < blocks; ++blk)
+      acc += partial[((b * heads + h) * blocks + blk) * dim + d];
   dr[idx] = static_cast<T>(power) * acc;
 }
 
-int64_t blocks_of(int64_t n, int64_t per) { return (n + per - 1) / per; }
+int64_t blocks_of(int64_t n, int64_t per) {
+  return (n + per - 1) / per;
+}
 
 // Rows per shared-memory tile: (3 D + Dv + 3) values per row within the budget, at most 32.
 template <typename T>
@@ -383,11 +386,11 @@ template <typename T>
 cudaError_t launch_sincos(const FourierDims& p, const T* q, const T* k, const T* r, T* ws,
                           cudaStream_t stream) {
   const int64_t nq = p.batch * p.heads * p.lq * p.dim, nk = p.batch * p.heads * p.lk * p.dim;
-  sincos_kernel<T><<<blocks_of(nq, 256), 256, 0, stream>>>(nq, p.heads, p.lq, p.dim, q, r, ws,
-                                                            ws + nq);
+  sincos_kernel<T>
+      <<<blocks_of(nq, 256), 256, 0, stream>>>(nq, p.heads, p.lq, p.dim, q, r, ws, ws + nq);
   FLT_CUDA_TRY(cudaGetLastError());
   sincos_kernel<T><<<blocks_of(nk, 256), 256, 0, stream>>>(nk, p.heads, p.lk, p.dim, k, r,
-                                                            ws + 2 * nq, ws + 2 * nq + nk);
+                                                           ws + 2 * nq, ws + 2 * nq + nk);
   return cudaGetLastError();
 }
 
@@ -437,14 +440,13 @@ cudaError_t fourier_backward(const FourierDims& p, const T* q, const T* k, const
   const int64_t query_blocks = blocks_of(p.lq, kThreads);
   const dim3 grid_q(static_cast<unsigned>(query_blocks), static_cast<unsigned>(p.batch * p.heads));
   fourier_dq_kernel<T><<<grid_q, kThreads, shared, stream>>>(p, tile, q, q_sin, q_cos, k, k_sin,
-                                                              k_cos, v, r, row_max, row_sum,
-                                                              delta, grad_out, dq, partial);
+                                                             k_cos, v, r, row_max, row_sum, delta,
+                                                             grad_out, dq, partial);
   FLT_CUDA_TRY(cudaGetLastError());
   const dim3 grid_k(static_cast<unsigned>(blocks_of(p.lk, kThreads)),
                     static_cast<unsigned>(p.batch * p.heads));
-  fourier_dkdv_kernel<T><<<grid_k, kThreads, shared, stream>>>(p, tile, q, q_sin, q_cos, k, k_sin,
-                                                                k_cos, v, r, row_max, row_sum,
-                                                                delta, grad_out, dk, dv);
+  fourier_dkdv_kernel<T><<<grid_k, kThreads, shared, stream>>>(
+      p, tile, q, q_sin, q_cos, k, k_sin, k_cos, v, r, row_max, row_sum, delta, grad_out, dk, dv);
   FLT_CUDA_TRY(cudaGetLastError());
   dr_reduce_kernel<T><<<blocks_of(p.heads * p.dim, 256), 256, 0, stream>>>(
       p.batch, p.heads, query_blocks, p.dim, p.power, partial, dr);
@@ -458,13 +460,12 @@ template cudaError_t fourier_forward<double>(const FourierDims&, const double*, 
                                              const double*, const double*, double*, double*,
                                              double*, double*, cudaStream_t);
 template cudaError_t fourier_backward<float>(const FourierDims&, const float*, const float*,
-                                             const float*, const float*, const float*,
-                                             const float*, const float*, const float*, float*,
-                                             float*, float*, float*, float*, cudaStream_t);
+                                             const float*, const float*, const float*, const float*,
+                                             const float*, const float*, float*, float*, float*,
+                                             float*, float*, cudaStream_t);
 template cudaError_t fourier_backward<double>(const FourierDims&, const double*, const double*,
                                               const double*, const double*, const double*,
-                                              const double*, const double*, const double*,
-                                              double*, double*, double*, double*, double*,
-                                              cudaStream_t);
+                                              const double*, const double*, const double*, double*,
+                                              double*, double*, double*, double*, cudaStream_t);
 
 }  // namespace flt::kernels::cuda

@@ -18,12 +18,11 @@ namespace {
 constexpr int64_t kColumns = 64;
 
 template <typename T>
-inline __attribute__((always_inline)) void scan_block(const T* __restrict q,
-                                                      const T* __restrict k,
+inline __attribute__((always_inline)) void scan_block(const T* __restrict q, const T* __restrict k,
                                                       const T* __restrict v, T* __restrict out,
                                                       T* __restrict state, int64_t length,
-                                                      int64_t features, int64_t values,
-                                                      int64_t c0, int64_t cols, bool reverse) {
+                                                      int64_t features, int64_t values, int64_t c0,
+                                                      int64_t cols, bool reverse) {
   std::fill(state, state + features * cols, T(0));
   alignas(64) T acc[kColumns];
   for (int64_t step = 0; step < length; ++step) {

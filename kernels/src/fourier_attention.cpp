@@ -18,14 +18,11 @@ using fourier::FactorMode;
 
 FactorMode factor_mode(FourierPhi phi, int64_t power) {
   switch (phi) {
-    case FourierPhi::kPower:
-      return power % 2 == 0 ? FactorMode::kPowerEven : FactorMode::kPowerOdd;
+    case FourierPhi::kPower: return power % 2 == 0 ? FactorMode::kPowerEven : FactorMode::kPowerOdd;
     case FourierPhi::kAbs:
       return FactorMode::kPowerEven;  // |s|^p: the even-power arithmetic, no sign
-    case FourierPhi::kRelu:
-      return FactorMode::kRelu;
-    case FourierPhi::kSigmoid:
-      break;
+    case FourierPhi::kRelu: return FactorMode::kRelu;
+    case FourierPhi::kSigmoid: break;
   }
   TORCH_CHECK(false, "fourier_attention: phi ", fourier_phi_name(phi), " has no fused kernel");
 }
@@ -52,9 +49,9 @@ Prepared prepare(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 template <typename T>
 cpu::FourierOperands<T> operands_of(const Prepared& p) {
-  return {p.q.data_ptr<T>(),       p.q_sin.data_ptr<T>(),   p.q_cos.data_ptr<T>(),
-          p.k_t.data_ptr<T>(),     p.k_sin_t.data_ptr<T>(), p.k_cos_t.data_ptr<T>(),
-          p.v.data_ptr<T>(),       p.r.data_ptr<T>()};
+  return {p.q.data_ptr<T>(),   p.q_sin.data_ptr<T>(),   p.q_cos.data_ptr<T>(),
+          p.k_t.data_ptr<T>(), p.k_sin_t.data_ptr<T>(), p.k_cos_t.data_ptr<T>(),
+          p.v.data_ptr<T>(),   p.r.data_ptr<T>()};
 }
 
 cpu::FourierProblem problem_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -97,11 +94,10 @@ class FourierAttentionFunction : public torch::autograd::Function<FourierAttenti
     const bool causal = ctx->saved_data["causal"].toBool();
     const auto grad_out = grads[0].contiguous();
     const auto& q = saved[0];
-    const auto g = q.is_cuda()
-                       ? backward_cuda(saved, grad_out, power, mode, causal)
-                       : detail::fourier_backward_cpu(saved[0], saved[1], saved[2], saved[3],
-                                                      saved[4], saved[5], saved[6], grad_out,
-                                                      power, mode, causal);
+    const auto g = q.is_cuda() ? backward_cuda(saved, grad_out, power, mode, causal)
+                               : detail::fourier_backward_cpu(
+                                     saved[0], saved[1], saved[2], saved[3], saved[4], saved[5],
+                                     saved[6], grad_out, power, mode, causal);
     return {g[0], g[1], g[2], g[3], at::Tensor(), at::Tensor(), at::Tensor()};
   }
 
@@ -112,8 +108,9 @@ class FourierAttentionFunction : public torch::autograd::Function<FourierAttenti
 #if defined(FLT_WITH_CUDA)
     return detail::fourier_forward_cuda(q, k, v, r, power, mode, causal);
 #else
-    TORCH_CHECK(false, "fourier_attention: got CUDA tensors but FLT was built without CUDA "
-                       "(configure with -DFLT_WITH_CUDA=ON and a CUDA LibTorch)");
+    TORCH_CHECK(false,
+                "fourier_attention: got CUDA tensors but FLT was built without CUDA "
+                "(configure with -DFLT_WITH_CUDA=ON and a CUDA LibTorch)");
 #endif
   }
   static std::vector<at::Tensor> backward_cuda(const std::vector<at::Tensor>& s,
@@ -131,8 +128,8 @@ class FourierAttentionFunction : public torch::autograd::Function<FourierAttenti
 void check_op_inputs(const char* fn, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& r, int64_t power, bool causal) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, fn,
-              ": expected q (B, H, Lq, D), k (B, H, Lk, D), v (B, H, Lk, Dv), got ", q.sizes(), ", ",
-              k.sizes(), ", ", v.sizes());
+              ": expected q (B, H, Lq, D), k (B, H, Lk, D), v (B, H, Lk, Dv), got ", q.sizes(),
+              ", ", k.sizes(), ", ", v.sizes());
   TORCH_CHECK(q.size(0) == k.size(0) && q.size(1) == k.size(1) && q.size(3) == k.size(3), fn,
               ": q ", q.sizes(), " and k ", k.sizes(), " disagree in B, H or D");
   TORCH_CHECK(v.size(0) == k.size(0) && v.size(1) == k.size(1) && v.size(2) == k.size(2), fn,
@@ -238,7 +235,8 @@ torch::Tensor fourier_attention_op(const torch::Tensor& q, const torch::Tensor& 
   } else if (!q.device().is_cpu()) {
     return fourier_attention_composite(q, k, v, r, power, phi, causal);
   }
-  if (!fused_dtype || !fused_phi) return fourier_attention_composite(q, k, v, r, power, phi, causal);
+  if (!fused_dtype || !fused_phi)
+    return fourier_attention_composite(q, k, v, r, power, phi, causal);
   const int64_t mode = static_cast<int64_t>(factor_mode(phi, power));
   return FourierAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(),
                                          r.contiguous(), power, mode, causal);
@@ -266,17 +264,15 @@ torch::Tensor fourier_attention_composite(const torch::Tensor& q, const torch::T
   }
   for (int n = 7; n >= 0; --n) s_series = s_series * x2 + coeffs[n];
   const auto s = at::where(near_zero, s_series, at::sin(x_safe) / x_safe);
-  at::Tensor log_w;                      // (B, H, Lq, Lk): log |weight|
-  at::Tensor sign;                       // (B, H, Lq, Lk): sign of the weight, undefined = +1
+  at::Tensor log_w;  // (B, H, Lq, Lk): log |weight|
+  at::Tensor sign;   // (B, H, Lq, Lk): sign of the weight, undefined = +1
   const double p = static_cast<double>(power);
   switch (phi) {
     case FourierPhi::kPower:
       log_w = p * at::log(s.abs()).sum(-1);
       if (power % 2 == 1) sign = at::sign(s).prod(-1);
       break;
-    case FourierPhi::kAbs:
-      log_w = p * at::log(s.abs()).sum(-1);
-      break;
+    case FourierPhi::kAbs: log_w = p * at::log(s.abs()).sum(-1); break;
     case FourierPhi::kRelu: {
       // log max(s, 0): -inf where s <= 0, with the log's argument kept at 1 there (no 0 * inf);
       // a NaN s stays NaN (a test for s > 0 would turn it into a zero weight).
@@ -287,9 +283,7 @@ torch::Tensor fourier_attention_composite(const torch::Tensor& q, const torch::T
                       .sum(-1);
       break;
     }
-    case FourierPhi::kSigmoid:
-      log_w = at::log_sigmoid(s).sum(-1);
-      break;
+    case FourierPhi::kSigmoid: log_w = at::log_sigmoid(s).sum(-1); break;
   }
   if (causal) {
     const int64_t length = q.size(2);

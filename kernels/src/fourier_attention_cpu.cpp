@@ -13,6 +13,8 @@
 // The forward keeps the normalised weights A (B, H, Lq, Lk: the memory of one softmax attention
 // matrix) so the backward does not recompute the D-dimensional products; the backward then needs
 // c(x) = cot x - 1/x per pair and dimension for dq, dk and dR.
+#include "fourier_attention_cpu.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -21,7 +23,6 @@
 #include <limits>
 
 #include "flt/detail/cpu_clones.h"  // FLT_CLONES: one AVX2/FMA clone and the baseline; FLT_INLINE
-#include "fourier_attention_cpu.h"
 
 namespace flt::kernels::cpu {
 namespace {
@@ -101,10 +102,18 @@ struct Head {
 template <typename T>
 Head<T> head_of(const FourierProblem& p, const FourierOperands<T>& in, int64_t bh) {
   const int64_t h = bh % p.heads;
-  return {in.q + bh * p.lq * p.dim,     in.q_sin + bh * p.lq * p.dim, in.q_cos + bh * p.lq * p.dim,
-          in.k_t + bh * p.dim * p.lk,   in.k_sin_t + bh * p.dim * p.lk, in.k_cos_t + bh * p.dim * p.lk,
-          in.v + bh * p.lk * p.dv,      in.r + h * p.dim,             p.lk,
-          p.dim,                        p.dv,                         p.power};
+  return {in.q + bh * p.lq * p.dim,
+          in.q_sin + bh * p.lq * p.dim,
+          in.q_cos + bh * p.lq * p.dim,
+          in.k_t + bh * p.dim * p.lk,
+          in.k_sin_t + bh * p.dim * p.lk,
+          in.k_cos_t + bh * p.dim * p.lk,
+          in.v + bh * p.lk * p.dv,
+          in.r + h * p.dim,
+          p.lk,
+          p.dim,
+          p.dv,
+          p.power};
 }
 
 // Scratch of one query-chunk evaluation.
@@ -257,7 +266,8 @@ FLT_INLINE void forward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool cau
 #pragma omp simd
     for (int64_t c = 0; c < hd.dv; ++c) o[c] *= inv;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) mant[j] *= inv;  // the attention weights A_ij, kept for backward
+    for (int64_t j = 0; j < n; ++j)
+      mant[j] *= inv;  // the attention weights A_ij, kept for backward
   }
 }
 
@@ -270,9 +280,9 @@ struct BackwardAccumulators {
 };
 
 template <typename T, FactorMode kMode>
-FLT_INLINE void backward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool causal,
-                              const T* out, const T* weights, const T* row_sum, const T* grad_out,
-                              T* dq, T* dk_t, T* dv, T* dr) {
+FLT_INLINE void backward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool causal, const T* out,
+                              const T* weights, const T* row_sum, const T* grad_out, T* dq, T* dk_t,
+                              T* dv, T* dr) {
   constexpr T kSmall2 = fourier::Precision<T>::kSmall * fourier::Precision<T>::kSmall;
   alignas(64) T coupling[kKeyChunk];  // G_ij = A_ij (g_i . v_j - g_i . out_i) = dL / dlog w_ij
   T delta[kQueryTile];
@@ -347,7 +357,7 @@ FLT_INLINE void backward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool ca
 
 // Non-template, multiversioned entry points per (type, mode): the clones compile the inlined
 // templates above for AVX2/FMA and for the baseline.
-#define FLT_DEFINE_ITEMS(T, MODE, SUFFIX)                                                         \
+#define FLT_DEFINE_ITEMS(T, MODE, SUFFIX)                                                          \
   FLT_CLONES void forward_##SUFFIX(const Head<T>& hd, int64_t i0, int64_t i1, bool causal, T* out, \
                                    T* row_max, T* row_sum, T* weights, IntOf<T>* expo_rows) {      \
     forward_item<T, MODE>(hd, i0, i1, causal, out, row_max, row_sum, weights, expo_rows);          \
@@ -399,7 +409,9 @@ struct ItemTable<double> {
   }
 };
 
-int64_t tiles_of(int64_t length) { return (length + kQueryTile - 1) / kQueryTile; }
+int64_t tiles_of(int64_t length) {
+  return (length + kQueryTile - 1) / kQueryTile;
+}
 
 }  // namespace
 
@@ -408,8 +420,7 @@ int64_t fourier_forward_workspace(const FourierProblem& p) {
 }
 
 int64_t fourier_backward_workspace(const FourierProblem& p) {
-  return std::max(1, p.threads) *
-         (p.batch * p.heads * p.lk * (p.dim + p.dv) + p.heads * p.dim);
+  return std::max(1, p.threads) * (p.batch * p.heads * p.lk * (p.dim + p.dv) + p.heads * p.dim);
 }
 
 template <typename T>
@@ -466,8 +477,7 @@ void fourier_backward(const FourierProblem& p, const FourierOperands<T>& in, con
       item_fn(hd, i0, i1, p.causal, out + bh * p.lq * p.dv, weights + bh * p.lq * p.lk,
               row_sum + bh * p.lq, grad_out + bh * p.lq * p.dv, dq + bh * p.lq * p.dim,
               private_dk + t * dk_size + bh * p.dim * p.lk,
-              private_dv + t * dv_size + bh * p.lk * p.dv,
-              private_dr + t * dr_size + h * p.dim);
+              private_dv + t * dv_size + bh * p.lk * p.dv, private_dr + t * dr_size + h * p.dim);
     }
     // Reduce: dk[b,h,j,d] = -p r[h,d] sum_t dk_t[t,b,h,d,j]; dv = sum_t dv_t.
 #pragma omp for schedule(static)
@@ -476,12 +486,14 @@ void fourier_backward(const FourierProblem& p, const FourierOperands<T>& in, con
       for (int64_t j = 0; j < p.lk; ++j) {
         for (int64_t d = 0; d < p.dim; ++d) {
           T acc = 0;
-          for (int u = 0; u < threads; ++u) acc += private_dk[u * dk_size + (bh * p.dim + d) * p.lk + j];
+          for (int u = 0; u < threads; ++u)
+            acc += private_dk[u * dk_size + (bh * p.dim + d) * p.lk + j];
           dk[(bh * p.lk + j) * p.dim + d] = -static_cast<T>(p.power) * r[d] * acc;
         }
         for (int64_t c = 0; c < p.dv; ++c) {
           T acc = 0;
-          for (int u = 0; u < threads; ++u) acc += private_dv[u * dv_size + (bh * p.lk + j) * p.dv + c];
+          for (int u = 0; u < threads; ++u)
+            acc += private_dv[u * dv_size + (bh * p.lk + j) * p.dv + c];
           dv[(bh * p.lk + j) * p.dv + c] = acc;
         }
       }
@@ -502,8 +514,7 @@ template void fourier_backward<float>(const FourierProblem&, const FourierOperan
                                       const float*, const float*, const float*, const float*,
                                       float*, float*, float*, float*, float*);
 template void fourier_backward<double>(const FourierProblem&, const FourierOperands<double>&,
-                                       const double*, const double*, const double*,
-                                       const double*, double*, double*, double*, double*,
-                                       double*);
+                                       const double*, const double*, const double*, const double*,
+                                       double*, double*, double*, double*, double*);
 
 }  // namespace flt::kernels::cpu

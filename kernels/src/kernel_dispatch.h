@@ -17,7 +17,8 @@ using FourierForwardFn = std::vector<at::Tensor> (*)(const at::Tensor& q, const 
                                                      const at::Tensor& v, const at::Tensor& r,
                                                      int64_t power, fourier::FactorMode mode,
                                                      bool causal);
-/// ... + out and the forward's two saved tensors, grad_out (B, H, Lq, Dv) -> {dq, dk, dv, dr (H, D)}
+/// ... + out and the forward's two saved tensors, grad_out (B, H, Lq, Dv) -> {dq, dk, dv, dr (H,
+/// D)}
 using FourierBackwardFn = std::vector<at::Tensor> (*)(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& r,
     const at::Tensor& out, const at::Tensor& row_max, const at::Tensor& row_sum,
@@ -44,9 +45,8 @@ std::vector<at::Tensor> fourier_forward_cuda(const at::Tensor& q, const at::Tens
 std::vector<at::Tensor> fourier_backward_cuda(const at::Tensor& q, const at::Tensor& k,
                                               const at::Tensor& v, const at::Tensor& r,
                                               const at::Tensor& out, const at::Tensor& row_max,
-                                              const at::Tensor& row_sum,
-                                              const at::Tensor& grad_out, int64_t power,
-                                              fourier::FactorMode mode, bool causal);
+                                              const at::Tensor& row_sum, const at::Tensor& grad_out,
+                                              int64_t power, fourier::FactorMode mode, bool causal);
 /// Whether the (M, E) state of a scan fits the CUDA kernel's shared memory.
 bool causal_linear_scan_cuda_supported(int64_t features, int64_t values, at::ScalarType dtype);
 at::Tensor causal_linear_scan_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

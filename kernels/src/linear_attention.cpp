@@ -14,9 +14,11 @@ void check_numerator_inputs(const torch::Tensor& phi_q, const torch::Tensor& phi
                             const torch::Tensor& v, bool causal) {
   TORCH_CHECK(phi_q.dim() == 4 && phi_k.dim() == 4 && v.dim() == 4,
               "linear_attention_numerator: expected phi_q (B, H, Lq, M), phi_k (B, H, Lk, M), "
-              "v (B, H, Lk, Dv), got ", phi_q.sizes(), ", ", phi_k.sizes(), ", ", v.sizes());
-  TORCH_CHECK(phi_q.size(3) == phi_k.size(3), "linear_attention_numerator: feature counts differ: ",
-              phi_q.sizes(), " vs ", phi_k.sizes());
+              "v (B, H, Lk, Dv), got ",
+              phi_q.sizes(), ", ", phi_k.sizes(), ", ", v.sizes());
+  TORCH_CHECK(phi_q.size(3) == phi_k.size(3),
+              "linear_attention_numerator: feature counts differ: ", phi_q.sizes(), " vs ",
+              phi_k.sizes());
   TORCH_CHECK(phi_k.size(2) == v.size(2), "linear_attention_numerator: phi_k has length ",
               phi_k.size(2), " but v has length ", v.size(2));
   TORCH_CHECK(phi_q.size(0) == phi_k.size(0) && phi_q.size(1) == phi_k.size(1) &&
@@ -88,8 +90,9 @@ torch::Tensor linear_attention_numerator(const torch::Tensor& phi_q, const torch
   const auto q = phi_q.contiguous(), k = phi_k.contiguous(), vc = v.contiguous();
 #if defined(FLT_WITH_CUDA)
   // The CUDA scan keeps the (M, Dv) state in shared memory; larger states take the composite.
-  if (q.is_cuda() && !(detail::causal_linear_scan_cuda_supported(q.size(3), vc.size(3), q.scalar_type()) &&
-                       detail::causal_linear_scan_cuda_supported(vc.size(3), q.size(3), q.scalar_type()))) {
+  if (q.is_cuda() &&
+      !(detail::causal_linear_scan_cuda_supported(q.size(3), vc.size(3), q.scalar_type()) &&
+        detail::causal_linear_scan_cuda_supported(vc.size(3), q.size(3), q.scalar_type()))) {
     return linear_attention_numerator_composite(phi_q, phi_k, v, causal);
   }
 #endif

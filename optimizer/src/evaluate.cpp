@@ -39,12 +39,14 @@ Instance instance(const EvalTask& spec, uint64_t seed) {
   return out;
 }
 
-double final_score(const RunCurve& curve) { return curve.diverged ? INFINITY : curve.losses.back(); }
+double final_score(const RunCurve& curve) {
+  return curve.diverged ? INFINITY : curve.losses.back();
+}
 
 }  // namespace
 
-RunCurve run_optimizer(const Task& task, const torch::Tensor& start, int64_t steps, uint64_t noise_seed,
-                       const OptimizerFactory& factory) {
+RunCurve run_optimizer(const Task& task, const torch::Tensor& start, int64_t steps,
+                       uint64_t noise_seed, const OptimizerFactory& factory) {
   auto params = start.clone().requires_grad_(true);
   auto optimizer = factory({params});
   auto noise = at::make_generator<at::CPUGeneratorImpl>(noise_seed);
@@ -106,12 +108,13 @@ std::vector<EvalTask> held_out_tasks() {
           network(TaskFamily::kMLPRegression, 300),   network(TaskFamily::kTransformerLM, 300)};
 }
 
-std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks, const std::vector<Contender>& contenders,
+std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks,
+                              const std::vector<Contender>& contenders,
                               const EvalOptions& options) {
   TORCH_CHECK(!contenders.empty(), "evaluate: no optimizers given");
   TORCH_CHECK(options.eval_seeds > 0 && options.tuning_seeds > 0,
-              "evaluate: eval_seeds and tuning_seeds must be positive, got ", options.eval_seeds, " and ",
-              options.tuning_seeds);
+              "evaluate: eval_seeds and tuning_seeds must be positive, got ", options.eval_seeds,
+              " and ", options.tuning_seeds);
   std::vector<EvalRow> rows;
   for (const auto& spec : tasks) {
     std::vector<std::vector<RunCurve>> curves(contenders.size());
@@ -140,10 +143,12 @@ std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks, const std::vec
       chosen[c] = lr;
       for (int64_t s = 0; s < options.eval_seeds; ++s) {
         auto inst = instance(spec, kEvalSeedBase + s);
-        curves[c].push_back(run_optimizer(*inst.task, inst.start, spec.steps, inst.noise_seed, contender.make(lr)));
+        curves[c].push_back(
+            run_optimizer(*inst.task, inst.start, spec.steps, inst.noise_seed, contender.make(lr)));
       }
       if (options.progress) {
-        std::fprintf(stderr, "  %-22s %-22s lr %-8.2g done\n", spec.name.c_str(), contender.name.c_str(), lr);
+        std::fprintf(stderr, "  %-22s %-22s lr %-8.2g done\n", spec.name.c_str(),
+                     contender.name.c_str(), lr);
       }
     }
     // Target: the reference's median loss at half the budget.
@@ -178,7 +183,8 @@ std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks, const std::vec
         const double mine = final_score(curve), reference = final_score(curves[0][s]);
         // (mine == reference also covers two diverged runs: inf - inf is NaN.)
         if (mine == reference ||
-            std::abs(mine - reference) <= kTieTolerance * std::max(std::abs(mine), std::abs(reference))) {
+            std::abs(mine - reference) <=
+                kTieTolerance * std::max(std::abs(mine), std::abs(reference))) {
           ++ties;
         } else if (mine < reference) {
           ++wins;

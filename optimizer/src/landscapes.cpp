@@ -80,18 +80,15 @@ LandscapeInfo landscape_info(Landscape landscape, int64_t dims) {
   TORCH_CHECK(dims >= 1, "landscape_info: dims must be >= 1, got ", dims);
   const std::vector<double> zeros(static_cast<size_t>(dims), 0.0);
   switch (landscape) {
-    case Landscape::kSphere:
-      return {"sphere", -5.12, 5.12, {zeros}, 0.0};
+    case Landscape::kSphere: return {"sphere", -5.12, 5.12, {zeros}, 0.0};
     case Landscape::kIllConditioned:
       return {"ill-conditioned quadratic", -5.12, 5.12, {zeros}, 0.0};
     case Landscape::kRosenbrock:
       TORCH_CHECK(dims >= 2, "landscape_info: rosenbrock needs dims >= 2, got ", dims);
       return {
           "rosenbrock", -2.048, 2.048, {std::vector<double>(static_cast<size_t>(dims), 1.0)}, 0.0};
-    case Landscape::kRastrigin:
-      return {"rastrigin", -5.12, 5.12, {zeros}, 0.0};
-    case Landscape::kAckley:
-      return {"ackley", -32.768, 32.768, {zeros}, 0.0};
+    case Landscape::kRastrigin: return {"rastrigin", -5.12, 5.12, {zeros}, 0.0};
+    case Landscape::kAckley: return {"ackley", -32.768, 32.768, {zeros}, 0.0};
     case Landscape::kHimmelblau:
       TORCH_CHECK(dims == 2, "landscape_info: himmelblau needs dims == 2, got ", dims);
       // The four minimisers (3, 2) and three irrational ones, to 6 decimals.
@@ -106,18 +103,12 @@ LandscapeInfo landscape_info(Landscape landscape, int64_t dims) {
 
 torch::Tensor evaluate_landscape(Landscape landscape, const torch::Tensor& x) {
   switch (landscape) {
-    case Landscape::kSphere:
-      return sphere(x);
-    case Landscape::kIllConditioned:
-      return ill_conditioned_quadratic(x);
-    case Landscape::kRosenbrock:
-      return rosenbrock(x);
-    case Landscape::kRastrigin:
-      return rastrigin(x);
-    case Landscape::kAckley:
-      return ackley(x);
-    case Landscape::kHimmelblau:
-      return himmelblau(x);
+    case Landscape::kSphere: return sphere(x);
+    case Landscape::kIllConditioned: return ill_conditioned_quadratic(x);
+    case Landscape::kRosenbrock: return rosenbrock(x);
+    case Landscape::kRastrigin: return rastrigin(x);
+    case Landscape::kAckley: return ackley(x);
+    case Landscape::kHimmelblau: return himmelblau(x);
   }
   TORCH_CHECK(false, "evaluate_landscape: unknown landscape ", static_cast<int>(landscape));
 }

@@ -35,8 +35,8 @@ Memory memory_from_name(const std::string& name) {
 torch::Tensor log_sign_encoding(const torch::Tensor& x, double k) {
   const auto magnitude = x.abs();
   const auto large = magnitude >= std::exp(-k);
-  const auto log_part = at::where(large, at::log(magnitude.clamp_min(std::exp(-k))) / k,
-                                  at::full_like(x, -1.0));
+  const auto log_part =
+      at::where(large, at::log(magnitude.clamp_min(std::exp(-k))) / k, at::full_like(x, -1.0));
   const auto sign_part = at::where(large, at::sign(x), x * std::exp(k));
   return at::stack({log_part, sign_part}, -1);
 }
@@ -84,11 +84,13 @@ void LearnedOptimizerModelImpl::reset() {
   } else if (options.memory() == Memory::kPerformer) {
     feature_map = register_module(
         "feature_map",
-        attention::FeatureMap(attention::FeatureMapOptions(dk, options.features()).seed(options.seed())));
+        attention::FeatureMap(
+            attention::FeatureMapOptions(dk, options.features()).seed(options.seed())));
   } else if (options.memory() == Memory::kLSTM) {
     lstm = register_module("lstm", torch::nn::LSTMCell(kFeatures, dk));
   }
-  head_in = register_module("head_in", torch::nn::Linear(kFeatures + read_size(), options.hidden()));
+  head_in =
+      register_module("head_in", torch::nn::Linear(kFeatures + read_size(), options.hidden()));
   head_out = register_module("head_out", torch::nn::Linear(options.hidden(), 2));
   torch::NoGradGuard no_grad;
   head_out->weight.zero_();
@@ -121,15 +123,17 @@ int64_t LearnedOptimizerModelImpl::read_size() const {
   return 0;
 }
 
-int64_t LearnedOptimizerModelImpl::state_size() const { return kMoments + memory_size(); }
+int64_t LearnedOptimizerModelImpl::state_size() const {
+  return kMoments + memory_size();
+}
 
-torch::Tensor LearnedOptimizerModelImpl::initial_state(int64_t n, const torch::TensorOptions& opts) const {
+torch::Tensor LearnedOptimizerModelImpl::initial_state(int64_t n,
+                                                       const torch::TensorOptions& opts) const {
   return torch::zeros({n, state_size()}, opts);
 }
 
-std::pair<torch::Tensor, torch::Tensor> LearnedOptimizerModelImpl::attend(const torch::Tensor& x,
-                                                                          const torch::Tensor& memory,
-                                                                          int64_t t) {
+std::pair<torch::Tensor, torch::Tensor> LearnedOptimizerModelImpl::attend(
+    const torch::Tensor& x, const torch::Tensor& memory, int64_t t) {
   const int64_t n = x.size(0);
   if (options.memory() == Memory::kNone) return {x.new_zeros({n, 0}), memory};
   if (options.memory() == Memory::kLSTM) {
@@ -142,8 +146,8 @@ std::pair<torch::Tensor, torch::Tensor> LearnedOptimizerModelImpl::attend(const 
   const double quarter = std::pow(static_cast<double>(options.key_dim()), -0.25);
   auto q = at::tanh(query(x)) * quarter;  // (N, Dk)
   auto k = at::tanh(key(x)) * quarter;
-  const auto v = value(x);                // (N, Dv)
-  torch::Tensor phi_q, phi_k;             // (N, m)
+  const auto v = value(x);     // (N, Dv)
+  torch::Tensor phi_q, phi_k;  // (N, m)
   if (options.memory() == Memory::kFLT) {
     const auto position = torch::full({1, 1, 1}, static_cast<double>(t), x.options());
     const auto [n1, n2] = flt->rpe_features(position);  // (1, 1, 1, 2r) each
@@ -174,8 +178,8 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
                                             const torch::Tensor& state, int64_t t) {
   TORCH_CHECK(t >= 1, "LearnedOptimizerModel::step: step index must be >= 1, got ", t);
   TORCH_CHECK(grad.dim() == 1 && param.sizes() == grad.sizes(),
-              "LearnedOptimizerModel::step: grad and param must be (N), got ", grad.sizes(), " and ",
-              param.sizes());
+              "LearnedOptimizerModel::step: grad and param must be (N), got ", grad.sizes(),
+              " and ", param.sizes());
   TORCH_CHECK(state.dim() == 2 && state.size(0) == grad.size(0) && state.size(1) == state_size(),
               "LearnedOptimizerModel::step: state must be (", grad.size(0), ", ", state_size(),
               "), got ", state.sizes());
@@ -187,13 +191,15 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
   const auto m1_hat = m1 / (1 - std::pow(kBeta1, td));
   const auto m2_hat = m2 / (1 - std::pow(kBeta2, td));
   const auto rms = at::sqrt(v / (1 - std::pow(kBetaV, td)) + kRmsEpsilon);
-  const auto ratio = [&](const torch::Tensor& a) { return (a / rms).clamp(-kRatioClip, kRatioClip); };
+  const auto ratio = [&](const torch::Tensor& a) {
+    return (a / rms).clamp(-kRatioClip, kRatioClip);
+  };
   const auto adam_direction = ratio(m1_hat);
-  const auto x = at::cat({at::stack({ratio(g), adam_direction, ratio(m2_hat)}, 1),
-                          log_sign_encoding(g, kLogSignK), log_sign_encoding(m1_hat, kLogSignK),
-                          log_sign_encoding(rms, kLogSignK).narrow(1, 0, 1),
-                          log_sign_encoding(param.detach(), kLogSignK)},
-                         1);  // (N, kFeatures)
+  const auto x = at::cat(
+      {at::stack({ratio(g), adam_direction, ratio(m2_hat)}, 1), log_sign_encoding(g, kLogSignK),
+       log_sign_encoding(m1_hat, kLogSignK), log_sign_encoding(rms, kLogSignK).narrow(1, 0, 1),
+       log_sign_encoding(param.detach(), kLogSignK)},
+      1);  // (N, kFeatures)
   auto [read, memory] = attend(x, state.narrow(1, kMoments, memory_size()), t);
   const auto out = head_out(at::tanh(head_in(at::cat({x, read}, 1))));  // (N, 2)
   const auto direction = adam_direction + out.select(1, 0);

@@ -54,8 +54,12 @@ FLT_INLINE int32_t to_bits(float f) {
   std::memcpy(&bits, &f, sizeof bits);
   return bits;
 }
-FLT_INLINE bool is_finite(float x) { return (to_bits(x) & 0x7f800000) != 0x7f800000; }
-FLT_INLINE float clip(float x, float bound) { return std::min(bound, std::max(-bound, x)); }
+FLT_INLINE bool is_finite(float x) {
+  return (to_bits(x) & 0x7f800000) != 0x7f800000;
+}
+FLT_INLINE float clip(float x, float bound) {
+  return std::min(bound, std::max(-bound, x));
+}
 
 /// e^x: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two for an exact n ln2), e^r by its Taylor
 /// polynomial to r^7 (truncation < 2e-8 relative), 2^n through the exponent bits. Inputs are
@@ -117,7 +121,9 @@ FLT_INLINE float tanh_approx(float x) {
   return std::min(1.0f, std::max(-1.0f, c * p / q));
 }
 
-FLT_INLINE float sigmoid_approx(float x) { return 1.0f / (1.0f + exp_approx(-x)); }
+FLT_INLINE float sigmoid_approx(float x) {
+  return 1.0f / (1.0f + exp_approx(-x));
+}
 
 /// Andrychowicz et al.'s log-and-sign encoding (log_sign_encoding in learned_model.cpp).
 FLT_INLINE void log_sign(float x, float& log_part, float& sign_part) {
@@ -188,7 +194,7 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
   constexpr int64_t L = kLanes;
   const int64_t F = LearnedOptimizerModelImpl::kFeatures;
   const int64_t M = LearnedOptimizerModelImpl::kMoments;
-  alignas(64) float st[kMaxState][L];     // state, transposed; updated in place
+  alignas(64) float st[kMaxState][L];  // state, transposed; updated in place
   alignas(64) float g[L], ok[L], update[L];
   alignas(64) float in[LearnedOptimizerModelImpl::kFeatures + kMaxWidth][L];  // [x, read]
   alignas(64) float q[kMaxWidth][L], k[kMaxWidth][L], v[kMaxWidth][L], h[kMaxWidth][L];
@@ -223,8 +229,8 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
     log_sign(param[l], in[8][l], in[9][l]);
   }
 
-  float (*mem)[L] = st + M;
-  float (*read)[L] = in + F;
+  float(*mem)[L] = st + M;
+  float(*read)[L] = in + F;
   if (w.memory == Memory::kFLT || w.memory == Memory::kPerformer) {
     block_affine(w.wq, w.bq, in, w.dk, F, q);
     block_affine(w.wk, w.bk, in, w.dk, F, k);
@@ -293,7 +299,8 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
     for (int64_t d = 0; d < w.dk; ++d) {
       FOR_LANES(l) {
         const float ig = sigmoid_approx(gates[d][l]), fg = sigmoid_approx(gates[w.dk + d][l]);
-        const float gg = tanh_approx(gates[2 * w.dk + d][l]), og = sigmoid_approx(gates[3 * w.dk + d][l]);
+        const float gg = tanh_approx(gates[2 * w.dk + d][l]),
+                    og = sigmoid_approx(gates[3 * w.dk + d][l]);
         const float c = fg * mem[w.dk + d][l] + ig * gg;
         const float hh = og * tanh_approx(c);
         mem[w.dk + d][l] = c;
@@ -339,35 +346,43 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
 
 /// The last `count` < kLanes coordinates: run as a full block on padded copies (padding lanes see
 /// a zero gradient and state, and are not copied back).
-int64_t step_tail(const FusedPlan& w, const float* grad, float* param, float* state, int64_t count) {
+int64_t step_tail(const FusedPlan& w, const float* grad, float* param, float* state,
+                  int64_t count) {
   FusedPlan padded = w;
   padded.slot_stride = kLanes;
   std::array<float, kLanes> g{}, p{};
   std::array<float, kLanes * kMaxState> s{};
   std::copy(grad, grad + count, g.begin());
   std::copy(param, param + count, p.begin());
-  for (int64_t j = 0; j < w.slots; ++j) std::copy(state + j * w.slot_stride, state + j * w.slot_stride + count, s.begin() + j * kLanes);
+  for (int64_t j = 0; j < w.slots; ++j)
+    std::copy(state + j * w.slot_stride, state + j * w.slot_stride + count, s.begin() + j * kLanes);
   const int64_t skipped = step_block(padded, g.data(), p.data(), s.data());
   std::copy(p.begin(), p.begin() + count, param);
-  for (int64_t j = 0; j < w.slots; ++j) std::copy(s.begin() + j * kLanes, s.begin() + j * kLanes + count, state + j * w.slot_stride);
+  for (int64_t j = 0; j < w.slots; ++j)
+    std::copy(s.begin() + j * kLanes, s.begin() + j * kLanes + count, state + j * w.slot_stride);
   return skipped;  // padding lanes have finite zero gradients: never skipped
 }
 
-torch::Tensor contiguous_float(const torch::Tensor& t) { return t.detach().to(at::kFloat).contiguous(); }
+torch::Tensor contiguous_float(const torch::Tensor& t) {
+  return t.detach().to(at::kFloat).contiguous();
+}
 
 }  // namespace
 
 bool LearnedOptimizerModelImpl::fused_supported() const {
   // (The RPE features only enter the per-step logits computed outside the blocks: any r works.)
-  const int64_t widest = std::max({options.hidden(), options.key_dim(), options.value_dim(), options.features()});
+  const int64_t widest =
+      std::max({options.hidden(), options.key_dim(), options.value_dim(), options.features()});
   if (widest > kMaxWidth || state_size() > kMaxState) return false;
-  if (options.memory() == Memory::kFLT) return flt->feature_map->options.kind() == attention::FeatureKind::kPositive;
-  if (options.memory() == Memory::kPerformer) return feature_map->options.kind() == attention::FeatureKind::kPositive;
+  if (options.memory() == Memory::kFLT)
+    return flt->feature_map->options.kind() == attention::FeatureKind::kPositive;
+  if (options.memory() == Memory::kPerformer)
+    return feature_map->options.kind() == attention::FeatureKind::kPositive;
   return true;
 }
 
-int64_t LearnedOptimizerModelImpl::fused_step_(torch::Tensor param, const torch::Tensor& grad, torch::Tensor state,
-                                               int64_t t, double lr) {
+int64_t LearnedOptimizerModelImpl::fused_step_(torch::Tensor param, const torch::Tensor& grad,
+                                               torch::Tensor state, int64_t t, double lr) {
   TORCH_CHECK(fused_supported(), "LearnedOptimizerModel: this configuration has no fused path");
   TORCH_CHECK(param.scalar_type() == at::kFloat && param.is_contiguous() && param.dim() == 1,
               "fused_step_: param must be a contiguous float32 vector, got ", param.sizes(), " ",
@@ -399,13 +414,15 @@ int64_t LearnedOptimizerModelImpl::fused_step_(torch::Tensor param, const torch:
     plan.wk = keep(key->weight), plan.bk = keep(key->bias);
     plan.wv = keep(value->weight), plan.bv = keep(value->bias);
     plan.gamma = 1.0f / (1.0f + std::exp(-discount_logit.item<float>()));
-    const auto& projection = plan.memory == Memory::kFLT ? flt->feature_map->projection : feature_map->projection;
+    const auto& projection =
+        plan.memory == Memory::kFLT ? flt->feature_map->projection : feature_map->projection;
     plan.proj = keep(projection);  // (m, 2r + Dk) for FLT, (m, Dk) for Performer
     plan.proj_cols = projection.size(1);
     if (plan.memory == Memory::kFLT) {
       const auto position = torch::full({1, 1, 1}, static_cast<double>(t), torch::kFloat);
       const auto [n1, n2] = flt->rpe_features(position);
-      const auto q_rpe = contiguous_float(n1.reshape({-1})), k_rpe = contiguous_float(n2.reshape({-1}));
+      const auto q_rpe = contiguous_float(n1.reshape({-1})),
+                 k_rpe = contiguous_float(n2.reshape({-1}));
       plan.rpe_width = q_rpe.numel();
       const float *n1_ptr = q_rpe.data_ptr<float>(), *n2_ptr = k_rpe.data_ptr<float>();
       double q_norm = 0.0, k_norm = 0.0;

@@ -60,7 +60,8 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Task& task, Particl
   auto state = particle.state;
   auto loss = task.loss(p, particle.noise);
   for (int64_t u = 0; u < steps; ++u) {
-    const auto grad = torch::autograd::grad({loss}, {p}, {}, /*retain_graph=*/meta_graph)[0].detach();
+    const auto grad =
+        torch::autograd::grad({loss}, {p}, {}, /*retain_graph=*/meta_graph)[0].detach();
     if (!at::isfinite(grad).all().item<bool>() || !std::isfinite(loss.item<double>())) {
       particle.diverged = true;
       break;
@@ -105,9 +106,11 @@ void restart(std::vector<Worker>& workers, const LearnedOptimizerModelImpl& mode
     auto& worker = workers[w];
     worker.task = sample_task(family, gen, options.sampling);
     const auto start = worker.task->initial(gen);
-    worker.log_initial = std::log(std::clamp(worker.task->eval_loss(start).item<double>(), kMinLoss, kMaxLoss));
+    worker.log_initial =
+        std::log(std::clamp(worker.task->eval_loss(start).item<double>(), kMinLoss, kMaxLoss));
     worker.particles.clear();
-    const uint64_t noise_seed = static_cast<uint64_t>(at::randint(1LL << 62, {1}, gen).item<int64_t>());
+    const uint64_t noise_seed =
+        static_cast<uint64_t>(at::randint(1LL << 62, {1}, gen).item<int64_t>());
     for (int64_t i = 0; i < particles; ++i) {
       Particle particle;
       particle.params = start.clone();
@@ -135,7 +138,8 @@ void save_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model,
   std::rename(tmp.c_str(), path.c_str());  // never leave a half-written checkpoint
 }
 
-int64_t load_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model, torch::optim::Adam& adam) {
+int64_t load_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model,
+                        torch::optim::Adam& adam) {
   torch::serialize::InputArchive archive;
   archive.load_from(path);
   torch::IValue iteration;
@@ -174,16 +178,18 @@ MetaEstimator meta_estimator_from_name(const std::string& name) {
 std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptions& options,
                                const std::function<void(const MetaProgress&)>& on_iteration) {
   TORCH_CHECK(!options.families.empty(), "meta_train: no task families given");
-  TORCH_CHECK(options.iterations > 0, "meta_train: iterations must be positive, got ", options.iterations);
+  TORCH_CHECK(options.iterations > 0, "meta_train: iterations must be positive, got ",
+              options.iterations);
   TORCH_CHECK(options.workers > 0, "meta_train: workers must be positive, got ", options.workers);
   TORCH_CHECK(options.unroll > 0, "meta_train: unroll must be positive, got ", options.unroll);
   TORCH_CHECK(options.horizon >= options.unroll && options.horizon % options.unroll == 0,
-              "meta_train: horizon must be a positive multiple of unroll (", options.unroll, "), got ",
-              options.horizon);
+              "meta_train: horizon must be a positive multiple of unroll (", options.unroll,
+              "), got ", options.horizon);
   TORCH_CHECK(options.meta_lr > 0.0, "meta_train: meta_lr must be positive, got ", options.meta_lr);
   TORCH_CHECK(options.meta_lr_end > 0.0 && options.meta_lr_end <= 1.0,
               "meta_train: meta_lr_end must be in (0, 1], got ", options.meta_lr_end);
-  TORCH_CHECK(options.pes_sigma > 0.0, "meta_train: pes_sigma must be positive, got ", options.pes_sigma);
+  TORCH_CHECK(options.pes_sigma > 0.0, "meta_train: pes_sigma must be positive, got ",
+              options.pes_sigma);
 
   auto params = trainable(*model);
   torch::optim::Adam adam(params, torch::optim::AdamOptions(options.meta_lr));
@@ -191,8 +197,8 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   if (!options.checkpoint.empty() && std::ifstream(options.checkpoint).good()) {
     iteration = load_checkpoint(options.checkpoint, *model, adam);
     if (options.progress) {
-      std::fprintf(stderr, "meta_train: resumed from %s at iteration %lld\n", options.checkpoint.c_str(),
-                   static_cast<long long>(iteration));
+      std::fprintf(stderr, "meta_train: resumed from %s at iteration %lld\n",
+                   options.checkpoint.c_str(), static_cast<long long>(iteration));
     }
   }
   // Closed on every exit, also when a callback or a task throws.
@@ -223,7 +229,8 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     }
     // Half-cosine decay from meta_lr to meta_lr * meta_lr_end; a function of the iteration only, so
     // a resumed run follows the same schedule.
-    const double fraction = static_cast<double>(iteration) / static_cast<double>(options.iterations);
+    const double fraction =
+        static_cast<double>(iteration) / static_cast<double>(options.iterations);
     const double decay =
         options.meta_lr_end + (1.0 - options.meta_lr_end) * 0.5 * (1.0 + std::cos(M_PI * fraction));
     for (auto& group : adam.param_groups()) {
@@ -234,7 +241,8 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     if (options.estimator == MetaEstimator::kTruncatedBackprop) {
       auto total = at::zeros({});
       for (auto& worker : workers) {
-        total = total + unroll(*model, *worker.task, worker.particles[0], worker.log_initial, options.unroll,
+        total = total + unroll(*model, *worker.task, worker.particles[0], worker.log_initial,
+                               options.unroll,
                                /*meta_graph=*/true);
       }
       total = total / static_cast<double>(workers.size());
@@ -262,10 +270,12 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
             offset += p.numel();
           }
           losses[sign] = unroll(*scratch, *worker.task, worker.particles[sign], worker.log_initial,
-                                options.unroll, /*meta_graph=*/false).item<double>();
+                                options.unroll, /*meta_graph=*/false)
+                             .item<double>();
         }
         meta_loss += 0.5 * (losses[0] + losses[1]);
-        estimate += worker.accumulated * ((losses[0] - losses[1]) / (2.0 * options.pes_sigma * options.pes_sigma));
+        estimate += worker.accumulated *
+                    ((losses[0] - losses[1]) / (2.0 * options.pes_sigma * options.pes_sigma));
       }
       estimate /= static_cast<double>(workers.size());
       meta_loss /= static_cast<double>(workers.size());
@@ -293,22 +303,25 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     progress.iterations = options.iterations;
     progress.meta_loss = meta_loss;
     for (double v : window) progress.average += v / static_cast<double>(window.size());
-    progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    progress.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (csv) {
-      std::fprintf(csv, "%lld,%.6f,%.6f,%.2f\n", static_cast<long long>(progress.iteration), meta_loss,
-                   progress.average, progress.seconds);
+      std::fprintf(csv, "%lld,%.6f,%.6f,%.2f\n", static_cast<long long>(progress.iteration),
+                   meta_loss, progress.average, progress.seconds);
       std::fflush(csv);
     }
     if (options.progress) {
       const double done = static_cast<double>(progress.iteration - first);
-      const double eta = progress.seconds / done * static_cast<double>(options.iterations - progress.iteration);
+      const double eta =
+          progress.seconds / done * static_cast<double>(options.iterations - progress.iteration);
       const int width = 30;
       const int filled = static_cast<int>(width * progress.iteration / options.iterations);
-      std::fprintf(stderr, "\r[%.*s%*s] %lld/%lld  meta-loss %+.3f (avg %+.3f)  %s elapsed, ETA %s   ",
+      std::fprintf(stderr,
+                   "\r[%.*s%*s] %lld/%lld  meta-loss %+.3f (avg %+.3f)  %s elapsed, ETA %s   ",
                    filled, "==============================", width - filled, "",
-                   static_cast<long long>(progress.iteration), static_cast<long long>(options.iterations),
-                   meta_loss, progress.average, format_duration(progress.seconds).c_str(),
-                   format_duration(eta).c_str());
+                   static_cast<long long>(progress.iteration),
+                   static_cast<long long>(options.iterations), meta_loss, progress.average,
+                   format_duration(progress.seconds).c_str(), format_duration(eta).c_str());
     }
     if (on_iteration) on_iteration(progress);
   }

@@ -27,7 +27,8 @@ typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
   }
 }
 
-void write_options(torch::serialize::OutputArchive& archive, const LearnedOptimizerModelOptions& o) {
+void write_options(torch::serialize::OutputArchive& archive,
+                   const LearnedOptimizerModelOptions& o) {
   archive.write("format", torch::IValue(std::string("flt-learned-optimizer")));
   archive.write("version", torch::IValue(kFormatVersion));
   archive.write("memory", torch::IValue(memory_name(o.memory())));
@@ -45,7 +46,8 @@ LearnedOptimizerModelOptions read_options(torch::serialize::InputArchive& archiv
   torch::IValue value;
   TORCH_CHECK(archive.try_read("format", value) && value.isString() &&
                   value.toStringRef() == "flt-learned-optimizer",
-              "learned optimizer weights: ", source, " is not a weights file written by flt-metatrain");
+              "learned optimizer weights: ", source,
+              " is not a weights file written by flt-metatrain");
   archive.read("version", value);
   TORCH_CHECK(value.toInt() == kFormatVersion, "learned optimizer weights: ", source,
               " has format version ", value.toInt(), ", this build reads ", kFormatVersion);
@@ -94,22 +96,23 @@ std::string key_list(torch::serialize::InputArchive& archive) {
 void check_is_mnemosyne_state(torch::serialize::InputArchive& archive) {
   torch::IValue version;
   torch::serialize::InputArchive groups, group, options;
-  TORCH_CHECK(archive.try_read("pytorch_version", version) &&
-                  archive.try_read("param_groups", groups),
-              "Mnemosyne::load: the archive is not an optimizer state (it holds ", key_list(archive),
-              ")");
+  TORCH_CHECK(
+      archive.try_read("pytorch_version", version) && archive.try_read("param_groups", groups),
+      "Mnemosyne::load: the archive is not an optimizer state (it holds ", key_list(archive), ")");
   // No parameter group to look at: LibTorch's loader reports the group count itself.
   if (!groups.try_read("param_groups/0", group) || !group.try_read("options", options)) return;
   torch::IValue value;
   if (options.try_read("memory", value) && options.try_read("chunk_size", value)) return;
   const std::string found = key_list(options);
-  const std::string origin = found == "{amsgrad, betas, eps, lr, weight_decay}"
-                                 ? " (torch::optim::Adam or AdamW)"
-                             : found == "{dampening, lr, momentum, nesterov, weight_decay}"
-                                 ? " (torch::optim::SGD)"
-                                 : "";
-  TORCH_CHECK(false, "Mnemosyne::load: the archive is not a Mnemosyne optimizer state: its parameter "
-              "groups have the options ", found, origin, ", a Mnemosyne state has {chunk_size, fused, "
+  const std::string origin =
+      found == "{amsgrad, betas, eps, lr, weight_decay}" ? " (torch::optim::Adam or AdamW)"
+      : found == "{dampening, lr, momentum, nesterov, weight_decay}" ? " (torch::optim::SGD)"
+                                                                     : "";
+  TORCH_CHECK(false,
+              "Mnemosyne::load: the archive is not a Mnemosyne optimizer state: its parameter "
+              "groups have the options ",
+              found, origin,
+              ", a Mnemosyne state has {chunk_size, fused, "
               "lr, memory, weights}");
 }
 
@@ -204,7 +207,8 @@ bool operator==(const MnemosyneParamState& lhs, const MnemosyneParamState& rhs) 
          torch::equal(lhs.state(), rhs.state());
 }
 
-// ---- the optimizer ---------------------------------------------------------------------------------
+// ---- the optimizer
+// ---------------------------------------------------------------------------------
 
 Mnemosyne::Mnemosyne(std::vector<torch::optim::OptimizerParamGroup> param_groups,
                      MnemosyneOptions defaults)
@@ -257,8 +261,9 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const auto& grad = p.grad();
-      TORCH_CHECK(!grad.is_sparse(), "Mnemosyne: sparse gradients are not supported (parameter of shape ",
-                  p.sizes(), ")");
+      TORCH_CHECK(!grad.is_sparse(),
+                  "Mnemosyne: sparse gradients are not supported (parameter of shape ", p.sizes(),
+                  ")");
       const int64_t n = p.numel();
       auto key = state_key(state_, p);
       auto it = state_.find(key);
@@ -269,10 +274,12 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
         it = state_.emplace(key, std::move(fresh)).first;
       }
       auto& st = static_cast<MnemosyneParamState&>(*it->second);
-      TORCH_CHECK(st.state().dim() == 2 && st.state().size(0) == model_->state_size() && st.state().size(1) == n,
+      TORCH_CHECK(st.state().dim() == 2 && st.state().size(0) == model_->state_size() &&
+                      st.state().size(1) == n,
                   "Mnemosyne: the state of a parameter of shape ", p.sizes(), " must be (",
                   model_->state_size(), ", ", n, "), got ", st.state().sizes(),
-                  " (saved with another memory kind, or by a version that stored it as (numel, state_size))");
+                  " (saved with another memory kind, or by a version that stored it as (numel, "
+                  "state_size))");
       st.step(st.step() + 1);
       const bool copied = !p.is_contiguous();
       auto flat_param = p.detach().reshape({-1});  // a view unless the parameter is non-contiguous

@@ -37,7 +37,8 @@ at::Generator child(at::Generator& gen) {
 
 class LandscapeTask : public Task {
  public:
-  LandscapeTask(TaskFamily family, Landscape landscape, int64_t dims, at::Generator gen, double noise)
+  LandscapeTask(TaskFamily family, Landscape landscape, int64_t dims, at::Generator gen,
+                double noise)
       : family_(family), landscape_(landscape), dims_(dims) {
     const auto info = landscape_info(landscape, dims);
     // Rastrigin-like instances: shifted and rotated coordinates, plus a random output scale.
@@ -46,7 +47,10 @@ class LandscapeTask : public Task {
     shift_ = (rastrigin || ackley) ? at::rand({dims}, gen) * 2.0 - 1.0 : at::zeros({dims});
     rotation_ = rastrigin ? random_rotation(dims, gen) : at::eye(dims);
     scale_ = rastrigin ? std::exp(uniform(gen, std::log(0.3), std::log(3.0))) : 1.0;
-    box_ = ackley ? 5.0 : rastrigin ? info.upper : family == TaskFamily::kRosenbrock ? 2.0 : info.upper;
+    box_ = ackley                              ? 5.0
+           : rastrigin                         ? info.upper
+           : family == TaskFamily::kRosenbrock ? 2.0
+                                               : info.upper;
     noise_ = noise * scale_ * (rastrigin ? 10.0 : 1.0);
   }
   std::string name() const override {
@@ -86,7 +90,9 @@ class NoisyQuadraticTask : public Task {
   std::string name() const override { return "noisy_quadratic(" + std::to_string(dims_) + ")"; }
   TaskFamily family() const override { return TaskFamily::kNoisyQuadratic; }
   int64_t dim() const override { return dims_; }
-  torch::Tensor initial(at::Generator gen) const override { return center_ + at::randn({dims_}, gen) * 2.0; }
+  torch::Tensor initial(at::Generator gen) const override {
+    return center_ + at::randn({dims_}, gen) * 2.0;
+  }
   torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
     const auto e = at::randn({dims_}, gen).to(params.scalar_type());
     return eval_loss(params) + noise_ * (e * params).sum();
@@ -170,14 +176,17 @@ class MLPTask : public Task {
     const auto idx = at::randint(x_.size(0), {batch_}, gen);
     return objective(params, x_.index_select(0, idx), y_.index_select(0, idx));
   }
-  torch::Tensor eval_loss(const torch::Tensor& params) const override { return objective(params, x_, y_); }
+  torch::Tensor eval_loss(const torch::Tensor& params) const override {
+    return objective(params, x_, y_);
+  }
 
  private:
   torch::Tensor forward(const torch::Tensor& p, const torch::Tensor& x) const {
     const auto h = at::tanh(at::matmul(x, layout_.view(p, w1_)) + layout_.view(p, b1_));
     return at::matmul(h, layout_.view(p, w2_)) + layout_.view(p, b2_);
   }
-  torch::Tensor objective(const torch::Tensor& p, const torch::Tensor& x, const torch::Tensor& y) const {
+  torch::Tensor objective(const torch::Tensor& p, const torch::Tensor& x,
+                          const torch::Tensor& y) const {
     const auto out = forward(p, x);
     if (classification_) return at::cross_entropy_loss(out, y);
     return (out.squeeze(1) - y).pow(2).mean();
@@ -214,14 +223,18 @@ class TransformerLMTask : public Task {
     }
     data_ = seqs;
   }
-  std::string name() const override { return "transformer_lm(" + std::to_string(layout_.total()) + ")"; }
+  std::string name() const override {
+    return "transformer_lm(" + std::to_string(layout_.total()) + ")";
+  }
   TaskFamily family() const override { return TaskFamily::kTransformerLM; }
   int64_t dim() const override { return layout_.total(); }
   torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
   torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
     return objective(params, data_.index_select(0, at::randint(data_.size(0), {batch_}, gen)));
   }
-  torch::Tensor eval_loss(const torch::Tensor& params) const override { return objective(params, data_); }
+  torch::Tensor eval_loss(const torch::Tensor& params) const override {
+    return objective(params, data_);
+  }
 
  private:
   static constexpr int64_t kLength = 8;
@@ -231,7 +244,8 @@ class TransformerLMTask : public Task {
     const auto x = emb.index_select(0, inputs.reshape(-1)).view({-1, kLength, width_}) +
                    layout_.view(p, position_);
     const auto head = [&](int64_t w) { return at::matmul(x, layout_.view(p, w)).unsqueeze(1); };
-    const auto attended = attention::softmax_attention(head(wq_), head(wk_), head(wv_), /*causal=*/true);
+    const auto attended =
+        attention::softmax_attention(head(wq_), head(wk_), head(wv_), /*causal=*/true);
     const auto h = x + at::matmul(attended.squeeze(1), layout_.view(p, wo_));
     const auto logits = at::matmul(h, emb.t());  // (B, L, V)
     return at::cross_entropy_loss(logits.reshape({-1, vocab_}), targets.reshape(-1));
@@ -258,9 +272,10 @@ std::string task_family_name(TaskFamily family) {
 }
 
 std::vector<TaskFamily> all_task_families() {
-  return {TaskFamily::kRastrigin,         TaskFamily::kAckley,        TaskFamily::kRosenbrock,
-          TaskFamily::kNoisyQuadratic,    TaskFamily::kMLPClassification,
-          TaskFamily::kMLPRegression,     TaskFamily::kTransformerLM};
+  return {TaskFamily::kRastrigin,         TaskFamily::kAckley,
+          TaskFamily::kRosenbrock,        TaskFamily::kNoisyQuadratic,
+          TaskFamily::kMLPClassification, TaskFamily::kMLPRegression,
+          TaskFamily::kTransformerLM};
 }
 
 TaskFamily task_family_from_name(const std::string& name) {
@@ -282,15 +297,17 @@ std::unique_ptr<Task> sample_task_with_dim(TaskFamily family, int64_t dims, at::
       return std::make_unique<LandscapeTask>(family, Landscape::kAckley, dims, gen, s.noise);
     case TaskFamily::kRosenbrock:
       return std::make_unique<LandscapeTask>(family, Landscape::kRosenbrock, dims, gen, 0.0);
-    case TaskFamily::kNoisyQuadratic: return std::make_unique<NoisyQuadraticTask>(dims, gen, s.noise);
+    case TaskFamily::kNoisyQuadratic:
+      return std::make_unique<NoisyQuadraticTask>(dims, gen, s.noise);
     default: break;
   }
-  TORCH_CHECK(false, "sample_task_with_dim: ", task_family_name(family), " is not a landscape family");
+  TORCH_CHECK(false, "sample_task_with_dim: ", task_family_name(family),
+              " is not a landscape family");
 }
 
 std::unique_ptr<Task> sample_task(TaskFamily family, at::Generator gen, const TaskSampling& s) {
-  TORCH_CHECK(s.min_dim >= 2 && s.max_dim >= s.min_dim, "sample_task: need 2 <= min_dim <= max_dim, got ",
-              s.min_dim, " and ", s.max_dim);
+  TORCH_CHECK(s.min_dim >= 2 && s.max_dim >= s.min_dim,
+              "sample_task: need 2 <= min_dim <= max_dim, got ", s.min_dim, " and ", s.max_dim);
   TORCH_CHECK(s.batch > 0 && s.hidden > 0, "sample_task: batch and hidden must be positive, got ",
               s.batch, " and ", s.hidden);
   switch (family) {

@@ -7,8 +7,9 @@
 int main() {
   flt::init(/*quiet=*/true);
   namespace fa = flt::attention;
-  fa::TransformerLM lm(fa::TransformerOptions(/*vocab=*/256, /*embed=*/128, /*heads=*/4, /*layers=*/2)
-                           .attention(fa::FLTAttentionOptions().features(64).rpe_features(32)));
+  fa::TransformerLM lm(
+      fa::TransformerOptions(/*vocab=*/256, /*embed=*/128, /*heads=*/4, /*layers=*/2)
+          .attention(fa::FLTAttentionOptions().features(64).rpe_features(32)));
   flt::optim::Mnemosyne opt(lm->parameters());
   auto tokens = torch::randint(0, 256, {8, 65}, torch::kLong);
   auto logits = lm(tokens.narrow(1, 0, 64));

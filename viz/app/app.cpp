@@ -32,21 +32,11 @@ void glfw_error(int code, const char* description) {
 
 void show_scene(AppState& s, SceneId scene) {
   switch (scene) {
-    case SceneId::kArena:
-      show_arena(s.lab, s.arena_view);
-      break;
-    case SceneId::kTraining:
-      show_training(s.lab, s.training_view);
-      break;
-    case SceneId::kAttention:
-      show_attention(s.lab, s.attention_view);
-      break;
-    case SceneId::kKernel:
-      show_kernel(s.lab, s.kernel_view);
-      break;
-    case SceneId::kRpe:
-      show_rpe(s.lab, s.rpe_view);
-      break;
+    case SceneId::kArena: show_arena(s.lab, s.arena_view); break;
+    case SceneId::kTraining: show_training(s.lab, s.training_view); break;
+    case SceneId::kAttention: show_attention(s.lab, s.attention_view); break;
+    case SceneId::kKernel: show_kernel(s.lab, s.kernel_view); break;
+    case SceneId::kRpe: show_rpe(s.lab, s.rpe_view); break;
   }
 }
 

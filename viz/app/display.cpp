@@ -71,8 +71,9 @@ VirtualDisplay::VirtualDisplay(int width, int height) {
   // Everything the child needs is built before fork: after it only async-signal-safe calls.
   const std::string displayfd = std::to_string(fds[1]);
   const std::string screen = std::to_string(width) + "x" + std::to_string(height) + "x24";
-  const char* argv[] = {xvfb.c_str(), "-displayfd", displayfd.c_str(), "-screen", "0",
-                        screen.c_str(), "-nolisten", "tcp", nullptr};
+  const char* argv[] = {xvfb.c_str(), "-displayfd", displayfd.c_str(),
+                        "-screen",    "0",          screen.c_str(),
+                        "-nolisten",  "tcp",        nullptr};
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {

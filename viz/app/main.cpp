@@ -11,7 +11,6 @@
 // the options.
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -67,8 +66,8 @@ void describe(CLI::App& cli, Options& o) {
   auto* headless = cli.add_flag(
       "--headless", o.headless,
       "render scenes to PNG files without a visible window (starts Xvfb without a display)");
-  auto* profile = cli.add_flag(
-      "--profile", o.profile, "print the median frame time per scene with live training running");
+  auto* profile = cli.add_flag("--profile", o.profile,
+                               "print the median frame time per scene with live training running");
   headless->excludes(profile);
   cli.add_option("--scene", o.scene, "the scene to render or profile")
       ->check(CLI::IsMember(scene_names()))
@@ -159,9 +158,10 @@ int run_profile(const Options& o, const flt::viz::Scenario& base) {
 
 int main(int argc, char** argv) {
   Options options;
-  CLI::App cli{"flt-lab: the FLT Lab visualiser (attention, kernels, RPE, live training, the "
-               "optimizer arena)",
-               "flt-lab"};
+  CLI::App cli{
+      "flt-lab: the FLT Lab visualiser (attention, kernels, RPE, live training, the "
+      "optimizer arena)",
+      "flt-lab"};
   describe(cli, options);
   try {
     cli.parse(argc, argv);

@@ -152,8 +152,7 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
     if (s.markers) {
       draw->AddCircleFilled(ImVec2(lx + 10, ly + ts.y * 0.5f), 3.0f, s.color, 8);
     } else {
-      draw->AddLine(ImVec2(lx, ly + ts.y * 0.5f), ImVec2(lx + 20, ly + ts.y * 0.5f), s.color,
-                    2.5f);
+      draw->AddLine(ImVec2(lx, ly + ts.y * 0.5f), ImVec2(lx + 20, ly + ts.y * 0.5f), s.color, 2.5f);
     }
     draw->AddText(ImVec2(lx + 26, ly), kText, s.label.c_str());
     ly += ts.y + 4;

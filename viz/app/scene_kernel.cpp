@@ -54,8 +54,7 @@ void show_kernel(LabState& lab, KernelView& view) {
   const KernelEstimates& est = kernel.estimates.result();
 
   ImGui::Separator();
-  if (!kernel.curves.error.empty())
-    ImGui::TextWrapped("kernel: %s", kernel.curves.error.c_str());
+  if (!kernel.curves.error.empty()) ImGui::TextWrapped("kernel: %s", kernel.curves.error.c_str());
   job_status(kernel.estimates.busy(), est.error);
   if (est.valid) {
     ImGui::TextUnformatted("integrated squared error");
@@ -137,9 +136,8 @@ void show_kernel(LabState& lab, KernelView& view) {
     ImGui::SameLine();
     ImGui::BeginGroup();
     if (est.density_error.empty()) {
-      const std::string title = std::string("Fourier estimate (") +
-                                kernel_phi_label(settings.phi) + ", R = " +
-                                tick_label(settings.R) + ")";
+      const std::string title = std::string("Fourier estimate (") + kernel_phi_label(settings.phi) +
+                                ", R = " + tick_label(settings.R) + ")";
       density_map("fourier", view.fourier_map, kernel.estimates_version, est.fourier, est.grid,
                   est.lo, est.hi, side, title.c_str());
     } else {

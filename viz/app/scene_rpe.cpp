@@ -26,7 +26,8 @@ void show_learned_spectra(const TrainingSession& training, RpeView& view, float 
   section("Learned spectra during live training (layer 0 of the Live Training model)");
   if (snap.spectrum_heads == 0 || snap.spectra.empty()) {
     ImGui::TextDisabled(
-        "The Live Training model does not use FLT attention. Choose \"flt\" as its attention in the\n"
+        "The Live Training model does not use FLT attention. Choose \"flt\" as its attention in "
+        "the\n"
         "Live Training tab and press Play: each head's spectrum g and RPE function f appear here\n"
         "as they are learned (old steps dark, the latest bright).");
     return;
@@ -89,8 +90,9 @@ void show_rpe(LabState& lab, RpeView& view) {
   ImGui::SetNextItemWidth(170);
   changed |= slider_double("proposal scale", &settings.proposal_sigma, 0.05, 5.0, "%.3g", true);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("Match the width of g: the estimate averages g(xi) / p(xi), whose variance\n"
-                      "explodes where p's tails are thinner than g's.");
+    ImGui::SetTooltip(
+        "Match the width of g: the estimate averages g(xi) / p(xi), whose variance\n"
+        "explodes where p's tails are thinner than g's.");
   if (ImGui::Button("redraw features")) step_scene(lab, SceneId::kRpe);
   ImGui::SameLine();
   ImGui::TextDisabled("draw %d", settings.draw);
@@ -123,7 +125,8 @@ void show_rpe(LabState& lab, RpeView& view) {
   ImGui::BeginChild("rpe_plots", ImVec2(0, avail.y - 4), false);
   const ImVec2 region = ImGui::GetContentRegionAvail();
   const float learned_h = 200.0f;
-  const float row_h = (region.y - learned_h - 5 * ImGui::GetTextLineHeightWithSpacing() - 20) * 0.5f;
+  const float row_h =
+      (region.y - learned_h - 5 * ImGui::GetTextLineHeightWithSpacing() - 20) * 0.5f;
   const float half = region.x * 0.5f - 6;
   if (!c.exact.empty()) {
     // row 1: g(xi); f exact vs the r-feature estimate
@@ -147,9 +150,8 @@ void show_rpe(LabState& lab, RpeView& view) {
     std::vector<float> rs(c.error_features.begin(), c.error_features.end());
     std::vector<float> reference;  // C / sqrt(r) through the first point: the Monte Carlo rate
     for (float r : rs)
-      reference.push_back(c.error_by_features.empty()
-                              ? 0.0f
-                              : c.error_by_features[0] * std::sqrt(rs[0] / r));
+      reference.push_back(
+          c.error_by_features.empty() ? 0.0f : c.error_by_features[0] * std::sqrt(rs[0] / r));
     line_plot("error_r",
               {{"max error", c.error_by_features, IM_COL32(255, 110, 110, 255), rs},
                {"1/sqrt(r)", reference, IM_COL32(160, 160, 170, 160), rs}},

@@ -39,8 +39,9 @@ void show_training(LabState& lab, TrainingView& view) {
   if (settings.optimizer == TrainingOptimizer::kMnemosyne) {
     changed |= slider_double("lr scale", &settings.learned_lr, 0.05, 10.0, "%.3g", true);
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("flt::optim::Mnemosyne with the shipped pretrained meta-weights;\n"
-                        "1 = the step size the meta-trained rule chose");
+      ImGui::SetTooltip(
+          "flt::optim::Mnemosyne with the shipped pretrained meta-weights;\n"
+          "1 = the step size the meta-trained rule chose");
   } else {
     changed |= slider_double("Adam lr", &settings.lr, 1e-4, 1e-1, "%.2e", true);
   }

@@ -51,9 +51,9 @@ void export_buttons(AppState& s) {
   ImGui::BeginDisabled(scene != SceneId::kArena && scene != SceneId::kTraining);
   if (ImGui::Button("Export CSV")) {
     const std::string path = stem + ".csv";
-    const bool ok = write_text(path, scene == SceneId::kArena
-                                         ? s.lab.arena.game.trajectories_csv()
-                                         : s.lab.training.session.curves_csv());
+    const bool ok =
+        write_text(path, scene == SceneId::kArena ? s.lab.arena.game.trajectories_csv()
+                                                  : s.lab.training.session.curves_csv());
     s.lab.message = ok ? "wrote " + path : "could not write " + path;
   }
   ImGui::EndDisabled();

@@ -74,16 +74,11 @@ const std::vector<ArenaLevel>& arena_levels() {
 
 const char* racer_status_name(RacerStatus status) {
   switch (status) {
-    case RacerStatus::kRunning:
-      return "running";
-    case RacerStatus::kReached:
-      return "reached";
-    case RacerStatus::kDiverged:
-      return "diverged";
-    case RacerStatus::kOutOfSteps:
-      return "out of steps";
-    case RacerStatus::kUnavailable:
-      return "not yet";
+    case RacerStatus::kRunning: return "running";
+    case RacerStatus::kReached: return "reached";
+    case RacerStatus::kDiverged: return "diverged";
+    case RacerStatus::kOutOfSteps: return "out of steps";
+    case RacerStatus::kUnavailable: return "not yet";
   }
   return "?";
 }
@@ -119,8 +114,8 @@ struct Runner {
   at::Generator generator;
 };
 
-Runner make_runner(RacerKind kind, double x0, double y0, double lr, double momentum,
-                   uint64_t seed, flt::optim::Memory memory = flt::optim::Memory::kFLT) {
+Runner make_runner(RacerKind kind, double x0, double y0, double lr, double momentum, uint64_t seed,
+                   flt::optim::Memory memory = flt::optim::Memory::kFLT) {
   Runner runner;
   runner.x = torch::tensor({x0, y0}, torch::kDouble).requires_grad_(true);
   if (kind == RacerKind::kLearned) {
@@ -431,14 +426,10 @@ std::string ArenaGame::trajectories_csv() const {
 void sort_leaderboard(std::vector<LeaderboardRow>& rows, LeaderboardColumn column, bool ascending) {
   const auto key_less = [column](const LeaderboardRow& a, const LeaderboardRow& b) {
     switch (column) {
-      case LeaderboardColumn::kRank:
-        return a.rank < b.rank;
-      case LeaderboardColumn::kName:
-        return a.name < b.name;
-      case LeaderboardColumn::kValue:
-        return a.value < b.value;
-      case LeaderboardColumn::kDistance:
-        return a.distance < b.distance;
+      case LeaderboardColumn::kRank: return a.rank < b.rank;
+      case LeaderboardColumn::kName: return a.name < b.name;
+      case LeaderboardColumn::kValue: return a.value < b.value;
+      case LeaderboardColumn::kDistance: return a.distance < b.distance;
       case LeaderboardColumn::kStepsToEpsilon: {
         // not reached (-1) sorts after every reached count
         const long long ka = a.steps_to_epsilon < 0 ? (1LL << 40) : a.steps_to_epsilon;

@@ -34,8 +34,8 @@ class AsyncJob {
     }
     if (!running_.valid() && pending_) {
       std::shared_ptr<Request> next(std::move(pending_));
-      running_ = std::async(std::launch::async,
-                            [compute = compute_, next] { return compute(*next); });
+      running_ =
+          std::async(std::launch::async, [compute = compute_, next] { return compute(*next); });
     }
     return changed;
   }

@@ -62,14 +62,10 @@ const std::string& schoenbat_kernel_name(int index) {
 
 const char* attention_input_label(AttentionInput input) {
   switch (input) {
-    case AttentionInput::kRandom:
-      return "random";
-    case AttentionInput::kLocal:
-      return "local (near-diagonal)";
-    case AttentionInput::kPeriodic:
-      return "periodic";
-    case AttentionInput::kLiveModel:
-      return "live model (layer 0)";
+    case AttentionInput::kRandom: return "random";
+    case AttentionInput::kLocal: return "local (near-diagonal)";
+    case AttentionInput::kPeriodic: return "periodic";
+    case AttentionInput::kLiveModel: return "live model (layer 0)";
   }
   return "?";
 }
@@ -141,7 +137,8 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
     auto approx = handle.attention->materialize(q, k, call)[0];  // (H, L, L)
     // FLT approximates RPE-masked softmax: compare with that, from the same module (same spectrum).
     torch::Tensor exact;
-    if (const auto* flt_module = dynamic_cast<const flt::attention::FLTAttentionImpl*>(handle.attention)) {
+    if (const auto* flt_module =
+            dynamic_cast<const flt::attention::FLTAttentionImpl*>(handle.attention)) {
       exact = flt_module->exact_attention(q, k, call)[0];
       result.reference = "RPE-masked softmax";
     } else {

@@ -1,8 +1,8 @@
 #pragma once
 // Attention Lab (GL-free): the attention matrix of a chosen variant with its own knobs (through
-// the library's `materialize`) next to the exact attention it approximates on the same q, k (softmax;
-// for FLT the exact RPE-masked softmax of the same module), their difference, the relative error and
-// the time per forward call. Computed off the UI thread.
+// the library's `materialize`) next to the exact attention it approximates on the same q, k
+// (softmax; for FLT the exact RPE-masked softmax of the same module), their difference, the
+// relative error and the time per forward call. Computed off the UI thread.
 
 #include <cstdint>
 #include <future>
@@ -33,7 +33,7 @@ struct AttentionLabResult {
   bool valid = false;
   std::string variant;
   std::string reference;  ///< what `exact` is: "softmax" or "RPE-masked softmax"
-  std::string error;  ///< set when the computation threw (message shown in the UI)
+  std::string error;      ///< set when the computation threw (message shown in the UI)
   int heads = 0, length = 0;
   std::vector<float> approx, exact, diff;  ///< (heads, L, L) row-major; diff = approx - exact
   float diff_max_abs = 0.0f;

@@ -64,9 +64,8 @@ KernelEstimates compute_kernel_estimates(const KernelSettings& settings, uint64_
     // correlated Gaussian samples: z (N, 2) times the Cholesky factor of [[1, rho], [rho, 1]]
     const double rho = settings.rho;
     const at::Tensor z = at::randn({n, 2}, gen, opts);
-    const at::Tensor samples =
-        at::stack({z.select(1, 0), rho * z.select(1, 0) + std::sqrt(1 - rho * rho) * z.select(1, 1)},
-                  1);
+    const at::Tensor samples = at::stack(
+        {z.select(1, 0), rho * z.select(1, 0) + std::sqrt(1 - rho * rho) * z.select(1, 1)}, 1);
     out.samples_xy = to_vector(samples);
     const at::Tensor pts = map_points(kDensityExtent, grid, opts);
     const double cell = std::pow(2.0 * kDensityExtent / (grid - 1), 2);
@@ -121,17 +120,36 @@ KernelEstimates compute_kernel_estimates(const KernelSettings& settings, uint64_
 
 void kernel_phi_choice(int choice, FourierPhi* phi, int64_t* power) {
   switch (choice) {
-    case 0: *phi = FourierPhi::kPower; *power = 2; break;
-    case 1: *phi = FourierPhi::kPower; *power = 4; break;
-    case 2: *phi = FourierPhi::kPower; *power = 6; break;
-    case 3: *phi = FourierPhi::kAbs; *power = 1; break;
-    case 4: *phi = FourierPhi::kRelu; *power = 1; break;
-    default: *phi = FourierPhi::kSigmoid; *power = 1; break;
+    case 0:
+      *phi = FourierPhi::kPower;
+      *power = 2;
+      break;
+    case 1:
+      *phi = FourierPhi::kPower;
+      *power = 4;
+      break;
+    case 2:
+      *phi = FourierPhi::kPower;
+      *power = 6;
+      break;
+    case 3:
+      *phi = FourierPhi::kAbs;
+      *power = 1;
+      break;
+    case 4:
+      *phi = FourierPhi::kRelu;
+      *power = 1;
+      break;
+    default:
+      *phi = FourierPhi::kSigmoid;
+      *power = 1;
+      break;
   }
 }
 
 const char* kernel_phi_label(int choice) {
-  static const char* kLabels[kKernelPhiCount] = {"s^2", "s^4", "s^6", "|s|", "relu(s)", "sigmoid(s)"};
+  static const char* kLabels[kKernelPhiCount] = {"s^2", "s^4",     "s^6",
+                                                 "|s|", "relu(s)", "sigmoid(s)"};
   return kLabels[std::clamp(choice, 0, kKernelPhiCount - 1)];
 }
 

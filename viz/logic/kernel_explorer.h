@@ -3,7 +3,8 @@
 // K(x, y) = phi(s(R x)) phi(s(R y)) in 2-D, evaluated by the library's real module
 // (attention::fourier_attention_weights). That function returns row-normalised weights, so each
 // value is read as the ratio of the weight of key x to the weight of key 0 for a query at 0:
-// K(x) / K(0) = phi(s(R x)) / phi(1) (exactly phi(s(R x)) for power, abs and ReLU, where phi(1) = 1).
+// K(x) / K(0) = phi(s(R x)) / phi(1) (exactly phi(s(R x)) for power, abs and ReLU, where phi(1) =
+// 1).
 //
 // The estimators of FourierFormer Sec. 3 (library: attention::fourier_density_estimate,
 // gaussian_kde, fourier_regression_estimate): the generalized Fourier density estimator and a
@@ -30,27 +31,27 @@ const char* kernel_phi_label(int choice);
 void kernel_phi_choice(int choice, kernels::FourierPhi* phi, int64_t* power);
 
 struct KernelCurves {
-  std::vector<float> xs;        ///< 1-D grid in [-extent, extent]
-  std::vector<float> kernel_1d; ///< K(x) / K(0) at xs
-  int grid = 0;                 ///< 2-D map is grid x grid over [-extent, extent]^2
-  std::vector<float> kernel_2d; ///< K(x, y) / K(0, 0), row-major, row = y (top = +extent)
-  float lo = 0.0f, hi = 0.0f;   ///< range of kernel_2d
-  std::string error;            ///< set when the library threw
+  std::vector<float> xs;         ///< 1-D grid in [-extent, extent]
+  std::vector<float> kernel_1d;  ///< K(x) / K(0) at xs
+  int grid = 0;                  ///< 2-D map is grid x grid over [-extent, extent]^2
+  std::vector<float> kernel_2d;  ///< K(x, y) / K(0, 0), row-major, row = y (top = +extent)
+  float lo = 0.0f, hi = 0.0f;    ///< range of kernel_2d
+  std::string error;             ///< set when the library threw
 };
 
 struct KernelEstimates {
   // density: grid x grid maps over [-kDensityExtent, kDensityExtent]^2, top row = +extent
   int grid = 0;
   std::vector<float> truth, fourier, kde;
-  float lo = 0.0f, hi = 0.0f;          ///< common colour range of the three maps
+  float lo = 0.0f, hi = 0.0f;  ///< common colour range of the three maps
   double fourier_mise = 0.0, kde_mise = 0.0;
-  std::vector<float> samples_xy;       ///< the 2-D samples, x0 y0 x1 y1 ...
-  std::string density_error;           ///< set when the density estimator rejects phi
+  std::vector<float> samples_xy;  ///< the 2-D samples, x0 y0 x1 y1 ...
+  std::string density_error;      ///< set when the density estimator rejects phi
   // regression on [-kRegressionExtent, kRegressionExtent]
   std::vector<float> reg_x, reg_truth, reg_fourier;
   std::vector<float> reg_sample_x, reg_sample_y;
-  double reg_mse = 0.0;                ///< mean squared error of the estimate vs f on the grid
-  std::string error;                   ///< set when the library threw elsewhere
+  double reg_mse = 0.0;  ///< mean squared error of the estimate vs f on the grid
+  std::string error;     ///< set when the library threw elsewhere
   bool valid = false;
 };
 

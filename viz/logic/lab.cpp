@@ -13,15 +13,11 @@ constexpr double kDrawsPerSecond = 2.0;  // a playing draw scene at x1
 template <typename Lab>
 auto draw_transport(Lab& lab, SceneId scene) -> decltype(&lab.attention.transport) {
   switch (scene) {
-    case SceneId::kAttention:
-      return &lab.attention.transport;
-    case SceneId::kKernel:
-      return &lab.kernel.transport;
-    case SceneId::kRpe:
-      return &lab.rpe.transport;
+    case SceneId::kAttention: return &lab.attention.transport;
+    case SceneId::kKernel: return &lab.kernel.transport;
+    case SceneId::kRpe: return &lab.rpe.transport;
     case SceneId::kArena:
-    case SceneId::kTraining:
-      break;
+    case SceneId::kTraining: break;
   }
   return nullptr;
 }
@@ -65,8 +61,7 @@ void post_request(LabState& lab, SceneId scene) {
       }
       break;
     case SceneId::kArena:
-    case SceneId::kTraining:
-      break;
+    case SceneId::kTraining: break;
   }
 }
 
@@ -131,9 +126,7 @@ void set_scene_playing(LabState& lab, SceneId scene, bool playing) {
 
 void step_scene(LabState& lab, SceneId scene) {
   switch (scene) {
-    case SceneId::kArena:
-      lab.arena.game.step();
-      break;
+    case SceneId::kArena: lab.arena.game.step(); break;
     case SceneId::kTraining:
       if (lab.training.worker) {
         lab.training.session.request_step();
@@ -196,9 +189,7 @@ void settle_scene(LabState& lab, SceneId scene, int steps) {
     case SceneId::kArena:
       for (int i = 0; i < steps && !lab.arena.game.finished(); ++i) lab.arena.game.step();
       break;
-    case SceneId::kTraining:
-      lab.training.session.run_steps(steps);
-      break;
+    case SceneId::kTraining: lab.training.session.run_steps(steps); break;
     case SceneId::kAttention:
       post_request(lab, scene);
       lab.attention.job.wait();

@@ -25,15 +25,15 @@ inline constexpr int kRpeProposalCount = 2;  ///< attention::ProposalKind: Gauss
 const char* rpe_proposal_label(int proposal);
 
 struct RpeCurves {
-  std::vector<float> xi, g;                    ///< g along the first frequency axis
-  std::vector<float> delta, exact, approx;     ///< f along the first position axis
-  float max_error = 0.0f;                      ///< max |approx - exact| over delta
-  std::vector<int> error_features;             ///< r values of the error sweep
-  std::vector<float> error_by_features;        ///< max error at each r (same seed)
-  int grid = 0;                                ///< position_dim 2: grid x grid map of f
-  std::vector<float> map_2d;                   ///< row-major, top row = +extent
+  std::vector<float> xi, g;                 ///< g along the first frequency axis
+  std::vector<float> delta, exact, approx;  ///< f along the first position axis
+  float max_error = 0.0f;                   ///< max |approx - exact| over delta
+  std::vector<int> error_features;          ///< r values of the error sweep
+  std::vector<float> error_by_features;     ///< max error at each r (same seed)
+  int grid = 0;                             ///< position_dim 2: grid x grid map of f
+  std::vector<float> map_2d;                ///< row-major, top row = +extent
   float map_lo = 0.0f, map_hi = 0.0f;
-  std::string error;                           ///< set when the library threw
+  std::string error;  ///< set when the library threw
 };
 
 /// seed: the scenario seed mixed with the redraw counter. points: 1-D samples; grid: 2-D side.

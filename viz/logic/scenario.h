@@ -47,11 +47,11 @@ struct TrainingSettings {
   int embed_dim = 32;
   int length = 8;  ///< payload tokens per sequence (the model sees more: separators, answers)
   int batch = 32;
-  double lr = 3e-3;        ///< Adam learning rate
+  double lr = 3e-3;  ///< Adam learning rate
   TrainingOptimizer optimizer = TrainingOptimizer::kAdam;
   double learned_lr = 1.0;  ///< Mnemosyne's multiplier on its learned step (1 = as meta-trained)
-  float smoothing = 0.6f;  ///< EMA smoothing of the curves (display only)
-  bool log_loss = true;    ///< log y axis for the loss curve
+  float smoothing = 0.6f;   ///< EMA smoothing of the curves (display only)
+  bool log_loss = true;     ///< log y axis for the loss curve
 };
 
 enum class AttentionInput { kRandom = 0, kLocal, kPeriodic, kLiveModel };
@@ -70,38 +70,39 @@ struct AttentionLabSettings {
   double linear_eps = 1e-6;    ///< LinearAttentionOptions::eps
   int features = 64;           ///< random features m (Performer, FLT) or D (SchoenbAt)
   double fourier_r = 2.0;      ///< FourierAttentionOptions::r_init (R)
-  int fourier_phi = 1;         ///< phi, index into kernel_phi_label (s^2, s^4, s^6, |s|, relu, sigmoid)
-  int flt_family = 0;          ///< FLTAttentionOptions::family, index into rpe_family_labels()
-  int flt_components = 2;      ///< FLTAttentionOptions::components (T)
-  int flt_rpe_features = 32;   ///< FLTAttentionOptions::rpe_features (r)
-  int schoenbat_kernel = 0;    ///< SchoenbAttentionOptions::kernel, index into schoenbat_kernel_names()
+  int fourier_phi = 1;     ///< phi, index into kernel_phi_label (s^2, s^4, s^6, |s|, relu, sigmoid)
+  int flt_family = 0;      ///< FLTAttentionOptions::family, index into rpe_family_labels()
+  int flt_components = 2;  ///< FLTAttentionOptions::components (T)
+  int flt_rpe_features = 32;  ///< FLTAttentionOptions::rpe_features (r)
+  int schoenbat_kernel =
+      0;  ///< SchoenbAttentionOptions::kernel, index into schoenbat_kernel_names()
 };
 
 /// Kernel Explorer knobs (FourierFormer kernel phi(s(R x))).
 struct KernelSettings {
-  double R = 2.0;        ///< the kernel's R (|R| is used)
-  int phi = 1;           ///< index into kernel_phi_label: s^2, s^4, s^6, |s|, relu, sigmoid
-  double extent = 6.0;   ///< plots cover [-extent, extent] (per axis)
-  int samples = 400;     ///< N for the density and regression estimators
-  double rho = 0.7;      ///< correlation of the 2-D Gaussian the density estimators see
+  double R = 2.0;           ///< the kernel's R (|R| is used)
+  int phi = 1;              ///< index into kernel_phi_label: s^2, s^4, s^6, |s|, relu, sigmoid
+  double extent = 6.0;      ///< plots cover [-extent, extent] (per axis)
+  int samples = 400;        ///< N for the density and regression estimators
+  double rho = 0.7;         ///< correlation of the 2-D Gaussian the density estimators see
   double bandwidth = 0.35;  ///< the Gaussian KDE's h (Scott's rule at N = 400: 0.37)
-  double noise = 0.3;    ///< standard deviation of the regression targets' noise
+  double noise = 0.3;       ///< standard deviation of the regression targets' noise
 };
 
 /// RPE Studio knobs (FLT spectrum families; enum values of attention::SpectrumFamily).
 struct RpeSettings {
-  int family = 1;        ///< attention::SpectrumFamily (default: local)
-  int components = 2;    ///< T
-  int smoothness = 2;    ///< local family's k
-  double scale = 1.0;    ///< RpeSpectrumOptions::scale (sigma_0, radius unit, lambda or s_0)
-  int features = 32;     ///< r
-  int proposal = 0;      ///< attention::ProposalKind (Gaussian, Cauchy)
+  int family = 1;      ///< attention::SpectrumFamily (default: local)
+  int components = 2;  ///< T
+  int smoothness = 2;  ///< local family's k
+  double scale = 1.0;  ///< RpeSpectrumOptions::scale (sigma_0, radius unit, lambda or s_0)
+  int features = 32;   ///< r
+  int proposal = 0;    ///< attention::ProposalKind (Gaussian, Cauchy)
   double proposal_sigma = 0.25;  ///< matches the default local g's width (about 1 / radius)
-  int position_dim = 2;  ///< 1 or 2
-  double extent = 6.0;   ///< f plotted over [-extent, extent]
-  double xi_extent = 2.0;  ///< g plotted over [-xi_extent, xi_extent]
-  int draw = 0;          ///< redraw counter mixed into the seed
-  bool surface = false;  ///< 3-D surface instead of the heatmap
+  int position_dim = 2;          ///< 1 or 2
+  double extent = 6.0;           ///< f plotted over [-extent, extent]
+  double xi_extent = 2.0;        ///< g plotted over [-xi_extent, xi_extent]
+  int draw = 0;                  ///< redraw counter mixed into the seed
+  bool surface = false;          ///< 3-D surface instead of the heatmap
 };
 
 struct Scenario {

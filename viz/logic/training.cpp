@@ -42,14 +42,10 @@ using Clock = std::chrono::steady_clock;
 
 const char* task_name(TrainingTask task) {
   switch (task) {
-    case TrainingTask::kCopy:
-      return "copy";
-    case TrainingTask::kReverse:
-      return "reverse";
-    case TrainingTask::kAssociativeRecall:
-      return "associative recall";
-    case TrainingTask::kPositionMatch:
-      return "position match (classifier)";
+    case TrainingTask::kCopy: return "copy";
+    case TrainingTask::kReverse: return "reverse";
+    case TrainingTask::kAssociativeRecall: return "associative recall";
+    case TrainingTask::kPositionMatch: return "position match (classifier)";
   }
   return "?";
 }
@@ -196,8 +192,7 @@ struct TrainingSession::Impl {
       optimizer = std::make_unique<flt::optim::Mnemosyne>(
           parameters, flt::optim::MnemosyneOptions(s.learned_lr));
     } else {
-      optimizer =
-          std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(s.lr));
+      optimizer = std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(s.lr));
     }
     spectrum_interval = 10;
     probe = torch::tensor(probe_batch.tokens, torch::kLong).view({1, probe_batch.length});

@@ -39,7 +39,7 @@ struct TrainingSnapshot {
   std::vector<float> loss, accuracy;  ///< one entry per step
   float steps_per_second = 0.0f;
   bool playing = false;
-  float speed = 1.0f;     ///< the pace the worker trains at (set_speed)
+  float speed = 1.0f;  ///< the pace the worker trains at (set_speed)
   bool nan_paused = false;
   int64_t nan_step = -1;  ///< the step whose loss or gradient was not finite
   std::string banner;     ///< non-empty when training stopped itself
@@ -54,7 +54,7 @@ struct TrainingSnapshot {
   int spectrum_heads = 0;
   std::vector<float> spectrum_xi, spectrum_delta;
   std::vector<SpectrumFrame> spectra;
-  std::string model;         ///< one-line description
+  std::string model;  ///< one-line description
 };
 
 inline constexpr int kSpectrumFrames = 8;

@@ -183,7 +183,8 @@ TEST_F(VizLogic, ArenaNanGuardStopsADivergingRacer) {
   }
   const auto rows = game.leaderboard();
   int learned = 0;
-  for (const auto& row : rows) learned += row.status != RacerStatus::kUnavailable && row.name.rfind("Learned", 0) == 0;
+  for (const auto& row : rows)
+    learned += row.status != RacerStatus::kUnavailable && row.name.rfind("Learned", 0) == 0;
   EXPECT_EQ(learned, 3) << "the shipped learned optimizers (FLT, Performer and LSTM memory) race";
 }
 
@@ -635,7 +636,7 @@ TEST_F(VizLogic, KernelExplorerMatchesTheFourierKernelThroughTheModule) {
   }
   for (float v : c.kernel_2d) EXPECT_TRUE(std::isfinite(v));
   EXPECT_NEAR(c.kernel_2d[20 * 41 + 20], 1.0, 1e-6);  // centre of the map
-  EXPECT_GE(c.lo, 0.0f);  // even power: never negative
+  EXPECT_GE(c.lo, 0.0f);                              // even power: never negative
   for (int phi = 0; phi < kKernelPhiCount; ++phi) {
     k.phi = phi;
     const KernelCurves any = compute_kernel_curves(k, 31, 11);
@@ -689,9 +690,10 @@ TEST_F(VizLogic, KernelExplorerEstimatorsComeFromTheLibrary) {
   const auto samples = torch::tensor(e.samples_xy, torch::kFloat).to(torch::kDouble).view({400, 2});
   const auto origin = torch::zeros({1, 2}, torch::kDouble);
   EXPECT_NEAR(e.fourier[16 * 33 + 16],
-              flt::attention::fourier_density_estimate(origin, samples, 2.0, 4).item<double>(), 1e-5);
-  EXPECT_NEAR(e.kde[16 * 33 + 16], flt::attention::gaussian_kde(origin, samples, 0.35).item<double>(),
+              flt::attention::fourier_density_estimate(origin, samples, 2.0, 4).item<double>(),
               1e-5);
+  EXPECT_NEAR(e.kde[16 * 33 + 16],
+              flt::attention::gaussian_kde(origin, samples, 0.35).item<double>(), 1e-5);
   EXPECT_NEAR(e.truth[16 * 33 + 16], 1.0 / (2 * M_PI * std::sqrt(1 - 0.49)), 1e-6);
   // samples are correlated as asked
   const auto centred = samples - samples.mean(0);

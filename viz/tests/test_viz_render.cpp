@@ -149,7 +149,7 @@ TEST_F(VizRender, KernelExplorerShowsKernelsEstimatesAndRegression) {
 
 TEST_F(VizRender, RpeStudioShowsSpectrumFunctionErrorAndTheTwoDimensionalShape) {
   const Image image = render(SceneId::kRpe, 0);
-  EXPECT_GT(count_near(image, 310, 90, 790, 300, {120, 200, 255, 255}, 40), 150);  // g(xi)
+  EXPECT_GT(count_near(image, 310, 90, 790, 300, {120, 200, 255, 255}, 40), 150);   // g(xi)
   EXPECT_GT(count_near(image, 790, 90, 1280, 300, {120, 220, 120, 255}, 40), 150);  // exact f
   EXPECT_GT(count_near(image, 790, 90, 1280, 300, {255, 170, 60, 255}, 40), 150);   // estimate
   EXPECT_GT(count_near(image, 310, 300, 790, 510, {255, 110, 110, 255}, 40), 100);  // error vs r

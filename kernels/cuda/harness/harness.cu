@@ -19,16 +19,18 @@ namespace fc = flt::kernels::cuda;
 
 namespace {
 
-#define CHECK_CUDA(expr)                                                                    \
-  do {                                                                                      \
-    const cudaError_t err_ = (expr);                                                        \
-    if (err_ != cudaSuccess) {                                                              \
+#define CHECK_CUDA(expr)                                                                           \
+  do {                                                                                             \
+    const cudaError_t err_ = (expr);                                                               \
+    if (err_ != cudaSuccess) {                                                                     \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-      std::exit(2);                                                                         \
-    }                                                                                       \
+      std::exit(2);                                                                                \
+    }                                                                                              \
   } while (0)
 
-double sinc(double x) { return std::fabs(x) < 1e-4 ? 1 - x * x / 6 + x * x * x * x / 120 : std::sin(x) / x; }
+double sinc(double x) {
+  return std::fabs(x) < 1e-4 ? 1 - x * x / 6 + x * x * x * x / 120 : std::sin(x) / x;
+}
 double cot_minus_inv(double x) {
   if (std::fabs(x) < 1e-2) return -x / 3 - x * x * x / 45 - 2 * std::pow(x, 5) / 945;
   const double s = std::sin(x);
@@ -103,7 +105,8 @@ T* upload(const std::vector<double>& host) {
   std::vector<T> converted(host.begin(), host.end());
   T* device = nullptr;
   CHECK_CUDA(cudaMalloc(&device, std::max<size_t>(1, converted.size()) * sizeof(T)));
-  CHECK_CUDA(cudaMemcpy(device, converted.data(), converted.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CHECK_CUDA(
+      cudaMemcpy(device, converted.data(), converted.size() * sizeof(T), cudaMemcpyHostToDevice));
   return device;
 }
 
@@ -149,7 +152,8 @@ bool check_fourier(const Problem& p, double tolerance) {
   dims.mode = p.power % 2 == 0 ? 0 : 1;
   dims.causal = p.causal;
   T *dq_d, *dk_d, *dv_d, *dr_d, *out_d, *max_d, *sum_d, *ws;
-  T *q_d = upload<T>(q), *k_d = upload<T>(k), *v_d = upload<T>(v), *r_d = upload<T>(r), *w_d = upload<T>(w);
+  T *q_d = upload<T>(q), *k_d = upload<T>(k), *v_d = upload<T>(v), *r_d = upload<T>(r),
+    *w_d = upload<T>(w);
   CHECK_CUDA(cudaMalloc(&out_d, out.size() * sizeof(T)));
   CHECK_CUDA(cudaMalloc(&max_d, p.B * p.H * p.L * sizeof(T)));
   CHECK_CUDA(cudaMalloc(&sum_d, p.B * p.H * p.L * sizeof(T)));
@@ -162,11 +166,10 @@ bool check_fourier(const Problem& p, double tolerance) {
   CHECK_CUDA(fc::fourier_backward<T>(dims, q_d, k_d, v_d, r_d, out_d, max_d, sum_d, w_d, dq_d, dk_d,
                                      dv_d, dr_d, ws, nullptr));
   CHECK_CUDA(cudaDeviceSynchronize());
-  const double errors[] = {scaled_error(download(out_d, out.size()), out),
-                           scaled_error(download(dq_d, dq.size()), dq),
-                           scaled_error(download(dk_d, dk.size()), dk),
-                           scaled_error(download(dv_d, dv.size()), dv),
-                           scaled_error(download(dr_d, dr.size()), dr)};
+  const double errors[] = {
+      scaled_error(download(out_d, out.size()), out), scaled_error(download(dq_d, dq.size()), dq),
+      scaled_error(download(dk_d, dk.size()), dk), scaled_error(download(dv_d, dv.size()), dv),
+      scaled_error(download(dr_d, dr.size()), dr)};
   bool ok = true;
   std::printf("fourier %-6s L=%-5ld D=%-3ld power=%d causal=%d R=%-6s errors (out dq dk dv dR):",
               sizeof(T) == 4 ? "float" : "double", static_cast<long>(p.L), static_cast<long>(p.D),
@@ -176,7 +179,8 @@ bool check_fourier(const Problem& p, double tolerance) {
     ok = ok && e <= tolerance;
   }
   std::printf("  %s\n", ok ? "ok" : "FAIL");
-  for (T* ptr : {q_d, k_d, v_d, r_d, w_d, out_d, max_d, sum_d, dq_d, dk_d, dv_d, dr_d, ws}) cudaFree(ptr);
+  for (T* ptr : {q_d, k_d, v_d, r_d, w_d, out_d, max_d, sum_d, dq_d, dk_d, dv_d, dr_d, ws})
+    cudaFree(ptr);
   return ok;
 }
 
@@ -235,14 +239,16 @@ void time_fourier() {
     CHECK_CUDA(cudaEventSynchronize(stop));
     CHECK_CUDA(cudaEventElapsedTime(&ms[0], start, stop));
     CHECK_CUDA(cudaEventRecord(start));
-    CHECK_CUDA(fc::fourier_backward<float>(dims, q, k, v, r, out, mx, sm, g, dq, dk, dv, dr, ws, nullptr));
+    CHECK_CUDA(
+        fc::fourier_backward<float>(dims, q, k, v, r, out, mx, sm, g, dq, dk, dv, dr, ws, nullptr));
     CHECK_CUDA(cudaEventRecord(stop));
     CHECK_CUDA(cudaEventSynchronize(stop));
     CHECK_CUDA(cudaEventElapsedTime(&ms[1], start, stop));
   }
-  std::printf("timing float B=4 H=8 L=2048 D=64: forward %.2f ms, backward %.2f ms, "
-              "forward+backward %.2f ms (R = 0 here: only the timing is meaningful)\n",
-              ms[0], ms[1], ms[0] + ms[1]);
+  std::printf(
+      "timing float B=4 H=8 L=2048 D=64: forward %.2f ms, backward %.2f ms, "
+      "forward+backward %.2f ms (R = 0 here: only the timing is meaningful)\n",
+      ms[0], ms[1], ms[0] + ms[1]);
 }
 
 }  // namespace

@@ -106,6 +106,7 @@ class AttentionModule : public torch::nn::Cloneable<Derived>, public Attention {
 
 /// Checks the positions of a call against q's batch and length; returns them as (B or 1, L, l)
 /// in q's dtype, or token indices 0..L-1 as (1, L, 1) when undefined.
-torch::Tensor resolve_positions(const char* fn, const torch::Tensor& positions, const torch::Tensor& q);
+torch::Tensor resolve_positions(const char* fn, const torch::Tensor& positions,
+                                const torch::Tensor& q);
 
 }  // namespace flt::attention

@@ -1,18 +1,20 @@
 #pragma once
-// The one random-feature map of the library: FAVOR+ positive features (Choromanski et al. 2021), its
-// hyperbolic variant, trigonometric RFF, elu + 1, ReLU features and a learnable map. Performer, FLT
-// and the learned optimizer's memory cell all build their features here.
+// The one random-feature map of the library: FAVOR+ positive features (Choromanski et al. 2021),
+// its hyperbolic variant, trigonometric RFF, elu + 1, ReLU features and a learnable map. Performer,
+// FLT and the learned optimizer's memory cell all build their features here.
 //
 // Softmax-kernel maps (positive, hyperbolic, trigonometric) estimate exp(x . y):
 //   positive     phi(x) = m^{-1/2} exp(W x - |x|^2 / 2 - c)                          (M = m)
 //   hyperbolic   phi(x) = (2m)^{-1/2} [exp(W x - |x|^2/2 - c), exp(-W x - |x|^2/2 - c)]  (M = 2m)
-//   trigonometric phi(x) = m^{-1/2} exp(|x|^2 / 2 - c) [cos W x, sin W x]            (M = 2m, signed)
+//   trigonometric phi(x) = m^{-1/2} exp(|x|^2 / 2 - c) [cos W x, sin W x]            (M = 2m,
+//   signed)
 // The caller scales its inputs (Performer passes q D^{-1/4}). The shift c cancels in the attention
 // ratio only when it is the same for every key of a query, so:
 //   - queries: c is the token's own largest log-feature (cancels between numerator and
 //     denominator); |x|^2/2 then cancels too: phi(x) = m^{-1/2} exp(W x - max_i w_i . x);
 //   - keys, non-causal: c is the largest log-feature over all keys of the sequence;
-//   - keys, causal or streaming: c = max_i (w_i . k_0 - |k_0|^2/2) from the FIRST key only (it is in
+//   - keys, causal or streaming: c = max_i (w_i . k_0 - |k_0|^2/2) from the FIRST key only (it is
+//   in
 //     every query's past). A max over the whole sequence would make causal outputs depend on future
 //     tokens (performer-pytorch issue #82). A later key whose largest log-feature exceeds c by more
 //     than 70 is saturated there (all its features scaled down by one factor); for FAVOR+ inputs
@@ -57,12 +59,13 @@ FeatureKind feature_kind_from_name(const std::string& name);
 /// Draws m rows of dimension `dim`: blocks of `dim` orthogonal directions (QR of a Gaussian block),
 /// each row rescaled to the norm of an independent N(0, I_dim) vector, so rows are marginally
 /// N(0, I) but orthogonal within a block. Deterministic in `seed`. -> (m, dim) double
-torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bool orthogonal = true);
+torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed,
+                                       bool orthogonal = true);
 
 /// The input of a feature map: one tensor, or blocks that are its column blocks in order (the map
-/// then never builds the concatenation; FLT passes [N1, q D^{-1/4}] this way, and its position block
-/// of batch 1 is projected once for the whole batch). Blocks broadcast against each other except in
-/// the last dimension. x: (..., L, Din) or blocks (..., L, Din_b) with sum_b Din_b = Din
+/// then never builds the concatenation; FLT passes [N1, q D^{-1/4}] this way, and its position
+/// block of batch 1 is projected once for the whole batch). Blocks broadcast against each other
+/// except in the last dimension. x: (..., L, Din) or blocks (..., L, Din_b) with sum_b Din_b = Din
 struct FeatureInput {
   FeatureInput(const torch::Tensor& x) : blocks{x} {}  // NOLINT: implicit on purpose
   FeatureInput(std::initializer_list<torch::Tensor> parts) : blocks(parts) {}
@@ -74,7 +77,8 @@ struct FeatureInput {
 };
 
 struct FeatureMapOptions {
-  FeatureMapOptions(int64_t input_dim, int64_t features) : input_dim_(input_dim), features_(features) {}
+  FeatureMapOptions(int64_t input_dim, int64_t features)
+      : input_dim_(input_dim), features_(features) {}
   /// Dimension of the (already scaled) input vectors.
   TORCH_ARG(int64_t, input_dim);
   /// Random features m (the output has m or 2m columns, see `output_dim`).
@@ -118,7 +122,8 @@ class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
   torch::Tensor unshifted_features(const FeatureInput& x) const;
 
   FeatureMapOptions options;
-  torch::Tensor projection;  ///< W: (m, Din) buffer (a parameter for kLearnable); undefined for kElu
+  torch::Tensor
+      projection;  ///< W: (m, Din) buffer (a parameter for kLearnable); undefined for kElu
 
  private:
   enum class Shift { kNone, kPerToken, kPerSequence, kGiven };
@@ -139,15 +144,15 @@ class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
 TORCH_MODULE(FeatureMap);
 
 /// Streaming causal linear attention: the state (S, z) of `append`ed keys and values, `read` by
-/// queries. Its outputs equal the batch causal outputs token by token. For RNN-style use (one step at
-/// a time, one state per coordinate), put the coordinates in B. Works for any feature map:
-/// the caller gives features (`FeatureMap::key_features(k, shift)` with `causal_key_shift` of the
-/// first key keeps the same shift as the batch causal path).
+/// queries. Its outputs equal the batch causal outputs token by token. For RNN-style use (one step
+/// at a time, one state per coordinate), put the coordinates in B. Works for any feature map: the
+/// caller gives features (`FeatureMap::key_features(k, shift)` with `causal_key_shift` of the first
+/// key keeps the same shift as the batch causal path).
 struct LinearAttentionState {
-  torch::Tensor numerator;    ///< S = sum_j phi_k_j v_j^T: (B, H, M, Dv)
-  torch::Tensor normaliser;   ///< z = sum_j phi_k_j: (B, H, M, 1)
-  torch::Tensor key_shift;    ///< the shift fixed by the first key: (B, H, 1, 1) double
-  int64_t steps = 0;          ///< tokens appended so far
+  torch::Tensor numerator;   ///< S = sum_j phi_k_j v_j^T: (B, H, M, Dv)
+  torch::Tensor normaliser;  ///< z = sum_j phi_k_j: (B, H, M, 1)
+  torch::Tensor key_shift;   ///< the shift fixed by the first key: (B, H, 1, 1) double
+  int64_t steps = 0;         ///< tokens appended so far
 
   bool empty() const { return steps == 0; }
   /// phi_k: (B, H, T, M)  v: (B, H, T, Dv): adds the T tokens (all of them visible to later reads).

@@ -4,8 +4,9 @@
 // The RPE mask N_ij = f(r_i - r_j) is given through the Fourier transform g of f,
 // f(x) = integral g(xi) exp(2 pi i x.xi) dxi. With xi_1..xi_r ~ p and a_t = g(xi_t) / p(xi_t),
 // the real, sign-aware features (real part of Thm 4.1; unbiased for real f, negative g allowed)
-//   N1(r_i) = r^{-1/2} [sgn(a_t) sqrt|a_t| cos(2 pi xi_t.r_i), sgn(a_t) sqrt|a_t| sin(2 pi xi_t.r_i)]_t
-//   N2(r_j) = r^{-1/2} [         sqrt|a_t| cos(2 pi xi_t.r_j),          sqrt|a_t| sin(2 pi xi_t.r_j)]_t
+//   N1(r_i) = r^{-1/2} [sgn(a_t) sqrt|a_t| cos(2 pi xi_t.r_i), sgn(a_t) sqrt|a_t| sin(2 pi
+//   xi_t.r_i)]_t N2(r_j) = r^{-1/2} [         sqrt|a_t| cos(2 pi xi_t.r_j),          sqrt|a_t|
+//   sin(2 pi xi_t.r_j)]_t
 // give N1.N2 = (1/r) sum_t a_t cos(2 pi xi_t.(r_i - r_j)) -> Re f(r_i - r_j). FAVOR+ on
 // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] then estimates exp(N^_ij + q_i.k_j / sqrt(D)):
 // RPE-masked softmax attention in O(L (m + r) D). Positions may have any dimension l.
@@ -33,10 +34,14 @@ enum class SpectrumFamily {
   /// denominator to the first power; only the k-th power of the whole ratio has this f).
   kLocal,
   /// Shift-invariant kernels (Bochner: g = C p_K), f(0) = C, length scale lambda:
-  kGaussianKernel,  ///< f = C exp(-|x|^2 / (2 lambda^2)), g = C (2 pi lambda^2)^{l/2} exp(-2 pi^2 lambda^2 |xi|^2)
-  kLaplaceKernel,   ///< f = C exp(-|x|_1 / lambda), g = C prod_j 2 lambda / (1 + 4 pi^2 lambda^2 xi_j^2)
-  kCauchyKernel,    ///< f = C prod_j 1 / (1 + x_j^2 / lambda^2), g = C prod_j pi lambda exp(-2 pi lambda |xi_j|)
-  /// Gaussian basis (molecules, Sec. 5.3): f = sum_t w_t (sqrt(2 pi) s_t)^{-l} exp(-|x|^2 / (2 s_t^2)),
+  kGaussianKernel,  ///< f = C exp(-|x|^2 / (2 lambda^2)), g = C (2 pi lambda^2)^{l/2} exp(-2 pi^2
+                    ///< lambda^2 |xi|^2)
+  kLaplaceKernel,   ///< f = C exp(-|x|_1 / lambda), g = C prod_j 2 lambda / (1 + 4 pi^2 lambda^2
+                    ///< xi_j^2)
+  kCauchyKernel,    ///< f = C prod_j 1 / (1 + x_j^2 / lambda^2), g = C prod_j pi lambda exp(-2 pi
+                    ///< lambda |xi_j|)
+  /// Gaussian basis (molecules, Sec. 5.3): f = sum_t w_t (sqrt(2 pi) s_t)^{-l} exp(-|x|^2 / (2
+  /// s_t^2)),
   /// g = sum_t w_t exp(-2 pi^2 s_t^2 |xi|^2).
   kGaussianBasis,
 };
@@ -46,8 +51,9 @@ SpectrumFamily spectrum_family_from_name(const std::string& name);
 /// The distribution p the frequencies are drawn from.
 enum class ProposalKind {
   kGaussian,  ///< N(0, s^2 I) (the paper's choice)
-  /// Product of 1-D Cauchy(0, s): heavier tails; a_t = g/p then has finite variance for spectra with
-  /// polynomial decay (Laplace kernel, local k >= 2), which a Gaussian p gives infinite variance.
+  /// Product of 1-D Cauchy(0, s): heavier tails; a_t = g/p then has finite variance for spectra
+  /// with polynomial decay (Laplace kernel, local k >= 2), which a Gaussian p gives infinite
+  /// variance.
   kCauchy,
 };
 
@@ -58,7 +64,8 @@ constexpr double kRpeScale = 0.1;
 constexpr double kRpeWeight = 1.0;
 
 struct RpeSpectrumOptions {
-  RpeSpectrumOptions(int64_t heads, int64_t position_dim) : heads_(heads), position_dim_(position_dim) {}
+  RpeSpectrumOptions(int64_t heads, int64_t position_dim)
+      : heads_(heads), position_dim_(position_dim) {}
   /// Heads H: every head has its own spectrum parameters.
   TORCH_ARG(int64_t, heads);
   /// Position dimension l.
@@ -72,7 +79,8 @@ struct RpeSpectrumOptions {
   /// Initial width: sigma_0 of the mixture (sigma_t = sigma_0 2^{-t}), radius unit of the local
   /// family (v_t = scale (t + 1)), lambda of the kernels, s_0 of the basis (s_t = s_0 2^t). > 0.
   TORCH_ARG(double, scale) = kRpeScale;
-  /// Initial mask height: f(0) = weight for the mixture, kernels and basis; w_t = weight / T for local.
+  /// Initial mask height: f(0) = weight for the mixture, kernels and basis; w_t = weight / T for
+  /// local.
   TORCH_ARG(double, weight) = kRpeWeight;
 };
 
@@ -189,7 +197,7 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
   FLTAttentionOptions options;
   RpeSpectrum rpe{nullptr};
   FeatureMap feature_map{nullptr};
-  torch::Tensor base_frequencies;  ///< z: (H, r, l) standard draws of the proposal (buffer)
+  torch::Tensor base_frequencies;    ///< z: (H, r, l) standard draws of the proposal (buffer)
   torch::Tensor log_proposal_sigma;  ///< log s: scalar (parameter when learnt, else buffer)
 
  private:
@@ -197,8 +205,8 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
   std::pair<FeatureInput, FeatureInput> augmented(const torch::Tensor& q, const torch::Tensor& k,
                                                   const torch::Tensor& q_pos,
                                                   const torch::Tensor& k_pos) const;
-  torch::Tensor positions_for(const char* fn, const torch::Tensor& positions, const torch::Tensor& x,
-                              int64_t first_index) const;
+  torch::Tensor positions_for(const char* fn, const torch::Tensor& positions,
+                              const torch::Tensor& x, int64_t first_index) const;
   void draw_frequencies(uint64_t seed);
 };
 TORCH_MODULE(FLTAttention);

@@ -1,6 +1,7 @@
 #pragma once
 // Fourier attention (FourierFormer, Nguyen et al. 2022, Definition 1 / eq. 15):
-//   K_ij = prod_d phi( sin(R_d (q_id - k_jd)) / (R_d (q_id - k_jd)) ),  out_i = sum_j K_ij v_j / sum_j K_ij
+//   K_ij = prod_d phi( sin(R_d (q_id - k_jd)) / (R_d (q_id - k_jd)) ),  out_i = sum_j K_ij v_j /
+//   sum_j K_ij
 // R is used through |R| (s is even). The computation is kernels::fourier_attention_op: the fused
 // CPU / CUDA kernel, or the composite reference for other dtypes and for sigmoid phi.
 // A row whose every weight is exactly zero (ReLU phi, or every key on a zero of sin) outputs 0.

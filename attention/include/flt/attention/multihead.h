@@ -8,7 +8,8 @@
 namespace flt::attention {
 
 struct MultiheadAttentionOptions {
-  MultiheadAttentionOptions(int64_t embed_dim, int64_t heads) : embed_dim_(embed_dim), heads_(heads) {}
+  MultiheadAttentionOptions(int64_t embed_dim, int64_t heads)
+      : embed_dim_(embed_dim), heads_(heads) {}
   /// Model width E; must be divisible by `heads`.
   TORCH_ARG(int64_t, embed_dim);
   /// Number of heads H; head dim D = E / H.

@@ -1,23 +1,23 @@
 #pragma once
-// SchoenbAt (Guo et al. 2025): kernelised attention out_i = sum_j K(<q_i, k_j>) v_j / sum_j K(<q_i, k_j>)
-// for a dot-product kernel K(t) = sum_n a_n t^n (Schoenberg), estimated with random Maclaurin
+// SchoenbAt (Guo et al. 2025): kernelised attention out_i = sum_j K(<q_i, k_j>) v_j / sum_j K(<q_i,
+// k_j>) for a dot-product kernel K(t) = sum_n a_n t^n (Schoenberg), estimated with random Maclaurin
 // features (Kar & Karnick 2012), between the ppSBN pre- and post-normalisations.
 //
-// Random Maclaurin features with degrees truncated at P = max_degree: each of the F features draws a
-// degree N with P[N = n] = 2^{-(n+1)} / Z, n = 0..P, Z = 1 - 2^{-(P+1)} (the paper's p = 2 law,
+// Random Maclaurin features with degrees truncated at P = max_degree: each of the F features draws
+// a degree N with P[N = n] = 2^{-(n+1)} / Z, n = 0..P, Z = 1 - 2^{-(P+1)} (the paper's p = 2 law,
 // renormalised to the truncation), and N Rademacher vectors w_j; its value is
 //   phi(x) = sqrt(a_N / (F P[N = n])) prod_{j <= N} <w_j, x>.
-// Then E[phi(x).phi(y)] = sum_{n <= P} a_n <x,y>^n exactly (E[<w,x><w,y>] = <x,y>): unbiased for the
-// truncated series K_P; with |<x,y>| <= 1/sqrt(D) after ppSBN the tail K - K_P is below
-// max_n a_n * D^{-(P+1)/2} / (1 - D^{-1/2}) (about 1e-9 for D = 64, P = 8).
+// Then E[phi(x).phi(y)] = sum_{n <= P} a_n <x,y>^n exactly (E[<w,x><w,y>] = <x,y>): unbiased for
+// the truncated series K_P; with |<x,y>| <= 1/sqrt(D) after ppSBN the tail K - K_P is below max_n
+// a_n * D^{-(P+1)/2} / (1 - D^{-1/2}) (about 1e-9 for D = 64, P = 8).
 //
 // ppSBN pre: standardise every q and k feature over batch and length (causal: over batch and the
 // positions <= i only, so no future token leaks), scale rows to unit norm, then by D^{-1/4}:
 // |<q~, k~>| <= D^{-1/2} < 1, inside the radius of convergence of every kernel here.
 // ppSBN post: gamma sign(x) |x|^beta per head (a plain power of a negative number is NaN).
 // Normaliser: Maclaurin features are signed, so the estimate of sum_j K can be <= 0 although every
-// exact term is >= K(-D^{-1/2}) > 0. It is raised to `normaliser_floor` * n_i * K(-D^{-1/2}), n_i the
-// number of keys query i sees: a fraction of the smallest value the exact normaliser can take.
+// exact term is >= K(-D^{-1/2}) > 0. It is raised to `normaliser_floor` * n_i * K(-D^{-1/2}), n_i
+// the number of keys query i sees: a fraction of the smallest value the exact normaliser can take.
 
 #include <torch/arg.h>
 
@@ -37,10 +37,11 @@ std::vector<double> maclaurin_coefficients(const std::string& kernel, int64_t ma
 /// K(t) in closed form. t: (...) -> (...)
 torch::Tensor schoenberg_kernel(const std::string& kernel, const torch::Tensor& t);
 
-/// Exact kernelised attention sum_j K(<q_i,k_j>) v_j / sum_j K(<q_i,k_j>) (no normalisation of q, k).
-/// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
-torch::Tensor kernelized_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                   const std::string& kernel, bool causal = false);
+/// Exact kernelised attention sum_j K(<q_i,k_j>) v_j / sum_j K(<q_i,k_j>) (no normalisation of q,
+/// k). q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
+torch::Tensor kernelized_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v, const std::string& kernel,
+                                   bool causal = false);
 
 /// Default variance floor of the ppSBN pre-normalisation (options and functional form).
 constexpr double kSbnEps = 1e-5;
@@ -94,7 +95,8 @@ class SchoenbAttentionImpl : public AttentionModule<SchoenbAttentionImpl> {
   /// Random Maclaurin features of (normalised) inputs. x: (..., L, D) -> (..., L, F)
   torch::Tensor features(const torch::Tensor& x) const;
   /// RMFA without ppSBN post (inputs used as given). q: (B, H, Lq, D) ... -> (B, H, Lq, Dv)
-  torch::Tensor rmfa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal) const;
+  torch::Tensor rmfa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     bool causal) const;
   /// gamma sign(x) |x|^beta per head. x: (B, H, L, Dv) -> (B, H, L, Dv)
   torch::Tensor post(const torch::Tensor& x) const;
 

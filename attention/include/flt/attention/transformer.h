@@ -12,7 +12,8 @@
 namespace flt::attention {
 
 struct TransformerLayerOptions {
-  TransformerLayerOptions(int64_t embed_dim, int64_t heads) : embed_dim_(embed_dim), heads_(heads) {}
+  TransformerLayerOptions(int64_t embed_dim, int64_t heads)
+      : embed_dim_(embed_dim), heads_(heads) {}
   /// Model width E.
   TORCH_ARG(int64_t, embed_dim);
   /// Attention heads H (E divisible by H).
@@ -79,7 +80,8 @@ class TransformerStackImpl : public torch::nn::Cloneable<TransformerStackImpl> {
   torch::Tensor forward(const torch::Tensor& tokens, const AttentionCall& call = {});
 
   /// The attention matrices of every layer for these tokens: one (B, H, L, L) tensor per layer.
-  std::vector<torch::Tensor> attention_maps(const torch::Tensor& tokens, const AttentionCall& call = {});
+  std::vector<torch::Tensor> attention_maps(const torch::Tensor& tokens,
+                                            const AttentionCall& call = {});
 
   TransformerOptions options;
   torch::nn::Embedding token_embedding{nullptr}, position_embedding{nullptr};

@@ -20,9 +20,9 @@
 namespace flt::attention {
 
 /// Options of any attention variant; the alternative chosen selects the variant.
-using AttentionOptions = std::variant<SoftmaxAttentionOptions, LinearAttentionOptions,
-                                      PerformerAttentionOptions, FourierAttentionOptions,
-                                      FLTAttentionOptions, SchoenbAttentionOptions>;
+using AttentionOptions =
+    std::variant<SoftmaxAttentionOptions, LinearAttentionOptions, PerformerAttentionOptions,
+                 FourierAttentionOptions, FLTAttentionOptions, SchoenbAttentionOptions>;
 
 /// A variant module built from its options, for `heads` heads of dimension `head_dim`: options'
 /// heads and head_dim of 0 take these values, nonzero ones must equal them (attention.h).

@@ -2,7 +2,8 @@
 // Fourier attention (FourierFormer, Nguyen et al. 2022, eq. 15): the fused operator, its dispatch
 // point, and the readable composite reference it is tested against.
 //
-//   K_ij = prod_d phi( s(R_d (q_id - k_jd)) ),  s(x) = sin(x) / x,  out_i = sum_j K_ij v_j / sum_j K_ij
+//   K_ij = prod_d phi( s(R_d (q_id - k_jd)) ),  s(x) = sin(x) / x,  out_i = sum_j K_ij v_j / sum_j
+//   K_ij
 //
 // Numerics (DESIGN.md section 3): the product over d underflows for D >= 32, so weights are carried
 // as mantissa * 2^exponent and every row is normalised by its largest exponent (the max shift of a

@@ -36,7 +36,8 @@ torch::Tensor normalized_linear_attention(const torch::Tensor& phi_q, const torc
 torch::Tensor normalized_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
                                           const torch::Tensor& v, bool causal, double eps);
 
-/// Keys per block in the causal path: within a block the masked (C, C) scores, across blocks the state.
+/// Keys per block in the causal path: within a block the masked (C, C) scores, across blocks the
+/// state.
 constexpr int64_t kCausalChunk = 64;
 
 }  // namespace flt::kernels

@@ -20,7 +20,8 @@ using OptimizerFactory =
     std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor> params)>;
 
 /// Noise-free losses of one run: losses[s] after s steps (s = 0..steps). A run whose loss becomes
-/// non-finite or exceeds 1e6 x its start stops; its remaining entries are +inf and `diverged` is set.
+/// non-finite or exceeds 1e6 x its start stops; its remaining entries are +inf and `diverged` is
+/// set.
 struct RunCurve {
   std::vector<double> losses;
   bool diverged = false;
@@ -28,8 +29,8 @@ struct RunCurve {
 
 /// Runs `steps` steps of the optimizer from `start` on `task`; the gradient noise (mini-batches)
 /// comes from a generator seeded with `noise_seed`, identical for every optimizer.
-RunCurve run_optimizer(const Task& task, const torch::Tensor& start, int64_t steps, uint64_t noise_seed,
-                       const OptimizerFactory& factory);
+RunCurve run_optimizer(const Task& task, const torch::Tensor& start, int64_t steps,
+                       uint64_t noise_seed, const OptimizerFactory& factory);
 
 /// A held-out evaluation task: a generator of instances and a step budget.
 struct EvalTask {
@@ -39,8 +40,8 @@ struct EvalTask {
 };
 
 /// The held-out suite: Rastrigin 2-D / 10-D / 30-D, Ackley 5-D, Rosenbrock 4-D, MLP classification
-/// and regression with a wider hidden layer (32) than meta-training (16), the transformer LM, all at
-/// seeds disjoint from meta-training's.
+/// and regression with a wider hidden layer (32) than meta-training (16), the transformer LM, all
+/// at seeds disjoint from meta-training's.
 std::vector<EvalTask> held_out_tasks();
 
 /// The 7-point log grid of learning rates: 1e-4 .. 1e-1 in half-decades.
@@ -53,7 +54,7 @@ std::vector<double> multiplier_grid();
 struct Contender {
   std::string name;
   std::function<OptimizerFactory(double lr)> make;
-  bool tune = true;       ///< tune lr on the grid (false: use `fixed_lr`)
+  bool tune = true;  ///< tune lr on the grid (false: use `fixed_lr`)
   double fixed_lr = 1.0;
   std::vector<double> grid;  ///< the grid tuned over (empty: learning_rate_grid())
 };
@@ -70,24 +71,25 @@ constexpr double kTieTolerance = 1e-3;
 /// One row per (task, contender).
 struct EvalRow {
   std::string task, contender;
-  double lr = 0.0;                 ///< the tuned (or fixed) learning rate
-  double median_final = 0.0;       ///< median over eval seeds of the final noise-free loss
+  double lr = 0.0;                      ///< the tuned (or fixed) learning rate
+  double median_final = 0.0;            ///< median over eval seeds of the final noise-free loss
   double median_steps_to_target = 0.0;  ///< first step reaching the target (budget + 1 if never)
   /// Fraction of seeds whose final loss is lower than the reference's by more than the tie
-  /// tolerance (`kTieTolerance` relative), and fraction within it (both stopped in the same minimum:
-  /// Rastrigin runs often agree to four digits, and the last digits are not a win).
+  /// tolerance (`kTieTolerance` relative), and fraction within it (both stopped in the same
+  /// minimum: Rastrigin runs often agree to four digits, and the last digits are not a win).
   double win_rate = 0.0;
   double tie_rate = 0.0;
-  int64_t diverged = 0;            ///< eval seeds that diverged
+  int64_t diverged = 0;  ///< eval seeds that diverged
   /// The meta-objective on this task: mean over seeds of mean over steps of log(loss_s / loss_0)
   /// (lower is better; diverged steps count as log(1e30 / loss_0)).
   double meta_objective = 0.0;
   std::vector<double> median_curve;  ///< median loss after each step
 };
 
-/// Runs the suite. The first contender is the reference for win rates and the target: the target of a
-/// task is the reference's median loss at half the budget.
-std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks, const std::vector<Contender>& contenders,
+/// Runs the suite. The first contender is the reference for win rates and the target: the target of
+/// a task is the reference's median loss at half the budget.
+std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks,
+                              const std::vector<Contender>& contenders,
                               const EvalOptions& options = {});
 
 }  // namespace flt::optim

@@ -90,8 +90,8 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   /// the meta-parameters (meta-training back-propagates through it); gradients must be finite
   /// (the optimizer masks the others out before calling).
   /// grad: (N)  param: (N)  state: (N, state_size()) -> update (N), state (N, state_size())
-  LearnedStep step(const torch::Tensor& grad, const torch::Tensor& param, const torch::Tensor& state,
-                   int64_t t);
+  LearnedStep step(const torch::Tensor& grad, const torch::Tensor& param,
+                   const torch::Tensor& state, int64_t t);
 
   /// The same step for inference, fused (one pass per coordinate, OpenMP): updates `param` by
   /// lr * update and `state` in place; coordinates with a non-finite gradient or step are left
@@ -99,8 +99,8 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   /// State is slot-major here, the transpose of `step`'s (so a block of coordinates reads each slot
   /// with one vector load): param: (N) contiguous float32  grad: (N)
   /// state: (state_size(), N) contiguous float32
-  int64_t fused_step_(torch::Tensor param, const torch::Tensor& grad, torch::Tensor state, int64_t t,
-                      double lr);
+  int64_t fused_step_(torch::Tensor param, const torch::Tensor& grad, torch::Tensor state,
+                      int64_t t, double lr);
   /// Whether this configuration has a fused path (positive FAVOR+ features, widths <= 64).
   bool fused_supported() const;
 
@@ -111,9 +111,9 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
 
   LearnedOptimizerModelOptions options;
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  ///< attention memories
-  attention::FLTAttention flt{nullptr};                             ///< FLT memory: RPE + features
-  attention::FeatureMap feature_map{nullptr};                       ///< Performer memory
-  torch::Tensor discount_logit;                                     ///< gamma = sigmoid(.)
+  attention::FLTAttention flt{nullptr};                            ///< FLT memory: RPE + features
+  attention::FeatureMap feature_map{nullptr};                      ///< Performer memory
+  torch::Tensor discount_logit;                                    ///< gamma = sigmoid(.)
   torch::nn::LSTMCell lstm{nullptr};
   torch::nn::Linear head_in{nullptr}, head_out{nullptr};
 
@@ -121,8 +121,8 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   int64_t memory_size() const;
   int64_t read_size() const;
   /// x: (N, kFeatures)  memory: (N, memory_size()) -> read (N, read_size()), memory
-  std::pair<torch::Tensor, torch::Tensor> attend(const torch::Tensor& x, const torch::Tensor& memory,
-                                                 int64_t t);
+  std::pair<torch::Tensor, torch::Tensor> attend(const torch::Tensor& x,
+                                                 const torch::Tensor& memory, int64_t t);
 };
 TORCH_MODULE(LearnedOptimizerModel);
 

@@ -34,25 +34,25 @@ struct MetaTrainOptions {
   int64_t iterations = 300;  ///< outer steps
   int64_t workers = 8;       ///< tasks in flight (PES: pairs)
   int64_t unroll = 10;       ///< inner steps per truncation
-  int64_t horizon = 100;     ///< inner steps per task before all workers restart (multiple of unroll)
-  double meta_lr = 3e-3;     ///< outer Adam learning rate at the start
+  int64_t horizon = 100;  ///< inner steps per task before all workers restart (multiple of unroll)
+  double meta_lr = 3e-3;  ///< outer Adam learning rate at the start
   /// The outer learning rate follows a half cosine from meta_lr down to meta_lr * meta_lr_end over
   /// the iterations (1 = constant): the last weights then come from a settled model rather than
   /// from wherever the last noisy meta-gradients threw it.
   double meta_lr_end = 0.1;
-  double pes_sigma = 0.01;   ///< PES perturbation std
-  double clip = 1.0;         ///< meta-gradient norm clip
+  double pes_sigma = 0.01;  ///< PES perturbation std
+  double clip = 1.0;        ///< meta-gradient norm clip
   uint64_t seed = 0;
-  std::string checkpoint;    ///< path; written at every restart boundary, resumed from if present
-  std::string csv;           ///< per-iteration log (appended on resume)
-  bool progress = true;      ///< progress bar with ETA on stderr
+  std::string checkpoint;  ///< path; written at every restart boundary, resumed from if present
+  std::string csv;         ///< per-iteration log (appended on resume)
+  bool progress = true;    ///< progress bar with ETA on stderr
 };
 
 struct MetaProgress {
   int64_t iteration = 0, iterations = 0;
-  double meta_loss = 0.0;   ///< this iteration's meta-loss
-  double average = 0.0;     ///< running mean over the last 20 iterations
-  double seconds = 0.0;     ///< since the start of this run
+  double meta_loss = 0.0;  ///< this iteration's meta-loss
+  double average = 0.0;    ///< running mean over the last 20 iterations
+  double seconds = 0.0;    ///< since the start of this run
 };
 
 /// Meta-trains `model` in place; resumes from `options.checkpoint` when it exists. Returns the

@@ -1,6 +1,6 @@
 #pragma once
-// flt::optim::Mnemosyne: a learned, coordinate-wise optimizer whose memory is an FLT attention cell,
-// usable wherever a torch::optim::Optimizer is:
+// flt::optim::Mnemosyne: a learned, coordinate-wise optimizer whose memory is an FLT attention
+// cell, usable wherever a torch::optim::Optimizer is:
 //
 //   flt::optim::Mnemosyne opt(model->parameters(), flt::optim::MnemosyneOptions().lr(1.0));
 //   for (...) { opt.zero_grad(); loss.backward(); opt.step(); }
@@ -29,7 +29,8 @@ struct MnemosyneOptions : public torch::optim::OptimizerCloneableOptions<Mnemosy
   TORCH_ARG(double, lr) = 1.0;
   /// Memory cell; selects the pretrained weights when `weights` is empty.
   TORCH_ARG(Memory, memory) = Memory::kFLT;
-  /// Path of a weights file written by flt-metatrain; empty (default) = the shipped pretrained ones.
+  /// Path of a weights file written by flt-metatrain; empty (default) = the shipped pretrained
+  /// ones.
   TORCH_ARG(std::string, weights) = "";
   /// Coordinates processed per batch by the composite path: bounds its scratch memory whatever the
   /// model size (the fused path needs no scratch).
@@ -45,7 +46,8 @@ struct MnemosyneOptions : public torch::optim::OptimizerCloneableOptions<Mnemosy
   void set_lr(const double lr) override { this->lr(lr); }
 };
 
-struct MnemosyneParamState : public torch::optim::OptimizerCloneableParamState<MnemosyneParamState> {
+struct MnemosyneParamState
+    : public torch::optim::OptimizerCloneableParamState<MnemosyneParamState> {
   /// Steps taken on this parameter.
   TORCH_ARG(int64_t, step) = 0;
   /// (state_size, numel) float32: moments and memory of every coordinate, slot-major (row j holds
@@ -77,13 +79,15 @@ class Mnemosyne : public torch::optim::Optimizer {
   explicit Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults = {})
       : Mnemosyne({torch::optim::OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
   /// With an explicit model (meta-training, evaluation of new weights); `defaults.weights` ignored.
-  Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults, LearnedOptimizerModel model);
+  Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults,
+            LearnedOptimizerModel model);
 
   torch::Tensor step(LossClosure closure = nullptr) override;
   /// State, options and the model (weights and shape), so `load` continues exactly.
   void save(torch::serialize::OutputArchive& archive) const override;
   /// Throws naming what the archive holds when `save` of a Mnemosyne did not write it (e.g. an
-  /// Adam state: "... the options {amsgrad, betas, eps, lr, weight_decay} (torch::optim::Adam ...").
+  /// Adam state: "... the options {amsgrad, betas, eps, lr, weight_decay} (torch::optim::Adam
+  /// ...").
   void load(torch::serialize::InputArchive& archive) override;
 
   /// The update rule in use (shared by every parameter).

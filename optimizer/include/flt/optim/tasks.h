@@ -42,11 +42,11 @@ class Task {
 
 /// Ranges from which task instances are drawn; held-out evaluation uses other seeds and dimensions.
 struct TaskSampling {
-  int64_t min_dim = 2;   ///< landscapes: dimension drawn uniformly in [min_dim, max_dim]
+  int64_t min_dim = 2;  ///< landscapes: dimension drawn uniformly in [min_dim, max_dim]
   int64_t max_dim = 10;
-  double noise = 0.1;    ///< landscapes: gradient-noise std relative to the task's scale (0 = none)
-  int64_t hidden = 16;   ///< MLP hidden width
-  int64_t batch = 32;    ///< mini-batch size
+  double noise = 0.1;   ///< landscapes: gradient-noise std relative to the task's scale (0 = none)
+  int64_t hidden = 16;  ///< MLP hidden width
+  int64_t batch = 32;   ///< mini-batch size
 };
 
 /// A random instance of `family`, fully determined by `generator`'s state.
