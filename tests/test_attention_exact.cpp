@@ -247,6 +247,24 @@ TEST_F(ExactAttention, Validation_NamesTheBadArgument) {
   expect_error([&] { fa::SoftmaxAttention(fa::SoftmaxAttentionOptions().scale(-2.0)); },
                {"scale", "-2"});
   expect_error([&] { fa::LinearAttention(fa::LinearAttentionOptions().eps(0.0)); }, {"eps", "0"});
+  // The options convention (attention.h): eps positive and finite, heads and head_dim >= 0.
+  expect_error([&] { fa::LinearAttention(fa::LinearAttentionOptions().eps(NAN)); },
+               {"LinearAttention: eps must be positive and finite", "got nan"});
+  expect_error([&] { fa::LinearAttention(fa::LinearAttentionOptions().eps(INFINITY)); },
+               {"LinearAttention: eps must be positive and finite", "got inf"});
+  expect_error([&] { fa::linear_attention(q, k, v, false, NAN); },
+               {"linear_attention: eps must be positive and finite", "got nan"});
+  expect_error([&] { fa::softmax_attention(q, k, v, false, -2.0); },
+               {"softmax_attention: scale must be >= 0 and finite", "got -2"});
+  expect_error([&] { fa::SoftmaxAttention(fa::SoftmaxAttentionOptions().heads(-2)); },
+               {"SoftmaxAttention: heads must be >= 0", "got -2"});
+  expect_error([&] { fa::LinearAttention(fa::LinearAttentionOptions().head_dim(-3)); },
+               {"LinearAttention: head_dim must be >= 0", "got -3"});
+  expect_error([&] { fa::LinearAttention(fa::LinearAttentionOptions().head_dim(8))(q, k, v); },
+               {"LinearAttention", "head dim 4", "head_dim is 8"});
+  expect_error(
+      [&] { fa::SoftmaxAttention(fa::SoftmaxAttentionOptions().heads(2))->materialize(q, k); },
+      {"SoftmaxAttention", "3 heads", "heads is 2"});
 }
 
 TEST_F(ExactAttention, Modules_ShapesNamesAndParameters) {

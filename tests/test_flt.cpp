@@ -343,6 +343,48 @@ TEST_F(FLT, CausalIgnoresFutureAndStreamingEqualsBatch) {
   EXPECT_TRUE(all_close(torch::cat(outs, 2), batch2, 1e-10, 1e-10));
 }
 
+// Streaming inputs that do not fit the state, or positions that do not fit the module, are rejected
+// with a message naming the shapes (batch 3 after batch 2 failed inside a broadcast).
+TEST_F(FLT, Streaming_MismatchNamesTheShapes) {
+  auto flt = make_flt(base_options());
+  fa::LinearAttentionState state;
+  const auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  flt->append(state, torch::randn({2, 2, 3, 4}, opts), torch::randn({2, 2, 3, 5}, opts));
+  expect_error(
+      [&] {
+        flt->append(state, torch::randn({3, 2, 1, 4}, opts), torch::randn({3, 2, 1, 5}, opts));
+      },
+      {"FLTAttention::append", "[3, 2, 1, 4]", "[2, 2, 16, 5]"});
+  expect_error(
+      [&] {
+        flt->append(state, torch::randn({2, 2, 1, 4}, opts), torch::randn({2, 2, 1, 7}, opts));
+      },
+      {"FLTAttention::append", "[2, 2, 1, 7]", "[2, 2, 16, 5]"});
+  expect_error(
+      [&] {
+        flt->read(state, torch::randn({3, 2, 1, 4}, opts));
+      },
+      {"FLTAttention::read", "[3, 2, 1, 4]", "[2, 2, 16, 5]"});
+  expect_error(
+      [&] {
+        flt->read(state, torch::randn({2, 2, 4}, opts));
+      },
+      {"FLTAttention::read", "[2, 2, 4]"});
+  expect_error(
+      [&] {
+        flt->read(state, torch::randn({2, 2, 1, 4}));
+      },
+      {"FLTAttention::read", "Float", "Double"});
+  expect_error(
+      [&] {
+        flt->read(state, torch::randn({2, 2, 4, 4}, opts));
+      },
+      {"FLTAttention::read", "4 queries", "3 tokens"});
+  EXPECT_EQ(state.steps, 3);
+  EXPECT_EQ(flt->read(state, torch::randn({2, 2, 1, 4}, opts)).sizes(),
+            torch::IntArrayRef({2, 2, 1, 5}));
+}
+
 // Per-head spectra: changing head 1's parameters changes head 1's output only; positions of
 // dimension 1, 2 and 3, per batch or shared.
 TEST_F(FLT, PerHeadSpectraAndPositionsOfAnyDimension) {
@@ -446,6 +488,14 @@ TEST_F(FLT, Validation_NamesTheBadValue) {
   expect_error([] { fa::FLTAttention(base_options().proposal_sigma(-0.5)); },
                {"proposal_sigma must be positive", "-0.5"});
   expect_error([] { fa::FLTAttention(base_options().rpe_scale(-1.5)); }, {"rpe_scale", "-1.5"});
+  expect_error([] { fa::FLTAttention(base_options().eps(NAN)); },
+               {"FLTAttention: eps must be positive and finite", "got nan"});
+  expect_error([] { fa::FLTAttention(base_options().eps(INFINITY)); },
+               {"FLTAttention: eps must be positive and finite", "got inf"});
+  expect_error([] { fa::FLTAttention(base_options().rpe_weight(NAN)); },
+               {"FLTAttention: rpe_weight must be finite", "got nan"});
+  expect_error([] { fa::FLTAttention(base_options().heads(0)); },
+               {"FLTAttention: heads must be positive", "got 0"});
   expect_error([] { fa::spectrum_family_from_name("sinc"); }, {"unknown family", "sinc"});
   auto flt = make_flt(base_options().position_dim(2));
   const auto q = torch::randn({1, 2, 5, 4}, torch::kDouble);

@@ -312,6 +312,55 @@ TEST_F(FourierAttention, ZerosOfSin_GiveZeroWeightAndNoNaN) {
   EXPECT_EQ(c[0].abs().max().item<double>(), 0.0);
 }
 
+// A NaN in q or k is not a zero weight: it shows in every output row that depends on it, as in
+// every other variant (the fused kernel turned NaN factors into finite mantissas and exponents, so
+// rows came out finite but arbitrary). Forward and backward, every phi mode, float and double.
+TEST_F(FourierAttention, NaNInputs_ShowInTheRowsThatDependOnThem) {
+  const int64_t len = 6, bad = 2;
+  const auto isnan_rows = [](const torch::Tensor& t) { return t.isnan().any(-1)[0][0]; };  // (L)
+  const auto finite_rows = [](const torch::Tensor& t) { return t.isfinite().all(-1)[0][0]; };
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (auto [power, phi] :
+         {std::pair{4, fk::FourierPhi::kPower}, std::pair{3, fk::FourierPhi::kPower},
+          std::pair{2, fk::FourierPhi::kRelu}, std::pair{1, fk::FourierPhi::kAbs}}) {
+      for (bool causal : {false, true}) {
+        for (bool in_key : {false, true}) {
+          auto q = torch::randn({1, 1, len, 4}, dtype), k = torch::randn({1, 1, len, 4}, dtype);
+          (in_key ? k : q)[0][0][bad][1] = NAN;
+          q.requires_grad_();
+          k.requires_grad_();
+          const auto v = torch::randn({1, 1, len, 3}, dtype);
+          const auto r = torch::full({1, 4}, 1.5, dtype);
+          const auto out = fk::fourier_attention_fused_cpu(q, k, v, r, power, phi, causal);
+          const auto composite = fk::fourier_attention_composite(q, k, v, r, power, phi, causal);
+          out.sum().backward();
+          const std::string label = std::string(in_key ? "NaN key" : "NaN query") +
+                                    " causal=" + std::to_string(causal) +
+                                    " phi=" + fk::fourier_phi_name(phi) +
+                                    " p=" + std::to_string(power) + " " + c10::toString(dtype);
+          for (int64_t i = 0; i < len; ++i) {
+            // Row i depends on the NaN: the query row itself, or (a key) every row that sees it.
+            const bool tainted = in_key ? (!causal || i >= bad) : i == bad;
+            EXPECT_EQ(isnan_rows(out)[i].item<bool>(), tainted) << label << " row " << i;
+            EXPECT_EQ(finite_rows(out)[i].item<bool>(), !tainted) << label << " row " << i;
+            EXPECT_EQ(isnan_rows(composite)[i].item<bool>(), tainted)
+                << label << " composite row " << i;
+            // dq_i depends on row i only.
+            EXPECT_EQ(isnan_rows(q.grad())[i].item<bool>(), tainted) << label << " dq row " << i;
+            EXPECT_EQ(finite_rows(q.grad())[i].item<bool>(), !tainted) << label << " dq row " << i;
+            // dk_j sums over the rows that see key j: NaN when one of them is tainted.
+            const bool key_tainted = in_key || (causal ? i <= bad : true);
+            EXPECT_EQ(isnan_rows(k.grad())[i].item<bool>(), key_tainted)
+                << label << " dk row " << i;
+            EXPECT_EQ(finite_rows(k.grad())[i].item<bool>(), !key_tainted)
+                << label << " dk row " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(FourierAttention, CausalOutputsIgnoreFutureKeys) {
   const auto q = torch::randn({1, 2, 12, 4});
   auto k = torch::randn({1, 2, 12, 4});
@@ -383,6 +432,27 @@ TEST_F(FourierAttention, Validation_NamesTheBadArgument) {
                {"R has dtype Double", "q has Float"});
   expect_error([&] { fa::fourier_attention(q, q, v, torch::full({1}, NAN)); },
                {"R must be finite"});
+  // R = 0 makes every weight 1 whatever q and k: rejected, as every other bad option, naming it.
+  expect_error([&] { fa::fourier_attention(q, q, v, torch::zeros({1})); },
+               {"R must be finite and nonzero", "got 0"});
+  expect_error(
+      [&] {
+        fa::fourier_attention(q, q, v, torch::tensor({1.f, 0.f, 2.f, 3.f}));
+      },
+      {"R must be finite and nonzero", "got 0"});
+  expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_init(0.0)); },
+               {"FourierAttention: r_init must be positive and finite", "got 0"});
+  expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_init(INFINITY)); },
+               {"FourierAttention: r_init must be positive and finite", "got inf"});
+  expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_init(NAN)); },
+               {"FourierAttention: r_init must be positive and finite", "got nan"});
+  expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().heads(-1)); },
+               {"FourierAttention: heads must be >= 0", "got -1"});
+  expect_error(
+      [&] {
+        fa::FourierAttention(fa::FourierAttentionOptions().r_shape(fa::FourierRShape::kPerHead));
+      },
+      {"FourierAttention", "per-head R needs heads > 0", "got 0"});
   expect_error(
       [&] {
         fa::FourierAttention(

@@ -201,6 +201,67 @@ TEST_F(Performer, StreamingEqualsBatchCausal) {
   }
 }
 
+// Tokens and queries that do not fit the streaming state are rejected with a message naming both
+// shapes (batch 3 after batch 2 failed inside a broadcast with LibTorch's raw message).
+TEST_F(Performer, Streaming_MismatchNamesTheShapes) {
+  auto performer = make_performer(4, 8);
+  fa::LinearAttentionState state;
+  const auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  expect_error(
+      [&] {
+        performer->read(state, torch::randn({2, 1, 1, 4}, opts));
+      },
+      {"PerformerAttention::read", "append"});
+  performer->append(state, torch::randn({2, 1, 3, 4}, opts), torch::randn({2, 1, 3, 5}, opts));
+  expect_error(
+      [&] {
+        performer->append(state, torch::randn({3, 1, 1, 4}, opts),
+                          torch::randn({3, 1, 1, 5}, opts));
+      },
+      {"PerformerAttention::append", "[3, 1, 1, 4]", "[2, 1, 8, 5]"});
+  expect_error(
+      [&] {
+        performer->append(state, torch::randn({2, 2, 1, 4}, opts),
+                          torch::randn({2, 2, 1, 5}, opts));
+      },
+      {"PerformerAttention::append", "[2, 2, 1, 4]", "[2, 1, 8, 5]"});
+  expect_error(
+      [&] {
+        performer->append(state, torch::randn({2, 1, 1, 4}, opts),
+                          torch::randn({2, 1, 1, 6}, opts));
+      },
+      {"PerformerAttention::append", "[2, 1, 1, 6]", "[2, 1, 8, 5]"});
+  expect_error(
+      [&] {
+        performer->append(state, torch::randn({2, 1, 1, 4}), torch::randn({2, 1, 1, 5}));
+      },
+      {"PerformerAttention::append", "Float", "Double"});
+  expect_error(
+      [&] {
+        performer->read(state, torch::randn({3, 1, 1, 4}, opts));
+      },
+      {"PerformerAttention::read", "[3, 1, 1, 4]", "[2, 1, 8, 5]"});
+  expect_error(
+      [&] {
+        performer->read(state, torch::randn({2, 1, 4}, opts));
+      },
+      {"PerformerAttention::read", "[2, 1, 4]"});
+  expect_error(
+      [&] {
+        state.decay(torch::ones({3, 1, 1, 1}, opts));
+      },
+      {"LinearAttentionState::decay", "[3, 1, 1, 1]", "[2, 1, 8, 5]"});
+  expect_error(
+      [&] {
+        state.append(torch::randn({2, 1, 1, 7}, opts), torch::randn({2, 1, 1, 5}, opts));
+      },
+      {"LinearAttentionState::append", "[2, 1, 1, 7]", "[2, 1, 8, 5]"});
+  // The state is unchanged by the rejected calls and still reads.
+  EXPECT_EQ(state.steps, 3);
+  EXPECT_EQ(performer->read(state, torch::randn({2, 1, 1, 4}, opts)).sizes(),
+            torch::IntArrayRef({2, 1, 1, 5}));
+}
+
 TEST_F(Performer, GradientsMatchFiniteDifferences) {
   for (bool causal : {false, true}) {
     auto performer = make_performer(3, 8, fa::FeatureKind::kHyperbolic);
@@ -264,9 +325,23 @@ TEST_F(Performer, Validation_NamesTheBadValue) {
                {"head_dim must be positive", "0"});
   expect_error([] { fa::FeatureMap(fa::FeatureMapOptions(4, 0)); },
                {"features (m) must be positive", "0"});
+  expect_error([] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).eps(0.0)); },
+               {"PerformerAttention: eps must be positive and finite", "got 0"});
+  expect_error([] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).eps(NAN)); },
+               {"PerformerAttention: eps must be positive and finite", "got nan"});
+  expect_error(
+      [] { fa::PerformerAttention(fa::PerformerAttentionOptions().head_dim(4).heads(-1)); },
+      {"PerformerAttention: heads must be >= 0", "got -1"});
+  expect_error([] { fa::FeatureMap(fa::FeatureMapOptions(0, 4)); },
+               {"input_dim must be positive", "got 0"});
   auto performer = make_performer(4, 8);
   const auto q = torch::randn({1, 1, 5, 6}, torch::kDouble);
-  expect_error([&] { performer(q, q, q); }, {"feature map expects head dim 4", "[1, 1, 5, 6]"});
+  expect_error([&] { performer(q, q, q); }, {"q has head dim 6 but head_dim is 4", "[1, 1, 5, 6]"});
+  expect_error([&] { fa::performer_attention(q, q, q, *performer->feature_map); },
+               {"feature map expects head dim 4", "[1, 1, 5, 6]"});
+  const auto q4 = torch::randn({1, 1, 5, 4}, torch::kDouble);
+  expect_error([&] { fa::performer_attention(q4, q4, q4, *performer->feature_map, false, -1.0); },
+               {"performer_attention: eps must be positive and finite", "got -1"});
 }
 
 // Trigonometric features are signed: the estimated normaliser may be <= 0; the output stays finite.
@@ -290,6 +365,45 @@ TEST_F(Performer, FloatLongSequenceStaysFinite) {
     fa::AttentionCall call;
     call.causal = causal;
     EXPECT_TRUE(performer(q, k, v, call).isfinite().all().item<bool>()) << "causal=" << causal;
+  }
+}
+
+// FAVOR+ features of huge float inputs (1e19..1e30): |x|^2 / 2 overflowed to inf and the shifts
+// took inf - inf = NaN. Query features are exp(Wx - max Wx) / sqrt(m) (the half norm cancels in the
+// per-token shift); key features stay finite with the largest one at exp(0) / sqrt(m) for the
+// sequence shift and for the first key of the causal shift; streaming stays finite.
+TEST_F(Performer, FeatureMap_HugeInputsStayFinite) {
+  const int64_t dim = 8, m = 16;
+  const auto x = torch::randn({2, 2, 10, dim});
+  for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic,
+                    fa::FeatureKind::kTrigonometric}) {
+    fa::FeatureMap map(fa::FeatureMapOptions(dim, m).kind(kind));
+    const double top = 1.0 / std::sqrt(static_cast<double>(map->output_dim()));
+    for (double scale : {1e19, 1e20, 1e25, 1e30}) {
+      const auto xs = x * scale;
+      const auto label = fa::feature_kind_name(kind) + " scale " + std::to_string(scale);
+      const auto query = map->query_features(xs);
+      const auto keys = map->key_features(xs, /*causal=*/false);
+      const auto causal = map->key_features(xs, /*causal=*/true);
+      const auto given = map->key_features(xs, map->causal_key_shift(xs.narrow(2, 0, 1)));
+      for (const auto& f : {query, keys, causal, given})
+        EXPECT_TRUE(f.isfinite().all().item<bool>()) << label;
+      EXPECT_TRUE(torch::equal(causal, given)) << label;
+      if (kind == fa::FeatureKind::kTrigonometric) continue;
+      const auto wx = torch::matmul(xs.to(torch::kDouble), map->projection.to(torch::kDouble).t());
+      const auto logits = kind == fa::FeatureKind::kPositive ? wx : torch::cat({wx, -wx}, -1);
+      const auto expected = torch::exp(logits - std::get<0>(logits.max(-1, true))) * top;
+      EXPECT_TRUE(all_close(query, expected, 1e-5, 1e-6)) << label;
+      EXPECT_NEAR(keys.amax({2, 3}).min().item<double>(), top, 1e-6 * top) << label;
+      EXPECT_NEAR(causal.select(2, 0).amax(-1).min().item<double>(), top, 1e-6 * top) << label;
+    }
+  }
+  fa::PerformerAttention performer(fa::PerformerAttentionOptions().head_dim(dim).features(m));
+  fa::LinearAttentionState state;
+  for (int64_t t = 0; t < 4; ++t) {
+    performer->append(state, x.narrow(2, t, 1) * 1e25, torch::randn({2, 2, 1, 3}));
+    EXPECT_TRUE(performer->read(state, x.narrow(2, t, 1) * 1e30).isfinite().all().item<bool>())
+        << t;
   }
 }
 

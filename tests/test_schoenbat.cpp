@@ -240,6 +240,44 @@ TEST_F(SchoenbAt, GradientsMatchFiniteDifferences) {
   }
 }
 
+// Causal ppSBN with batch 1: position 0 is standardised over one token, so its row is exactly 0 for
+// every x_0 (derivative 0), while x_0 still moves the statistics of positions 1 and 2. Autograd
+// must agree with finite differences there (it returned 0: the unit-norm step's 1e15 Jacobian at
+// the zero row times an exact 0 swamped the true terms in rounding).
+TEST_F(SchoenbAt, PpsbnCausalBatchOneGradientAtFirstPosition) {
+  auto x = torch::randn({1, 1, 3, 2}, torch::kDouble).requires_grad_();
+  EXPECT_EQ(fa::ppsbn_pre(x.detach(), /*causal=*/true).select(2, 0).abs().max().item<double>(),
+            0.0);
+  expect_gradients_match(
+      [](const std::vector<torch::Tensor>& in) { return fa::ppsbn_pre(in[0], true); }, {x});
+  // The whole module, q and k at every position (batch 1, causal).
+  fa::SchoenbAttention s(
+      fa::SchoenbAttentionOptions().kernel("exp").features(6).max_degree(3).heads(1).head_dim(2));
+  s->to(torch::kDouble);
+  auto q = torch::randn({1, 1, 4, 2}, torch::kDouble).requires_grad_();
+  auto k = torch::randn({1, 1, 4, 2}, torch::kDouble).requires_grad_();
+  auto v = torch::randn({1, 1, 4, 2}, torch::kDouble).requires_grad_();
+  fa::AttentionCall call;
+  call.causal = true;
+  expect_gradients_match(
+      [&](const std::vector<torch::Tensor>& in) { return s(in[0], in[1], in[2], call); }, {q, k, v},
+      1e-6, 1e-4, 1e-7);
+}
+
+// ppSBN is scale-invariant up to its variance floor: huge float inputs (1e19..1e30) give the
+// normalisation of the unscaled input without the floor (E[x^2] overflowed; causal mode then took
+// inf - inf = NaN, non-causal returned all-zero rows).
+TEST_F(SchoenbAt, PpsbnHugeInputsMatchTheScaleInvariantLimit) {
+  const auto x = torch::randn({2, 2, 7, 4}, torch::kDouble);
+  for (bool causal : {false, true}) {
+    const auto limit = fa::ppsbn_pre(x, causal, /*eps=*/1e-300);
+    for (double scale : {1e19, 1e20, 1e25, 1e30}) {
+      const auto out = fa::ppsbn_pre((x * scale).to(torch::kFloat), causal);
+      EXPECT_TRUE(all_close(out, limit, 1e-4, 1e-5)) << "causal=" << causal << " scale " << scale;
+    }
+  }
+}
+
 TEST_F(SchoenbAt, SaveLoadAndRedraw) {
   auto s = make_schoenbat("sqrt", 4, 16);
   const auto q = torch::randn({1, 2, 10, 4}, torch::kDouble);
@@ -286,6 +324,17 @@ TEST_F(SchoenbAt, Validation_NamesTheBadValue) {
   expect_error(
       [&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).normaliser_floor(-0.5)); },
       {"normaliser_floor", "-0.5"});
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).sbn_eps(INFINITY)); },
+               {"SchoenbAttention: sbn_eps must be positive and finite", "got inf"});
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).gamma(NAN)); },
+               {"SchoenbAttention: gamma must be finite", "got nan"});
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions(base).beta(INFINITY)); },
+               {"SchoenbAttention: beta must be finite", "got inf"});
+  expect_error([&] { fa::SchoenbAttention(fa::SchoenbAttentionOptions().head_dim(4)); },
+               {"SchoenbAttention: heads must be positive", "got 0"});
+  const auto x = torch::randn({1, 1, 3, 2});
+  expect_error([&] { fa::ppsbn_pre(x, false, -1.0); },
+               {"ppsbn_pre: eps must be positive and finite", "got -1"});
   auto s = make_schoenbat("exp", 4, 8);
   expect_error(
       [&] {

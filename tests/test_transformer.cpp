@@ -44,6 +44,72 @@ TEST_F(Transformer, MultiheadAttention_EveryVariantShapesAndMaps) {
   }
 }
 
+// Large but finite float32 inputs give finite outputs and attention matrices in every variant,
+// causal or not, with huge queries or huge keys (FAVOR+ squared |x|^2 / 2 into inf and then took
+// inf - inf; causal ppSBN did the same with E[x^2] - mean^2). Also double at 1e150.
+TEST_F(Transformer, EveryVariant_FiniteForHugeFiniteInputs) {
+  const int64_t heads = 2, dim = 8;
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    const auto q = torch::randn({2, heads, 10, dim}, dtype);
+    const auto k = torch::randn({2, heads, 10, dim}, dtype);
+    const auto v = torch::randn({2, heads, 10, 3}, dtype);
+    const std::vector<double> scales = dtype == torch::kFloat
+                                           ? std::vector<double>{1e19, 1e20, 1e25, 1e30}
+                                           : std::vector<double>{1e150};
+    for (const auto& variant : all_variants()) {
+      auto handle = fa::make_attention(variant, heads, dim);
+      handle.module->to(dtype);
+      for (double scale : scales) {
+        for (bool causal : {false, true}) {
+          for (bool huge_keys : {false, true}) {
+            fa::AttentionCall call;
+            call.causal = causal;
+            const auto qs = huge_keys ? q : q * scale;
+            const auto ks = huge_keys ? k * scale : k;
+            const auto label = fa::attention_name(variant) + " " + c10::toString(dtype) +
+                               " scale " + std::to_string(scale) + (causal ? " causal" : "") +
+                               (huge_keys ? " huge keys" : " huge queries");
+            EXPECT_TRUE(handle.attention->forward(qs, ks, v, call).isfinite().all().item<bool>())
+                << label;
+            EXPECT_TRUE(handle.attention->materialize(qs, ks, call).isfinite().all().item<bool>())
+                << label;
+          }
+        }
+      }
+    }
+  }
+}
+
+// One options convention (attention.h): heads and head_dim 0 mean "set by the container", a
+// nonzero value must agree with it, negative values are rejected naming the value, and a module
+// checks nonzero values against its inputs.
+TEST_F(Transformer, EveryVariant_HeadsAndHeadDimConvention) {
+  for (const auto& variant : all_variants()) {
+    const auto name = fa::attention_name(variant);
+    auto with = [&](int64_t h, int64_t d) {
+      auto o = variant;
+      std::visit([&](auto& options) { options.heads(h).head_dim(d); }, o);
+      return o;
+    };
+    // 0 is filled in by the container; an agreeing value is kept.
+    for (auto o : {with(0, 0), with(4, 8), with(0, 8), with(4, 0)}) {
+      fa::MultiheadAttention mha(fa::MultiheadAttentionOptions(32, 4).attention(o));
+      EXPECT_EQ(mha(torch::randn({1, 3, 32})).sizes(), torch::IntArrayRef({1, 3, 32})) << name;
+    }
+    expect_error([&] { fa::make_attention(with(3, 0), 4, 8); },
+                 {"make_attention", name, "heads 3", "4"});
+    expect_error([&] { fa::make_attention(with(0, 6), 4, 8); },
+                 {"make_attention", name, "head_dim 6", "8"});
+    expect_error([&] { fa::make_attention(with(-1, 0), 4, 8); }, {"heads must be >= 0", "-1"});
+    expect_error([&] { fa::make_attention(with(0, -2), 4, 8); }, {"head_dim must be >= 0", "-2"});
+    // A module built for (H, D) = (4, 8) rejects other inputs, naming them.
+    auto handle = fa::make_attention(variant, 4, 8);
+    const auto bad = torch::randn({1, 4, 3, 6});
+    expect_error([&] { handle.attention->forward(bad, bad, bad); },
+                 {"head dim 6", "head_dim is 8"});
+  }
+}
+
 TEST_F(Transformer, MultiheadAttention_MatchesHandWrittenHeads) {
   fa::MultiheadAttention mha(fa::MultiheadAttentionOptions(8, 2));
   mha->to(torch::kDouble);

@@ -1,5 +1,7 @@
 #include "flt/attention/attention.h"
 
+#include <cmath>
+
 namespace flt::attention {
 
 void check_qkv(const char* fn, const torch::Tensor& q, const torch::Tensor& k,
@@ -50,6 +52,43 @@ torch::Tensor resolve_positions(const char* fn, const torch::Tensor& positions,
   TORCH_CHECK(pos.device() == q.device(), fn, ": positions are on ", pos.device(), " but q is on ",
               q.device());
   return pos.to(q.scalar_type());
+}
+
+void check_positive_finite(const char* fn, const char* name, double value) {
+  TORCH_CHECK(value > 0.0 && std::isfinite(value), fn, ": ", name,
+              " must be positive and finite, got ", value);
+}
+
+void check_finite(const char* fn, const char* name, double value) {
+  TORCH_CHECK(std::isfinite(value), fn, ": ", name, " must be finite, got ", value);
+}
+
+void check_positive(const char* fn, const char* name, int64_t value, const char* hint) {
+  TORCH_CHECK(value > 0, fn, ": ", name, " must be positive, got ", value, hint);
+}
+
+void check_dims_options(const char* fn, int64_t heads, int64_t head_dim, bool need_heads,
+                        bool need_head_dim) {
+  constexpr const char* kSetIt =
+      " (MultiheadAttention sets it; set it when using the module alone)";
+  if (need_heads) {
+    check_positive(fn, "heads", heads, kSetIt);
+  } else {
+    TORCH_CHECK(heads >= 0, fn, ": heads must be >= 0 (0: set by the container), got ", heads);
+  }
+  if (need_head_dim) {
+    check_positive(fn, "head_dim", head_dim, kSetIt);
+  } else {
+    TORCH_CHECK(head_dim >= 0, fn, ": head_dim must be >= 0 (0: set by the container), got ",
+                head_dim);
+  }
+}
+
+void check_dims_against(const char* fn, int64_t heads, int64_t head_dim, const torch::Tensor& q) {
+  TORCH_CHECK(heads == 0 || q.size(1) == heads, fn, ": q has ", q.size(1), " heads but heads is ",
+              heads, " (q ", q.sizes(), ")");
+  TORCH_CHECK(head_dim == 0 || q.size(3) == head_dim, fn, ": q has head dim ", q.size(3),
+              " but head_dim is ", head_dim, " (q ", q.sizes(), ")");
 }
 
 }  // namespace flt::attention

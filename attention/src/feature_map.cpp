@@ -4,9 +4,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <limits>
 
 #include "flt/attention/linear.h"
-#include "flt/kernels/linear_attention.h"
 
 namespace flt::attention {
 namespace {
@@ -14,6 +14,29 @@ namespace {
 bool exp_kind(FeatureKind kind) {
   return kind == FeatureKind::kPositive || kind == FeatureKind::kHyperbolic ||
          kind == FeatureKind::kTrigonometric;
+}
+
+// |x|^2 / 2 over the column blocks of x, in `dtype`. -> (..., L, 1)
+torch::Tensor half_squared_norm(const FeatureInput& x, at::ScalarType dtype) {
+  torch::Tensor total;
+  for (const auto& block : x.blocks) {
+    const auto b = block.to(dtype);
+    const auto part = 0.5 * (b * b).sum(-1, /*keepdim=*/true);
+    total = total.defined() ? total + part : part;
+  }
+  return total;
+}
+
+// |x|^2 / 2 as a double tensor, for the per-token levels. In x's own dtype it overflows for
+// |x| >= 2^64 (float); where it does (and on GPUs, where looking would synchronise every call) it
+// is formed in double, exact up to |x| ~ 1e154. -> (..., L, 1) double
+torch::Tensor half_squared_norm_double(const FeatureInput& x) {
+  const auto dtype = x.blocks.front().scalar_type();
+  if (dtype != torch::kDouble && x.blocks.front().device().is_cpu()) {
+    auto fast = half_squared_norm(x, dtype);
+    if (at::isfinite(fast).all().item<bool>()) return fast.to(torch::kDouble);
+  }
+  return half_squared_norm(x, torch::kDouble);
 }
 
 }  // namespace
@@ -145,21 +168,25 @@ torch::Tensor FeatureMapImpl::project(const FeatureInput& x) const {
   return total;
 }
 
-FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x) const {
+FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x, bool with_level) const {
+  TORCH_INTERNAL_ASSERT(exp_kind(options.kind()), "log_terms for a map without shifts");
   LogTerms t;
   t.wx = project(x);
-  for (const auto& block : x.blocks) {
-    const auto part = 0.5 * block.pow(2).sum(-1, /*keepdim=*/true);
-    t.half_norm = t.half_norm.defined() ? t.half_norm + part : part;
+  if (options.kind() != FeatureKind::kTrigonometric) {
+    t.logits = options.kind() == FeatureKind::kPositive ? t.wx : at::cat({t.wx, -t.wx}, -1);
+    // The token's own max: a shift within the token, it carries no gradient.
+    torch::NoGradGuard no_grad;
+    t.top = std::get<0>(t.logits.max(-1, /*keepdim=*/true));
   }
-  switch (options.kind()) {
-    case FeatureKind::kPositive: t.logs = t.wx - t.half_norm; break;
-    case FeatureKind::kHyperbolic:
-      t.logs = at::cat({t.wx - t.half_norm, -t.wx - t.half_norm}, -1);
-      break;
-    case FeatureKind::kTrigonometric: t.logs = t.half_norm; break;
-    default: TORCH_INTERNAL_ASSERT(false, "log_terms for a map without shifts");
-  }
+  if (!with_level) return t;
+  // In double, so for float inputs the level never overflows (in float, |x| >= 2^64 gave inf and
+  // then inf - inf = NaN in the shifts).
+  const auto half_norm = half_squared_norm_double(x);
+  const auto level = t.top.defined() ? t.top.to(torch::kDouble) - half_norm : half_norm;
+  // Beyond double's range (|x| > 1e154, double inputs) levels saturate at its finite extremes, so
+  // shifts never take inf - inf.
+  const double big = std::numeric_limits<double>::max();
+  t.level = level.clamp(-big, big);
   return t;
 }
 
@@ -178,35 +205,41 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule,
     case FeatureKind::kLearnable: return elu_feature_map(project(x));
     default: break;
   }
-  const auto t = log_terms(x);
-  torch::Tensor shift;
-  {
-    // Shifts are common factors of a query's numerator and denominator: they cancel exactly, so
-    // they carry no gradient.
-    torch::NoGradGuard no_grad;
-    switch (rule) {
-      case Shift::kNone: shift = at::zeros({1}, t.wx.options()); break;
-      case Shift::kPerToken: shift = std::get<0>(t.logs.max(-1, /*keepdim=*/true)); break;
-      case Shift::kPerSequence:
-        shift =
-            std::get<0>(std::get<0>(t.logs.max(-1, /*keepdim=*/true)).max(-2, /*keepdim=*/true));
-        break;
-      case Shift::kGiven: shift = given.to(t.wx.scalar_type()); break;
-    }
+  const bool trigonometric = options.kind() == FeatureKind::kTrigonometric;
+  // m^{-1/2} (positive, trigonometric) or (2m)^{-1/2} (hyperbolic: two features per direction).
+  const double root = std::sqrt(options.kind() == FeatureKind::kHyperbolic ? 2.0 * m : m);
+  const auto trig = [](const torch::Tensor& wx) { return at::cat({at::cos(wx), at::sin(wx)}, -1); };
+  if (rule == Shift::kNone) {
+    // The plain formula (nothing is subtracted, so nothing can cancel): exp(Wx - |x|^2/2) etc.
+    const auto wx = project(x);
+    const auto half_norm = half_squared_norm(x, wx.scalar_type());
+    if (trigonometric) return trig(wx) * (at::exp(half_norm) / root);
+    const auto logits = options.kind() == FeatureKind::kPositive ? wx : at::cat({wx, -wx}, -1);
+    return at::exp(logits - half_norm) / root;
   }
-  shift = shift.detach();
-  // A given shift (causal and streaming keys) comes from the first key alone, so a later key can
-  // sit far above it. Exponents are saturated at kMaxKeyExponent: exact whenever the result fits,
-  // and e^70 times a sequence of up to e^18 keys still fits float32 (e^88), so no inf/inf = NaN.
-  const auto saturate = [rule](const torch::Tensor& e) {
-    return rule == Shift::kGiven ? e.clamp_max(kMaxKeyExponent) : e;
-  };
-  if (options.kind() == FeatureKind::kTrigonometric) {
-    return at::cat({at::cos(t.wx), at::sin(t.wx)}, -1) *
-           (at::exp(saturate(t.half_norm - shift)) / std::sqrt(m));
+  // log phi_i(x_j) - shift = (P_ij - top_j) + offset_j, with P = Wx (or [Wx, -Wx]),
+  // top_j = max_i P_ij, offset_j = level_j - shift and level_j = top_j - |x_j|^2/2 (+|x_j|^2/2 for
+  // the trigonometric map), the token's largest log-feature. The first term is in [-inf, 0] for
+  // any finite input; the per-token offset is formed in double (as one difference of levels, so
+  // the first key's offset is exactly 0 however large |x|^2/2). Per-token shifts (queries) are
+  // level_j itself: the offset is 0 and |x|^2/2, which cancels, is never computed.
+  const auto t = log_terms(x, /*with_level=*/rule != Shift::kPerToken);
+  if (rule == Shift::kPerToken) {
+    return trigonometric ? trig(t.wx) / root : at::exp(t.logits - t.top) / root;
   }
-  const double count = options.kind() == FeatureKind::kHyperbolic ? 2.0 * m : m;
-  return at::exp(saturate(t.logs - shift)) / std::sqrt(count);
+  torch::Tensor offset;  // (..., L, 1) double
+  if (rule == Shift::kPerSequence) {
+    // One shift for all keys of the sequence. Shifts are common factors of a query's numerator
+    // and denominator: they cancel exactly, so they carry no gradient.
+    offset = t.level - std::get<0>(t.level.max(-2, /*keepdim=*/true)).detach();
+  } else {
+    // A given shift (causal and streaming keys) comes from the first key alone, so a later key can
+    // sit far above it. Its offset saturates at kMaxKeyExponent: exact whenever the result fits,
+    // and e^70 times a sequence of up to e^18 keys still fits float32 (e^88), so no inf/inf = NaN.
+    offset = (t.level - given.to(torch::kDouble).detach()).clamp_max(kMaxKeyExponent);
+  }
+  if (trigonometric) return trig(t.wx) * (at::exp(offset) / root).to(t.wx.scalar_type());
+  return at::exp(t.logits - (t.top.to(torch::kDouble) - offset).to(t.wx.scalar_type())) / root;
 }
 
 torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const {
@@ -223,11 +256,11 @@ torch::Tensor FeatureMapImpl::causal_key_shift(const FeatureInput& first_key) co
     shape.back() = 1;
     return at::zeros(shape, first_key.blocks.front().options());
   }
-  // The first key is in every query's past. (A floor from the universal bound
-  // w.k - |k|^2/2 <= |w|^2/2 was tried and dropped: with FLT's 2r + D input dims that bound is
-  // ~10^3 above typical values and underflowed every feature.)
+  // The first key is in every query's past: its largest log-feature, in double. (A floor from the
+  // universal bound w.k - |k|^2/2 <= |w|^2/2 was tried and dropped: with FLT's 2r + D input dims
+  // that bound is ~10^3 above typical values and underflowed every feature.)
   torch::NoGradGuard no_grad;
-  return std::get<0>(log_terms(first_key).logs.max(-1, /*keepdim=*/true));
+  return log_terms(first_key, /*with_level=*/true).level;
 }
 
 torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, bool causal) const {
@@ -241,27 +274,53 @@ torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x,
   return compute(x, Shift::kGiven, shift);
 }
 
-torch::Tensor floored_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                       const torch::Tensor& v, bool causal,
-                                       const torch::Tensor& floor) {
-  const int64_t dv = v.size(-1);
-  const auto v_and_ones = at::cat({v, at::ones_like(v.narrow(-1, 0, 1))}, -1);
-  const auto both = kernels::linear_attention_numerator(phi_q, phi_k, v_and_ones, causal);
-  return both.narrow(-1, 0, dv) / at::max(both.narrow(-1, dv, 1), floor.to(v.scalar_type()));
+void LinearAttentionState::check_tokens(const char* fn, const torch::Tensor& k,
+                                        const torch::Tensor& v) const {
+  TORCH_CHECK(k.defined() && v.defined() && k.dim() == 4 && v.dim() == 4 &&
+                  k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2),
+              fn, ": expected keys (B, H, T, *) and values (B, H, T, Dv), got ",
+              k.defined() ? k.sizes() : at::IntArrayRef{}, " and ",
+              v.defined() ? v.sizes() : at::IntArrayRef{});
+  if (empty()) return;
+  TORCH_CHECK(v.size(0) == numerator.size(0) && v.size(1) == numerator.size(1) &&
+                  v.size(3) == numerator.size(3),
+              fn, ": keys ", k.sizes(), " and values ", v.sizes(),
+              " do not fit the state, which holds batch ", numerator.size(0), ", heads ",
+              numerator.size(1), " and value width ", numerator.size(3), " (S ", numerator.sizes(),
+              ")");
+  TORCH_CHECK(
+      k.scalar_type() == numerator.scalar_type() && v.scalar_type() == numerator.scalar_type(), fn,
+      ": keys have dtype ", k.scalar_type(), " and values ", v.scalar_type(),
+      " but the state holds ", numerator.scalar_type());
+  TORCH_CHECK(k.device() == numerator.device() && v.device() == numerator.device(), fn,
+              ": keys are on ", k.device(), " and values on ", v.device(), " but the state is on ",
+              numerator.device());
+}
+
+void LinearAttentionState::check_queries(const char* fn, const torch::Tensor& q) const {
+  TORCH_CHECK(q.defined() && q.dim() == 4, fn, ": q must have shape (B, H, T, D), got ",
+              q.defined() ? q.sizes() : at::IntArrayRef{});
+  TORCH_CHECK(!empty(), fn, ": the state is empty; append at least one key first");
+  TORCH_CHECK(q.size(0) == numerator.size(0) && q.size(1) == numerator.size(1), fn, ": q ",
+              q.sizes(), " does not fit the state, which holds batch ", numerator.size(0),
+              " and heads ", numerator.size(1), " (S ", numerator.sizes(), ")");
+  TORCH_CHECK(q.scalar_type() == numerator.scalar_type(), fn, ": q has dtype ", q.scalar_type(),
+              " but the state holds ", numerator.scalar_type());
+  TORCH_CHECK(q.device() == numerator.device(), fn, ": q is on ", q.device(),
+              " but the state is on ", numerator.device());
 }
 
 void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tensor& v) {
-  TORCH_CHECK(phi_k.dim() == 4 && v.dim() == 4 && phi_k.size(2) == v.size(2),
-              "LinearAttentionState::append: expected phi_k (B, H, T, M) and v (B, H, T, Dv), got ",
-              phi_k.sizes(), " and ", v.sizes());
+  check_tokens("LinearAttentionState::append", phi_k, v);
+  TORCH_CHECK(empty() || phi_k.size(3) == numerator.size(2), "LinearAttentionState::append: phi_k ",
+              phi_k.sizes(), " has ", phi_k.size(3), " features but the state holds ",
+              numerator.size(2), " (S ", numerator.sizes(), ")");
   const auto kv = at::matmul(phi_k.transpose(-2, -1), v);  // (B, H, M, Dv)
   const auto k_sum = phi_k.sum(-2).unsqueeze(-1);          // (B, H, M, 1)
   if (empty()) {
     numerator = kv;
     normaliser = k_sum;
   } else {
-    TORCH_CHECK(kv.sizes() == numerator.sizes(), "LinearAttentionState::append: state has shape ",
-                numerator.sizes(), " but the new tokens give ", kv.sizes());
     numerator = numerator + kv;
     normaliser = normaliser + k_sum;
   }
@@ -269,8 +328,8 @@ void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tenso
 }
 
 torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q, double eps) const {
-  TORCH_CHECK(!empty(), "LinearAttentionState::read: append at least one key first");
-  TORCH_CHECK(phi_q.dim() == 4 && phi_q.size(-1) == numerator.size(-2),
+  check_queries("LinearAttentionState::read", phi_q);
+  TORCH_CHECK(phi_q.size(-1) == numerator.size(-2),
               "LinearAttentionState::read: expected phi_q (B, H, T, ", numerator.size(-2),
               "), got ", phi_q.sizes());
   return at::matmul(phi_q, numerator) / at::matmul(phi_q, normaliser).clamp_min(eps);
@@ -278,6 +337,17 @@ torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q, double eps)
 
 void LinearAttentionState::decay(const torch::Tensor& factor) {
   TORCH_CHECK(!empty(), "LinearAttentionState::decay: the state is empty");
+  TORCH_CHECK(factor.defined(), "LinearAttentionState::decay: factor must be a defined tensor");
+  // Broadcastable to (B, H, 1, 1): at most 4 dims, each 1 or the state's size.
+  const std::vector<int64_t> target = {numerator.size(0), numerator.size(1), 1, 1};
+  bool fits = factor.dim() <= 4;
+  for (int64_t d = 0; fits && d < factor.dim(); ++d) {
+    const int64_t size = factor.size(factor.dim() - 1 - d), want = target[3 - d];
+    fits = size == 1 || size == want;
+  }
+  TORCH_CHECK(fits, "LinearAttentionState::decay: factor ", factor.sizes(),
+              " must be a scalar or broadcastable to (B, H, 1, 1) = ", at::IntArrayRef(target),
+              " (S ", numerator.sizes(), ")");
   numerator = numerator * factor;
   normaliser = normaliser * factor;
 }

@@ -4,9 +4,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
-#include <limits>
 
 #include "flt/attention/linear.h"
+#include "flt/attention/softmax.h"
 #include "flt/kernels/linear_attention.h"
 
 namespace flt::attention {
@@ -69,16 +69,12 @@ RpeSpectrumImpl::RpeSpectrumImpl(RpeSpectrumOptions options_) : options(std::mov
 
 void RpeSpectrumImpl::reset() {
   const int64_t h = options.heads(), l = options.position_dim(), t = options.components();
-  TORCH_CHECK(h > 0, "RpeSpectrum: heads must be positive, got ", h);
-  TORCH_CHECK(l > 0, "RpeSpectrum: position_dim must be positive, got ", l);
-  TORCH_CHECK(t > 0, "RpeSpectrum: components (T) must be positive, got ", t);
-  TORCH_CHECK(options.smoothness() > 0, "RpeSpectrum: smoothness (k) must be positive, got ",
-              options.smoothness());
-  TORCH_CHECK(options.scale() > 0.0 && std::isfinite(options.scale()),
-              "RpeSpectrum: scale (sigma / radius / length scale) must be positive, got ",
-              options.scale());
-  TORCH_CHECK(std::isfinite(options.weight()), "RpeSpectrum: weight must be finite, got ",
-              options.weight());
+  check_positive("RpeSpectrum", "heads", h);
+  check_positive("RpeSpectrum", "position_dim", l);
+  check_positive("RpeSpectrum", "components (T)", t);
+  check_positive("RpeSpectrum", "smoothness (k)", options.smoothness());
+  check_positive_finite("RpeSpectrum", "scale (sigma / radius / length scale)", options.scale());
+  check_finite("RpeSpectrum", "weight", options.weight());
   const auto index = torch::arange(t, torch::kDouble);
   const double s0 = options.scale(), w = options.weight();
   // Non-zero initial weights: g = 0 would give zero gradients to the weights (the public FLT code
@@ -224,25 +220,17 @@ RpeSpectrumOptions rpe_spectrum_options(const FLTAttentionOptions& options, int6
 }
 
 void FLTAttentionImpl::reset() {
-  TORCH_CHECK(options.features() > 0, "FLTAttention: features (m) must be positive, got ",
-              options.features());
-  TORCH_CHECK(options.rpe_features() > 0, "FLTAttention: rpe_features (r) must be positive, got ",
-              options.rpe_features());
-  TORCH_CHECK(options.position_dim() > 0, "FLTAttention: position_dim must be positive, got ",
-              options.position_dim());
-  TORCH_CHECK(options.components() > 0, "FLTAttention: components (T) must be positive, got ",
-              options.components());
-  TORCH_CHECK(options.proposal_sigma() > 0.0 && std::isfinite(options.proposal_sigma()),
-              "FLTAttention: proposal_sigma must be positive, got ", options.proposal_sigma());
-  TORCH_CHECK(options.rpe_scale() > 0.0 && std::isfinite(options.rpe_scale()),
-              "FLTAttention: rpe_scale (sigma / radius / length scale) must be positive, got ",
-              options.rpe_scale());
-  TORCH_CHECK(options.heads() > 0, "FLTAttention: heads must be positive, got ", options.heads(),
-              " (MultiheadAttention sets it; set it when using the module alone)");
-  TORCH_CHECK(options.head_dim() > 0, "FLTAttention: head_dim must be positive, got ",
-              options.head_dim(),
-              " (MultiheadAttention sets it; set it when using the module alone)");
-  TORCH_CHECK(options.eps() > 0.0, "FLTAttention: eps must be positive, got ", options.eps());
+  constexpr const char* kFn = "FLTAttention";
+  check_positive(kFn, "features (m)", options.features());
+  check_positive(kFn, "rpe_features (r)", options.rpe_features());
+  check_positive(kFn, "position_dim", options.position_dim());
+  check_positive(kFn, "components (T)", options.components());
+  check_positive(kFn, "smoothness (k)", options.smoothness());
+  check_positive_finite(kFn, "proposal_sigma", options.proposal_sigma());
+  check_positive_finite(kFn, "rpe_scale (sigma / radius / length scale)", options.rpe_scale());
+  check_finite(kFn, "rpe_weight", options.rpe_weight());
+  check_dims_options(kFn, options.heads(), options.head_dim(), true, true);
+  check_positive_finite(kFn, "eps", options.eps());
   if (options.shared_spectrum().is_empty()) {
     rpe = register_module("rpe", RpeSpectrum(rpe_spectrum_options(options, options.heads())));
   } else {
@@ -355,10 +343,7 @@ torch::Tensor FLTAttentionImpl::positions_for(const char* fn, const torch::Tenso
 std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& q_pos,
     const torch::Tensor& k_pos) const {
-  TORCH_CHECK(q.size(1) == options.heads(), "FLTAttention: q has ", q.size(1),
-              " heads but heads is ", options.heads(), " (q ", q.sizes(), ")");
-  TORCH_CHECK(q.size(3) == options.head_dim(), "FLTAttention: q has head dim ", q.size(3),
-              " but head_dim is ", options.head_dim(), " (q ", q.sizes(), ")");
+  check_dims_against("FLTAttention", options.heads(), options.head_dim(), q);
   const double quarter = std::pow(static_cast<double>(q.size(3)), -0.25);
   auto [n1, n2] = rpe_features(q_pos);
   if (!k_pos.is_same(q_pos))
@@ -370,7 +355,7 @@ std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(
 
 torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, const AttentionCall& call) {
-  check_qkv("FLTAttention", q, k, v, call.causal);
+  check_call("FLTAttention", q, k, v, call.causal);
   TORCH_CHECK(q.size(2) == k.size(2) || !call.positions.defined(),
               "FLTAttention: positions cover one length; with Lq ", q.size(2), " != Lk ", k.size(2),
               " leave them undefined (token indices)");
@@ -384,7 +369,7 @@ torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Ten
 
 torch::Tensor FLTAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
                                             const AttentionCall& call) {
-  check_qkv("FLTAttention::materialize", q, k, {}, call.causal);
+  check_call("FLTAttention::materialize", q, k, {}, call.causal);
   const auto q_pos = positions_for("FLTAttention::materialize", call.positions, q, 0);
   const auto k_pos = q.size(2) == k.size(2) ? q_pos : positions_for("FLTAttention", {}, k, 0);
   const auto [qh, kh] = augmented(q, k, q_pos, k_pos);
@@ -415,17 +400,11 @@ torch::Tensor FLTAttentionImpl::exact_mask(const torch::Tensor& positions) const
 
 torch::Tensor FLTAttentionImpl::exact_attention(const torch::Tensor& q, const torch::Tensor& k,
                                                 const AttentionCall& call) const {
-  check_qkv("FLTAttention::exact_attention", q, k, {}, call.causal);
+  check_call("FLTAttention::exact_attention", q, k, {}, call.causal);
   TORCH_CHECK(q.size(2) == k.size(2), "FLTAttention::exact_attention: needs Lq == Lk, got ",
               q.sizes(), " and ", k.sizes());
   const auto pos = positions_for("FLTAttention::exact_attention", call.positions, q, 0);
-  auto logits = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3))) +
-                exact_mask(pos);
-  if (call.causal) {
-    const auto future = at::ones({q.size(2), q.size(2)}, q.options().dtype(at::kBool)).triu(1);
-    logits = logits.masked_fill(future, -std::numeric_limits<double>::infinity());
-  }
-  return at::softmax(logits, -1);
+  return softmax_attention_weights(q, k, call.causal, /*scale=*/0.0, exact_mask(pos));
 }
 
 torch::Tensor FLTAttentionImpl::spectrum(const torch::Tensor& xi) const {
@@ -448,7 +427,8 @@ int64_t FLTAttentionImpl::rpe_parameter_count() const {
 
 void FLTAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& k,
                               const torch::Tensor& v, const torch::Tensor& positions) const {
-  check_qkv("FLTAttention::append", k, k, v, false);
+  check_call("FLTAttention::append", k, k, v, false);
+  state.check_tokens("FLTAttention::append", k, v);
   const auto pos = positions_for("FLTAttention::append", positions, k, state.steps);
   const auto kh = augmented(k, k, pos, pos).second;
   if (state.empty()) state.key_shift = feature_map->causal_key_shift(kh.first_token());
@@ -457,6 +437,11 @@ void FLTAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& 
 
 torch::Tensor FLTAttentionImpl::read(const LinearAttentionState& state, const torch::Tensor& q,
                                      const torch::Tensor& positions) const {
+  state.check_queries("FLTAttention::read", q);
+  TORCH_CHECK(positions.defined() || q.size(2) <= state.steps, "FLTAttention::read: ", q.size(2),
+              " queries but only ", state.steps,
+              " tokens appended; their default positions are the "
+              "latest tokens' indices, so pass positions to read further");
   const auto pos = positions_for("FLTAttention::read", positions, q, state.steps - q.size(2));
   const auto qh = augmented(q, q, pos, pos).first;
   return state.read(feature_map->query_features(qh), options.eps());

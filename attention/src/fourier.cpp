@@ -49,8 +49,14 @@ torch::Tensor fourier_attention(const torch::Tensor& q, const torch::Tensor& k,
   TORCH_CHECK(R.device() == q.device(), "fourier_attention: R is on ", R.device(), " but q is on ",
               q.device());
   const auto r = fourier_r_per_head_dim("fourier_attention", R, q.size(1), q.size(3));
-  if (r.device().is_cpu()) {
-    TORCH_CHECK(at::isfinite(r).all().item<bool>(), "fourier_attention: R must be finite, got ", R);
+  if (r.device().is_cpu()) {  // (a check on the GPU would synchronise every call)
+    const auto bad = (~at::isfinite(R)).logical_or(R == 0).flatten();
+    if (bad.any().item<bool>()) {
+      const int64_t index = bad.to(at::kByte).argmax().item<int64_t>();
+      TORCH_CHECK(
+          false, "fourier_attention: R must be finite and nonzero (it is used through |R|), ",
+          "got ", R.flatten()[index].item<double>(), " at flat index ", index, " of R ", R.sizes());
+    }
   }
   return kernels::fourier_attention_op(q, k, v, r, power, phi, causal);
 }
@@ -203,14 +209,17 @@ FourierAttentionImpl::FourierAttentionImpl(FourierAttentionOptions options_)
 
 void FourierAttentionImpl::reset() {
   const auto& o = options;
-  TORCH_CHECK(std::isfinite(o.r_init()), "FourierAttention: r_init must be finite, got ",
-              o.r_init());
-  TORCH_CHECK(o.heads() > 0, "FourierAttention: heads must be positive, got ", o.heads());
+  check_positive_finite("FourierAttention", "r_init", o.r_init());
+  check_dims_options("FourierAttention", o.heads(), o.head_dim(), false, false);
   check_power("FourierAttention", o.power(), o.phi());
   const bool needs_dim = o.r_shape() == FourierRShape::kPerDimension ||
                          o.r_shape() == FourierRShape::kPerHeadDimension;
+  const bool needs_heads =
+      o.r_shape() == FourierRShape::kPerHead || o.r_shape() == FourierRShape::kPerHeadDimension;
   TORCH_CHECK(!needs_dim || o.head_dim() > 0,
               "FourierAttention: a per-dimension R needs head_dim > 0, got ", o.head_dim());
+  TORCH_CHECK(!needs_heads || o.heads() > 0, "FourierAttention: a per-head R needs heads > 0, got ",
+              o.heads());
   std::vector<int64_t> shape;
   switch (o.r_shape()) {
     case FourierRShape::kScalar: shape = {1}; break;
@@ -232,11 +241,13 @@ void FourierAttentionImpl::pretty_print(std::ostream& stream) const {
 
 torch::Tensor FourierAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v, const AttentionCall& call) {
+  check_call("FourierAttention", q, k, v, call.causal);
   return fourier_attention(q, k, v, R, options.power(), call.causal, options.phi());
 }
 
 torch::Tensor FourierAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
                                                 const AttentionCall& call) {
+  check_call("FourierAttention::materialize", q, k, {}, call.causal);
   return fourier_attention_weights(q, k, R, options.power(), call.causal, options.phi());
 }
 

@@ -15,16 +15,21 @@ torch::Tensor elu_feature_map(const torch::Tensor& x) {
 torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, bool causal, double eps) {
   check_qkv("linear_attention", q, k, v, causal);
-  TORCH_CHECK(eps > 0.0 && std::isfinite(eps), "linear_attention: eps must be positive, got ", eps);
+  check_positive_finite("linear_attention", "eps", eps);
   return kernels::normalized_linear_attention(elu_feature_map(q), elu_feature_map(k), v, causal,
                                               eps);
 }
 
 torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                       bool causal, double eps) {
+                                       bool causal, const torch::Tensor& floor) {
   auto scores = at::matmul(phi_q, phi_k.transpose(-2, -1));
   if (causal) scores = scores.tril();
-  return scores / scores.sum(-1, /*keepdim=*/true).clamp_min(eps);
+  return scores / at::maximum(scores.sum(-1, /*keepdim=*/true), floor.to(scores.scalar_type()));
+}
+
+torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                       bool causal, double eps) {
+  return feature_attention_matrix(phi_q, phi_k, causal, at::scalar_tensor(eps, phi_q.options()));
 }
 
 LinearAttentionImpl::LinearAttentionImpl(LinearAttentionOptions options_)
@@ -33,8 +38,8 @@ LinearAttentionImpl::LinearAttentionImpl(LinearAttentionOptions options_)
 }
 
 void LinearAttentionImpl::reset() {
-  TORCH_CHECK(options.eps() > 0.0 && std::isfinite(options.eps()),
-              "LinearAttention: eps must be positive, got ", options.eps());
+  check_positive_finite("LinearAttention", "eps", options.eps());
+  check_dims_options("LinearAttention", options.heads(), options.head_dim(), false, false);
 }
 
 void LinearAttentionImpl::pretty_print(std::ostream& stream) const {
@@ -43,12 +48,13 @@ void LinearAttentionImpl::pretty_print(std::ostream& stream) const {
 
 torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& v, const AttentionCall& call) {
+  check_call("LinearAttention", q, k, v, call.causal);
   return linear_attention(q, k, v, call.causal, options.eps());
 }
 
 torch::Tensor LinearAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
                                                const AttentionCall& call) {
-  check_qkv("LinearAttention::materialize", q, k, {}, call.causal);
+  check_call("LinearAttention::materialize", q, k, {}, call.causal);
   return feature_attention_matrix(elu_feature_map(q), elu_feature_map(k), call.causal,
                                   options.eps());
 }

@@ -20,13 +20,6 @@ void check_map(const char* fn, const FeatureMapImpl& map, const torch::Tensor& q
               map.options.input_dim(), " but q has shape ", q.sizes());
 }
 
-torch::Tensor attend(const torch::Tensor& phi_q, const torch::Tensor& phi_k, const torch::Tensor& v,
-                     const FeatureMapImpl& map, bool causal, double eps) {
-  if (map.positive()) return kernels::normalized_linear_attention(phi_q, phi_k, v, causal, eps);
-  // Trigonometric features are signed: the estimated normaliser can be <= 0; floor it at eps.
-  return floored_linear_attention(phi_q, phi_k, v, causal, at::scalar_tensor(eps, v.options()));
-}
-
 }  // namespace
 
 torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -34,11 +27,12 @@ torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k
                                   bool causal, double eps) {
   check_qkv("performer_attention", q, k, v, causal);
   check_map("performer_attention", feature_map, q);
-  TORCH_CHECK(eps > 0.0 && std::isfinite(eps), "performer_attention: eps must be positive, got ",
-              eps);
-  const auto phi_q = feature_map.query_features(quarter_scaled(q));
-  const auto phi_k = feature_map.key_features(quarter_scaled(k), causal);
-  return attend(phi_q, phi_k, v, feature_map, causal, eps);
+  check_positive_finite("performer_attention", "eps", eps);
+  // Positive maps reach the eps floor only by underflow; trigonometric features are signed, so
+  // there the estimated normaliser can be <= 0 and the same floor replaces it.
+  return kernels::normalized_linear_attention(feature_map.query_features(quarter_scaled(q)),
+                                              feature_map.key_features(quarter_scaled(k), causal),
+                                              v, causal, eps);
 }
 
 PerformerAttentionImpl::PerformerAttentionImpl(PerformerAttentionOptions options_)
@@ -47,13 +41,9 @@ PerformerAttentionImpl::PerformerAttentionImpl(PerformerAttentionOptions options
 }
 
 void PerformerAttentionImpl::reset() {
-  TORCH_CHECK(options.features() > 0, "PerformerAttention: features (m) must be positive, got ",
-              options.features());
-  TORCH_CHECK(options.head_dim() > 0, "PerformerAttention: head_dim must be positive, got ",
-              options.head_dim(),
-              " (MultiheadAttention sets it; set it when using the module alone)");
-  TORCH_CHECK(options.eps() > 0.0 && std::isfinite(options.eps()),
-              "PerformerAttention: eps must be positive, got ", options.eps());
+  check_positive("PerformerAttention", "features (m)", options.features());
+  check_dims_options("PerformerAttention", options.heads(), options.head_dim(), false, true);
+  check_positive_finite("PerformerAttention", "eps", options.eps());
   feature_map = register_module("feature_map",
                                 FeatureMap(FeatureMapOptions(options.head_dim(), options.features())
                                                .kind(options.kind())
@@ -69,13 +59,13 @@ void PerformerAttentionImpl::pretty_print(std::ostream& stream) const {
 
 torch::Tensor PerformerAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
                                               const torch::Tensor& v, const AttentionCall& call) {
+  check_call("PerformerAttention", q, k, v, call.causal);
   return performer_attention(q, k, v, *feature_map, call.causal, options.eps());
 }
 
 torch::Tensor PerformerAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
                                                   const AttentionCall& call) {
-  check_qkv("PerformerAttention::materialize", q, k, {}, call.causal);
-  check_map("PerformerAttention::materialize", *feature_map, q);
+  check_call("PerformerAttention::materialize", q, k, {}, call.causal);
   return feature_attention_matrix(feature_map->query_features(quarter_scaled(q)),
                                   feature_map->key_features(quarter_scaled(k), call.causal),
                                   call.causal, options.eps());
@@ -83,8 +73,8 @@ torch::Tensor PerformerAttentionImpl::materialize(const torch::Tensor& q, const 
 
 void PerformerAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& k,
                                     const torch::Tensor& v) const {
-  check_qkv("PerformerAttention::append", k, k, v, false);
-  check_map("PerformerAttention::append", *feature_map, k);
+  check_call("PerformerAttention::append", k, k, v, false);
+  state.check_tokens("PerformerAttention::append", k, v);
   const auto k_scaled = quarter_scaled(k);
   if (state.empty()) state.key_shift = feature_map->causal_key_shift(k_scaled.narrow(2, 0, 1));
   state.append(feature_map->key_features(k_scaled, state.key_shift), v);
@@ -92,7 +82,8 @@ void PerformerAttentionImpl::append(LinearAttentionState& state, const torch::Te
 
 torch::Tensor PerformerAttentionImpl::read(const LinearAttentionState& state,
                                            const torch::Tensor& q) const {
-  check_map("PerformerAttention::read", *feature_map, q);
+  state.check_queries("PerformerAttention::read", q);
+  check_dims_against("PerformerAttention::read", options.heads(), options.head_dim(), q);
   return state.read(feature_map->query_features(quarter_scaled(q)), options.eps());
 }
 

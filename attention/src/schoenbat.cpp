@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "flt/attention/feature_map.h"
+#include "flt/attention/linear.h"
+#include "flt/kernels/linear_attention.h"
 
 namespace flt::attention {
 namespace {
@@ -86,22 +87,47 @@ torch::Tensor kernelized_attention(const torch::Tensor& q, const torch::Tensor& 
 
 torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps) {
   TORCH_CHECK(x.dim() == 4, "ppsbn_pre: x must have shape (B, H, L, D), got ", x.sizes());
-  torch::Tensor mean, var;
+  check_positive_finite("ppsbn_pre", "eps", eps);
+  // The statistics square x: in float that overflows from |x| ~ 2^64 (and inf - inf gave NaN), so
+  // they are formed in double unless x is a CPU float tensor whose squares and their sums stay far
+  // below float's range (|x| < 2^50: the common case, at float speed). On GPUs, where looking would
+  // synchronise every call, non-double inputs always take double.
+  const auto small_floats = [&x] {
+    const auto [lo, hi] = at::aminmax(x.detach());
+    return -lo.item<float>() < 0x1p50f && hi.item<float>() < 0x1p50f;  // false for NaN
+  };
+  const bool in_dtype =
+      x.scalar_type() == torch::kDouble ||
+      (x.scalar_type() == torch::kFloat && x.device().is_cpu() && x.numel() > 0 && small_floats());
+  const auto w = in_dtype ? x : x.to(torch::kDouble);
+  torch::Tensor centred, var;
   if (!causal) {
-    mean = x.mean(torch::IntArrayRef{0, 2}, /*keepdim=*/true);
-    var = (x - mean).pow(2).mean(torch::IntArrayRef{0, 2}, /*keepdim=*/true);
+    centred = w - w.mean(torch::IntArrayRef{0, 2}, /*keepdim=*/true);
+    var = (centred * centred).mean(torch::IntArrayRef{0, 2}, /*keepdim=*/true);
   } else {
-    // Statistics of the batch at positions <= i only: no future token changes token i.
+    // Statistics of the batch at positions <= i only: no future token changes token i. Prefix sums
+    // of y = x - c, c the batch mean at position 0 (in every prefix; a constant shift that cancels,
+    // so it carries no gradient): E[y^2] - E[y]^2 does not cancel catastrophically when |mean| is
+    // much larger than the spread.
     const auto count =
-        (torch::arange(1, x.size(2) + 1, x.options()) * static_cast<double>(x.size(0)))
+        (torch::arange(1, x.size(2) + 1, w.options()) * static_cast<double>(x.size(0)))
             .view({1, 1, -1, 1});
-    mean = x.sum(0, /*keepdim=*/true).cumsum(2) / count;
-    var = (x.pow(2).sum(0, /*keepdim=*/true).cumsum(2) / count - mean.pow(2)).clamp_min(0.0);
+    const auto y = w - w.narrow(2, 0, 1).mean(0, /*keepdim=*/true).detach();
+    const auto mean = y.sum(0, /*keepdim=*/true).cumsum(2) / count;
+    var = ((y * y).sum(0, /*keepdim=*/true).cumsum(2) / count - mean * mean).clamp_min(0.0);
+    centred = y - mean;
   }
-  const auto standard = (x - mean) / (var + eps).sqrt();
-  // Unit rows (the tiny term keeps an all-zero row finite, value and gradient), then D^{-1/4}.
-  const auto unit = standard / (standard.pow(2).sum(-1, /*keepdim=*/true) + 1e-30).sqrt();
-  return unit * std::pow(static_cast<double>(x.size(3)), -0.25);
+  const auto standard = centred / (var + eps).sqrt();
+  // Unit rows, then D^{-1/4}. A row that is exactly 0 (one token in its statistics: causal position
+  // 0 with B = 1, or B = L = 1) stays 0 and passes no gradient: it is 0 for every value of its
+  // inputs, so its derivative is 0 (s / |s| has no limit at 0; a regularised s / sqrt(|s|^2 + tiny)
+  // had a 1e15 Jacobian there that swamped the true gradient of x_0 through the later positions'
+  // statistics).
+  const auto norm2 = (standard * standard).sum(-1, /*keepdim=*/true);
+  const auto nonzero = norm2 > 0;
+  const auto norm = at::where(nonzero, norm2, at::ones_like(norm2)).sqrt();
+  const auto unit = at::where(nonzero, standard / norm, at::zeros_like(standard));
+  return (unit * std::pow(static_cast<double>(x.size(3)), -0.25)).to(x.scalar_type());
 }
 
 SchoenbAttentionImpl::SchoenbAttentionImpl(SchoenbAttentionOptions options_)
@@ -110,21 +136,17 @@ SchoenbAttentionImpl::SchoenbAttentionImpl(SchoenbAttentionOptions options_)
 }
 
 void SchoenbAttentionImpl::reset() {
+  constexpr const char* kFn = "SchoenbAttention";
   check_kernel(options.kernel());
-  TORCH_CHECK(options.features() > 0, "SchoenbAttention: features must be positive, got ",
-              options.features());
-  TORCH_CHECK(options.max_degree() >= 1, "SchoenbAttention: max_degree must be >= 1, got ",
-              options.max_degree());
-  TORCH_CHECK(options.sbn_eps() > 0.0, "SchoenbAttention: sbn_eps must be positive, got ",
-              options.sbn_eps());
+  check_positive(kFn, "features", options.features());
+  check_positive(kFn, "max_degree", options.max_degree());
+  check_positive_finite(kFn, "sbn_eps", options.sbn_eps());
   TORCH_CHECK(options.normaliser_floor() > 0.0 && options.normaliser_floor() <= 1.0,
               "SchoenbAttention: normaliser_floor must be in (0, 1], got ",
               options.normaliser_floor());
-  TORCH_CHECK(options.heads() > 0, "SchoenbAttention: heads must be positive, got ",
-              options.heads(), " (MultiheadAttention sets it; set it when using the module alone)");
-  TORCH_CHECK(options.head_dim() > 0, "SchoenbAttention: head_dim must be positive, got ",
-              options.head_dim(),
-              " (MultiheadAttention sets it; set it when using the module alone)");
+  check_finite(kFn, "gamma", options.gamma());
+  check_finite(kFn, "beta", options.beta());
+  check_dims_options(kFn, options.heads(), options.head_dim(), true, true);
   const int64_t f = options.features(), p = options.max_degree();
   rademacher = register_buffer("rademacher", torch::zeros({f, p, options.head_dim()}));
   degree_mask = register_buffer("degree_mask", torch::zeros({f, p}));
@@ -180,7 +202,7 @@ torch::Tensor SchoenbAttentionImpl::features(const torch::Tensor& x) const {
 
 torch::Tensor SchoenbAttentionImpl::rmfa(const torch::Tensor& q, const torch::Tensor& k,
                                          const torch::Tensor& v, bool causal) const {
-  return floored_linear_attention(
+  return kernels::normalized_linear_attention(
       features(q), features(k), v, causal,
       normaliser_floor(options, q.size(2), k.size(2), causal, v.options()));
 }
@@ -196,9 +218,7 @@ torch::Tensor SchoenbAttentionImpl::post(const torch::Tensor& x) const {
 
 torch::Tensor SchoenbAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v, const AttentionCall& call) {
-  check_qkv("SchoenbAttention", q, k, v, call.causal);
-  TORCH_CHECK(q.size(1) == options.heads(), "SchoenbAttention: q has ", q.size(1),
-              " heads but heads is ", options.heads());
+  check_call("SchoenbAttention", q, k, v, call.causal);
   if (!options.ppsbn()) return rmfa(q, k, v, call.causal);
   const auto out = rmfa(ppsbn_pre(q, call.causal, options.sbn_eps()),
                         ppsbn_pre(k, call.causal, options.sbn_eps()), v, call.causal);
@@ -207,13 +227,12 @@ torch::Tensor SchoenbAttentionImpl::forward(const torch::Tensor& q, const torch:
 
 torch::Tensor SchoenbAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
                                                 const AttentionCall& call) {
-  check_qkv("SchoenbAttention::materialize", q, k, {}, call.causal);
+  check_call("SchoenbAttention::materialize", q, k, {}, call.causal);
   const auto qn = options.ppsbn() ? ppsbn_pre(q, call.causal, options.sbn_eps()) : q;
   const auto kn = options.ppsbn() ? ppsbn_pre(k, call.causal, options.sbn_eps()) : k;
-  auto scores = at::matmul(features(qn), features(kn).transpose(-2, -1));
-  if (call.causal) scores = scores.tril();
-  return scores / at::max(scores.sum(-1, true), normaliser_floor(options, q.size(2), k.size(2),
-                                                                 call.causal, q.options()));
+  return feature_attention_matrix(
+      features(qn), features(kn), call.causal,
+      normaliser_floor(options, q.size(2), k.size(2), call.causal, q.options()));
 }
 
 }  // namespace flt::attention

@@ -49,7 +49,9 @@ __global__ void sincos_kernel(int64_t total, int64_t heads, int64_t length, int6
 
 // Weight of one (query, key) pair as mant * 2^expo (mant signed for odd powers); false when the
 // weight is exactly zero. Same arithmetic as the CPU kernel: running products of |sin x| (or the
-// series) and |x|, exponents moved out every few dimensions.
+// series) and |x|, exponents moved out every few dimensions. A NaN factor (a NaN or infinite q or
+// k) gives a NaN weight, never a zero one (a ReLU zero from an earlier dimension used to return
+// before the NaN was seen): every row it enters comes out NaN, as in the CPU kernel.
 template <typename T>
 __device__ __forceinline__ bool pair_weight(const T* qi, const T* qs, const T* qc, const T* kj,
                                             const T* ks, const T* kc, const T* r, int dim,
@@ -58,7 +60,7 @@ __device__ __forceinline__ bool pair_weight(const T* qi, const T* qs, const T* q
   constexpr int kEvery = fourier::Precision<T>::kRenormEvery;
   T num = 1, den = 1;
   long long num_exp = 0, den_exp = 0;
-  bool negative = false;
+  bool negative = false, any_negative = false;
   for (int d = 0; d < dim; ++d) {
     const T x = r[d] * (qi[d] - kj[d]);
     const T x2 = x * x;
@@ -66,20 +68,22 @@ __device__ __forceinline__ bool pair_weight(const T* qi, const T* qs, const T* q
     const bool small = x2 < kSmall2;
     num *= small ? fourier::sinc_series(x2) : fabs(sin_x);
     den *= small ? T(1) : fabs(x);
-    if (!small && ((sin_x < T(0)) != (x < T(0)))) negative = !negative;
-    if (!small && mode == static_cast<int>(FactorMode::kRelu) && (sin_x < T(0)) != (x < T(0))) {
-      return false;  // ReLU of a negative factor
-    }
+    const bool flips = !small && ((sin_x < T(0)) != (x < T(0)));  // s(x) < 0
+    negative = negative != flips;
+    any_negative = any_negative || flips;
     if ((d + 1) % kEvery == 0 || d + 1 == dim) {
       int e = 0;
-      num = frexp(num, &e);
+      num = frexp(num, &e);  // NaN and inf come back unchanged with e = 0
       num_exp += e;
       den = frexp(den, &e);
       den_exp += e;
     }
   }
-  if (num == T(0)) return false;
-  const T ratio = num / den;  // both in [1/2, 1): ratio in (1/2, 2)
+  const T ratio = num / den;  // both in [1/2, 1): ratio in (1/2, 2); 0 for an infinite |x|; or NaN
+  const bool nan = ratio != ratio;
+  if (!nan && (ratio == T(0) || (mode == static_cast<int>(FactorMode::kRelu) && any_negative))) {
+    return false;  // a zero factor, an infinite |x| (s tends to 0), or ReLU of a negative one
+  }
   T m = ratio;
   for (int e = 1; e < power; ++e) m *= ratio;
   mant = (mode == static_cast<int>(FactorMode::kPowerOdd) && negative) ? -m : m;

@@ -274,12 +274,13 @@ torch::Tensor fourier_attention_composite(const torch::Tensor& q, const torch::T
       break;
     case FourierPhi::kAbs: log_w = p * at::log(s.abs()).sum(-1); break;
     case FourierPhi::kRelu: {
-      // log max(s, 0): -inf where s <= 0, with the log's argument kept at 1 there (no 0 * inf).
-      const auto positive = s > 0;
+      // log max(s, 0): -inf where s <= 0, with the log's argument kept at 1 there (no 0 * inf);
+      // a NaN s stays NaN (a test for s > 0 would turn it into a zero weight).
+      const auto non_positive = s <= 0;
       const auto minus_inf = at::full_like(s, -std::numeric_limits<double>::infinity());
-      log_w =
-          p *
-          at::where(positive, at::log(at::where(positive, s, at::ones_like(s))), minus_inf).sum(-1);
+      log_w = p * at::where(non_positive, minus_inf,
+                            at::log(at::where(non_positive, at::ones_like(s), s)))
+                      .sum(-1);
       break;
     }
     case FourierPhi::kSigmoid: log_w = at::log_sigmoid(s).sum(-1); break;

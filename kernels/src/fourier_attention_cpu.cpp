@@ -62,14 +62,23 @@ FLT_INLINE To bit_cast(From x) {
 }
 
 // v >= 0 becomes its mantissa in [1, 2) and its exponent moves into e; zero (and, never reached in
-// practice, subnormals) becomes exactly 0, so a vanished factor keeps the weight at 0.
-template <typename T>
+// practice, subnormals) becomes exactly 0, so a vanished factor keeps the weight at 0. With
+// kKeepNaN (the product of |sin x|), NaN stays NaN: reading its exponent field as a number gave a
+// finite mantissa, so a NaN or infinite q or k (NaN sin) produced a finite, arbitrary weight. Now
+// the weight is NaN, and so is every row it enters. (The product of |x| needs no such care: a NaN
+// x comes with a NaN sin x.) The blend keeps the store unconditional: a select that left v as it
+// was became a masked store and stopped the loop vectorising.
+template <typename T, bool kKeepNaN>
 FLT_INLINE void move_exponent(T& v, IntOf<T>& e) {
   using F = Float<T>;
   using Int = IntOf<T>;
   const Int bits = bit_cast<Int>(v);
   const Int biased = (bits >> F::kMantissa) & F::kExpMask;
-  const Int mantissa = (bits & ((Int(1) << F::kMantissa) - 1)) | (F::kBias << F::kMantissa);
+  Int mantissa = (bits & ((Int(1) << F::kMantissa) - 1)) | (F::kBias << F::kMantissa);
+  if constexpr (kKeepNaN) {
+    const Int nan = -Int(biased == F::kExpMask);  // all ones for NaN
+    mantissa = (mantissa & ~nan) | (bits & nan);
+  }
   v = biased == 0 ? T(0) : bit_cast<T>(mantissa);
   e += biased == 0 ? Int(0) : biased - F::kBias;
 }
@@ -173,8 +182,8 @@ FLT_INLINE void pair_weights(const Head<T>& hd, int64_t i, int64_t j0, int64_t n
     if ((d + 1) % kEvery == 0 || d + 1 == hd.dim) {
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) {
-        move_exponent(num[j], num_exp[j]);
-        move_exponent(den[j], den_exp[j]);
+        move_exponent<T, /*kKeepNaN=*/true>(num[j], num_exp[j]);
+        move_exponent<T, /*kKeepNaN=*/false>(den[j], den_exp[j]);
       }
     }
   }
@@ -195,7 +204,8 @@ FLT_INLINE void pair_weights(const Head<T>& hd, int64_t i, int64_t j0, int64_t n
     bool zero = num[j] == T(0);
     T m = mant[j];
     if constexpr (kMode == FactorMode::kPowerOdd) m = sign[j] < 0 ? -m : m;
-    if constexpr (kMode == FactorMode::kRelu) zero = zero || sign[j] < 0;
+    // A negative factor zeroes a ReLU weight, but not a NaN one (0 * NaN is NaN).
+    if constexpr (kMode == FactorMode::kRelu) zero = zero || (sign[j] < 0 && num[j] == num[j]);
     mant[j] = zero ? T(0) : m;
     expo[j] = zero ? kZeroExponent<T> : power * (num_exp[j] - den_exp[j]);
   }

@@ -128,11 +128,20 @@ torch::Tensor linear_attention_numerator_composite(const torch::Tensor& phi_q,
 }
 
 torch::Tensor normalized_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                          const torch::Tensor& v, bool causal, double eps) {
+                                          const torch::Tensor& v, bool causal,
+                                          const torch::Tensor& floor) {
+  TORCH_CHECK(v.dim() == 4, "normalized_linear_attention: v must have shape (B, H, Lk, Dv), got ",
+              v.sizes());
+  TORCH_CHECK(floor.defined(), "normalized_linear_attention: floor must be a defined tensor");
   const int64_t dv = v.size(-1);
   const auto v_and_ones = at::cat({v, at::ones_like(v.narrow(-1, 0, 1))}, -1);
   const auto both = linear_attention_numerator(phi_q, phi_k, v_and_ones, causal);
-  return both.narrow(-1, 0, dv) / both.narrow(-1, dv, 1).clamp_min(eps);
+  return both.narrow(-1, 0, dv) / at::maximum(both.narrow(-1, dv, 1), floor.to(v.scalar_type()));
+}
+
+torch::Tensor normalized_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                          const torch::Tensor& v, bool causal, double eps) {
+  return normalized_linear_attention(phi_q, phi_k, v, causal, at::scalar_tensor(eps, v.options()));
 }
 
 }  // namespace flt::kernels

@@ -1,8 +1,25 @@
 #pragma once
-// The interface every attention variant implements, and the input checks they share.
+// The interface every attention variant implements, the input checks they share, and the one
+// convention of their options.
 //
 // Shapes (DESIGN.md section 2): q, k: (B, H, L, D); v: (B, H, L, Dv); output (B, H, L, Dv);
 // positions (L, l) or (B, L, l). Non-causal calls may give queries a length Lq != Lk.
+//
+// Options (SoftmaxAttentionOptions ... SchoenbAttentionOptions) all follow one convention:
+//   heads, head_dim  H and D. 0 (the default) means "set by the container": make_attention (so
+//                    MultiheadAttention and the transformer blocks) replaces a 0 with its H and
+//                    E / H and rejects a nonzero value that differs. A module used alone needs them
+//                    only where they size something (Performer: head_dim; FLT and SchoenbAt: both;
+//                    Fourier: heads for a per-head R, head_dim for a per-dimension R) and throws at
+//                    construction when such a one is 0. Nonzero values are checked against q at
+//                    every call. Negative values are rejected.
+//   eps              the floor of a normaliser (Linear, Performer, FLT) or of a variance
+//                    (SchoenbAt's sbn_eps): positive and finite. A functional form takes the same
+//                    default as its options (one named constant in the variant's header).
+//   features, seed   random features (> 0) and the seed of their first draw; redraw(seed)
+//                    draws again.
+//   Every other real-valued option is finite, and bad values throw at construction with
+//   "<Variant>: <option> must be <rule>, got <value>" (the check_* helpers below).
 
 #include <torch/nn/cloneable.h>
 #include <torch/types.h>
@@ -41,7 +58,29 @@ class Attention {
   virtual int64_t parameter_count() const = 0;
 };
 
+/// Checks q, k, v for `fn` and throws a message naming the bad argument and its shape: ranks 4,
+/// matching B and H, matching D of q and k, matching L of k and v, floating dtypes that agree, one
+/// device, non-empty lengths, and Lq == Lk when causal. `v` may be undefined (for `materialize`).
+void check_qkv(const char* fn, const torch::Tensor& q, const torch::Tensor& k,
+               const torch::Tensor& v, bool causal);
+
+// ---- The options convention's checks: each throws "<fn>: <name> must be <rule>, got <value>".
+
+/// 0 < value < inf.
+void check_positive_finite(const char* fn, const char* name, double value);
+/// value finite.
+void check_finite(const char* fn, const char* name, double value);
+/// value > 0; `hint` is appended to the message.
+void check_positive(const char* fn, const char* name, int64_t value, const char* hint = "");
+/// heads and head_dim options: >= 0, or > 0 where the module needs them (`need_heads`,
+/// `need_head_dim`: it sizes parameters or features by them).
+void check_dims_options(const char* fn, int64_t heads, int64_t head_dim, bool need_heads,
+                        bool need_head_dim);
+/// q: (B, H, L, D) against nonzero heads and head_dim options.
+void check_dims_against(const char* fn, int64_t heads, int64_t head_dim, const torch::Tensor& q);
+
 /// Base of the attention modules: a `torch::nn::Cloneable` that also implements `Attention`.
+/// `Derived` has a public `options` with `heads()` and `head_dim()`.
 template <typename Derived>
 class AttentionModule : public torch::nn::Cloneable<Derived>, public Attention {
  public:
@@ -54,13 +93,16 @@ class AttentionModule : public torch::nn::Cloneable<Derived>, public Attention {
     }
     return count;
   }
-};
 
-/// Checks q, k, v for `fn` and throws a message naming the bad argument and its shape: ranks 4,
-/// matching B and H, matching D of q and k, matching L of k and v, floating dtypes that agree, one
-/// device, non-empty lengths, and Lq == Lk when causal. `v` may be undefined (for `materialize`).
-void check_qkv(const char* fn, const torch::Tensor& q, const torch::Tensor& k,
-               const torch::Tensor& v, bool causal);
+ protected:
+  /// check_qkv, then q against the options' nonzero heads and head_dim.
+  void check_call(const char* fn, const torch::Tensor& q, const torch::Tensor& k,
+                  const torch::Tensor& v, bool causal) const {
+    check_qkv(fn, q, k, v, causal);
+    const auto& o = static_cast<const Derived&>(*this).options;
+    check_dims_against(fn, o.heads(), o.head_dim(), q);
+  }
+};
 
 /// Checks the positions of a call against q's batch and length; returns them as (B or 1, L, l)
 /// in q's dtype, or token indices 0..L-1 as (1, L, 1) when undefined.

@@ -10,14 +10,21 @@
 //   signed)
 // The caller scales its inputs (Performer passes q D^{-1/4}). The shift c cancels in the attention
 // ratio only when it is the same for every key of a query, so:
-//   - queries: c is the token's own max (per row; cancels between numerator and denominator);
-//   - keys, non-causal: c is the max over all keys of the sequence;
+//   - queries: c is the token's own largest log-feature (cancels between numerator and
+//     denominator); |x|^2/2 then cancels too: phi(x) = m^{-1/2} exp(W x - max_i w_i . x);
+//   - keys, non-causal: c is the largest log-feature over all keys of the sequence;
 //   - keys, causal or streaming: c = max_i (w_i . k_0 - |k_0|^2/2) from the FIRST key only (it is
 //   in
 //     every query's past). A max over the whole sequence would make causal outputs depend on future
-//     tokens (performer-pytorch issue #82). Limit: a later key whose log-feature exceeds the first
-//     key's by more than ~80 (float) or ~700 (double) overflows; for FAVOR+ inputs x D^{-1/4} of
-//     comparable norms the spread is a few tens at most.
+//     tokens (performer-pytorch issue #82). A later key whose largest log-feature exceeds c by more
+//     than 70 is saturated there (all its features scaled down by one factor); for FAVOR+ inputs
+//     x D^{-1/4} of comparable norms the spread is a few tens at most.
+// Numerics: the exponent of feature i of token j is formed as (P_ij - max_i P_ij) + (level_j - c),
+// P = W x (or [W x, -W x]), level_j = max_i P_ij - |x_j|^2/2 the token's largest log-feature, kept
+// in double. The first term is finite or -inf for any finite input, the second is a per-token
+// scalar, so huge inputs give features (mostly 0, the largest e^0) instead of inf - inf = NaN
+// (|x|^2/2 overflowed float at |x| ~ 2^64). Limits: W x itself must be finite (|x| below ~1e37 in
+// float), and beyond |x| ~ 1e154 (double inputs) levels saturate at double's finite extremes.
 // W: rows drawn as blocks of orthogonal Gaussian directions, each row rescaled to the norm of an
 // independent Gaussian vector (chi_D norms), stored as a buffer and redrawn only by `redraw(seed)`.
 
@@ -30,6 +37,10 @@
 #include <vector>
 
 namespace flt::attention {
+
+/// Default floor of the normaliser of the FAVOR+ variants (Performer, FLT; options and functional
+/// forms): the shifted features keep the normaliser far above it unless it underflows.
+constexpr double kFavorEps = 1e-30;
 
 enum class FeatureKind {
   kPositive,       ///< FAVOR+ exp(Wx - |x|^2/2) (default)
@@ -121,23 +132,16 @@ class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
   torch::Tensor compute(const FeatureInput& x, Shift rule, const torch::Tensor& given = {}) const;
   /// W x without building the concatenated x. -> (..., L, m)
   torch::Tensor project(const FeatureInput& x) const;
-  /// The softmax-kernel maps' pieces: W x (..., L, m), |x|^2 / 2 (..., L, 1), and the log-domain
-  /// values whose max sets the shift (the exponents, or |x|^2/2 for the trigonometric map).
+  /// The softmax-kernel maps' pieces: W x (..., L, m); the logits P = W x (positive) or [W x, -W x]
+  /// (hyperbolic; undefined for the trigonometric map) and their per-token max `top` (..., L, 1),
+  /// detached (0 for the trigonometric map); with `with_level`, each token's largest log-feature
+  /// `level` = top - |x|^2/2 (trigonometric: +|x|^2/2), (..., L, 1) in double.
   struct LogTerms {
-    torch::Tensor wx, half_norm, logs;
+    torch::Tensor wx, logits, top, level;
   };
-  LogTerms log_terms(const FeatureInput& x) const;
+  LogTerms log_terms(const FeatureInput& x, bool with_level) const;
 };
 TORCH_MODULE(FeatureMap);
-
-/// Attention over features with a possibly non-positive normaliser (trigonometric and Maclaurin
-/// features): numerator and denominator come from ONE `kernels::linear_attention_numerator` call (a
-/// ones column appended to v); the denominator is raised to `floor` wherever it is below it.
-/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv)  floor: broadcastable to
-/// (B, H, Lq, 1) -> (B, H, Lq, Dv)
-torch::Tensor floored_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                       const torch::Tensor& v, bool causal,
-                                       const torch::Tensor& floor);
 
 /// Streaming causal linear attention: the state (S, z) of `append`ed keys and values, `read` by
 /// queries. Its outputs equal the batch causal outputs token by token. For RNN-style use (one step
@@ -147,17 +151,25 @@ torch::Tensor floored_linear_attention(const torch::Tensor& phi_q, const torch::
 struct LinearAttentionState {
   torch::Tensor numerator;   ///< S = sum_j phi_k_j v_j^T: (B, H, M, Dv)
   torch::Tensor normaliser;  ///< z = sum_j phi_k_j: (B, H, M, 1)
-  torch::Tensor key_shift;   ///< the shift fixed by the first key: (B, H, 1, 1)
+  torch::Tensor key_shift;   ///< the shift fixed by the first key: (B, H, 1, 1) double
   int64_t steps = 0;         ///< tokens appended so far
 
   bool empty() const { return steps == 0; }
   /// phi_k: (B, H, T, M)  v: (B, H, T, Dv): adds the T tokens (all of them visible to later reads).
   void append(const torch::Tensor& phi_k, const torch::Tensor& v);
-  /// phi_q: (B, H, T, M) -> (B, H, T, Dv): phi_q S / phi_q z over everything appended so far.
+  /// phi_q: (B, H, T, M) -> (B, H, T, Dv): phi_q S / max(phi_q z, eps) over everything appended.
   torch::Tensor read(const torch::Tensor& phi_q, double eps) const;
   /// S <- factor S, z <- factor z (e.g. e^{-tau} before each append, for a forgetting memory).
   /// factor: a scalar or broadcastable to (B, H, 1, 1)
   void decay(const torch::Tensor& factor);
+
+  /// Throws, naming `fn` and both shapes, unless tokens k: (B, H, T, *) and v: (B, H, T, Dv) fit
+  /// what the state holds (B, H, Dv, dtype, device; anything fits an empty state). Callers check
+  /// before computing features, so a rejected call leaves the state as it was.
+  void check_tokens(const char* fn, const torch::Tensor& k, const torch::Tensor& v) const;
+  /// Throws, naming `fn` and both shapes, unless queries q: (B, H, T, *) can read the state
+  /// (something appended; same B, H, dtype, device).
+  void check_queries(const char* fn, const torch::Tensor& q) const;
 };
 
 }  // namespace flt::attention

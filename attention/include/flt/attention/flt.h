@@ -57,6 +57,12 @@ enum class ProposalKind {
   kCauchy,
 };
 
+/// Defaults of the spectrum, shared by RpeSpectrumOptions and FLTAttentionOptions.
+constexpr int64_t kRpeComponents = 2;
+constexpr int64_t kRpeSmoothness = 1;
+constexpr double kRpeScale = 0.1;
+constexpr double kRpeWeight = 1.0;
+
 struct RpeSpectrumOptions {
   RpeSpectrumOptions(int64_t heads, int64_t position_dim)
       : heads_(heads), position_dim_(position_dim) {}
@@ -67,15 +73,15 @@ struct RpeSpectrumOptions {
   /// Family of g.
   TORCH_ARG(SpectrumFamily, family) = SpectrumFamily::kGaussianMixture;
   /// Components T (mixture, local, basis).
-  TORCH_ARG(int64_t, components) = 2;
+  TORCH_ARG(int64_t, components) = kRpeComponents;
   /// Local family: the power k (1 = box).
-  TORCH_ARG(int64_t, smoothness) = 1;
+  TORCH_ARG(int64_t, smoothness) = kRpeSmoothness;
   /// Initial width: sigma_0 of the mixture (sigma_t = sigma_0 2^{-t}), radius unit of the local
   /// family (v_t = scale (t + 1)), lambda of the kernels, s_0 of the basis (s_t = s_0 2^t). > 0.
-  TORCH_ARG(double, scale) = 0.1;
+  TORCH_ARG(double, scale) = kRpeScale;
   /// Initial mask height: f(0) = weight for the mixture, kernels and basis; w_t = weight / T for
   /// local.
-  TORCH_ARG(double, weight) = 1.0;
+  TORCH_ARG(double, weight) = kRpeWeight;
 };
 
 /// Learnable g for every head, with its closed-form f.
@@ -113,13 +119,13 @@ struct FLTAttentionOptions {
   /// Family of the learned spectrum g.
   TORCH_ARG(SpectrumFamily, family) = SpectrumFamily::kGaussianMixture;
   /// Components T of the mixture, local and basis families (> 0).
-  TORCH_ARG(int64_t, components) = 2;
+  TORCH_ARG(int64_t, components) = kRpeComponents;
   /// Local family: power k (1 = box).
-  TORCH_ARG(int64_t, smoothness) = 1;
+  TORCH_ARG(int64_t, smoothness) = kRpeSmoothness;
   /// Initial width of g (see RpeSpectrumOptions::scale), > 0.
-  TORCH_ARG(double, rpe_scale) = 0.1;
-  /// Initial mask height (see RpeSpectrumOptions::weight).
-  TORCH_ARG(double, rpe_weight) = 1.0;
+  TORCH_ARG(double, rpe_scale) = kRpeScale;
+  /// Initial mask height (see RpeSpectrumOptions::weight), finite.
+  TORCH_ARG(double, rpe_weight) = kRpeWeight;
   /// Proposal p of the frequencies.
   TORCH_ARG(ProposalKind, proposal) = ProposalKind::kGaussian;
   /// Scale s of p (> 0).
@@ -130,11 +136,12 @@ struct FLTAttentionOptions {
   TORCH_ARG(FeatureKind, kind) = FeatureKind::kPositive;
   /// Seed of the initial draws (attention and RPE features).
   TORCH_ARG(uint64_t, seed) = 0;
-  /// Heads H and head dim D; 0 means "set by the container".
+  /// Heads H and head dim D; 0 means "set by the container" (attention.h). The spectrum is per head
+  /// and the features are sized by D, so a module used alone needs both.
   TORCH_ARG(int64_t, heads) = 0;
   TORCH_ARG(int64_t, head_dim) = 0;
   /// Floor of the normaliser (only reached by underflow).
-  TORCH_ARG(double, eps) = 1e-30;
+  TORCH_ARG(double, eps) = kFavorEps;
   /// A spectrum owned elsewhere and shared by several FLT modules (layers of one model share their
   /// RPE this way: `TransformerOptions::share_rpe`). The module uses it without registering it, so
   /// the owner's parameters() lists it once. Null (default): the module owns its spectrum.
@@ -178,7 +185,8 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
   torch::Tensor frequencies() const;
 
   /// Streaming, as for Performer. positions: (T, l) or (B, T, l); undefined means the token indices
-  /// steps .. steps + T - 1 (append) and steps - T .. steps - 1 (read, i.e. the latest tokens).
+  /// steps .. steps + T - 1 (append) and steps - T .. steps - 1 (read, i.e. the latest tokens; so
+  /// reading more queries than tokens appended needs explicit positions).
   /// k: (B, H, T, D)  v: (B, H, T, Dv)
   void append(LinearAttentionState& state, const torch::Tensor& k, const torch::Tensor& v,
               const torch::Tensor& positions = {}) const;

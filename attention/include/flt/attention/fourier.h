@@ -15,6 +15,10 @@ namespace flt::attention {
 
 using kernels::FourierPhi;
 
+/// Default power p of phi(x) = x^p (Table 7 of the supplement: 4 and 6 are best), for the options
+/// and every functional form.
+constexpr int64_t kFourierPower = 4;
+
 /// How many R values the module learns.
 enum class FourierRShape {
   kScalar,            ///< one R for all heads and dimensions (the paper's main setting)
@@ -24,16 +28,18 @@ enum class FourierRShape {
 };
 
 /// out = Fourier attention of q, k, v. `R`: a scalar (0-d or (1)), (D), (H, 1) or (H, D); its
-/// absolute value is used. `power` >= 1 (<= 32); odd powers give signed weights (warned once).
+/// absolute value is used, so every entry must be finite and nonzero (R = 0 weighs every key
+/// equally whatever q and k). `power` >= 1 (<= 32); odd powers give signed weights (warned once).
 /// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv)  R: see above -> (B, H, Lq, Dv)
 torch::Tensor fourier_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                const torch::Tensor& v, const torch::Tensor& R, int64_t power = 4,
-                                bool causal = false, FourierPhi phi = FourierPhi::kPower);
+                                const torch::Tensor& v, const torch::Tensor& R,
+                                int64_t power = kFourierPower, bool causal = false,
+                                FourierPhi phi = FourierPhi::kPower);
 
 /// The normalised kernel matrix K_ij / sum_j K_ij (zero rows where every weight vanishes).
 /// q: (B, H, Lq, D)  k: (B, H, Lk, D)  R: as in fourier_attention -> (B, H, Lq, Lk)
 torch::Tensor fourier_attention_weights(const torch::Tensor& q, const torch::Tensor& k,
-                                        const torch::Tensor& R, int64_t power = 4,
+                                        const torch::Tensor& R, int64_t power = kFourierPower,
                                         bool causal = false, FourierPhi phi = FourierPhi::kPower);
 
 /// |R| broadcast to (H, D) from any accepted shape; throws a message naming the bad shape.
@@ -49,7 +55,7 @@ torch::Tensor fourier_r_per_head_dim(const char* fn, const torch::Tensor& R, int
 /// A = integral over R of phi(sin z / z) dz, the normaliser of the generalized Fourier density
 /// estimator, in closed form: phi = s^p (any p >= 1) and phi = |s|^p with p even. Other phi
 /// (|s|, ReLU, sigmoid: A diverges or has no closed form) throw a message naming phi and p.
-double fourier_kernel_integral(int64_t power = 4, FourierPhi phi = FourierPhi::kPower);
+double fourier_kernel_integral(int64_t power = kFourierPower, FourierPhi phi = FourierPhi::kPower);
 
 /// The generalized Fourier density estimator (FourierFormer eq. 12) at `points`:
 ///   p(x) = R^D / (N A^D) sum_i prod_d phi( sin(R (x_d - k_id)) / (R (x_d - k_id)) ).
@@ -57,7 +63,7 @@ double fourier_kernel_integral(int64_t power = 4, FourierPhi phi = FourierPhi::k
 /// through fourier_attention (the same kernel numerics as the attention). R > 0, finite.
 /// points: (P, D)  samples: (N, D) -> (P)
 torch::Tensor fourier_density_estimate(const torch::Tensor& points, const torch::Tensor& samples,
-                                       double R, int64_t power = 4,
+                                       double R, int64_t power = kFourierPower,
                                        FourierPhi phi = FourierPhi::kPower);
 
 /// The Gaussian kernel density estimate with an isotropic bandwidth h > 0 (the estimator behind
@@ -71,23 +77,25 @@ torch::Tensor gaussian_kde(const torch::Tensor& points, const torch::Tensor& sam
 /// vanishes the estimate is 0 (as in fourier_attention).
 /// points: (P, D)  samples: (N, D)  targets: (N, Dv) -> (P, Dv)
 torch::Tensor fourier_regression_estimate(const torch::Tensor& points, const torch::Tensor& samples,
-                                          const torch::Tensor& targets, double R, int64_t power = 4,
+                                          const torch::Tensor& targets, double R,
+                                          int64_t power = kFourierPower,
                                           FourierPhi phi = FourierPhi::kPower);
 
 struct FourierAttentionOptions {
   static constexpr const char* kName = "fourier";
-  /// Number of heads H (MultiheadAttention fills it in); sizes per-head R.
-  TORCH_ARG(int64_t, heads) = 1;
-  /// Head dimension D (MultiheadAttention fills it in); sizes per-dimension R. 0 = unknown.
+  /// Heads H and head dim D; 0 means "set by the container" (attention.h). A per-head R needs
+  /// heads, a per-dimension R needs head_dim.
+  TORCH_ARG(int64_t, heads) = 0;
   TORCH_ARG(int64_t, head_dim) = 0;
-  /// Initial R (2 for language models, 1 for images; Table 8 of the supplement).
+  /// Initial R, positive and finite (2 for language models, 1 for images; Table 8 of the
+  /// supplement).
   TORCH_ARG(double, r_init) = 2.0;
   /// Scalar, per-dimension, per-head or per-head-and-dimension R.
   TORCH_ARG(FourierRShape, r_shape) = FourierRShape::kScalar;
   /// Whether R is a trainable parameter (else a buffer).
   TORCH_ARG(bool, learn_r) = true;
-  /// phi(x) = x^power (default 4; Table 7: odd powers diverge, 4 and 6 are best).
-  TORCH_ARG(int64_t, power) = 4;
+  /// phi(x) = x^power (Table 7: odd powers diverge, 4 and 6 are best).
+  TORCH_ARG(int64_t, power) = kFourierPower;
   /// The function phi (power by default; abs, ReLU, sigmoid for ablations).
   TORCH_ARG(FourierPhi, phi) = FourierPhi::kPower;
 };

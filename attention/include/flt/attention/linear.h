@@ -7,6 +7,9 @@
 
 namespace flt::attention {
 
+/// Default floor of the normaliser of linear attention (options and functional form).
+constexpr double kLinearAttentionEps = 1e-6;
+
 /// elu(x) + 1, the positive feature map of linear attention. x: (...) -> (...)
 torch::Tensor elu_feature_map(const torch::Tensor& x);
 
@@ -14,12 +17,16 @@ torch::Tensor elu_feature_map(const torch::Tensor& x);
 /// (prefix sums over j <= i when causal), phi = elu + 1.
 /// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
 torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, bool causal = false, double eps = 1e-6);
+                               const torch::Tensor& v, bool causal = false,
+                               double eps = kLinearAttentionEps);
 
 struct LinearAttentionOptions {
   static constexpr const char* kName = "linear";
   /// Floor of the normaliser phi(q_i)^T z (it is positive; the floor only guards underflow).
-  TORCH_ARG(double, eps) = 1e-6;
+  TORCH_ARG(double, eps) = kLinearAttentionEps;
+  /// Heads H and head dim D; 0 means "set by the container" (attention.h; unused by the math).
+  TORCH_ARG(int64_t, heads) = 0;
+  TORCH_ARG(int64_t, head_dim) = 0;
 };
 
 class LinearAttentionImpl : public AttentionModule<LinearAttentionImpl> {
@@ -38,10 +45,16 @@ class LinearAttentionImpl : public AttentionModule<LinearAttentionImpl> {
 };
 TORCH_MODULE(LinearAttention);
 
-/// The attention matrix implied by feature maps: A_ij = phi_q_i . phi_k_j / sum_j' phi_q_i .
-/// phi_k_j' (j, j' <= i when causal). Shared by every feature-map variant's `materialize`. phi_q:
-/// (B, H, Lq, M)  phi_k: (B, H, Lk, M) -> (B, H, Lq, Lk)
+/// The attention matrix implied by feature maps, whose product with v is
+/// kernels::normalized_linear_attention with the same floor:
+/// A_ij = phi_q_i . phi_k_j / max(sum_j' phi_q_i . phi_k_j', floor_i) (j, j' <= i when causal).
+/// Shared by every feature-map variant's `materialize`.
+/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  floor: broadcastable to (B, H, Lq, 1)
+/// -> (B, H, Lq, Lk)
 torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                       bool causal, double eps = 1e-6);
+                                       bool causal, const torch::Tensor& floor);
+/// The same with one floor `eps` for every query.
+torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                       bool causal, double eps = kLinearAttentionEps);
 
 }  // namespace flt::attention

@@ -19,10 +19,12 @@ struct PerformerAttentionOptions {
   TORCH_ARG(bool, orthogonal) = true;
   /// Seed of the initial draw of the features.
   TORCH_ARG(uint64_t, seed) = 0;
-  /// Head dim D; 0 (default) means "set by the container" (MultiheadAttention passes E / H).
+  /// Heads H and head dim D; 0 means "set by the container" (attention.h). The features are sized
+  /// by D, so a module used alone needs head_dim.
+  TORCH_ARG(int64_t, heads) = 0;
   TORCH_ARG(int64_t, head_dim) = 0;
   /// Floor of the normaliser; the shifted features keep it far above this unless it underflows.
-  TORCH_ARG(double, eps) = 1e-30;
+  TORCH_ARG(double, eps) = kFavorEps;
 };
 
 /// Performer attention with the given feature map (whose input_dim is D); q and k are scaled by
@@ -30,7 +32,7 @@ struct PerformerAttentionOptions {
 /// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
 torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const FeatureMapImpl& feature_map,
-                                  bool causal = false, double eps = 1e-30);
+                                  bool causal = false, double eps = kFavorEps);
 
 class PerformerAttentionImpl : public AttentionModule<PerformerAttentionImpl> {
  public:

@@ -43,9 +43,14 @@ torch::Tensor kernelized_attention(const torch::Tensor& q, const torch::Tensor& 
                                    const torch::Tensor& v, const std::string& kernel,
                                    bool causal = false);
 
+/// Default variance floor of the ppSBN pre-normalisation (options and functional form).
+constexpr double kSbnEps = 1e-5;
+
 /// ppSBN pre-normalisation: standardise per feature over batch and length (prefix only when
-/// causal), unit rows, times D^{-1/4}. x: (B, H, L, D) -> (B, H, L, D)
-torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps = 1e-5);
+/// causal; statistics in double), unit rows, times D^{-1/4}. A row that standardises to exactly 0
+/// (one token in its statistics) stays 0 with zero gradient. eps > 0, finite.
+/// x: (B, H, L, D) -> (B, H, L, D)
+torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps = kSbnEps);
 
 struct SchoenbAttentionOptions {
   static constexpr const char* kName = "schoenbat";
@@ -57,16 +62,17 @@ struct SchoenbAttentionOptions {
   TORCH_ARG(int64_t, max_degree) = 8;
   /// Apply ppSBN (pre and post); off gives plain RMFA on the raw q, k (diverges outside radius 1).
   TORCH_ARG(bool, ppsbn) = true;
-  /// Variance floor of the pre-normalisation.
-  TORCH_ARG(double, sbn_eps) = 1e-5;
+  /// Variance floor of the pre-normalisation (positive, finite).
+  TORCH_ARG(double, sbn_eps) = kSbnEps;
   /// Fraction of the smallest exact normaliser below which the estimate is raised (see above).
   TORCH_ARG(double, normaliser_floor) = 0.5;
-  /// Initial post-normalisation gamma and beta.
+  /// Initial post-normalisation gamma and beta (finite).
   TORCH_ARG(double, gamma) = 1.0;
   TORCH_ARG(double, beta) = 1.0;
   /// Seed of the initial draw.
   TORCH_ARG(uint64_t, seed) = 0;
-  /// Heads H and head dim D; 0 means "set by the container".
+  /// Heads H and head dim D; 0 means "set by the container" (attention.h). gamma and beta are per
+  /// head and the features are sized by D, so a module used alone needs both.
   TORCH_ARG(int64_t, heads) = 0;
   TORCH_ARG(int64_t, head_dim) = 0;
 };

@@ -7,12 +7,14 @@
 
 namespace flt::attention {
 
-/// Attention weights softmax(q k^T * scale + causal mask).
-/// q: (B, H, Lq, D)  k: (B, H, Lk, D) -> (B, H, Lq, Lk). `scale` <= 0 means 1 / sqrt(D).
+/// Attention weights softmax(q k^T * scale + bias + causal mask). `scale` >= 0 and finite; 0 means
+/// 1 / sqrt(D). `bias`, an additive logit mask (e.g. FLT's exact RPE mask), may be undefined.
+/// q: (B, H, Lq, D)  k: (B, H, Lk, D)  bias: broadcastable to (B, H, Lq, Lk) -> (B, H, Lq, Lk)
 torch::Tensor softmax_attention_weights(const torch::Tensor& q, const torch::Tensor& k,
-                                        bool causal = false, double scale = 0.0);
+                                        bool causal = false, double scale = 0.0,
+                                        const torch::Tensor& bias = {});
 
-/// softmax(q k^T * scale + mask) v.
+/// softmax(q k^T * scale + causal mask) v, scale as above.
 /// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
 torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, bool causal = false, double scale = 0.0);
@@ -21,6 +23,9 @@ struct SoftmaxAttentionOptions {
   static constexpr const char* kName = "softmax";
   /// Logit scale; 0 (default) means 1 / sqrt(D).
   TORCH_ARG(double, scale) = 0.0;
+  /// Heads H and head dim D; 0 means "set by the container" (attention.h; unused by the math).
+  TORCH_ARG(int64_t, heads) = 0;
+  TORCH_ARG(int64_t, head_dim) = 0;
 };
 
 class SoftmaxAttentionImpl : public AttentionModule<SoftmaxAttentionImpl> {

@@ -24,7 +24,8 @@ using AttentionOptions =
     std::variant<SoftmaxAttentionOptions, LinearAttentionOptions, PerformerAttentionOptions,
                  FourierAttentionOptions, FLTAttentionOptions, SchoenbAttentionOptions>;
 
-/// A variant module built from its options, for `heads` heads of dimension `head_dim`.
+/// A variant module built from its options, for `heads` heads of dimension `head_dim`: options'
+/// heads and head_dim of 0 take these values, nonzero ones must equal them (attention.h).
 struct AttentionHandle {
   std::shared_ptr<torch::nn::Module> module;  ///< register this as a submodule
   Attention* attention = nullptr;             ///< the same object through the common interface

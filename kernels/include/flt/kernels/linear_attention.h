@@ -22,12 +22,19 @@ torch::Tensor linear_attention_numerator_composite(const torch::Tensor& phi_q,
                                                    const torch::Tensor& phi_k,
                                                    const torch::Tensor& v, bool causal);
 
-/// Normalised linear attention: numerator / denominator, where the denominator
-/// sum_j phi_q_i . phi_k_j is the numerator of a ones column (one call computes both).
-/// Denominators below `eps` are raised to `eps` (positive feature maps only reach it by underflow).
-/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
+/// Normalised linear attention, the one formula of every feature-map variant (Linear, Performer,
+/// FLT, SchoenbAt): out_i = numerator_i / max(denominator_i, floor_i), where the denominator
+/// sum_j phi_q_i . phi_k_j is the numerator of a ones column (one call computes both). Positive
+/// feature maps reach the floor only by underflow; signed ones (trigonometric, Maclaurin) can give
+/// a denominator <= 0, which the floor replaces.
+/// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv)  floor: broadcastable to
+/// (B, H, Lq, 1) -> (B, H, Lq, Dv)
 torch::Tensor normalized_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                          const torch::Tensor& v, bool causal, double eps = 1e-6);
+                                          const torch::Tensor& v, bool causal,
+                                          const torch::Tensor& floor);
+/// The same with one floor `eps` for every query.
+torch::Tensor normalized_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                          const torch::Tensor& v, bool causal, double eps);
 
 /// Keys per block in the causal path: within a block the masked (C, C) scores, across blocks the
 /// state.
