@@ -53,6 +53,22 @@ int main(int argc, char** argv) {
   count(app.add_option("--unroll", options.unroll, "inner steps per truncation"));
   count(app.add_option("--horizon", options.horizon,
                        "inner steps per task (a multiple of --unroll)"));
+  app.add_option("--horizon-max", options.horizon_max,
+                 "draw each restart's horizon log-uniformly from [--horizon, --horizon-max] "
+                 "(0 = always --horizon)")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
+  app.add_option("--train", options.train,
+                 "meta-parameters to train: all, rule (head and memory) or controller (the "
+                 "per-tensor step-size controller's scalars)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"all", "rule", "controller"}));
+  std::string init;
+  app.add_option("--init", init,
+                 "start from this weights file (a previous stage) instead of a fresh rule; its "
+                 "shape wins over --memory/--hidden/...")
+      ->check(CLI::ExistingFile);
+  app.add_option("--pes-sigma", options.pes_sigma, "PES perturbation std")->capture_default_str();
   app.add_option("--meta-lr", options.meta_lr, "outer Adam learning rate at the start")
       ->capture_default_str();
   app.add_option("--meta-lr-end", options.meta_lr_end,
@@ -94,13 +110,18 @@ int main(int argc, char** argv) {
     flt::set_threads(threads);
     torch::manual_seed(options.seed);
     model_options.seed(options.seed);
-    flt::optim::LearnedOptimizerModel model(model_options);
+    flt::optim::LearnedOptimizerModel model =
+        init.empty() ? flt::optim::LearnedOptimizerModel(model_options) : fo::load_model(init);
+    model_options = model->options;
     std::fprintf(
-        stderr, "meta-training %s (%s, %lld iterations, %lld workers, unroll %lld, horizon %lld)\n",
+        stderr,
+        "meta-training %s (%s, train %s, %lld iterations, %lld workers, unroll %lld, horizon "
+        "%lld..%lld)\n",
         flt::optim::memory_name(model_options.memory()).c_str(),
-        flt::optim::meta_estimator_name(options.estimator).c_str(),
+        flt::optim::meta_estimator_name(options.estimator).c_str(), options.train.c_str(),
         static_cast<long long>(options.iterations), static_cast<long long>(options.workers),
-        static_cast<long long>(options.unroll), static_cast<long long>(options.horizon));
+        static_cast<long long>(options.unroll), static_cast<long long>(options.horizon),
+        static_cast<long long>(std::max(options.horizon, options.horizon_max)));
     const auto history = flt::optim::meta_train(model, options);
     flt::optim::save_model(model, out);
     double tail = 0.0;

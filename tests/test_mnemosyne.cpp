@@ -27,7 +27,7 @@ namespace {
 
 class Mnemosyne : public flt::testing::SeededTest {};
 
-/// A fresh (untrained) model: its head starts at zero, so it is Adam with lr = step_scale.
+/// A fresh (untrained) model: its head starts at zero, so it is Adam with the controller's step.
 fo::LearnedOptimizerModel untrained(fo::Memory memory = fo::Memory::kFLT) {
   return fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().memory(memory));
 }
@@ -75,22 +75,52 @@ TEST_F(Mnemosyne, LogSignEncoding_ExactValues) {
   EXPECT_TRUE(all_close(e, expected, 1e-12, 1e-12));
 }
 
-TEST_F(Mnemosyne, UntrainedModel_IsAdam) {
-  // The zero-initialised head makes the rule exactly Adam(lr = step_scale, betas 0.9/0.999) up to
-  // Adam's eps (1e-8 here vs 1e-15 inside the model's square root): a check of every moment
-  // formula.
+/// The step-size controller written out in double (learned_rule.h), for the reference below.
+struct ControllerReference {
+  double rho, floor, gain, target;
+  double c = 0.0, mean_square = 0.0;
+  double step_size() const { return rho * std::sqrt(mean_square + floor * floor) * std::exp(c); }
+  void update(const torch::Tensor& g, const torch::Tensor& previous, const torch::Tensor& p) {
+    const double cosine = (g * previous).sum().item<double>() /
+                          (std::sqrt((g * g).sum().item<double>() *
+                                     (previous * previous).sum().item<double>()) +
+                           1e-30);
+    c = std::clamp(c + gain * (cosine - target), -30.0, 3.0);
+    mean_square = (p * p).mean().item<double>();
+  }
+};
+
+TEST_F(Mnemosyne, UntrainedModel_IsAdamWithTheStepSizeController) {
+  // The zero-initialised head makes the rule Adam (betas 0.9/0.999) whose learning rate is the
+  // tensor's controller: rho sqrt(mean p^2 + floor^2) e^c, c += kappa (cos(g, m1/sqrt(v)) - target).
+  // The reference is written out here in double: a check of every moment and controller formula.
   for (auto memory : fo::all_memories()) {
+    auto model = untrained(memory);
+    const auto& o = model->options;
+    ControllerReference controller{o.relative_step(), o.scale_floor(), o.controller_gain(),
+                                   o.controller_target()};
     auto a = torch::randn({5, 3}).requires_grad_(true);
-    auto b = a.detach().clone().requires_grad_(true);
-    auto ours = make({a}, untrained(memory));
-    torch::optim::Adam adam({b}, torch::optim::AdamOptions(1e-2).eps(1e-12));
-    for (int s = 0; s < 20; ++s) {
+    auto x = a.detach().to(torch::kDouble);
+    controller.mean_square = (x * x).mean().item<double>();
+    auto m = torch::zeros_like(x), v = torch::zeros_like(x);
+    const auto weights = torch::arange(1, 16, x.options()).view({5, 3});
+    auto ours = make({a}, model);
+    std::vector<double> sizes;
+    for (int t = 1; t <= 20; ++t) {
       quadratic_step(ours, a);
-      adam.zero_grad();
-      (b * b * torch::arange(1, 16, b.options()).view({5, 3})).sum().backward();
-      adam.step();
+      const auto g = 2.0 * weights * x;
+      const auto previous = m / (v.sqrt() + 1e-30);
+      m = 0.9 * m + 0.1 * g;
+      v = 0.999 * v + 0.001 * g * g;
+      const auto direction = (m / (1 - std::pow(0.9, t))) / (v / (1 - std::pow(0.999, t))).sqrt();
+      const double eta = controller.step_size();
+      x = x - eta * direction;
+      controller.update(g, previous, x);
+      sizes.push_back(eta);
+      EXPECT_NEAR(ours.step_sizes()[0], eta, 1e-5 * eta) << fo::memory_name(memory) << " t " << t;
     }
-    EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fo::memory_name(memory);
+    EXPECT_TRUE(all_close(a.to(torch::kDouble), x, 1e-4, 1e-6)) << fo::memory_name(memory);
+    EXPECT_NE(sizes.front(), sizes.back()) << "the controller moved the step";
   }
 }
 
@@ -114,7 +144,7 @@ TEST_F(Mnemosyne, FLTMemory_MetaGradientsReachTheSpectrum) {
   auto state = model->initial_state(64, p.options());
   torch::Tensor total = torch::zeros({});
   for (int64_t t = 1; t <= 5; ++t) {
-    auto result = model->step(torch::randn({64}), p, state, t);
+    auto result = model->step(torch::randn({64}), p, state, t, torch::full({}, 1e-2));
     state = result.state;
     total = total + result.update.pow(2).sum();
   }
@@ -156,8 +186,10 @@ TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
       fused.step();
       composite.step();
     }
-    // Trajectories: float32 with transcendental functions in different orders, a few ulps per step.
-    EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fo::memory_name(memory);
+    // Trajectories: float32 with transcendental functions in different orders, a few ulps per step,
+    // carried by steps of eta ~ 0.05 (the controller's relative step of these unit-scale
+    // parameters; measured: the largest difference grows by ~2e-7 a step, to 4e-6 at step 12).
+    EXPECT_TRUE(all_close(a, b, 1e-5, 1e-5)) << fo::memory_name(memory);
     // One step from the same (warmed-up) state: update and every state entry agree closely.
     // The optimizer keeps the state slot-major, (S, N); the composite step takes (N, S).
     const auto& warm =
@@ -165,11 +197,20 @@ TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
     auto state = warm.clone();
     auto param = b.detach().clone();
     const auto g = torch::randn({3000});
-    const auto reference = model->step(g, param, warm.t(), 13);
-    const auto skipped = model->fused_step_(param, g, state, 13, /*lr=*/1.0);
-    EXPECT_EQ(skipped, 0);
+    const auto reference = model->step(g, param, warm.t(), 13, torch::full({}, 1e-2));
+    const auto fused_result = model->fused_step_(param, g, state, 13, /*step_size=*/1e-2);
+    EXPECT_EQ(fused_result.skipped, 0);
     EXPECT_TRUE(all_close(param, b.detach() + reference.update, 1e-6, 1e-7))
         << fo::memory_name(memory);
+    // The controller's statistics: the fused sums against the composite terms summed in double.
+    const auto sums = fo::LearnedOptimizerModelImpl::step_statistics(
+                          g.to(torch::kDouble), warm.t().to(torch::kDouble), param.to(torch::kDouble))
+                          .sum(0);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_NEAR(fused_result.statistics[i], sums[i].item<double>(),
+                  1e-5 * sums.abs().max().item<double>())
+          << fo::memory_name(memory) << " statistic " << i;
+    }
     // State entries relative to their column's scale: the moments and memories are sums of terms
     // of either sign, so entries near zero carry the absolute rounding of their larger terms.
     const auto scale = reference.state.abs().amax(0, /*keepdim=*/true);
@@ -214,11 +255,11 @@ TEST_F(Mnemosyne, FusedStep_WithManyRpeFeatures_MatchesTheDoubleReference) {
   auto param = torch::randn({100}), g = torch::randn({100});
   auto state = model->initial_state(100, param.options());
   for (int64_t t = 1; t <= 4; ++t) {  // a few steps, so the memory holds sums of several terms
-    const auto reference =
-        exact->step(g.to(torch::kDouble), param.to(torch::kDouble), state.to(torch::kDouble), t);
+    const auto reference = exact->step(g.to(torch::kDouble), param.to(torch::kDouble),
+                                       state.to(torch::kDouble), t, torch::full({}, 1.0, torch::kDouble));
     auto fused_state = state.t().contiguous();
     auto fused_param = param.clone();
-    EXPECT_EQ(model->fused_step_(fused_param, g, fused_state, t, 1.0), 0);
+    EXPECT_EQ(model->fused_step_(fused_param, g, fused_state, t, 1.0).skipped, 0);
     EXPECT_TRUE(all_close(fused_param.to(torch::kDouble),
                           param.to(torch::kDouble) + reference.update, 1e-6, 1e-7));
     // Relative to each state column's scale, as in FusedStep_MatchesTheCompositeReference.
@@ -257,7 +298,8 @@ TEST_F(Mnemosyne, NonFiniteGradients_InsideAFusedBlock_TouchOnlyThatCoordinate) 
     }
     EXPECT_EQ(fused.skipped(), 12) << fo::memory_name(memory);
     EXPECT_EQ(composite.skipped(), 12) << fo::memory_name(memory);
-    EXPECT_TRUE(all_close(a, b, 1e-5, 1e-6)) << fo::memory_name(memory);
+    // Tolerance as in FusedStep_MatchesTheCompositeReference (steps of eta ~ 0.05).
+    EXPECT_TRUE(all_close(a, b, 1e-5, 1e-5)) << fo::memory_name(memory);
     const auto& state =
         static_cast<fo::MnemosyneParamState&>(*fused.state().begin()->second).state();
     for (auto i : bad)
@@ -471,7 +513,9 @@ TEST_F(Mnemosyne, WeightsFile_RoundTripAndErrors) {
   EXPECT_EQ(loaded->options.memory(), fo::Memory::kLSTM);
   const auto g = torch::randn({8}), p = torch::randn({8});
   const auto s = model->initial_state(8, g.options());
-  EXPECT_TRUE(torch::equal(model->step(g, p, s, 1).update, loaded->step(g, p, s, 1).update));
+  const auto eta = torch::full({}, 1e-2);
+  EXPECT_TRUE(
+      torch::equal(model->step(g, p, s, 1, eta).update, loaded->step(g, p, s, 1, eta).update));
   expect_error([] { fo::load_model("/nonexistent/weights.pt"); },
                {"cannot open", "/nonexistent/weights.pt"});
   const auto junk = temp_path("junk.pt");

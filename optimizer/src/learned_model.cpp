@@ -57,8 +57,16 @@ void LearnedOptimizerModelImpl::reset() {
               "LearnedOptimizerModel: rpe_features must be positive, got ", options.rpe_features());
   TORCH_CHECK(options.hidden() > 0, "LearnedOptimizerModel: hidden must be positive, got ",
               options.hidden());
-  TORCH_CHECK(options.step_scale() > 0.0 && std::isfinite(options.step_scale()),
-              "LearnedOptimizerModel: step_scale must be positive, got ", options.step_scale());
+  const auto check_positive = [](double value, const char* name) {
+    TORCH_CHECK(value > 0.0 && std::isfinite(value), "LearnedOptimizerModel: ", name,
+                " must be positive and finite, got ", value);
+  };
+  check_positive(options.relative_step(), "relative_step");
+  check_positive(options.scale_floor(), "scale_floor");
+  check_positive(options.controller_gain(), "controller_gain");
+  TORCH_CHECK(std::isfinite(options.controller_target()),
+              "LearnedOptimizerModel: controller_target must be finite, got ",
+              options.controller_target());
   const int64_t dk = options.key_dim();
   query = key = value = nullptr;
   flt = nullptr;
@@ -92,6 +100,12 @@ void LearnedOptimizerModelImpl::reset() {
   head_in =
       register_module("head_in", torch::nn::Linear(kFeatures + read_size(), options.hidden()));
   head_out = register_module("head_out", torch::nn::Linear(options.hidden(), 2));
+  const auto scalar = [](double value) { return torch::full({}, value); };
+  step_log_relative =
+      register_parameter("step_log_relative", scalar(std::log(options.relative_step())));
+  step_log_floor = register_parameter("step_log_floor", scalar(std::log(options.scale_floor())));
+  step_log_gain = register_parameter("step_log_gain", scalar(std::log(options.controller_gain())));
+  step_target = register_parameter("step_target", scalar(options.controller_target()));
   torch::NoGradGuard no_grad;
   head_out->weight.zero_();
   head_out->bias.zero_();
@@ -175,7 +189,8 @@ std::pair<torch::Tensor, torch::Tensor> LearnedOptimizerModelImpl::attend(
 }
 
 LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const torch::Tensor& param,
-                                            const torch::Tensor& state, int64_t t) {
+                                            const torch::Tensor& state, int64_t t,
+                                            const torch::Tensor& step_size) {
   TORCH_CHECK(t >= 1, "LearnedOptimizerModel::step: step index must be >= 1, got ", t);
   TORCH_CHECK(grad.dim() == 1 && param.sizes() == grad.sizes(),
               "LearnedOptimizerModel::step: grad and param must be (N), got ", grad.sizes(),
@@ -202,10 +217,76 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
       1);  // (N, kFeatures)
   auto [read, memory] = attend(x, state.narrow(1, kMoments, memory_size()), t);
   const auto out = head_out(at::tanh(head_in(at::cat({x, read}, 1))));  // (N, 2)
+  TORCH_CHECK(step_size.dim() == 0 || step_size.sizes() == grad.sizes(),
+              "LearnedOptimizerModel::step: step_size must be a scalar or (N), got ",
+              step_size.sizes());
   const auto direction = adam_direction + out.select(1, 0);
-  const auto magnitude = out.select(1, 1).clamp(-kMaxLogMagnitude, kMaxLogMagnitude);
-  const auto update = -options.step_scale() * direction * at::exp(magnitude);
+  const auto magnitude = kMaxLogMagnitude * at::tanh(out.select(1, 1) / kMaxLogMagnitude);
+  const auto update = -step_size * direction * at::exp(magnitude);
   return {update, at::cat({at::stack({m1, m2, v}, 1), memory}, 1)};
+}
+
+// ---- the per-tensor step-size controller ------------------------------------------------------
+
+torch::Tensor LearnedOptimizerModelImpl::initial_tensor_state(const torch::Tensor& param) const {
+  const double mean_square =
+      param.numel() == 0 ? 0.0 : param.detach().to(at::kDouble).pow(2).mean().item<double>();
+  return torch::tensor({0.0, mean_square, 0.0}, torch::kFloat);
+}
+
+torch::Tensor LearnedOptimizerModelImpl::tensor_step_size(const torch::Tensor& tensor_states,
+                                                          int64_t t, int64_t total_steps) const {
+  TORCH_CHECK(tensor_states.dim() == 2 && tensor_states.size(1) == kTensorState,
+              "tensor_step_size: the controller states must be (S, ", kTensorState, "), got ",
+              tensor_states.sizes());
+  return controller_step_size<torch::Tensor>(tensor_states.select(1, 0),
+                                             tensor_states.select(1, 1), step_log_relative,
+                                             step_log_floor, anneal(t, total_steps));
+}
+
+torch::Tensor LearnedOptimizerModelImpl::step_statistics(const torch::Tensor& grad,
+                                                         const torch::Tensor& old_state,
+                                                         const torch::Tensor& new_param) {
+  const auto g = grad.clamp(-kMaxGradient, kMaxGradient);
+  // d_prev = m1 / sqrt(v) without bias corrections: they scale every coordinate of the tensor
+  // alike, and the cosine does not see a common scale.
+  const auto previous = old_state.select(1, 0) / (at::sqrt(old_state.select(1, 2)) + kCosineEpsilon);
+  return at::stack({g * previous, g * g, previous * previous, new_param * new_param}, 1);
+}
+
+torch::Tensor LearnedOptimizerModelImpl::next_tensor_state(const torch::Tensor& tensor_states,
+                                                           const torch::Tensor& statistics,
+                                                           const torch::Tensor& numels) const {
+  TORCH_CHECK(tensor_states.dim() == 2 && tensor_states.size(1) == kTensorState &&
+                  statistics.dim() == 2 && statistics.size(1) == kStatistics &&
+                  statistics.size(0) == tensor_states.size(0) &&
+                  numels.numel() == tensor_states.size(0),
+              "next_tensor_state: expected states (S, ", kTensorState, "), statistics (S, ",
+              kStatistics, ") and numels (S), got ", tensor_states.sizes(), ", ",
+              statistics.sizes(), " and ", numels.sizes());
+  const auto type = tensor_states.scalar_type();
+  const auto sums = statistics.to(type);
+  auto [next, cosine] = controller_update<torch::Tensor>(
+      tensor_states.select(1, 0), sums.select(1, 0), sums.select(1, 1), sums.select(1, 2),
+      step_log_gain, step_target);
+  const auto mean_square = sums.select(1, 3) / numels.to(type).clamp_min(1.0);
+  return at::stack({next, mean_square, cosine}, 1);
+}
+
+double LearnedOptimizerModelImpl::tensor_step_size(const std::array<double, 3>& tensor_state,
+                                                   int64_t t, int64_t total_steps) const {
+  return controller_step_size<double>(tensor_state[0], tensor_state[1],
+                                      step_log_relative.item<double>(),
+                                      step_log_floor.item<double>(), anneal(t, total_steps));
+}
+
+std::array<double, 3> LearnedOptimizerModelImpl::next_tensor_state(
+    const std::array<double, 3>& tensor_state, const std::array<double, 4>& statistics,
+    int64_t numel) const {
+  const auto [next, cosine] =
+      controller_update<double>(tensor_state[0], statistics[0], statistics[1], statistics[2],
+                                step_log_gain.item<double>(), step_target.item<double>());
+  return {next, statistics[3] / static_cast<double>(std::max<int64_t>(numel, 1)), cosine};
 }
 
 }  // namespace flt::optim

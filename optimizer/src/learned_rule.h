@@ -1,7 +1,13 @@
 #pragma once
-// Constants of the learned update rule (learned_model.h), shared by its composite reference
-// (LearnedOptimizerModelImpl::step, learned_model.cpp) and its fused inference path
-// (learned_step_fused.cpp), so the two cannot drift apart. Internal to the library.
+// Constants and per-tensor formulas of the learned update rule (learned_model.h), shared by its
+// composite reference (LearnedOptimizerModelImpl::step, learned_model.cpp), its fused inference path
+// (learned_step_fused.cpp) and the optimizer (mnemosyne.cpp), so they cannot drift apart. Internal
+// to the library.
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
 
 namespace flt::optim::detail {
 
@@ -15,11 +21,70 @@ constexpr double kMaxGradient = 1e18;
 constexpr double kRmsEpsilon = 1e-30;
 /// The ratio features g / rms, m1 / rms, m2 / rms are clipped to [-kRatioClip, kRatioClip].
 constexpr double kRatioClip = 10.0;
-/// The head's log-magnitude a is clipped to [-kMaxLogMagnitude, kMaxLogMagnitude].
-constexpr double kMaxLogMagnitude = 6.0;
+/// The head's log-magnitude a is squashed to (-kMaxLogMagnitude, kMaxLogMagnitude) by
+/// kMaxLogMagnitude * tanh(a / kMaxLogMagnitude): the head reshapes the step within a tensor (up to
+/// e^2 = 7.4x either way) while the per-tensor controller below owns its overall size.
+constexpr double kMaxLogMagnitude = 2.0;
 /// Threshold exponent k of the log-and-sign encodings (threshold e^-k).
 constexpr double kLogSignK = 5.0;
 /// Floor of the attention memory's normaliser phi_q . z (positive features; guards underflow).
 constexpr double kReadFloor = 1e-20;
+
+// ---- the per-tensor step-size controller ------------------------------------------------------
+//
+// Every parameter tensor has its own step size
+//   eta = rho * sqrt(mean(p^2) + floor^2) * exp(c) * anneal(t / total_steps),
+// relative to the tensor's own scale (as Adafactor's relative step: no learning rate to tune across
+// problems whose weights live at different scales), with a log-multiplier c that a hypergradient
+// signal steers: after each step, h = cos(g_t, d_{t-1}) (the new gradient against the previous
+// Adam direction m1 / sqrt(v) of the whole tensor) and
+//   c <- clamp(c + kappa (h - target), kMinLogMultiplier, kMaxLogMultiplier).
+// While successive steps agree (h > target) the step grows; under gradient noise (h ~ 0) or
+// oscillation (h < 0) it shrinks geometrically, which is what lets a run settle: with pure-noise
+// gradients the total displacement is a convergent geometric sum. rho, floor, kappa and target are
+// meta-parameters.
+
+/// Per-tensor controller state: [c, mean(p^2) after the last step, last cosine h].
+constexpr int64_t kTensorState = 3;
+/// Per-coordinate terms summed over a tensor after each step: g d_prev, g^2, d_prev^2, p_new^2.
+constexpr int64_t kStatistics = 4;
+/// Bounds of the log-multiplier c: the step grows at most e^3 = 20x over its relative start; it can
+/// shrink to nothing in practice (e^-30).
+constexpr double kMinLogMultiplier = -30.0, kMaxLogMultiplier = 3.0;
+/// Added to the cosine's denominator (an all-zero previous direction gives h = 0).
+constexpr double kCosineEpsilon = 1e-30;
+
+inline double exp_of(double x) { return std::exp(x); }
+inline at::Tensor exp_of(const at::Tensor& x) { return at::exp(x); }
+inline double sqrt_of(double x) { return std::sqrt(x); }
+inline at::Tensor sqrt_of(const at::Tensor& x) { return at::sqrt(x); }
+inline double clamp_to(double x, double lo, double hi) { return std::clamp(x, lo, hi); }
+inline at::Tensor clamp_to(const at::Tensor& x, double lo, double hi) { return at::clamp(x, lo, hi); }
+
+/// Cosine annealing to 0 over a known run length (total_steps > 0); 1 when the length is unknown.
+inline double anneal(int64_t t, int64_t total_steps) {
+  if (total_steps <= 0) return 1.0;
+  const double f = std::min(1.0, static_cast<double>(t - 1) / static_cast<double>(total_steps));
+  return 0.5 * (1.0 + std::cos(M_PI * f));
+}
+
+/// The step size of a tensor. T = double (inference) or at::Tensor (meta-training: differentiable
+/// in the meta-parameters log_rho and log_floor).
+template <typename T>
+T controller_step_size(const T& log_multiplier, const T& mean_square, const T& log_rho,
+                       const T& log_floor, double annealing) {
+  return exp_of(log_rho + log_multiplier) * sqrt_of(mean_square + exp_of(log_floor * 2.0)) *
+         annealing;
+}
+
+/// The new log-multiplier and cosine from the tensor's summed statistics (g d_prev, g^2, d_prev^2).
+template <typename T>
+std::pair<T, T> controller_update(const T& log_multiplier, const T& dot, const T& grad_square,
+                                  const T& direction_square, const T& log_gain, const T& target) {
+  const T cosine = dot / (sqrt_of(grad_square * direction_square) + kCosineEpsilon);
+  const T next = clamp_to(log_multiplier + exp_of(log_gain) * (cosine - target),
+                          kMinLogMultiplier, kMaxLogMultiplier);
+  return {next, cosine};
+}
 
 }  // namespace flt::optim::detail

@@ -38,6 +38,8 @@ constexpr float kGain1 = 1.0 - kBeta1, kGain2 = 1.0 - kBeta2, kGainV = 1.0 - kBe
 constexpr float kMaxGradient = detail::kMaxGradient, kRatioClip = detail::kRatioClip;
 constexpr float kMaxLogMagnitude = detail::kMaxLogMagnitude, kLogSignK = detail::kLogSignK;
 constexpr float kRmsEpsilon = detail::kRmsEpsilon, kReadFloor = detail::kReadFloor;
+constexpr float kCosineEpsilon = detail::kCosineEpsilon;
+using detail::kStatistics;
 constexpr int64_t kMaxWidth = 64;   // bound on hidden / key / value / feature widths
 constexpr int64_t kMaxState = 160;  // bound on floats of state per coordinate
 constexpr int64_t kLanes = 16;      // coordinates per block: one AVX-512 or two AVX2 registers
@@ -150,7 +152,7 @@ struct FusedPlan {
   // The RPE part of feature i's logits: w_i[:2r] . N1(t) - |N1(t)|^2 / 2 (and N2 for the keys),
   // summed in double once per step: with many RPE features the two terms are large and cancel.
   std::array<float, kMaxWidth> rpe_q_logits{}, rpe_k_logits{};
-  float gamma = 0, c1 = 0, c2 = 0, cv = 0, quarter = 0, inv_sqrt_m = 0, step_scale = 0, lr = 0;
+  float gamma = 0, c1 = 0, c2 = 0, cv = 0, quarter = 0, inv_sqrt_m = 0, step_size = 0;
 };
 
 /// Rows r0 .. r0 + R - 1 of block_affine: R independent multiply-add chains in registers.
@@ -188,9 +190,10 @@ FLT_INLINE void block_affine(const float* w, const float* b, const float (*x)[kL
 
 /// One full block of kLanes coordinates starting at grad/param/state (slot j of coordinate l at
 /// state[j * w.slot_stride + l]).
-/// Returns the number of coordinates skipped (non-finite gradient or step).
+/// Returns the number of coordinates skipped (non-finite gradient or step); writes the block's sums
+/// of the controller statistics (step_statistics) to statistics[0..4).
 FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, float* param,
-                                     float* state) {
+                                     float* state, double* statistics) {
   constexpr int64_t L = kLanes;
   const int64_t F = LearnedOptimizerModelImpl::kFeatures;
   const int64_t M = LearnedOptimizerModelImpl::kMoments;
@@ -208,9 +211,10 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
     FOR_LANES(l) st[j][l] = state[j * w.slot_stride + l];
   }
 
-  // Moments and features x (in[0..F)).
-  float adam_direction[L];
+  // Moments and features x (in[0..F)); the previous direction m1 / sqrt(v) for the controller.
+  float adam_direction[L], previous[L];
   FOR_LANES(l) {
+    previous[l] = st[0][l] / (std::sqrt(st[2][l]) + kCosineEpsilon);
     const float m1 = kDecay1 * st[0][l] + kGain1 * g[l];
     const float m2 = kDecay2 * st[1][l] + kGain2 * g[l];
     const float vv = kDecayV * st[2][l] + kGainV * g[l] * g[l];
@@ -317,29 +321,40 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
   }
   block_affine(w.w_out, w.b_out, h, 2, w.hidden, out);
   FOR_LANES(l) {
-    update[l] = -w.step_scale * (adam_direction[l] + out[0][l]) *
-                exp_approx(clip(out[1][l], kMaxLogMagnitude));
+    const float a = kMaxLogMagnitude * tanh_approx(out[1][l] * (1.0f / kMaxLogMagnitude));
+    update[l] = -w.step_size * (adam_direction[l] + out[0][l]) * exp_approx(a);
     ok[l] = (ok[l] != 0.0f && is_finite(update[l])) ? 1.0f : 0.0f;
   }
 
   // Scatter: skipped coordinates keep their parameter and their whole state.
   bool all_ok = true;
   for (int64_t l = 0; l < L; ++l) all_ok = all_ok && ok[l] != 0.0f;
+  int64_t skipped = 0;
   if (all_ok) {
-    FOR_LANES(l) param[l] += w.lr * update[l];
+    FOR_LANES(l) param[l] += update[l];
     for (int64_t j = 0; j < w.slots; ++j) {
       FOR_LANES(l) state[j * w.slot_stride + l] = st[j][l];
     }
-    return 0;
-  }
-  int64_t skipped = 0;
-  for (int64_t l = 0; l < L; ++l) {
-    if (ok[l] == 0.0f) {
-      ++skipped;
-      continue;
+  } else {
+    for (int64_t l = 0; l < L; ++l) {
+      if (ok[l] == 0.0f) {
+        ++skipped;
+        continue;
+      }
+      param[l] += update[l];
+      for (int64_t j = 0; j < w.slots; ++j) state[j * w.slot_stride + l] = st[j][l];
     }
-    param[l] += w.lr * update[l];
-    for (int64_t j = 0; j < w.slots; ++j) state[j * w.slot_stride + l] = st[j][l];
+  }
+  // The controller's statistics; lanes past a tail's end have zero gradient, state and parameter.
+  float sums[kStatistics][L];
+  FOR_LANES(l) {
+    sums[0][l] = g[l] * previous[l], sums[1][l] = g[l] * g[l];
+    sums[2][l] = previous[l] * previous[l], sums[3][l] = param[l] * param[l];
+  }
+  for (int64_t i = 0; i < kStatistics; ++i) {
+    double total = 0.0;
+    for (int64_t l = 0; l < L; ++l) total += sums[i][l];
+    statistics[i] = total;
   }
   return skipped;
 }
@@ -347,7 +362,7 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
 /// The last `count` < kLanes coordinates: run as a full block on padded copies (padding lanes see
 /// a zero gradient and state, and are not copied back).
 int64_t step_tail(const FusedPlan& w, const float* grad, float* param, float* state,
-                  int64_t count) {
+                  int64_t count, double* statistics) {
   FusedPlan padded = w;
   padded.slot_stride = kLanes;
   std::array<float, kLanes> g{}, p{};
@@ -356,7 +371,7 @@ int64_t step_tail(const FusedPlan& w, const float* grad, float* param, float* st
   std::copy(param, param + count, p.begin());
   for (int64_t j = 0; j < w.slots; ++j)
     std::copy(state + j * w.slot_stride, state + j * w.slot_stride + count, s.begin() + j * kLanes);
-  const int64_t skipped = step_block(padded, g.data(), p.data(), s.data());
+  const int64_t skipped = step_block(padded, g.data(), p.data(), s.data(), statistics);
   std::copy(p.begin(), p.begin() + count, param);
   for (int64_t j = 0; j < w.slots; ++j)
     std::copy(s.begin() + j * kLanes, s.begin() + j * kLanes + count, state + j * w.slot_stride);
@@ -381,8 +396,9 @@ bool LearnedOptimizerModelImpl::fused_supported() const {
   return true;
 }
 
-int64_t LearnedOptimizerModelImpl::fused_step_(torch::Tensor param, const torch::Tensor& grad,
-                                               torch::Tensor state, int64_t t, double lr) {
+LearnedOptimizerModelImpl::FusedResult LearnedOptimizerModelImpl::fused_step_(
+    torch::Tensor param, const torch::Tensor& grad, torch::Tensor state, int64_t t,
+    double step_size) {
   TORCH_CHECK(fused_supported(), "LearnedOptimizerModel: this configuration has no fused path");
   TORCH_CHECK(param.scalar_type() == at::kFloat && param.is_contiguous() && param.dim() == 1,
               "fused_step_: param must be a contiguous float32 vector, got ", param.sizes(), " ",
@@ -448,27 +464,34 @@ int64_t LearnedOptimizerModelImpl::fused_step_(torch::Tensor param, const torch:
   plan.cv = 1.0 / (1.0 - std::pow(kBetaV, t));
   plan.quarter = std::pow(static_cast<float>(plan.dk), -0.25f);
   plan.inv_sqrt_m = 1.0f / std::sqrt(static_cast<float>(plan.m));
-  plan.step_scale = static_cast<float>(options.step_scale());
-  plan.lr = static_cast<float>(lr);
+  plan.step_size = static_cast<float>(step_size);
 
   float* p_ptr = param.data_ptr<float>();
   float* s_ptr = state.data_ptr<float>();
   const float* g_ptr = g_all.data_ptr<float>();
   std::atomic<int64_t> skipped{0};
   const int64_t blocks = n / kLanes, tail = n - blocks * kLanes;
+  // Per-block sums, added in block order afterwards: the statistics do not depend on how the
+  // blocks were split between threads.
+  std::vector<double> partial(kStatistics * (blocks + 1), 0.0);
   at::parallel_for(0, blocks, 256, [&](int64_t begin, int64_t end) {
     int64_t local_skipped = 0;
     for (int64_t b = begin; b < end; ++b) {
       const int64_t i = b * kLanes;
-      local_skipped += step_block(plan, g_ptr + i, p_ptr + i, s_ptr + i);
+      local_skipped += step_block(plan, g_ptr + i, p_ptr + i, s_ptr + i, &partial[kStatistics * b]);
     }
     skipped += local_skipped;
   });
   if (tail > 0) {
     const int64_t i = blocks * kLanes;
-    skipped += step_tail(plan, g_ptr + i, p_ptr + i, s_ptr + i, tail);
+    skipped += step_tail(plan, g_ptr + i, p_ptr + i, s_ptr + i, tail, &partial[kStatistics * blocks]);
   }
-  return skipped.load();
+  FusedResult result;
+  result.skipped = skipped.load();
+  for (int64_t b = 0; b <= blocks; ++b) {
+    for (int64_t i = 0; i < kStatistics; ++i) result.statistics[i] += partial[kStatistics * b + i];
+  }
+  return result;
 }
 
 }  // namespace flt::optim

@@ -13,6 +13,9 @@
 #include <deque>
 #include <fstream>
 #include <memory>
+#include <tuple>
+
+#include "learned_rule.h"
 
 namespace flt::optim {
 namespace {
@@ -29,8 +32,9 @@ at::Generator generator_for(uint64_t seed, uint64_t a, uint64_t b) {
 
 /// One inner optimisation in flight.
 struct Particle {
-  torch::Tensor params;  // (dim)
-  torch::Tensor state;   // (dim, state_size)
+  torch::Tensor params;      // (dim)
+  torch::Tensor state;       // (dim, state_size)
+  torch::Tensor controller;  // (segments, kTensorState): one step-size controller per tensor
   int64_t t = 0;
   at::Generator noise;
   bool diverged = false;
@@ -38,6 +42,8 @@ struct Particle {
 
 struct Worker {
   std::unique_ptr<Task> task;
+  torch::Tensor segment_sizes;  // (segments) int64: the task's tensors
+  torch::Tensor segment_ids;    // (dim) int64: the tensor of each coordinate
   double log_initial = 0.0;
   std::vector<Particle> particles;  // 1 (backprop) or 2 (PES: +eps, -eps)
   torch::Tensor accumulated;        // PES: sum of this worker's perturbations since the restart
@@ -51,13 +57,17 @@ torch::Tensor meta_term(const torch::Tensor& loss, double log_initial) {
 /// Runs one truncation of `particle` with `model` and returns the mean of its meta-terms. With
 /// `meta_graph` the result is a graph into the model's parameters (truncated back-propagation);
 /// without it (PES) only values are computed. The inner gradients always need autograd.
-torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Task& task, Particle& particle,
-                     double log_initial, int64_t steps, bool meta_graph) {
+torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Particle& particle,
+                     int64_t steps, bool meta_graph) {
   at::AutoGradMode inner_gradients(true);
+  const Task& task = *worker.task;
   auto total = at::zeros({});
   if (particle.diverged) return total;
   auto p = particle.params.detach().requires_grad_(true);
   auto state = particle.state;
+  auto controller = particle.controller;
+  const auto numels = worker.segment_sizes.to(at::kFloat);
+  const int64_t segments = worker.segment_sizes.size(0);
   auto loss = task.loss(p, particle.noise);
   for (int64_t u = 0; u < steps; ++u) {
     const auto grad =
@@ -66,33 +76,56 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Task& task, Particl
       particle.diverged = true;
       break;
     }
-    LearnedStep result;
     {
       at::AutoGradMode meta(meta_graph);
-      result = model.step(grad, p, state, particle.t + 1);
-    }
-    if (meta_graph) {
-      p = p + result.update;
-      state = result.state;
-    } else {
-      p = (p.detach() + result.update).requires_grad_(true);
-      state = result.state.detach();
+      const auto step_size =
+          model.tensor_step_size(controller, particle.t + 1).index_select(0, worker.segment_ids);
+      auto result = model.step(grad, p, state, particle.t + 1, step_size);
+      const auto next_p = (meta_graph ? p : p.detach()) + result.update;
+      const auto sums = at::zeros({segments, detail::kStatistics}, grad.options())
+                            .index_add(0, worker.segment_ids,
+                                       LearnedOptimizerModelImpl::step_statistics(grad, state, next_p));
+      controller = model.next_tensor_state(controller, sums, numels);
+      if (meta_graph) {
+        p = next_p;
+        state = result.state;
+      } else {
+        p = next_p.detach().requires_grad_(true);
+        state = result.state.detach();
+        controller = controller.detach();
+      }
     }
     ++particle.t;
     loss = task.loss(p, particle.noise);
-    total = total + meta_term(meta_graph ? loss : loss.detach(), log_initial);
+    const auto scored = task.has_validation() ? task.validation_loss(p, particle.noise) : loss;
+    total = total + meta_term(meta_graph ? scored : scored.detach(), worker.log_initial);
   }
   particle.params = p.detach();
   particle.state = state.detach();
+  particle.controller = controller.detach();
   return total / static_cast<double>(steps);
 }
 
-std::vector<torch::Tensor> trainable(LearnedOptimizerModelImpl& model) {
+std::vector<torch::Tensor> trainable(LearnedOptimizerModelImpl& model, const std::string& which) {
+  TORCH_CHECK(which == "all" || which == "rule" || which == "controller",
+              "meta_train: train must be all, rule or controller, got \"", which, "\"");
   std::vector<torch::Tensor> out;
-  for (auto& p : model.parameters()) {
-    if (p.requires_grad()) out.push_back(p);
+  for (auto& item : model.named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    const bool controller = item.key().rfind("step_", 0) == 0;  // step_log_relative, ...
+    if (which == "all" || (which == "controller") == controller) out.push_back(item.value());
   }
   return out;
+}
+
+/// The horizon of restart `index`: fixed, or drawn log-uniformly in [horizon, horizon_max].
+int64_t restart_horizon(const MetaTrainOptions& options, int64_t index) {
+  if (options.horizon_max <= options.horizon) return options.horizon;
+  auto gen = generator_for(options.seed ^ 0x40A12, index, 0);
+  const double u = at::rand({1}, gen, at::kDouble).item<double>();
+  const double h = std::exp(std::log(double(options.horizon)) +
+                            u * (std::log(double(options.horizon_max)) - std::log(double(options.horizon))));
+  return std::max<int64_t>(1, std::llround(h / double(options.unroll))) * options.unroll;
 }
 
 void restart(std::vector<Worker>& workers, const LearnedOptimizerModelImpl& model,
@@ -105,6 +138,13 @@ void restart(std::vector<Worker>& workers, const LearnedOptimizerModelImpl& mode
         options.families[(restart_index * workers.size() + w) % options.families.size()];
     auto& worker = workers[w];
     worker.task = sample_task(family, gen, options.sampling);
+    const auto sizes = worker.task->segments();
+    worker.segment_sizes = torch::tensor(sizes, at::kLong);
+    worker.segment_ids = at::repeat_interleave(
+        at::arange(static_cast<int64_t>(sizes.size()), at::kLong), worker.segment_sizes);
+    TORCH_CHECK(worker.segment_ids.size(0) == worker.task->dim(), "meta_train: the segments of ",
+                worker.task->name(), " sum to ", worker.segment_ids.size(0), ", not ",
+                worker.task->dim());
     const auto start = worker.task->initial(gen);
     worker.log_initial =
         std::log(std::clamp(worker.task->eval_loss(start).item<double>(), kMinLoss, kMaxLoss));
@@ -115,6 +155,10 @@ void restart(std::vector<Worker>& workers, const LearnedOptimizerModelImpl& mode
       Particle particle;
       particle.params = start.clone();
       particle.state = model.initial_state(start.size(0), start.options());
+      std::vector<torch::Tensor> controllers;
+      for (int64_t i = 0, offset = 0; i < static_cast<int64_t>(sizes.size()); offset += sizes[i++])
+        controllers.push_back(model.initial_tensor_state(start.narrow(0, offset, sizes[i])));
+      particle.controller = at::stack(controllers);
       // Antithetic particles share the noise stream: only the perturbation's sign differs.
       particle.noise = at::make_generator<at::CPUGeneratorImpl>(noise_seed);
       worker.particles.push_back(std::move(particle));
@@ -124,9 +168,10 @@ void restart(std::vector<Worker>& workers, const LearnedOptimizerModelImpl& mode
 }
 
 void save_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model,
-                     const torch::optim::Adam& adam, int64_t iteration) {
+                     const torch::optim::Adam& adam, int64_t iteration, int64_t restart_index) {
   torch::serialize::OutputArchive archive;
   archive.write("iteration", torch::IValue(iteration));
+  archive.write("restart", torch::IValue(restart_index));
   torch::serialize::OutputArchive model_archive;
   model.save(model_archive);
   archive.write("model", model_archive);
@@ -138,18 +183,20 @@ void save_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model,
   std::rename(tmp.c_str(), path.c_str());  // never leave a half-written checkpoint
 }
 
-int64_t load_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model,
-                        torch::optim::Adam& adam) {
+std::pair<int64_t, int64_t> load_checkpoint(const std::string& path,
+                                            LearnedOptimizerModelImpl& model,
+                                            torch::optim::Adam& adam) {
   torch::serialize::InputArchive archive;
   archive.load_from(path);
-  torch::IValue iteration;
+  torch::IValue iteration, restart_index;
   archive.read("iteration", iteration);
+  archive.read("restart", restart_index);
   torch::serialize::InputArchive model_archive, adam_archive;
   archive.read("model", model_archive);
   model.load(model_archive);
   archive.read("adam", adam_archive);
   adam.load(adam_archive);
-  return iteration.toInt();
+  return {iteration.toInt(), restart_index.toInt()};
 }
 
 std::string format_duration(double seconds) {
@@ -191,11 +238,14 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   TORCH_CHECK(options.pes_sigma > 0.0, "meta_train: pes_sigma must be positive, got ",
               options.pes_sigma);
 
-  auto params = trainable(*model);
+  TORCH_CHECK(options.horizon_max == 0 || options.horizon_max >= options.horizon,
+              "meta_train: horizon_max must be 0 or >= horizon (", options.horizon, "), got ",
+              options.horizon_max);
+  auto params = trainable(*model, options.train);
   torch::optim::Adam adam(params, torch::optim::AdamOptions(options.meta_lr));
-  int64_t iteration = 0;
+  int64_t iteration = 0, restart_index = 0;
   if (!options.checkpoint.empty() && std::ifstream(options.checkpoint).good()) {
-    iteration = load_checkpoint(options.checkpoint, *model, adam);
+    std::tie(iteration, restart_index) = load_checkpoint(options.checkpoint, *model, adam);
     if (options.progress) {
       std::fprintf(stderr, "meta_train: resumed from %s at iteration %lld\n",
                    options.checkpoint.c_str(), static_cast<long long>(iteration));
@@ -211,22 +261,25 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   }
   std::FILE* csv = csv_file.get();
 
-  const int64_t truncations_per_task = options.horizon / options.unroll;
+  int64_t truncations_left = 0;  // of the current tasks; 0: restart first (also after a resume)
   std::vector<Worker> workers(options.workers);
   auto scratch = std::dynamic_pointer_cast<LearnedOptimizerModelImpl>(model->clone());
-  auto scratch_params = trainable(*scratch);
+  auto scratch_params = trainable(*scratch, options.train);
   std::vector<double> history;
   std::deque<double> window;
   const auto started = std::chrono::steady_clock::now();
   const int64_t first = iteration;
 
   for (; iteration < options.iterations; ++iteration) {
-    if (iteration % truncations_per_task == 0) {
+    if (truncations_left == 0) {
       if (!options.checkpoint.empty() && iteration > first) {
-        save_checkpoint(options.checkpoint, *model, adam, iteration);
+        save_checkpoint(options.checkpoint, *model, adam, iteration, restart_index);
       }
-      restart(workers, *model, options, iteration / truncations_per_task);
+      restart(workers, *model, options, restart_index);
+      truncations_left = restart_horizon(options, restart_index) / options.unroll;
+      ++restart_index;
     }
+    --truncations_left;
     // Half-cosine decay from meta_lr to meta_lr * meta_lr_end; a function of the iteration only, so
     // a resumed run follows the same schedule.
     const double fraction =
@@ -241,8 +294,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     if (options.estimator == MetaEstimator::kTruncatedBackprop) {
       auto total = at::zeros({});
       for (auto& worker : workers) {
-        total = total + unroll(*model, *worker.task, worker.particles[0], worker.log_initial,
-                               options.unroll,
+        total = total + unroll(*model, worker, worker.particles[0], options.unroll,
                                /*meta_graph=*/true);
       }
       total = total / static_cast<double>(workers.size());
@@ -269,8 +321,8 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
             p.copy_(perturbed.narrow(0, offset, p.numel()).view(p.sizes()));
             offset += p.numel();
           }
-          losses[sign] = unroll(*scratch, *worker.task, worker.particles[sign], worker.log_initial,
-                                options.unroll, /*meta_graph=*/false)
+          losses[sign] = unroll(*scratch, worker, worker.particles[sign], options.unroll,
+                                /*meta_graph=*/false)
                              .item<double>();
         }
         meta_loss += 0.5 * (losses[0] + losses[1]);
@@ -326,7 +378,11 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     if (on_iteration) on_iteration(progress);
   }
   if (options.progress) std::fprintf(stderr, "\n");
-  if (!options.checkpoint.empty()) save_checkpoint(options.checkpoint, *model, adam, iteration);
+  // The final state is a restart boundary only when the last tasks just ended; otherwise the next
+  // run (more iterations) restarts tasks here, as a run that had not stopped would not: say so.
+  if (!options.checkpoint.empty()) {
+    save_checkpoint(options.checkpoint, *model, adam, iteration, restart_index - (truncations_left > 0 ? 1 : 0));
+  }
   return history;
 }
 

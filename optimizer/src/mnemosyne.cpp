@@ -8,12 +8,14 @@
 #include <fstream>
 #include <set>
 
+#include "learned_rule.h"
 #include "pretrained_weights.h"
 
 namespace flt::optim {
 namespace {
 
-constexpr int64_t kFormatVersion = 1;
+// 2: the per-tensor step-size controller (its meta-parameters replace step_scale).
+constexpr int64_t kFormatVersion = 2;
 
 // The optimizer state map is keyed by a string of the TensorImpl address up to LibTorch 2.1 and by
 // the address itself from 2.2 (DESIGN.md section 1): derive the key from the map's own type.
@@ -37,7 +39,6 @@ void write_options(torch::serialize::OutputArchive& archive,
   archive.write("features", torch::IValue(o.features()));
   archive.write("rpe_features", torch::IValue(o.rpe_features()));
   archive.write("hidden", torch::IValue(o.hidden()));
-  archive.write("step_scale", torch::IValue(o.step_scale()));
   archive.write("seed", torch::IValue(static_cast<int64_t>(o.seed())));
 }
 
@@ -50,7 +51,11 @@ LearnedOptimizerModelOptions read_options(torch::serialize::InputArchive& archiv
               " is not a weights file written by flt-metatrain");
   archive.read("version", value);
   TORCH_CHECK(value.toInt() == kFormatVersion, "learned optimizer weights: ", source,
-              " has format version ", value.toInt(), ", this build reads ", kFormatVersion);
+              " has format version ", value.toInt(), ", this build reads ", kFormatVersion,
+              value.toInt() < kFormatVersion
+                  ? " (weights from before the per-tensor step-size controller: re-train them with "
+                    "flt-metatrain)"
+                  : "");
   LearnedOptimizerModelOptions o;
   archive.read("memory", value);
   o.memory(memory_from_name(value.toStringRef()));
@@ -64,8 +69,6 @@ LearnedOptimizerModelOptions read_options(torch::serialize::InputArchive& archiv
   o.rpe_features(value.toInt());
   archive.read("hidden", value);
   o.hidden(value.toInt());
-  archive.read("step_scale", value);
-  o.step_scale(value.toDouble());
   archive.read("seed", value);
   o.seed(static_cast<uint64_t>(value.toInt()));
   return o;
@@ -172,6 +175,7 @@ void MnemosyneOptions::serialize(torch::serialize::OutputArchive& archive) const
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(chunk_size);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(weights);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(fused);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(total_steps);
   archive.write("memory", torch::IValue(memory_name(memory())));
 }
 
@@ -180,6 +184,7 @@ void MnemosyneOptions::serialize(torch::serialize::InputArchive& archive) {
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, chunk_size);
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(std::string, weights);
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(bool, fused);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, total_steps);
   torch::IValue value;
   archive.read("memory", value);
   memory(memory_from_name(value.toStringRef()));
@@ -187,24 +192,29 @@ void MnemosyneOptions::serialize(torch::serialize::InputArchive& archive) {
 
 bool operator==(const MnemosyneOptions& lhs, const MnemosyneOptions& rhs) {
   return lhs.lr() == rhs.lr() && lhs.memory() == rhs.memory() && lhs.weights() == rhs.weights() &&
-         lhs.chunk_size() == rhs.chunk_size() && lhs.fused() == rhs.fused();
+         lhs.chunk_size() == rhs.chunk_size() && lhs.fused() == rhs.fused() &&
+         lhs.total_steps() == rhs.total_steps();
 }
 
 void MnemosyneParamState::serialize(torch::serialize::OutputArchive& archive) const {
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(step);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(state);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(skipped);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(controller);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(last_step_size);
 }
 
 void MnemosyneParamState::serialize(torch::serialize::InputArchive& archive) {
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, step);
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, state);
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, skipped);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, controller);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, last_step_size);
 }
 
 bool operator==(const MnemosyneParamState& lhs, const MnemosyneParamState& rhs) {
   return lhs.step() == rhs.step() && lhs.skipped() == rhs.skipped() &&
-         torch::equal(lhs.state(), rhs.state());
+         torch::equal(lhs.state(), rhs.state()) && torch::equal(lhs.controller(), rhs.controller());
 }
 
 // ---- the optimizer
@@ -216,6 +226,8 @@ Mnemosyne::Mnemosyne(std::vector<torch::optim::OptimizerParamGroup> param_groups
   TORCH_CHECK(defaults.lr() >= 0.0, "Mnemosyne: lr must be >= 0, got ", defaults.lr());
   TORCH_CHECK(defaults.chunk_size() > 0, "Mnemosyne: chunk_size must be positive, got ",
               defaults.chunk_size());
+  TORCH_CHECK(defaults.total_steps() >= 0, "Mnemosyne: total_steps must be >= 0 (0 = unknown), got ",
+              defaults.total_steps());
   model_ = default_model(defaults);
 }
 
@@ -271,6 +283,7 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
         auto fresh = std::make_unique<MnemosyneParamState>();
         // Slot-major (state_size, n): each state slot of a run of coordinates is contiguous.
         fresh->state(model_->initial_state(n, p.options().dtype(at::kFloat)).t().contiguous());
+        fresh->controller(model_->initial_tensor_state(p));
         it = state_.emplace(key, std::move(fresh)).first;
       }
       auto& st = static_cast<MnemosyneParamState&>(*it->second);
@@ -280,38 +293,72 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
                   model_->state_size(), ", ", n, "), got ", st.state().sizes(),
                   " (saved with another memory kind, or by a version that stored it as (numel, "
                   "state_size))");
+      TORCH_CHECK(st.controller().defined() && st.controller().numel() == detail::kTensorState,
+                  "Mnemosyne: the state of a parameter of shape ", p.sizes(),
+                  " has no step-size controller (saved by a version before it)");
       st.step(st.step() + 1);
+      const auto controller = st.controller().to(at::kDouble);
+      const std::array<double, 3> tensor_state = {controller[0].item<double>(),
+                                                  controller[1].item<double>(),
+                                                  controller[2].item<double>()};
+      const double step_size =
+          options.lr() * model_->tensor_step_size(tensor_state, st.step(), options.total_steps());
+      st.last_step_size(step_size);
       const bool copied = !p.is_contiguous();
       auto flat_param = p.detach().reshape({-1});  // a view unless the parameter is non-contiguous
       const auto flat_grad = grad.detach().reshape({-1});
       auto& state = st.state();
       int64_t skipped = 0;
+      std::array<double, 4> statistics{};
       if (options.fused() && !copied && p.scalar_type() == at::kFloat && p.device().is_cpu() &&
           model_->fused_supported()) {
-        skipped = model_->fused_step_(flat_param, flat_grad, state, st.step(), options.lr());
-        st.skipped(st.skipped() + skipped);
-        continue;
-      }
-      for (int64_t start = 0; start < n; start += options.chunk_size()) {
-        const int64_t size = std::min(options.chunk_size(), n - start);
-        const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
-        auto param = flat_param.narrow(0, start, size);
-        auto chunk_state = state.narrow(1, start, size).t();  // (size, state_size) view
-        const auto finite_grad = at::isfinite(g);
-        auto result = model_->step(at::where(finite_grad, g, at::zeros_like(g)),
-                                   param.to(at::kFloat), chunk_state, st.step());
-        // A coordinate whose gradient or step is not finite keeps its value and its state.
-        const auto ok = finite_grad & at::isfinite(result.update);
-        skipped += (~ok).sum().item<int64_t>();
-        const auto update = at::where(ok, result.update, at::zeros_like(result.update));
-        param.add_(update.to(param.scalar_type()), options.lr());
-        chunk_state.copy_(at::where(ok.unsqueeze(1), result.state, chunk_state));
+        const auto result = model_->fused_step_(flat_param, flat_grad, state, st.step(), step_size);
+        skipped = result.skipped;
+        statistics = result.statistics;
+      } else {
+        const auto size_tensor = torch::full({}, step_size, torch::kFloat);
+        for (int64_t start = 0; start < n; start += options.chunk_size()) {
+          const int64_t size = std::min(options.chunk_size(), n - start);
+          const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
+          auto param = flat_param.narrow(0, start, size);
+          auto chunk_state = state.narrow(1, start, size).t();  // (size, state_size) view
+          const auto finite_grad = at::isfinite(g);
+          const auto safe_grad = at::where(finite_grad, g, at::zeros_like(g));
+          auto result = model_->step(safe_grad, param.to(at::kFloat), chunk_state, st.step(),
+                                     size_tensor);
+          // A coordinate whose gradient or step is not finite keeps its value and its state.
+          const auto ok = finite_grad & at::isfinite(result.update);
+          skipped += (~ok).sum().item<int64_t>();
+          const auto update = at::where(ok, result.update, at::zeros_like(result.update));
+          param.add_(update.to(param.scalar_type()));
+          const auto sums = LearnedOptimizerModelImpl::step_statistics(
+                                safe_grad, chunk_state, param.to(at::kFloat))
+                                .to(at::kDouble)
+                                .sum(0);
+          for (int64_t i = 0; i < 4; ++i) statistics[i] += sums[i].item<double>();
+          chunk_state.copy_(at::where(ok.unsqueeze(1), result.state, chunk_state));
+        }
       }
       st.skipped(st.skipped() + skipped);
+      const auto next = model_->next_tensor_state(tensor_state, statistics, n);
+      st.controller(torch::tensor({next[0], next[1], next[2]}, torch::kFloat));
       if (copied) p.detach().copy_(flat_param.view(p.sizes()));
     }
   }
   return loss;
+}
+
+std::vector<double> Mnemosyne::step_sizes() const {
+  std::vector<double> sizes;
+  for (const auto& group : param_groups_) {
+    for (const auto& p : group.params()) {
+      const auto it = state_.find(state_key(state_, p));
+      sizes.push_back(it == state_.end() ? 0.0
+                                         : static_cast<const MnemosyneParamState&>(*it->second)
+                                               .last_step_size());
+    }
+  }
+  return sizes;
 }
 
 int64_t Mnemosyne::skipped() const {

@@ -138,6 +138,16 @@ class FlatLayout {
     return at::cat(parts);
   }
   int64_t total() const { return total_; }
+  /// Number of entries of each tensor, in order (Task::segments).
+  std::vector<int64_t> sizes() const {
+    std::vector<int64_t> out;
+    for (const auto& shape : shapes_) {
+      int64_t n = 1;
+      for (auto s : shape) n *= s;
+      out.push_back(n);
+    }
+    return out;
+  }
 
  private:
   std::vector<std::vector<int64_t>> shapes_;
@@ -171,6 +181,7 @@ class MLPTask : public Task {
     return classification_ ? TaskFamily::kMLPClassification : TaskFamily::kMLPRegression;
   }
   int64_t dim() const override { return layout_.total(); }
+  std::vector<int64_t> segments() const override { return layout_.sizes(); }
   torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
   torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
     const auto idx = at::randint(x_.size(0), {batch_}, gen);
@@ -228,6 +239,7 @@ class TransformerLMTask : public Task {
   }
   TaskFamily family() const override { return TaskFamily::kTransformerLM; }
   int64_t dim() const override { return layout_.total(); }
+  std::vector<int64_t> segments() const override { return layout_.sizes(); }
   torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
   torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
     return objective(params, data_.index_select(0, at::randint(data_.size(0), {batch_}, gen)));

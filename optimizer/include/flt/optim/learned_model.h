@@ -15,10 +15,15 @@
 //                features of the step index (learned spectrum g: it weighs recent vs old history)
 //                and a learned discount gamma; Performer: the same without RPE; LSTM: an LSTM cell;
 //                None: no memory (MLP rule).
-//   head         MLP([x, read]) -> (direction d, log-magnitude a)
-//   update       -step_scale * (m1 / sqrt(v) + d) * exp(a)
-// The last head layer starts at zero, so an untrained model is Adam with lr = step_scale; the
-// meta-trained weights learn the correction d and the magnitude a.
+//   head         MLP([x, read]) -> (direction d, log-magnitude a), a squashed to (-2, 2)
+//   update       -eta * (m1 / sqrt(v) + d) * exp(a)
+// eta is the tensor's step size, chosen per parameter tensor by a controller (learned_rule.h): a
+// step relative to the tensor's RMS, times exp(c) where c follows a hypergradient signal (the
+// cosine between the new gradient and the previous step), so steps grow while they agree and
+// shrink under noise or oscillation: the rule settles. The controller's four scalars (relative step
+// rho, scale floor, gain kappa, target) are meta-parameters like the head's weights.
+// The last head layer starts at zero, so an untrained model is Adam with learning rate eta; the
+// meta-trained weights learn the correction d and the magnitude a, and tune the controller.
 
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
@@ -26,6 +31,7 @@
 #include <torch/nn/modules/rnn.h>
 #include <torch/types.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -63,8 +69,12 @@ struct LearnedOptimizerModelOptions {
   TORCH_ARG(int64_t, rpe_features) = 32;
   /// Hidden width of the head MLP.
   TORCH_ARG(int64_t, hidden) = 32;
-  /// Base step (the untrained model is Adam with this learning rate).
-  TORCH_ARG(double, step_scale) = 1e-2;
+  /// Initial controller meta-parameters (learned_rule.h): the step relative to the tensor's RMS,
+  /// the floor of that RMS (zero-initialised tensors), the gain and the target of the cosine.
+  TORCH_ARG(double, relative_step) = 0.05;
+  TORCH_ARG(double, scale_floor) = 1e-2;
+  TORCH_ARG(double, controller_gain) = 0.03;
+  TORCH_ARG(double, controller_target) = 0.03;
   /// Seed of the random features (the initial weights come from LibTorch's global generator).
   TORCH_ARG(uint64_t, seed) = 0;
 };
@@ -86,21 +96,52 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   /// A fresh state for n coordinates. -> (n, state_size())
   torch::Tensor initial_state(int64_t n, const torch::TensorOptions& options) const;
 
-  /// One optimisation step for N coordinates at step index t >= 1. Differentiable with respect to
-  /// the meta-parameters (meta-training back-propagates through it); gradients must be finite
-  /// (the optimizer masks the others out before calling).
+  /// One optimisation step for N coordinates at step index t >= 1 with step size `step_size`
+  /// (a scalar or one per coordinate, (N)). Differentiable with respect to the meta-parameters
+  /// (meta-training back-propagates through it); gradients must be finite (the optimizer masks the
+  /// others out before calling).
   /// grad: (N)  param: (N)  state: (N, state_size()) -> update (N), state (N, state_size())
   LearnedStep step(const torch::Tensor& grad, const torch::Tensor& param,
-                   const torch::Tensor& state, int64_t t);
+                   const torch::Tensor& state, int64_t t, const torch::Tensor& step_size);
 
-  /// The same step for inference, fused (one pass per coordinate, OpenMP): updates `param` by
-  /// lr * update and `state` in place; coordinates with a non-finite gradient or step are left
-  /// unchanged and counted in the return value. Used by the optimizer; `step` is its reference.
-  /// State is slot-major here, the transpose of `step`'s (so a block of coordinates reads each slot
-  /// with one vector load): param: (N) contiguous float32  grad: (N)
-  /// state: (state_size(), N) contiguous float32
-  int64_t fused_step_(torch::Tensor param, const torch::Tensor& grad, torch::Tensor state,
-                      int64_t t, double lr);
+  /// The same step for inference, fused (one pass per coordinate, OpenMP): updates `param` by the
+  /// update of step size `step_size` and `state` in place; coordinates with a non-finite gradient
+  /// or step are left unchanged and counted in `skipped`. Adds the tensor's statistics for the
+  /// controller (step_statistics, summed) to `statistics`. Used by the optimizer; `step` and
+  /// `step_statistics` are its reference. State is slot-major here, the transpose of `step`'s (so a
+  /// block of coordinates reads each slot with one vector load):
+  /// param: (N) contiguous float32  grad: (N)  state: (state_size(), N) contiguous float32
+  struct FusedResult {
+    int64_t skipped = 0;
+    std::array<double, 4> statistics{};  ///< summed g d_prev, g^2, d_prev^2, p_new^2
+  };
+  FusedResult fused_step_(torch::Tensor param, const torch::Tensor& grad, torch::Tensor state,
+                          int64_t t, double step_size);
+
+  // ---- the per-tensor step-size controller (learned_rule.h) ----
+  /// Controller state of a fresh tensor: [c = 0, mean(param^2), h = 0]. -> (kTensorState) float32
+  torch::Tensor initial_tensor_state(const torch::Tensor& param) const;
+  /// The step sizes at step t (without the user's lr) of S tensors with controller states
+  /// (S, kTensorState); total_steps > 0 adds cosine annealing to 0 at that step. Differentiable in
+  /// the meta-parameters. -> (S)
+  torch::Tensor tensor_step_size(const torch::Tensor& tensor_states, int64_t t,
+                                 int64_t total_steps = 0) const;
+  /// Per-coordinate terms of the controller's statistics from a step's gradient, the coordinates'
+  /// state before the step and the parameter after it: (N, 4) = [g d_prev, g^2, d_prev^2, p_new^2]
+  /// with d_prev = m1 / sqrt(v) of the old state. Sum them over each tensor for next_tensor_state.
+  static torch::Tensor step_statistics(const torch::Tensor& grad, const torch::Tensor& old_state,
+                                       const torch::Tensor& new_param);
+  /// The controllers' next states (S, kTensorState) from each tensor's summed statistics (S, 4)
+  /// and its number of entries (S).
+  torch::Tensor next_tensor_state(const torch::Tensor& tensor_states,
+                                  const torch::Tensor& statistics,
+                                  const torch::Tensor& numels) const;
+  /// The same two in double for the optimizer's inference path (no tensor dispatch per tensor).
+  double tensor_step_size(const std::array<double, 3>& tensor_state, int64_t t,
+                          int64_t total_steps) const;
+  std::array<double, 3> next_tensor_state(const std::array<double, 3>& tensor_state,
+                                          const std::array<double, 4>& statistics,
+                                          int64_t numel) const;
   /// Whether this configuration has a fused path (positive FAVOR+ features, widths <= 64).
   bool fused_supported() const;
 
@@ -114,6 +155,8 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   attention::FLTAttention flt{nullptr};                            ///< FLT memory: RPE + features
   attention::FeatureMap feature_map{nullptr};                      ///< Performer memory
   torch::Tensor discount_logit;                                    ///< gamma = sigmoid(.)
+  /// Controller meta-parameters (scalars): log rho, log floor, log kappa, target.
+  torch::Tensor step_log_relative, step_log_floor, step_log_gain, step_target;
   torch::nn::LSTMCell lstm{nullptr};
   torch::nn::Linear head_in{nullptr}, head_out{nullptr};
 

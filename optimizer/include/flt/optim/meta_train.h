@@ -12,7 +12,8 @@
 //  - kPES: antithetic persistent evolution strategies (Vicol et al. 2021): each worker pair runs
 //    theta + eps and theta - eps; the perturbations accumulate over a task's truncations, which
 //    removes the truncation bias; needs only loss values.
-// All workers restart together every `horizon` steps, so a checkpoint taken there resumes exactly.
+// All workers restart together after each task's horizon, so a checkpoint taken there resumes
+// exactly.
 
 #include <functional>
 #include <string>
@@ -35,6 +36,13 @@ struct MetaTrainOptions {
   int64_t workers = 8;       ///< tasks in flight (PES: pairs)
   int64_t unroll = 10;       ///< inner steps per truncation
   int64_t horizon = 100;  ///< inner steps per task before all workers restart (multiple of unroll)
+  /// > horizon: each restart draws its horizon log-uniformly from [horizon, horizon_max] (rounded
+  /// to a multiple of unroll), so the rule meets runs of many lengths; 0 = always `horizon`.
+  int64_t horizon_max = 0;
+  /// Which meta-parameters train: "all", "rule" (head and memory; the step-size controller stays
+  /// fixed) or "controller" (only the controller's scalars: cheap to estimate by PES over long
+  /// horizons).
+  std::string train = "all";
   double meta_lr = 3e-3;  ///< outer Adam learning rate at the start
   /// The outer learning rate follows a half cosine from meta_lr down to meta_lr * meta_lr_end over
   /// the iterations (1 = constant): the last weights then come from a settled model rather than

@@ -27,6 +27,10 @@ struct MnemosyneOptions : public torch::optim::OptimizerCloneableOptions<Mnemosy
   MnemosyneOptions(double lr = 1.0) : lr_(lr) {}
   /// Multiplier on the learned step (1 = the step the meta-trained rule chose).
   TORCH_ARG(double, lr) = 1.0;
+  /// The run's length in steps when known (0 = unknown, the default): the step then anneals to 0
+  /// along a half cosine at that step, as a tuned Adam schedule would. Without it the rule's own
+  /// controller shrinks the step when progress stalls.
+  TORCH_ARG(int64_t, total_steps) = 0;
   /// Memory cell; selects the pretrained weights when `weights` is empty.
   TORCH_ARG(Memory, memory) = Memory::kFLT;
   /// Path of a weights file written by flt-metatrain; empty (default) = the shipped pretrained
@@ -55,6 +59,11 @@ struct MnemosyneParamState
   TORCH_ARG(torch::Tensor, state);
   /// Coordinate updates skipped because the gradient (or the step) was not finite.
   TORCH_ARG(int64_t, skipped) = 0;
+  /// (3) float32: the tensor's step-size controller [log-multiplier c, mean square of the
+  /// parameter, last cosine between gradient and previous step] (learned_model.h).
+  TORCH_ARG(torch::Tensor, controller);
+  /// The step size of the last step (lr included): how far the controller has annealed.
+  TORCH_ARG(double, last_step_size) = 0.0;
 
  public:
   void serialize(torch::serialize::InputArchive& archive) override;
@@ -94,6 +103,9 @@ class Mnemosyne : public torch::optim::Optimizer {
   LearnedOptimizerModel model() const { return model_; }
   /// Total coordinate updates skipped for non-finite gradients so far.
   int64_t skipped() const;
+  /// The step size each parameter took at its last step (lr included), in parameter order: the
+  /// controller's view of how far training has settled.
+  std::vector<double> step_sizes() const;
 
  private:
   /// Validates the groups before the base class sees them, so errors name the parameter.

@@ -38,6 +38,15 @@ class Task {
   virtual torch::Tensor loss(const torch::Tensor& params, at::Generator generator) const = 0;
   /// The noise-free loss (whole data set) used to score optimizers. params: (dim) -> ()
   virtual torch::Tensor eval_loss(const torch::Tensor& params) const = 0;
+  /// Sizes of the parameter tensors the flat vector is made of, in order (they sum to dim()): the
+  /// learned rule keeps one step-size controller per tensor, as it does for a model's parameters.
+  virtual std::vector<int64_t> segments() const { return {dim()}; }
+  /// Whether the task has held-out data; meta-training then scores the rule by validation_loss.
+  virtual bool has_validation() const { return false; }
+  /// A held-out mini-batch loss (tasks with held-out data; the training loss otherwise).
+  virtual torch::Tensor validation_loss(const torch::Tensor& params, at::Generator gen) const {
+    return loss(params, gen);
+  }
 };
 
 /// Ranges from which task instances are drawn; held-out evaluation uses other seeds and dimensions.
