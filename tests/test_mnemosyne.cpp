@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <numeric>
 
 #include "flt/optim/evaluate.h"
 #include "flt/optim/meta_train.h"
@@ -81,10 +82,10 @@ struct ControllerReference {
   double c = 0.0, mean_square = 0.0;
   double step_size() const { return rho * std::sqrt(mean_square + floor * floor) * std::exp(c); }
   void update(const torch::Tensor& g, const torch::Tensor& previous, const torch::Tensor& p) {
-    const double cosine = (g * previous).sum().item<double>() /
-                          (std::sqrt((g * g).sum().item<double>() *
-                                     (previous * previous).sum().item<double>()) +
-                           1e-30);
+    const double cosine =
+        (g * previous).sum().item<double>() /
+        (std::sqrt((g * g).sum().item<double>() * (previous * previous).sum().item<double>()) +
+         1e-30);
     c = std::clamp(c + gain * (cosine - target), -30.0, 3.0);
     mean_square = (p * p).mean().item<double>();
   }
@@ -92,8 +93,9 @@ struct ControllerReference {
 
 TEST_F(Mnemosyne, UntrainedModel_IsAdamWithTheStepSizeController) {
   // The zero-initialised head makes the rule Adam (betas 0.9/0.999) whose learning rate is the
-  // tensor's controller: rho sqrt(mean p^2 + floor^2) e^c, c += kappa (cos(g, m1/sqrt(v)) - target).
-  // The reference is written out here in double: a check of every moment and controller formula.
+  // tensor's controller: rho sqrt(mean p^2 + floor^2) e^c, c += kappa (cos(g, m1/sqrt(v)) -
+  // target). The reference is written out here in double: a check of every moment and controller
+  // formula.
   for (auto memory : fo::all_memories()) {
     auto model = untrained(memory);
     const auto& o = model->options;
@@ -203,9 +205,10 @@ TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
     EXPECT_TRUE(all_close(param, b.detach() + reference.update, 1e-6, 1e-7))
         << fo::memory_name(memory);
     // The controller's statistics: the fused sums against the composite terms summed in double.
-    const auto sums = fo::LearnedOptimizerModelImpl::step_statistics(
-                          g.to(torch::kDouble), warm.t().to(torch::kDouble), param.to(torch::kDouble))
-                          .sum(0);
+    const auto sums =
+        fo::LearnedOptimizerModelImpl::step_statistics(
+            g.to(torch::kDouble), warm.t().to(torch::kDouble), param.to(torch::kDouble))
+            .sum(0);
     for (int i = 0; i < 4; ++i) {
       EXPECT_NEAR(fused_result.statistics[i], sums[i].item<double>(),
                   1e-5 * sums.abs().max().item<double>())
@@ -255,8 +258,9 @@ TEST_F(Mnemosyne, FusedStep_WithManyRpeFeatures_MatchesTheDoubleReference) {
   auto param = torch::randn({100}), g = torch::randn({100});
   auto state = model->initial_state(100, param.options());
   for (int64_t t = 1; t <= 4; ++t) {  // a few steps, so the memory holds sums of several terms
-    const auto reference = exact->step(g.to(torch::kDouble), param.to(torch::kDouble),
-                                       state.to(torch::kDouble), t, torch::full({}, 1.0, torch::kDouble));
+    const auto reference =
+        exact->step(g.to(torch::kDouble), param.to(torch::kDouble), state.to(torch::kDouble), t,
+                    torch::full({}, 1.0, torch::kDouble));
     auto fused_state = state.t().contiguous();
     auto fused_param = param.clone();
     EXPECT_EQ(model->fused_step_(fused_param, g, fused_state, t, 1.0).skipped, 0);
@@ -502,6 +506,116 @@ TEST_F(Mnemosyne, Pretrained_FLTShipsAndLoads) {
   }
 }
 
+// ---- settling (issue: the rule must settle under noise and past its horizon) -------------------
+
+// 10,000 coordinates fed N(0, 1) gradients for 5000 steps: a rule without a way to settle random-
+// walks outward (the first shipped rule: RMS displacement 0.25 / 1.6 / 3.2 after 10 / 1000 / 5000
+// steps; Adam at 1e-3: 0.004 / 0.03 / 0.07). The controller sees cos(g, previous step) ~ 0 and
+// shrinks the step geometrically, so the displacement converges.
+TEST_F(Mnemosyne, PureNoiseGradients_ParameterNormStaysBounded) {
+  torch::manual_seed(0);
+  auto x = torch::zeros({10000}).requires_grad_(true);
+  fo::Mnemosyne opt({x});  // the shipped default
+  std::vector<double> rms;
+  double first_step = 0.0;
+  for (int t = 1; t <= 5000; ++t) {
+    x.mutable_grad() = torch::randn({10000});
+    opt.step();
+    if (t == 1) first_step = opt.step_sizes()[0];
+    if (t == 10 || t == 1000 || t == 5000)
+      rms.push_back(x.detach().pow(2).mean().sqrt().item<double>());
+  }
+  std::printf(
+      "  pure noise: RMS displacement %.4g / %.4g / %.4g after 10 / 1000 / 5000 steps, last step "
+      "size %.3g\n",
+      rms[0], rms[1], rms[2], opt.step_sizes()[0]);
+  EXPECT_LT(rms[2], 0.07) << "no further than Adam at lr 1e-3";
+  // A random walk grows sqrt(5) = 2.24x from step 1000 to 5000 (Adam at 1e-3 does); the slowest
+  // settling the controller allows (c falls >= 9e-4 a step) leaves at most ~10% to go.
+  EXPECT_LT(rms[2], 1.15 * rms[1]) << "the displacement has (nearly) stopped growing";
+  EXPECT_LT(opt.step_sizes()[0], 1e-2 * first_step) << "the step has annealed";
+}
+
+// A convex problem (noisy least squares, mini-batches of 16) run for 6000 steps, 10x the longest
+// meta-training horizon (600): the held-out loss must not climb back from its best.
+TEST_F(Mnemosyne, ConvexProblem_NoLateLossRise10xPastTheHorizon) {
+  torch::manual_seed(1);
+  const int64_t n = 512, d = 20;
+  const auto a = torch::randn({n, d}), truth = torch::randn({d, 1});
+  const auto y = torch::matmul(a, truth) + 0.5 * torch::randn({n, 1});
+  const auto held_a = torch::randn({256, d});
+  const auto held_y = torch::matmul(held_a, truth) + 0.5 * torch::randn({256, 1});
+  auto w = torch::zeros({d, 1}).requires_grad_(true);
+  auto b = torch::zeros({1}).requires_grad_(true);
+  fo::Mnemosyne opt({w, b});
+  const auto held_out = [&] {
+    torch::NoGradGuard no_grad;
+    return (torch::matmul(held_a, w) + b - held_y).pow(2).mean().item<double>();
+  };
+  double best = held_out(), at_horizon = 0.0;
+  for (int t = 1; t <= 6000; ++t) {
+    const auto idx = torch::randint(n, {16});
+    opt.zero_grad();
+    (torch::matmul(a.index_select(0, idx), w) + b - y.index_select(0, idx))
+        .pow(2)
+        .mean()
+        .backward();
+    opt.step();
+    const double loss = held_out();
+    best = std::min(best, loss);
+    if (t == 600) at_horizon = loss;
+  }
+  const double final_loss = held_out();
+  std::printf(
+      "  convex: held-out loss %.4f at step 600, best %.4f, final %.4f (noise floor 0.25)\n",
+      at_horizon, best, final_loss);
+  EXPECT_LT(final_loss, 1.1 * best);
+  EXPECT_LE(final_loss, at_horizon * 1.01);
+  EXPECT_LT(final_loss, 0.35) << "near the noise floor 0.25 (+ the estimation error of 20 weights)";
+}
+
+TEST_F(Mnemosyne, TotalSteps_AnnealsTheStepToZero) {
+  auto x = torch::randn({50}).requires_grad_(true);
+  fo::Mnemosyne opt({x}, fo::MnemosyneOptions().total_steps(100));
+  std::vector<double> sizes;
+  for (int t = 1; t <= 100; ++t) {
+    quadratic_step(opt, x);
+    sizes.push_back(opt.step_sizes()[0]);
+  }
+  EXPECT_GT(sizes[0], 0.0);
+  EXPECT_LT(sizes[99], 1e-3 * sizes[0]) << "cosine annealing ends near 0";
+  EXPECT_LT(sizes[74], sizes[24]);
+  expect_error(
+      [] {
+        fo::Mnemosyne({torch::randn({2}).requires_grad_(true)},
+                      fo::MnemosyneOptions().total_steps(-5));
+      },
+      {"total_steps", "-5"});
+}
+
+// The controller's two behaviours on the untrained rule: a consistent gradient (a linear slope)
+// makes the step grow to its cap; pure noise makes it shrink.
+TEST_F(Mnemosyne, Controller_GrowsOnAConsistentSlopeAndShrinksUnderNoise) {
+  auto slope = torch::zeros({100}).requires_grad_(true);
+  auto noise = torch::zeros({100}).requires_grad_(true);
+  auto on_slope = make({slope}, untrained());
+  auto under_noise = make({noise}, untrained());
+  double first = 0.0;
+  for (int t = 1; t <= 2000; ++t) {
+    if (t <= 300) {
+      slope.mutable_grad() = torch::ones({100});
+      on_slope.step();
+    }
+    noise.mutable_grad() = torch::randn({100});
+    under_noise.step();
+    if (t == 1) first = on_slope.step_sizes()[0];
+  }
+  EXPECT_GT(on_slope.step_sizes()[0], 5.0 * first);
+  // Slowly with the untrained gains (kappa 0.03, target 0.03): c falls by ~1e-3 a step while the
+  // parameters' own RMS, the step's reference scale, grows from 0 as they random-walk.
+  EXPECT_LT(under_noise.step_sizes()[0], 0.5 * first);
+}
+
 // ---- weights files
 // ---------------------------------------------------------------------------------
 
@@ -549,6 +663,17 @@ TEST_F(Mnemosyne, Tasks_EveryFamilyIsFiniteAndDeterministic) {
     EXPECT_GT(p.grad().abs().sum().item<double>(), 0.0) << a->name();
     EXPECT_EQ(a->family(), family);
     EXPECT_EQ(fo::task_family_from_name(fo::task_family_name(family)), family);
+    const auto sizes = a->segments();
+    EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), int64_t{0}), a->dim()) << a->name();
+    const auto& real = fo::real_task_families();
+    const bool is_real = std::find(real.begin(), real.end(), family) != real.end();
+    EXPECT_EQ(a->has_validation(), is_real) << a->name();
+    if (is_real) {
+      const auto held_out = a->validation_loss(p, noise).item<double>();
+      EXPECT_TRUE(std::isfinite(held_out)) << a->name();
+      // At the initial point every class is about equally likely: loss near log(classes).
+      EXPECT_LT(a->eval_loss(p).item<double>(), 2.0 * std::log(100.0)) << a->name();
+    }
   }
   expect_error([] { fo::task_family_from_name("mnist"); }, {"unknown task family", "mnist"});
 }
@@ -638,6 +763,36 @@ TEST_F(Mnemosyne, MetaTraining_ResumesExactlyFromACheckpoint) {
   const auto a = straight->parameters(), b = continued->parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+}
+
+TEST_F(Mnemosyne, MetaTraining_IsDeterministicBySeed) {
+  const auto run = [](uint64_t seed, const std::string& train) {
+    torch::manual_seed(0);
+    auto model = untrained(fo::Memory::kFLT);
+    auto options = tiny_meta(fo::MetaEstimator::kPES, 6);
+    options.seed = seed;
+    options.horizon_max = 40;  // variable horizons are drawn from the seed too
+    options.train = train;
+    fo::meta_train(model, options);
+    return model;
+  };
+  const auto a = run(3, "all"), b = run(3, "all"), c = run(4, "all");
+  const auto pa = a->parameters(), pb = b->parameters(), pc = c->parameters();
+  bool differs = false;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
+    differs = differs || !torch::equal(pa[i], pc[i]);
+  }
+  EXPECT_TRUE(differs) << "another seed gives another model";
+  // --train controller moves only the controller's scalars.
+  torch::manual_seed(0);
+  const auto fresh = untrained(fo::Memory::kFLT);
+  const auto controller_only = run(3, "controller");
+  for (const auto& item : controller_only->named_parameters()) {
+    const auto& before = fresh->named_parameters()[item.key()];
+    const bool controller = item.key().rfind("step_", 0) == 0;
+    EXPECT_EQ(torch::equal(item.value(), before), !controller) << item.key();
+  }
 }
 
 TEST_F(Mnemosyne, PES_MovesTheModelWithFiniteEstimates) {

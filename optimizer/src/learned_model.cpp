@@ -63,10 +63,13 @@ void LearnedOptimizerModelImpl::reset() {
   };
   check_positive(options.relative_step(), "relative_step");
   check_positive(options.scale_floor(), "scale_floor");
-  check_positive(options.controller_gain(), "controller_gain");
-  TORCH_CHECK(std::isfinite(options.controller_target()),
-              "LearnedOptimizerModel: controller_target must be finite, got ",
-              options.controller_target());
+  TORCH_CHECK(options.controller_gain() > kMinGain && std::isfinite(options.controller_gain()),
+              "LearnedOptimizerModel: controller_gain must be finite and > ", kMinGain, ", got ",
+              options.controller_gain());
+  TORCH_CHECK(
+      options.controller_target() > kMinTarget && std::isfinite(options.controller_target()),
+      "LearnedOptimizerModel: controller_target must be finite and > ", kMinTarget, ", got ",
+      options.controller_target());
   const int64_t dk = options.key_dim();
   query = key = value = nullptr;
   flt = nullptr;
@@ -104,8 +107,10 @@ void LearnedOptimizerModelImpl::reset() {
   step_log_relative =
       register_parameter("step_log_relative", scalar(std::log(options.relative_step())));
   step_log_floor = register_parameter("step_log_floor", scalar(std::log(options.scale_floor())));
-  step_log_gain = register_parameter("step_log_gain", scalar(std::log(options.controller_gain())));
-  step_target = register_parameter("step_target", scalar(options.controller_target()));
+  step_log_gain =
+      register_parameter("step_log_gain", scalar(std::log(options.controller_gain() - kMinGain)));
+  step_log_target = register_parameter("step_log_target",
+                                       scalar(std::log(options.controller_target() - kMinTarget)));
   torch::NoGradGuard no_grad;
   head_out->weight.zero_();
   head_out->bias.zero_();
@@ -239,9 +244,9 @@ torch::Tensor LearnedOptimizerModelImpl::tensor_step_size(const torch::Tensor& t
   TORCH_CHECK(tensor_states.dim() == 2 && tensor_states.size(1) == kTensorState,
               "tensor_step_size: the controller states must be (S, ", kTensorState, "), got ",
               tensor_states.sizes());
-  return controller_step_size<torch::Tensor>(tensor_states.select(1, 0),
-                                             tensor_states.select(1, 1), step_log_relative,
-                                             step_log_floor, anneal(t, total_steps));
+  return controller_step_size<torch::Tensor>(tensor_states.select(1, 0), tensor_states.select(1, 1),
+                                             step_log_relative, step_log_floor,
+                                             anneal(t, total_steps));
 }
 
 torch::Tensor LearnedOptimizerModelImpl::step_statistics(const torch::Tensor& grad,
@@ -250,7 +255,8 @@ torch::Tensor LearnedOptimizerModelImpl::step_statistics(const torch::Tensor& gr
   const auto g = grad.clamp(-kMaxGradient, kMaxGradient);
   // d_prev = m1 / sqrt(v) without bias corrections: they scale every coordinate of the tensor
   // alike, and the cosine does not see a common scale.
-  const auto previous = old_state.select(1, 0) / (at::sqrt(old_state.select(1, 2)) + kCosineEpsilon);
+  const auto previous =
+      old_state.select(1, 0) / (at::sqrt(old_state.select(1, 2)) + kCosineEpsilon);
   return at::stack({g * previous, g * g, previous * previous, new_param * new_param}, 1);
 }
 
@@ -268,7 +274,7 @@ torch::Tensor LearnedOptimizerModelImpl::next_tensor_state(const torch::Tensor& 
   const auto sums = statistics.to(type);
   auto [next, cosine] = controller_update<torch::Tensor>(
       tensor_states.select(1, 0), sums.select(1, 0), sums.select(1, 1), sums.select(1, 2),
-      step_log_gain, step_target);
+      step_log_gain, step_log_target);
   const auto mean_square = sums.select(1, 3) / numels.to(type).clamp_min(1.0);
   return at::stack({next, mean_square, cosine}, 1);
 }
@@ -285,7 +291,7 @@ std::array<double, 3> LearnedOptimizerModelImpl::next_tensor_state(
     int64_t numel) const {
   const auto [next, cosine] =
       controller_update<double>(tensor_state[0], statistics[0], statistics[1], statistics[2],
-                                step_log_gain.item<double>(), step_target.item<double>());
+                                step_log_gain.item<double>(), step_log_target.item<double>());
   return {next, statistics[3] / static_cast<double>(std::max<int64_t>(numel, 1)), cosine};
 }
 

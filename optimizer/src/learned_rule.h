@@ -1,8 +1,8 @@
 #pragma once
 // Constants and per-tensor formulas of the learned update rule (learned_model.h), shared by its
-// composite reference (LearnedOptimizerModelImpl::step, learned_model.cpp), its fused inference path
-// (learned_step_fused.cpp) and the optimizer (mnemosyne.cpp), so they cannot drift apart. Internal
-// to the library.
+// composite reference (LearnedOptimizerModelImpl::step, learned_model.cpp), its fused inference
+// path (learned_step_fused.cpp) and the optimizer (mnemosyne.cpp), so they cannot drift apart.
+// Internal to the library.
 
 #include <ATen/ATen.h>
 
@@ -42,7 +42,10 @@ constexpr double kReadFloor = 1e-20;
 // While successive steps agree (h > target) the step grows; under gradient noise (h ~ 0) or
 // oscillation (h < 0) it shrinks geometrically, which is what lets a run settle: with pure-noise
 // gradients the total displacement is a convergent geometric sum. rho, floor, kappa and target are
-// meta-parameters.
+// meta-parameters; kappa and target are kMinGain and kMinTarget plus a learned positive part, so
+// that no meta-training can remove the settling (PES on horizons up to 2000 steps once drove an
+// unconstrained target to -0.02: the step then grows under pure noise, which no horizon it saw
+// punished): with pure noise c falls by at least kMinGain * kMinTarget = 9e-4 a step.
 
 /// Per-tensor controller state: [c, mean(p^2) after the last step, last cosine h].
 constexpr int64_t kTensorState = 3;
@@ -53,13 +56,27 @@ constexpr int64_t kStatistics = 4;
 constexpr double kMinLogMultiplier = -30.0, kMaxLogMultiplier = 3.0;
 /// Added to the cosine's denominator (an all-zero previous direction gives h = 0).
 constexpr double kCosineEpsilon = 1e-30;
+/// Lower bounds of the gain kappa and the target of the cosine (see above).
+constexpr double kMinGain = 0.03, kMinTarget = 0.03;
 
-inline double exp_of(double x) { return std::exp(x); }
-inline at::Tensor exp_of(const at::Tensor& x) { return at::exp(x); }
-inline double sqrt_of(double x) { return std::sqrt(x); }
-inline at::Tensor sqrt_of(const at::Tensor& x) { return at::sqrt(x); }
-inline double clamp_to(double x, double lo, double hi) { return std::clamp(x, lo, hi); }
-inline at::Tensor clamp_to(const at::Tensor& x, double lo, double hi) { return at::clamp(x, lo, hi); }
+inline double exp_of(double x) {
+  return std::exp(x);
+}
+inline at::Tensor exp_of(const at::Tensor& x) {
+  return at::exp(x);
+}
+inline double sqrt_of(double x) {
+  return std::sqrt(x);
+}
+inline at::Tensor sqrt_of(const at::Tensor& x) {
+  return at::sqrt(x);
+}
+inline double clamp_to(double x, double lo, double hi) {
+  return std::clamp(x, lo, hi);
+}
+inline at::Tensor clamp_to(const at::Tensor& x, double lo, double hi) {
+  return at::clamp(x, lo, hi);
+}
 
 /// Cosine annealing to 0 over a known run length (total_steps > 0); 1 when the length is unknown.
 inline double anneal(int64_t t, int64_t total_steps) {
@@ -77,13 +94,16 @@ T controller_step_size(const T& log_multiplier, const T& mean_square, const T& l
          annealing;
 }
 
-/// The new log-multiplier and cosine from the tensor's summed statistics (g d_prev, g^2, d_prev^2).
+/// The new log-multiplier and cosine from the tensor's summed statistics (g d_prev, g^2, d_prev^2);
+/// kappa = kMinGain + exp(log_gain), target = kMinTarget + exp(log_target).
 template <typename T>
 std::pair<T, T> controller_update(const T& log_multiplier, const T& dot, const T& grad_square,
-                                  const T& direction_square, const T& log_gain, const T& target) {
+                                  const T& direction_square, const T& log_gain,
+                                  const T& log_target) {
   const T cosine = dot / (sqrt_of(grad_square * direction_square) + kCosineEpsilon);
-  const T next = clamp_to(log_multiplier + exp_of(log_gain) * (cosine - target),
-                          kMinLogMultiplier, kMaxLogMultiplier);
+  const T gain = exp_of(log_gain) + kMinGain, target = exp_of(log_target) + kMinTarget;
+  const T next =
+      clamp_to(log_multiplier + gain * (cosine - target), kMinLogMultiplier, kMaxLogMultiplier);
   return {next, cosine};
 }
 

@@ -361,8 +361,8 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
 
 /// The last `count` < kLanes coordinates: run as a full block on padded copies (padding lanes see
 /// a zero gradient and state, and are not copied back).
-int64_t step_tail(const FusedPlan& w, const float* grad, float* param, float* state,
-                  int64_t count, double* statistics) {
+int64_t step_tail(const FusedPlan& w, const float* grad, float* param, float* state, int64_t count,
+                  double* statistics) {
   FusedPlan padded = w;
   padded.slot_stride = kLanes;
   std::array<float, kLanes> g{}, p{};
@@ -484,7 +484,8 @@ LearnedOptimizerModelImpl::FusedResult LearnedOptimizerModelImpl::fused_step_(
   });
   if (tail > 0) {
     const int64_t i = blocks * kLanes;
-    skipped += step_tail(plan, g_ptr + i, p_ptr + i, s_ptr + i, tail, &partial[kStatistics * blocks]);
+    skipped +=
+        step_tail(plan, g_ptr + i, p_ptr + i, s_ptr + i, tail, &partial[kStatistics * blocks]);
   }
   FusedResult result;
   result.skipped = skipped.load();

@@ -35,6 +35,9 @@ struct Particle {
   torch::Tensor params;      // (dim)
   torch::Tensor state;       // (dim, state_size)
   torch::Tensor controller;  // (segments, kTensorState): one step-size controller per tensor
+  // PES runs the fused inference step: the state of each tensor slot-major, (state_size, n_i),
+  // instead of `state`.
+  std::vector<torch::Tensor> slot_major;
   int64_t t = 0;
   at::Generator noise;
   bool diverged = false;
@@ -76,15 +79,31 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
       particle.diverged = true;
       break;
     }
-    {
+    if (!particle.slot_major.empty()) {
+      // Values only (PES): the fused step, tensor by tensor, about 10x faster than the composite.
+      torch::NoGradGuard no_grad;
+      const auto sizes = model.tensor_step_size(controller, particle.t + 1).to(at::kDouble);
+      auto flat = p.detach();
+      auto sums = at::zeros({segments, detail::kStatistics}, at::kDouble);
+      for (int64_t i = 0, offset = 0; i < segments; ++i) {
+        const int64_t n = particle.slot_major[i].size(1);
+        const auto result =
+            model.fused_step_(flat.narrow(0, offset, n), grad.narrow(0, offset, n),
+                              particle.slot_major[i], particle.t + 1, sizes[i].item<double>());
+        for (int64_t j = 0; j < detail::kStatistics; ++j) sums[i][j] = result.statistics[j];
+        offset += n;
+      }
+      controller = model.next_tensor_state(controller, sums, numels);
+    } else {
       at::AutoGradMode meta(meta_graph);
       const auto step_size =
           model.tensor_step_size(controller, particle.t + 1).index_select(0, worker.segment_ids);
       auto result = model.step(grad, p, state, particle.t + 1, step_size);
       const auto next_p = (meta_graph ? p : p.detach()) + result.update;
-      const auto sums = at::zeros({segments, detail::kStatistics}, grad.options())
-                            .index_add(0, worker.segment_ids,
-                                       LearnedOptimizerModelImpl::step_statistics(grad, state, next_p));
+      const auto sums =
+          at::zeros({segments, detail::kStatistics}, grad.options())
+              .index_add(0, worker.segment_ids,
+                         LearnedOptimizerModelImpl::step_statistics(grad, state, next_p));
       controller = model.next_tensor_state(controller, sums, numels);
       if (meta_graph) {
         p = next_p;
@@ -101,7 +120,7 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
     total = total + meta_term(meta_graph ? scored : scored.detach(), worker.log_initial);
   }
   particle.params = p.detach();
-  particle.state = state.detach();
+  if (state.defined()) particle.state = state.detach();
   particle.controller = controller.detach();
   return total / static_cast<double>(steps);
 }
@@ -123,8 +142,9 @@ int64_t restart_horizon(const MetaTrainOptions& options, int64_t index) {
   if (options.horizon_max <= options.horizon) return options.horizon;
   auto gen = generator_for(options.seed ^ 0x40A12, index, 0);
   const double u = at::rand({1}, gen, at::kDouble).item<double>();
-  const double h = std::exp(std::log(double(options.horizon)) +
-                            u * (std::log(double(options.horizon_max)) - std::log(double(options.horizon))));
+  const double h =
+      std::exp(std::log(double(options.horizon)) +
+               u * (std::log(double(options.horizon_max)) - std::log(double(options.horizon))));
   return std::max<int64_t>(1, std::llround(h / double(options.unroll))) * options.unroll;
 }
 
@@ -154,7 +174,13 @@ void restart(std::vector<Worker>& workers, const LearnedOptimizerModelImpl& mode
     for (int64_t i = 0; i < particles; ++i) {
       Particle particle;
       particle.params = start.clone();
-      particle.state = model.initial_state(start.size(0), start.options());
+      if (options.estimator == MetaEstimator::kPES && model.fused_supported()) {
+        for (const auto n : sizes) {
+          particle.slot_major.push_back(model.initial_state(n, start.options()).t().contiguous());
+        }
+      } else {
+        particle.state = model.initial_state(start.size(0), start.options());
+      }
       std::vector<torch::Tensor> controllers;
       for (int64_t i = 0, offset = 0; i < static_cast<int64_t>(sizes.size()); offset += sizes[i++])
         controllers.push_back(model.initial_tensor_state(start.narrow(0, offset, sizes[i])));
@@ -381,7 +407,8 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   // The final state is a restart boundary only when the last tasks just ended; otherwise the next
   // run (more iterations) restarts tasks here, as a run that had not stopped would not: say so.
   if (!options.checkpoint.empty()) {
-    save_checkpoint(options.checkpoint, *model, adam, iteration, restart_index - (truncations_left > 0 ? 1 : 0));
+    save_checkpoint(options.checkpoint, *model, adam, iteration,
+                    restart_index - (truncations_left > 0 ? 1 : 0));
   }
   return history;
 }

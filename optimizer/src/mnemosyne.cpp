@@ -226,8 +226,8 @@ Mnemosyne::Mnemosyne(std::vector<torch::optim::OptimizerParamGroup> param_groups
   TORCH_CHECK(defaults.lr() >= 0.0, "Mnemosyne: lr must be >= 0, got ", defaults.lr());
   TORCH_CHECK(defaults.chunk_size() > 0, "Mnemosyne: chunk_size must be positive, got ",
               defaults.chunk_size());
-  TORCH_CHECK(defaults.total_steps() >= 0, "Mnemosyne: total_steps must be >= 0 (0 = unknown), got ",
-              defaults.total_steps());
+  TORCH_CHECK(defaults.total_steps() >= 0,
+              "Mnemosyne: total_steps must be >= 0 (0 = unknown), got ", defaults.total_steps());
   model_ = default_model(defaults);
 }
 
@@ -298,9 +298,8 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
                   " has no step-size controller (saved by a version before it)");
       st.step(st.step() + 1);
       const auto controller = st.controller().to(at::kDouble);
-      const std::array<double, 3> tensor_state = {controller[0].item<double>(),
-                                                  controller[1].item<double>(),
-                                                  controller[2].item<double>()};
+      const std::array<double, 3> tensor_state = {
+          controller[0].item<double>(), controller[1].item<double>(), controller[2].item<double>()};
       const double step_size =
           options.lr() * model_->tensor_step_size(tensor_state, st.step(), options.total_steps());
       st.last_step_size(step_size);
@@ -324,15 +323,15 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
           auto chunk_state = state.narrow(1, start, size).t();  // (size, state_size) view
           const auto finite_grad = at::isfinite(g);
           const auto safe_grad = at::where(finite_grad, g, at::zeros_like(g));
-          auto result = model_->step(safe_grad, param.to(at::kFloat), chunk_state, st.step(),
-                                     size_tensor);
+          auto result =
+              model_->step(safe_grad, param.to(at::kFloat), chunk_state, st.step(), size_tensor);
           // A coordinate whose gradient or step is not finite keeps its value and its state.
           const auto ok = finite_grad & at::isfinite(result.update);
           skipped += (~ok).sum().item<int64_t>();
           const auto update = at::where(ok, result.update, at::zeros_like(result.update));
           param.add_(update.to(param.scalar_type()));
-          const auto sums = LearnedOptimizerModelImpl::step_statistics(
-                                safe_grad, chunk_state, param.to(at::kFloat))
+          const auto sums = LearnedOptimizerModelImpl::step_statistics(safe_grad, chunk_state,
+                                                                       param.to(at::kFloat))
                                 .to(at::kDouble)
                                 .sum(0);
           for (int64_t i = 0; i < 4; ++i) statistics[i] += sums[i].item<double>();
@@ -353,9 +352,9 @@ std::vector<double> Mnemosyne::step_sizes() const {
   for (const auto& group : param_groups_) {
     for (const auto& p : group.params()) {
       const auto it = state_.find(state_key(state_, p));
-      sizes.push_back(it == state_.end() ? 0.0
-                                         : static_cast<const MnemosyneParamState&>(*it->second)
-                                               .last_step_size());
+      sizes.push_back(it == state_.end()
+                          ? 0.0
+                          : static_cast<const MnemosyneParamState&>(*it->second).last_step_size());
     }
   }
   return sizes;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "flt/attention/softmax.h"
+#include "flt/optim/datasets.h"
 #include "flt/optim/landscapes.h"
 
 namespace flt::optim {
@@ -268,6 +269,145 @@ class TransformerLMTask : public Task {
   torch::Tensor data_;
 };
 
+// ---- real data ---------------------------------------------------------------------------------
+
+/// Classifiers on Fashion-MNIST: a ReLU MLP of random width (or none: logistic regression) trained
+/// on a random subset of the training images with random batch size; held-out loss on test images.
+class FashionTask : public Task {
+ public:
+  FashionTask(bool hidden_layer, at::Generator gen, const TaskSampling& s)
+      : hidden_layer_(hidden_layer) {
+    const auto data = data::fashion_mnist();
+    auto data_gen = child(gen);
+    // 8192 training and 2048 held-out images per instance: different instances see different data.
+    const auto train_idx = at::randperm(data.train_x.size(0), data_gen).narrow(0, 0, 8192);
+    const auto test_idx = at::randperm(data.test_x.size(0), data_gen).narrow(0, 0, 2048);
+    train_x_ = data.train_x.index_select(0, train_idx).reshape({-1, 784});
+    train_y_ = data.train_y.index_select(0, train_idx);
+    test_x_ = data.test_x.index_select(0, test_idx).reshape({-1, 784});
+    test_y_ = data.test_y.index_select(0, test_idx);
+    batch_ = int64_t{1} << uniform_int(gen, 4, 7);  // 16 .. 128
+    (void)s;
+    if (hidden_layer_) {
+      width_ = int64_t{1} << uniform_int(gen, 4, 6);  // 16 .. 64
+      w1_ = layout_.add({784, width_});
+      b1_ = layout_.add({width_});
+      w2_ = layout_.add({width_, 10});
+    } else {
+      w2_ = layout_.add({784, 10});
+    }
+    b2_ = layout_.add({10});
+  }
+  std::string name() const override {
+    return (hidden_layer_ ? "fashion_mlp(" + std::to_string(width_) + ", batch "
+                          : "fashion_logistic(batch ") +
+           std::to_string(batch_) + ")";
+  }
+  TaskFamily family() const override {
+    return hidden_layer_ ? TaskFamily::kFashionMLP : TaskFamily::kFashionLogistic;
+  }
+  int64_t dim() const override { return layout_.total(); }
+  std::vector<int64_t> segments() const override { return layout_.sizes(); }
+  torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
+  torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
+    const auto idx = at::randint(train_x_.size(0), {batch_}, gen);
+    return objective(params, train_x_.index_select(0, idx), train_y_.index_select(0, idx));
+  }
+  bool has_validation() const override { return true; }
+  torch::Tensor validation_loss(const torch::Tensor& params, at::Generator gen) const override {
+    const auto idx = at::randint(test_x_.size(0), {128}, gen);
+    return objective(params, test_x_.index_select(0, idx), test_y_.index_select(0, idx));
+  }
+  /// The held-out loss on all 2048 held-out images.
+  torch::Tensor eval_loss(const torch::Tensor& params) const override {
+    return objective(params, test_x_, test_y_);
+  }
+
+ private:
+  torch::Tensor objective(const torch::Tensor& p, const torch::Tensor& x,
+                          const torch::Tensor& y) const {
+    auto h = x;
+    if (hidden_layer_) h = at::relu(at::matmul(h, layout_.view(p, w1_)) + layout_.view(p, b1_));
+    return at::cross_entropy_loss(at::matmul(h, layout_.view(p, w2_)) + layout_.view(p, b2_), y);
+  }
+  bool hidden_layer_;
+  int64_t batch_ = 32, width_ = 0;
+  FlatLayout layout_;
+  int64_t w1_ = 0, b1_ = 0, w2_ = 0, b2_ = 0;
+  torch::Tensor train_x_, train_y_, test_x_, test_y_;
+};
+
+/// A character-level GRU language model on English text: embedding, one GRU layer (gates r, z, n
+/// as in torch::nn::GRU), a linear read-out; windows of 24 characters from the training stream,
+/// held-out windows from the held-out stream.
+class TextGRUTask : public Task {
+ public:
+  TextGRUTask(at::Generator gen, const TaskSampling& s) {
+    const auto text = data::licence_text();
+    train_ = text.train;
+    test_ = text.test;
+    vocab_ = text.vocab;
+    hidden_ = int64_t{1} << uniform_int(gen, 5, 6);  // 32 or 64
+    batch_ = std::max<int64_t>(8, s.batch / 2);
+    embed_ = layout_.add({vocab_, kEmbedding});
+    w_ih_ = layout_.add({kEmbedding, 3 * hidden_});
+    w_hh_ = layout_.add({hidden_, 3 * hidden_});
+    b_ih_ = layout_.add({3 * hidden_});
+    w_out_ = layout_.add({hidden_, vocab_});
+    b_out_ = layout_.add({vocab_});
+    auto data_gen = child(gen);
+    eval_starts_ = at::randint(test_.size(0) - kLength - 1, {64}, data_gen);
+  }
+  std::string name() const override { return "text_gru(" + std::to_string(hidden_) + ")"; }
+  TaskFamily family() const override { return TaskFamily::kTextGRU; }
+  int64_t dim() const override { return layout_.total(); }
+  std::vector<int64_t> segments() const override { return layout_.sizes(); }
+  torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
+  torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
+    return objective(params,
+                     windows(train_, at::randint(train_.size(0) - kLength - 1, {batch_}, gen)));
+  }
+  bool has_validation() const override { return true; }
+  torch::Tensor validation_loss(const torch::Tensor& params, at::Generator gen) const override {
+    return objective(params, windows(test_, at::randint(test_.size(0) - kLength - 1, {16}, gen)));
+  }
+  torch::Tensor eval_loss(const torch::Tensor& params) const override {
+    return objective(params, windows(test_, eval_starts_));
+  }
+
+ private:
+  static constexpr int64_t kLength = 24, kEmbedding = 16;
+  static torch::Tensor windows(const torch::Tensor& stream, const torch::Tensor& starts) {
+    return stream.index_select(0, (starts.unsqueeze(1) + at::arange(kLength + 1)).reshape(-1))
+        .view({starts.size(0), kLength + 1});
+  }
+  torch::Tensor objective(const torch::Tensor& p, const torch::Tensor& seqs) const {
+    const int64_t b = seqs.size(0), hd = hidden_;
+    const auto x = layout_.view(p, embed_).index_select(0, seqs.narrow(1, 0, kLength).reshape(-1));
+    const auto gates_x =
+        (at::matmul(x, layout_.view(p, w_ih_)) + layout_.view(p, b_ih_)).view({b, kLength, 3 * hd});
+    const auto w_hh = layout_.view(p, w_hh_);
+    auto h = at::zeros({b, hd}, p.options());
+    std::vector<torch::Tensor> outputs;
+    for (int64_t t = 0; t < kLength; ++t) {
+      const auto gx = gates_x.select(1, t), gh = at::matmul(h, w_hh);
+      const auto r = at::sigmoid(gx.narrow(1, 0, hd) + gh.narrow(1, 0, hd));
+      const auto z = at::sigmoid(gx.narrow(1, hd, hd) + gh.narrow(1, hd, hd));
+      const auto n = at::tanh(gx.narrow(1, 2 * hd, hd) + r * gh.narrow(1, 2 * hd, hd));
+      h = (1 - z) * n + z * h;
+      outputs.push_back(h);
+    }
+    const auto logits = at::matmul(at::stack(outputs, 1), layout_.view(p, w_out_)) +
+                        layout_.view(p, b_out_);  // (B, L, V)
+    return at::cross_entropy_loss(logits.reshape({-1, vocab_}),
+                                  seqs.narrow(1, 1, kLength).reshape(-1));
+  }
+  torch::Tensor train_, test_, eval_starts_;
+  int64_t vocab_ = 0, hidden_ = 32, batch_ = 16;
+  FlatLayout layout_;
+  int64_t embed_, w_ih_, w_hh_, b_ih_, w_out_, b_out_;
+};
+
 }  // namespace
 
 std::string task_family_name(TaskFamily family) {
@@ -279,6 +419,9 @@ std::string task_family_name(TaskFamily family) {
     case TaskFamily::kMLPClassification: return "mlp_classification";
     case TaskFamily::kMLPRegression: return "mlp_regression";
     case TaskFamily::kTransformerLM: return "transformer_lm";
+    case TaskFamily::kFashionMLP: return "fashion_mlp";
+    case TaskFamily::kFashionLogistic: return "fashion_logistic";
+    case TaskFamily::kTextGRU: return "text_gru";
   }
   return "?";
 }
@@ -287,7 +430,12 @@ std::vector<TaskFamily> all_task_families() {
   return {TaskFamily::kRastrigin,         TaskFamily::kAckley,
           TaskFamily::kRosenbrock,        TaskFamily::kNoisyQuadratic,
           TaskFamily::kMLPClassification, TaskFamily::kMLPRegression,
-          TaskFamily::kTransformerLM};
+          TaskFamily::kTransformerLM,     TaskFamily::kFashionMLP,
+          TaskFamily::kFashionLogistic,   TaskFamily::kTextGRU};
+}
+
+std::vector<TaskFamily> real_task_families() {
+  return {TaskFamily::kFashionMLP, TaskFamily::kFashionLogistic, TaskFamily::kTextGRU};
 }
 
 TaskFamily task_family_from_name(const std::string& name) {
@@ -296,7 +444,7 @@ TaskFamily task_family_from_name(const std::string& name) {
   }
   TORCH_CHECK(false, "unknown task family \"", name,
               "\" (expected rastrigin, ackley, rosenbrock, noisy_quadratic, mlp_classification, "
-              "mlp_regression or transformer_lm)");
+              "mlp_regression, transformer_lm, fashion_mlp, fashion_logistic or text_gru)");
 }
 
 std::unique_ptr<Task> sample_task_with_dim(TaskFamily family, int64_t dims, at::Generator gen,
@@ -326,6 +474,9 @@ std::unique_ptr<Task> sample_task(TaskFamily family, at::Generator gen, const Ta
     case TaskFamily::kMLPClassification: return std::make_unique<MLPTask>(true, gen, s);
     case TaskFamily::kMLPRegression: return std::make_unique<MLPTask>(false, gen, s);
     case TaskFamily::kTransformerLM: return std::make_unique<TransformerLMTask>(gen, s);
+    case TaskFamily::kFashionMLP: return std::make_unique<FashionTask>(true, gen, s);
+    case TaskFamily::kFashionLogistic: return std::make_unique<FashionTask>(false, gen, s);
+    case TaskFamily::kTextGRU: return std::make_unique<TextGRUTask>(gen, s);
     default: return sample_task_with_dim(family, uniform_int(gen, s.min_dim, s.max_dim), gen, s);
   }
 }

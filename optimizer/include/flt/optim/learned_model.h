@@ -70,11 +70,12 @@ struct LearnedOptimizerModelOptions {
   /// Hidden width of the head MLP.
   TORCH_ARG(int64_t, hidden) = 32;
   /// Initial controller meta-parameters (learned_rule.h): the step relative to the tensor's RMS,
-  /// the floor of that RMS (zero-initialised tensors), the gain and the target of the cosine.
+  /// the floor of that RMS (zero-initialised tensors), the gain and the target of the cosine (both
+  /// > 0.03, their lower bounds).
   TORCH_ARG(double, relative_step) = 0.05;
   TORCH_ARG(double, scale_floor) = 1e-2;
-  TORCH_ARG(double, controller_gain) = 0.03;
-  TORCH_ARG(double, controller_target) = 0.03;
+  TORCH_ARG(double, controller_gain) = 0.035;
+  TORCH_ARG(double, controller_target) = 0.035;
   /// Seed of the random features (the initial weights come from LibTorch's global generator).
   TORCH_ARG(uint64_t, seed) = 0;
 };
@@ -155,8 +156,9 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   attention::FLTAttention flt{nullptr};                            ///< FLT memory: RPE + features
   attention::FeatureMap feature_map{nullptr};                      ///< Performer memory
   torch::Tensor discount_logit;                                    ///< gamma = sigmoid(.)
-  /// Controller meta-parameters (scalars): log rho, log floor, log kappa, target.
-  torch::Tensor step_log_relative, step_log_floor, step_log_gain, step_target;
+  /// Controller meta-parameters (scalars): log rho, log floor, log(kappa - 0.03),
+  /// log(target - 0.03).
+  torch::Tensor step_log_relative, step_log_floor, step_log_gain, step_log_target;
   torch::nn::LSTMCell lstm{nullptr};
   torch::nn::Linear head_in{nullptr}, head_out{nullptr};
 

@@ -19,10 +19,16 @@ enum class TaskFamily {
   kMLPClassification,  ///< small MLP, cross-entropy on a synthetic teacher's labels, mini-batches
   kMLPRegression,      ///< small MLP, mean squared error to a noisy synthetic teacher, mini-batches
   kTransformerLM,      ///< one-layer causal attention LM on synthetic sequences, mini-batches
+  // Real data (Debian packages; datasets.h), scored on held-out data:
+  kFashionMLP,       ///< ReLU MLP on a random subset of Fashion-MNIST, random width and batch
+  kFashionLogistic,  ///< logistic regression on a random subset of Fashion-MNIST
+  kTextGRU,          ///< character-level GRU language model on English text (Debian's licences)
 };
 std::string task_family_name(TaskFamily family);
 TaskFamily task_family_from_name(const std::string& name);
 std::vector<TaskFamily> all_task_families();
+/// The families on real data (the last three above).
+std::vector<TaskFamily> real_task_families();
 
 /// One problem instance. Parameters are a flat vector of `dim()` entries.
 class Task {
