@@ -1,8 +1,15 @@
 // flt-eval-optim: compares the learned optimizers with tuned Adam and SGD-momentum on held-out
 // tasks.
 //
-//   flt-eval-optim [--out DIR] [--seeds 5] [--tuning-seeds 3] [--tasks rastrigin-2d,...]
-//                  [--weights NAME=FILE ...] [--no-baselines-sgd] [--tune-learned] [--quick]
+//   flt-eval-optim [--suite synthetic|real|all] [--out DIR] [--seeds 5] [--tuning-seeds 3]
+//                  [--tasks rastrigin-2d,...] [--weights NAME=FILE ...] [--no-baselines-sgd]
+//                  [--tune-learned] [--quick] [--steps-scale 1] [--tuning-cache FILE]
+//                  [--threads 1]
+//
+// --suite synthetic (default): the synthetic suite below. --suite real: held-out real training
+// runs (training_runs.h: real torch::nn models in ordinary minibatch loops, scored on held-out
+// data) against Adam at lr 1e-3 and Adam / AdamW with cosine decay tuned per run; writes
+// DIR/eval-real.csv, DIR/eval-real-curves.csv, DIR/eval-real.png and DIR/eval-real-TASK.png.
 //
 // Baselines get their learning rate tuned per task on the 7-point grid 1e-4..1e-1 (tuning seeds
 // disjoint from the evaluation seeds); learned optimizers run with lr = 1 (their own step), and
@@ -16,6 +23,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -25,6 +33,7 @@
 #include "cli_checks.h"
 #include "flt/optim/evaluate.h"
 #include "flt/optim/mnemosyne.h"
+#include "flt/optim/training_runs.h"
 #include "flt/runtime.h"
 #include "raster_plot.h"
 
@@ -47,6 +56,220 @@ fo::Contender learned(const std::string& name, fo::LearnedOptimizerModel model) 
   return c;
 }
 
+/// Legend on top of a figure: entries flow left to right and wrap. Returns the legend's height.
+int draw_legend(flt::demos::Canvas& canvas, int width, const std::vector<std::string>& names) {
+  const int row = 22;
+  int x = 8, y = 8;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const int w = 20 + 2 * stb_easy_font_width(const_cast<char*>(names[i].c_str())) + 24;
+    if (x > 8 && x + w > width) x = 8, y += row;
+    canvas.rect(x, y, x + 14, y + 14, flt::demos::series_color(i));
+    canvas.text(x + 20, y, names[i], {0, 0, 0}, 2);
+    x += w;
+  }
+  return y + row + 6;
+}
+
+std::string verdict(int comparison) {
+  return comparison > 0 ? "win" : comparison < 0 ? "loss" : "tie";
+}
+
+std::string speedup_text(double s) {
+  if (std::isinf(s)) return "never";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f", s);
+  return text;
+}
+
+struct RealSuiteOptions {
+  std::string out;
+  std::vector<std::string> only;
+  std::vector<std::string> weights;  // NAME=FILE
+  fo::RunEvalOptions eval;
+  double steps_scale = 1.0;
+  bool quick = false;
+};
+
+/// The held-out real training runs: tables, summary, CSVs and figures.
+void run_real_suite(const RealSuiteOptions& options) {
+  std::vector<std::string> skipped;
+  std::vector<fo::TrainingRun> runs;
+  if (options.quick) {
+    runs.push_back(fo::quick_training_run());
+  } else {
+    runs = fo::held_out_training_runs(options.steps_scale, options.only, &skipped);
+  }
+  for (const auto& s : skipped) std::fprintf(stderr, "skipped %s\n", s.c_str());
+  TORCH_CHECK(!runs.empty(), "flt-eval-optim: no real training runs to evaluate");
+
+  std::vector<fo::RunContender> contenders;
+  std::vector<std::string> learned;
+  if (options.weights.empty()) {
+    contenders.push_back(fo::mnemosyne_contender("mnemosyne"));
+  }
+  for (const auto& spec : options.weights) {
+    const auto eq = spec.find('=');
+    contenders.push_back(fo::mnemosyne_contender(spec.substr(0, eq), spec.substr(eq + 1)));
+  }
+  for (const auto& c : contenders) learned.push_back(c.name);
+  for (auto& c : fo::baseline_contenders()) contenders.push_back(std::move(c));
+  std::fprintf(stderr,
+               "real training runs: %zu runs x %zu optimizers, %lld evaluation seeds, lr tuned on "
+               "%lld other seeds%s%s\n",
+               runs.size(), contenders.size(), static_cast<long long>(options.eval.eval_seeds),
+               static_cast<long long>(options.eval.tuning_seeds),
+               options.eval.tuning_cache.empty() ? "" : ", tuning cache ",
+               options.eval.tuning_cache.c_str());
+  const auto rows = fo::evaluate_training_runs(runs, contenders, options.eval);
+
+  const auto find = [&](const std::string& task, const std::string& who) -> const fo::RunRow& {
+    for (const auto& r : rows) {
+      if (r.task == task && r.contender == who) return r;
+    }
+    TORCH_CHECK(false, "flt-eval-optim: no result for ", who, " on ", task);
+  };
+  std::filesystem::create_directories(options.out);
+  std::FILE* csv = std::fopen((options.out + "/eval-real.csv").c_str(), "w");
+  TORCH_CHECK(csv, "flt-eval-optim: cannot write ", options.out, "/eval-real.csv");
+  std::fprintf(csv,
+               "task,family,optimizer,steps,lr,lr_from_cache,seeds,median_final,median_best,"
+               "late_rise,diverged,seconds_per_run,vs_adam_1e-3,vs_best_tuned,"
+               "speedup_vs_adam_cosine\n");
+  struct Tally {
+    int vs_default[3] = {0, 0, 0}, vs_tuned[3] = {0, 0, 0};  // win, tie, loss
+    int late_rise = 0, diverged = 0;
+    std::vector<double> speedups;
+  };
+  std::map<std::string, Tally> tally;
+  for (const auto& run : runs) {
+    const auto& adam = find(run.name, "adam-1e-3");
+    const auto& adam_cosine = find(run.name, "adam-cosine");
+    const auto& adamw_cosine = find(run.name, "adamw-cosine");
+    const auto& best_tuned =
+        adamw_cosine.median_final < adam_cosine.median_final ? adamw_cosine : adam_cosine;
+    std::printf("\n%s: %s\n  %lld steps, batch %lld, %lld seeds, held-out %s every %lld steps\n",
+                run.name.c_str(), run.family.c_str(), static_cast<long long>(run.steps),
+                static_cast<long long>(run.batch), static_cast<long long>(options.eval.eval_seeds),
+                run.loss == fo::LossKind::kCrossEntropy ? "cross-entropy" : "MSE",
+                static_cast<long long>(run.eval_every));
+    std::printf("  %-14s %8s %10s %10s %6s %6s %8s %8s %8s %7s\n", "optimizer", "lr", "final",
+                "best", "rise", "div", "vs 1e-3", "vs tuned", "speed-up", "s/run");
+    for (const auto& c : contenders) {
+      const auto& r = find(run.name, c.name);
+      const int vs_default = fo::compare_finals(r.median_final, adam.median_final);
+      const int vs_tuned = fo::compare_finals(r.median_final, best_tuned.median_final);
+      const double speed = fo::speedup(r, adam_cosine);
+      std::printf(
+          "  %-14s %8.2g %10.4g %10.4g %4lld/%lld %4lld/%lld %8s %8s %8s %7.1f\n",
+          r.contender.c_str(), r.lr, r.median_final, r.median_best,
+          static_cast<long long>(r.late_rise), static_cast<long long>(options.eval.eval_seeds),
+          static_cast<long long>(r.diverged), static_cast<long long>(options.eval.eval_seeds),
+          r.contender == "adam-1e-3" ? "-" : verdict(vs_default).c_str(), verdict(vs_tuned).c_str(),
+          speedup_text(speed).c_str(), r.seconds);
+      std::fprintf(csv, "%s,%s,%s,%lld,%g,%d,%lld,%.6g,%.6g,%lld,%lld,%.3f,%s,%s,%g\n",
+                   r.task.c_str(), r.family.c_str(), r.contender.c_str(),
+                   static_cast<long long>(r.steps), r.lr, r.tuned_from_cache ? 1 : 0,
+                   static_cast<long long>(options.eval.eval_seeds), r.median_final, r.median_best,
+                   static_cast<long long>(r.late_rise), static_cast<long long>(r.diverged),
+                   r.seconds, verdict(vs_default).c_str(), verdict(vs_tuned).c_str(), speed);
+      auto& t = tally[c.name];
+      t.vs_default[1 - vs_default] += 1;
+      t.vs_tuned[1 - vs_tuned] += 1;
+      t.late_rise += r.late_rise > 0 ? 1 : 0;
+      t.diverged += r.diverged > 0 ? 1 : 0;
+      t.speedups.push_back(speed);
+    }
+  }
+  std::fclose(csv);
+
+  std::printf(
+      "\nsummary over %zu runs (median final held-out loss per run; a tie is within %.0f%% "
+      "relative;\n\"best tuned\" = the better of adam-cosine and adamw-cosine on each run; "
+      "speed-up = steps tuned\nadam-cosine needs to reach the optimizer's final held-out loss / "
+      "its steps, \"never\" = not within\nits budget, so > 1):\n",
+      runs.size(), 100 * fo::kRunTieTolerance);
+  std::printf("  %-14s %16s %16s %11s %11s %16s\n", "optimizer", "vs adam-1e-3 W/T/L",
+              "vs tuned W/T/L", "late rise", "diverged", "median speed-up");
+  for (const auto& c : contenders) {
+    auto& t = tally[c.name];
+    std::vector<double> s = t.speedups;
+    std::sort(s.begin(), s.end());
+    const double med =
+        s.size() % 2 == 1 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
+    char vs_default[32], vs_tuned[32];
+    std::snprintf(vs_default, sizeof(vs_default), "%d/%d/%d", t.vs_default[0], t.vs_default[1],
+                  t.vs_default[2]);
+    std::snprintf(vs_tuned, sizeof(vs_tuned), "%d/%d/%d", t.vs_tuned[0], t.vs_tuned[1],
+                  t.vs_tuned[2]);
+    std::printf("  %-14s %16s %16s %7d run%s %7d run%s %16s\n", c.name.c_str(),
+                c.name == "adam-1e-3" ? "-" : vs_default, vs_tuned, t.late_rise,
+                t.late_rise == 1 ? " " : "s", t.diverged, t.diverged == 1 ? " " : "s",
+                speedup_text(med).c_str());
+  }
+
+  // Curves: median over seeds at each evaluation step.
+  std::FILE* curves = std::fopen((options.out + "/eval-real-curves.csv").c_str(), "w");
+  TORCH_CHECK(curves, "flt-eval-optim: cannot write ", options.out, "/eval-real-curves.csv");
+  std::fprintf(curves, "task,optimizer,step,median_held_out,median_param_norm\n");
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.curve_steps.size(); ++i) {
+      std::fprintf(curves, "%s,%s,%lld,%.6g,%.6g\n", r.task.c_str(), r.contender.c_str(),
+                   static_cast<long long>(r.curve_steps[i]), r.median_curve[i],
+                   r.median_param_norm[i]);
+    }
+  }
+  std::fclose(curves);
+
+  // Figures: per run, held-out loss and parameter norms side by side; and all runs' losses.
+  std::vector<std::string> names;
+  for (const auto& c : contenders) names.push_back(c.name);
+  const int panel_w = 420, panel_h = 260;
+  const auto series = [&](const std::string& task, bool norms) {
+    std::vector<std::vector<double>> out;
+    for (const auto& c : contenders) {
+      const auto& r = find(task, c.name);
+      out.push_back(norms ? r.median_param_norm : r.median_curve);
+    }
+    return out;
+  };
+  const auto x_label = [](flt::demos::Canvas& canvas, int x, int y, int w, int64_t steps) {
+    canvas.text(x + 60, y, "0", {0, 0, 0});
+    const std::string last = "step " + std::to_string(steps);
+    canvas.text(x + w - 12 - stb_easy_font_width(const_cast<char*>(last.c_str())), y, last,
+                {0, 0, 0});
+  };
+  for (const auto& run : runs) {
+    flt::demos::Canvas probe(2 * panel_w, 1);
+    const int legend_h = draw_legend(probe, 2 * panel_w, names);
+    flt::demos::Canvas canvas(2 * panel_w, legend_h + panel_h + 14);
+    draw_legend(canvas, 2 * panel_w, names);
+    flt::demos::plot_panel(canvas, 0, legend_h, panel_w, panel_h,
+                           run.name + ": held-out loss (log)", series(run.name, false), true);
+    flt::demos::plot_panel(canvas, panel_w, legend_h, panel_w, panel_h,
+                           "sum of parameter norms (log)", series(run.name, true), true);
+    x_label(canvas, 0, legend_h + panel_h - 10, panel_w, run.steps);
+    x_label(canvas, panel_w, legend_h + panel_h - 10, panel_w, run.steps);
+    canvas.save(options.out + "/eval-real-" + run.name + ".png");
+  }
+  const int columns = std::min<int>(4, static_cast<int>(runs.size()));
+  const int rows_n = (static_cast<int>(runs.size()) + columns - 1) / columns;
+  const int small_w = 330, small_h = 220;
+  flt::demos::Canvas probe(columns * small_w, 1);
+  const int legend_h = draw_legend(probe, columns * small_w, names);
+  flt::demos::Canvas overview(columns * small_w, legend_h + rows_n * small_h);
+  draw_legend(overview, columns * small_w, names);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    flt::demos::plot_panel(overview, static_cast<int>(i % columns) * small_w,
+                           legend_h + static_cast<int>(i / columns) * small_h, small_w, small_h,
+                           runs[i].name, series(runs[i].name, false), true);
+  }
+  overview.save(options.out + "/eval-real.png");
+  std::printf(
+      "\nwrote %s/eval-real.csv, eval-real-curves.csv, eval-real.png and one "
+      "eval-real-TASK.png per run\n",
+      options.out.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,11 +282,22 @@ int main(int argc, char** argv) {
   bool tune_learned = false;  // also the FLT rule with its multiplier tuned like the baselines' lr
   std::vector<std::string> task_names;
   for (const auto& task : fo::held_out_tasks()) task_names.push_back(task.name);
+  for (const auto& name : fo::held_out_training_run_names()) task_names.push_back(name);
+  std::string suite = "synthetic";
+  RealSuiteOptions real;
+  int threads = 1;
 
   CLI::App app{
       "flt-eval-optim: compares the learned optimizers with Adam and SGD-momentum, their learning "
-      "rates tuned per task, on held-out tasks; writes DIR/eval.csv and DIR/eval.png."};
+      "rates tuned per task, on held-out tasks; writes DIR/eval.csv and DIR/eval.png. With "
+      "--suite real: held-out real training runs (real models, minibatches, held-out data) "
+      "against Adam 1e-3 and tuned Adam / AdamW with cosine decay; writes DIR/eval-real*.csv and "
+      "DIR/eval-real*.png."};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--suite", suite,
+                 "synthetic: the synthetic tasks; real: held-out real training runs; all: both")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"synthetic", "real", "all"}));
   app.add_option("--out", out, "output directory")->capture_default_str();
   app.add_option("--seeds", options.eval_seeds, "evaluation seeds")
       ->capture_default_str()
@@ -91,15 +325,50 @@ int main(int argc, char** argv) {
   app.add_flag("--no-baselines-sgd", no_sgd, "leave SGD-momentum out");
   app.add_flag("--tune-learned", tune_learned,
                "also run the FLT rule with its step multiplier tuned on 0.1..10");
-  app.add_flag("--quick", quick, "3 evaluation and 2 tuning seeds, unless given");
+  app.add_flag("--quick", quick,
+               "3 evaluation and 2 tuning seeds, unless given; real suite: one small run (100 "
+               "steps), 2 evaluation seeds and 1 tuning seed");
+  app.add_option("--steps-scale", real.steps_scale,
+                 "real suite: multiplies every run's steps (0.25 for a quick look)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--tuning-cache", real.eval.tuning_cache,
+                 "real suite: CSV of the baselines' tuning results, reused where it matches a run "
+                 "and its steps, extended with new ones (e.g. bench/eval-real-tuning.csv)");
+  app.add_option("--threads", threads, "LibTorch intra-op threads")
+      ->capture_default_str()
+      ->check(flt::demos::integer_at_least(1));
   CLI11_PARSE(app, argc, argv);
+  // The real suite's defaults: 5 evaluation seeds, 2 tuning seeds (quick: 2 and 1).
+  real.eval.eval_seeds = app.count("--seeds") ? options.eval_seeds : quick ? 2 : 5;
+  real.eval.tuning_seeds = app.count("--tuning-seeds") ? options.tuning_seeds : quick ? 1 : 2;
+  real.out = out;
+  real.quick = quick;
+  real.weights = weights;
   if (quick) {
     if (app.count("--seeds") == 0) options.eval_seeds = 3;
     if (app.count("--tuning-seeds") == 0) options.tuning_seeds = 2;
   }
+  std::vector<std::string> synthetic_only;
+  for (const auto& name : only) {
+    const auto real_names = fo::held_out_training_run_names();
+    if (std::find(real_names.begin(), real_names.end(), name) != real_names.end())
+      real.only.push_back(name);
+    else
+      synthetic_only.push_back(name);
+  }
+  const bool run_synthetic = (suite != "real") && (only.empty() || !synthetic_only.empty());
+  const bool run_real = (suite != "synthetic") && (only.empty() || !real.only.empty());
+  if (only.size() > 0 && !run_synthetic && !run_real) {
+    std::fprintf(stderr, "flt-eval-optim: --tasks names no task of --suite %s\n", suite.c_str());
+    return 1;
+  }
 
   flt::init();
+  flt::set_threads(threads);
   try {
+    if (run_real) run_real_suite(real);
+    if (!run_synthetic) return 0;
     std::vector<fo::Contender> contenders;
     fo::Contender adam;
     adam.name = "adam (tuned)";
@@ -140,7 +409,8 @@ int main(int argc, char** argv) {
 
     std::vector<fo::EvalTask> tasks;
     for (auto& t : fo::held_out_tasks()) {
-      if (only.empty() || std::find(only.begin(), only.end(), t.name) != only.end()) {
+      if (synthetic_only.empty() ||
+          std::find(synthetic_only.begin(), synthetic_only.end(), t.name) != synthetic_only.end()) {
         tasks.push_back(std::move(t));
       }
     }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -91,10 +92,11 @@ inline void plot_panel(Canvas& canvas, int x, int y, int w, int h, const std::st
   canvas.rect(left, bottom, right, bottom + 1, grey);
   canvas.rect(left, top, left + 1, bottom, grey);
   canvas.rect(right, top, right + 1, bottom, grey);
+  // Axis labels in the data's units (a log axis too: 0.35 reads better than 1e-0.5).
   char label[32];
-  std::snprintf(label, sizeof(label), log_y ? "1e%.1f" : "%.3g", hi);
+  std::snprintf(label, sizeof(label), "%.3g", log_y ? std::pow(10.0, hi) : hi);
   canvas.text(x + 2, top, label, black);
-  std::snprintf(label, sizeof(label), log_y ? "1e%.1f" : "%.3g", lo);
+  std::snprintf(label, sizeof(label), "%.3g", log_y ? std::pow(10.0, lo) : lo);
   canvas.text(x + 2, bottom - 8, label, black);
   for (size_t i = 0; i < series.size(); ++i) {
     const auto& s = series[i];

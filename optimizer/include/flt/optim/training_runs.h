@@ -1,0 +1,182 @@
+#pragma once
+// Held-out real training runs: ordinary LibTorch minibatch loops (zero_grad, forward, backward,
+// step) over real `torch::nn` models and real data (datasets.h), scored by the loss on held-out
+// data. The evaluation a user would run before trusting an optimizer: the architectures and data
+// sets here are not those meta-training uses (a split of families, not just of seeds).
+//
+//   auto runs = flt::optim::held_out_training_runs();
+//   auto curve = flt::optim::run_training(runs[0], /*seed=*/0, [](auto params) {
+//     return std::make_unique<torch::optim::Adam>(std::move(params));
+//   });
+//
+// `evaluate_training_runs` compares optimizers on such runs: baselines get their learning rate
+// tuned per run on `learning_rate_grid()` with tuning seeds disjoint from the evaluation seeds.
+
+#include <torch/nn/module.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flt/optim/datasets.h"
+#include "flt/optim/evaluate.h"
+
+namespace flt::optim {
+
+/// A model under training: the module whose `parameters()` the optimizer gets, and its forward.
+struct TrainableModel {
+  std::shared_ptr<torch::nn::Module> module;
+  /// Supervised: a batch of inputs (B, ...) -> outputs (B, classes) or (B, 1).
+  /// Language model: tokens (B, L) int64 -> logits (B, L, vocab).
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
+};
+
+/// Builds a fresh model; called after LibTorch's global generator was seeded with `seed`, so the
+/// initial weights are a function of the seed.
+using ModelBuilder = std::function<TrainableModel(uint64_t seed)>;
+
+enum class LossKind {
+  kCrossEntropy,      ///< mean cross-entropy of logits against class ids (or next tokens)
+  kMeanSquaredError,  ///< mean squared error against regression targets
+};
+
+/// Learning-rate schedule applied by the training loop to every parameter group's lr.
+enum class Schedule {
+  kConstant,  ///< the optimizer's lr throughout
+  kCosine,    ///< lr * (1 + cos(pi t / steps)) / 2 before update t: decays to 0 over the run
+};
+
+/// One training run: a model family, its data and its loop.
+struct TrainingRun {
+  std::string name;  ///< e.g. "fmnist-cnn"
+  std::string
+      family;  ///< architecture / data, no commas (a CSV field), e.g. "MLP 4-32-3 ReLU / iris"
+  ModelBuilder build;
+  /// Supervised data (used when `corpus.vocab` is 0).
+  data::Split split;
+  /// Language-model data: windows of `sequence_length` + 1 tokens of the stream.
+  data::TextCorpus corpus;
+  int64_t sequence_length = 32;  ///< LM only
+  int64_t batch = 32;
+  int64_t steps = 1000;
+  /// Held-out loss every this many steps (and at step 0 and the last step).
+  int64_t eval_every = 50;
+  /// Held-out examples scored (the first ones of the held-out part; for an LM, consecutive
+  /// windows); 0 = all.
+  int64_t eval_examples = 0;
+  LossKind loss = LossKind::kCrossEntropy;
+
+  bool language_model() const { return corpus.vocab > 0; }
+};
+
+/// Held-out loss above this multiple of its value at step 0, or a non-finite training loss, counts
+/// as divergence: the run stops there.
+constexpr double kDivergenceFactor = 100.0;
+
+/// What one run measured, at steps 0, eval_every, 2 eval_every, ..., steps.
+struct TrainingCurve {
+  std::vector<int64_t> steps;
+  std::vector<double> held_out;    ///< held-out loss (+inf from divergence on)
+  std::vector<double> param_norm;  ///< sum over parameter tensors of their L2 norms
+  std::vector<double> train_loss;  ///< mean minibatch loss since the previous point (NaN at 0)
+  bool diverged = false;
+  int64_t diverged_at = -1;  ///< the step whose loss diverged
+  double seconds = 0.0;
+  /// The last held-out loss, and the lowest along the run.
+  double final_loss() const { return held_out.empty() ? INFINITY : held_out.back(); }
+  double best_loss() const;
+};
+
+/// Trains a fresh model of `run` (weights from `seed`) with the optimizer that `factory` makes over
+/// `module->parameters()`, in an ordinary loop: zero_grad, forward, loss, backward, step. The
+/// minibatch order depends on `seed` only, so every optimizer sees the same batches. `schedule`
+/// scales each group's lr as the loop goes. A diverging run stops and is reported, never throws.
+TrainingCurve run_training(const TrainingRun& run, uint64_t seed, const OptimizerFactory& factory,
+                           Schedule schedule = Schedule::kConstant);
+
+/// The names of the held-out suite's runs, those that need python3-sklearn included:
+/// fmnist-cnn, fmnist-mlp-tanh, text-lstm, text-transformer, wine-mlp, breast_cancer-mlp,
+/// digits-mlp, diabetes-mlp, digits-logreg, diabetes-linreg.
+std::vector<std::string> held_out_training_run_names();
+
+/// The held-out suite (those of `only` when it is not empty; an unknown name throws). Every run
+/// subsamples its data to stay cheap on one core. `steps_scale` multiplies the step budgets and
+/// evaluation intervals (0.25 for a quick look). The tabular runs need Debian's python3-sklearn;
+/// without it they are left out and listed, with the reason, in `skipped`.
+std::vector<TrainingRun> held_out_training_runs(double steps_scale = 1.0,
+                                                const std::vector<std::string>& only = {},
+                                                std::vector<std::string>* skipped = nullptr);
+
+/// One small, fast run (a tanh MLP on 2000 Fashion-MNIST images, 100 steps) for smoke tests.
+TrainingRun quick_training_run();
+
+/// An optimizer under test on training runs.
+struct RunContender {
+  std::string name;
+  std::function<OptimizerFactory(double lr)> make;
+  bool tune = false;  ///< tune lr on learning_rate_grid() (false: use `fixed_lr`)
+  double fixed_lr = 1e-3;
+  Schedule schedule = Schedule::kConstant;
+};
+
+/// The standard contenders: `adam-1e-3` (what users type), `adam-cosine` and `adamw-cosine`
+/// (weight decay 1e-2), both with cosine decay to 0 and lr tuned per run.
+std::vector<RunContender> baseline_contenders();
+
+/// Mnemosyne untuned (lr 1, constant), with the weights file `weights` (empty: the shipped ones),
+/// used as a user would: `Mnemosyne(params, MnemosyneOptions().weights(weights))`.
+RunContender mnemosyne_contender(const std::string& name = "mnemosyne",
+                                 const std::string& weights = "");
+
+struct RunEvalOptions {
+  int64_t eval_seeds = 5;    ///< seeds 0.. for the reported numbers
+  int64_t tuning_seeds = 2;  ///< seeds 10000.. used only to choose learning rates
+  /// CSV of tuning results (every grid point's median final held-out loss). Read when it exists
+  /// and its rows match a run (name, signature, contender, tuning seeds); written with the new
+  /// results. Empty: no cache.
+  std::string tuning_cache;
+  bool progress = true;  ///< one-line progress bar with ETA on stderr
+};
+
+/// Relative difference of median final held-out losses below which two optimizers tie on a run.
+constexpr double kRunTieTolerance = 0.01;
+/// A run "rises late" when its final held-out loss exceeds its best along the run by this factor.
+constexpr double kLateRiseFactor = 1.10;
+
+/// One (run, contender) result.
+struct RunRow {
+  std::string task, family, contender;
+  int64_t steps = 0;
+  double lr = 0.0;  ///< tuned (or fixed) learning rate
+  bool tuned_from_cache = false;
+  double median_final = 0.0;  ///< median over eval seeds of the final held-out loss
+  double median_best = 0.0;   ///< median over eval seeds of the best held-out loss along the run
+  int64_t late_rise = 0;      ///< seeds whose final exceeds their best by more than 10%
+  int64_t diverged = 0;       ///< seeds that diverged
+  double seconds = 0.0;       ///< mean wall time of one evaluation run
+  std::vector<int64_t> curve_steps;
+  std::vector<double> median_curve;       ///< median held-out loss at each curve step
+  std::vector<double> median_param_norm;  ///< median parameter-norm sum at each curve step
+};
+
+/// A string that changes when anything that affects a run's tuning changes (steps, batch, data
+/// sizes, evaluation subset): the tuning cache's key next to the name.
+std::string run_signature(const TrainingRun& run);
+
+/// Runs every contender on every run (tuning first where asked), in order; rows ordered by run,
+/// then contender.
+std::vector<RunRow> evaluate_training_runs(const std::vector<TrainingRun>& runs,
+                                           const std::vector<RunContender>& contenders,
+                                           const RunEvalOptions& options = {});
+
+/// Win / tie / loss of `a` against `b` by median final held-out loss (tie within
+/// kRunTieTolerance relative): +1, 0, -1.
+int compare_finals(double a, double b);
+
+/// VeLO's speed-up figure on one run: the steps `baseline` needs (first point of its median curve
+/// at or below `target`'s median final loss) divided by `target`'s steps. Returns +inf when the
+/// baseline never gets there within its budget.
+double speedup(const RunRow& target, const RunRow& baseline);
+
+}  // namespace flt::optim

@@ -1,0 +1,684 @@
+#include "flt/optim/training_runs.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
+#include <torch/nn/modules/rnn.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "flt/attention/transformer.h"
+#include "flt/optim/mnemosyne.h"
+
+namespace flt::optim {
+
+namespace {
+
+constexpr uint64_t kEvalSeedBase = 0;
+constexpr uint64_t kTuningSeedBase = 10000;
+// The minibatch order's generator: another stream than the weights' (seeded with the seed itself).
+constexpr uint64_t kBatchStream = 0x5eed0bad;
+
+double median(std::vector<double> values) {
+  if (values.empty()) return NAN;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds)) return "?";
+  const auto s = static_cast<long long>(seconds + 0.5);
+  char text[32];
+  if (s >= 3600)
+    std::snprintf(text, sizeof(text), "%lldh%02lldm", s / 3600, (s / 60) % 60);
+  else
+    std::snprintf(text, sizeof(text), "%lldm%02llds", s / 60, s % 60);
+  return text;
+}
+
+// outputs: (B, C) or (B, L, C) logits, or (B, 1) predictions.
+torch::Tensor compute_loss(LossKind kind, const torch::Tensor& outputs,
+                           const torch::Tensor& targets) {
+  namespace F = torch::nn::functional;
+  if (kind == LossKind::kCrossEntropy) {
+    return F::cross_entropy(outputs.reshape({-1, outputs.size(-1)}), targets.reshape(-1));
+  }
+  return F::mse_loss(outputs, targets);
+}
+
+/// Mean held-out loss over the evaluation subset, in chunks so memory stays bounded.
+double held_out_loss(const TrainingRun& run, const TrainableModel& model) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor inputs, targets;
+  if (run.language_model()) {
+    // Consecutive windows of L + 1 tokens (overlapping by one: the last target is the next input).
+    const int64_t L = run.sequence_length;
+    int64_t windows = (run.corpus.test.size(0) - 1) / L;
+    if (run.eval_examples > 0) windows = std::min(windows, run.eval_examples);
+    const auto starts = torch::arange(windows, torch::kInt64) * L;
+    const auto index = starts.unsqueeze(1) + torch::arange(L + 1, torch::kInt64);
+    const auto tokens = run.corpus.test.index({index});  // (W, L + 1)
+    inputs = tokens.slice(1, 0, L);
+    targets = tokens.slice(1, 1, L + 1);
+  } else {
+    int64_t n = run.split.test_x.size(0);
+    if (run.eval_examples > 0) n = std::min(n, run.eval_examples);
+    inputs = run.split.test_x.slice(0, 0, n);
+    targets = run.split.test_y.slice(0, 0, n);
+  }
+  const int64_t chunk = run.language_model() ? 256 : 1000;
+  double total = 0.0;
+  const int64_t n = inputs.size(0);
+  for (int64_t i = 0; i < n; i += chunk) {
+    const int64_t j = std::min(n, i + chunk);
+    const auto loss =
+        compute_loss(run.loss, model.forward(inputs.slice(0, i, j)), targets.slice(0, i, j));
+    total += loss.item<double>() * static_cast<double>(j - i);
+  }
+  return total / static_cast<double>(n);
+}
+
+double parameter_norm_sum(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  double sum = 0.0;
+  for (const auto& p : params) sum += p.norm().item<double>();
+  return sum;
+}
+
+void validate(const TrainingRun& run) {
+  TORCH_CHECK(run.build != nullptr, "run_training(", run.name, "): no model builder");
+  TORCH_CHECK(run.steps >= 1 && run.batch >= 1 && run.eval_every >= 1, "run_training(", run.name,
+              "): steps, batch and eval_every must be >= 1, got ", run.steps, ", ", run.batch, ", ",
+              run.eval_every);
+  if (run.language_model()) {
+    TORCH_CHECK(run.loss == LossKind::kCrossEntropy, "run_training(", run.name,
+                "): a language model is trained with cross-entropy");
+    TORCH_CHECK(run.sequence_length >= 1 && run.corpus.train.size(0) > run.sequence_length + 1 &&
+                    run.corpus.test.size(0) > run.sequence_length + 1,
+                "run_training(", run.name, "): sequence_length ", run.sequence_length,
+                " does not fit the corpus");
+  } else {
+    TORCH_CHECK(run.split.train_x.defined() && run.split.train_x.size(0) > 0, "run_training(",
+                run.name, "): no training data");
+    TORCH_CHECK((run.loss == LossKind::kCrossEntropy) == (run.split.classes > 0), "run_training(",
+                run.name,
+                "): cross-entropy needs class targets, mean squared error regression "
+                "targets (split \"",
+                run.split.name, "\" has ", run.split.classes, " classes)");
+  }
+}
+
+// ---- models -------------------------------------------------------------------------------------
+
+/// Character LM: embedding -> one-layer LSTM -> linear. tokens (B, L) -> logits (B, L, V)
+struct LstmLanguageModel : torch::nn::Module {
+  LstmLanguageModel(int64_t vocab, int64_t embed, int64_t hidden)
+      : embedding(register_module("embedding", torch::nn::Embedding(vocab, embed))),
+        lstm(register_module(
+            "lstm", torch::nn::LSTM(torch::nn::LSTMOptions(embed, hidden).batch_first(true)))),
+        head(register_module("head", torch::nn::Linear(hidden, vocab))) {}
+  torch::Tensor forward(const torch::Tensor& tokens) {
+    return head(std::get<0>(lstm(embedding(tokens))));
+  }
+  torch::nn::Embedding embedding;
+  torch::nn::LSTM lstm;
+  torch::nn::Linear head;
+};
+
+TrainableModel sequential(torch::nn::Sequential net) {
+  return {net.ptr(), [net](const torch::Tensor& x) mutable { return net->forward(x); }};
+}
+
+/// Linear layers of the given widths with `activation` between them.
+template <typename Activation>
+torch::nn::Sequential mlp(const std::vector<int64_t>& widths, bool flatten) {
+  torch::nn::Sequential net;
+  if (flatten) net->push_back(torch::nn::Flatten());
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    net->push_back(torch::nn::Linear(widths[i], widths[i + 1]));
+    if (i + 2 < widths.size()) net->push_back(Activation());
+  }
+  return net;
+}
+
+TrainingRun fmnist_cnn() {
+  TrainingRun run;
+  run.name = "fmnist-cnn";
+  run.family = "CNN conv8-pool-conv16-pool-linear ReLU / Fashion-MNIST 12k";
+  run.split = data::fashion_mnist(/*train_limit=*/12000, /*test_limit=*/2000);
+  run.build = [](uint64_t) {
+    namespace nn = torch::nn;
+    return sequential(nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)), nn::ReLU(),
+                                     nn::MaxPool2d(2),
+                                     nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1)), nn::ReLU(),
+                                     nn::MaxPool2d(2), nn::Flatten(), nn::Linear(16 * 7 * 7, 10)));
+  };
+  run.batch = 32;
+  run.steps = 1500;
+  run.eval_every = 75;  // a held-out pass of the CNN costs about 30 training steps
+  run.eval_examples = 1000;
+  return run;
+}
+
+TrainingRun fmnist_tanh_mlp() {
+  TrainingRun run;
+  run.name = "fmnist-mlp-tanh";
+  run.family = "MLP 784-64-32-10 tanh / Fashion-MNIST 12k";
+  run.split = data::fashion_mnist(/*train_limit=*/12000, /*test_limit=*/2000);
+  run.build = [](uint64_t) { return sequential(mlp<torch::nn::Tanh>({784, 64, 32, 10}, true)); };
+  run.batch = 128;
+  run.steps = 1500;
+  run.eval_every = 50;
+  run.eval_examples = 2000;
+  return run;
+}
+
+TrainingRun text_lstm() {
+  TrainingRun run;
+  run.name = "text-lstm";
+  run.family = "char LSTM embed 32 hidden 64 / licence text";
+  run.corpus = data::licence_text();
+  const int64_t vocab = run.corpus.vocab;
+  run.build = [vocab](uint64_t) {
+    auto model = std::make_shared<LstmLanguageModel>(vocab, 32, 64);
+    return TrainableModel{model, [model](const torch::Tensor& x) { return model->forward(x); }};
+  };
+  run.sequence_length = 32;
+  run.batch = 16;
+  run.steps = 1500;
+  run.eval_every = 50;
+  run.eval_examples = 256;
+  return run;
+}
+
+TrainingRun text_transformer() {
+  TrainingRun run;
+  run.name = "text-transformer";
+  run.family = "TransformerLM softmax 2 layers E32 2 heads / licence text";
+  run.corpus = data::licence_text();
+  const int64_t vocab = run.corpus.vocab;
+  run.sequence_length = 32;
+  const int64_t length = run.sequence_length;
+  run.build = [vocab, length](uint64_t) {
+    attention::TransformerLM model(
+        attention::TransformerOptions(vocab, /*embed_dim=*/32, /*heads=*/2, /*layers=*/2)
+            .max_length(length));
+    return TrainableModel{model.ptr(),
+                          [model](const torch::Tensor& x) mutable { return model->forward(x); }};
+  };
+  run.batch = 16;
+  run.steps = 1500;
+  run.eval_every = 50;
+  run.eval_examples = 256;
+  return run;
+}
+
+TrainingRun tabular_run(const std::string& set, const std::string& kind) {
+  TrainingRun run;
+  run.split = data::tabular(set);
+  const int64_t features = run.split.train_x.size(1);
+  const int64_t outputs = run.split.classes > 0 ? run.split.classes : 1;
+  run.loss = run.split.classes > 0 ? LossKind::kCrossEntropy : LossKind::kMeanSquaredError;
+  run.batch = 16;
+  run.steps = 1000;
+  run.eval_every = 25;
+  if (kind == "mlp") {
+    run.name = set + "-mlp";
+    run.family =
+        "MLP " + std::to_string(features) + "-32-32-" + std::to_string(outputs) + " ReLU / " + set;
+    run.build = [features, outputs](uint64_t) {
+      return sequential(mlp<torch::nn::ReLU>({features, 32, 32, outputs}, false));
+    };
+  } else {
+    const bool regression = run.split.classes == 0;
+    run.name = set + (regression ? "-linreg" : "-logreg");
+    run.family = std::string(regression ? "linear" : "logistic") + " regression / " + set;
+    run.build = [features, outputs](uint64_t) {
+      return sequential(torch::nn::Sequential(torch::nn::Linear(features, outputs)));
+    };
+  }
+  return run;
+}
+
+/// Steps and intervals scaled, at least 10 steps and one interval.
+TrainingRun scaled(TrainingRun run, double scale) {
+  run.steps = std::max<int64_t>(10, static_cast<int64_t>(std::llround(run.steps * scale)));
+  run.eval_every = std::max<int64_t>(1, static_cast<int64_t>(std::llround(run.eval_every * scale)));
+  return run;
+}
+
+// ---- tuning cache -------------------------------------------------------------------------------
+
+using CacheKey =
+    std::tuple<std::string, std::string, std::string, int64_t>;  // task, sig, who, seeds
+using GridScores = std::map<double, double>;                     // lr -> median final
+
+std::map<CacheKey, GridScores> read_cache(const std::string& path) {
+  std::map<CacheKey, GridScores> cache;
+  std::ifstream file(path);
+  if (!file) return cache;
+  std::string line;
+  std::getline(file, line);  // header
+  while (std::getline(file, line)) {
+    std::vector<std::string> fields;
+    std::stringstream stream(line);
+    std::string field;
+    while (std::getline(stream, field, ',')) fields.push_back(field);
+    if (fields.size() != 6) continue;
+    const CacheKey key{fields[0], fields[1], fields[2], std::stoll(fields[3])};
+    cache[key][std::stod(fields[4])] = std::stod(fields[5]);
+  }
+  return cache;
+}
+
+void write_cache(const std::string& path, const std::map<CacheKey, GridScores>& cache) {
+  const std::string temporary = path + ".tmp";
+  std::FILE* file = std::fopen(temporary.c_str(), "w");
+  TORCH_CHECK(file != nullptr, "evaluate_training_runs: cannot write the tuning cache ", temporary);
+  std::fprintf(file, "task,signature,contender,tuning_seeds,lr,median_final_held_out\n");
+  for (const auto& [key, scores] : cache) {
+    for (const auto& [lr, score] : scores) {
+      std::fprintf(file, "%s,%s,%s,%lld,%.17g,%.17g\n", std::get<0>(key).c_str(),
+                   std::get<1>(key).c_str(), std::get<2>(key).c_str(),
+                   static_cast<long long>(std::get<3>(key)), lr, score);
+    }
+  }
+  std::fclose(file);
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+/// The grid's learning rates all present (compared to 1e-9 relative: the file holds %.17g).
+bool complete(const GridScores& scores) {
+  for (double lr : learning_rate_grid()) {
+    const auto near = scores.lower_bound(lr * (1 - 1e-9));
+    if (near == scores.end() || near->first > lr * (1 + 1e-9)) return false;
+  }
+  return true;
+}
+
+/// Lowest median final; the smaller lr on a tie.
+double best_lr(const GridScores& scores) {
+  double best = INFINITY, lr = learning_rate_grid().front();
+  for (const auto& [candidate, score] : scores) {
+    if (score < best) best = score, lr = candidate;
+  }
+  return lr;
+}
+
+/// Progress over run-steps, one line on stderr.
+class Progress {
+ public:
+  Progress(bool enabled, int64_t total) : enabled_(enabled), total_(std::max<int64_t>(1, total)) {}
+  void advance(int64_t steps, const std::string& what) {
+    done_ += steps;
+    if (!enabled_) return;
+    const double seconds = elapsed();
+    const double eta = seconds / static_cast<double>(done_) * static_cast<double>(total_ - done_);
+    const int width = 30;
+    const int filled = static_cast<int>(width * std::min(done_, total_) / total_);
+    std::fprintf(stderr, "\r[%.*s%*s] %3.0f%%  %-40.40s %s elapsed, ETA %s   ", filled,
+                 "==============================", width - filled, "",
+                 100.0 * static_cast<double>(done_) / static_cast<double>(total_), what.c_str(),
+                 format_duration(seconds).c_str(), format_duration(eta).c_str());
+  }
+  void finish() {
+    if (enabled_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  }
+  bool enabled_;
+  int64_t total_, done_ = 0;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+double TrainingCurve::best_loss() const {
+  double best = INFINITY;
+  for (double v : held_out) {
+    if (std::isfinite(v)) best = std::min(best, v);
+  }
+  return best;
+}
+
+TrainingCurve run_training(const TrainingRun& run, uint64_t seed, const OptimizerFactory& factory,
+                           Schedule schedule) {
+  validate(run);
+  const auto started = std::chrono::steady_clock::now();
+  torch::manual_seed(seed);
+  const TrainableModel model = run.build(seed);
+  model.module->train();
+  const auto params = model.module->parameters();
+  auto optimizer = factory(params);
+  std::vector<double> base_lr;
+  for (auto& group : optimizer->param_groups()) base_lr.push_back(group.options().get_lr());
+
+  auto batches = at::make_generator<at::CPUGeneratorImpl>(kBatchStream + seed);
+  torch::Tensor order;  // supervised: this epoch's permutation
+  int64_t position = 0;
+  const auto next_batch = [&]() -> std::pair<torch::Tensor, torch::Tensor> {
+    if (run.language_model()) {
+      const int64_t L = run.sequence_length;
+      const auto starts =
+          torch::randint(run.corpus.train.size(0) - L, {run.batch}, batches, torch::kInt64);
+      const auto tokens =
+          run.corpus.train.index({starts.unsqueeze(1) + torch::arange(L + 1, torch::kInt64)});
+      return {tokens.slice(1, 0, L), tokens.slice(1, 1, L + 1)};
+    }
+    const int64_t n = run.split.train_x.size(0);
+    const int64_t batch = std::min(run.batch, n);
+    if (!order.defined() || position + batch > n) {
+      order = torch::randperm(n, batches, torch::kInt64);
+      position = 0;
+    }
+    const auto index = order.slice(0, position, position + batch);
+    position += batch;
+    return {run.split.train_x.index_select(0, index), run.split.train_y.index_select(0, index)};
+  };
+
+  TrainingCurve curve;
+  const auto record = [&](int64_t step, double train_loss) {
+    curve.steps.push_back(step);
+    curve.train_loss.push_back(train_loss);
+    if (curve.diverged) {
+      curve.held_out.push_back(INFINITY);
+      curve.param_norm.push_back(INFINITY);
+      return;
+    }
+    model.module->eval();
+    double loss = held_out_loss(run, model);
+    model.module->train();
+    const double norm = parameter_norm_sum(params);
+    if (!curve.held_out.empty() &&
+        !(std::isfinite(loss) && loss <= kDivergenceFactor * curve.held_out.front())) {
+      curve.diverged = true;
+      curve.diverged_at = step;
+      loss = INFINITY;
+    }
+    curve.held_out.push_back(loss);
+    curve.param_norm.push_back(std::isfinite(norm) ? norm : INFINITY);
+  };
+  record(0, NAN);
+
+  double interval_sum = 0.0;
+  int64_t interval_count = 0;
+  for (int64_t t = 0; t < run.steps; ++t) {
+    if (!curve.diverged) {
+      if (schedule == Schedule::kCosine) {
+        const double factor =
+            0.5 * (1.0 + std::cos(M_PI * static_cast<double>(t) / static_cast<double>(run.steps)));
+        auto& groups = optimizer->param_groups();
+        for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(base_lr[g] * factor);
+      }
+      const auto [x, y] = next_batch();
+      optimizer->zero_grad();
+      const auto loss = compute_loss(run.loss, model.forward(x), y);
+      loss.backward();
+      optimizer->step();
+      const double value = loss.item<double>();
+      if (!std::isfinite(value)) {
+        curve.diverged = true;
+        curve.diverged_at = t;
+      } else {
+        interval_sum += value;
+        ++interval_count;
+      }
+    }
+    const int64_t done = t + 1;
+    if (done % run.eval_every == 0 || done == run.steps) {
+      record(done, interval_count > 0 ? interval_sum / static_cast<double>(interval_count) : NAN);
+      interval_sum = 0.0;
+      interval_count = 0;
+    }
+  }
+  curve.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return curve;
+}
+
+namespace {
+
+struct RunEntry {
+  const char* name;
+  const char* tabular_set;  // nullptr: no sklearn needed
+  std::function<TrainingRun()> make;
+};
+
+const std::vector<RunEntry>& run_entries() {
+  static const std::vector<RunEntry> entries = {
+      {"fmnist-cnn", nullptr, fmnist_cnn},
+      {"fmnist-mlp-tanh", nullptr, fmnist_tanh_mlp},
+      {"text-lstm", nullptr, text_lstm},
+      {"text-transformer", nullptr, text_transformer},
+      {"wine-mlp", "wine", [] { return tabular_run("wine", "mlp"); }},
+      {"breast_cancer-mlp", "breast_cancer", [] { return tabular_run("breast_cancer", "mlp"); }},
+      {"digits-mlp", "digits", [] { return tabular_run("digits", "mlp"); }},
+      {"diabetes-mlp", "diabetes", [] { return tabular_run("diabetes", "mlp"); }},
+      {"digits-logreg", "digits", [] { return tabular_run("digits", "linear"); }},
+      {"diabetes-linreg", "diabetes", [] { return tabular_run("diabetes", "linear"); }},
+  };
+  return entries;
+}
+
+}  // namespace
+
+std::vector<std::string> held_out_training_run_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : run_entries()) names.emplace_back(entry.name);
+  return names;
+}
+
+std::vector<TrainingRun> held_out_training_runs(double steps_scale,
+                                                const std::vector<std::string>& only,
+                                                std::vector<std::string>* skipped) {
+  TORCH_CHECK(steps_scale > 0.0 && std::isfinite(steps_scale),
+              "held_out_training_runs: steps_scale must be positive, got ", steps_scale);
+  const auto all = held_out_training_run_names();
+  for (const auto& name : only) {
+    TORCH_CHECK(std::find(all.begin(), all.end(), name) != all.end(),
+                "held_out_training_runs: unknown run \"", name, "\"");
+  }
+  const auto tabular = data::tabular_names();
+  std::vector<TrainingRun> runs;
+  for (const auto& entry : run_entries()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), entry.name) == only.end()) continue;
+    if (entry.tabular_set != nullptr &&
+        std::find(tabular.begin(), tabular.end(), entry.tabular_set) == tabular.end()) {
+      if (skipped != nullptr) {
+        skipped->push_back(std::string(entry.name) +
+                           " (needs the Debian package python3-sklearn: apt-get install "
+                           "python3-sklearn)");
+      }
+      continue;
+    }
+    runs.push_back(scaled(entry.make(), steps_scale));
+  }
+  return runs;
+}
+
+TrainingRun quick_training_run() {
+  TrainingRun run;
+  run.name = "quick-fmnist-mlp";
+  run.family = "MLP 784-16-10 tanh / Fashion-MNIST 2k";
+  run.split = data::fashion_mnist(/*train_limit=*/2000, /*test_limit=*/200);
+  run.build = [](uint64_t) { return sequential(mlp<torch::nn::Tanh>({784, 16, 10}, true)); };
+  run.batch = 32;
+  run.steps = 100;
+  run.eval_every = 10;
+  return run;
+}
+
+std::vector<RunContender> baseline_contenders() {
+  RunContender adam;
+  adam.name = "adam-1e-3";
+  adam.fixed_lr = 1e-3;
+  adam.make = [](double lr) -> OptimizerFactory {
+    return [lr](std::vector<torch::Tensor> p) {
+      return std::make_unique<torch::optim::Adam>(std::move(p), torch::optim::AdamOptions(lr));
+    };
+  };
+  RunContender adam_cosine = adam;
+  adam_cosine.name = "adam-cosine";
+  adam_cosine.tune = true;
+  adam_cosine.schedule = Schedule::kCosine;
+  RunContender adamw_cosine;
+  adamw_cosine.name = "adamw-cosine";
+  adamw_cosine.tune = true;
+  adamw_cosine.schedule = Schedule::kCosine;
+  adamw_cosine.make = [](double lr) -> OptimizerFactory {
+    return [lr](std::vector<torch::Tensor> p) {
+      return std::make_unique<torch::optim::AdamW>(
+          std::move(p), torch::optim::AdamWOptions(lr).weight_decay(1e-2));
+    };
+  };
+  return {adam, adam_cosine, adamw_cosine};
+}
+
+RunContender mnemosyne_contender(const std::string& name, const std::string& weights) {
+  RunContender c;
+  c.name = name;
+  c.fixed_lr = 1.0;
+  c.make = [weights](double lr) -> OptimizerFactory {
+    return [lr, weights](std::vector<torch::Tensor> p) {
+      return std::make_unique<Mnemosyne>(std::move(p), MnemosyneOptions(lr).weights(weights));
+    };
+  };
+  return c;
+}
+
+std::string run_signature(const TrainingRun& run) {
+  std::ostringstream s;
+  s << "steps=" << run.steps << ";batch=" << run.batch << ";eval=" << run.eval_every << "/"
+    << run.eval_examples;
+  if (run.language_model()) {
+    s << ";L=" << run.sequence_length << ";tokens=" << run.corpus.train.size(0) << "/"
+      << run.corpus.test.size(0);
+  } else {
+    s << ";n=" << run.split.train_x.size(0) << "/" << run.split.test_x.size(0);
+  }
+  return s.str();
+}
+
+std::vector<RunRow> evaluate_training_runs(const std::vector<TrainingRun>& runs,
+                                           const std::vector<RunContender>& contenders,
+                                           const RunEvalOptions& options) {
+  TORCH_CHECK(!contenders.empty(), "evaluate_training_runs: no optimizers given");
+  TORCH_CHECK(options.eval_seeds > 0 && options.tuning_seeds > 0,
+              "evaluate_training_runs: eval_seeds and tuning_seeds must be positive, got ",
+              options.eval_seeds, " and ", options.tuning_seeds);
+  auto cache = options.tuning_cache.empty() ? std::map<CacheKey, GridScores>{}
+                                            : read_cache(options.tuning_cache);
+  const auto key = [&](const TrainingRun& run, const RunContender& c) {
+    return CacheKey{run.name, run_signature(run), c.name, options.tuning_seeds};
+  };
+  const auto grid = learning_rate_grid();
+
+  int64_t total = 0;  // run-steps still to do
+  for (const auto& run : runs) {
+    for (const auto& c : contenders) {
+      total += options.eval_seeds * run.steps;
+      const auto found = cache.find(key(run, c));
+      if (c.tune && (found == cache.end() || !complete(found->second))) {
+        total += static_cast<int64_t>(grid.size()) * options.tuning_seeds * run.steps;
+      }
+    }
+  }
+  Progress progress(options.progress, total);
+
+  std::vector<RunRow> rows;
+  for (const auto& run : runs) {
+    for (const auto& contender : contenders) {
+      RunRow row;
+      row.task = run.name;
+      row.family = run.family;
+      row.contender = contender.name;
+      row.steps = run.steps;
+      row.lr = contender.fixed_lr;
+      if (contender.tune) {
+        auto& scores = cache[key(run, contender)];
+        row.tuned_from_cache = complete(scores);
+        if (!row.tuned_from_cache) {
+          scores.clear();
+          for (double lr : grid) {
+            std::vector<double> finals;
+            for (int64_t s = 0; s < options.tuning_seeds; ++s) {
+              const auto curve =
+                  run_training(run, kTuningSeedBase + s, contender.make(lr), contender.schedule);
+              finals.push_back(curve.final_loss());
+              char what[96];
+              std::snprintf(what, sizeof(what), "%s %s tune lr %.2g", run.name.c_str(),
+                            contender.name.c_str(), lr);
+              progress.advance(run.steps, what);
+            }
+            scores[lr] = median(finals);
+          }
+          if (!options.tuning_cache.empty()) write_cache(options.tuning_cache, cache);
+        }
+        row.lr = best_lr(scores);
+      }
+      std::vector<TrainingCurve> curves;
+      std::vector<double> finals, bests;
+      for (int64_t s = 0; s < options.eval_seeds; ++s) {
+        curves.push_back(
+            run_training(run, kEvalSeedBase + s, contender.make(row.lr), contender.schedule));
+        const auto& curve = curves.back();
+        finals.push_back(curve.final_loss());
+        bests.push_back(curve.best_loss());
+        row.diverged += curve.diverged ? 1 : 0;
+        row.late_rise += curve.final_loss() > kLateRiseFactor * curve.best_loss() ? 1 : 0;
+        row.seconds += curve.seconds / static_cast<double>(options.eval_seeds);
+        progress.advance(run.steps, run.name + " " + contender.name + " seed " + std::to_string(s));
+      }
+      row.median_final = median(finals);
+      row.median_best = median(bests);
+      row.curve_steps = curves.front().steps;
+      for (size_t i = 0; i < row.curve_steps.size(); ++i) {
+        std::vector<double> loss, norm;
+        for (const auto& curve : curves) {
+          loss.push_back(curve.held_out[i]);
+          norm.push_back(curve.param_norm[i]);
+        }
+        row.median_curve.push_back(median(loss));
+        row.median_param_norm.push_back(median(norm));
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  progress.finish();
+  return rows;
+}
+
+int compare_finals(double a, double b) {
+  if (a == b) return 0;  // also two diverged (inf) runs
+  if (!std::isfinite(a) || !std::isfinite(b)) return std::isfinite(a) ? 1 : -1;
+  if (std::abs(a - b) <= kRunTieTolerance * std::max(std::abs(a), std::abs(b))) return 0;
+  return a < b ? 1 : -1;
+}
+
+double speedup(const RunRow& target, const RunRow& baseline) {
+  for (size_t i = 0; i < baseline.median_curve.size(); ++i) {
+    if (baseline.median_curve[i] <= target.median_final) {
+      return static_cast<double>(baseline.curve_steps[i]) / static_cast<double>(target.steps);
+    }
+  }
+  return INFINITY;
+}
+
+}  // namespace flt::optim
