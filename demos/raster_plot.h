@@ -111,4 +111,98 @@ inline void plot_panel(Canvas& canvas, int x, int y, int w, int h, const std::st
   }
 }
 
+/// One curve of an x-y panel.
+struct XySeries {
+  std::string label;
+  std::vector<double> x, y;  ///< non-finite y: no point
+  Rgb color;
+  bool thin = false;  ///< guides and baselines: 1 pixel
+};
+
+/// An x-y panel with a frame, tick labels at the ends and the middle of both axes (log10 axes
+/// where asked), axis labels, a title and a legend in the top-left corner. A one-point series is
+/// drawn as a square marker.
+inline void plot_xy_panel(Canvas& canvas, int x, int y, int w, int h, const std::string& title,
+                          const std::string& x_label, const std::string& y_label,
+                          const std::vector<XySeries>& series, bool log_x, bool log_y) {
+  const Rgb black{0, 0, 0}, grey{200, 200, 200}, light{235, 235, 235};
+  canvas.text(x + 6, y + 4, title, black, 2);
+  const int left = x + 64, top = y + 26, right = x + w - 12, bottom = y + h - 34;
+  const auto tx = [&](double v) { return log_x ? std::log10(v) : v; };
+  const auto ty = [&](double v) { return log_y ? std::log10(v) : v; };
+  const auto usable = [](double v, bool log) { return std::isfinite(v) && (!log || v > 0); };
+  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  for (const auto& s : series) {
+    for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) {
+      if (!usable(s.x[i], log_x) || !usable(s.y[i], log_y)) continue;
+      x_lo = std::min(x_lo, tx(s.x[i]));
+      x_hi = std::max(x_hi, tx(s.x[i]));
+      y_lo = std::min(y_lo, ty(s.y[i]));
+      y_hi = std::max(y_hi, ty(s.y[i]));
+    }
+  }
+  if (!(x_hi > x_lo)) x_lo -= 0.5, x_hi += 0.5;
+  if (!(y_hi > y_lo)) y_lo -= 0.5, y_hi += 0.5;
+  const double pad = 0.05 * (y_hi - y_lo);  // keep curves off the frame
+  y_lo -= pad, y_hi += pad;
+  const auto px = [&](double v) { return left + (right - left) * (tx(v) - x_lo) / (x_hi - x_lo); };
+  const auto py = [&](double v) {
+    return bottom - (bottom - top) * (ty(v) - y_lo) / (y_hi - y_lo);
+  };
+  char label[32];
+  const auto format = [&](double v, bool log) {
+    std::snprintf(label, sizeof(label), "%.3g", log ? std::pow(10.0, v) : v);
+    return std::string(label);
+  };
+  for (int i = 0; i <= 4; ++i) {  // grid and tick labels at 0, 1/4, ..., 1 of each axis
+    const double f = i / 4.0;
+    const int gx = left + static_cast<int>((right - left) * f);
+    const int gy = bottom - static_cast<int>((bottom - top) * f);
+    canvas.rect(gx, top, gx + 1, bottom, light);
+    canvas.rect(left, gy, right, gy + 1, light);
+    const std::string xt = format(x_lo + f * (x_hi - x_lo), log_x);
+    canvas.text(gx - stb_easy_font_width(const_cast<char*>(xt.c_str())) / 2, bottom + 4, xt, black);
+    const std::string yt = format(y_lo + f * (y_hi - y_lo), log_y);
+    canvas.text(left - 4 - stb_easy_font_width(const_cast<char*>(yt.c_str())), gy - 3, yt, black);
+  }
+  canvas.rect(left, top, right, top + 1, grey);
+  canvas.rect(left, bottom, right, bottom + 1, grey);
+  canvas.rect(left, top, left + 1, bottom, grey);
+  canvas.rect(right, top, right + 1, bottom, grey);
+  const std::string xl = x_label + (log_x ? " (log)" : "");
+  canvas.text((left + right) / 2 - stb_easy_font_width(const_cast<char*>(xl.c_str())) / 2,
+              bottom + 16, xl, black);
+  canvas.text(x + 4, top - 12 + 0, y_label + (log_y ? " (log)" : ""), black);
+  for (const auto& s : series) {
+    const size_t n = std::min(s.x.size(), s.y.size());
+    const int thickness = s.thin ? 1 : 2;
+    if (n == 1 && usable(s.x[0], log_x) && usable(s.y[0], log_y)) {
+      const int cx = static_cast<int>(px(s.x[0])), cy = static_cast<int>(py(s.y[0]));
+      canvas.rect(cx - 3, cy - 3, cx + 4, cy + 4, s.color);
+    }
+    for (size_t j = 1; j < n; ++j) {
+      if (!usable(s.x[j - 1], log_x) || !usable(s.y[j - 1], log_y) || !usable(s.x[j], log_x) ||
+          !usable(s.y[j], log_y))
+        continue;
+      canvas.line(px(s.x[j - 1]), py(s.y[j - 1]), px(s.x[j]), py(s.y[j]), s.color, thickness);
+    }
+    for (size_t j = 0; j < n && !s.thin && n <= 12; ++j) {  // dots at the measured points
+      if (!usable(s.x[j], log_x) || !usable(s.y[j], log_y)) continue;
+      const int cx = static_cast<int>(px(s.x[j])), cy = static_cast<int>(py(s.y[j]));
+      canvas.rect(cx - 2, cy - 2, cx + 3, cy + 3, s.color);
+    }
+  }
+  int legend_w = 0;  // legend on a white box over the curves
+  for (const auto& s : series)
+    legend_w = std::max(legend_w, stb_easy_font_width(const_cast<char*>(s.label.c_str())));
+  canvas.rect(left + 4, top + 3, left + 30 + legend_w,
+              top + 8 + 11 * static_cast<int>(series.size()), {255, 255, 255});
+  int ly = top + 6;
+  for (const auto& s : series) {
+    canvas.rect(left + 8, ly + 2, left + 22, ly + (s.thin ? 4 : 6), s.color);
+    canvas.text(left + 26, ly, s.label, black);
+    ly += 11;
+  }
+}
+
 }  // namespace flt::demos
