@@ -117,10 +117,11 @@ bool write_csv(const fd::LessonResult& r, const std::string& path) {
 
 // The panels side by side under a title line.
 bool write_png(const fd::Lesson& lesson, const fd::LessonResult& r, const std::string& path) {
-  const int panel_w = 440, panel_h = 300, title_h = 26;
+  const int panel_w = 520, panel_h = 340, title_h = 40;
   const int columns = std::max<int>(1, static_cast<int>(r.panels.size()));
   fd::Canvas canvas(columns * panel_w, title_h + panel_h);
-  canvas.text(8, 6, lesson.title + "  (flt-demo " + lesson.key + ")", {0, 0, 0}, 2);
+  canvas.text(8, 6, lesson.title, {0, 0, 0}, 2);
+  canvas.text(8, 26, lesson.paper + " | flt-demo " + lesson.key, {90, 90, 90});
   for (size_t p = 0; p < r.panels.size(); ++p) {
     const auto& panel = r.panels[p];
     std::vector<fd::XySeries> series;

@@ -19,9 +19,12 @@ namespace flt::demos {
 class Progress {
  public:
   Progress(const LessonSettings& settings, double total_units)
-      : callback_(settings.progress), total_(total_units > 0 ? total_units : 1.0) {}
-  /// `units` more are done; `stage` says what runs next.
+      : callback_(settings.progress),
+        cancelled_(settings.cancelled),
+        total_(total_units > 0 ? total_units : 1.0) {}
+  /// `units` more are done; `stage` says what runs next. Throws LessonCancelled when asked to.
   void advance(double units, const std::string& stage) {
+    if (cancelled_ && cancelled_()) throw LessonCancelled();
     done_ += units;
     if (callback_) callback_(std::min(1.0, done_ / total_), stage);
   }
@@ -29,6 +32,7 @@ class Progress {
 
  private:
   std::function<void(double, const std::string&)> callback_;
+  std::function<bool()> cancelled_;
   double total_, done_ = 0.0;
 };
 

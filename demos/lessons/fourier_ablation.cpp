@@ -3,7 +3,8 @@
 // initial R = 1..5 (the paper: R_init = 1, 2, 3 best, 4 worse; 0.1 also worse), against the
 // dot-product (softmax) baseline.
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cmath>
 
@@ -20,13 +21,14 @@ LessonResult run_fourier_ablation(const LessonSettings& settings) {
   const bool quick = settings.quick;
   const TextCorpus& corpus = text_corpus();
   CharLmSetup setup;
-  setup.embed_dim = quick ? 32 : 64;
+  setup.embed_dim = quick ? 32 : 48;
   setup.heads = 4;
   setup.layers = quick ? 1 : 2;
   setup.context = quick ? 32 : 64;
-  setup.batch = 16;
-  setup.steps = quick ? 30 : 200;
-  setup.eval_batches = quick ? 4 : 16;
+  setup.batch = 8;
+  setup.steps = quick ? 80 : 150;
+  setup.lr = quick ? 1e-2 : 5e-3;
+  setup.eval_batches = quick ? 8 : 16;
   setup.absolute_positions = true;  // as in the paper: only the attention changes
 
   struct Run {
@@ -49,7 +51,8 @@ LessonResult run_fourier_ablation(const LessonSettings& settings) {
           std::to_string(setup.layers) + " layer(s), E = " + std::to_string(setup.embed_dim) +
           ", H = " + std::to_string(setup.heads) + ", context " + std::to_string(setup.context) +
           ", batch " + std::to_string(setup.batch) + ", " + std::to_string(setup.steps) +
-          " Adam steps, one seed, learned absolute positions.",
+          " Adam steps (lr " + format_number(setup.lr) +
+          ", cosine), one seed, learned absolute positions.",
       "Fourier attention with a learnable scalar R (the paper's main setting). A run whose loss "
       "turns NaN is 'diverged'.",
       "Trivial baseline: unigram perplexity " + format_number(unigram) + "."};
@@ -87,9 +90,11 @@ LessonResult run_fourier_ablation(const LessonSettings& settings) {
                           text("softmax"), "baseline"});
   result.table.push_back(
       {"odd p = 1, 3, 5", "do not converge", text("p1") + ", " + text("p3") + ", " + text("p5"),
-       diverged["p1"] && diverged["p3"] && diverged["p5"]
-           ? "agrees"
-           : (odd_fail ? "partly (no NaN, but worse than even p)" : "disagrees (odd p trains)")});
+       diverged["p1"] && diverged["p3"] && diverged["p5"] ? "agrees"
+       : odd_fail && !(ppl["p1"] < unigram) && !(ppl["p3"] < unigram) && !(ppl["p5"] < unigram)
+           ? "agrees in effect (no NaN, but not below the unigram baseline)"
+       : odd_fail ? "partly (no NaN; worse than even p, but learns)"
+                  : "disagrees (odd p trains as well)"});
   result.table.push_back(
       {"even p = 2, 4, 6", "32.09, 31.86, 31.84: better with p, small past 4",
        text("p2") + ", " + text("p4") + ", " + text("p6"),

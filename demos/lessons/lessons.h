@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,13 @@ struct LessonSettings {
   uint64_t seed = 1;
   /// Called with the fraction done (0..1) and what runs now; may be empty.
   std::function<void(double done, const std::string& stage)> progress = {};
+  /// Polled between units of work; when it returns true the lesson throws LessonCancelled.
+  std::function<bool()> cancelled = {};
+};
+
+/// Thrown by a lesson whose LessonSettings::cancelled returned true.
+struct LessonCancelled : std::runtime_error {
+  LessonCancelled() : std::runtime_error("lesson cancelled") {}
 };
 
 /// One line of the result table.

@@ -4,7 +4,8 @@
 // finite (Gaussian mixture, smooth local with a Cauchy proposal, Gaussian kernel) and for the box
 // (local k = 1), whose g / p is unbounded for any proposal: the theorem says nothing there.
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cmath>
 
@@ -108,8 +109,9 @@ LessonResult run_rpe_error(const LessonSettings& settings) {
   result.csv_columns = {"sweep", "family", "r", "L", "max_error", "baseline_error"};
 
   Progress progress(settings, static_cast<double>(cases.size() * (rs.size() + lengths.size())));
-  PlotPanel by_r{"max |N^ - N| vs random features r (L = 256)", "r", "max error", true, true, {}};
-  PlotPanel by_l{"max |N^ - N| vs length L (r = 256)", "L", "max error", true, false, {}};
+  PlotPanel by_r{
+      "max-norm error of N^ vs r (L = 256)", "random features r", "max error", true, true, {}};
+  PlotPanel by_l{"max-norm error of N^ vs L (r = 256)", "length L", "max error", true, false, {}};
   for (const auto& c : cases) {
     const double c_bound = importance_bound(c);
     PlotSeries series_r{c.label, {}, {}};

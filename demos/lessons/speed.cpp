@@ -2,7 +2,8 @@
 // and exact softmax attention as the length grows. The paper: FLT adds "negligible" memory over
 // the regular Performer and scales linearly; softmax is quadratic.
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "flt/allocation_counter.h"
 #include "flt/attention/transformer.h"
