@@ -111,7 +111,8 @@ TEST(Lessons, Swarm_SaysItNeedsTheSwarmOptimizer) {
   const auto r = lesson->run({});
   EXPECT_FALSE(r.available);
   bool mentions = false;
-  for (const auto& line : r.setup) mentions = mentions || line.find("issue 14") != std::string::npos;
+  for (const auto& line : r.setup)
+    mentions = mentions || line.find("issue 14") != std::string::npos;
   EXPECT_TRUE(mentions);
 }
 
