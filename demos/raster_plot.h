@@ -113,4 +113,158 @@ inline void plot_panel(Canvas& canvas, int x, int y, int w, int h, const std::st
   }
 }
 
+/// One curve of an x-y panel.
+struct XySeries {
+  std::string label;
+  std::vector<double> x, y;  ///< non-finite y: no point
+  Rgb color;
+  bool thin = false;  ///< guides and baselines: 1 pixel
+};
+
+/// Tick positions (in axis units: log10 of the value on a log axis) for [lo, hi]: whole decades
+/// on a log axis that spans two or more, else 1-2-5 steps giving 3 to 7 ticks.
+inline std::vector<double> axis_ticks(double lo, double hi, bool log) {
+  std::vector<double> ticks;
+  if (log && hi - lo >= 2.0) {
+    const double step = std::ceil((hi - lo) / 6.0);
+    for (double t = std::ceil(lo / step) * step; t <= hi + 1e-9; t += step) ticks.push_back(t);
+    return ticks;
+  }
+  if (log) {  // a short log axis: 1-2-5 steps of the values, placed at their logs
+    const double a = std::pow(10.0, lo), b = std::pow(10.0, hi);
+    for (double t : axis_ticks(a, b, false)) {
+      if (t > 0) ticks.push_back(std::log10(t));
+    }
+    return ticks;
+  }
+  const double raw = (hi - lo) / 4.0;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = magnitude;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * magnitude >= raw * 0.7) {
+      step = m * magnitude;
+      break;
+    }
+  }
+  for (double t = std::ceil(lo / step) * step; t <= hi + 1e-9 * step; t += step)
+    ticks.push_back(std::abs(t) < 1e-12 * step ? 0.0 : t);
+  return ticks;
+}
+
+/// An x-y panel with a frame, ticks (whole decades on log axes), axis labels, a title and a
+/// legend in the corner that hides the fewest points. A one-point series is a square marker.
+inline void plot_xy_panel(Canvas& canvas, int x, int y, int w, int h, const std::string& title,
+                          const std::string& x_label, const std::string& y_label,
+                          const std::vector<XySeries>& series, bool log_x, bool log_y) {
+  const Rgb black{0, 0, 0}, grey{200, 200, 200}, light{235, 235, 235};
+  canvas.text(x + 8, y + 4, title, black, 2);
+  canvas.text(x + 8, y + 22, y_label + (log_y ? " (log scale)" : ""), black);
+  const int left = x + 58, top = y + 34, right = x + w - 14, bottom = y + h - 32;
+  const auto tx = [&](double v) { return log_x ? std::log10(v) : v; };
+  const auto ty = [&](double v) { return log_y ? std::log10(v) : v; };
+  const auto usable = [](double v, bool log) { return std::isfinite(v) && (!log || v > 0); };
+  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  for (const auto& s : series) {
+    for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) {
+      if (!usable(s.x[i], log_x) || !usable(s.y[i], log_y)) continue;
+      x_lo = std::min(x_lo, tx(s.x[i]));
+      x_hi = std::max(x_hi, tx(s.x[i]));
+      y_lo = std::min(y_lo, ty(s.y[i]));
+      y_hi = std::max(y_hi, ty(s.y[i]));
+    }
+  }
+  if (!(x_hi > x_lo)) x_lo -= 0.5, x_hi += 0.5;
+  if (!(y_hi > y_lo)) y_lo -= 0.5, y_hi += 0.5;
+  const double pad = 0.06 * (y_hi - y_lo);  // keep curves off the frame
+  y_lo -= pad, y_hi += pad;
+  const auto px = [&](double v) { return left + (right - left) * (tx(v) - x_lo) / (x_hi - x_lo); };
+  const auto py = [&](double v) {
+    return bottom - (bottom - top) * (ty(v) - y_lo) / (y_hi - y_lo);
+  };
+  const auto tick_text = [](double t, bool log) {
+    char label[32];
+    if (log && std::abs(t - std::round(t)) < 1e-9 && (t > 3 || t < -2)) {
+      std::snprintf(label, sizeof(label), "1e%d", static_cast<int>(std::round(t)));
+    } else {
+      std::snprintf(label, sizeof(label), "%g", log ? std::pow(10.0, t) : t);
+    }
+    return std::string(label);
+  };
+  for (double t : axis_ticks(x_lo, x_hi, log_x)) {
+    const int gx = left + static_cast<int>((right - left) * (t - x_lo) / (x_hi - x_lo));
+    canvas.rect(gx, top, gx + 1, bottom, light);
+    const std::string text = tick_text(t, log_x);
+    canvas.text(gx - stb_easy_font_width(const_cast<char*>(text.c_str())) / 2, bottom + 4, text,
+                black);
+  }
+  for (double t : axis_ticks(y_lo, y_hi, log_y)) {
+    const int gy = bottom - static_cast<int>((bottom - top) * (t - y_lo) / (y_hi - y_lo));
+    canvas.rect(left, gy, right, gy + 1, light);
+    const std::string text = tick_text(t, log_y);
+    canvas.text(left - 4 - stb_easy_font_width(const_cast<char*>(text.c_str())), gy - 3, text,
+                black);
+  }
+  canvas.rect(left, top, right, top + 1, grey);
+  canvas.rect(left, bottom, right, bottom + 1, grey);
+  canvas.rect(left, top, left + 1, bottom, grey);
+  canvas.rect(right, top, right + 1, bottom, grey);
+  const std::string xl = x_label + (log_x ? " (log scale)" : "");
+  canvas.text((left + right) / 2 - stb_easy_font_width(const_cast<char*>(xl.c_str())) / 2,
+              bottom + 16, xl, black);
+  for (const auto& s : series) {
+    const size_t n = std::min(s.x.size(), s.y.size());
+    const int thickness = s.thin ? 1 : 2;
+    for (size_t j = 1; j < n; ++j) {
+      if (!usable(s.x[j - 1], log_x) || !usable(s.y[j - 1], log_y) || !usable(s.x[j], log_x) ||
+          !usable(s.y[j], log_y))
+        continue;
+      canvas.line(px(s.x[j - 1]), py(s.y[j - 1]), px(s.x[j]), py(s.y[j]), s.color, thickness);
+    }
+    for (size_t j = 0; j < n && (n == 1 || (!s.thin && n <= 12)); ++j) {  // measured points
+      if (!usable(s.x[j], log_x) || !usable(s.y[j], log_y)) continue;
+      const int cx = static_cast<int>(px(s.x[j])), cy = static_cast<int>(py(s.y[j]));
+      const int r = n == 1 ? 3 : 2;
+      canvas.rect(cx - r, cy - r, cx + r + 1, cy + r + 1, s.color);
+    }
+  }
+  // Legend on a white box, in the corner of the plot that covers the fewest points.
+  int legend_w = 0;
+  for (const auto& s : series)
+    legend_w = std::max(legend_w, stb_easy_font_width(const_cast<char*>(s.label.c_str())));
+  const int box_w = legend_w + 30, box_h = 6 + 11 * static_cast<int>(series.size());
+  int best = -1, best_x = left + 4, best_y = top + 3;
+  for (int corner = 0; corner < 4; ++corner) {
+    const int bx = corner % 2 == 0 ? left + 4 : right - 4 - box_w;
+    const int by = corner < 2 ? top + 3 : bottom - 3 - box_h;
+    int covered = 0;
+    for (const auto& s : series) {
+      for (size_t j = 0; j < std::min(s.x.size(), s.y.size()); ++j) {
+        if (!usable(s.x[j], log_x) || !usable(s.y[j], log_y)) continue;
+        const double cx = px(s.x[j]), cy = py(s.y[j]);
+        covered += cx >= bx && cx <= bx + box_w && cy >= by && cy <= by + box_h;
+      }
+      // segments crossing the box count too: sample each one
+      for (size_t j = 1; j < std::min(s.x.size(), s.y.size()); ++j) {
+        if (!usable(s.x[j - 1], log_x) || !usable(s.y[j - 1], log_y) || !usable(s.x[j], log_x) ||
+            !usable(s.y[j], log_y))
+          continue;
+        for (int k = 1; k < 8; ++k) {
+          const double f = k / 8.0;
+          const double cx = px(s.x[j - 1]) + f * (px(s.x[j]) - px(s.x[j - 1]));
+          const double cy = py(s.y[j - 1]) + f * (py(s.y[j]) - py(s.y[j - 1]));
+          covered += cx >= bx && cx <= bx + box_w && cy >= by && cy <= by + box_h;
+        }
+      }
+    }
+    if (best < 0 || covered < best) best = covered, best_x = bx, best_y = by;
+  }
+  canvas.rect(best_x, best_y, best_x + box_w, best_y + box_h, {255, 255, 255});
+  int ly = best_y + 3;
+  for (const auto& s : series) {
+    canvas.rect(best_x + 4, ly + 2, best_x + 18, ly + (s.thin ? 4 : 6), s.color);
+    canvas.text(best_x + 22, ly, s.label, black);
+    ly += 11;
+  }
+}
+
 }  // namespace flt::demos

@@ -144,6 +144,27 @@ TEST_F(FLT, Local_BoxDoesNotConverge) {
   EXPECT_GT(errors[1], 0.25 * errors[0]);  // r^{-1/2} would give 0.25x
 }
 
+// proposal_density is the p of a_t = g(xi_t) / p(xi_t): a density (integrates to 1 in 1-D), and
+// the features use it: N^ at offset 0 is the mean of g / p over the drawn frequencies.
+TEST_F(FLT, ProposalDensityIsTheImportanceDenominator) {
+  const auto grid = torch::arange(-400.0, 400.0 + 5e-3, 1e-2, torch::kDouble).view({-1, 1});
+  for (auto proposal : {Proposal::kGaussian, Proposal::kCauchy}) {
+    auto flt = make_flt(base_options().heads(1).proposal(proposal).proposal_sigma(0.7));
+    const double mass = torch::trapezoid(flt->proposal_density(grid), 1e-2).item<double>();
+    // Cauchy: the tails beyond |xi| = 400 hold 2 s / (400 pi) of the mass.
+    EXPECT_NEAR(mass, proposal == Proposal::kGaussian ? 1.0 : 1.0 - 2 * 0.7 / (400 * M_PI), 1e-4);
+    const auto xi = flt->frequencies()[0];  // (r, l)
+    const double mean_a = (flt->spectrum(xi)[0] / flt->proposal_density(xi)).mean().item<double>();
+    const auto mask = flt->approximate_mask(torch::zeros({1, 1}, torch::kDouble));
+    EXPECT_NEAR(mask.item<double>(), mean_a, 1e-12);
+  }
+  expect_error(
+      [&] {
+        make_flt(base_options())->proposal_density(torch::zeros({3, 2}));
+      },
+      {"xi must have shape (..., 1)"});
+}
+
 // The closed-form f is the inverse Fourier transform of g: integral g(xi) cos(2 pi xi delta) dxi by
 // the trapezoid rule on [-40, 40] with step 1e-3, for the 1-D families whose g is integrable.
 TEST_F(FLT, ClosedFormsAreInverseTransforms) {

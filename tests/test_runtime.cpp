@@ -1,9 +1,11 @@
 // flt::init(): thread count, BLAS detection, summary line.
 #include <ATen/Parallel.h>
+#include <c10/core/CPUAllocator.h>
 
 #include <cstdlib>
 #include <thread>
 
+#include "flt/allocation_counter.h"
 #include "flt/runtime.h"
 #include "flt/version.h"
 #include "test_util.h"
@@ -39,4 +41,23 @@ TEST(Runtime, SetThreadsSetsLibTorchsPoolAndRejectsZero) {
   flt::set_threads(before);
   EXPECT_EQ(at::get_num_threads(), before);
   flt::testing::expect_error([] { flt::set_threads(0); }, {"thread count", "0"});
+}
+
+// The counter sees tensors and raw buffers alike: LibTorch's raw_allocate (scratch buffers of
+// some CPU ops, e.g. in a transformer layer) asserts that a DataPtr's context is its data pointer.
+TEST(AllocationCounter, CountsTensorsAndRawBuffers) {
+  const size_t tensor_peak = flt::peak_cpu_bytes_during([] {
+    auto t = torch::ones({1024, 256});
+  });  // 1 MiB
+  EXPECT_GE(tensor_peak, size_t{1024 * 256 * 4});
+  EXPECT_LT(tensor_peak, size_t{2 * 1024 * 256 * 4});
+  const size_t live = flt::live_cpu_bytes();
+  const size_t raw_peak = flt::peak_cpu_bytes_during([] {
+    auto* allocator = c10::GetCPUAllocator();
+    void* p = allocator->raw_allocate(1 << 20);
+    ASSERT_NE(p, nullptr);
+    allocator->raw_deallocate(p);
+  });
+  EXPECT_GE(raw_peak, size_t{1 << 20});
+  EXPECT_EQ(flt::live_cpu_bytes(), live) << "raw buffers are released through the counter";
 }

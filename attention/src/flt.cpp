@@ -290,6 +290,18 @@ void FLTAttentionImpl::pretty_print(std::ostream& stream) const {
          << ", head_dim=" << options.head_dim() << ")";
 }
 
+torch::Tensor FLTAttentionImpl::proposal_density(const torch::Tensor& xi) const {
+  TORCH_CHECK(xi.dim() >= 1 && xi.size(-1) == options.position_dim(),
+              "FLTAttention::proposal_density: xi must have shape (..., ", options.position_dim(),
+              ") (position_dim ", options.position_dim(), "), got ", xi.sizes());
+  const double l = static_cast<double>(options.position_dim());
+  const auto s = log_proposal_sigma.to(xi.scalar_type()).exp();
+  if (options.proposal() == ProposalKind::kGaussian) {
+    return at::exp(-xi.pow(2).sum(-1) / (2.0 * s * s)) / at::pow(std::sqrt(2.0 * kPi) * s, l);
+  }
+  return (1.0 / (kPi * s * (1.0 + (xi / s).pow(2)))).prod(-1);
+}
+
 torch::Tensor FLTAttentionImpl::frequencies() const {
   return base_frequencies * log_proposal_sigma.exp();
 }
@@ -300,17 +312,9 @@ std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(
               "FLTAttention: positions must have shape (B, L, ", options.position_dim(),
               ") (position_dim ", options.position_dim(), "), got ", positions.sizes());
   const auto dtype = positions.scalar_type();
-  const double l = static_cast<double>(options.position_dim());
   const double r = static_cast<double>(options.rpe_features());
-  const auto s = log_proposal_sigma.to(dtype).exp();
-  const auto xi = base_frequencies.to(dtype) * s;  // (H, r, l)
-  torch::Tensor density;                           // p(xi): (H, r)
-  if (options.proposal() == ProposalKind::kGaussian) {
-    density = at::exp(-xi.pow(2).sum(-1) / (2.0 * s * s)) / at::pow(std::sqrt(2.0 * kPi) * s, l);
-  } else {
-    density = (1.0 / (kPi * s * (1.0 + (xi / s).pow(2)))).prod(-1);
-  }
-  const auto a = rpe->g(xi) / density;  // (H, r)
+  const auto xi = base_frequencies.to(dtype) * log_proposal_sigma.to(dtype).exp();  // (H, r, l)
+  const auto a = rpe->g(xi) / proposal_density(xi);                                 // (H, r)
   // In float32, g underflows to exactly 0 at frequencies far from the spectrum's mass, and
   // d sqrt(x)/dx is infinite at 0 (0 * inf = NaN in the backward): the floor keeps the gradient at
   // 0 there while changing N1.N2 by at most r * 1e-30.

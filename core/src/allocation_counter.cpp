@@ -4,11 +4,15 @@
 
 #include <atomic>
 #include <mutex>
+#include <unordered_map>
 
 namespace flt {
 namespace {
 
-// Wraps the default CPU allocator; each allocation carries its size in its deleter context.
+// Wraps the default CPU allocator. Its DataPtrs carry the data pointer as their context (as the
+// default allocator's do): c10::Allocator::raw_allocate, which some LibTorch CPU ops use for
+// scratch buffers, asserts get() == get_context(). The wrapped allocation and its size are kept in
+// a table keyed by the data pointer until release.
 class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
@@ -16,32 +20,33 @@ class CountingAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t bytes) const override {
     auto inner = base_->allocate(bytes);
     void* data = inner.get();
-    auto* ctx = new Context{std::move(inner), bytes, this};
+    if (data == nullptr) return inner;  // zero bytes: nothing to count
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      blocks_.emplace(data, Block{std::move(inner), bytes});
+    }
     const size_t now = live_.fetch_add(bytes) + bytes;
     size_t peak = peak_.load();
     while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
     }
-    return {data, ctx, &release, c10::Device(c10::DeviceType::CPU)};
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
   void reset_peak() const { peak_.store(live_.load()); }
   size_t live() const { return live_.load(); }
   size_t peak() const { return peak_.load(); }
 
  private:
-  struct Context {
+  struct Block {
     c10::DataPtr inner;
-    size_t bytes;
-    const CountingAllocator* owner;
+    size_t bytes = 0;
   };
-  static void release(void* p) {
-    auto* ctx = static_cast<Context*>(p);
-    ctx->owner->live_.fetch_sub(ctx->bytes);
-    delete ctx;  // frees through the wrapped allocator
-  }
+  static void release(void* data);
 
   c10::Allocator* base_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<void*, Block> blocks_;
   mutable std::atomic<size_t> live_{0};
   mutable std::atomic<size_t> peak_{0};
 };
@@ -54,6 +59,20 @@ CountingAllocator& counter() {
     return a;
   }();
   return *instance;
+}
+
+void CountingAllocator::release(void* data) {
+  auto& self = counter();
+  Block block;
+  {
+    std::lock_guard<std::mutex> lock(self.mutex_);
+    auto it = self.blocks_.find(data);
+    if (it == self.blocks_.end()) return;  // not ours (cannot happen: only we hand out release)
+    block = std::move(it->second);
+    self.blocks_.erase(it);
+  }
+  self.live_.fetch_sub(block.bytes);
+  // block.inner frees through the wrapped allocator as it goes out of scope, outside the lock.
 }
 
 }  // namespace

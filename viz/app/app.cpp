@@ -37,6 +37,7 @@ void show_scene(AppState& s, SceneId scene) {
     case SceneId::kAttention: show_attention(s.lab, s.attention_view); break;
     case SceneId::kKernel: show_kernel(s.lab, s.kernel_view); break;
     case SceneId::kRpe: show_rpe(s.lab, s.rpe_view); break;
+    case SceneId::kLessons: show_lessons(s.lab, s.lessons_view); break;
   }
 }
 

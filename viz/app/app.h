@@ -37,6 +37,7 @@ struct AppState {
   AttentionView attention_view;
   KernelView kernel_view;
   RpeView rpe_view;
+  LessonsView lessons_view;
   UiProbe probe;
   std::string runtime_line;  ///< flt::runtime_summary
   bool headless = false;

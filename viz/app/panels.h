@@ -43,6 +43,10 @@ struct RpeView {
   int head = 0;  ///< learned spectra: which head of the live model
 };
 
+struct LessonsView {
+  int shown = -1;  ///< the lesson whose results were drawn last frame (-1: none)
+};
+
 /// Play / step / reset, speed, seed, the state string and exports; keys Space, S or Right, R.
 void show_transport(AppState& s);
 
@@ -51,5 +55,6 @@ void show_training(LabState& lab, TrainingView& view);
 void show_attention(LabState& lab, AttentionView& view);
 void show_kernel(LabState& lab, KernelView& view);
 void show_rpe(LabState& lab, RpeView& view);
+void show_lessons(LabState& lab, LessonsView& view);
 
 }  // namespace flt::viz

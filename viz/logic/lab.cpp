@@ -17,7 +17,8 @@ auto draw_transport(Lab& lab, SceneId scene) -> decltype(&lab.attention.transpor
     case SceneId::kKernel: return &lab.kernel.transport;
     case SceneId::kRpe: return &lab.rpe.transport;
     case SceneId::kArena:
-    case SceneId::kTraining: break;
+    case SceneId::kTraining:
+    case SceneId::kLessons: break;
   }
   return nullptr;
 }
@@ -60,12 +61,45 @@ void post_request(LabState& lab, SceneId scene) {
         lab.rpe.transport.dirty = false;
       }
       break;
+    case SceneId::kLessons:
+      if (lab.lessons.run_requested) {
+        lab.lessons.progress->done = 0.0f;
+        lab.lessons.progress->running = true;
+        lab.lessons.job.request({sc.lessons.lesson, sc.seed, lab.lessons.progress});
+        lab.lessons.run_requested = false;
+      }
+      break;
     case SceneId::kArena:
     case SceneId::kTraining: break;
   }
 }
 
 }  // namespace
+
+LessonOutcome run_lesson_quick(const LessonRequest& request) {
+  LessonOutcome outcome;
+  outcome.lesson = request.lesson;
+  const auto& list = flt::demos::lessons();
+  try {
+    const auto& lesson = list.at(static_cast<size_t>(request.lesson));
+    flt::demos::LessonSettings settings;
+    settings.quick = true;
+    settings.seed = request.seed;
+    const auto progress = request.progress;
+    settings.progress = [progress](double done, const std::string& stage) {
+      if (!progress) return;
+      progress->done = static_cast<float>(done);
+      std::lock_guard<std::mutex> lock(progress->mutex);
+      progress->stage = stage;
+    };
+    settings.cancelled = [progress] { return progress && progress->cancel.load(); };
+    outcome.result = lesson.run(settings);
+  } catch (const std::exception& e) {
+    outcome.error = e.what();
+  }
+  if (request.progress) request.progress->running = false;
+  return outcome;
+}
 
 void rebuild_scene(LabState& lab, SceneId scene) {
   const Scenario& sc = lab.scenario;
@@ -74,6 +108,8 @@ void rebuild_scene(LabState& lab, SceneId scene) {
     lab.arena.recorded_level = -1;
   } else if (scene == SceneId::kTraining) {
     lab.training.session.configure(sc.training, sc.seed);
+  } else if (scene == SceneId::kLessons) {
+    lab.lessons.run_requested = false;  // a lesson runs only when asked (it takes seconds)
   } else {
     draw_transport(lab, scene)->dirty = true;
   }
@@ -110,6 +146,7 @@ void set_speed(LabState& lab, float speed) {
 
 bool scene_playing(const LabState& lab, SceneId scene) {
   if (scene == SceneId::kArena) return lab.arena.playing;
+  if (scene == SceneId::kLessons) return lab.lessons.progress->running;
   if (scene == SceneId::kTraining) return lab.training.session.snapshot().playing;
   return draw_transport(lab, scene)->playing;
 }
@@ -119,6 +156,8 @@ void set_scene_playing(LabState& lab, SceneId scene, bool playing) {
     lab.arena.playing = playing;
   } else if (scene == SceneId::kTraining) {
     lab.training.session.set_playing(playing);
+  } else if (scene == SceneId::kLessons) {
+    if (playing && !lab.lessons.progress->running) lab.lessons.run_requested = true;  // Play = Run
   } else {
     draw_transport(lab, scene)->playing = playing;
   }
@@ -145,6 +184,9 @@ void step_scene(LabState& lab, SceneId scene) {
     case SceneId::kRpe:  // new RPE random features
       lab.scenario.rpe.draw += 1;
       lab.rpe.transport.dirty = true;
+      break;
+    case SceneId::kLessons:  // run the chosen lesson (again)
+      if (!lab.lessons.progress->running) lab.lessons.run_requested = true;
       break;
   }
 }
@@ -181,6 +223,10 @@ void update_scene(LabState& lab, SceneId scene, double dt) {
       post_request(lab, scene);
       if (lab.rpe.curves.poll()) lab.rpe.version += 1;
       break;
+    case SceneId::kLessons:
+      post_request(lab, scene);
+      if (lab.lessons.job.poll()) lab.lessons.version += 1;
+      break;
   }
 }
 
@@ -206,6 +252,15 @@ void settle_scene(LabState& lab, SceneId scene, int steps) {
       post_request(lab, scene);
       lab.rpe.curves.wait();
       lab.rpe.version += 1;
+      break;
+    case SceneId::kLessons:
+      // the chosen lesson's quick run, unless its results are already there
+      if (lab.lessons.job.result().lesson != lab.scenario.lessons.lesson) {
+        lab.lessons.run_requested = true;
+        post_request(lab, scene);
+      }
+      lab.lessons.job.wait();
+      lab.lessons.version += 1;
       break;
   }
 }

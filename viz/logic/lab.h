@@ -3,10 +3,14 @@
 // what the transport bar does (apply a scenario, play, step, advance one frame). The panels in
 // viz/app draw this state and edit its settings; the tests drive it without a GL context.
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
+#include "lessons/lessons.h"
 #include "logic/arena.h"
 #include "logic/async_job.h"
 #include "logic/attention_lab.h"
@@ -69,6 +73,46 @@ struct RpeScene {
   int64_t version = 0;
 };
 
+/// How far a lesson's run is, written by the job's thread and read by the UI.
+struct LessonProgress {
+  std::atomic<float> done{0.0f};
+  std::atomic<bool> running{false};
+  std::atomic<bool> cancel{false};  ///< set when the scene goes away: the run stops early
+  mutable std::mutex mutex;
+  std::string stage;  ///< guarded by mutex
+  std::string stage_text() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return stage;
+  }
+};
+
+struct LessonRequest {
+  int lesson = 0;  ///< index into flt::demos::lessons()
+  uint64_t seed = 1;
+  std::shared_ptr<LessonProgress> progress;
+};
+
+struct LessonOutcome {
+  int lesson = -1;  ///< the lesson these results are of (-1: none yet)
+  flt::demos::LessonResult result;
+  std::string error;  ///< the lesson threw: its message
+};
+
+/// Runs a lesson's quick version (what `flt-demo LESSON --quick` computes), reporting progress.
+LessonOutcome run_lesson_quick(const LessonRequest& request);
+
+struct LessonsScene {
+  LessonsScene() = default;
+  LessonsScene(const LessonsScene&) = delete;
+  LessonsScene& operator=(const LessonsScene&) = delete;
+  /// Stops a running lesson at its next unit of work, so closing the window does not wait for it.
+  ~LessonsScene() { progress->cancel = true; }
+  AsyncJob<LessonRequest, LessonOutcome> job{run_lesson_quick};
+  std::shared_ptr<LessonProgress> progress = std::make_shared<LessonProgress>();
+  bool run_requested = false;  ///< Run (or Step / Play) pressed: posted on the next update
+  int64_t version = 0;         ///< changes when a run finishes
+};
+
 /// Everything flt-lab knows except how it is drawn.
 struct LabState {
   Scenario scenario;
@@ -77,6 +121,7 @@ struct LabState {
   AttentionScene attention;
   KernelScene kernel;
   RpeScene rpe;
+  LessonsScene lessons;
   std::string message;        ///< the status line: applied states, exports, errors
   bool scene_changed = true;  ///< scenario.scene was set from outside: the UI shows that tab
 };
@@ -100,7 +145,8 @@ void set_speed(LabState& lab, float speed);
 bool scene_playing(const LabState& lab, SceneId scene);
 void set_scene_playing(LabState& lab, SceneId scene, bool playing);
 
-/// One step: of the race, of training, or a fresh random draw (new inputs, samples or features).
+/// One step: of the race, of training, a fresh random draw (new inputs, samples or features), or a
+/// run of the chosen lesson.
 void step_scene(LabState& lab, SceneId scene);
 
 /// One frame of play time `dt` (seconds) for the visible scene: advances a playing race, draws

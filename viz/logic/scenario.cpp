@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "lessons/lessons.h"
 #include "logic/arena.h"
 #include "logic/attention_lab.h"
 #include "logic/kernel_explorer.h"
@@ -20,9 +21,10 @@
 namespace flt::viz {
 namespace {
 
-constexpr const char* kSceneKeys[kSceneCount] = {"attention", "kernel", "rpe", "training", "arena"};
+constexpr const char* kSceneKeys[kSceneCount] = {"attention", "kernel", "rpe",
+                                                 "training",  "arena",  "lessons"};
 constexpr const char* kSceneTitles[kSceneCount] = {"Attention Lab", "Kernel Explorer", "RPE Studio",
-                                                   "Live Training", "Optimizer Arena"};
+                                                   "Live Training", "Optimizer Arena", "Lessons"};
 constexpr const char* kMagic = "flt1";
 
 // The largest index into a list (the state string's range for an index into it).
@@ -217,6 +219,18 @@ const std::vector<Field>& fields() {
       double_field("r.xi", &Scenario::rpe, &RpeSettings::xi_extent),
       int_field("r.draw", &Scenario::rpe, &RpeSettings::draw, 0, 1 << 30),
       bool_field("r.3d", &Scenario::rpe, &RpeSettings::surface),
+      {"lesson", [](const Scenario& s) { return flt::demos::lessons().at(s.lessons.lesson).key; },
+       [](Scenario& s, const std::string& v) {
+         const auto& list = flt::demos::lessons();
+         for (size_t i = 0; i < list.size(); ++i) {
+           if (list[i].key == v) {
+             s.lessons.lesson = static_cast<int>(i);
+             return;
+           }
+         }
+         s.lessons.lesson =
+             static_cast<int>(parse_int("lesson", v, 0, static_cast<long long>(list.size()) - 1));
+       }},
   };
   return kFields;
 }

@@ -12,12 +12,13 @@
 
 namespace flt::viz {
 
-enum class SceneId { kAttention = 0, kKernel, kRpe, kTraining, kArena };
-inline constexpr int kSceneCount = 5;
+enum class SceneId { kAttention = 0, kKernel, kRpe, kTraining, kArena, kLessons };
+inline constexpr int kSceneCount = 6;
 
-/// "attention", "kernel", "rpe", "training", "arena" (the --scene names).
+/// "attention", "kernel", "rpe", "training", "arena", "lessons" (the --scene names).
 const char* scene_key(SceneId scene);
-/// "Attention Lab", "Kernel Explorer", "RPE Studio", "Live Training", "Optimizer Arena" (tabs).
+/// "Attention Lab", "Kernel Explorer", "RPE Studio", "Live Training", "Optimizer Arena",
+/// "Lessons" (tabs).
 const char* scene_title(SceneId scene);
 /// Parses a --scene name; returns false when unknown.
 bool parse_scene(const std::string& name, SceneId* scene);
@@ -105,6 +106,11 @@ struct RpeSettings {
   bool surface = false;          ///< 3-D surface instead of the heatmap
 };
 
+/// Lessons: the papers' results in miniature (flt-demo's quick versions, demos/lessons).
+struct LessonsSettings {
+  int lesson = 0;  ///< index into flt::demos::lessons() (written by key, e.g. lesson=rpe-error)
+};
+
 struct Scenario {
   SceneId scene = SceneId::kArena;
   uint64_t seed = 1;
@@ -114,6 +120,7 @@ struct Scenario {
   AttentionLabSettings attention;
   KernelSettings kernel;
   RpeSettings rpe;
+  LessonsSettings lessons;
 
   bool operator==(const Scenario& other) const;
   bool operator!=(const Scenario& other) const { return !(*this == other); }

@@ -7,6 +7,6 @@ lab=$1
 out=$2
 rm -rf "$out"
 env -u DISPLAY -u WAYLAND_DISPLAY "$lab" --headless --scene all --out "$out"
-for scene in attention kernel rpe training arena; do
+for scene in attention kernel rpe training arena lessons; do
   test -s "$out/$scene.png" || { echo "missing $out/$scene.png"; exit 1; }
 done

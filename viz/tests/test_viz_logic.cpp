@@ -348,6 +348,39 @@ TEST_F(VizLogic, ResetRebuildsOnlyTheCurrentScene) {
   EXPECT_EQ(lab.training.session.snapshot().step, 2);
 }
 
+// Lessons: the lesson is written by key in the state string; Step runs its quick version off the
+// UI thread (update_scene never waits), and the results arrive with the lesson's table and plots.
+TEST_F(VizLogic, LessonsRunTheQuickVersionOffTheUiThread) {
+  Scenario scenario;
+  scenario.scene = SceneId::kLessons;
+  scenario.lessons.lesson = 6;  // swarm: returns at once (needs issue 14)
+  const std::string text = encode_state(scenario);
+  EXPECT_NE(text.find("lesson=swarm"), std::string::npos) << text;
+  EXPECT_EQ(decode_state("flt1;lesson=density").lessons.lesson, 4);
+  EXPECT_EQ(decode_state("flt1;lesson=4").lessons.lesson, 4);
+  EXPECT_THROW(decode_state("flt1;lesson=9"), std::invalid_argument);
+  LabState lab;
+  apply_scenario(lab, decode_state(text));
+  EXPECT_EQ(lab.lessons.job.result().lesson, -1) << "nothing runs until asked";
+  step_scene(lab, SceneId::kLessons);
+  update_scene(lab, SceneId::kLessons, 0.0);  // posts the run
+  EXPECT_TRUE(lab.lessons.job.busy() || lab.lessons.job.result().lesson == 6);
+  lab.lessons.job.wait();
+  update_scene(lab, SceneId::kLessons, 0.0);
+  EXPECT_EQ(lab.lessons.job.result().lesson, 6);
+  EXPECT_FALSE(lab.lessons.job.result().result.available);
+  EXPECT_FALSE(scene_playing(lab, SceneId::kLessons));
+  // settle_scene (headless PNGs) runs the chosen lesson when its results are not there yet.
+  lab.scenario.lessons.lesson = 0;  // rpe-error, a few seconds
+  settle_scene(lab, SceneId::kLessons, 0);
+  const auto& outcome = lab.lessons.job.result();
+  ASSERT_EQ(outcome.lesson, 0);
+  EXPECT_TRUE(outcome.error.empty()) << outcome.error;
+  EXPECT_FALSE(outcome.result.table.empty());
+  EXPECT_FALSE(outcome.result.panels.empty());
+  EXPECT_FLOAT_EQ(lab.lessons.progress->done, 1.0f);
+}
+
 // A playing draw scene draws anew twice a second at x1 and posts the computation; the transport's
 // step is the same draw.
 TEST_F(VizLogic, PlayingDrawScenesRedrawAndRecompute) {

@@ -183,6 +183,9 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
   int64_t rpe_parameter_count() const;
   /// The frequencies xi_t = s z_t in use. -> (H, r, l)
   torch::Tensor frequencies() const;
+  /// The proposal density p the frequencies are drawn from (a_t = g(xi_t) / p(xi_t)); with
+  /// `spectrum`, sup |g| / p is the constant c of Thm 4.2. xi: (..., l) -> (...)
+  torch::Tensor proposal_density(const torch::Tensor& xi) const;
 
   /// Streaming, as for Performer. positions: (T, l) or (B, T, l); undefined means the token indices
   /// steps .. steps + T - 1 (append) and steps - T .. steps - 1 (read, i.e. the latest tokens; so
