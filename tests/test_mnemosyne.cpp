@@ -79,8 +79,11 @@ TEST_F(Mnemosyne, LogSignEncoding_ExactValues) {
 /// The step-size controller written out in double (learned_rule.h), for the reference below.
 struct ControllerReference {
   double rho, floor, gain, target;
-  double c = 0.0, mean_square = 0.0;
-  double step_size() const { return rho * std::sqrt(mean_square + floor * floor) * std::exp(c); }
+  double c = 0.0, mean_square = 0.0, initial_mean_square = 0.0;
+  double step_size() const {
+    return rho * std::sqrt(std::min(mean_square, 16.0 * initial_mean_square) + floor * floor) *
+           std::exp(c);
+  }
   void update(const torch::Tensor& g, const torch::Tensor& previous, const torch::Tensor& p) {
     const double cosine =
         (g * previous).sum().item<double>() /
@@ -103,7 +106,7 @@ TEST_F(Mnemosyne, UntrainedModel_IsAdamWithTheStepSizeController) {
                                    o.controller_target()};
     auto a = torch::randn({5, 3}).requires_grad_(true);
     auto x = a.detach().to(torch::kDouble);
-    controller.mean_square = (x * x).mean().item<double>();
+    controller.mean_square = controller.initial_mean_square = (x * x).mean().item<double>();
     auto m = torch::zeros_like(x), v = torch::zeros_like(x);
     const auto weights = torch::arange(1, 16, x.options()).view({5, 3});
     auto ours = make({a}, model);
@@ -530,9 +533,11 @@ TEST_F(Mnemosyne, PureNoiseGradients_ParameterNormStaysBounded) {
       "size %.3g\n",
       rms[0], rms[1], rms[2], opt.step_sizes()[0]);
   EXPECT_LT(rms[2], 0.07) << "no further than Adam at lr 1e-3";
-  // A random walk grows sqrt(5) = 2.24x from step 1000 to 5000 (Adam at 1e-3 does); the slowest
-  // settling the controller allows (c falls >= 9e-4 a step) leaves at most ~10% to go.
-  EXPECT_LT(rms[2], 1.15 * rms[1]) << "the displacement has (nearly) stopped growing";
+  // A random walk grows sqrt(5) = 2.24x from step 1000 to 5000 (Adam at 1e-3 does). The controller
+  // shrinks the step geometrically (c falls >= 9e-4 a step) while the reference scale may follow
+  // the tensor's RMS up to 4x its start (here from the floor): measured 0.0438 -> 0.0517, +18%, with
+  // the step down to 4e-6 by step 5000, so what is left to go is a convergent tail.
+  EXPECT_LT(rms[2], 1.25 * rms[1]) << "the displacement has (nearly) stopped growing";
   EXPECT_LT(opt.step_sizes()[0], 1e-2 * first_step) << "the step has annealed";
 }
 

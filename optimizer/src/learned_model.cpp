@@ -236,7 +236,7 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
 torch::Tensor LearnedOptimizerModelImpl::initial_tensor_state(const torch::Tensor& param) const {
   const double mean_square =
       param.numel() == 0 ? 0.0 : param.detach().to(at::kDouble).pow(2).mean().item<double>();
-  return torch::tensor({0.0, mean_square, 0.0}, torch::kFloat);
+  return torch::tensor({0.0, mean_square, 0.0, mean_square}, torch::kFloat);
 }
 
 torch::Tensor LearnedOptimizerModelImpl::tensor_step_size(const torch::Tensor& tensor_states,
@@ -245,8 +245,8 @@ torch::Tensor LearnedOptimizerModelImpl::tensor_step_size(const torch::Tensor& t
               "tensor_step_size: the controller states must be (S, ", kTensorState, "), got ",
               tensor_states.sizes());
   return controller_step_size<torch::Tensor>(tensor_states.select(1, 0), tensor_states.select(1, 1),
-                                             step_log_relative, step_log_floor,
-                                             anneal(t, total_steps));
+                                             tensor_states.select(1, 3), step_log_relative,
+                                             step_log_floor, anneal(t, total_steps));
 }
 
 torch::Tensor LearnedOptimizerModelImpl::step_statistics(const torch::Tensor& grad,
@@ -276,23 +276,24 @@ torch::Tensor LearnedOptimizerModelImpl::next_tensor_state(const torch::Tensor& 
       tensor_states.select(1, 0), sums.select(1, 0), sums.select(1, 1), sums.select(1, 2),
       step_log_gain, step_log_target);
   const auto mean_square = sums.select(1, 3) / numels.to(type).clamp_min(1.0);
-  return at::stack({next, mean_square, cosine}, 1);
+  return at::stack({next, mean_square, cosine, tensor_states.select(1, 3)}, 1);
 }
 
-double LearnedOptimizerModelImpl::tensor_step_size(const std::array<double, 3>& tensor_state,
+double LearnedOptimizerModelImpl::tensor_step_size(const std::array<double, 4>& tensor_state,
                                                    int64_t t, int64_t total_steps) const {
-  return controller_step_size<double>(tensor_state[0], tensor_state[1],
+  return controller_step_size<double>(tensor_state[0], tensor_state[1], tensor_state[3],
                                       step_log_relative.item<double>(),
                                       step_log_floor.item<double>(), anneal(t, total_steps));
 }
 
-std::array<double, 3> LearnedOptimizerModelImpl::next_tensor_state(
-    const std::array<double, 3>& tensor_state, const std::array<double, 4>& statistics,
+std::array<double, 4> LearnedOptimizerModelImpl::next_tensor_state(
+    const std::array<double, 4>& tensor_state, const std::array<double, 4>& statistics,
     int64_t numel) const {
   const auto [next, cosine] =
       controller_update<double>(tensor_state[0], statistics[0], statistics[1], statistics[2],
                                 step_log_gain.item<double>(), step_log_target.item<double>());
-  return {next, statistics[3] / static_cast<double>(std::max<int64_t>(numel, 1)), cosine};
+  return {next, statistics[3] / static_cast<double>(std::max<int64_t>(numel, 1)), cosine,
+          tensor_state[3]};
 }
 
 }  // namespace flt::optim

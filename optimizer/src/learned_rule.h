@@ -33,7 +33,7 @@ constexpr double kReadFloor = 1e-20;
 // ---- the per-tensor step-size controller ------------------------------------------------------
 //
 // Every parameter tensor has its own step size
-//   eta = rho * sqrt(mean(p^2) + floor^2) * exp(c) * anneal(t / total_steps),
+//   eta = rho * sqrt(min(mean(p^2), 16 mean(p_0^2)) + floor^2) * exp(c) * anneal(t / total_steps),
 // relative to the tensor's own scale (as Adafactor's relative step: no learning rate to tune across
 // problems whose weights live at different scales), with a log-multiplier c that a hypergradient
 // signal steers: after each step, h = cos(g_t, d_{t-1}) (the new gradient against the previous
@@ -47,8 +47,13 @@ constexpr double kReadFloor = 1e-20;
 // unconstrained target to -0.02: the step then grows under pure noise, which no horizon it saw
 // punished): with pure noise c falls by at least kMinGain * kMinTarget = 9e-4 a step.
 
-/// Per-tensor controller state: [c, mean(p^2) after the last step, last cosine h].
-constexpr int64_t kTensorState = 3;
+/// Per-tensor controller state: [c, mean(p^2) after the last step, last cosine h, mean(p^2) at the
+/// start].
+constexpr int64_t kTensorState = 4;
+/// The reference scale follows the tensor's RMS up to this factor over its starting RMS: without
+/// the cap the scale follows a random walk outward (pure noise: RMS 0.01 -> 1.2 in 5000 steps, the
+/// step growing with it faster than the controller shrank it), with it the feedback is bounded.
+constexpr double kMaxScaleGrowth = 4.0;
 /// Per-coordinate terms summed over a tensor after each step: g d_prev, g^2, d_prev^2, p_new^2.
 constexpr int64_t kStatistics = 4;
 /// Bounds of the log-multiplier c: the step grows at most e^3 = 20x over its relative start; it can
@@ -71,6 +76,12 @@ inline double sqrt_of(double x) {
 inline at::Tensor sqrt_of(const at::Tensor& x) {
   return at::sqrt(x);
 }
+inline double min_of(double a, double b) {
+  return std::min(a, b);
+}
+inline at::Tensor min_of(const at::Tensor& a, const at::Tensor& b) {
+  return at::minimum(a, b);
+}
 inline double clamp_to(double x, double lo, double hi) {
   return std::clamp(x, lo, hi);
 }
@@ -88,10 +99,10 @@ inline double anneal(int64_t t, int64_t total_steps) {
 /// The step size of a tensor. T = double (inference) or at::Tensor (meta-training: differentiable
 /// in the meta-parameters log_rho and log_floor).
 template <typename T>
-T controller_step_size(const T& log_multiplier, const T& mean_square, const T& log_rho,
-                       const T& log_floor, double annealing) {
-  return exp_of(log_rho + log_multiplier) * sqrt_of(mean_square + exp_of(log_floor * 2.0)) *
-         annealing;
+T controller_step_size(const T& log_multiplier, const T& mean_square, const T& initial_mean_square,
+                       const T& log_rho, const T& log_floor, double annealing) {
+  const T capped = min_of(mean_square, initial_mean_square * (kMaxScaleGrowth * kMaxScaleGrowth));
+  return exp_of(log_rho + log_multiplier) * sqrt_of(capped + exp_of(log_floor * 2.0)) * annealing;
 }
 
 /// The new log-multiplier and cosine from the tensor's summed statistics (g d_prev, g^2, d_prev^2);

@@ -298,8 +298,9 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
                   " has no step-size controller (saved by a version before it)");
       st.step(st.step() + 1);
       const auto controller = st.controller().to(at::kDouble);
-      const std::array<double, 3> tensor_state = {
-          controller[0].item<double>(), controller[1].item<double>(), controller[2].item<double>()};
+      std::array<double, detail::kTensorState> tensor_state{};
+      for (int64_t i = 0; i < detail::kTensorState; ++i)
+        tensor_state[i] = controller[i].item<double>();
       const double step_size =
           options.lr() * model_->tensor_step_size(tensor_state, st.step(), options.total_steps());
       st.last_step_size(step_size);
@@ -340,7 +341,7 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
       }
       st.skipped(st.skipped() + skipped);
       const auto next = model_->next_tensor_state(tensor_state, statistics, n);
-      st.controller(torch::tensor({next[0], next[1], next[2]}, torch::kFloat));
+      st.controller(torch::tensor(std::vector<double>(next.begin(), next.end()), torch::kFloat));
       if (copied) p.detach().copy_(flat_param.view(p.sizes()));
     }
   }

@@ -120,7 +120,8 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
                           int64_t t, double step_size);
 
   // ---- the per-tensor step-size controller (learned_rule.h) ----
-  /// Controller state of a fresh tensor: [c = 0, mean(param^2), h = 0]. -> (kTensorState) float32
+  /// Controller state of a fresh tensor: [c = 0, mean(param^2), h = 0, mean(param^2)].
+  /// -> (kTensorState) float32
   torch::Tensor initial_tensor_state(const torch::Tensor& param) const;
   /// The step sizes at step t (without the user's lr) of S tensors with controller states
   /// (S, kTensorState); total_steps > 0 adds cosine annealing to 0 at that step. Differentiable in
@@ -138,9 +139,9 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
                                   const torch::Tensor& statistics,
                                   const torch::Tensor& numels) const;
   /// The same two in double for the optimizer's inference path (no tensor dispatch per tensor).
-  double tensor_step_size(const std::array<double, 3>& tensor_state, int64_t t,
+  double tensor_step_size(const std::array<double, 4>& tensor_state, int64_t t,
                           int64_t total_steps) const;
-  std::array<double, 3> next_tensor_state(const std::array<double, 3>& tensor_state,
+  std::array<double, 4> next_tensor_state(const std::array<double, 4>& tensor_state,
                                           const std::array<double, 4>& statistics,
                                           int64_t numel) const;
   /// Whether this configuration has a fused path (positive FAVOR+ features, widths <= 64).
