@@ -270,13 +270,15 @@ torch::Tensor LearnedOptimizerModelImpl::next_tensor_state(const torch::Tensor& 
               "next_tensor_state: expected states (S, ", kTensorState, "), statistics (S, ",
               kStatistics, ") and numels (S), got ", tensor_states.sizes(), ", ",
               statistics.sizes(), " and ", numels.sizes());
+  // In double, as the optimizer's inference path: sums of g^2 over a tensor (|g| <= 1e18) overflow
+  // float, and inf / inf would make the cosine, then every later step, NaN.
   const auto type = tensor_states.scalar_type();
-  const auto sums = statistics.to(type);
+  const auto states = tensor_states.to(at::kDouble), sums = statistics.to(at::kDouble);
   auto [next, cosine] = controller_update<torch::Tensor>(
-      tensor_states.select(1, 0), sums.select(1, 0), sums.select(1, 1), sums.select(1, 2),
-      step_log_gain, step_log_target);
-  const auto mean_square = sums.select(1, 3) / numels.to(type).clamp_min(1.0);
-  return at::stack({next, mean_square, cosine, tensor_states.select(1, 3)}, 1);
+      states.select(1, 0), sums.select(1, 0), sums.select(1, 1), sums.select(1, 2),
+      step_log_gain.to(at::kDouble), step_log_target.to(at::kDouble));
+  const auto mean_square = sums.select(1, 3) / numels.to(at::kDouble).clamp_min(1.0);
+  return at::stack({next, mean_square, cosine, states.select(1, 3)}, 1).to(type);
 }
 
 double LearnedOptimizerModelImpl::tensor_step_size(const std::array<double, 4>& tensor_state,

@@ -80,7 +80,8 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
       break;
     }
     if (!particle.slot_major.empty()) {
-      // Values only (PES): the fused step, tensor by tensor, about 10x faster than the composite.
+      // Values only (PES): the fused step, tensor by tensor, 3x faster than the composite
+      // in one measurement (4 iterations on real-data families: 9 s instead of 28 s).
       torch::NoGradGuard no_grad;
       const auto sizes = model.tensor_step_size(controller, particle.t + 1).to(at::kDouble);
       auto flat = p.detach();
@@ -101,9 +102,10 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
       auto result = model.step(grad, p, state, particle.t + 1, step_size);
       const auto next_p = (meta_graph ? p : p.detach()) + result.update;
       const auto sums =
-          at::zeros({segments, detail::kStatistics}, grad.options())
-              .index_add(0, worker.segment_ids,
-                         LearnedOptimizerModelImpl::step_statistics(grad, state, next_p));
+          at::zeros({segments, detail::kStatistics}, at::kDouble)
+              .index_add(
+                  0, worker.segment_ids,
+                  LearnedOptimizerModelImpl::step_statistics(grad, state, next_p).to(at::kDouble));
       controller = model.next_tensor_state(controller, sums, numels);
       if (meta_graph) {
         p = next_p;

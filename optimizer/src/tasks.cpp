@@ -117,14 +117,13 @@ class FlatLayout {
     int64_t n = 1;
     for (auto s : shape) n *= s;
     shapes_.push_back(std::move(shape));
+    sizes_.push_back(n);
     offsets_.push_back(total_);
     total_ += n;
     return static_cast<int64_t>(shapes_.size()) - 1;
   }
   torch::Tensor view(const torch::Tensor& flat, int64_t index) const {
-    int64_t n = 1;
-    for (auto s : shapes_[index]) n *= s;
-    return flat.narrow(0, offsets_[index], n).view(shapes_[index]);
+    return flat.narrow(0, offsets_[index], sizes_[index]).view(shapes_[index]);
   }
   /// Default initial point: every matrix ~ N(0, 1/fan_in), vectors 0.
   torch::Tensor init(at::Generator& gen) const {
@@ -140,19 +139,11 @@ class FlatLayout {
   }
   int64_t total() const { return total_; }
   /// Number of entries of each tensor, in order (Task::segments).
-  std::vector<int64_t> sizes() const {
-    std::vector<int64_t> out;
-    for (const auto& shape : shapes_) {
-      int64_t n = 1;
-      for (auto s : shape) n *= s;
-      out.push_back(n);
-    }
-    return out;
-  }
+  const std::vector<int64_t>& sizes() const { return sizes_; }
 
  private:
   std::vector<std::vector<int64_t>> shapes_;
-  std::vector<int64_t> offsets_;
+  std::vector<int64_t> sizes_, offsets_;
   int64_t total_ = 0;
 };
 
