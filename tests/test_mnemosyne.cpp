@@ -540,9 +540,11 @@ TEST_F(Mnemosyne, PureNoiseGradients_ParameterNormStaysBounded) {
   EXPECT_LT(rms[2], 0.07) << "no further than Adam at lr 1e-3";
   // A random walk grows sqrt(5) = 2.24x from step 1000 to 5000 (Adam at 1e-3 does). The controller
   // shrinks the step geometrically (c falls >= 9e-4 a step) while the reference scale may follow
-  // the tensor's RMS up to 4x its start (here from the floor): measured 0.0438 -> 0.0517, +18%,
-  // with the step down to 4e-6 by step 5000, so what is left to go is a convergent tail.
-  EXPECT_LT(rms[2], 1.25 * rms[1]) << "the displacement has (nearly) stopped growing";
+  // the tensor's RMS up to 4x its start (here from the floor) and the head's magnitude adapts:
+  // measured +18% (0.0438 -> 0.0517, weights of 2026-11-23 morning) and +33% (0.0241 -> 0.0322,
+  // the weights meta-trained with small-data tasks), with the step down to 1e-6..4e-6 by step 5000,
+  // so what is left to go is a convergent tail. The bound sits between those and the random walk.
+  EXPECT_LT(rms[2], 1.6 * rms[1]) << "the displacement has (nearly) stopped growing";
   EXPECT_LT(opt.step_sizes()[0], 1e-2 * first_step) << "the step has annealed";
 }
 
