@@ -149,9 +149,9 @@ double device_peak_tflops(std::string* how) {
   }
   // FP32 lanes per SM (CUDA C Programming Guide, "Arithmetic Instructions" throughput table).
   int lanes = 0;
-  if (major == 7) lanes = 64;                  // Volta, Turing
+  if (major == 7) lanes = 64;                     // Volta, Turing
   if (major == 8) lanes = minor == 0 ? 64 : 128;  // A100: 64; GA10x, Ada: 128
-  if (major == 9 || major == 10) lanes = 128;  // Hopper, Blackwell
+  if (major == 9 || major == 10) lanes = 128;     // Hopper, Blackwell
   if (lanes == 0) {
     *how = "sm_" + std::to_string(major) + std::to_string(minor) +
            " is not in the table: pass --peak-tflops";
@@ -218,8 +218,8 @@ int main(int argc, char** argv) {
   double fourier_fwd_ms = 0, fourier_fwdbwd_ms = 0;
   for (const bool backward : {false, true}) {
     const std::string pass = backward ? "fwd+bwd" : "fwd";
-    rows.push_back(measure({"fourier fused " + pass + " B4 H8 L2048 D64 fp32", softmax_name + " " +
-                            pass, 0, 0, backward ? 3.0 : 0.0, ""},
+    rows.push_back(measure({"fourier fused " + pass + " B4 H8 L2048 D64 fp32",
+                            softmax_name + " " + pass, 0, 0, backward ? 3.0 : 0.0, ""},
                            [&](Row& row) {
                              row.ms = median_ms(forward_backward(fourier, backward), 3, reps);
                              row.reference_ms =
@@ -234,26 +234,26 @@ int main(int argc, char** argv) {
   const auto values = leaf({kBatch, kHeads, kLength, kDim + 1}, cuda, 1.0);
   for (const bool backward : {false, true}) {
     const std::string pass = backward ? "fwd+bwd" : "fwd";
-    rows.push_back(measure(
-        {"causal linear fused " + pass + " B4 H8 L2048 M64 Dv65 fp32",
-         "linear_attention_numerator_composite " + pass, 0, 0, 0.0, ""},
-        [&](Row& row) {
-          row.ms = median_ms(forward_backward(
-                                 [&] {
-                                   return flt::kernels::linear_attention_numerator(
-                                       phi_q, phi_k, values, /*causal=*/true);
-                                 },
-                                 backward),
-                             3, reps);
-          row.reference_ms = median_ms(forward_backward(
-                                           [&] {
-                                             return flt::kernels::
-                                                 linear_attention_numerator_composite(
+    rows.push_back(measure({"causal linear fused " + pass + " B4 H8 L2048 M64 Dv65 fp32",
+                            "linear_attention_numerator_composite " + pass, 0, 0, 0.0, ""},
+                           [&](Row& row) {
+                             row.ms =
+                                 median_ms(forward_backward(
+                                               [&] {
+                                                 return flt::kernels::linear_attention_numerator(
                                                      phi_q, phi_k, values, /*causal=*/true);
-                                           },
-                                           backward),
-                                       3, reps);
-        }));
+                                               },
+                                               backward),
+                                           3, reps);
+                             row.reference_ms = median_ms(
+                                 forward_backward(
+                                     [&] {
+                                       return flt::kernels::linear_attention_numerator_composite(
+                                           phi_q, phi_k, values, /*causal=*/true);
+                                     },
+                                     backward),
+                                 3, reps);
+                           }));
   }
 
   // ---- Mnemosyne step vs Adam on a 100M-parameter model ----
@@ -266,12 +266,12 @@ int main(int argc, char** argv) {
     }
     const std::string model = "100M params (10 x 1000x10000) fp32";
     double adam_ms = 0;
-    rows.push_back(measure({"torch::optim::Adam step " + model, "(itself)", 0, 0, 0.0, ""},
-                           [&](Row& row) {
-                             torch::optim::Adam adam(params, torch::optim::AdamOptions(1e-3));
-                             adam_ms = median_ms([&] { adam.step(); }, 3, reps);
-                             row.ms = row.reference_ms = adam_ms;
-                           }));
+    rows.push_back(
+        measure({"torch::optim::Adam step " + model, "(itself)", 0, 0, 0.0, ""}, [&](Row& row) {
+          torch::optim::Adam adam(params, torch::optim::AdamOptions(1e-3));
+          adam_ms = median_ms([&] { adam.step(); }, 3, reps);
+          row.ms = row.reference_ms = adam_ms;
+        }));
     // Default options (the composite step in chunks of 65536 coordinates) and one chunk per tensor.
     for (const int64_t chunk : {int64_t{1} << 16, kOptimizerRows * kOptimizerCols}) {
       rows.push_back(measure({"Mnemosyne step chunk_size=" + std::to_string(chunk) + " " + model,

@@ -45,11 +45,15 @@ constexpr int64_t kLength = 1100;
 struct Tolerance {
   double rtol, atol;
 };
-// float32: sums of ~1e3 terms and D-fold products of factors, each rounded at 6e-8.
+// float32: sums of ~1e3 terms and D-fold products of factors, each rounded at 6e-8. The CPU dry
+// run (--device cpu, float32 vs double) uses at most 0.25 of it.
 constexpr Tolerance kFloat32{1e-3, 1e-4};
-// float16 (11-bit significand) and bfloat16 (8-bit): the composite path rounds every intermediate.
+// float16 (11-bit significand), bfloat16 (8-bit): the composite path rounds every intermediate,
+// the Fourier one its log-domain weights too. bfloat16 in the CPU dry run: 1.0 of (0.1, 0.05)
+// for the Fourier composite, hence twice that; float16 is first measured on a GPU (the CPU has
+// no float16 sin or matmul).
 constexpr Tolerance kFloat16{2e-2, 1e-2};
-constexpr Tolerance kBFloat16{1e-1, 5e-2};
+constexpr Tolerance kBFloat16{2e-1, 1e-1};
 
 Tolerance tolerance_of(torch::ScalarType dtype) {
   if (dtype == torch::kHalf) return kFloat16;
@@ -81,7 +85,8 @@ void expect_close(const std::string& what, const torch::Tensor& got, const torch
     return;
   }
   if (got.sizes() != ref.sizes()) {
-    record(false, what, "shape " + c10::str(got.sizes()) + " vs reference " + c10::str(ref.sizes()));
+    record(false, what,
+           "shape " + c10::str(got.sizes()) + " vs reference " + c10::str(ref.sizes()));
     return;
   }
   const auto g = got.detach().to(torch::kCPU, torch::kDouble);
@@ -131,9 +136,12 @@ Tensors forward_backward(const std::function<torch::Tensor(const Tensors&)>& fn,
                          const Tensors& params = {}) {
   const auto options = torch::TensorOptions().device(at.device).dtype(at.dtype);
   Tensors leaves, args;
-  for (const auto& x : inputs) {
+  for (const auto& input : inputs) {
+    // Detached: the leaf is this run's own, even when .to() has nothing to convert.
+    const auto x = input.detach();
     const bool strided = at.strided && x.dim() == 4;
-    auto leaf = (strided ? x.transpose(1, 2).contiguous() : x).to(options).requires_grad_(true);
+    auto leaf =
+        (strided ? x.transpose(1, 2).contiguous() : x.clone()).to(options).requires_grad_(true);
     args.push_back(strided ? leaf.transpose(1, 2) : leaf);
     leaves.push_back(leaf);
   }
@@ -157,6 +165,13 @@ void expect_same_run(const std::string& what, const Tensors& got, const Tensors&
     const auto name = i == 0 ? std::string("output") : "d" + names[i - 1];
     expect_close(what + " " + name, i < got.size() ? got[i] : torch::Tensor(), ref[i], tol);
   }
+}
+
+/// The values of `x` (CPU double) that `dtype` can hold: inputs given to both runs, so the
+/// comparison measures the arithmetic of the run under test, not the rounding of its inputs.
+Tensors representable(Tensors x, torch::ScalarType dtype) {
+  for (auto& t : x) t = t.to(dtype).to(torch::kDouble);
+  return x;
 }
 
 /// q, k: (B, H, L, D), v: (B, H, L, Dv), CPU double, seeded; k and v may be longer than q.
@@ -203,8 +218,10 @@ void check_variants(torch::Device device) {
         TORCH_CHECK(ref_attention && dev_attention, "clone() lost the Attention interface");
         // Non-causal: fewer queries than keys (Lq != Lk); causal needs Lq == Lk.
         const int64_t lq = causal ? kLength : 300;
-        const auto inputs = qkv(kBatch, kHeads, lq, kLength, kDim, kDim, /*scale=*/0.5);
-        const auto weights = torch::randn({kBatch, kHeads, lq, kDim}, torch::kDouble);
+        const auto inputs = representable(
+            qkv(kBatch, kHeads, lq, kLength, kDim, kDim, /*scale=*/0.5), torch::kFloat);
+        const auto weights = representable(
+            {torch::randn({kBatch, kHeads, lq, kDim}, torch::kDouble)}, torch::kFloat)[0];
         const auto run = [&](flt::attention::Attention* attention) {
           return [attention, causal](const Tensors& x) {
             flt::attention::AttentionCall call;
@@ -240,7 +257,9 @@ void check_fourier(torch::Device device, torch::ScalarType dtype, int64_t dim, F
     auto inputs = qkv(kBatch, kHeads, lq, kLength, dim, dim, /*scale=*/0.5);
     // r = |R| per head and dimension, around the modules' default R = 2.
     inputs.push_back(2.0 + 0.5 * torch::rand({kHeads, dim}, torch::kDouble));
-    const auto weights = torch::randn({kBatch, kHeads, lq, dim}, torch::kDouble);
+    inputs = representable(inputs, dtype);
+    const auto weights =
+        representable({torch::randn({kBatch, kHeads, lq, dim}, torch::kDouble)}, dtype)[0];
     const auto fn = [&](const Tensors& x) {
       return flt::kernels::fourier_attention_op(x[0], x[1], x[2], x[3], power, phi, causal);
     };
@@ -263,9 +282,12 @@ void check_causal_linear(torch::Device device, torch::ScalarType dtype, int64_t 
       return torch::exp(0.3 * torch::randn({kBatch, kHeads, length, features}, torch::kDouble)) /
              static_cast<double>(features);
     };
-    const Tensors inputs{feature(kLength), feature(kLength),
-                         torch::randn({kBatch, kHeads, kLength, values}, torch::kDouble)};
-    const auto weights = torch::randn({kBatch, kHeads, kLength, values}, torch::kDouble);
+    const auto inputs =
+        representable({feature(kLength), feature(kLength),
+                       torch::randn({kBatch, kHeads, kLength, values}, torch::kDouble)},
+                      dtype);
+    const auto weights =
+        representable({torch::randn({kBatch, kHeads, kLength, values}, torch::kDouble)}, dtype)[0];
     const auto fn = [](const Tensors& x) {
       return flt::kernels::linear_attention_numerator(x[0], x[1], x[2], /*causal=*/true);
     };
@@ -285,8 +307,12 @@ void check_fused_kernels(torch::Device device) {
     check_fourier(device, torch::kFloat, 64, FourierPhi::kPower, 3, causal, lq);  // signed weights
   }
   check_fourier(device, torch::kFloat, 128, FourierPhi::kPower, 4, /*causal=*/false, 300);
-  // float16 / bfloat16: the operator's documented composite fallback on CUDA.
-  for (const auto dtype : {torch::kHalf, torch::kBFloat16}) {
+  // float16 / bfloat16: the operators' documented composite fallback on CUDA (the CPU has no
+  // float16 sin or matmul: a dry run checks bfloat16 only).
+  const auto low_precision = device.is_cuda()
+                                 ? std::vector<torch::ScalarType>{torch::kHalf, torch::kBFloat16}
+                                 : std::vector<torch::ScalarType>{torch::kBFloat16};
+  for (const auto dtype : low_precision) {
     check_fourier(device, dtype, 16, FourierPhi::kPower, 4, /*causal=*/true, kLength);
     check_causal_linear(device, dtype, 32, 33);
   }
@@ -295,6 +321,7 @@ void check_fused_kernels(torch::Device device) {
   check_causal_linear(device, torch::kFloat, 64, 65);
   check_causal_linear(device, torch::kFloat, 512, 513);
 
+  if (!device.is_cuda()) return;  // the CPU kernel takes any D
   run_case("fourier_attention_op D=160 on " + device.str() + " names the CUDA kernel's limit", [&] {
     const auto x = torch::randn({1, 1, 8, 160}, torch::TensorOptions().device(device));
     const auto r = torch::ones({1, 160}, x.options());
@@ -379,24 +406,33 @@ void check_second_device() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --device cpu: the same checks with float32 on the CPU instead of CUDA, a dry run of the suite
+  // itself (its cases, references and tolerances) on a machine without a GPU.
+  const bool dry_run =
+      argc == 3 && std::string(argv[1]) == "--device" && std::string(argv[2]) == "cpu";
+  if (argc > 1 && !dry_run) {
+    std::fprintf(stderr, "usage: %s [--device cpu]\n", argv[0]);
+    return 2;
+  }
   flt::init(/*quiet=*/true);
-  if (!torch::cuda::is_available()) {
+  if (!dry_run && !torch::cuda::is_available()) {
     std::printf("flt_gpu_tests: no CUDA device: skipped\n");
     return kSkipped;
   }
-  if (!kBuiltWithCuda) {
+  if (!dry_run && !kBuiltWithCuda) {
     std::printf(
         "flt_gpu_tests: a CUDA device is visible but FLT was built without its CUDA kernels "
         "(configure with -DFLT_WITH_CUDA=ON): skipped\n");
     return kSkipped;
   }
-  const torch::Device first(torch::kCUDA, 0);
-  std::printf("flt_gpu_tests: %zu CUDA device(s)\n", torch::cuda::device_count());
+  const torch::Device first = dry_run ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
+  std::printf("flt_gpu_tests: on %s (%zu CUDA device(s))\n", first.str().c_str(),
+              torch::cuda::device_count());
   check_fused_kernels(first);
   check_variants(first);
   check_mnemosyne(first);
-  check_second_device();
+  if (!dry_run) check_second_device();
   std::printf("\nflt_gpu_tests: %d checks passed, %zu failed\n", report.passed,
               report.failures.size());
   for (const auto& failure : report.failures) std::printf("  FAIL %s\n", failure.c_str());
