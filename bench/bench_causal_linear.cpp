@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "bench_util.h"
@@ -49,7 +50,7 @@ void run(benchmark::State& state, Impl impl, bool backward, int64_t length) {
   const auto once = [&] {
     torch::Tensor out;
     {
-      c10::optional<torch::NoGradGuard> no_grad;
+      std::optional<torch::NoGradGuard> no_grad;
       if (!backward) no_grad.emplace();
       out = impl == Impl::kFused       ? fk::linear_attention_numerator(q, k, v, true)
             : impl == Impl::kComposite ? fk::linear_attention_numerator_composite(q, k, v, true)

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "bench_util.h"
@@ -53,7 +54,7 @@ void run_attention(benchmark::State& state, Impl impl, bool backward, int64_t di
   const auto once = [&] {
     torch::Tensor out;
     {
-      c10::optional<torch::NoGradGuard> no_grad;
+      std::optional<torch::NoGradGuard> no_grad;
       if (!backward) no_grad.emplace();
       switch (impl) {
         case Impl::kFused: out = fa::fourier_attention(q, k, v, R); break;

@@ -35,10 +35,14 @@ if(FLT_CUDA_ENABLED)
   if(NOT CMAKE_CUDA_COMPILER)
     set(CMAKE_CUDA_COMPILER "${FLT_NVCC}")
   endif()
+  # The shared CUDA runtime, the one LibTorch loads: one runtime in the process, so the streams
+  # LibTorch hands the kernels belong to the runtime that launches them.
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
   enable_language(CUDA)
   if(NOT CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES native)
   endif()
+  find_package(CUDAToolkit REQUIRED)  # CUDA::cudart: headers and runtime for the ATen glue
 endif()
 
 # Adds the CUDA kernels (raw-pointer launchers, kernels/cuda/*.cu) and their ATen glue
@@ -47,5 +51,7 @@ function(flt_add_cuda_sources target)
   file(GLOB _cuda_sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu")
   target_sources(${target} PRIVATE ${_cuda_sources} "${PROJECT_SOURCE_DIR}/kernels/cuda/aten_glue.cpp")
   target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/kernels/cuda")
+  # PUBLIC: the shared library that takes the objects links the runtime they call.
+  target_link_libraries(${target} PUBLIC CUDA::cudart)
   set_target_properties(${target} PROPERTIES CUDA_STANDARD 17)
 endfunction()

@@ -3,8 +3,10 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 namespace flt {
 namespace {
@@ -17,7 +19,11 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
 
-  c10::DataPtr allocate(size_t bytes) const override {
+  // LibTorch up to 2.2 declares allocate const; 2.3 made it non-const and added the pure virtual
+  // copy_data. Both allocate signatures and copy_data are defined, without `override`, so each
+  // version finds the ones it declares (no version macro).
+  c10::DataPtr allocate(size_t bytes) { return std::as_const(*this).allocate(bytes); }
+  c10::DataPtr allocate(size_t bytes) const {
     auto inner = base_->allocate(bytes);
     void* data = inner.get();
     if (data == nullptr) return inner;  // zero bytes: nothing to count
@@ -32,6 +38,9 @@ class CountingAllocator final : public c10::Allocator {
     return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, size_t count) const {
+    std::memcpy(dest, src, count);  // CPU memory
+  }
 
   void reset_peak() const { peak_.store(live_.load()); }
   size_t live() const { return live_.load(); }
