@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "learned_rule.h"
 #include "pretrained_weights.h"
@@ -23,7 +24,11 @@ template <typename Map>
 typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
   using Key = typename Map::key_type;
   if constexpr (std::is_same_v<Key, std::string>) {
-    return c10::guts::to_string(p.unsafeGetTensorImpl());
+    // As LibTorch 1.13's own c10::guts::to_string (an ostream of the pointer); that helper is gone
+    // in 2.2, and the dead branch must still compile there.
+    std::ostringstream key;
+    key << p.unsafeGetTensorImpl();
+    return key.str();
   } else {
     return static_cast<Key>(p.unsafeGetTensorImpl());
   }
