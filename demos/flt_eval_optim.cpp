@@ -343,9 +343,10 @@ int main(int argc, char** argv) {
   app.add_option("--tuning-cache", real.eval.tuning_cache,
                  "real suite: CSV of the baselines' tuning results, reused where it matches a run "
                  "and its steps, extended with new ones (e.g. bench/eval-real-tuning.csv)");
-  app.add_flag("--known-length", real.known_length,
-               "real suite: also run Mnemosyne told each run's length (MnemosyneOptions::total_steps: "
-               "a half cosine to 0, as the tuned baselines' schedule)");
+  app.add_flag(
+      "--known-length", real.known_length,
+      "real suite: also run Mnemosyne told each run's length (MnemosyneOptions::total_steps: "
+      "a half cosine to 0, as the tuned baselines' schedule)");
   app.add_option("--threads", threads, "LibTorch intra-op threads")
       ->capture_default_str()
       ->check(flt::demos::integer_at_least(1));
