@@ -1,0 +1,482 @@
+#include "flt/optim/swarm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/Exception.h>
+#include <torch/serialize.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "pretrained_weights.h"
+
+namespace flt::optim {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+// Log step size in unit coordinates stays in [kLogSigmaMin, 0] (a step never exceeds the box).
+const double kLogSigmaMin = std::log(1e-9);
+// RPE widths s (spectral std of each head's Gaussian bump), kept in a range where (2 pi s^2)^{n/2}
+// stays representable in double for n up to a few hundred.
+constexpr double kLogWidthMin = -4.0, kLogWidthMax = 1.0;
+// Most a learned head can change a log step size per step.
+constexpr double kSigmaChange = 0.2;
+// Entries of the step's hand-set base (`prior`), all learned: see step().
+enum Prior { kToBest, kToCentroid, kToBestCentroid, kMomentum, kLogNoise, kSuccessGain,
+             kSuccessTarget, kPriorCount };
+
+// Bounded features: about x for |x| << 5, saturating at +-5 (steps can be many sigma long).
+torch::Tensor soft_clip(const torch::Tensor& x) { return 5.0 * torch::tanh(x / 5.0); }
+
+// Ranks scaled to [-1/2, 1/2] along the last dimension (P). x: (B, P) -> (B, P)
+torch::Tensor centered_ranks(const torch::Tensor& x) {
+  const double p = static_cast<double>(x.size(-1));
+  const auto ranks = x.argsort(/*dim=*/-1, /*descending=*/false).argsort(/*dim=*/-1, /*descending=*/false).to(torch::kDouble);
+  return p > 1 ? ranks / (p - 1.0) - 0.5 : torch::zeros_like(ranks);
+}
+
+}  // namespace
+
+std::string swarm_variant_name(SwarmVariant variant) {
+  switch (variant) {
+    case SwarmVariant::kFLT: return "flt";
+    case SwarmVariant::kPerformer: return "performer";
+    case SwarmVariant::kIndependent: return "independent";
+    case SwarmVariant::kLSTM: return "lstm";
+  }
+  return "?";
+}
+
+std::vector<SwarmVariant> all_swarm_variants() {
+  return {SwarmVariant::kFLT, SwarmVariant::kPerformer, SwarmVariant::kIndependent,
+          SwarmVariant::kLSTM};
+}
+
+SwarmVariant swarm_variant_from_name(const std::string& name) {
+  for (auto v : all_swarm_variants()) {
+    if (swarm_variant_name(v) == name) return v;
+  }
+  TORCH_CHECK(false, "Swarm: unknown variant \"", name,
+              "\" (expected flt, performer, independent or lstm)");
+}
+
+// ---- model --------------------------------------------------------------------------------------
+
+SwarmModelImpl::SwarmModelImpl(SwarmModelOptions options_) : options(std::move(options_)) {
+  reset();
+}
+
+void SwarmModelImpl::reset() {
+  const int64_t h = options.heads(), d = options.head_dim(), hidden = options.hidden();
+  TORCH_CHECK(h >= 1 && d >= 1 && hidden >= 1 && options.features() >= 1 &&
+                  options.rpe_features() >= 1,
+              "SwarmModel: heads, head_dim, hidden, features and rpe_features must be >= 1, got ",
+              h, ", ", d, ", ", hidden, ", ", options.features(), ", ", options.rpe_features());
+  torch::manual_seed(options.seed());  // the initial meta-weights follow the seed
+  query = register_module("query", torch::nn::Linear(kSwarmScalarFeatures, h * d));
+  key = register_module("key", torch::nn::Linear(kSwarmScalarFeatures, h * d));
+  // Head h's RPE bump: spatial width 1 / (2 pi s_h) from 3 down by factors of 3 (in units of the
+  // swarm's step), height 1: nearer particles weigh up to e times more at the start.
+  rpe_heights = register_parameter("rpe_heights", torch::ones({h}, torch::kDouble));
+  rpe_log_widths = register_parameter(
+      "rpe_log_widths",
+      (std::log(1.0 / (2.0 * kPi * 3.0)) + std::log(3.0) * torch::arange(h, torch::kDouble)));
+  const int64_t head_in = kSwarmCoordinateFeatures + 2 * h + kSwarmScalarFeatures + hidden;
+  hidden_layer = register_module("hidden_layer", torch::nn::Linear(head_in, hidden));
+  output_layer = register_module("output_layer", torch::nn::Linear(hidden, 2));
+  sigma_layer = register_module("sigma_layer",
+                                torch::nn::Linear(hidden + kSwarmScalarFeatures, 1));
+  {
+    // The learned residuals start small: the untrained swarm is the hand-set base rule below.
+    torch::NoGradGuard no_grad;
+    output_layer->weight.mul_(0.1);
+    output_layer->bias.zero_();
+    sigma_layer->weight.mul_(0.1);
+    sigma_layer->bias.zero_();
+  }
+  // The base of the step, in sigma units: towards the own best, towards the attention centroids
+  // of positions and of bests, momentum, log noise scale, and the 1/5-success-rule gain and target
+  // rate (as logit) of the step size. Meta-training moves all of them.
+  prior = register_parameter(
+      "prior", torch::tensor({0.3, 0.3, 0.5, 0.3, std::log(0.7), 0.2, std::log(0.2 / 0.8)},
+                             torch::kDouble));
+  if (options.variant() == SwarmVariant::kLSTM) {
+    lstm = register_module("lstm", torch::nn::LSTMCell(kSwarmScalarFeatures, hidden));
+  } else {
+    lstm = nullptr;
+  }
+  to(torch::kDouble);
+  flt_by_dim_.clear();
+  performer_ = nullptr;
+}
+
+void SwarmModelImpl::pretty_print(std::ostream& stream) const {
+  stream << "flt::optim::SwarmModel(variant=" << swarm_variant_name(options.variant())
+         << ", heads=" << options.heads() << ", head_dim=" << options.head_dim()
+         << ", hidden=" << options.hidden() << ")";
+}
+
+torch::Tensor SwarmModelImpl::scalar_features(const SwarmState& state) const {
+  const auto& v = state.values;
+  const auto best = PopulationSearch::finite_or_worst(state.best_values.flatten()).view_as(v);
+  const auto mean = v.mean(-1, true), spread = v.std(-1, true, true) + 1e-12;
+  const auto rel_sigma = state.log_sigma - state.log_sigma.mean(-1, true);
+  return torch::stack({centered_ranks(v), centered_ranks(best), state.improved - 0.5,
+                       torch::tanh((v - mean) / spread / 2.0), soft_clip(rel_sigma),
+                       state.log_sigma / 5.0, torch::full_like(v, state.progress)},
+                      -1);
+}
+
+torch::Tensor SwarmModelImpl::rpe_positions(const SwarmState& state) const {
+  const double n = static_cast<double>(state.u.size(-1));
+  const auto typical = state.log_sigma.mean(-1).exp().view({-1, 1, 1});  // (B, 1, 1)
+  return state.u / (typical * std::sqrt(n));
+}
+
+attention::Attention& SwarmModelImpl::attention_for(int64_t n) {
+  const int64_t h = options.heads(), d = options.head_dim();
+  if (options.variant() == SwarmVariant::kPerformer) {
+    if (!performer_) {
+      performer_ = attention::PerformerAttention(attention::PerformerAttentionOptions()
+                                                     .features(options.features())
+                                                     .heads(h)
+                                                     .head_dim(d)
+                                                     .seed(options.seed()));
+      performer_->to(torch::kDouble);
+    }
+    return *performer_;
+  }
+  TORCH_INTERNAL_ASSERT(options.variant() == SwarmVariant::kFLT);
+  auto found = flt_by_dim_.find(n);
+  if (found == flt_by_dim_.end()) {
+    // One single-head, single-component module: its proposal can then match its spectrum exactly
+    // (a_t = g / p constant). One proposal shared by bumps of width ratio rho gives a_t a variance
+    // growing like (rho^4 / (2 rho^2 - 1))^{n/2}: useless in 30-D.
+    auto module = attention::FLTAttention(attention::FLTAttentionOptions()
+                                              .features(options.features())
+                                              .rpe_features(options.rpe_features())
+                                              .position_dim(n)
+                                              .components(1)
+                                              .heads(h)
+                                              .head_dim(d)
+                                              .seed(options.seed()));
+    module->to(torch::kDouble);
+    found = flt_by_dim_.emplace(n, module).first;
+  }
+  auto& module = *found->second;
+  // Write the dimension-free (h, s) into the library's spectrum for this n:
+  // g(xi) = c exp(-|xi|^2 / (2 s^2)) with c = h (2 pi s^2)^{-n/2} has f(d) = h exp(-2 pi^2 s^2 |d|^2).
+  const auto log_s = rpe_log_widths.clamp(kLogWidthMin, kLogWidthMax);
+  const auto c = rpe_heights * at::exp(-0.5 * static_cast<double>(n) *
+                                       (std::log(2.0 * kPi) + 2.0 * log_s));
+  module.rpe->weights = c.view({h, 1});
+  module.rpe->log_scale = log_s.view({h, 1});
+  module.rpe->means = torch::zeros({h, 1, n}, torch::kDouble);
+  (void)module;
+  return module;
+}
+
+torch::Tensor SwarmModelImpl::attention_readout(const SwarmState& state,
+                                                const torch::Tensor& scalars) {
+  const int64_t b = state.u.size(0), p = state.u.size(1), n = state.u.size(2);
+  const int64_t h = options.heads(), d = options.head_dim();
+  if (options.variant() == SwarmVariant::kIndependent ||
+      options.variant() == SwarmVariant::kLSTM) {
+    return torch::zeros({b, p, n, 2 * h}, torch::kDouble);
+  }
+  const auto q = query(scalars).view({b, p, h, d}).permute({0, 2, 1, 3});  // (B, H, P, D)
+  const auto k = key(scalars).view({b, p, h, d}).permute({0, 2, 1, 3});
+  const auto v = torch::cat({state.u, state.best_u}, -1).unsqueeze(1).expand({b, h, p, 2 * n});
+  torch::Tensor out;  // (B, H, P, 2n)
+  if (options.variant() == SwarmVariant::kFLT) {
+    auto& module = static_cast<attention::FLTAttentionImpl&>(attention_for(n));
+    // Each head's frequencies come from its own spectrum width: draw from a Gaussian of that
+    // width by running the heads one at a time with the proposal set to it.
+    std::vector<torch::Tensor> heads;
+    const auto log_s = rpe_log_widths.clamp(kLogWidthMin, kLogWidthMax);
+    const auto positions = rpe_positions(state);
+    for (int64_t i = 0; i < h; ++i) {
+      module.log_proposal_sigma = log_s[i];
+      heads.push_back(module.forward(q, k, v, {false, positions}).select(1, i));
+    }
+    out = torch::stack(heads, 1);
+  } else {
+    out = attention_for(n).forward(q, k, v);
+  }
+  const auto sigma = state.log_sigma.exp().view({b, 1, p, 1});
+  const auto u2 = state.u.unsqueeze(1);
+  const auto to_centroid = (out.narrow(-1, 0, n) - u2) / sigma;       // (B, H, P, n)
+  const auto to_best_centroid = (out.narrow(-1, n, n) - u2) / sigma;  // (B, H, P, n)
+  return soft_clip(torch::cat({to_centroid, to_best_centroid}, 1).permute({0, 2, 3, 1}));
+}
+
+torch::Tensor SwarmModelImpl::attention_weights(const SwarmState& state) {
+  const int64_t b = state.u.size(0), p = state.u.size(1), n = state.u.size(2);
+  const int64_t h = options.heads(), d = options.head_dim();
+  if (options.variant() == SwarmVariant::kIndependent ||
+      options.variant() == SwarmVariant::kLSTM) {
+    return torch::eye(p, torch::kDouble).expand({b, h, p, p}).clone();
+  }
+  const auto scalars = scalar_features(state);
+  const auto q = query(scalars).view({b, p, h, d}).permute({0, 2, 1, 3});
+  const auto k = key(scalars).view({b, p, h, d}).permute({0, 2, 1, 3});
+  if (options.variant() == SwarmVariant::kPerformer) return attention_for(n).materialize(q, k);
+  auto& module = static_cast<attention::FLTAttentionImpl&>(attention_for(n));
+  const auto log_s = rpe_log_widths.clamp(kLogWidthMin, kLogWidthMax);
+  std::vector<torch::Tensor> heads;
+  for (int64_t i = 0; i < h; ++i) {
+    module.log_proposal_sigma = log_s[i];
+    heads.push_back(module.materialize(q, k, {false, rpe_positions(state)}).select(1, i));
+  }
+  return torch::stack(heads, 1);
+}
+
+torch::Tensor SwarmModelImpl::rpe_profile(const torch::Tensor& distance) const {
+  TORCH_CHECK(options.variant() == SwarmVariant::kFLT,
+              "SwarmModel::rpe_profile: only the flt variant has an RPE, this one is ",
+              swarm_variant_name(options.variant()));
+  // f is isotropic and written for any n: evaluate the library's closed form along one axis of a
+  // 1-d spectrum built from the same (h, s).
+  const int64_t h = options.heads();
+  auto spectrum = attention::RpeSpectrum(attention::RpeSpectrumOptions(h, 1).components(1));
+  spectrum->to(torch::kDouble);
+  const auto log_s = rpe_log_widths.clamp(kLogWidthMin, kLogWidthMax).detach();
+  spectrum->weights = (rpe_heights.detach() * at::exp(-0.5 * (std::log(2.0 * kPi) + 2.0 * log_s)))
+                          .view({h, 1});
+  spectrum->log_scale = log_s.view({h, 1});
+  spectrum->means = torch::zeros({h, 1, 1}, torch::kDouble);
+  return spectrum->f(distance.to(torch::kDouble).view({1, -1, 1}));
+}
+
+void SwarmModelImpl::step(SwarmState& state, const torch::Tensor& noise) {
+  const int64_t b = state.u.size(0), p = state.u.size(1), n = state.u.size(2);
+  const int64_t h = options.heads(), hidden = options.hidden();
+  const auto scalars = scalar_features(state);                 // (B, P, S)
+  const auto sigma = state.log_sigma.exp().unsqueeze(-1);      // (B, P, 1)
+  const auto to_best = soft_clip((state.best_u - state.u) / sigma);
+  const auto momentum = soft_clip(state.last_step / sigma);
+  torch::Tensor gradient = torch::zeros_like(state.u), has_gradient = torch::zeros_like(state.u);
+  if (state.gradients.defined()) {
+    const auto rms = state.gradients.pow(2).mean(-1, true).sqrt() + 1e-30;
+    gradient = soft_clip(state.gradients / rms);
+    has_gradient = torch::ones_like(state.u);
+  }
+  const auto readout = attention_readout(state, scalars);  // (B, P, n, 2H)
+  torch::Tensor memory = torch::zeros({b, p, n, hidden}, torch::kDouble);
+  if (options.variant() == SwarmVariant::kLSTM) {
+    auto hc = lstm(scalars.reshape({b * p, kSwarmScalarFeatures}),
+                   std::make_tuple(state.lstm_h, state.lstm_c));
+    state.lstm_h = std::get<0>(hc);
+    state.lstm_c = std::get<1>(hc);
+    memory = state.lstm_h.view({b, p, 1, hidden}).expand({b, p, n, hidden});
+  }
+  const auto head_in =
+      torch::cat({torch::stack({to_best, momentum, gradient, has_gradient}, -1), readout,
+                  scalars.unsqueeze(2).expand({b, p, n, kSwarmScalarFeatures}), memory},
+                 -1);
+  const auto activations = torch::tanh(hidden_layer(head_in));  // (B, P, n, hidden)
+  const auto out = output_layer(activations);                     // (B, P, n, 2)
+  const auto centroid = readout.narrow(-1, 0, h).mean(-1);
+  const auto best_centroid = readout.narrow(-1, h, h).mean(-1);
+  const auto drift = prior[kToBest] * to_best + prior[kToCentroid] * centroid +
+                     prior[kToBestCentroid] * best_centroid + prior[kMomentum] * momentum +
+                     out.select(-1, 0);
+  const auto noise_scale = torch::exp((prior[kLogNoise] + out.select(-1, 1)).clamp(-10.0, 3.0));
+  const auto moved = (state.u + sigma * (drift + noise_scale * noise)).clamp(-0.5, 0.5);
+  state.last_step = moved - state.u;
+  state.u = moved;
+  // Step size: a learned 1/5-success rule plus a learned correction from the head's activations.
+  const auto pooled = torch::cat({activations.mean(2), scalars}, -1);
+  const auto change = prior[kSuccessGain] * (state.improved - torch::sigmoid(prior[kSuccessTarget])) +
+                      kSigmaChange * torch::tanh(sigma_layer(pooled).squeeze(-1));
+  state.log_sigma = (state.log_sigma + change).clamp(kLogSigmaMin, 0.0);
+}
+
+torch::Tensor SwarmModelImpl::flat_parameters() const {
+  std::vector<torch::Tensor> flat;
+  for (const auto& p : parameters()) flat.push_back(p.detach().flatten());
+  return torch::cat(flat);
+}
+
+void SwarmModelImpl::set_flat_parameters(const torch::Tensor& flat) {
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (auto& p : parameters()) {
+    const int64_t count = p.numel();
+    TORCH_CHECK(offset + count <= flat.numel(), "SwarmModel::set_flat_parameters: expected ",
+                flat_parameters().numel(), " values, got ", flat.numel());
+    p.copy_(flat.narrow(0, offset, count).view_as(p));
+    offset += count;
+  }
+  TORCH_CHECK(offset == flat.numel(), "SwarmModel::set_flat_parameters: expected ", offset,
+              " values, got ", flat.numel());
+}
+
+namespace {
+torch::Tensor sizes_of(const SwarmModelOptions& o) {
+  return torch::tensor({static_cast<int64_t>(o.variant()), o.heads(), o.head_dim(), o.features(),
+                        o.rpe_features(), o.components(), o.hidden(),
+                        static_cast<int64_t>(o.seed())});
+}
+
+std::shared_ptr<SwarmModelImpl> model_from_archive(torch::serialize::InputArchive& archive,
+                                                   const std::string& origin) {
+  torch::Tensor sizes, flat;
+  TORCH_CHECK(archive.try_read("swarm_sizes", sizes) && archive.try_read("swarm_weights", flat),
+              "swarm weights: ", origin, " is not a swarm weights file");
+  const auto s = sizes.to(torch::kLong);
+  TORCH_CHECK(s.numel() == 8, "swarm weights: ", origin, " has a bad size record");
+  auto model = std::make_shared<SwarmModelImpl>(
+      SwarmModelOptions()
+          .variant(static_cast<SwarmVariant>(s[0].item<int64_t>()))
+          .heads(s[1].item<int64_t>())
+          .head_dim(s[2].item<int64_t>())
+          .features(s[3].item<int64_t>())
+          .rpe_features(s[4].item<int64_t>())
+          .components(s[5].item<int64_t>())
+          .hidden(s[6].item<int64_t>())
+          .seed(static_cast<uint64_t>(s[7].item<int64_t>())));
+  model->set_flat_parameters(flat.to(torch::kDouble));
+  return model;
+}
+}  // namespace
+
+void SwarmModelImpl::save(const std::string& path) const {
+  torch::serialize::OutputArchive archive;
+  archive.write("swarm_sizes", sizes_of(options));
+  archive.write("swarm_weights", flat_parameters());
+  archive.save_to(path);
+}
+
+std::shared_ptr<SwarmModelImpl> SwarmModelImpl::load_file(const std::string& path) {
+  TORCH_CHECK(std::ifstream(path).good(), "swarm weights: cannot open ", path);
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "swarm weights: ", path, " is corrupt or not a weights file (",
+                e.what_without_backtrace(), ")");
+  }
+  return model_from_archive(archive, path);
+}
+
+bool has_pretrained_swarm(SwarmVariant variant) {
+  return detail::pretrained_blob("swarm_" + swarm_variant_name(variant)).data != nullptr;
+}
+
+SwarmModel load_pretrained_swarm(SwarmVariant variant) {
+  const auto name = "swarm_" + swarm_variant_name(variant);
+  const auto blob = detail::pretrained_blob(name);
+  TORCH_CHECK(blob.data != nullptr, "no pretrained swarm weights for variant \"",
+              swarm_variant_name(variant), "\" ship with this build (optimizer/pretrained/", name,
+              ".pt); train them with flt-swarm train or pass SwarmOptions().weights(path)");
+  torch::serialize::InputArchive archive;
+  archive.load_from(reinterpret_cast<const char*>(blob.data), blob.size);
+  return SwarmModel(model_from_archive(archive, "the pretrained weights " + name));
+}
+
+// ---- Swarm --------------------------------------------------------------------------------------
+
+namespace {
+SwarmModel model_for(const SwarmOptions& options) {
+  if (!options.weights().empty()) {
+    auto model = SwarmModel(SwarmModelImpl::load_file(options.weights()));
+    TORCH_CHECK(model->options.variant() == options.variant(), "Swarm: the weights file ",
+                options.weights(), " holds a ", swarm_variant_name(model->options.variant()),
+                " swarm, but the options ask for ", swarm_variant_name(options.variant()));
+    return model;
+  }
+  if (has_pretrained_swarm(options.variant())) return load_pretrained_swarm(options.variant());
+  return SwarmModel(SwarmModelOptions().variant(options.variant()));
+}
+
+void check_options(const SwarmOptions& o) {
+  TORCH_CHECK(o.particles() >= 2, "Swarm: particles must be >= 2, got ", o.particles());
+  TORCH_CHECK(std::isfinite(o.initial_sigma()) && o.initial_sigma() > 0,
+              "Swarm: initial_sigma must be positive and finite, got ", o.initial_sigma());
+  TORCH_CHECK(o.budget() >= 0, "Swarm: budget must be >= 0, got ", o.budget());
+}
+}  // namespace
+
+Swarm::Swarm(SwarmOptions options) : options_(std::move(options)) {
+  check_options(options_);
+  model_ = model_for(options_);
+}
+
+Swarm::Swarm(SwarmOptions options, SwarmModel model)
+    : options_(std::move(options)), model_(std::move(model)) {
+  check_options(options_);
+  TORCH_CHECK(model_->options.variant() == options_.variant(), "Swarm: the model is a ",
+              swarm_variant_name(model_->options.variant()), " swarm, but the options ask for ",
+              swarm_variant_name(options_.variant()));
+}
+
+SearchResult Swarm::minimize(const BatchObjective& f, const SearchBox& box, int64_t budget) {
+  budget_ = options_.budget() > 0 ? options_.budget() : budget;
+  return run_search(*this, f, box, budget);
+}
+
+SearchResult Swarm::minimize(const BatchObjective& f, const torch::Tensor& x0, int64_t budget) {
+  return minimize(f, SearchBox::around(x0, 5.0), budget);
+}
+
+void Swarm::reset(const SearchBox& box) {
+  box.check("Swarm::reset");
+  box_ = box;
+  generator_ = at::make_generator<at::CPUGeneratorImpl>(options_.seed());
+  const int64_t p = options_.particles(), n = box.dims();
+  if (budget_ == 0) budget_ = options_.budget();
+  state_ = SwarmState();
+  state_.u = at::rand({1, p, n}, generator_, torch::kDouble) - 0.5;
+  state_.best_u = state_.u.clone();
+  state_.best_values = torch::full({1, p}, INFINITY, torch::kDouble);
+  state_.last_step = torch::zeros({1, p, n}, torch::kDouble);
+  state_.log_sigma = torch::full({1, p}, std::log(options_.initial_sigma()), torch::kDouble);
+  if (options_.variant() == SwarmVariant::kLSTM) {
+    state_.lstm_h = torch::zeros({p, model_->options.hidden()}, torch::kDouble);
+    state_.lstm_c = torch::zeros({p, model_->options.hidden()}, torch::kDouble);
+  }
+  evaluations_ = 0;
+  best_x_ = torch::Tensor();
+  best_value_ = INFINITY;
+  started_ = true;
+}
+
+torch::Tensor Swarm::ask() {
+  TORCH_CHECK(started_, "Swarm::ask: call reset(box) (or minimize) first");
+  return box_.lower + (state_.u[0] + 0.5) * (box_.upper - box_.lower);
+}
+
+void Swarm::tell(const torch::Tensor& values, const torch::Tensor& gradients) {
+  TORCH_CHECK(started_, "Swarm::tell: call reset(box) (or minimize) first");
+  const int64_t p = options_.particles(), n = box_.dims();
+  check_tell(values, gradients, p, n);
+  const auto raw = values.to(torch::kDouble).view({1, p});
+  record(ask(), raw[0]);
+  const auto improved = raw.isfinite() & (raw < state_.best_values);
+  state_.best_values = torch::where(improved, raw, state_.best_values);
+  state_.best_u = torch::where(improved.unsqueeze(-1), state_.u, state_.best_u);
+  state_.improved = improved.to(torch::kDouble);
+  state_.values = finite_or_worst(raw[0]).view({1, p});
+  state_.gradients = torch::Tensor();
+  if (options_.use_gradients() && gradients.defined()) {
+    // d f / d u = d f / d x * width; non-finite entries (a NaN particle) become 0.
+    const auto g = gradients.to(torch::kDouble) * (box_.upper - box_.lower);
+    state_.gradients = torch::where(g.isfinite(), g, torch::zeros_like(g)).view({1, p, n});
+  }
+  evaluations_ += p;
+  state_.progress = budget_ > 0 ? std::min(1.0, static_cast<double>(evaluations_) /
+                                                    static_cast<double>(budget_))
+                                : 0.5;
+  torch::NoGradGuard no_grad;
+  model_->step(state_, at::randn({1, p, n}, generator_, torch::kDouble));
+}
+
+torch::Tensor Swarm::attention_weights() {
+  TORCH_CHECK(started_ && state_.values.defined(),
+              "Swarm::attention_weights: needs a state with told values");
+  torch::NoGradGuard no_grad;
+  return model_->attention_weights(state_)[0];
+}
+
+}  // namespace flt::optim
