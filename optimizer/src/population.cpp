@@ -38,7 +38,8 @@ void SearchBox::check(const char* fn) const {
   TORCH_CHECK(lower.isfinite().all().item<bool>() && upper.isfinite().all().item<bool>(), fn,
               ": the box must be finite, got lower ", lower, " upper ", upper);
   const auto bad = (upper <= lower).nonzero();
-  TORCH_CHECK(bad.size(0) == 0, fn, ": the box needs lower < upper in every coordinate; coordinate ",
+  TORCH_CHECK(bad.size(0) == 0, fn,
+              ": the box needs lower < upper in every coordinate; coordinate ",
               bad.size(0) ? bad[0].item<int64_t>() : 0, " has lower ",
               bad.size(0) ? lower[bad[0].item<int64_t>()].item<double>() : 0.0, " upper ",
               bad.size(0) ? upper[bad[0].item<int64_t>()].item<double>() : 0.0);
@@ -59,16 +60,16 @@ void PopulationSearch::record(const torch::Tensor& x, const torch::Tensor& value
 torch::Tensor PopulationSearch::finite_or_worst(const torch::Tensor& values) {
   const auto finite = values.isfinite();
   if (!finite.any().item<bool>()) return torch::full_like(values, 1e300);
-  const double worst = torch::where(finite, values, torch::full_like(values, -INFINITY))
-                           .max()
-                           .item<double>();
+  const double worst =
+      torch::where(finite, values, torch::full_like(values, -INFINITY)).max().item<double>();
   return torch::where(finite, values, torch::full_like(values, worst + 1.0 + std::abs(worst)));
 }
 
 void PopulationSearch::check_tell(const torch::Tensor& values, const torch::Tensor& gradients,
                                   int64_t points, int64_t dims) const {
   TORCH_CHECK(values.defined() && values.dim() == 1 && values.size(0) == points, name(),
-              "::tell: expected values of shape (", points, ") for the points of the last ask, got ",
+              "::tell: expected values of shape (", points,
+              ") for the points of the last ask, got ",
               values.defined() ? values.sizes() : at::IntArrayRef{});
   if (gradients.defined()) {
     TORCH_CHECK(gradients.dim() == 2 && gradients.size(0) == points && gradients.size(1) == dims,
@@ -121,8 +122,8 @@ SearchResult run_search(PopulationSearch& search, const BatchObjective& f, const
     if (take < p) {  // the budget ends inside this batch: the rest count as never evaluated
       values = torch::cat({values, torch::full({p - take}, NAN, torch::kDouble)});
       if (gradients.defined()) {
-        gradients = torch::cat({gradients, torch::zeros({p - take, gradients.size(1)},
-                                                        torch::kDouble)});
+        gradients =
+            torch::cat({gradients, torch::zeros({p - take, gradients.size(1)}, torch::kDouble)});
       }
     }
     search.tell(values, gradients);

@@ -22,16 +22,28 @@ constexpr double kLogWidthMin = -4.0, kLogWidthMax = 1.0;
 // Most a learned head can change a log step size per step.
 constexpr double kSigmaChange = 0.2;
 // Entries of the step's hand-set base (`prior`), all learned: see step().
-enum Prior { kToBest, kToCentroid, kToBestCentroid, kMomentum, kLogNoise, kSuccessGain,
-             kSuccessTarget, kPriorCount };
+enum Prior {
+  kToBest,
+  kToCentroid,
+  kToBestCentroid,
+  kMomentum,
+  kLogNoise,
+  kSuccessGain,
+  kSuccessTarget,
+  kPriorCount
+};
 
 // Bounded features: about x for |x| << 5, saturating at +-5 (steps can be many sigma long).
-torch::Tensor soft_clip(const torch::Tensor& x) { return 5.0 * torch::tanh(x / 5.0); }
+torch::Tensor soft_clip(const torch::Tensor& x) {
+  return 5.0 * torch::tanh(x / 5.0);
+}
 
 // Ranks scaled to [-1/2, 1/2] along the last dimension (P). x: (B, P) -> (B, P)
 torch::Tensor centered_ranks(const torch::Tensor& x) {
   const double p = static_cast<double>(x.size(-1));
-  const auto ranks = x.argsort(/*dim=*/-1, /*descending=*/false).argsort(/*dim=*/-1, /*descending=*/false).to(torch::kDouble);
+  const auto ranks = x.argsort(/*dim=*/-1, /*descending=*/false)
+                         .argsort(/*dim=*/-1, /*descending=*/false)
+                         .to(torch::kDouble);
   return p > 1 ? ranks / (p - 1.0) - 0.5 : torch::zeros_like(ranks);
 }
 
@@ -68,10 +80,10 @@ SwarmModelImpl::SwarmModelImpl(SwarmModelOptions options_) : options(std::move(o
 
 void SwarmModelImpl::reset() {
   const int64_t h = options.heads(), d = options.head_dim(), hidden = options.hidden();
-  TORCH_CHECK(h >= 1 && d >= 1 && hidden >= 1 && options.features() >= 1 &&
-                  options.rpe_features() >= 1,
-              "SwarmModel: heads, head_dim, hidden, features and rpe_features must be >= 1, got ",
-              h, ", ", d, ", ", hidden, ", ", options.features(), ", ", options.rpe_features());
+  TORCH_CHECK(
+      h >= 1 && d >= 1 && hidden >= 1 && options.features() >= 1 && options.rpe_features() >= 1,
+      "SwarmModel: heads, head_dim, hidden, features and rpe_features must be >= 1, got ", h, ", ",
+      d, ", ", hidden, ", ", options.features(), ", ", options.rpe_features());
   torch::manual_seed(options.seed());  // the initial meta-weights follow the seed
   query = register_module("query", torch::nn::Linear(kSwarmScalarFeatures, h * d));
   key = register_module("key", torch::nn::Linear(kSwarmScalarFeatures, h * d));
@@ -84,8 +96,7 @@ void SwarmModelImpl::reset() {
   const int64_t head_in = kSwarmCoordinateFeatures + 2 * h + kSwarmScalarFeatures + hidden;
   hidden_layer = register_module("hidden_layer", torch::nn::Linear(head_in, hidden));
   output_layer = register_module("output_layer", torch::nn::Linear(hidden, 2));
-  sigma_layer = register_module("sigma_layer",
-                                torch::nn::Linear(hidden + kSwarmScalarFeatures, 1));
+  sigma_layer = register_module("sigma_layer", torch::nn::Linear(hidden + kSwarmScalarFeatures, 1));
   {
     // The learned residuals start small: the untrained swarm is the hand-set base rule below.
     torch::NoGradGuard no_grad;
@@ -98,8 +109,8 @@ void SwarmModelImpl::reset() {
   // of positions and of bests, momentum, log noise scale, and the 1/5-success-rule gain and target
   // rate (as logit) of the step size. Meta-training moves all of them.
   prior = register_parameter(
-      "prior", torch::tensor({0.3, 0.3, 0.5, 0.3, std::log(0.7), 0.2, std::log(0.2 / 0.8)},
-                             torch::kDouble));
+      "prior",
+      torch::tensor({0.3, 0.3, 0.5, 0.3, std::log(0.7), 0.2, std::log(0.2 / 0.8)}, torch::kDouble));
   if (options.variant() == SwarmVariant::kLSTM) {
     lstm = register_module("lstm", torch::nn::LSTMCell(kSwarmScalarFeatures, hidden));
   } else {
@@ -165,10 +176,11 @@ attention::Attention& SwarmModelImpl::attention_for(int64_t n) {
   }
   auto& module = *found->second;
   // Write the dimension-free (h, s) into the library's spectrum for this n:
-  // g(xi) = c exp(-|xi|^2 / (2 s^2)) with c = h (2 pi s^2)^{-n/2} has f(d) = h exp(-2 pi^2 s^2 |d|^2).
+  // g(xi) = c exp(-|xi|^2 / (2 s^2)) with c = h (2 pi s^2)^{-n/2} has f(d) = h exp(-2 pi^2 s^2
+  // |d|^2).
   const auto log_s = rpe_log_widths.clamp(kLogWidthMin, kLogWidthMax);
-  const auto c = rpe_heights * at::exp(-0.5 * static_cast<double>(n) *
-                                       (std::log(2.0 * kPi) + 2.0 * log_s));
+  const auto c =
+      rpe_heights * at::exp(-0.5 * static_cast<double>(n) * (std::log(2.0 * kPi) + 2.0 * log_s));
   module.rpe->weights = c.view({h, 1});
   module.rpe->log_scale = log_s.view({h, 1});
   module.rpe->means = torch::zeros({h, 1, n}, torch::kDouble);
@@ -180,8 +192,7 @@ torch::Tensor SwarmModelImpl::attention_readout(const SwarmState& state,
                                                 const torch::Tensor& scalars) {
   const int64_t b = state.u.size(0), p = state.u.size(1), n = state.u.size(2);
   const int64_t h = options.heads(), d = options.head_dim();
-  if (options.variant() == SwarmVariant::kIndependent ||
-      options.variant() == SwarmVariant::kLSTM) {
+  if (options.variant() == SwarmVariant::kIndependent || options.variant() == SwarmVariant::kLSTM) {
     return torch::zeros({b, p, n, 2 * h}, torch::kDouble);
   }
   const auto q = query(scalars).view({b, p, h, d}).permute({0, 2, 1, 3});  // (B, H, P, D)
@@ -213,8 +224,7 @@ torch::Tensor SwarmModelImpl::attention_readout(const SwarmState& state,
 torch::Tensor SwarmModelImpl::attention_weights(const SwarmState& state) {
   const int64_t b = state.u.size(0), p = state.u.size(1), n = state.u.size(2);
   const int64_t h = options.heads(), d = options.head_dim();
-  if (options.variant() == SwarmVariant::kIndependent ||
-      options.variant() == SwarmVariant::kLSTM) {
+  if (options.variant() == SwarmVariant::kIndependent || options.variant() == SwarmVariant::kLSTM) {
     return torch::eye(p, torch::kDouble).expand({b, h, p, p}).clone();
   }
   const auto scalars = scalar_features(state);
@@ -241,8 +251,8 @@ torch::Tensor SwarmModelImpl::rpe_profile(const torch::Tensor& distance) const {
   auto spectrum = attention::RpeSpectrum(attention::RpeSpectrumOptions(h, 1).components(1));
   spectrum->to(torch::kDouble);
   const auto log_s = rpe_log_widths.clamp(kLogWidthMin, kLogWidthMax).detach();
-  spectrum->weights = (rpe_heights.detach() * at::exp(-0.5 * (std::log(2.0 * kPi) + 2.0 * log_s)))
-                          .view({h, 1});
+  spectrum->weights =
+      (rpe_heights.detach() * at::exp(-0.5 * (std::log(2.0 * kPi) + 2.0 * log_s))).view({h, 1});
   spectrum->log_scale = log_s.view({h, 1});
   spectrum->means = torch::zeros({h, 1, 1}, torch::kDouble);
   return spectrum->f(distance.to(torch::kDouble).view({1, -1, 1}));
@@ -251,8 +261,8 @@ torch::Tensor SwarmModelImpl::rpe_profile(const torch::Tensor& distance) const {
 void SwarmModelImpl::step(SwarmState& state, const torch::Tensor& noise) {
   const int64_t b = state.u.size(0), p = state.u.size(1), n = state.u.size(2);
   const int64_t h = options.heads(), hidden = options.hidden();
-  const auto scalars = scalar_features(state);                 // (B, P, S)
-  const auto sigma = state.log_sigma.exp().unsqueeze(-1);      // (B, P, 1)
+  const auto scalars = scalar_features(state);             // (B, P, S)
+  const auto sigma = state.log_sigma.exp().unsqueeze(-1);  // (B, P, 1)
   const auto to_best = soft_clip((state.best_u - state.u) / sigma);
   const auto momentum = soft_clip(state.last_step / sigma);
   torch::Tensor gradient = torch::zeros_like(state.u), has_gradient = torch::zeros_like(state.u);
@@ -275,7 +285,7 @@ void SwarmModelImpl::step(SwarmState& state, const torch::Tensor& noise) {
                   scalars.unsqueeze(2).expand({b, p, n, kSwarmScalarFeatures}), memory},
                  -1);
   const auto activations = torch::tanh(hidden_layer(head_in));  // (B, P, n, hidden)
-  const auto out = output_layer(activations);                     // (B, P, n, 2)
+  const auto out = output_layer(activations);                   // (B, P, n, 2)
   const auto centroid = readout.narrow(-1, 0, h).mean(-1);
   const auto best_centroid = readout.narrow(-1, h, h).mean(-1);
   const auto drift = prior[kToBest] * to_best + prior[kToCentroid] * centroid +
@@ -287,8 +297,9 @@ void SwarmModelImpl::step(SwarmState& state, const torch::Tensor& noise) {
   state.u = moved;
   // Step size: a learned 1/5-success rule plus a learned correction from the head's activations.
   const auto pooled = torch::cat({activations.mean(2), scalars}, -1);
-  const auto change = prior[kSuccessGain] * (state.improved - torch::sigmoid(prior[kSuccessTarget])) +
-                      kSigmaChange * torch::tanh(sigma_layer(pooled).squeeze(-1));
+  const auto change =
+      prior[kSuccessGain] * (state.improved - torch::sigmoid(prior[kSuccessTarget])) +
+      kSigmaChange * torch::tanh(sigma_layer(pooled).squeeze(-1));
   state.log_sigma = (state.log_sigma + change).clamp(kLogSigmaMin, 0.0);
 }
 
@@ -326,16 +337,16 @@ std::shared_ptr<SwarmModelImpl> model_from_archive(torch::serialize::InputArchiv
               "swarm weights: ", origin, " is not a swarm weights file");
   const auto s = sizes.to(torch::kLong);
   TORCH_CHECK(s.numel() == 8, "swarm weights: ", origin, " has a bad size record");
-  auto model = std::make_shared<SwarmModelImpl>(
-      SwarmModelOptions()
-          .variant(static_cast<SwarmVariant>(s[0].item<int64_t>()))
-          .heads(s[1].item<int64_t>())
-          .head_dim(s[2].item<int64_t>())
-          .features(s[3].item<int64_t>())
-          .rpe_features(s[4].item<int64_t>())
-          .components(s[5].item<int64_t>())
-          .hidden(s[6].item<int64_t>())
-          .seed(static_cast<uint64_t>(s[7].item<int64_t>())));
+  auto model =
+      std::make_shared<SwarmModelImpl>(SwarmModelOptions()
+                                           .variant(static_cast<SwarmVariant>(s[0].item<int64_t>()))
+                                           .heads(s[1].item<int64_t>())
+                                           .head_dim(s[2].item<int64_t>())
+                                           .features(s[3].item<int64_t>())
+                                           .rpe_features(s[4].item<int64_t>())
+                                           .components(s[5].item<int64_t>())
+                                           .hidden(s[6].item<int64_t>())
+                                           .seed(static_cast<uint64_t>(s[7].item<int64_t>())));
   model->set_flat_parameters(flat.to(torch::kDouble));
   return model;
 }
@@ -465,9 +476,9 @@ void Swarm::tell(const torch::Tensor& values, const torch::Tensor& gradients) {
     state_.gradients = torch::where(g.isfinite(), g, torch::zeros_like(g)).view({1, p, n});
   }
   evaluations_ += p;
-  state_.progress = budget_ > 0 ? std::min(1.0, static_cast<double>(evaluations_) /
-                                                    static_cast<double>(budget_))
-                                : 0.5;
+  state_.progress =
+      budget_ > 0 ? std::min(1.0, static_cast<double>(evaluations_) / static_cast<double>(budget_))
+                  : 0.5;
   torch::NoGradGuard no_grad;
   model_->step(state_, at::randn({1, p, n}, generator_, torch::kDouble));
 }

@@ -76,7 +76,9 @@ void ParticleSwarm::reset(const SearchBox& box) {
   first_ = true;
 }
 
-torch::Tensor ParticleSwarm::ask() { return x_; }
+torch::Tensor ParticleSwarm::ask() {
+  return x_;
+}
 
 void ParticleSwarm::tell(const torch::Tensor& values, const torch::Tensor& gradients) {
   check_tell(values, gradients, particles_, box_.dims());
@@ -152,7 +154,7 @@ void CmaEs::tell(const torch::Tensor& values, const torch::Tensor& gradients) {
   const auto width = box_.upper - box_.lower;
   const auto order = finite_or_worst(values).argsort();
   const auto selected = asked_.index_select(0, order.narrow(0, 0, mu_));  // (mu, n)
-  const auto y = (selected - mean_) / width / sigma_;                      // (mu, n)
+  const auto y = (selected - mean_) / width / sigma_;                     // (mu, n)
   const auto y_w = (weights_.unsqueeze(1) * y).sum(0);
   mean_ = mean_ + sigma_ * y_w * width;
   const auto inv_sqrt_c = basis_.matmul(torch::diag(1.0 / scales_)).matmul(basis_.t());
@@ -202,7 +204,9 @@ void AdamRestarts::reset(const SearchBox& box) {
   best_value_ = INFINITY;
 }
 
-torch::Tensor AdamRestarts::ask() { return x_; }
+torch::Tensor AdamRestarts::ask() {
+  return x_;
+}
 
 void AdamRestarts::restart(const torch::Tensor& which) {
   const auto fresh = uniform_in(box_, particles_, generator_);

@@ -20,7 +20,8 @@ namespace flt::optim {
 /// x: (P, n) -> (P)
 using BatchObjective = std::function<torch::Tensor(const torch::Tensor&)>;
 
-/// The search region [lower, upper] (each (n), lower < upper). Every searcher keeps its points in it.
+/// The search region [lower, upper] (each (n), lower < upper). Every searcher keeps its points in
+/// it.
 struct SearchBox {
   torch::Tensor lower, upper;
   /// [lower, upper]^n.
@@ -33,10 +34,10 @@ struct SearchBox {
 };
 
 struct SearchResult {
-  torch::Tensor best_x;      ///< (n)
-  double best_value = 0.0;   ///< f(best_x); +inf if no finite value was ever seen
-  int64_t evaluations = 0;   ///< function evaluations spent
-  std::vector<double> best_history;       ///< best value so far after each tell
+  torch::Tensor best_x;                     ///< (n)
+  double best_value = 0.0;                  ///< f(best_x); +inf if no finite value was ever seen
+  int64_t evaluations = 0;                  ///< function evaluations spent
+  std::vector<double> best_history;         ///< best value so far after each tell
   std::vector<int64_t> evaluation_history;  ///< evaluations spent after each tell
 };
 

@@ -43,7 +43,8 @@
 namespace flt::optim {
 
 enum class SwarmVariant { kFLT, kPerformer, kIndependent, kLSTM };
-std::string swarm_variant_name(SwarmVariant variant);  ///< "flt", "performer", "independent", "lstm"
+std::string swarm_variant_name(
+    SwarmVariant variant);  ///< "flt", "performer", "independent", "lstm"
 SwarmVariant swarm_variant_from_name(const std::string& name);
 std::vector<SwarmVariant> all_swarm_variants();
 
@@ -71,16 +72,16 @@ constexpr int64_t kSwarmCoordinateFeatures = 4;
 /// The swarm's state between steps, for B independent swarms of P particles in n dimensions (unit
 /// coordinates). Double precision.
 struct SwarmState {
-  torch::Tensor u;            ///< positions (B, P, n)
-  torch::Tensor values;       ///< f at u, non-finite replaced (B, P)
-  torch::Tensor best_u;       ///< each particle's best position (B, P, n)
-  torch::Tensor best_values;  ///< (B, P)
-  torch::Tensor improved;     ///< 1 where the last values beat the particle's best (B, P)
-  torch::Tensor last_step;    ///< (B, P, n)
-  torch::Tensor log_sigma;    ///< log step size per particle, unit coordinates (B, P)
-  torch::Tensor gradients;    ///< d f / d u (B, P, n) or undefined
+  torch::Tensor u;               ///< positions (B, P, n)
+  torch::Tensor values;          ///< f at u, non-finite replaced (B, P)
+  torch::Tensor best_u;          ///< each particle's best position (B, P, n)
+  torch::Tensor best_values;     ///< (B, P)
+  torch::Tensor improved;        ///< 1 where the last values beat the particle's best (B, P)
+  torch::Tensor last_step;       ///< (B, P, n)
+  torch::Tensor log_sigma;       ///< log step size per particle, unit coordinates (B, P)
+  torch::Tensor gradients;       ///< d f / d u (B, P, n) or undefined
   torch::Tensor lstm_h, lstm_c;  ///< (B * P, hidden), LSTM variant only
-  double progress = 0.0;      ///< fraction of the budget spent
+  double progress = 0.0;         ///< fraction of the budget spent
 };
 
 /// The meta-learned part: features -> attention -> head -> new positions.
@@ -114,11 +115,11 @@ class SwarmModelImpl : public torch::nn::Cloneable<SwarmModelImpl> {
   static std::shared_ptr<SwarmModelImpl> load_file(const std::string& path);
 
   SwarmModelOptions options;
-  torch::nn::Linear query{nullptr}, key{nullptr};      ///< scalar features -> H D
-  torch::Tensor rpe_heights;                           ///< h_t: (H, T)
-  torch::Tensor rpe_log_widths;                        ///< log s_t: (H, T)
+  torch::nn::Linear query{nullptr}, key{nullptr};                  ///< scalar features -> H D
+  torch::Tensor rpe_heights;                                       ///< h_t: (H, T)
+  torch::Tensor rpe_log_widths;                                    ///< log s_t: (H, T)
   torch::nn::Linear hidden_layer{nullptr}, output_layer{nullptr};  ///< per-coordinate head
-  torch::Tensor prior;       ///< hand-set base of the step, learned: (5) (see swarm.cpp)
+  torch::Tensor prior;  ///< hand-set base of the step, learned: (5) (see swarm.cpp)
   torch::nn::Linear sigma_layer{nullptr};  ///< pooled head -> change of log sigma
   torch::nn::LSTMCell lstm{nullptr};       ///< kLSTM only
 

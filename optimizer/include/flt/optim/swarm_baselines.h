@@ -49,8 +49,8 @@ class ParticleSwarm : public PopulationSearch {
 
 /// CMA-ES (mu/mu_w, lambda) with rank-one and rank-mu updates and cumulative step-size adaptation,
 /// from Hansen's tutorial (arXiv:1604.00772, Table 1 defaults). lambda = 4 + floor(3 ln n) unless
-/// given; sigma_0 = 0.3 of the box width, mean at a uniform point of the box. Samples are clipped to
-/// the box before evaluation and the clipped points enter the update.
+/// given; sigma_0 = 0.3 of the box width, mean at a uniform point of the box. Samples are clipped
+/// to the box before evaluation and the clipped points enter the update.
 class CmaEs : public PopulationSearch {
  public:
   explicit CmaEs(int64_t lambda = 0, uint64_t seed = 0);
@@ -58,7 +58,7 @@ class CmaEs : public PopulationSearch {
   torch::Tensor ask() override;
   void tell(const torch::Tensor& values, const torch::Tensor& gradients = {}) override;
   std::string name() const override { return "cma-es"; }
-  const torch::Tensor& mean() const { return mean_; }     ///< (n)
+  const torch::Tensor& mean() const { return mean_; }  ///< (n)
   double sigma() const { return sigma_; }
 
  private:
