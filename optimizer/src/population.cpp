@@ -85,6 +85,7 @@ SearchResult run_search(PopulationSearch& search, const BatchObjective& f, const
   TORCH_CHECK(budget >= 1, "run_search: budget must be >= 1 evaluation, got ", budget);
   TORCH_CHECK(static_cast<bool>(f), "run_search: the objective is empty");
   box.check("run_search");
+  search.set_budget(budget);
   search.reset(box);
   SearchResult result;
   bool seen_finite = false;

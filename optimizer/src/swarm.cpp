@@ -386,6 +386,30 @@ SwarmModel load_pretrained_swarm(SwarmVariant variant) {
   return SwarmModel(model_from_archive(archive, "the pretrained weights " + name));
 }
 
+SwarmState initial_swarm_state(int64_t batch, int64_t particles, int64_t dims, double initial_sigma,
+                               int64_t lstm_hidden, at::Generator& generator) {
+  SwarmState state;
+  state.u = at::rand({batch, particles, dims}, generator, torch::kDouble) - 0.5;
+  state.best_u = state.u.clone();
+  state.best_values = torch::full({batch, particles}, INFINITY, torch::kDouble);
+  state.last_step = torch::zeros({batch, particles, dims}, torch::kDouble);
+  state.log_sigma = torch::full({batch, particles}, std::log(initial_sigma), torch::kDouble);
+  if (lstm_hidden > 0) {
+    state.lstm_h = torch::zeros({batch * particles, lstm_hidden}, torch::kDouble);
+    state.lstm_c = torch::zeros({batch * particles, lstm_hidden}, torch::kDouble);
+  }
+  return state;
+}
+
+void observe_values(SwarmState& state, const torch::Tensor& values, double progress) {
+  const auto improved = values.isfinite() & (values < state.best_values);
+  state.best_values = torch::where(improved, values, state.best_values);
+  state.best_u = torch::where(improved.unsqueeze(-1), state.u, state.best_u);
+  state.improved = improved.to(torch::kDouble);
+  state.values = PopulationSearch::finite_or_worst(values);
+  state.progress = progress;
+}
+
 // ---- Swarm --------------------------------------------------------------------------------------
 
 namespace {
@@ -423,7 +447,6 @@ Swarm::Swarm(SwarmOptions options, SwarmModel model)
 }
 
 SearchResult Swarm::minimize(const BatchObjective& f, const SearchBox& box, int64_t budget) {
-  budget_ = options_.budget() > 0 ? options_.budget() : budget;
   return run_search(*this, f, box, budget);
 }
 
@@ -436,17 +459,10 @@ void Swarm::reset(const SearchBox& box) {
   box_ = box;
   generator_ = at::make_generator<at::CPUGeneratorImpl>(options_.seed());
   const int64_t p = options_.particles(), n = box.dims();
-  if (budget_ == 0) budget_ = options_.budget();
-  state_ = SwarmState();
-  state_.u = at::rand({1, p, n}, generator_, torch::kDouble) - 0.5;
-  state_.best_u = state_.u.clone();
-  state_.best_values = torch::full({1, p}, INFINITY, torch::kDouble);
-  state_.last_step = torch::zeros({1, p, n}, torch::kDouble);
-  state_.log_sigma = torch::full({1, p}, std::log(options_.initial_sigma()), torch::kDouble);
-  if (options_.variant() == SwarmVariant::kLSTM) {
-    state_.lstm_h = torch::zeros({p, model_->options.hidden()}, torch::kDouble);
-    state_.lstm_c = torch::zeros({p, model_->options.hidden()}, torch::kDouble);
-  }
+  if (budget_ < 0) budget_ = options_.budget();
+  state_ = initial_swarm_state(
+      1, p, n, options_.initial_sigma(),
+      options_.variant() == SwarmVariant::kLSTM ? model_->options.hidden() : 0, generator_);
   evaluations_ = 0;
   best_x_ = torch::Tensor();
   best_value_ = INFINITY;
@@ -464,11 +480,6 @@ void Swarm::tell(const torch::Tensor& values, const torch::Tensor& gradients) {
   check_tell(values, gradients, p, n);
   const auto raw = values.to(torch::kDouble).view({1, p});
   record(ask(), raw[0]);
-  const auto improved = raw.isfinite() & (raw < state_.best_values);
-  state_.best_values = torch::where(improved, raw, state_.best_values);
-  state_.best_u = torch::where(improved.unsqueeze(-1), state_.u, state_.best_u);
-  state_.improved = improved.to(torch::kDouble);
-  state_.values = finite_or_worst(raw[0]).view({1, p});
   state_.gradients = torch::Tensor();
   if (options_.use_gradients() && gradients.defined()) {
     // d f / d u = d f / d x * width; non-finite entries (a NaN particle) become 0.
@@ -476,9 +487,10 @@ void Swarm::tell(const torch::Tensor& values, const torch::Tensor& gradients) {
     state_.gradients = torch::where(g.isfinite(), g, torch::zeros_like(g)).view({1, p, n});
   }
   evaluations_ += p;
-  state_.progress =
+  observe_values(
+      state_, raw,
       budget_ > 0 ? std::min(1.0, static_cast<double>(evaluations_) / static_cast<double>(budget_))
-                  : 0.5;
+                  : 0.5);
   torch::NoGradGuard no_grad;
   model_->step(state_, at::randn({1, p, n}, generator_, torch::kDouble));
 }

@@ -235,7 +235,7 @@ void AdamRestarts::tell(const torch::Tensor& values, const torch::Tensor& gradie
   const auto v_hat = v_ / (1.0 - torch::pow(kBeta2, t));
   x_ = clip_to(box_, x_ - lr_ * (box_.upper - box_.lower) * m_hat / (v_hat.sqrt() + kEps));
   // A run restarts when it stalls, or when its point gave no finite value.
-  restart(stale_ >= static_cast<double>(patience_) | ~values.isfinite());
+  restart((stale_ >= static_cast<double>(patience_)) | ~values.isfinite());
 }
 
 }  // namespace flt::optim

@@ -24,6 +24,7 @@
 #include "flt/optim/population.h"
 #include "flt/optim/swarm.h"
 #include "flt/optim/swarm_baselines.h"
+#include "flt/optim/swarm_train.h"
 #include "flt/optim/tasks.h"
 #include "flt/runtime.h"
 #include "flt/version.h"

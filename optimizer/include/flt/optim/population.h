@@ -51,6 +51,9 @@ class PopulationSearch {
   virtual torch::Tensor ask() = 0;
   /// Values (P) of the points of the last ask; gradients (P, n) when `needs_gradients()`.
   virtual void tell(const torch::Tensor& values, const torch::Tensor& gradients = {}) = 0;
+  /// The evaluation budget of the coming search (run_search calls it before reset); searchers that
+  /// plan by it (the swarm's progress feature) keep it.
+  virtual void set_budget(int64_t /*budget*/) {}
   /// Whether tell needs the gradients of the objective (only Adam restarts do).
   virtual bool needs_gradients() const { return false; }
   virtual std::string name() const = 0;

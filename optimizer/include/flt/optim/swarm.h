@@ -84,6 +84,14 @@ struct SwarmState {
   double progress = 0.0;         ///< fraction of the budget spent
 };
 
+/// B swarms of P particles at uniform points of the unit box, every step size `initial_sigma`.
+/// `lstm_hidden` > 0 sizes the LSTM state.
+SwarmState initial_swarm_state(int64_t batch, int64_t particles, int64_t dims, double initial_sigma,
+                               int64_t lstm_hidden, at::Generator& generator);
+/// Takes in the values (B, P) at the state's positions (NaN / inf allowed): the particles' bests,
+/// whether they improved, values for the features (non-finite ones rank last), the progress.
+void observe_values(SwarmState& state, const torch::Tensor& values, double progress);
+
 /// The meta-learned part: features -> attention -> head -> new positions.
 class SwarmModelImpl : public torch::nn::Cloneable<SwarmModelImpl> {
  public:
@@ -147,7 +155,8 @@ struct SwarmOptions {
   TORCH_ARG(double, initial_sigma) = 0.2;
   /// Feed gradients to the head (the searcher then needs them).
   TORCH_ARG(bool, use_gradients) = false;
-  /// The evaluation budget the caller plans (the progress feature); 0: run_search sets it.
+  /// The evaluation budget an ask/tell caller plans (the progress feature); minimize and
+  /// run_search set it from their budget.
   TORCH_ARG(int64_t, budget) = 0;
   TORCH_ARG(uint64_t, seed) = 0;
   /// Meta-weights file; empty: the pretrained weights of `variant` (untrained if none ship).
@@ -170,8 +179,9 @@ class Swarm : public PopulationSearch {
   bool needs_gradients() const override { return options_.use_gradients(); }
   std::string name() const override { return "swarm-" + swarm_variant_name(options_.variant()); }
 
-  /// Sets the budget the progress feature divides by (run_search calls it).
-  void set_budget(int64_t budget) { budget_ = budget; }
+  /// Sets the budget the progress feature divides by (run_search calls it; without any budget the
+  /// progress feature stays at 1/2).
+  void set_budget(int64_t budget) override { budget_ = budget; }
   const SwarmOptions& options() const { return options_; }
   SwarmModel model() const { return model_; }
   /// The current state (unit coordinates) and the box, for drawing.
@@ -186,7 +196,7 @@ class Swarm : public PopulationSearch {
   SearchBox box_;
   SwarmState state_;
   at::Generator generator_;
-  int64_t budget_ = 0, evaluations_ = 0;
+  int64_t budget_ = -1, evaluations_ = 0;
   bool started_ = false;  ///< the first tell has happened
 };
 
