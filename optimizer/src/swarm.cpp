@@ -15,7 +15,8 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 // Log step size in unit coordinates stays in [kLogSigmaMin, 0] (a step never exceeds the box).
-const double kLogSigmaMin = std::log(1e-9);
+// Log step scale relative to the swarm's spread stays in [-kLogScaleLimit, kLogScaleLimit].
+constexpr double kLogScaleLimit = 10.0;
 // RPE widths s (spectral std of each head's Gaussian bump), kept in a range where (2 pi s^2)^{n/2}
 // stays representable in double for n up to a few hundred.
 constexpr double kLogWidthMin = -4.0, kLogWidthMax = 1.0;
@@ -32,6 +33,17 @@ enum Prior {
   kSuccessTarget,
   kPriorCount
 };
+
+// The swarm's RMS deviation per coordinate, (B, P, n) -> (B, 1); floored so a collapsed swarm
+// still has a unit.
+torch::Tensor swarm_spread(const torch::Tensor& u) {
+  return (u - u.mean(1, true)).pow(2).mean({1, 2}).sqrt().clamp_min(1e-12).unsqueeze(1);
+}
+
+// Step unit per particle: the swarm's spread times the particle's learned scale. -> (B, P)
+torch::Tensor step_unit(const SwarmState& state) {
+  return swarm_spread(state.u) * state.log_sigma.exp();
+}
 
 // Bounded features: about x for |x| << 5, saturating at +-5 (steps can be many sigma long).
 torch::Tensor soft_clip(const torch::Tensor& x) {
@@ -87,30 +99,42 @@ void SwarmModelImpl::reset() {
   torch::manual_seed(options.seed());  // the initial meta-weights follow the seed
   query = register_module("query", torch::nn::Linear(kSwarmScalarFeatures, h * d));
   key = register_module("key", torch::nn::Linear(kSwarmScalarFeatures, h * d));
-  // Head h's RPE bump: spatial width 1 / (2 pi s_h) from 3 down by factors of 3 (in units of the
-  // swarm's step), height 1: nearer particles weigh up to e times more at the start.
-  rpe_heights = register_parameter("rpe_heights", torch::ones({h}, torch::kDouble));
+  // Head h's RPE bump: spatial std 1 / (2 pi s_h) of 0.5 swarm spreads, then 3 times narrower per
+  // head; height 2: near particles weigh up to e^2 times more at the start.
+  rpe_heights = register_parameter("rpe_heights", torch::full({h}, 2.0, torch::kDouble));
   rpe_log_widths = register_parameter(
       "rpe_log_widths",
-      (std::log(1.0 / (2.0 * kPi * 3.0)) + std::log(3.0) * torch::arange(h, torch::kDouble)));
+      (std::log(1.0 / (2.0 * kPi * 0.5)) + std::log(3.0) * torch::arange(h, torch::kDouble)));
   const int64_t head_in = kSwarmCoordinateFeatures + 2 * h + kSwarmScalarFeatures + hidden;
   hidden_layer = register_module("hidden_layer", torch::nn::Linear(head_in, hidden));
   output_layer = register_module("output_layer", torch::nn::Linear(hidden, 2));
   sigma_layer = register_module("sigma_layer", torch::nn::Linear(hidden + kSwarmScalarFeatures, 1));
   {
-    // The learned residuals start small: the untrained swarm is the hand-set base rule below.
+    // Attention starts by favouring particles whose best ranks high: q = 1, k = -a rank(best), so
+    // q.k / sqrt(D) spans 4 from the best particle to the worst (e^4 in weight).
     torch::NoGradGuard no_grad;
-    output_layer->weight.mul_(0.1);
+    query->weight.zero_();
+    query->bias.fill_(1.0);
+    key->weight.zero_();
+    key->weight.select(1, /*rank of best=*/1).fill_(4.0 / std::sqrt(static_cast<double>(d)));
+    key->bias.zero_();
+  }
+  {
+    // The learned residuals start at zero: the untrained swarm is the base rule below (evolution
+    // strategies still move the zero layers, unlike back-propagation through a zero product).
+    torch::NoGradGuard no_grad;
+    output_layer->weight.zero_();
     output_layer->bias.zero_();
-    sigma_layer->weight.mul_(0.1);
+    sigma_layer->weight.zero_();
     sigma_layer->bias.zero_();
   }
-  // The base of the step, in sigma units: towards the own best, towards the attention centroids
-  // of positions and of bests, momentum, log noise scale, and the 1/5-success-rule gain and target
-  // rate (as logit) of the step size. Meta-training moves all of them.
-  prior = register_parameter(
-      "prior",
-      torch::tensor({0.3, 0.3, 0.5, 0.3, std::log(0.7), 0.2, std::log(0.2 / 0.8)}, torch::kDouble));
+  // The step's base: Clerc-Kennedy constriction (chi = 0.7298, chi c = 1.4962) for the attractions
+  // to the own best and to the centroid of bests and for momentum, none to the centroid of
+  // positions; noise 0.01 sigma; success-rule gain 0 and target rate 1/5. Meta-training moves them
+  // all.
+  prior = register_parameter("prior", torch::tensor({1.4962, 0.0, 1.4962, 0.7298, std::log(0.01),
+                                                     0.0, std::log(0.2 / 0.8)},
+                                                    torch::kDouble));
   if (options.variant() == SwarmVariant::kLSTM) {
     lstm = register_module("lstm", torch::nn::LSTMCell(kSwarmScalarFeatures, hidden));
   } else {
@@ -139,9 +163,9 @@ torch::Tensor SwarmModelImpl::scalar_features(const SwarmState& state) const {
 }
 
 torch::Tensor SwarmModelImpl::rpe_positions(const SwarmState& state) const {
-  const double n = static_cast<double>(state.u.size(-1));
-  const auto typical = state.log_sigma.mean(-1).exp().view({-1, 1, 1});  // (B, 1, 1)
-  return state.u / (typical * std::sqrt(n));
+  // The swarm's RMS spread per coordinate: distances in units of the swarm's own size, so one f
+  // fits every box, dimension and stage of convergence.
+  return state.u / swarm_spread(state.u).unsqueeze(-1);
 }
 
 attention::Attention& SwarmModelImpl::attention_for(int64_t n) {
@@ -188,37 +212,39 @@ attention::Attention& SwarmModelImpl::attention_for(int64_t n) {
   return module;
 }
 
-torch::Tensor SwarmModelImpl::attention_readout(const SwarmState& state,
-                                                const torch::Tensor& scalars) {
+torch::Tensor SwarmModelImpl::attention_centroids(const SwarmState& state,
+                                                  const torch::Tensor& scalars) {
   const int64_t b = state.u.size(0), p = state.u.size(1), n = state.u.size(2);
   const int64_t h = options.heads(), d = options.head_dim();
+  const auto v = torch::cat({state.u, state.best_u}, -1).unsqueeze(1).expand({b, h, p, 2 * n});
   if (options.variant() == SwarmVariant::kIndependent || options.variant() == SwarmVariant::kLSTM) {
-    return torch::zeros({b, p, n, 2 * h}, torch::kDouble);
+    return v;  // each particle attends to itself only
   }
   const auto q = query(scalars).view({b, p, h, d}).permute({0, 2, 1, 3});  // (B, H, P, D)
   const auto k = key(scalars).view({b, p, h, d}).permute({0, 2, 1, 3});
-  const auto v = torch::cat({state.u, state.best_u}, -1).unsqueeze(1).expand({b, h, p, 2 * n});
-  torch::Tensor out;  // (B, H, P, 2n)
-  if (options.variant() == SwarmVariant::kFLT) {
-    auto& module = static_cast<attention::FLTAttentionImpl&>(attention_for(n));
-    // Each head's frequencies come from its own spectrum width: draw from a Gaussian of that
-    // width by running the heads one at a time with the proposal set to it.
-    std::vector<torch::Tensor> heads;
-    const auto log_s = rpe_log_widths.clamp(kLogWidthMin, kLogWidthMax);
-    const auto positions = rpe_positions(state);
-    for (int64_t i = 0; i < h; ++i) {
-      module.log_proposal_sigma = log_s[i];
-      heads.push_back(module.forward(q, k, v, {false, positions}).select(1, i));
-    }
-    out = torch::stack(heads, 1);
-  } else {
-    out = attention_for(n).forward(q, k, v);
+  if (options.variant() == SwarmVariant::kPerformer) return attention_for(n).forward(q, k, v);
+  auto& module = static_cast<attention::FLTAttentionImpl&>(attention_for(n));
+  // Each head's frequencies come from its own spectrum width: run the heads one at a time with the
+  // proposal set to that width.
+  std::vector<torch::Tensor> heads;
+  const auto log_s = rpe_log_widths.clamp(kLogWidthMin, kLogWidthMax);
+  const auto positions = rpe_positions(state);
+  for (int64_t i = 0; i < h; ++i) {
+    module.log_proposal_sigma = log_s[i];
+    heads.push_back(module.forward(q, k, v, {false, positions}).select(1, i));
   }
-  const auto sigma = state.log_sigma.exp().view({b, 1, p, 1});
-  const auto u2 = state.u.unsqueeze(1);
-  const auto to_centroid = (out.narrow(-1, 0, n) - u2) / sigma;       // (B, H, P, n)
-  const auto to_best_centroid = (out.narrow(-1, n, n) - u2) / sigma;  // (B, H, P, n)
-  return soft_clip(torch::cat({to_centroid, to_best_centroid}, 1).permute({0, 2, 3, 1}));
+  return torch::stack(heads, 1);
+}
+
+torch::Tensor SwarmModelImpl::attention_readout(const SwarmState& state,
+                                                const torch::Tensor& scalars) {
+  const int64_t b = state.u.size(0), p = state.u.size(1), n = state.u.size(2);
+  const int64_t h = options.heads();
+  const auto offsets = attention_centroids(state, scalars) - state.u.repeat({1, 1, 2}).unsqueeze(1);
+  const auto sigma = step_unit(state).view({b, 1, p, 1});
+  // (B, H, P, 2, n) -> (B, P, n, 2, H) -> (B, P, n, 2H): [to centroid per head, to best per head]
+  return soft_clip(
+      (offsets / sigma).view({b, h, p, 2, n}).permute({0, 2, 4, 3, 1}).reshape({b, p, n, 2 * h}));
 }
 
 torch::Tensor SwarmModelImpl::attention_weights(const SwarmState& state) {
@@ -261,17 +287,25 @@ torch::Tensor SwarmModelImpl::rpe_profile(const torch::Tensor& distance) const {
 void SwarmModelImpl::step(SwarmState& state, const torch::Tensor& noise) {
   const int64_t b = state.u.size(0), p = state.u.size(1), n = state.u.size(2);
   const int64_t h = options.heads(), hidden = options.hidden();
-  const auto scalars = scalar_features(state);             // (B, P, S)
-  const auto sigma = state.log_sigma.exp().unsqueeze(-1);  // (B, P, 1)
-  const auto to_best = soft_clip((state.best_u - state.u) / sigma);
-  const auto momentum = soft_clip(state.last_step / sigma);
+  TORCH_CHECK(noise.dim() == 4 && noise.size(0) == b && noise.size(1) == p && noise.size(2) == n &&
+                  noise.size(3) == kSwarmNoiseChannels,
+              "SwarmModel::step: noise must have shape (", b, ", ", p, ", ", n, ", ",
+              kSwarmNoiseChannels, "), got ", noise.sizes());
+  const auto scalars = scalar_features(state);        // (B, P, S)
+  const auto sigma = step_unit(state).unsqueeze(-1);  // (B, P, 1)
+  const auto to_best = state.best_u - state.u;
   torch::Tensor gradient = torch::zeros_like(state.u), has_gradient = torch::zeros_like(state.u);
   if (state.gradients.defined()) {
     const auto rms = state.gradients.pow(2).mean(-1, true).sqrt() + 1e-30;
     gradient = soft_clip(state.gradients / rms);
     has_gradient = torch::ones_like(state.u);
   }
-  const auto readout = attention_readout(state, scalars);  // (B, P, n, 2H)
+  const auto centroids = attention_centroids(state, scalars);  // (B, H, P, 2n)
+  const auto offsets = centroids - state.u.repeat({1, 1, 2}).unsqueeze(1);
+  const auto readout = soft_clip((offsets / sigma.unsqueeze(1))
+                                     .view({b, h, p, 2, n})
+                                     .permute({0, 2, 4, 3, 1})
+                                     .reshape({b, p, n, 2 * h}));  // (B, P, n, 2H)
   torch::Tensor memory = torch::zeros({b, p, n, hidden}, torch::kDouble);
   if (options.variant() == SwarmVariant::kLSTM) {
     auto hc = lstm(scalars.reshape({b * p, kSwarmScalarFeatures}),
@@ -280,27 +314,37 @@ void SwarmModelImpl::step(SwarmState& state, const torch::Tensor& noise) {
     state.lstm_c = std::get<1>(hc);
     memory = state.lstm_h.view({b, p, 1, hidden}).expand({b, p, n, hidden});
   }
-  const auto head_in =
-      torch::cat({torch::stack({to_best, momentum, gradient, has_gradient}, -1), readout,
-                  scalars.unsqueeze(2).expand({b, p, n, kSwarmScalarFeatures}), memory},
-                 -1);
+  const auto head_in = torch::cat(
+      {torch::stack(
+           {soft_clip(to_best / sigma), soft_clip(state.last_step / sigma), gradient, has_gradient},
+           -1),
+       readout, scalars.unsqueeze(2).expand({b, p, n, kSwarmScalarFeatures}), memory},
+      -1);
   const auto activations = torch::tanh(hidden_layer(head_in));  // (B, P, n, hidden)
   const auto out = output_layer(activations);                   // (B, P, n, 2)
-  const auto centroid = readout.narrow(-1, 0, h).mean(-1);
-  const auto best_centroid = readout.narrow(-1, h, h).mean(-1);
-  const auto drift = prior[kToBest] * to_best + prior[kToCentroid] * centroid +
-                     prior[kToBestCentroid] * best_centroid + prior[kMomentum] * momentum +
-                     out.select(-1, 0);
+  // The base is PSO's constricted update with the attention centroids as the social attractors:
+  // momentum, and attractions to the own best and to the centroids of positions and of bests, each
+  // scaled by a uniform draw per coordinate; then the head's drift and Gaussian noise in sigma
+  // units. Steps are at most one box width.
+  const auto mean_offsets = offsets.mean(1);  // (B, P, 2n)
+  const auto uniform = 0.5 * (1.0 + torch::erf(noise.narrow(-1, 1, 3) / std::sqrt(2.0)));
+  const auto base = prior[kMomentum] * state.last_step +
+                    prior[kToBest] * uniform.select(-1, 0) * to_best +
+                    prior[kToCentroid] * uniform.select(-1, 1) * mean_offsets.narrow(-1, 0, n) +
+                    prior[kToBestCentroid] * uniform.select(-1, 2) * mean_offsets.narrow(-1, n, n);
   const auto noise_scale = torch::exp((prior[kLogNoise] + out.select(-1, 1)).clamp(-10.0, 3.0));
-  const auto moved = (state.u + sigma * (drift + noise_scale * noise)).clamp(-0.5, 0.5);
+  const auto step =
+      (base + sigma * (out.select(-1, 0) + noise_scale * noise.select(-1, 0))).clamp(-1.0, 1.0);
+  const auto moved = (state.u + step).clamp(-0.5, 0.5);
   state.last_step = moved - state.u;
   state.u = moved;
-  // Step size: a learned 1/5-success rule plus a learned correction from the head's activations.
+  // Step scale (relative to the spread): a learned success rule (gain 0 at the start) plus a
+  // learned correction from the head's activations.
   const auto pooled = torch::cat({activations.mean(2), scalars}, -1);
   const auto change =
       prior[kSuccessGain] * (state.improved - torch::sigmoid(prior[kSuccessTarget])) +
       kSigmaChange * torch::tanh(sigma_layer(pooled).squeeze(-1));
-  state.log_sigma = (state.log_sigma + change).clamp(kLogSigmaMin, 0.0);
+  state.log_sigma = (state.log_sigma + change).clamp(-kLogScaleLimit, kLogScaleLimit);
 }
 
 torch::Tensor SwarmModelImpl::flat_parameters() const {
@@ -326,8 +370,7 @@ void SwarmModelImpl::set_flat_parameters(const torch::Tensor& flat) {
 namespace {
 torch::Tensor sizes_of(const SwarmModelOptions& o) {
   return torch::tensor({static_cast<int64_t>(o.variant()), o.heads(), o.head_dim(), o.features(),
-                        o.rpe_features(), o.components(), o.hidden(),
-                        static_cast<int64_t>(o.seed())});
+                        o.rpe_features(), o.hidden(), static_cast<int64_t>(o.seed())});
 }
 
 std::shared_ptr<SwarmModelImpl> model_from_archive(torch::serialize::InputArchive& archive,
@@ -336,7 +379,7 @@ std::shared_ptr<SwarmModelImpl> model_from_archive(torch::serialize::InputArchiv
   TORCH_CHECK(archive.try_read("swarm_sizes", sizes) && archive.try_read("swarm_weights", flat),
               "swarm weights: ", origin, " is not a swarm weights file");
   const auto s = sizes.to(torch::kLong);
-  TORCH_CHECK(s.numel() == 8, "swarm weights: ", origin, " has a bad size record");
+  TORCH_CHECK(s.numel() == 7, "swarm weights: ", origin, " has a bad size record");
   auto model =
       std::make_shared<SwarmModelImpl>(SwarmModelOptions()
                                            .variant(static_cast<SwarmVariant>(s[0].item<int64_t>()))
@@ -344,9 +387,8 @@ std::shared_ptr<SwarmModelImpl> model_from_archive(torch::serialize::InputArchiv
                                            .head_dim(s[2].item<int64_t>())
                                            .features(s[3].item<int64_t>())
                                            .rpe_features(s[4].item<int64_t>())
-                                           .components(s[5].item<int64_t>())
-                                           .hidden(s[6].item<int64_t>())
-                                           .seed(static_cast<uint64_t>(s[7].item<int64_t>())));
+                                           .hidden(s[5].item<int64_t>())
+                                           .seed(static_cast<uint64_t>(s[6].item<int64_t>())));
   model->set_flat_parameters(flat.to(torch::kDouble));
   return model;
 }
@@ -392,7 +434,10 @@ SwarmState initial_swarm_state(int64_t batch, int64_t particles, int64_t dims, d
   state.u = at::rand({batch, particles, dims}, generator, torch::kDouble) - 0.5;
   state.best_u = state.u.clone();
   state.best_values = torch::full({batch, particles}, INFINITY, torch::kDouble);
-  state.last_step = torch::zeros({batch, particles, dims}, torch::kDouble);
+  // First "last step": half the way to another uniform point, as PSO's initial velocity (SPSO
+  // 2011).
+  state.last_step =
+      0.5 * (at::rand({batch, particles, dims}, generator, torch::kDouble) - 0.5 - state.u);
   state.log_sigma = torch::full({batch, particles}, std::log(initial_sigma), torch::kDouble);
   if (lstm_hidden > 0) {
     state.lstm_h = torch::zeros({batch * particles, lstm_hidden}, torch::kDouble);
@@ -492,7 +537,7 @@ void Swarm::tell(const torch::Tensor& values, const torch::Tensor& gradients) {
       budget_ > 0 ? std::min(1.0, static_cast<double>(evaluations_) / static_cast<double>(budget_))
                   : 0.5);
   torch::NoGradGuard no_grad;
-  model_->step(state_, at::randn({1, p, n}, generator_, torch::kDouble));
+  model_->step(state_, at::randn({1, p, n, kSwarmNoiseChannels}, generator_, torch::kDouble));
 }
 
 torch::Tensor Swarm::attention_weights() {

@@ -92,7 +92,7 @@ torch::Tensor swarm_episode_loss(SwarmModelImpl& model, const std::vector<Rastri
     best_true = torch::minimum(best_true, std::get<0>(clean.min(-1)));
     running = running + torch::log1p(best_true);
     observe_values(state, measured, static_cast<double>(t + 1) / static_cast<double>(steps));
-    model.step(state, at::randn({b, particles, n}, gen, torch::kDouble));
+    model.step(state, at::randn({b, particles, n, kSwarmNoiseChannels}, gen, torch::kDouble));
   }
   return 0.5 * running / static_cast<double>(steps) + 0.5 * torch::log1p(best_true);
 }

@@ -8,19 +8,25 @@
 // per coordinate, its way back to its own best, its last step, and the gradient when given) and
 // attends to all particles:
 //   q_i = W_q s_i, k_j = W_k s_j (s: the particle's scalar features), v_j = [u_j, best_j],
-//   positions r_i = u_i / (sigma_bar sqrt(n)) (RMS distance per coordinate in units of the swarm's
-//   typical step), RPE mask f(r_i - r_j) learned through its spectrum.
+//   positions r_i = u_i / spread (spread: the swarm's RMS deviation per coordinate), RPE mask
+//   f(r_i - r_j) learned through its spectrum.
 // The read-out o_i (a learned, distance- and value-weighted centroid of positions and of bests)
-// enters the per-coordinate head as (o_i - u_i) / sigma_i. The head gives a drift a and a noise
-// scale b per coordinate and a change of the particle's log step size:
-//   u_i <- clip(u_i + sigma_i (a_i + exp(b_i) z_i)),  z_i ~ N(0, I) from the swarm's generator.
+// enters the per-coordinate head as (o_i - u_i) / sigma_i. The step's base is PSO's constricted
+// update with o_i as the social attractor (with every coefficient learned):
+//   base_i = w m_i + c1 r1 (best_i - u_i) + c2 r2 (o_pos_i - u_i) + c3 r3 (o_best_i - u_i),
+// r uniform per coordinate; the head adds a drift a and noise of scale exp(b) in units sigma_i (the
+// swarm's RMS spread per coordinate times a per-particle learned scale):
+//   u_i <- clip(u_i + base_i + sigma_i (a_i + exp(b_i) z_i)),  z_i ~ N(0, I),
+// and changes the particle's log step size (a learned 1/5-success rule plus a learned term). So
+// the RPE works like a learned neighbourhood topology (local-best PSO), Performer like global-best.
 //
-// The spectrum is isotropic so that one set of meta-weights serves every dimension n: a Gaussian
-// mixture with zero means, g(xi) = sum_t c_t exp(-|xi|^2 / (2 s_t^2)), whose f is a sum of Gaussian
-// bumps f(d) = sum_t h_t exp(-2 pi^2 s_t^2 |d|^2) of learned heights h_t (any sign) and widths. The
-// swarm learns (h_t, log s_t) and, for each n, writes c_t = h_t (2 pi s_t^2)^{-n/2} into the
-// library's RpeSpectrum of an FLTAttention with position_dim n; the frequencies are drawn from a
-// Gaussian as wide as the widest component (so a_t = g / p has finite variance in any n).
+// The RPE is isotropic so that one set of meta-weights serves every dimension n: head h's f is a
+// Gaussian bump f_h(d) = c_h exp(-2 pi^2 s_h^2 |d|^2) of learned height c_h (any sign) and spectral
+// width s_h, i.e. the library's Gaussian-mixture spectrum with one component at mean 0,
+// g_h(xi) = c_h (2 pi s_h^2)^{-n/2} exp(-|xi|^2 / (2 s_h^2)), which the swarm writes into the
+// RpeSpectrum of an FLTAttention with position_dim n. Each head draws its frequencies from a
+// Gaussian of its own width, so a_t = g / p is constant: one proposal shared by bumps of width
+// ratio rho would give a_t a variance growing like (rho^4 / (2 rho^2 - 1))^{n/2}, hopeless in 30-D.
 //
 // Variants (same API, same head): kFLT (default), kPerformer (the same attention without RPE),
 // kIndependent (no attention: each particle sees only itself), kLSTM (no attention; an LSTM cell
@@ -57,8 +63,6 @@ struct SwarmModelOptions {
   /// Attention random features m and RPE random features r.
   TORCH_ARG(int64_t, features) = 32;
   TORCH_ARG(int64_t, rpe_features) = 32;
-  /// Components T of the isotropic RPE spectrum.
-  TORCH_ARG(int64_t, components) = 3;
   /// Hidden width of the per-coordinate head (and of the LSTM).
   TORCH_ARG(int64_t, hidden) = 16;
   /// Seed of the random features (the draws are part of the meta-weights).
@@ -68,23 +72,27 @@ struct SwarmModelOptions {
 /// Scalar features per particle, and per-coordinate features (without the attention read-out).
 constexpr int64_t kSwarmScalarFeatures = 7;
 constexpr int64_t kSwarmCoordinateFeatures = 4;
+/// Random draws per particle and coordinate and step: the Gaussian step noise and three uniform
+/// factors of the attractions (as normal draws through the normal CDF).
+constexpr int64_t kSwarmNoiseChannels = 4;
 
 /// The swarm's state between steps, for B independent swarms of P particles in n dimensions (unit
 /// coordinates). Double precision.
 struct SwarmState {
-  torch::Tensor u;               ///< positions (B, P, n)
-  torch::Tensor values;          ///< f at u, non-finite replaced (B, P)
-  torch::Tensor best_u;          ///< each particle's best position (B, P, n)
-  torch::Tensor best_values;     ///< (B, P)
-  torch::Tensor improved;        ///< 1 where the last values beat the particle's best (B, P)
-  torch::Tensor last_step;       ///< (B, P, n)
-  torch::Tensor log_sigma;       ///< log step size per particle, unit coordinates (B, P)
-  torch::Tensor gradients;       ///< d f / d u (B, P, n) or undefined
+  torch::Tensor u;            ///< positions (B, P, n)
+  torch::Tensor values;       ///< f at u, non-finite replaced (B, P)
+  torch::Tensor best_u;       ///< each particle's best position (B, P, n)
+  torch::Tensor best_values;  ///< (B, P)
+  torch::Tensor improved;     ///< 1 where the last values beat the particle's best (B, P)
+  torch::Tensor last_step;    ///< (B, P, n)
+  torch::Tensor log_sigma;    ///< log step unit per particle, relative to the swarm spread (B, P)
+  torch::Tensor gradients;    ///< d f / d u (B, P, n) or undefined
   torch::Tensor lstm_h, lstm_c;  ///< (B * P, hidden), LSTM variant only
   double progress = 0.0;         ///< fraction of the budget spent
 };
 
-/// B swarms of P particles at uniform points of the unit box, every step size `initial_sigma`.
+/// B swarms of P particles at uniform points of the unit box, every step unit `initial_sigma`
+/// times the spread.
 /// `lstm_hidden` > 0 sizes the LSTM state.
 SwarmState initial_swarm_state(int64_t batch, int64_t particles, int64_t dims, double initial_sigma,
                                int64_t lstm_hidden, at::Generator& generator);
@@ -100,17 +108,19 @@ class SwarmModelImpl : public torch::nn::Cloneable<SwarmModelImpl> {
   void pretty_print(std::ostream& stream) const override;
 
   /// One step: reads `state` (after its values were told) and writes the new positions, step sizes
-  /// and last steps into it. noise: (B, P, n) standard normal draws.
+  /// and last steps into it. noise: (B, P, n, kSwarmNoiseChannels) standard normal draws.
   void step(SwarmState& state, const torch::Tensor& noise);
 
   /// Scalar features. state -> (B, P, kSwarmScalarFeatures)
   torch::Tensor scalar_features(const SwarmState& state) const;
-  /// The attention read-out [centroid of positions, centroid of bests] per head.
-  /// -> (B, P, n, 2H) as (o - u) / sigma; zeros for kIndependent and kLSTM.
+  /// The attention centroids [of positions, of bests] per head. -> (B, H, P, 2n); kIndependent
+  /// and kLSTM: the particle's own [u, best].
+  torch::Tensor attention_centroids(const SwarmState& state, const torch::Tensor& scalars);
+  /// The head's view of the centroids, (o - u) / sigma soft-clipped. -> (B, P, n, 2H)
   torch::Tensor attention_readout(const SwarmState& state, const torch::Tensor& scalars);
   /// The attention weights among particles (B, H, P, P) (FLT and Performer; others: identity).
   torch::Tensor attention_weights(const SwarmState& state);
-  /// The learned RPE f at distances (RMS per coordinate, in units of the swarm's step) per head.
+  /// The learned RPE f at distances (in units of the swarm's RMS spread per coordinate) per head.
   /// distance: (N) -> (H, N). kFLT only.
   torch::Tensor rpe_profile(const torch::Tensor& distance) const;
 
@@ -151,8 +161,8 @@ struct SwarmOptions {
   /// Particles P (>= 2).
   TORCH_ARG(int64_t, particles) = 16;
   TORCH_ARG(SwarmVariant, variant) = SwarmVariant::kFLT;
-  /// Initial step size in unit coordinates (fraction of the box width), > 0.
-  TORCH_ARG(double, initial_sigma) = 0.2;
+  /// Initial step unit relative to the swarm's spread (RMS deviation per coordinate), > 0.
+  TORCH_ARG(double, initial_sigma) = 1.0;
   /// Feed gradients to the head (the searcher then needs them).
   TORCH_ARG(bool, use_gradients) = false;
   /// The evaluation budget an ask/tell caller plans (the progress feature); minimize and
