@@ -28,29 +28,6 @@ using flt::demos::library_name;
 
 namespace {
 
-// Median over seeds of the best-so-far at each of `points` evaluation counts. -> (x, y)
-std::pair<std::vector<double>, std::vector<double>> median_curve(
-    const std::vector<fo::ComparisonRun>& runs, const std::string& function,
-    const std::string& searcher, int64_t budget, int points) {
-  std::vector<double> xs, ys;
-  for (int i = 1; i <= points; ++i) {
-    const auto at = static_cast<int64_t>(static_cast<double>(budget) * i / points);
-    std::vector<double> values;
-    for (const auto& r : runs) {
-      if (r.function != function || r.searcher != searcher) continue;
-      const auto& e = r.result.evaluation_history;
-      const auto it = std::upper_bound(e.begin(), e.end(), at);
-      if (it == e.begin()) continue;
-      values.push_back(r.result.best_history[static_cast<size_t>(it - e.begin() - 1)]);
-    }
-    if (values.empty()) continue;
-    std::sort(values.begin(), values.end());
-    xs.push_back(static_cast<double>(at));
-    ys.push_back(std::max(values[values.size() / 2], 1e-12));  // log axis
-  }
-  return {xs, ys};
-}
-
 int run_eval(const fo::ComparisonOptions& base, const std::string& out_dir, bool tune) {
   auto options = base;
   if (tune) {
@@ -104,7 +81,8 @@ int run_eval(const fo::ComparisonOptions& base, const std::string& out_dir, bool
     const int64_t budget = options.budget_per_dim * f.box.dims();
     std::vector<fd::XySeries> series;
     for (size_t i = 0; i < searchers.size(); ++i) {
-      auto curve = median_curve(runs, f.name, searchers[i], budget, 60);
+      auto curve = fo::median_best_curve(runs, f.name, searchers[i], budget, 60);
+      for (auto& y : curve.second) y = std::max(y, 1e-12);  // log axis
       series.push_back({searchers[i], curve.first, curve.second, fd::series_color(i)});
     }
     fd::Canvas canvas(760, 460);

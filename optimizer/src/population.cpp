@@ -96,6 +96,7 @@ SearchResult run_search(PopulationSearch& search, const BatchObjective& f, const
     auto x = points.narrow(0, 0, take).detach();
     torch::Tensor values, gradients;
     if (search.needs_gradients()) {
+      torch::AutoGradMode with_grad(true);  // also under a caller's NoGradGuard
       x = x.clone().requires_grad_(true);
       const auto y = f(x);
       TORCH_CHECK(y.defined() && y.dim() == 1 && y.size(0) == take,

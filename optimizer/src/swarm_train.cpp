@@ -316,6 +316,28 @@ std::vector<ComparisonRun> compare_searchers(const ComparisonOptions& options) {
   return runs;
 }
 
+std::pair<std::vector<double>, std::vector<double>> median_best_curve(
+    const std::vector<ComparisonRun>& runs, const std::string& function,
+    const std::string& searcher, int64_t budget, int points) {
+  std::vector<double> xs, ys;
+  for (int i = 1; i <= points; ++i) {
+    const auto at = static_cast<int64_t>(static_cast<double>(budget) * i / points);
+    std::vector<double> values;
+    for (const auto& r : runs) {
+      if (r.function != function || r.searcher != searcher) continue;
+      const auto& e = r.result.evaluation_history;
+      const auto it = std::upper_bound(e.begin(), e.end(), at);
+      if (it == e.begin()) continue;
+      values.push_back(r.result.best_history[static_cast<size_t>(it - e.begin() - 1)]);
+    }
+    if (values.empty()) continue;
+    std::sort(values.begin(), values.end());
+    xs.push_back(static_cast<double>(at));
+    ys.push_back(values[values.size() / 2]);
+  }
+  return {xs, ys};
+}
+
 ComparisonCell summarize(const std::vector<ComparisonRun>& runs, const std::string& function,
                          const std::string& searcher) {
   std::vector<double> bests;

@@ -113,6 +113,11 @@ struct ComparisonCell {
   double median = 0.0, success_rate = 0.0;
   int64_t runs = 0;
 };
+/// Median over the runs of a cell of the best value so far at `points` evenly spaced evaluation
+/// counts up to `budget`. -> (evaluations, median best)
+std::pair<std::vector<double>, std::vector<double>> median_best_curve(
+    const std::vector<ComparisonRun>& runs, const std::string& function,
+    const std::string& searcher, int64_t budget, int points);
 ComparisonCell summarize(const std::vector<ComparisonRun>& runs, const std::string& function,
                          const std::string& searcher);
 
