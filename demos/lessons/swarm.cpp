@@ -26,11 +26,12 @@ LessonResult run_swarm(const LessonSettings& settings) {
   fo::ComparisonOptions options;
   options.functions = quick ? std::vector<std::string>{"rastrigin-10"}
                             : std::vector<std::string>{"rastrigin-10", "rastrigin-30"};
-  options.searchers = quick ? std::vector<std::string>{"swarm-flt", "swarm-performer",
-                                                       "swarm-lstm", "adam-restarts"}
-                            : std::vector<std::string>{"swarm-flt", "swarm-performer",
-                                                       "swarm-independent", "swarm-lstm",
-                                                       "adam-restarts", "pso", "cma-es"};
+  options.searchers =
+      quick
+          ? std::vector<std::string>{"swarm-flt", "swarm-performer", "swarm-lstm", "adam-restarts"}
+          : std::vector<std::string>{"swarm-flt",  "swarm-performer", "swarm-independent",
+                                     "swarm-lstm", "adam-restarts",   "pso",
+                                     "cma-es"};
   options.seeds = quick ? 3 : 10;
   options.budget_per_dim = quick ? 100 : 200;
   options.particles = 16;
@@ -43,19 +44,20 @@ LessonResult run_swarm(const LessonSettings& settings) {
     reported = done;
   };
   result.setup = {
-      "Standard Rastrigin on [-5.12, 5.12]^n (held out), " + std::to_string(options.budget_per_dim) +
+      "Standard Rastrigin on [-5.12, 5.12]^n (held out), " +
+          std::to_string(options.budget_per_dim) +
           " x n evaluations per run, 16 particles, median best value over " +
           std::to_string(options.seeds) + " seeds.",
       "Swarms: the shipped meta-weights (flt-swarm train: antithetic ES on shifted/rotated/scaled/"
       "noisy Rastrigin, n = 2..30).",
       "Adam restarts: 16 Adam runs from uniform points, restarted after 50 steps without "
-      "progress; lr " + format_number(options.adam_lr) +
-          " box widths/step, tuned on the training family."};
+      "progress; lr " +
+          format_number(options.adam_lr) + " box widths/step, tuned on the training family."};
   const auto runs = fo::compare_searchers(options);
   result.csv_columns = {"function", "searcher", "seed", "best"};
   for (const auto& r : runs) {
-    result.csv_rows.push_back({r.function, r.searcher, std::to_string(r.seed),
-                               format_number(r.result.best_value)});
+    result.csv_rows.push_back(
+        {r.function, r.searcher, std::to_string(r.seed), format_number(r.result.best_value)});
   }
   for (const auto& function : options.functions) {
     std::string best_name;
@@ -75,11 +77,11 @@ LessonResult run_swarm(const LessonSettings& settings) {
                             "lowest: " + best_name + " (" + format_number(best_median) + ")",
                             best_name == "swarm-flt" ? "agrees" : "disagrees"});
     const int64_t dims = function == "rastrigin-30" ? 30 : 10;
-    PlotPanel panel{function + ": median best so far", "function evaluations", "best value",
-                    false, true, {}};
+    PlotPanel panel{
+        function + ": median best so far", "function evaluations", "best value", false, true, {}};
     for (const auto& searcher : options.searchers) {
-      auto curve = fo::median_best_curve(runs, function, searcher,
-                                         options.budget_per_dim * dims, 40);
+      auto curve =
+          fo::median_best_curve(runs, function, searcher, options.budget_per_dim * dims, 40);
       panel.series.push_back({searcher, curve.first, curve.second});
     }
     result.panels.push_back(panel);
