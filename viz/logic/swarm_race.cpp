@@ -153,12 +153,24 @@ bool SwarmRace::finished() const {
                      [&](const SwarmRacer& r) { return r.evaluations >= s.budget; });
 }
 
-int SwarmRace::step_count() const { return impl_->steps; }
-const std::vector<SwarmRacer>& SwarmRace::racers() const { return impl_->racers; }
-const std::vector<float>& SwarmRace::attention() const { return impl_->attention; }
-int SwarmRace::particles() const { return static_cast<int>(kParticles); }
-const LandscapeGrid& SwarmRace::grid() const { return impl_->grid; }
-const std::string& SwarmRace::weights_note() const { return impl_->note; }
+int SwarmRace::step_count() const {
+  return impl_->steps;
+}
+const std::vector<SwarmRacer>& SwarmRace::racers() const {
+  return impl_->racers;
+}
+const std::vector<float>& SwarmRace::attention() const {
+  return impl_->attention;
+}
+int SwarmRace::particles() const {
+  return static_cast<int>(kParticles);
+}
+const LandscapeGrid& SwarmRace::grid() const {
+  return impl_->grid;
+}
+const std::string& SwarmRace::weights_note() const {
+  return impl_->note;
+}
 
 const SwarmRpeCurve& swarm_rpe_curve() {
   static const SwarmRpeCurve curve = [] {
