@@ -76,6 +76,20 @@ LessonResult run_swarm(const LessonSettings& settings) {
                             "FLT swarm best, \"drastic\" gains (Fig. 3 right, no numbers)",
                             "lowest: " + best_name + " (" + format_number(best_median) + ")",
                             best_name == "swarm-flt" ? "agrees" : "disagrees"});
+    // The paper's own contenders only: FLT, Performer and LSTM learned optimizers, and Adam.
+    std::string paper_best;
+    double paper_median = INFINITY;
+    for (const auto* name : {"swarm-flt", "swarm-performer", "swarm-lstm", "adam-restarts"}) {
+      const double median = fo::summarize(runs, function, name).median;
+      if (median < paper_median) {
+        paper_median = median;
+        paper_best = name;
+      }
+    }
+    result.table.push_back(
+        {"lowest of the paper's set (FLT, Performer, LSTM swarms; Adam), " + function, "FLT",
+         paper_best + " (" + format_number(paper_median) + ")",
+         paper_best == "swarm-flt" ? "agrees" : "disagrees"});
     const int64_t dims = function == "rastrigin-30" ? 30 : 10;
     PlotPanel panel{
         function + ": median best so far", "function evaluations", "best value", false, true, {}};
