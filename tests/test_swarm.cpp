@@ -169,3 +169,14 @@ TEST_F(Swarm, WeightsRoundTrip) {
   expect_error([] { fo::SwarmModelImpl::load_file("/nonexistent/swarm.pt"); },
                {"cannot open", "/nonexistent/swarm.pt"});
 }
+
+TEST_F(Swarm, ModelLeavesTheGlobalGeneratorAlone) {
+  // The initial meta-weights follow SwarmModelOptions::seed without reseeding the caller's draws.
+  torch::manual_seed(3);
+  const auto expected = torch::rand({4});
+  torch::manual_seed(3);
+  fo::SwarmModel model{fo::SwarmModelOptions().seed(11)};
+  EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
+  fo::SwarmModel same{fo::SwarmModelOptions().seed(11)};
+  EXPECT_TRUE(torch::equal(model->flat_parameters(), same->flat_parameters()));
+}

@@ -96,7 +96,10 @@ void SwarmModelImpl::reset() {
       h >= 1 && d >= 1 && hidden >= 1 && options.features() >= 1 && options.rpe_features() >= 1,
       "SwarmModel: heads, head_dim, hidden, features and rpe_features must be >= 1, got ", h, ", ",
       d, ", ", hidden, ", ", options.features(), ", ", options.rpe_features());
-  torch::manual_seed(options.seed());  // the initial meta-weights follow the seed
+  // The initial meta-weights follow options.seed; the caller's global generator is left as it was.
+  auto global = at::detail::getDefaultCPUGenerator();
+  const auto saved_state = global.get_state();
+  torch::manual_seed(options.seed());
   query = register_module("query", torch::nn::Linear(kSwarmScalarFeatures, h * d));
   key = register_module("key", torch::nn::Linear(kSwarmScalarFeatures, h * d));
   // Head h's RPE bump: spatial std 1 / (2 pi s_h) of 0.5 swarm spreads, then 3 times narrower per
@@ -140,6 +143,7 @@ void SwarmModelImpl::reset() {
   } else {
     lstm = nullptr;
   }
+  global.set_state(saved_state);
   to(torch::kDouble);
   flt_by_dim_.clear();
   performer_ = nullptr;
@@ -208,7 +212,6 @@ attention::Attention& SwarmModelImpl::attention_for(int64_t n) {
   module.rpe->weights = c.view({h, 1});
   module.rpe->log_scale = log_s.view({h, 1});
   module.rpe->means = torch::zeros({h, 1, n}, torch::kDouble);
-  (void)module;
   return module;
 }
 
