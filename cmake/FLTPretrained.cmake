@@ -1,8 +1,10 @@
-# flt_embed_pretrained(target): compiles optimizer/pretrained/mnemosyne_<name>.pt into `target` as
-# byte arrays behind flt::optim::detail::pretrained_blob(name), so the learned optimizer works out
-# of the box with no path to find at run time. Re-runs when a weights file changes.
+# flt_embed_pretrained(target): compiles optimizer/pretrained/mnemosyne_<name>.pt and swarm_<name>.pt
+# into `target` as byte arrays behind flt::optim::detail::pretrained_blob(name) (name "<name>" for
+# Mnemosyne, "swarm_<name>" for the swarm), so the learned optimizers work out of the box with no
+# path to find at run time. Re-runs when a weights file changes.
 function(flt_embed_pretrained target)
-  file(GLOB _files CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/optimizer/pretrained/mnemosyne_*.pt")
+  file(GLOB _files CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/optimizer/pretrained/mnemosyne_*.pt"
+       "${PROJECT_SOURCE_DIR}/optimizer/pretrained/swarm_*.pt")
   set(_arrays "")
   set(_lookup "")
   foreach(_file IN LISTS _files)

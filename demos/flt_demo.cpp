@@ -6,7 +6,7 @@
 //
 // Each lesson shows a progress bar, prints its setup and a table "quantity | paper | here |
 // verdict", and writes DIR/LESSON.png and DIR/LESSON.csv. Defaults finish in minutes on a 2-core
-// machine; --quick in under a minute. A lesson that needs something not built yet (swarm) says so
+// machine; --quick in under a minute. A lesson that needs something not built yet says so
 // and exits with status 2.
 #include <unistd.h>
 

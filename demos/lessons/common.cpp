@@ -22,21 +22,6 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 constexpr const char* kCorpusDir = "/usr/share/common-licenses";
 
-// Lesson 7 needs the swarm optimizer (issue 14); until it exists the lesson says so.
-LessonResult run_swarm(const LessonSettings&) {
-  LessonResult r;
-  r.available = false;
-  r.setup = {
-      "FLT paper Fig. 3 (right): an FLT swarm optimizer (particles attending to each other with a",
-      "learned RPE over their positions) against Performer and LSTM swarms and Adam on",
-      "Rastrigin-like functions.",
-      "NOT AVAILABLE: this lesson needs the swarm optimizer flt::optim::Swarm (issue 14), which",
-      "is not built yet. Nothing was run."};
-  r.table.push_back({"FLT swarm vs Performer / LSTM swarms / Adam on Rastrigin-like functions",
-                     "FLT swarm best (Fig. 3 right)", "not run: needs issue 14", "not run"});
-  return r;
-}
-
 }  // namespace
 
 const std::vector<Lesson>& lessons() {

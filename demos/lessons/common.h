@@ -108,5 +108,6 @@ LessonResult run_text_lm(const LessonSettings& settings);           // text_lm.c
 LessonResult run_fourier_ablation(const LessonSettings& settings);  // fourier_ablation.cpp
 LessonResult run_density(const LessonSettings& settings);           // density.cpp
 LessonResult run_schoenbat(const LessonSettings& settings);         // schoenbat.cpp
+LessonResult run_swarm(const LessonSettings& settings);             // swarm.cpp
 
 }  // namespace flt::demos

@@ -63,6 +63,18 @@ torch::Tensor ackley(const torch::Tensor& x) {
          std::exp(1.0);
 }
 
+torch::Tensor schwefel(const torch::Tensor& x) {
+  check_points("schwefel", x, 1);
+  const double n = static_cast<double>(x.size(-1));
+  return 418.9828872724338 * n - (x * torch::sin(torch::sqrt(x.abs()))).sum(-1);
+}
+
+torch::Tensor griewank(const torch::Tensor& x) {
+  check_points("griewank", x, 1);
+  const auto index = torch::arange(1, x.size(-1) + 1, x.options());
+  return 1.0 + x.pow(2).sum(-1) / 4000.0 - torch::cos(x / index.sqrt()).prod(-1);
+}
+
 torch::Tensor himmelblau(const torch::Tensor& x) {
   check_points("himmelblau", x, 2);
   TORCH_CHECK(x.size(-1) == 2, "himmelblau: defined for n = 2 only, got n = ", x.size(-1));

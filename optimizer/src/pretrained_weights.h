@@ -12,7 +12,8 @@ struct Blob {
   size_t size = 0;
 };
 
-/// The embedded file optimizer/pretrained/mnemosyne_<name>.pt.
+/// The embedded file optimizer/pretrained/mnemosyne_<name>.pt, or swarm_<variant>.pt for name
+/// "swarm_<variant>".
 Blob pretrained_blob(const std::string& name);
 
 }  // namespace flt::optim::detail

@@ -21,6 +21,11 @@ struct ArenaView {
   int64_t grid_version = 0;
   Texture texture;
   bool dragging_start = false;
+  // the swarm level's map
+  std::vector<Segment> swarm_contours;
+  int64_t swarm_grid_version = 0;
+  Texture swarm_texture;
+  bool attention_lines = true;  ///< draw the swarm's attention between particles
 };
 
 struct TrainingView {

@@ -110,6 +110,105 @@ void show_arena_map(LabState& lab, ArenaView& view, ImVec2 size) {
   }
 }
 
+// The swarm level: every population's current points over the contour map of 2-D Rastrigin, the
+// FLT swarm's attention as lines between its particles (width and opacity grow with the weight
+// above uniform), each racer's best so far as a ring.
+void show_swarm_map(ArenaView& view, const SwarmRace& race, ImVec2 size) {
+  const auto& grid = race.grid();
+  if (grid.version != view.swarm_grid_version || !view.swarm_texture.ready()) {
+    view.swarm_grid_version = grid.version;
+    view.swarm_texture.update(grid.version,
+                              colorize(grid.values, Colormap::kViridis, grid.lo, grid.hi, true),
+                              grid.cols, grid.rows);
+    std::vector<float> logs(grid.values.size());
+    for (size_t i = 0; i < logs.size(); ++i)
+      logs[i] = std::log10(std::max(grid.values[i], grid.lo));
+    std::vector<float> levels;
+    const float a = std::log10(grid.lo), b = std::log10(grid.hi);
+    for (int i = 1; i < 12; ++i) levels.push_back(a + (b - a) * i / 12.0f);
+    view.swarm_contours = contour_segments(logs, grid.rows, grid.cols, levels);
+  }
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const float side = std::min(size.x - 70, size.y);
+  const ImVec2 min = origin, max(origin.x + side, origin.y + side);
+  ImGui::InvisibleButton("swarm_map", ImVec2(side + 70, side));
+  draw->AddImage(view.swarm_texture.imgui_id(), min, max);
+  draw_contours(draw, view.swarm_contours, grid.rows, grid.cols, min, max,
+                IM_COL32(255, 255, 255, 60));
+  colorbar(draw, ImVec2(max.x + 6, min.y), ImVec2(max.x + 20, max.y), grid.lo, grid.hi,
+           Colormap::kViridis, true);
+  const double lo = race.lower(), hi = race.upper();
+  const auto to_screen = [&](const std::array<double, 2>& p) {
+    return ImVec2(min.x + static_cast<float>((p[0] - lo) / (hi - lo)) * side,
+                  min.y + static_cast<float>((hi - p[1]) / (hi - lo)) * side);
+  };
+  draw->PushClipRect(min, max, true);
+  const auto& racers = race.racers();
+  if (view.attention_lines && !racers.empty()) {
+    const auto& points = racers[0].points;
+    const auto& w = race.attention();
+    const int p = race.particles();
+    for (int i = 0; i < p && i < static_cast<int>(points.size()); ++i) {
+      for (int j = 0; j < p && j < static_cast<int>(points.size()); ++j) {
+        const float above = w[static_cast<size_t>(i * p + j)] * static_cast<float>(p) - 1.0f;
+        if (i == j || above <= 0.0f) continue;  // only weights above uniform
+        const float width = std::min(6.0f, 0.5f + 1.5f * above);
+        const auto alpha = static_cast<uint8_t>(std::min(255.0f, 60.0f + 60.0f * above));
+        draw->AddLine(to_screen(points[i]), to_screen(points[j]), IM_COL32(255, 255, 255, alpha),
+                      width);
+      }
+    }
+  }
+  for (size_t r = racers.size(); r-- > 0;) {  // the swarm last, on top
+    const auto& racer = racers[r];
+    for (const auto& pt : racer.points) {
+      const ImVec2 q = to_screen(pt);
+      draw->AddCircleFilled(q, r == 0 ? 5.0f : 3.5f, rgb(racer.color));
+      draw->AddCircle(q, r == 0 ? 5.0f : 3.5f, IM_COL32(0, 0, 0, 255), 0, 1.0f);
+    }
+    if (std::isfinite(racer.best_value))
+      draw->AddCircle(to_screen(racer.best), 9.0f, rgb(racer.color), 0, 2.5f);
+  }
+  const ImVec2 m = to_screen({0.0, 0.0});  // the global minimum
+  draw->AddLine(ImVec2(m.x - 5, m.y - 5), ImVec2(m.x + 5, m.y + 5), IM_COL32(255, 255, 255, 220),
+                2.0f);
+  draw->AddLine(ImVec2(m.x - 5, m.y + 5), ImVec2(m.x + 5, m.y - 5), IM_COL32(255, 255, 255, 220),
+                2.0f);
+  draw->PopClipRect();
+  draw->AddRect(min, max, IM_COL32(170, 170, 180, 255));
+}
+
+void show_swarm_leaderboard(const SwarmRace& race) {
+  const ImGuiTableFlags flags =
+      ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable("swarm_leaderboard", 4, flags)) return;
+  ImGui::TableSetupColumn("#");
+  ImGui::TableSetupColumn("population");
+  ImGui::TableSetupColumn("best f");
+  ImGui::TableSetupColumn("evaluations");
+  ImGui::TableHeadersRow();
+  std::vector<size_t> order(race.racers().size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return race.racers()[a].best_value < race.racers()[b].best_value;
+  });
+  int rank = 1;
+  for (size_t i : order) {
+    const auto& r = race.racers()[i];
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::Text("%d", rank++);
+    ImGui::TableNextColumn();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(rgb(r.color)), "%s", r.name.c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%.4g", r.best_value);
+    ImGui::TableNextColumn();
+    ImGui::Text("%lld", static_cast<long long>(r.evaluations));
+  }
+  ImGui::EndTable();
+}
+
 void show_leaderboard(const ArenaGame& game) {
   auto rows = game.leaderboard();
   const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg |
@@ -163,7 +262,9 @@ void show_arena(LabState& lab, ArenaView& view) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float map_size = std::min(avail.y - 8, avail.x * 0.55f);
   ImGui::BeginChild("arena_left", ImVec2(map_size + 80, avail.y - 4), false);
-  if (settings.surface) {
+  if (settings.swarm) {
+    show_swarm_map(view, lab.arena.swarm, ImVec2(map_size + 70, map_size));
+  } else if (settings.surface) {
     // a downsampled copy of the grid as a 3-D surface
     const auto& grid = game.grid();
     const int stride = std::max(1, grid.rows / 48);
@@ -184,20 +285,42 @@ void show_arena(LabState& lab, ArenaView& view) {
   ImGui::BeginChild("arena_right", ImVec2(0, avail.y - 4), false);
   const auto& levels = arena_levels();
   ImGui::SetNextItemWidth(240);
-  if (ImGui::BeginCombo("level", levels[game.level_index()].name.c_str())) {
+  const char* kSwarmLevel = "Swarm: populations on 2-D Rastrigin";
+  if (ImGui::BeginCombo("level",
+                        settings.swarm ? kSwarmLevel : levels[game.level_index()].name.c_str())) {
+    if (ImGui::Selectable(kSwarmLevel, settings.swarm)) {
+      settings.swarm = true;
+      rebuild_scene(lab, SceneId::kArena);
+    }
     for (int i = 0; i < static_cast<int>(levels.size()); ++i) {
       const bool unlocked = lab.arena.progress.unlocked(i) || i <= settings.level;
       std::string label = levels[i].name + "  " +
                           std::string(static_cast<size_t>(lab.arena.progress.best_stars[i]), '*');
       if (!unlocked) label += "  (locked: earn a star on the level before)";
-      if (ImGui::Selectable(label.c_str(), i == settings.level,
+      if (ImGui::Selectable(label.c_str(), !settings.swarm && i == settings.level,
                             unlocked ? 0 : ImGuiSelectableFlags_Disabled)) {
+        settings.swarm = false;
         settings.level = i;
         settings.custom_start = false;
         rebuild_scene(lab, SceneId::kArena);
       }
     }
     ImGui::EndCombo();
+  }
+  if (settings.swarm) {
+    const SwarmRace& race = lab.arena.swarm;
+    ImGui::TextWrapped(
+        "Four populations of 16 race on 2-D Rastrigin at equal function evaluations: the FLT "
+        "swarm (flt::optim::Swarm, %s), PSO, CMA-ES and Adam with restarts. White lines: the "
+        "swarm's attention, wider where a particle weighs another more than uniformly; its RPE "
+        "f(x_i - x_j) is learned (see RPE Studio). Rings: each population's best point.",
+        race.weights_note().c_str());
+    ImGui::Text("step %d   %s", race.step_count(), race.finished() ? "race over" : "");
+    ImGui::Checkbox("attention lines", &view.attention_lines);
+    section("Leaderboard (best value so far)");
+    show_swarm_leaderboard(race);
+    ImGui::EndChild();
+    return;
   }
   const auto& level = game.level();
   ImGui::TextWrapped("%s", level.hint.c_str());

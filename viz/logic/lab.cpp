@@ -105,6 +105,7 @@ void rebuild_scene(LabState& lab, SceneId scene) {
   const Scenario& sc = lab.scenario;
   if (scene == SceneId::kArena) {
     lab.arena.game.load(sc.arena, sc.seed);
+    if (sc.arena.swarm) lab.arena.swarm.load(sc.seed);
     lab.arena.recorded_level = -1;
   } else if (scene == SceneId::kTraining) {
     lab.training.session.configure(sc.training, sc.seed);
@@ -165,7 +166,13 @@ void set_scene_playing(LabState& lab, SceneId scene, bool playing) {
 
 void step_scene(LabState& lab, SceneId scene) {
   switch (scene) {
-    case SceneId::kArena: lab.arena.game.step(); break;
+    case SceneId::kArena:
+      if (lab.scenario.arena.swarm) {
+        lab.arena.swarm.step();
+      } else {
+        lab.arena.game.step();
+      }
+      break;
     case SceneId::kTraining:
       if (lab.training.worker) {
         lab.training.session.request_step();
@@ -196,6 +203,11 @@ void update_scene(LabState& lab, SceneId scene, double dt) {
   switch (scene) {
     case SceneId::kArena: {
       auto& arena = lab.arena;
+      if (lab.scenario.arena.swarm) {
+        if (arena.playing) arena.swarm.advance(dt, speed);
+        if (arena.swarm.finished()) arena.playing = false;
+        break;
+      }
       if (arena.playing) arena.game.advance(dt, speed);
       if (arena.game.finished()) {
         arena.playing = false;
@@ -233,6 +245,10 @@ void update_scene(LabState& lab, SceneId scene, double dt) {
 void settle_scene(LabState& lab, SceneId scene, int steps) {
   switch (scene) {
     case SceneId::kArena:
+      if (lab.scenario.arena.swarm) {
+        for (int i = 0; i < steps && !lab.arena.swarm.finished(); ++i) lab.arena.swarm.step();
+        break;
+      }
       for (int i = 0; i < steps && !lab.arena.game.finished(); ++i) lab.arena.game.step();
       break;
     case SceneId::kTraining: lab.training.session.run_steps(steps); break;

@@ -17,6 +17,7 @@
 #include "logic/kernel_explorer.h"
 #include "logic/rpe_studio.h"
 #include "logic/scenario.h"
+#include "logic/swarm_race.h"
 #include "logic/training.h"
 
 namespace flt::viz {
@@ -31,6 +32,7 @@ struct DrawTransport {
 
 struct ArenaScene {
   ArenaGame game;
+  SwarmRace swarm;  ///< the swarm level, when ArenaSettings::swarm
   bool playing = false;
   LevelProgress progress;   ///< stars per level (kept across scenarios)
   int recorded_level = -1;  ///< the finished race's stars are recorded once

@@ -159,6 +159,7 @@ const std::vector<Field>& fields() {
       bool_field("a.human", &Scenario::arena, &ArenaSettings::human_enabled),
       bool_field("a.contours", &Scenario::arena, &ArenaSettings::contours),
       bool_field("a.3d", &Scenario::arena, &ArenaSettings::surface),
+      bool_field("a.swarm", &Scenario::arena, &ArenaSettings::swarm),
       enum_field("t.task", &Scenario::training, &TrainingSettings::task, kTrainingTaskCount),
       variant_field("t.variant", &Scenario::training, &TrainingSettings::variant),
       int_field("t.layers", &Scenario::training, &TrainingSettings::layers, 1, 8),

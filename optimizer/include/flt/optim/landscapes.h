@@ -32,6 +32,14 @@ torch::Tensor rastrigin(const torch::Tensor& x);
 /// x: (..., n) -> (...)
 torch::Tensor ackley(const torch::Tensor& x);
 
+/// Schwefel 2.26: f(x) = 418.9829 n - sum_i x_i sin(sqrt|x_i|) on [-500, 500]^n; minimum about 0
+/// (1.3e-5 n) at 420.9687 (1, ..., 1), far from the next best minima. x: (..., n) -> (...)
+torch::Tensor schwefel(const torch::Tensor& x);
+
+/// Griewank: f(x) = 1 + sum_i x_i^2 / 4000 - prod_i cos(x_i / sqrt(i)) (i from 1) on
+/// [-600, 600]^n; minimum 0 at 0. x: (..., n) -> (...)
+torch::Tensor griewank(const torch::Tensor& x);
+
 /// f(x, y) = (x^2 + y - 11)^2 + (x + y^2 - 7)^2 (n = 2 only); four minima of value 0.
 /// x: (..., 2) -> (...)
 torch::Tensor himmelblau(const torch::Tensor& x);

@@ -1,0 +1,182 @@
+// The swarm optimizer (issue 14) and its baselines: contract, numeric and behaviour tests.
+
+#include <torch/csrc/autograd/autograd.h>
+
+#include <cmath>
+
+#include "flt/optim/landscapes.h"
+#include "flt/optim/swarm.h"
+#include "flt/optim/swarm_baselines.h"
+#include "test_util.h"
+
+namespace fo = flt::optim;
+using flt::testing::expect_error;
+
+namespace {
+
+class Swarm : public flt::testing::SeededTest {};
+
+// An untrained (hand-set base rule) model, so the tests do not depend on the shipped weights.
+fo::Swarm make_swarm(fo::SwarmVariant variant, uint64_t seed = 1, int64_t particles = 8) {
+  return fo::Swarm(fo::SwarmOptions().variant(variant).particles(particles).seed(seed),
+                   fo::SwarmModel(fo::SwarmModelOptions().variant(variant)));
+}
+
+}  // namespace
+
+TEST_F(Swarm, AskTellEqualsMinimize) {
+  for (auto variant : fo::all_swarm_variants()) {
+    auto by_minimize = make_swarm(variant);
+    const auto box = fo::SearchBox::cube(3, -5.12, 5.12);
+    const auto result = by_minimize.minimize(fo::rastrigin, box, 200);
+    auto by_hand = make_swarm(variant);
+    by_hand.set_budget(200);
+    by_hand.reset(box);
+    int64_t spent = 0;
+    while (spent < 200) {
+      const auto x = by_hand.ask();
+      by_hand.tell(fo::rastrigin(x));
+      spent += x.size(0);
+    }
+    EXPECT_EQ(result.evaluations, 200);
+    EXPECT_EQ(result.best_value, by_hand.best_value()) << fo::swarm_variant_name(variant);
+    EXPECT_TRUE(torch::equal(result.best_x, by_hand.best_x()));
+  }
+}
+
+TEST_F(Swarm, DeterministicBySeed) {
+  const auto box = fo::SearchBox::cube(4, -5.12, 5.12);
+  auto a = make_swarm(fo::SwarmVariant::kFLT, 7).minimize(fo::rastrigin, box, 160);
+  auto b = make_swarm(fo::SwarmVariant::kFLT, 7).minimize(fo::rastrigin, box, 160);
+  auto c = make_swarm(fo::SwarmVariant::kFLT, 8).minimize(fo::rastrigin, box, 160);
+  EXPECT_EQ(a.best_history, b.best_history);
+  EXPECT_NE(a.best_history, c.best_history);
+  fo::ParticleSwarm p1(8, 3), p2(8, 3);
+  EXPECT_EQ(fo::run_search(p1, fo::rastrigin, box, 160).best_value,
+            fo::run_search(p2, fo::rastrigin, box, 160).best_value);
+}
+
+TEST_F(Swarm, BadOptionsNameTheValue) {
+  expect_error([] { fo::Swarm(fo::SwarmOptions().particles(1)); }, {"particles", ">= 2", "1"});
+  expect_error([] { fo::Swarm(fo::SwarmOptions().initial_sigma(-1)); }, {"initial_sigma", "-1"});
+  auto swarm = make_swarm(fo::SwarmVariant::kFLT);
+  swarm.reset(fo::SearchBox::cube(3, -1, 1));
+  swarm.ask();
+  expect_error([&] { swarm.tell(torch::zeros({5}, torch::kDouble)); }, {"(8)", "[5]"});
+  // An objective of the wrong dimension, and one that is never finite.
+  expect_error(
+      [&] {
+        swarm.minimize([](const torch::Tensor& x) { return fo::sphere(x.narrow(1, 0, 2)).sum(); },
+                       fo::SearchBox::cube(3, -1, 1), 50);
+      },
+      {"(P, n) to (P)", "[]"});
+  expect_error(
+      [&] {
+        swarm.minimize(
+            [](const torch::Tensor& x) { return torch::full({x.size(0)}, NAN, torch::kDouble); },
+            fo::SearchBox::cube(3, -1, 1), 50);
+      },
+      {"no finite value", "nan"});
+  expect_error([&] { fo::SearchBox::cube(2, 1, -1); }, {"lower < upper", "coordinate 0"});
+  expect_error([&] { fo::CmaEs(1); }, {"lambda", "1"});
+  expect_error([&] { fo::swarm_variant_from_name("lstmm"); }, {"lstmm"});
+}
+
+TEST_F(Swarm, NaNParticlesDoNotPoisonTheOthers) {
+  // f is NaN on half the box: the swarm keeps finite positions and finds the minimum of the rest.
+  const auto f = [](const torch::Tensor& x) {
+    const auto v = fo::sphere(x - 1.0);
+    return torch::where(x.select(1, 0) < 0, torch::full_like(v, NAN), v);
+  };
+  for (auto variant : fo::all_swarm_variants()) {
+    auto swarm = make_swarm(variant, 2);
+    const auto result = swarm.minimize(f, fo::SearchBox::cube(2, -3, 3), 800);
+    EXPECT_TRUE(std::isfinite(result.best_value)) << fo::swarm_variant_name(variant);
+    EXPECT_LT(result.best_value, 0.05) << fo::swarm_variant_name(variant);
+    EXPECT_TRUE(swarm.state().u.isfinite().all().item<bool>());
+  }
+}
+
+TEST_F(Swarm, BaselinesReachKnownOptima) {
+  const auto box = fo::SearchBox::cube(2, -2.048, 2.048);
+  fo::CmaEs cma(0, 1);
+  EXPECT_LT(fo::run_search(cma, fo::sphere, box, 600).best_value, 1e-8);
+  EXPECT_LT(fo::run_search(cma, fo::rosenbrock, box, 2000).best_value, 1e-6);
+  fo::ParticleSwarm pso(16, 1);
+  EXPECT_LT(fo::run_search(pso, fo::sphere, box, 1600).best_value, 1e-6);
+  EXPECT_LT(fo::run_search(pso, fo::rosenbrock, box, 4000).best_value, 1e-3);
+  fo::AdamRestarts adam(4, 0.01, 50, 1);
+  EXPECT_LT(fo::run_search(adam, fo::sphere, box, 2000).best_value, 1e-6);
+  EXPECT_LT(fo::run_search(adam, fo::rosenbrock, box, 8000).best_value, 1e-3);
+  fo::RandomSearch random(16, 1);
+  const double random_best = fo::run_search(random, fo::sphere, box, 2000).best_value;
+  EXPECT_LT(random_best, 0.05);
+  EXPECT_GT(random_best, 0.0);
+  // The untrained swarm's base rule also converges on the sphere.
+  auto swarm = make_swarm(fo::SwarmVariant::kFLT, 1, 8);
+  EXPECT_LT(swarm.minimize(fo::sphere, box, 1600).best_value, 1e-4);
+}
+
+TEST_F(Swarm, RpeOfTheSwarmIsTheLibrarySpectrum) {
+  // The learned f at distance d is h exp(-2 pi^2 s^2 d^2) per head, whatever the dimension.
+  fo::SwarmModel model{fo::SwarmModelOptions()};
+  const auto d = torch::linspace(0, 3, 7, torch::kDouble);
+  const auto f = model->rpe_profile(d);
+  const auto s = model->rpe_log_widths.exp().unsqueeze(1);
+  const auto expected =
+      model->rpe_heights.unsqueeze(1) * torch::exp(-2.0 * M_PI * M_PI * s * s * d * d);
+  EXPECT_TRUE(flt::testing::all_close(f, expected.detach(), 1e-12, 1e-10));
+}
+
+TEST_F(Swarm, AttentionPathGradientMatchesFiniteDifferences) {
+  // The read-out is differentiable in the RPE heights and widths (the spectrum is written into the
+  // library's FLT module per dimension): autograd against central differences in double.
+  fo::SwarmModel model(fo::SwarmModelOptions().heads(2).features(16).rpe_features(16));
+  fo::SwarmState state;
+  state.u = torch::rand({1, 6, 5}, torch::kDouble) - 0.5;
+  state.best_u = torch::rand({1, 6, 5}, torch::kDouble) - 0.5;
+  state.values = torch::rand({1, 6}, torch::kDouble);
+  state.best_values = state.values - 0.1;
+  state.improved = torch::zeros({1, 6}, torch::kDouble);
+  state.log_sigma = torch::full({1, 6}, std::log(0.2), torch::kDouble);
+  const auto readout = [&] {
+    return model->attention_readout(state, model->scalar_features(state)).pow(2).sum();
+  };
+  for (auto* parameter : {&model->rpe_heights, &model->rpe_log_widths}) {
+    const auto grad = torch::autograd::grad({readout()}, {*parameter})[0];
+    for (int64_t i = 0; i < parameter->numel(); ++i) {
+      const double h = 1e-6;
+      torch::NoGradGuard no_grad;
+      const double keep = (*parameter)[i].item<double>();
+      (*parameter)[i].fill_(keep + h);
+      const double up = readout().item<double>();
+      (*parameter)[i].fill_(keep - h);
+      const double down = readout().item<double>();
+      (*parameter)[i].fill_(keep);
+      const double fd = (up - down) / (2 * h);
+      EXPECT_NEAR(grad[i].item<double>(), fd, 1e-5 + 1e-4 * std::abs(fd)) << "entry " << i;
+    }
+  }
+}
+
+TEST_F(Swarm, WeightsRoundTrip) {
+  fo::SwarmModel model(fo::SwarmModelOptions().variant(fo::SwarmVariant::kLSTM).hidden(8));
+  const auto path = ::testing::TempDir() + "swarm_weights_round_trip.pt";
+  model->save(path);
+  auto loaded = fo::SwarmModelImpl::load_file(path);
+  EXPECT_EQ(loaded->options.hidden(), 8);
+  EXPECT_TRUE(torch::equal(loaded->flat_parameters(), model->flat_parameters()));
+  expect_error([] { fo::SwarmModelImpl::load_file("/nonexistent/swarm.pt"); },
+               {"cannot open", "/nonexistent/swarm.pt"});
+}
+
+TEST_F(Swarm, ModelLeavesTheGlobalGeneratorAlone) {
+  // The initial meta-weights follow SwarmModelOptions::seed without reseeding the caller's draws.
+  torch::manual_seed(3);
+  const auto expected = torch::rand({4});
+  torch::manual_seed(3);
+  fo::SwarmModel model{fo::SwarmModelOptions().seed(11)};
+  EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
+  fo::SwarmModel same{fo::SwarmModelOptions().seed(11)};
+  EXPECT_TRUE(torch::equal(model->flat_parameters(), same->flat_parameters()));
+}
