@@ -161,6 +161,9 @@ int main(int argc, char** argv) {
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-metatrain: %s\n", e.what_without_backtrace());
     return 1;
+  } catch (const std::exception& e) {  // c10d's sockets throw std::system_error
+    std::fprintf(stderr, "flt-metatrain: rank %d of %d: %s\n", rank, world_size, e.what());
+    return 1;
   }
   return 0;
 }

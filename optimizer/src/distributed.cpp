@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -24,8 +25,8 @@ int environment_integer(const char* name, int fallback) {
   errno = 0;
   const long value = std::strtol(text, &end, 10);
   TORCH_CHECK(*end == '\0' && errno == 0 && value >= 0 && value <= 1 << 30,
-              "distributed: environment variable ", name,
-              " must be a non-negative integer, got \"", text, "\"");
+              "distributed: environment variable ", name, " must be a non-negative integer, got \"",
+              text, "\"");
   return static_cast<int>(value);
 }
 
@@ -46,10 +47,13 @@ Rendezvous Rendezvous::from_environment() {
 
 #ifndef FLT_WITH_C10D
 
-bool distributed_supported() { return false; }
+bool distributed_supported() {
+  return false;
+}
 
 std::shared_ptr<Communicator> connect(const Rendezvous& rendezvous) {
-  TORCH_CHECK(false, "distributed: this build of flt has no c10d Gloo process group, so WORLD_SIZE ",
+  TORCH_CHECK(false,
+              "distributed: this build of flt has no c10d Gloo process group, so WORLD_SIZE ",
               rendezvous.world_size,
               " cannot be joined (it was configured where c10d's Gloo headers, Debian "
               "libgloo-dev, or LibTorch's c10d symbols were missing; see FLT_WITH_DISTRIBUTED)");
@@ -60,16 +64,19 @@ std::shared_ptr<Communicator> connect(const Rendezvous& rendezvous) {
 namespace {
 
 std::string reason(const std::exception& e) {
-  if (const auto* error = dynamic_cast<const c10::Error*>(&e)) return error->what_without_backtrace();
+  if (const auto* error = dynamic_cast<const c10::Error*>(&e))
+    return error->what_without_backtrace();
   return e.what();
 }
 
-double seconds(std::chrono::milliseconds duration) { return duration.count() / 1000.0; }
+double seconds(std::chrono::milliseconds duration) {
+  return duration.count() / 1000.0;
+}
 
 class GlooCommunicator final : public Communicator {
  public:
-  GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, c10::intrusive_ptr<c10d::Store> store,
-                   const Rendezvous& rendezvous)
+  GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> group,
+                   c10::intrusive_ptr<c10d::Store> store, const Rendezvous& rendezvous)
       : group_(std::move(group)), store_(std::move(store)), rendezvous_(rendezvous) {}
 
   int rank() const override { return rendezvous_.rank; }
@@ -77,7 +84,7 @@ class GlooCommunicator final : public Communicator {
 
   std::vector<torch::Tensor> allgather(const torch::Tensor& local) override {
     std::vector<torch::Tensor> input{local.contiguous()};
-    std::vector<std::vector<torch::Tensor>> output(1);
+    std::vector<std::vector<torch::Tensor> > output(1);
     for (int r = 0; r < world_size(); ++r) output[0].push_back(at::empty_like(input[0]));
     run("allgather", [&] { return group_->allgather(output, input); });
     return output[0];
@@ -119,7 +126,7 @@ bool is_loopback(const std::string& address) {
 /// The Gloo device (network interface) of this rank: GLOO_SOCKET_IFNAME as in PyTorch; else the
 /// loopback address when the master is on loopback (one machine); else the interface this host
 /// name resolves to.
-std::shared_ptr<::gloo::transport::Device> gloo_device(const Rendezvous& rendezvous) {
+std::shared_ptr< ::gloo::transport::Device> gloo_device(const Rendezvous& rendezvous) {
   if (const char* name = std::getenv("GLOO_SOCKET_IFNAME"); name != nullptr && *name != '\0') {
     return c10d::ProcessGroupGloo::createDeviceForInterface(name);
   }
@@ -188,13 +195,17 @@ void join(c10d::Store& store, const Rendezvous& rendezvous) {
     store.wait(everyone, rendezvous.timeout);
   } catch (const std::exception& e) {
     std::ostringstream missing;
-    for (int r = 0; r < rendezvous.world_size; ++r) {
-      if (!store.check({key("world_size", r)})) missing << " " << r;
+    try {
+      for (int r = 0; r < rendezvous.world_size; ++r) {
+        if (!store.check({key("world_size", r)})) missing << " " << r;
+      }
+    } catch (const std::exception&) {
+      missing << " unknown (the rendezvous closed: rank 0 stopped)";
     }
-    TORCH_CHECK(false, "distributed: rank ", rendezvous.rank, " waited ",
-                seconds(rendezvous.timeout), " s for WORLD_SIZE ", rendezvous.world_size,
-                " ranks; missing ranks:", missing.str(),
-                " (is WORLD_SIZE right, and were they started with the same rendezvous?)");
+    TORCH_CHECK(
+        false, "distributed: rank ", rendezvous.rank, " waited ", seconds(rendezvous.timeout),
+        " s for WORLD_SIZE ", rendezvous.world_size, " ranks; missing ranks:", missing.str(),
+        " (is WORLD_SIZE right, and were they started with the same rendezvous?): ", reason(e));
   }
   for (int r = 0; r < rendezvous.world_size; ++r) {
     const auto theirs = store.get(key("world_size", r));
@@ -207,7 +218,9 @@ void join(c10d::Store& store, const Rendezvous& rendezvous) {
 
 }  // namespace
 
-bool distributed_supported() { return true; }
+bool distributed_supported() {
+  return true;
+}
 
 std::shared_ptr<Communicator> connect(const Rendezvous& rendezvous) {
   TORCH_CHECK(rendezvous.world_size >= 1, "distributed: WORLD_SIZE must be at least 1, got ",
@@ -217,6 +230,9 @@ std::shared_ptr<Communicator> connect(const Rendezvous& rendezvous) {
               ", got ", rendezvous.rank);
   TORCH_CHECK(rendezvous.timeout.count() > 0, "distributed: the timeout must be positive, got ",
               seconds(rendezvous.timeout), " s");
+  // A write to a dead rank's socket must become Gloo's error, not SIGPIPE killing this process
+  // (Python, where c10d usually runs, ignores SIGPIPE too).
+  std::signal(SIGPIPE, SIG_IGN);
   auto store = open_store(rendezvous);
   join(*store, rendezvous);
   auto options = c10d::ProcessGroupGloo::Options::create(rendezvous.timeout);

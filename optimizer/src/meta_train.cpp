@@ -291,8 +291,8 @@ void check_same_options(Communicator& communicator, const MetaTrainOptions& opti
   for (size_t r = 1; r < all.size(); ++r) {
     TORCH_CHECK(torch::equal(all[r], all[0]), "meta_train: rank ", r,
                 " was started with other meta-training options or another rule shape than rank 0 "
-                "(this rank: ",
-                text.str(), "); every rank needs the same flags");
+                "(rank ",
+                communicator.rank(), " has: ", text.str(), "); every rank needs the same flags");
   }
 }
 

@@ -56,9 +56,10 @@ struct Rendezvous {
 bool distributed_supported();
 
 /// Joins the other ranks (blocks until all `world_size` have joined or the timeout passes) and
-/// returns their communicator. Throws naming the address when the master cannot be reached, the
-/// world size when ranks disagree about it or too few join, and the rank when two processes claim
-/// it.
+/// returns their communicator. Sets SIGPIPE to be ignored, as Python does, so that a rank that
+/// died is reported by the next collective instead of killing this process. Throws naming the
+/// address when the master cannot be reached, the world size when ranks disagree about it or too
+/// few join, and the rank when two processes claim it.
 std::shared_ptr<Communicator> connect(const Rendezvous& rendezvous);
 
 }  // namespace flt::optim
