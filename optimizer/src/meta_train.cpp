@@ -400,6 +400,10 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   std::deque<double> window;
   const auto started = std::chrono::steady_clock::now();
   const int64_t first = iteration;
+  // Seconds in gather_workers: waiting for the slowest rank, then the transfer.
+  struct {
+    double total = 0.0, least = INFINITY;
+  } gathering;
 
   for (; iteration < options.iterations; ++iteration) {
     if (truncations_left == 0) {
@@ -470,7 +474,12 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
       }
     }
     // The mean over all workers, added in worker order (the same on every rank).
+    const auto gather_start = std::chrono::steady_clock::now();
     const auto rows = gather_workers(local, options.workers, communicator);
+    const double gather_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - gather_start).count();
+    gathering.total += gather_seconds;
+    gathering.least = std::min(gathering.least, gather_seconds);
     auto mean = rows[0].clone();
     for (int64_t w = 1; w < options.workers; ++w) mean += rows[w];
     mean /= static_cast<double>(options.workers);
@@ -520,6 +529,20 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     if (on_iteration) on_iteration(progress);
   }
   if (writes && options.progress) std::fprintf(stderr, "\n");
+  if (communicator && writes && options.progress && iteration > first) {
+    // What a user needs to judge the scaling: the payload and the time spent in the collective.
+    std::fprintf(
+        stderr,
+        "meta_train: %d ranks; each iteration gathered %lld bytes (%lld workers x (1 + %lld "
+        "parameters) doubles, every rank sends as many rows as the largest share); the "
+        "gather, with the wait for the slowest rank, took %.3f ms on average, %.3f ms at "
+        "least\n",
+        world_size,
+        static_cast<long long>(world_size * ((options.workers + world_size - 1) / world_size) *
+                               (1 + parameter_count) * 8),
+        static_cast<long long>(options.workers), static_cast<long long>(parameter_count),
+        1e3 * gathering.total / static_cast<double>(iteration - first), 1e3 * gathering.least);
+  }
   // No rank leaves (closing its connections) while another may still be reading the last gather.
   if (communicator) communicator->barrier();
   // The final state is a restart boundary only when the last tasks just ended; otherwise the next
