@@ -152,18 +152,22 @@ int64_t restart_horizon(const MetaTrainOptions& options, int64_t index) {
   return std::max<int64_t>(1, std::llround(h / double(options.unroll))) * options.unroll;
 }
 
-/// The contiguous block [begin, end) of the workers that `rank` of `world_size` runs.
-std::pair<int64_t, int64_t> worker_share(int64_t workers, int rank, int world_size) {
-  return {workers * rank / world_size, workers * (rank + 1) / world_size};
+/// The workers that `rank` of `world_size` runs: rank, rank + world_size, ... Families go to
+/// workers in turn, so striding gives every rank a similar mix of cheap and costly tasks.
+struct WorkerShare {
+  int64_t first, stride, count;
+};
+WorkerShare worker_share(int64_t workers, int rank, int world_size) {
+  return {rank, world_size, (workers - rank + world_size - 1) / world_size};
 }
 
-/// Restarts the workers [begin, end) of `workers` (this rank's share); a worker's task depends
-/// only on its index in all workers, never on the rank that runs it.
-void restart(std::vector<Worker>& workers, int64_t begin, int64_t end,
+/// Restarts this rank's `share` of `workers`; a worker's task depends only on its index in all
+/// workers, never on the rank that runs it.
+void restart(std::vector<Worker>& workers, const WorkerShare& share,
              const LearnedOptimizerModelImpl& model, const MetaTrainOptions& options,
              int64_t restart_index) {
   const int64_t particles = options.estimator == MetaEstimator::kPES ? 2 : 1;
-  for (int64_t w = begin; w < end; ++w) {
+  for (int64_t w = share.first; w < share.first + share.count * share.stride; w += share.stride) {
     auto gen = generator_for(options.seed, 1 + restart_index, w);
     // Families in turn, so every restart sees a balanced mix.
     const auto family =
@@ -297,22 +301,20 @@ void check_same_options(Communicator& communicator, const MetaTrainOptions& opti
 }
 
 /// Every worker's row of contributions in worker order, (workers, columns): this rank's rows
-/// (its share) and the other ranks', the same matrix on every rank whatever the world size.
+/// (its share, in order) and the other ranks', the same matrix on every rank whatever the world
+/// size.
 torch::Tensor gather_workers(const torch::Tensor& local, int64_t workers,
                              Communicator* communicator) {
   if (communicator == nullptr) return local;
   const int world_size = communicator->world_size();
   // Gloo's allgather takes equal sizes: every rank sends as many rows as the largest share.
-  const int64_t most = (workers + world_size - 1) / world_size;
+  const int64_t most = worker_share(workers, 0, world_size).count;
   auto padded = at::zeros({most, local.size(1)}, local.options());
   padded.narrow(0, 0, local.size(0)).copy_(local);
   const auto shares = communicator->allgather(padded);
   std::vector<torch::Tensor> rows;
-  for (int r = 0; r < world_size; ++r) {
-    const auto [begin, end] = worker_share(workers, r, world_size);
-    rows.push_back(shares[r].narrow(0, 0, end - begin));
-  }
-  return at::cat(rows);
+  for (int64_t w = 0; w < workers; ++w) rows.push_back(shares[w % world_size][w / world_size]);
+  return at::stack(rows);
 }
 
 std::string format_duration(double seconds) {
@@ -379,7 +381,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     std::tie(iteration, restart_index) =
         share_starting_state(*communicator, *model, adam, iteration, restart_index);
   }
-  const auto [share_begin, share_end] = worker_share(options.workers, rank, world_size);
+  const auto share = worker_share(options.workers, rank, world_size);
   int64_t parameter_count = 0;
   for (const auto& p : params) parameter_count += p.numel();
   // Closed on every exit, also when a callback or a task throws.
@@ -410,7 +412,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
       if (writes && !options.checkpoint.empty() && iteration > first) {
         save_checkpoint(options.checkpoint, *model, adam, iteration, restart_index);
       }
-      restart(workers, share_begin, share_end, *model, options, restart_index);
+      restart(workers, share, *model, options, restart_index);
       truncations_left = restart_horizon(options, restart_index) / options.unroll;
       ++restart_index;
     }
@@ -424,13 +426,14 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     for (auto& group : adam.param_groups()) {
       static_cast<torch::optim::AdamOptions&>(group.options()).lr(options.meta_lr * decay);
     }
-    // Row w - share_begin: worker w's contribution [meta-loss, meta-gradient (parameter_count)], in
-    // double. Kept per worker so that every world size adds the same rows in the same order.
-    auto local = at::zeros({share_end - share_begin, 1 + parameter_count}, at::kDouble);
+    // Row k: the contribution [meta-loss, meta-gradient (parameter_count)] of this rank's k-th
+    // worker, in double. Kept per worker so that every world size adds the same rows in the same
+    // order.
+    auto local = at::zeros({share.count, 1 + parameter_count}, at::kDouble);
     if (options.estimator == MetaEstimator::kTruncatedBackprop) {
-      for (int64_t w = share_begin; w < share_end; ++w) {
-        auto& worker = workers[w];
-        auto row = local[w - share_begin];
+      for (int64_t k = 0; k < share.count; ++k) {
+        auto& worker = workers[share.first + k * share.stride];
+        auto row = local[k];
         const auto loss = unroll(*model, worker, worker.particles[0], options.unroll,
                                  /*meta_graph=*/true);
         row[0].fill_(loss.item<double>());
@@ -449,7 +452,8 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
         for (auto& p : params) flat.push_back(p.detach().reshape(-1));
         return flat;
       }());
-      for (int64_t w = share_begin; w < share_end; ++w) {
+      for (int64_t k = 0; k < share.count; ++k) {
+        const int64_t w = share.first + k * share.stride;
         auto& worker = workers[w];
         auto gen = generator_for(options.seed ^ 0x5EED, iteration, w);
         const auto eps = at::randn(theta.sizes(), gen) * options.pes_sigma;
@@ -466,7 +470,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
                                 /*meta_graph=*/false)
                              .item<double>();
         }
-        auto row = local[w - share_begin];
+        auto row = local[k];
         row[0].fill_(0.5 * (losses[0] + losses[1]));
         row.narrow(0, 1, parameter_count)
             .copy_(worker.accumulated.to(at::kDouble) *
@@ -538,7 +542,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
         "gather, with the wait for the slowest rank, took %.3f ms on average, %.3f ms at "
         "least\n",
         world_size,
-        static_cast<long long>(world_size * ((options.workers + world_size - 1) / world_size) *
+        static_cast<long long>(world_size * worker_share(options.workers, 0, world_size).count *
                                (1 + parameter_count) * 8),
         static_cast<long long>(options.workers), static_cast<long long>(parameter_count),
         1e3 * gathering.total / static_cast<double>(iteration - first), 1e3 * gathering.least);

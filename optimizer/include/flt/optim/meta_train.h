@@ -14,7 +14,7 @@
 //    removes the truncation bias; needs only loss values.
 // All workers restart together after each task's horizon, so a checkpoint taken there resumes
 // exactly.
-// Distributed (distributed.h): each rank runs a contiguous share of the workers; every worker's
+// Distributed (distributed.h): rank r of N runs workers r, r + N, ...; every worker's
 // meta-loss and meta-gradient is gathered and all are added in worker order on every rank, so the
 // same seed and number of workers give bit-identical weights at any world size.
 
