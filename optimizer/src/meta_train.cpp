@@ -7,6 +7,7 @@
 #include <torch/optim/adam.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <deque>
 #include <fstream>
 #include <memory>
+#include <numeric>
 #include <sstream>
 #include <tuple>
 
@@ -53,6 +55,10 @@ struct Worker {
   std::vector<Particle> particles;  // 1 (backprop) or 2 (PES: +eps, -eps)
   torch::Tensor accumulated;        // PES: sum of this worker's perturbations since the restart
 };
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 /// log(loss) - log(initial), with the loss clamped so a diverging task cannot produce inf.
 torch::Tensor meta_term(const torch::Tensor& loss, double log_initial) {
@@ -152,26 +158,44 @@ int64_t restart_horizon(const MetaTrainOptions& options, int64_t index) {
   return std::max<int64_t>(1, std::llround(h / double(options.unroll))) * options.unroll;
 }
 
-/// The workers that `rank` of `world_size` runs: rank, rank + world_size, ... Families go to
-/// workers in turn, so striding gives every rank a similar mix of cheap and costly tasks.
-struct WorkerShare {
-  int64_t first, stride, count;
-};
-WorkerShare worker_share(int64_t workers, int rank, int world_size) {
-  return {rank, world_size, (workers - rank + world_size - 1) / world_size};
+/// The family (an index into options.families) of worker `w` after restart `restart_index`:
+/// families in turn, so every restart sees a balanced mix.
+size_t family_slot(const MetaTrainOptions& options, int64_t restart_index, int64_t w) {
+  return static_cast<size_t>((restart_index * options.workers + w) %
+                             static_cast<int64_t>(options.families.size()));
 }
 
-/// Restarts this rank's `share` of `workers`; a worker's task depends only on its index in all
-/// workers, never on the rank that runs it.
-void restart(std::vector<Worker>& workers, const WorkerShare& share,
+/// Which workers each rank runs until the next restart: (world_size) lists, ascending. Longest
+/// processing time first: the costliest worker goes to the least loaded rank, `seconds[w]` being
+/// worker w's expected cost. Only the speed depends on it: a worker computes the same on any rank
+/// and all are added in worker order. Equal costs give rank r the workers r, r + N, ...
+using Assignment = std::vector<std::vector<int64_t>>;
+Assignment assign_workers(const std::vector<double>& seconds, int world_size) {
+  std::vector<int64_t> order(seconds.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return seconds[a] > seconds[b]; });
+  std::vector<double> load(world_size, 0.0);
+  Assignment owned(world_size);
+  for (const auto w : order) {
+    const auto r = std::min_element(load.begin(), load.end()) - load.begin();
+    owned[r].push_back(w);
+    load[r] += seconds[w];
+  }
+  for (auto& list : owned) std::sort(list.begin(), list.end());
+  return owned;
+}
+
+/// Restarts the workers `owned` by this rank and drops the others' tasks; a worker's task depends
+/// only on its index in all workers, never on the rank that runs it.
+void restart(std::vector<Worker>& workers, const std::vector<int64_t>& owned,
              const LearnedOptimizerModelImpl& model, const MetaTrainOptions& options,
              int64_t restart_index) {
   const int64_t particles = options.estimator == MetaEstimator::kPES ? 2 : 1;
-  for (int64_t w = share.first; w < share.first + share.count * share.stride; w += share.stride) {
+  for (auto& worker : workers) worker = Worker();
+  for (const int64_t w : owned) {
     auto gen = generator_for(options.seed, 1 + restart_index, w);
-    // Families in turn, so every restart sees a balanced mix.
-    const auto family =
-        options.families[(restart_index * workers.size() + w) % options.families.size()];
+    const auto family = options.families[family_slot(options, restart_index, w)];
     auto& worker = workers[w];
     worker.task = sample_task(family, gen, options.sampling);
     const auto sizes = worker.task->segments();
@@ -301,19 +325,21 @@ void check_same_options(Communicator& communicator, const MetaTrainOptions& opti
 }
 
 /// Every worker's row of contributions in worker order, (workers, columns): this rank's rows
-/// (its share, in order) and the other ranks', the same matrix on every rank whatever the world
-/// size.
-torch::Tensor gather_workers(const torch::Tensor& local, int64_t workers,
+/// (those of its `owned[rank]` workers, in order) and the other ranks', the same matrix on every
+/// rank whatever the world size.
+torch::Tensor gather_workers(const torch::Tensor& local, const Assignment& owned, int64_t workers,
                              Communicator* communicator) {
-  if (communicator == nullptr) return local;
-  const int world_size = communicator->world_size();
+  if (communicator == nullptr) return local;  // owned[0]: every worker, in order
   // Gloo's allgather takes equal sizes: every rank sends as many rows as the largest share.
-  const int64_t most = worker_share(workers, 0, world_size).count;
-  auto padded = at::zeros({most, local.size(1)}, local.options());
+  size_t most = 0;
+  for (const auto& list : owned) most = std::max(most, list.size());
+  auto padded = at::zeros({static_cast<int64_t>(most), local.size(1)}, local.options());
   padded.narrow(0, 0, local.size(0)).copy_(local);
   const auto shares = communicator->allgather(padded);
-  std::vector<torch::Tensor> rows;
-  for (int64_t w = 0; w < workers; ++w) rows.push_back(shares[w % world_size][w / world_size]);
+  std::vector<torch::Tensor> rows(workers);
+  for (size_t r = 0; r < owned.size(); ++r) {
+    for (size_t k = 0; k < owned[r].size(); ++k) rows[owned[r][k]] = shares[r][k];
+  }
   return at::stack(rows);
 }
 
@@ -381,7 +407,8 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     std::tie(iteration, restart_index) =
         share_starting_state(*communicator, *model, adam, iteration, restart_index);
   }
-  const auto share = worker_share(options.workers, rank, world_size);
+  // A worker's row of contributions: [meta-loss, seconds it took, meta-gradient (P)].
+  constexpr int64_t kLoss = 0, kSeconds = 1, kGradient = 2;
   int64_t parameter_count = 0;
   for (const auto& p : params) parameter_count += p.numel();
   // Closed on every exit, also when a callback or a task throws.
@@ -402,17 +429,30 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   std::deque<double> window;
   const auto started = std::chrono::steady_clock::now();
   const int64_t first = iteration;
-  // Seconds in gather_workers: waiting for the slowest rank, then the transfer.
+  // Seconds in gather_workers (waiting for the slowest rank, then the transfer) and bytes received.
   struct {
-    double total = 0.0, least = INFINITY;
+    double total = 0.0, least = INFINITY, bytes = 0.0;
   } gathering;
+  // Seconds per worker-iteration of each family as last measured (0: not yet), for assign_workers.
+  std::vector<double> family_seconds(options.families.size(), 0.0);
+  Assignment owned;
 
   for (; iteration < options.iterations; ++iteration) {
     if (truncations_left == 0) {
       if (writes && !options.checkpoint.empty() && iteration > first) {
         save_checkpoint(options.checkpoint, *model, adam, iteration, restart_index);
       }
-      restart(workers, share, *model, options, restart_index);
+      std::vector<double> expected(options.workers);
+      double known = 0.0, count = 0.0;  // a family not yet seen costs the mean of those seen
+      for (const double s : family_seconds) {
+        if (s > 0.0) known += s, ++count;
+      }
+      for (int64_t w = 0; w < options.workers; ++w) {
+        const double s = family_seconds[family_slot(options, restart_index, w)];
+        expected[w] = s > 0.0 ? s : count > 0.0 ? known / count : 1.0;
+      }
+      owned = assign_workers(expected, world_size);
+      restart(workers, owned[rank], *model, options, restart_index);
       truncations_left = restart_horizon(options, restart_index) / options.unroll;
       ++restart_index;
     }
@@ -426,24 +466,28 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     for (auto& group : adam.param_groups()) {
       static_cast<torch::optim::AdamOptions&>(group.options()).lr(options.meta_lr * decay);
     }
-    // Row k: the contribution [meta-loss, meta-gradient (parameter_count)] of this rank's k-th
-    // worker, in double. Kept per worker so that every world size adds the same rows in the same
-    // order.
-    auto local = at::zeros({share.count, 1 + parameter_count}, at::kDouble);
+    // Row k: the contribution of this rank's k-th worker, in double. Kept per worker so that every
+    // world size adds the same rows in the same order.
+    const auto& mine = owned[rank];
+    auto local =
+        at::zeros({static_cast<int64_t>(mine.size()), kGradient + parameter_count}, at::kDouble);
     if (options.estimator == MetaEstimator::kTruncatedBackprop) {
-      for (int64_t k = 0; k < share.count; ++k) {
-        auto& worker = workers[share.first + k * share.stride];
+      for (size_t k = 0; k < mine.size(); ++k) {
+        const auto worker_start = std::chrono::steady_clock::now();
+        auto& worker = workers[mine[k]];
         auto row = local[k];
         const auto loss = unroll(*model, worker, worker.particles[0], options.unroll,
                                  /*meta_graph=*/true);
-        row[0].fill_(loss.item<double>());
-        if (!loss.requires_grad()) continue;  // diverged: no graph, no gradient
-        const auto grads = torch::autograd::grad({loss}, params, {}, /*retain_graph=*/false,
-                                                 /*create_graph=*/false, /*allow_unused=*/true);
-        for (size_t i = 0, offset = 1; i < params.size(); offset += params[i++].numel()) {
-          if (grads[i].defined())
-            row.narrow(0, offset, params[i].numel()).copy_(grads[i].reshape(-1));
+        row[kLoss].fill_(loss.item<double>());
+        if (loss.requires_grad()) {  // else diverged: no graph, no gradient
+          const auto grads = torch::autograd::grad({loss}, params, {}, /*retain_graph=*/false,
+                                                   /*create_graph=*/false, /*allow_unused=*/true);
+          for (size_t i = 0, offset = kGradient; i < params.size(); offset += params[i++].numel()) {
+            if (grads[i].defined())
+              row.narrow(0, offset, params[i].numel()).copy_(grads[i].reshape(-1));
+          }
         }
+        row[kSeconds].fill_(seconds_since(worker_start));
       }
     } else {
       torch::NoGradGuard no_grad;
@@ -452,8 +496,9 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
         for (auto& p : params) flat.push_back(p.detach().reshape(-1));
         return flat;
       }());
-      for (int64_t k = 0; k < share.count; ++k) {
-        const int64_t w = share.first + k * share.stride;
+      for (size_t k = 0; k < mine.size(); ++k) {
+        const auto worker_start = std::chrono::steady_clock::now();
+        const int64_t w = mine[k];
         auto& worker = workers[w];
         auto gen = generator_for(options.seed ^ 0x5EED, iteration, w);
         const auto eps = at::randn(theta.sizes(), gen) * options.pes_sigma;
@@ -471,24 +516,39 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
                              .item<double>();
         }
         auto row = local[k];
-        row[0].fill_(0.5 * (losses[0] + losses[1]));
-        row.narrow(0, 1, parameter_count)
+        row[kLoss].fill_(0.5 * (losses[0] + losses[1]));
+        row.narrow(0, kGradient, parameter_count)
             .copy_(worker.accumulated.to(at::kDouble) *
                    ((losses[0] - losses[1]) / (2.0 * options.pes_sigma * options.pes_sigma)));
+        row[kSeconds].fill_(seconds_since(worker_start));
       }
     }
     // The mean over all workers, added in worker order (the same on every rank).
     const auto gather_start = std::chrono::steady_clock::now();
-    const auto rows = gather_workers(local, options.workers, communicator);
-    const double gather_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - gather_start).count();
+    const auto rows = gather_workers(local, owned, options.workers, communicator);
+    const double gather_seconds = seconds_since(gather_start);
     gathering.total += gather_seconds;
     gathering.least = std::min(gathering.least, gather_seconds);
+    size_t most = 0;
+    for (const auto& list : owned) most = std::max(most, list.size());
+    gathering.bytes += static_cast<double>(world_size * most * rows.size(1) * sizeof(double));
     auto mean = rows[0].clone();
     for (int64_t w = 1; w < options.workers; ++w) mean += rows[w];
     mean /= static_cast<double>(options.workers);
-    const double meta_loss = mean[0].item<double>();
-    for (size_t i = 0, offset = 1; i < params.size(); offset += params[i++].numel()) {
+    const double meta_loss = mean[kLoss].item<double>();
+    {  // each family's mean seconds over its workers, for the next assignment
+      std::vector<double> sum(options.families.size(), 0.0), n(options.families.size(), 0.0);
+      const auto seconds = rows.select(1, kSeconds).contiguous();
+      for (int64_t w = 0; w < options.workers; ++w) {
+        const auto slot = family_slot(options, restart_index - 1, w);
+        sum[slot] += seconds[w].item<double>();
+        n[slot] += 1.0;
+      }
+      for (size_t f = 0; f < sum.size(); ++f) {
+        if (n[f] > 0.0) family_seconds[f] = sum[f] / n[f];
+      }
+    }
+    for (size_t i = 0, offset = kGradient; i < params.size(); offset += params[i++].numel()) {
       params[i].mutable_grad() =
           mean.narrow(0, offset, params[i].numel()).view(params[i].sizes()).to(params[i].dtype());
     }
@@ -535,17 +595,15 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   if (writes && options.progress) std::fprintf(stderr, "\n");
   if (communicator && writes && options.progress && iteration > first) {
     // What a user needs to judge the scaling: the payload and the time spent in the collective.
-    std::fprintf(
-        stderr,
-        "meta_train: %d ranks; each iteration gathered %lld bytes (%lld workers x (1 + %lld "
-        "parameters) doubles, every rank sends as many rows as the largest share); the "
-        "gather, with the wait for the slowest rank, took %.3f ms on average, %.3f ms at "
-        "least\n",
-        world_size,
-        static_cast<long long>(world_size * worker_share(options.workers, 0, world_size).count *
-                               (1 + parameter_count) * 8),
-        static_cast<long long>(options.workers), static_cast<long long>(parameter_count),
-        1e3 * gathering.total / static_cast<double>(iteration - first), 1e3 * gathering.least);
+    const double iterations_run = static_cast<double>(iteration - first);
+    std::fprintf(stderr,
+                 "meta_train: %d ranks; each iteration gathered %.0f bytes on average (rows of 2 + "
+                 "%lld doubles for %lld workers, every rank sending as many rows as the largest "
+                 "share); the gather, with the wait for the slowest rank, took %.3f ms on "
+                 "average, %.3f ms at least\n",
+                 world_size, gathering.bytes / iterations_run,
+                 static_cast<long long>(parameter_count), static_cast<long long>(options.workers),
+                 1e3 * gathering.total / iterations_run, 1e3 * gathering.least);
   }
   // No rank leaves (closing its connections) while another may still be reading the last gather.
   if (communicator) communicator->barrier();
