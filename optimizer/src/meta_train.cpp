@@ -165,26 +165,61 @@ size_t family_slot(const MetaTrainOptions& options, int64_t restart_index, int64
                              static_cast<int64_t>(options.families.size()));
 }
 
-/// Which workers each rank runs until the next restart: (world_size) lists, ascending. Longest
-/// processing time first: the costliest worker goes to the least loaded rank, `seconds[w]` being
-/// worker w's expected cost. Only the speed depends on it: a worker computes the same on any rank
-/// and all are added in worker order. Equal costs give rank r the workers r, r + N, ...
+/// Which workers each rank runs: (world_size) lists, ascending. Chosen at every restart by
+/// longest processing time first: the costliest worker goes to the least loaded rank, a worker's
+/// cost being the seconds its family took per iteration when last measured. Only the speed depends
+/// on it: a worker computes the same on any rank, and all are added in worker order.
 using Assignment = std::vector<std::vector<int64_t>>;
-Assignment assign_workers(const std::vector<double>& seconds, int world_size) {
-  std::vector<int64_t> order(seconds.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return seconds[a] > seconds[b]; });
-  std::vector<double> load(world_size, 0.0);
-  Assignment owned(world_size);
-  for (const auto w : order) {
-    const auto r = std::min_element(load.begin(), load.end()) - load.begin();
-    owned[r].push_back(w);
-    load[r] += seconds[w];
+class WorkerPlacement {
+ public:
+  explicit WorkerPlacement(const MetaTrainOptions& options)
+      : options_(options), family_seconds_(options.families.size(), 0.0) {}
+
+  /// The assignment for the tasks of restart `restart_index`. Equal costs (nothing measured yet)
+  /// give rank r the workers r, r + world_size, ...
+  Assignment assign(int64_t restart_index, int world_size) const {
+    double known = 0.0, count = 0.0;  // a family not yet measured costs the mean of the others
+    for (const double s : family_seconds_) {
+      if (s > 0.0) known += s, ++count;
+    }
+    std::vector<double> cost(options_.workers);
+    for (int64_t w = 0; w < options_.workers; ++w) {
+      const double s = family_seconds_[family_slot(options_, restart_index, w)];
+      cost[w] = s > 0.0 ? s : count > 0.0 ? known / count : 1.0;
+    }
+    std::vector<int64_t> order(cost.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return cost[a] > cost[b]; });
+    std::vector<double> load(world_size, 0.0);
+    Assignment owned(world_size);
+    for (const auto w : order) {
+      const auto r = std::min_element(load.begin(), load.end()) - load.begin();
+      owned[r].push_back(w);
+      load[r] += cost[w];
+    }
+    for (auto& list : owned) std::sort(list.begin(), list.end());
+    return owned;
   }
-  for (auto& list : owned) std::sort(list.begin(), list.end());
-  return owned;
-}
+
+  /// Records how long each worker of the tasks of restart `restart_index` took, (workers) seconds.
+  void measured(int64_t restart_index, const torch::Tensor& seconds) {
+    std::vector<double> sum(family_seconds_.size(), 0.0), n(family_seconds_.size(), 0.0);
+    const auto values = seconds.to(at::kDouble).contiguous();
+    for (int64_t w = 0; w < options_.workers; ++w) {
+      const auto slot = family_slot(options_, restart_index, w);
+      sum[slot] += values.data_ptr<double>()[w];
+      n[slot] += 1.0;
+    }
+    for (size_t f = 0; f < sum.size(); ++f) {
+      if (n[f] > 0.0) family_seconds_[f] = sum[f] / n[f];
+    }
+  }
+
+ private:
+  const MetaTrainOptions& options_;
+  std::vector<double> family_seconds_;  // per family (0: not measured yet)
+};
 
 /// Restarts the workers `owned` by this rank and drops the others' tasks; a worker's task depends
 /// only on its index in all workers, never on the rank that runs it.
@@ -433,8 +468,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   struct {
     double total = 0.0, least = INFINITY, bytes = 0.0;
   } gathering;
-  // Seconds per worker-iteration of each family as last measured (0: not yet), for assign_workers.
-  std::vector<double> family_seconds(options.families.size(), 0.0);
+  WorkerPlacement placement(options);
   Assignment owned;
 
   for (; iteration < options.iterations; ++iteration) {
@@ -442,16 +476,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
       if (writes && !options.checkpoint.empty() && iteration > first) {
         save_checkpoint(options.checkpoint, *model, adam, iteration, restart_index);
       }
-      std::vector<double> expected(options.workers);
-      double known = 0.0, count = 0.0;  // a family not yet seen costs the mean of those seen
-      for (const double s : family_seconds) {
-        if (s > 0.0) known += s, ++count;
-      }
-      for (int64_t w = 0; w < options.workers; ++w) {
-        const double s = family_seconds[family_slot(options, restart_index, w)];
-        expected[w] = s > 0.0 ? s : count > 0.0 ? known / count : 1.0;
-      }
-      owned = assign_workers(expected, world_size);
+      owned = placement.assign(restart_index, world_size);
       restart(workers, owned[rank], *model, options, restart_index);
       truncations_left = restart_horizon(options, restart_index) / options.unroll;
       ++restart_index;
@@ -536,18 +561,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     for (int64_t w = 1; w < options.workers; ++w) mean += rows[w];
     mean /= static_cast<double>(options.workers);
     const double meta_loss = mean[kLoss].item<double>();
-    {  // each family's mean seconds over its workers, for the next assignment
-      std::vector<double> sum(options.families.size(), 0.0), n(options.families.size(), 0.0);
-      const auto seconds = rows.select(1, kSeconds).contiguous();
-      for (int64_t w = 0; w < options.workers; ++w) {
-        const auto slot = family_slot(options, restart_index - 1, w);
-        sum[slot] += seconds[w].item<double>();
-        n[slot] += 1.0;
-      }
-      for (size_t f = 0; f < sum.size(); ++f) {
-        if (n[f] > 0.0) family_seconds[f] = sum[f] / n[f];
-      }
-    }
+    placement.measured(restart_index - 1, rows.select(1, kSeconds));
     for (size_t i = 0, offset = kGradient; i < params.size(); offset += params[i++].numel()) {
       params[i].mutable_grad() =
           mean.narrow(0, offset, params[i].numel()).view(params[i].sizes()).to(params[i].dtype());
