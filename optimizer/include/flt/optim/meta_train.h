@@ -14,9 +14,10 @@
 //    removes the truncation bias; needs only loss values.
 // All workers restart together after each task's horizon, so a checkpoint taken there resumes
 // exactly.
-// Distributed (distributed.h): rank r of N runs workers r, r + N, ...; every worker's
-// meta-loss and meta-gradient is gathered and all are added in worker order on every rank, so the
-// same seed and number of workers give bit-identical weights at any world size.
+// Distributed (distributed.h): the ranks share the workers (placed at each restart by their
+// measured cost); every worker's meta-loss and meta-gradient is gathered and all are added in
+// worker order on every rank, so the same seed and number of workers give bit-identical weights at
+// any world size.
 
 #include <functional>
 #include <memory>
