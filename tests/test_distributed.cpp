@@ -1,6 +1,7 @@
 // Distributed meta-training's contract at the library boundary: the rendezvous read from torchrun's
 // environment variables, and the errors that name a bad value before any process is contacted.
-// Several processes on loopback: tests/cli/metatrain_distributed.sh (ctest metatrain_distributed_*).
+// Several processes on loopback: tests/cli/metatrain_distributed.sh (ctest
+// metatrain_distributed_*).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
