@@ -88,6 +88,7 @@ struct RealSuiteOptions {
   fo::RunEvalOptions eval;
   double steps_scale = 1.0;
   bool quick = false;
+  bool known_length = false;  // also Mnemosyne told the run's length (its cosine annealing)
 };
 
 /// The held-out real training runs: tables, summary, CSVs and figures.
@@ -110,6 +111,13 @@ void run_real_suite(const RealSuiteOptions& options) {
   for (const auto& spec : options.weights) {
     const auto eq = spec.find('=');
     contenders.push_back(fo::mnemosyne_contender(spec.substr(0, eq), spec.substr(eq + 1)));
+  }
+  if (options.known_length) {
+    // The loop's cosine schedule on lr is MnemosyneOptions::total_steps(run steps): the same
+    // half cosine, applied by the loop because an optimizer factory does not see the run.
+    auto told = fo::mnemosyne_contender("mnemosyne-total-steps");
+    told.schedule = fo::Schedule::kCosine;
+    contenders.push_back(std::move(told));
   }
   for (const auto& c : contenders) learned.push_back(c.name);
   for (auto& c : fo::baseline_contenders()) contenders.push_back(std::move(c));
@@ -335,6 +343,9 @@ int main(int argc, char** argv) {
   app.add_option("--tuning-cache", real.eval.tuning_cache,
                  "real suite: CSV of the baselines' tuning results, reused where it matches a run "
                  "and its steps, extended with new ones (e.g. bench/eval-real-tuning.csv)");
+  app.add_flag("--known-length", real.known_length,
+               "real suite: also run Mnemosyne told each run's length (MnemosyneOptions::total_steps: "
+               "a half cosine to 0, as the tuned baselines' schedule)");
   app.add_option("--threads", threads, "LibTorch intra-op threads")
       ->capture_default_str()
       ->check(flt::demos::integer_at_least(1));

@@ -79,7 +79,7 @@ TEST_F(Mnemosyne, LogSignEncoding_ExactValues) {
 /// The step-size controller written out in double (learned_rule.h), for the reference below.
 struct ControllerReference {
   double rho, floor, gain, target;
-  double c = 0.0, mean_square = 0.0, initial_mean_square = 0.0;
+  double c = 0.0, mean_square = 0.0, initial_mean_square = 0.0, long_grad_square = 0.0;
   double step_size() const {
     return rho * std::sqrt(std::min(mean_square, 16.0 * initial_mean_square) + floor * floor) *
            std::exp(c);
@@ -89,15 +89,20 @@ struct ControllerReference {
         (g * previous).sum().item<double>() /
         (std::sqrt((g * g).sum().item<double>() * (previous * previous).sum().item<double>()) +
          1e-30);
-    c = std::clamp(c + gain * (cosine - target), -30.0, 3.0);
+    // The cosine counts in proportion to the gradient's RMS over its long-run RMS (capped at 1).
+    const double grad_square = (g * g).mean().item<double>();
+    long_grad_square =
+        long_grad_square > 0.0 ? 0.999 * long_grad_square + 0.001 * grad_square : grad_square;
+    const double signal = std::min(1.0, std::sqrt(grad_square / long_grad_square));
+    c = std::clamp(c + gain * (signal * cosine - target), -30.0, 3.0);
     mean_square = (p * p).mean().item<double>();
   }
 };
 
 TEST_F(Mnemosyne, UntrainedModel_IsAdamWithTheStepSizeController) {
   // The zero-initialised head makes the rule Adam (betas 0.9/0.999) whose learning rate is the
-  // tensor's controller: rho sqrt(mean p^2 + floor^2) e^c, c += kappa (cos(g, m1/sqrt(v)) -
-  // target). The reference is written out here in double: a check of every moment and controller
+  // tensor's controller: rho sqrt(mean p^2 + floor^2) e^c, c += kappa (signal cos(g, m1/sqrt(v))
+  // - target). The reference is written out here in double: a check of every moment and controller
   // formula.
   for (auto memory : fo::all_memories()) {
     auto model = untrained(memory);
@@ -535,10 +540,50 @@ TEST_F(Mnemosyne, PureNoiseGradients_ParameterNormStaysBounded) {
   EXPECT_LT(rms[2], 0.07) << "no further than Adam at lr 1e-3";
   // A random walk grows sqrt(5) = 2.24x from step 1000 to 5000 (Adam at 1e-3 does). The controller
   // shrinks the step geometrically (c falls >= 9e-4 a step) while the reference scale may follow
-  // the tensor's RMS up to 4x its start (here from the floor): measured 0.0438 -> 0.0517, +18%,
-  // with the step down to 4e-6 by step 5000, so what is left to go is a convergent tail.
-  EXPECT_LT(rms[2], 1.25 * rms[1]) << "the displacement has (nearly) stopped growing";
+  // the tensor's RMS up to 4x its start (here from the floor) and the head's magnitude adapts:
+  // measured +18% (0.0438 -> 0.0517, weights of 2026-11-23 morning) and +33% (0.0241 -> 0.0322,
+  // the weights meta-trained with small-data tasks), with the step down to 1e-6..4e-6 by step 5000,
+  // so what is left to go is a convergent tail. The bound sits between those and the random walk.
+  EXPECT_LT(rms[2], 1.6 * rms[1]) << "the displacement has (nearly) stopped growing";
   EXPECT_LT(opt.step_sizes()[0], 1e-2 * first_step) << "the step has annealed";
+}
+
+// A fitted network (training loss ~0) sends gradients of 1e-8 and less that all point the same
+// way (they grow the margins). The rule must stop there, as Adam does: before the correction gate
+// and the controller's gradient signal, the head's bias kept moving such parameters (a wine MLP's
+// norm went 24 -> 142 over 750 steps of zero loss), and float underflow in the cosine once lifted
+// c from -30 to +3 in one step.
+TEST_F(Mnemosyne, VanishingGradients_StopTheRule) {
+  torch::manual_seed(2);
+  auto x = torch::randn({4096}).mul_(0.1).requires_grad_(true);
+  fo::Mnemosyne opt({x});           // the shipped default
+  for (int t = 1; t <= 100; ++t) {  // ordinary training: unit-scale gradients
+    x.mutable_grad() = torch::randn({4096}) + 0.5;
+    opt.step();
+  }
+  const double step_when_fitted = opt.step_sizes()[0];
+  const auto margin_direction = torch::randn({4096}).sign();
+  const auto feed = [&](double scale, int steps) {
+    for (int t = 1; t <= steps; ++t) {
+      x.mutable_grad() = scale * margin_direction;
+      opt.step();
+      const auto& st = static_cast<fo::MnemosyneParamState&>(*opt.state().begin()->second);
+      ASSERT_LE(st.controller()[0].item<double>(), 3.0);
+    }
+  };
+  // Momentum coasts on for a while (m2 / rms decays as 0.99^t / 0.9995^t, 0.0013 at t = 700), as
+  // Adam's does; then the parameters must stand still.
+  feed(1e-8, 700);
+  const auto coasted = x.detach().clone();
+  feed(1e-20, 300);
+  feed(0.0, 300);
+  const double moved = (x.detach() - coasted).norm().item<double>() / coasted.norm().item<double>();
+  std::printf(
+      "  vanishing gradients: relative displacement %.3g over the last 600 steps, step size %.3g "
+      "-> %.3g\n",
+      moved, step_when_fitted, opt.step_sizes()[0]);
+  EXPECT_LT(moved, 1e-4) << "the parameters kept moving without gradient";
+  EXPECT_LE(opt.step_sizes()[0], step_when_fitted) << "the step grew on vanishing gradients";
 }
 
 // A convex problem (noisy least squares, mini-batches of 16) run for 6000 steps, 10x the longest

@@ -214,9 +214,9 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
   const auto ratio = [&](const torch::Tensor& a) {
     return (a / rms).clamp(-kRatioClip, kRatioClip);
   };
-  const auto adam_direction = ratio(m1_hat);
+  const auto adam_direction = ratio(m1_hat), g_ratio = ratio(g), m2_ratio = ratio(m2_hat);
   const auto x = at::cat(
-      {at::stack({ratio(g), adam_direction, ratio(m2_hat)}, 1), log_sign_encoding(g, kLogSignK),
+      {at::stack({g_ratio, adam_direction, m2_ratio}, 1), log_sign_encoding(g, kLogSignK),
        log_sign_encoding(m1_hat, kLogSignK), log_sign_encoding(rms, kLogSignK).narrow(1, 0, 1),
        log_sign_encoding(param.detach(), kLogSignK)},
       1);  // (N, kFeatures)
@@ -225,7 +225,8 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
   TORCH_CHECK(step_size.dim() == 0 || step_size.sizes() == grad.sizes(),
               "LearnedOptimizerModel::step: step_size must be a scalar or (N), got ",
               step_size.sizes());
-  const auto direction = adam_direction + out.select(1, 0);
+  const auto direction =
+      adam_direction + correction_gate(g_ratio, adam_direction, m2_ratio) * out.select(1, 0);
   const auto magnitude = kMaxLogMagnitude * at::tanh(out.select(1, 1) / kMaxLogMagnitude);
   const auto update = -step_size * direction * at::exp(magnitude);
   return {update, at::cat({at::stack({m1, m2, v}, 1), memory}, 1)};
@@ -236,7 +237,7 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
 torch::Tensor LearnedOptimizerModelImpl::initial_tensor_state(const torch::Tensor& param) const {
   const double mean_square =
       param.numel() == 0 ? 0.0 : param.detach().to(at::kDouble).pow(2).mean().item<double>();
-  return torch::tensor({0.0, mean_square, 0.0, mean_square}, torch::kFloat);
+  return torch::tensor({0.0, mean_square, 0.0, mean_square, 0.0}, torch::kFloat);
 }
 
 torch::Tensor LearnedOptimizerModelImpl::tensor_step_size(const torch::Tensor& tensor_states,
@@ -252,12 +253,14 @@ torch::Tensor LearnedOptimizerModelImpl::tensor_step_size(const torch::Tensor& t
 torch::Tensor LearnedOptimizerModelImpl::step_statistics(const torch::Tensor& grad,
                                                          const torch::Tensor& old_state,
                                                          const torch::Tensor& new_param) {
-  const auto g = grad.clamp(-kMaxGradient, kMaxGradient);
+  // In double, as the fused step: in float, g^2 of a 1e-20 gradient underflows while g d does not.
+  const auto g = grad.clamp(-kMaxGradient, kMaxGradient).to(at::kDouble);
   // d_prev = m1 / sqrt(v) without bias corrections: they scale every coordinate of the tensor
   // alike, and the cosine does not see a common scale.
-  const auto previous =
-      old_state.select(1, 0) / (at::sqrt(old_state.select(1, 2)) + kCosineEpsilon);
-  return at::stack({g * previous, g * g, previous * previous, new_param * new_param}, 1);
+  const auto previous = old_state.select(1, 0).to(at::kDouble) /
+                        (at::sqrt(old_state.select(1, 2).to(at::kDouble)) + kCosineEpsilon);
+  const auto p = new_param.to(at::kDouble);
+  return at::stack({g * previous, g * g, previous * previous, p * p}, 1);
 }
 
 torch::Tensor LearnedOptimizerModelImpl::next_tensor_state(const torch::Tensor& tensor_states,
@@ -274,28 +277,31 @@ torch::Tensor LearnedOptimizerModelImpl::next_tensor_state(const torch::Tensor& 
   // float, and inf / inf would make the cosine, then every later step, NaN.
   const auto type = tensor_states.scalar_type();
   const auto states = tensor_states.to(at::kDouble), sums = statistics.to(at::kDouble);
-  auto [next, cosine] = controller_update<torch::Tensor>(
-      states.select(1, 0), sums.select(1, 0), sums.select(1, 1), sums.select(1, 2),
-      step_log_gain.to(at::kDouble), step_log_target.to(at::kDouble));
-  const auto mean_square = sums.select(1, 3) / numels.to(at::kDouble).clamp_min(1.0);
-  return at::stack({next, mean_square, cosine, states.select(1, 3)}, 1).to(type);
+  const auto numel = numels.to(at::kDouble).clamp_min(1.0);
+  auto [next, cosine, long_run] = controller_update<torch::Tensor>(
+      states.select(1, 0), states.select(1, 4), sums.select(1, 0), sums.select(1, 1),
+      sums.select(1, 2), numel, step_log_gain.to(at::kDouble), step_log_target.to(at::kDouble));
+  const auto mean_square = sums.select(1, 3) / numel;
+  return at::stack({next, mean_square, cosine, states.select(1, 3), long_run}, 1).to(type);
 }
 
-double LearnedOptimizerModelImpl::tensor_step_size(const std::array<double, 4>& tensor_state,
-                                                   int64_t t, int64_t total_steps) const {
+static_assert(std::tuple_size_v<LearnedOptimizerModelImpl::TensorState> == kTensorState,
+              "the double controller state has one entry per slot");
+
+double LearnedOptimizerModelImpl::tensor_step_size(const TensorState& tensor_state, int64_t t,
+                                                   int64_t total_steps) const {
   return controller_step_size<double>(tensor_state[0], tensor_state[1], tensor_state[3],
                                       step_log_relative.item<double>(),
                                       step_log_floor.item<double>(), anneal(t, total_steps));
 }
 
-std::array<double, 4> LearnedOptimizerModelImpl::next_tensor_state(
-    const std::array<double, 4>& tensor_state, const std::array<double, 4>& statistics,
-    int64_t numel) const {
-  const auto [next, cosine] =
-      controller_update<double>(tensor_state[0], statistics[0], statistics[1], statistics[2],
-                                step_log_gain.item<double>(), step_log_target.item<double>());
-  return {next, statistics[3] / static_cast<double>(std::max<int64_t>(numel, 1)), cosine,
-          tensor_state[3]};
+LearnedOptimizerModelImpl::TensorState LearnedOptimizerModelImpl::next_tensor_state(
+    const TensorState& tensor_state, const std::array<double, 4>& statistics, int64_t numel) const {
+  const double count = static_cast<double>(std::max<int64_t>(numel, 1));
+  const auto [next, cosine, long_run] = controller_update<double>(
+      tensor_state[0], tensor_state[4], statistics[0], statistics[1], statistics[2], count,
+      step_log_gain.item<double>(), step_log_target.item<double>());
+  return {next, statistics[3] / count, cosine, tensor_state[3], long_run};
 }
 
 }  // namespace flt::optim

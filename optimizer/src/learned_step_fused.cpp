@@ -32,7 +32,7 @@ namespace {
 // The rule's constants (learned_rule.h) in float. The EMA complements are rounded from the exact
 // values: 1 - 0.999f in float is 0.00099998713, a 1.3e-5 relative bias on every v update (measured
 // against the double reference).
-using detail::kBeta1, detail::kBeta2, detail::kBetaV;
+using detail::kBeta1, detail::kBeta2, detail::kBetaV, detail::correction_gate;
 constexpr float kDecay1 = kBeta1, kDecay2 = kBeta2, kDecayV = kBetaV;
 constexpr float kGain1 = 1.0 - kBeta1, kGain2 = 1.0 - kBeta2, kGainV = 1.0 - kBetaV;
 constexpr float kMaxGradient = detail::kMaxGradient, kRatioClip = detail::kRatioClip;
@@ -314,7 +314,7 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
     }
   }
 
-  // Head: MLP([x, read]) -> (direction, log-magnitude); update = -scale (adam + d) e^a.
+  // Head: MLP([x, read]) -> (direction, log-magnitude); update = -scale (adam + gate d) e^a.
   block_affine(w.w_in, w.b_in, in, w.hidden, F + w.reads, h);
   for (int64_t j = 0; j < w.hidden; ++j) {
     FOR_LANES(l) h[j][l] = tanh_approx(h[j][l]);
@@ -322,7 +322,8 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
   block_affine(w.w_out, w.b_out, h, 2, w.hidden, out);
   FOR_LANES(l) {
     const float a = kMaxLogMagnitude * tanh_approx(out[1][l] * (1.0f / kMaxLogMagnitude));
-    update[l] = -w.step_size * (adam_direction[l] + out[0][l]) * exp_approx(a);
+    const float gate = correction_gate(in[0][l], in[1][l], in[2][l]);
+    update[l] = -w.step_size * (adam_direction[l] + gate * out[0][l]) * exp_approx(a);
     ok[l] = (ok[l] != 0.0f && is_finite(update[l])) ? 1.0f : 0.0f;
   }
 
@@ -346,10 +347,11 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
     }
   }
   // The controller's statistics; lanes past a tail's end have zero gradient, state and parameter.
-  float sums[kStatistics][L];
+  // Products in double: in float, g^2 of a 1e-20 gradient underflows while g d does not.
+  double sums[kStatistics][L];
   FOR_LANES(l) {
-    sums[0][l] = g[l] * previous[l], sums[1][l] = g[l] * g[l];
-    sums[2][l] = previous[l] * previous[l], sums[3][l] = param[l] * param[l];
+    const double gl = g[l], dl = previous[l], pl = param[l];
+    sums[0][l] = gl * dl, sums[1][l] = gl * gl, sums[2][l] = dl * dl, sums[3][l] = pl * pl;
   }
   for (int64_t i = 0; i < kStatistics; ++i) {
     double total = 0.0;

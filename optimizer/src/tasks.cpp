@@ -270,8 +270,11 @@ class FashionTask : public Task {
       : hidden_layer_(hidden_layer) {
     const auto data = data::fashion_mnist();
     auto data_gen = child(gen);
-    // 8192 training and 2048 held-out images per instance: different instances see different data.
-    const auto train_idx = at::randperm(data.train_x.size(0), data_gen).narrow(0, 0, 8192);
+    // 256 to 8192 training images (log-uniform) and 2048 held-out ones per instance: different
+    // instances see different data, and the small ones overfit within a horizon (up to 1000
+    // epochs), which the held-out score punishes: a rule must learn to settle, not to memorise.
+    train_count_ = int64_t{1} << uniform_int(gen, 8, 13);
+    const auto train_idx = at::randperm(data.train_x.size(0), data_gen).narrow(0, 0, train_count_);
     const auto test_idx = at::randperm(data.test_x.size(0), data_gen).narrow(0, 0, 2048);
     train_x_ = data.train_x.index_select(0, train_idx).reshape({-1, 784});
     train_y_ = data.train_y.index_select(0, train_idx);
@@ -292,7 +295,7 @@ class FashionTask : public Task {
   std::string name() const override {
     return (hidden_layer_ ? "fashion_mlp(" + std::to_string(width_) + ", batch "
                           : "fashion_logistic(batch ") +
-           std::to_string(batch_) + ")";
+           std::to_string(batch_) + ", " + std::to_string(train_count_) + " images)";
   }
   TaskFamily family() const override {
     return hidden_layer_ ? TaskFamily::kFashionMLP : TaskFamily::kFashionLogistic;
@@ -322,7 +325,7 @@ class FashionTask : public Task {
     return at::cross_entropy_loss(at::matmul(h, layout_.view(p, w2_)) + layout_.view(p, b2_), y);
   }
   bool hidden_layer_;
-  int64_t batch_ = 32, width_ = 0;
+  int64_t batch_ = 32, width_ = 0, train_count_ = 0;
   FlatLayout layout_;
   int64_t w1_ = 0, b1_ = 0, w2_ = 0, b2_ = 0;
   torch::Tensor train_x_, train_y_, test_x_, test_y_;

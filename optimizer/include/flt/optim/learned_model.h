@@ -120,7 +120,8 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
                           int64_t t, double step_size);
 
   // ---- the per-tensor step-size controller (learned_rule.h) ----
-  /// Controller state of a fresh tensor: [c = 0, mean(param^2), h = 0, mean(param^2)].
+  /// Controller state of a fresh tensor: [c = 0, mean(param^2), h = 0, mean(param^2), long-run
+  /// mean(grad^2) = 0 (none yet)].
   /// -> (kTensorState) float32
   torch::Tensor initial_tensor_state(const torch::Tensor& param) const;
   /// The step sizes at step t (without the user's lr) of S tensors with controller states
@@ -139,11 +140,10 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
                                   const torch::Tensor& statistics,
                                   const torch::Tensor& numels) const;
   /// The same two in double for the optimizer's inference path (no tensor dispatch per tensor).
-  double tensor_step_size(const std::array<double, 4>& tensor_state, int64_t t,
-                          int64_t total_steps) const;
-  std::array<double, 4> next_tensor_state(const std::array<double, 4>& tensor_state,
-                                          const std::array<double, 4>& statistics,
-                                          int64_t numel) const;
+  using TensorState = std::array<double, 5>;
+  double tensor_step_size(const TensorState& tensor_state, int64_t t, int64_t total_steps) const;
+  TensorState next_tensor_state(const TensorState& tensor_state,
+                                const std::array<double, 4>& statistics, int64_t numel) const;
   /// Whether this configuration has a fused path (positive FAVOR+ features, widths <= 64).
   bool fused_supported() const;
 

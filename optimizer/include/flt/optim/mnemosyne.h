@@ -59,9 +59,9 @@ struct MnemosyneParamState
   TORCH_ARG(torch::Tensor, state);
   /// Coordinate updates skipped because the gradient (or the step) was not finite.
   TORCH_ARG(int64_t, skipped) = 0;
-  /// (4) float32: the tensor's step-size controller [log-multiplier c, mean square of the
-  /// parameter, last cosine between gradient and previous step, mean square at the start]
-  /// (learned_model.h).
+  /// (5) float32: the tensor's step-size controller [log-multiplier c, mean square of the
+  /// parameter, last cosine between gradient and previous step, mean square at the start,
+  /// long-run mean square of the gradient] (learned_model.h).
   TORCH_ARG(torch::Tensor, controller);
   /// The step size of the last step (lr included): how far the controller has annealed.
   TORCH_ARG(double, last_step_size) = 0.0;
