@@ -2,9 +2,14 @@
 //
 //   flt-metatrain --memory flt --out optimizer/pretrained/mnemosyne_flt.pt [--iterations 300]
 //   flt-metatrain --help     (every flag with its default)
+//   scripts/metatrain-distributed 4 --out rule.pt ...   (4 ranks on this machine)
 //
-// Resumes from --checkpoint when the file exists; deterministic for a given seed.
+// Resumes from --checkpoint when the file exists; deterministic for a given seed. With
+// WORLD_SIZE > 1 in the environment (torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) it is
+// one rank of a distributed meta-training (docs/learned-optimizer.md): the ranks split the workers
+// and rank 0 writes --out, --checkpoint and --csv; the weights are those of one process.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -96,6 +101,16 @@ int main(int argc, char** argv) {
   app.add_flag_callback(
       "--quiet", [&] { options.progress = false; }, "no progress bar");
   count(app.add_option("--threads", threads, "intra-op threads"));
+  // Distributed: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment (torchrun's).
+  std::string rendezvous_method;
+  app.add_option("--rendezvous", rendezvous_method,
+                 "where the ranks meet when WORLD_SIZE > 1: file://PATH (a new file every rank "
+                 "can open), or empty for MASTER_ADDR:MASTER_PORT");
+  int timeout_seconds = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::seconds>(fo::Rendezvous{}.timeout).count());
+  count(app.add_option("--timeout", timeout_seconds,
+                       "seconds a rank waits for the others (to join, and in each meta-iteration) "
+                       "before it stops with an error"));
   // The rule's shape (stored in the weights file); defaults as LearnedOptimizerModelOptions.
   count(app.add_option("--hidden", model_options.hidden(), "hidden width of the head MLP"));
   count(app.add_option("--features", model_options.features(), "FAVOR+ features of the memory"));
@@ -106,23 +121,36 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   flt::init();
+  int rank = 0, world_size = 1;
   try {
     flt::set_threads(threads);
+    auto rendezvous = fo::Rendezvous::from_environment();
+    rendezvous.method = rendezvous_method;
+    rendezvous.timeout = std::chrono::seconds(timeout_seconds);
+    rank = rendezvous.rank;
+    world_size = rendezvous.world_size;
+    if (world_size > 1) options.communicator = fo::connect(rendezvous);
     torch::manual_seed(options.seed);
     model_options.seed(options.seed);
+    // Every rank builds the rule's shape; meta_train then gives all ranks rank 0's values.
     flt::optim::LearnedOptimizerModel model =
         init.empty() ? flt::optim::LearnedOptimizerModel(model_options) : fo::load_model(init);
     model_options = model->options;
-    std::fprintf(
-        stderr,
-        "meta-training %s (%s, train %s, %lld iterations, %lld workers, unroll %lld, horizon "
-        "%lld..%lld)\n",
-        flt::optim::memory_name(model_options.memory()).c_str(),
-        flt::optim::meta_estimator_name(options.estimator).c_str(), options.train.c_str(),
-        static_cast<long long>(options.iterations), static_cast<long long>(options.workers),
-        static_cast<long long>(options.unroll), static_cast<long long>(options.horizon),
-        static_cast<long long>(std::max(options.horizon, options.horizon_max)));
+    if (rank == 0) {
+      std::fprintf(
+          stderr,
+          "meta-training %s (%s, train %s, %lld iterations, %lld workers, unroll %lld, horizon "
+          "%lld..%lld)",
+          flt::optim::memory_name(model_options.memory()).c_str(),
+          flt::optim::meta_estimator_name(options.estimator).c_str(), options.train.c_str(),
+          static_cast<long long>(options.iterations), static_cast<long long>(options.workers),
+          static_cast<long long>(options.unroll), static_cast<long long>(options.horizon),
+          static_cast<long long>(std::max(options.horizon, options.horizon_max)));
+      if (world_size > 1) std::fprintf(stderr, " on %d ranks", world_size);
+      std::fprintf(stderr, "\n");
+    }
     const auto history = flt::optim::meta_train(model, options);
+    if (rank != 0) return 0;
     flt::optim::save_model(model, out);
     double tail = 0.0;
     const size_t n = std::min<size_t>(20, history.size());
@@ -132,6 +160,9 @@ int main(int argc, char** argv) {
                 tail);
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-metatrain: %s\n", e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {  // c10d's sockets throw std::system_error
+    std::fprintf(stderr, "flt-metatrain: rank %d of %d: %s\n", rank, world_size, e.what());
     return 1;
   }
   return 0;

@@ -7,12 +7,16 @@
 #include <torch/optim/adam.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <memory>
+#include <numeric>
+#include <sstream>
 #include <tuple>
 
 #include "learned_rule.h"
@@ -51,6 +55,10 @@ struct Worker {
   std::vector<Particle> particles;  // 1 (backprop) or 2 (PES: +eps, -eps)
   torch::Tensor accumulated;        // PES: sum of this worker's perturbations since the restart
 };
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 /// log(loss) - log(initial), with the loss clamped so a diverging task cannot produce inf.
 torch::Tensor meta_term(const torch::Tensor& loss, double log_initial) {
@@ -150,14 +158,79 @@ int64_t restart_horizon(const MetaTrainOptions& options, int64_t index) {
   return std::max<int64_t>(1, std::llround(h / double(options.unroll))) * options.unroll;
 }
 
-void restart(std::vector<Worker>& workers, const LearnedOptimizerModelImpl& model,
-             const MetaTrainOptions& options, int64_t restart_index) {
+/// The family (an index into options.families) of worker `w` after restart `restart_index`:
+/// families in turn, so every restart sees a balanced mix.
+size_t family_slot(const MetaTrainOptions& options, int64_t restart_index, int64_t w) {
+  return static_cast<size_t>((restart_index * options.workers + w) %
+                             static_cast<int64_t>(options.families.size()));
+}
+
+/// Which workers each rank runs: (world_size) lists, ascending. Chosen at every restart by
+/// longest processing time first: the costliest worker goes to the least loaded rank, a worker's
+/// cost being the seconds its family took per iteration when last measured. Only the speed depends
+/// on it: a worker computes the same on any rank, and all are added in worker order.
+using Assignment = std::vector<std::vector<int64_t>>;
+class WorkerPlacement {
+ public:
+  explicit WorkerPlacement(const MetaTrainOptions& options)
+      : options_(options), family_seconds_(options.families.size(), 0.0) {}
+
+  /// The assignment for the tasks of restart `restart_index`. Equal costs (nothing measured yet)
+  /// give rank r the workers r, r + world_size, ...
+  Assignment assign(int64_t restart_index, int world_size) const {
+    double known = 0.0, count = 0.0;  // a family not yet measured costs the mean of the others
+    for (const double s : family_seconds_) {
+      if (s > 0.0) known += s, ++count;
+    }
+    std::vector<double> cost(options_.workers);
+    for (int64_t w = 0; w < options_.workers; ++w) {
+      const double s = family_seconds_[family_slot(options_, restart_index, w)];
+      cost[w] = s > 0.0 ? s : count > 0.0 ? known / count : 1.0;
+    }
+    std::vector<int64_t> order(cost.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return cost[a] > cost[b]; });
+    std::vector<double> load(world_size, 0.0);
+    Assignment owned(world_size);
+    for (const auto w : order) {
+      const auto r = std::min_element(load.begin(), load.end()) - load.begin();
+      owned[r].push_back(w);
+      load[r] += cost[w];
+    }
+    for (auto& list : owned) std::sort(list.begin(), list.end());
+    return owned;
+  }
+
+  /// Records how long each worker of the tasks of restart `restart_index` took, (workers) seconds.
+  void measured(int64_t restart_index, const torch::Tensor& seconds) {
+    std::vector<double> sum(family_seconds_.size(), 0.0), n(family_seconds_.size(), 0.0);
+    const auto values = seconds.to(at::kDouble).contiguous();
+    for (int64_t w = 0; w < options_.workers; ++w) {
+      const auto slot = family_slot(options_, restart_index, w);
+      sum[slot] += values.data_ptr<double>()[w];
+      n[slot] += 1.0;
+    }
+    for (size_t f = 0; f < sum.size(); ++f) {
+      if (n[f] > 0.0) family_seconds_[f] = sum[f] / n[f];
+    }
+  }
+
+ private:
+  const MetaTrainOptions& options_;
+  std::vector<double> family_seconds_;  // per family (0: not measured yet)
+};
+
+/// Restarts the workers `owned` by this rank and drops the others' tasks; a worker's task depends
+/// only on its index in all workers, never on the rank that runs it.
+void restart(std::vector<Worker>& workers, const std::vector<int64_t>& owned,
+             const LearnedOptimizerModelImpl& model, const MetaTrainOptions& options,
+             int64_t restart_index) {
   const int64_t particles = options.estimator == MetaEstimator::kPES ? 2 : 1;
-  for (size_t w = 0; w < workers.size(); ++w) {
+  for (auto& worker : workers) worker = Worker();
+  for (const int64_t w : owned) {
     auto gen = generator_for(options.seed, 1 + restart_index, w);
-    // Families in turn, so every restart sees a balanced mix.
-    const auto family =
-        options.families[(restart_index * workers.size() + w) % options.families.size()];
+    const auto family = options.families[family_slot(options, restart_index, w)];
     auto& worker = workers[w];
     worker.task = sample_task(family, gen, options.sampling);
     const auto sizes = worker.task->segments();
@@ -195,27 +268,33 @@ void restart(std::vector<Worker>& workers, const LearnedOptimizerModelImpl& mode
   }
 }
 
-void save_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model,
-                     const torch::optim::Adam& adam, int64_t iteration, int64_t restart_index) {
-  torch::serialize::OutputArchive archive;
-  archive.write("iteration", torch::IValue(iteration));
-  archive.write("restart", torch::IValue(restart_index));
+/// The whole meta-training state: a checkpoint file, or what rank 0 sends the other ranks.
+std::unique_ptr<torch::serialize::OutputArchive> checkpoint_archive(
+    LearnedOptimizerModelImpl& model, const torch::optim::Adam& adam, int64_t iteration,
+    int64_t restart_index) {
+  auto archive = std::make_unique<torch::serialize::OutputArchive>();
+  archive->write("iteration", torch::IValue(iteration));
+  archive->write("restart", torch::IValue(restart_index));
   torch::serialize::OutputArchive model_archive;
   model.save(model_archive);
-  archive.write("model", model_archive);
+  archive->write("model", model_archive);
   torch::serialize::OutputArchive adam_archive;
   adam.save(adam_archive);
-  archive.write("adam", adam_archive);
+  archive->write("adam", adam_archive);
+  return archive;
+}
+
+void save_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model,
+                     const torch::optim::Adam& adam, int64_t iteration, int64_t restart_index) {
   const std::string tmp = path + ".tmp";
-  archive.save_to(tmp);
+  checkpoint_archive(model, adam, iteration, restart_index)->save_to(tmp);
   std::rename(tmp.c_str(), path.c_str());  // never leave a half-written checkpoint
 }
 
-std::pair<int64_t, int64_t> load_checkpoint(const std::string& path,
+/// Reads a checkpoint_archive into `model` and `adam`; returns (iteration, restart index).
+std::pair<int64_t, int64_t> read_checkpoint(torch::serialize::InputArchive& archive,
                                             LearnedOptimizerModelImpl& model,
                                             torch::optim::Adam& adam) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(path);
   torch::IValue iteration, restart_index;
   archive.read("iteration", iteration);
   archive.read("restart", restart_index);
@@ -225,6 +304,78 @@ std::pair<int64_t, int64_t> load_checkpoint(const std::string& path,
   archive.read("adam", adam_archive);
   adam.load(adam_archive);
   return {iteration.toInt(), restart_index.toInt()};
+}
+
+std::pair<int64_t, int64_t> load_checkpoint(const std::string& path,
+                                            LearnedOptimizerModelImpl& model,
+                                            torch::optim::Adam& adam) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(path);
+  return read_checkpoint(archive, model, adam);
+}
+
+/// Every rank starts from rank 0's state (a fresh or given model, or its checkpoint), sent as one
+/// serialized checkpoint: the checkpoint file need only exist on rank 0's machine.
+std::pair<int64_t, int64_t> share_starting_state(Communicator& communicator,
+                                                 LearnedOptimizerModelImpl& model,
+                                                 torch::optim::Adam& adam, int64_t iteration,
+                                                 int64_t restart_index) {
+  std::ostringstream bytes;
+  if (communicator.rank() == 0) {
+    checkpoint_archive(model, adam, iteration, restart_index)->save_to(bytes);
+  }
+  auto size = torch::tensor({static_cast<int64_t>(bytes.str().size())}, at::kLong);
+  communicator.broadcast(size);
+  auto payload = at::empty({size.item<int64_t>()}, at::kByte);
+  if (communicator.rank() == 0)
+    std::memcpy(payload.data_ptr(), bytes.str().data(), payload.numel());
+  communicator.broadcast(payload);
+  if (communicator.rank() == 0) return {iteration, restart_index};
+  torch::serialize::InputArchive archive;
+  archive.load_from(static_cast<const char*>(payload.data_ptr()), payload.numel());
+  return read_checkpoint(archive, model, adam);
+}
+
+/// Ranks given different options would silently train different things: each rank's options
+/// (those that shape the result) and parameter shapes are compared with rank 0's.
+void check_same_options(Communicator& communicator, const MetaTrainOptions& options,
+                        const std::vector<torch::Tensor>& params) {
+  std::ostringstream text;
+  text << meta_estimator_name(options.estimator) << " " << options.train << " "
+       << options.iterations << " " << options.workers << " " << options.unroll << " "
+       << options.horizon << " " << options.horizon_max << " " << options.meta_lr << " "
+       << options.meta_lr_end << " " << options.pes_sigma << " " << options.clip << " "
+       << options.seed;
+  for (const auto family : options.families) text << " " << task_family_name(family);
+  for (const auto& p : params) text << " " << p.sizes();
+  // std::hash is the same on every rank running the same build of the program.
+  const auto mine = torch::tensor({static_cast<int64_t>(std::hash<std::string>{}(text.str()))});
+  const auto all = communicator.allgather(mine);
+  for (size_t r = 1; r < all.size(); ++r) {
+    TORCH_CHECK(torch::equal(all[r], all[0]), "meta_train: rank ", r,
+                " was started with other meta-training options or another rule shape than rank 0 "
+                "(rank ",
+                communicator.rank(), " has: ", text.str(), "); every rank needs the same flags");
+  }
+}
+
+/// Every worker's row of contributions in worker order, (workers, columns): this rank's rows
+/// (those of its `owned[rank]` workers, in order) and the other ranks', the same matrix on every
+/// rank whatever the world size.
+torch::Tensor gather_workers(const torch::Tensor& local, const Assignment& owned, int64_t workers,
+                             Communicator* communicator) {
+  if (communicator == nullptr) return local;  // owned[0]: every worker, in order
+  // Gloo's allgather takes equal sizes: every rank sends as many rows as the largest share.
+  size_t most = 0;
+  for (const auto& list : owned) most = std::max(most, list.size());
+  auto padded = at::zeros({static_cast<int64_t>(most), local.size(1)}, local.options());
+  padded.narrow(0, 0, local.size(0)).copy_(local);
+  const auto shares = communicator->allgather(padded);
+  std::vector<torch::Tensor> rows(workers);
+  for (size_t r = 0; r < owned.size(); ++r) {
+    for (size_t k = 0; k < owned[r].size(); ++k) rows[owned[r][k]] = shares[r][k];
+  }
+  return at::stack(rows);
 }
 
 std::string format_duration(double seconds) {
@@ -271,17 +422,33 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
               options.horizon_max);
   auto params = trainable(*model, options.train);
   torch::optim::Adam adam(params, torch::optim::AdamOptions(options.meta_lr));
+  Communicator* const communicator = options.communicator.get();
+  const int rank = communicator ? communicator->rank() : 0;
+  const int world_size = communicator ? communicator->world_size() : 1;
+  TORCH_CHECK(options.workers >= world_size, "meta_train: ", options.workers,
+              " workers cannot be shared by ", world_size, " ranks (WORLD_SIZE); give at least ",
+              world_size, " workers");
+  const bool writes = rank == 0;  // the checkpoint, the CSV and the progress bar
   int64_t iteration = 0, restart_index = 0;
-  if (!options.checkpoint.empty() && std::ifstream(options.checkpoint).good()) {
+  if (writes && !options.checkpoint.empty() && std::ifstream(options.checkpoint).good()) {
     std::tie(iteration, restart_index) = load_checkpoint(options.checkpoint, *model, adam);
     if (options.progress) {
       std::fprintf(stderr, "meta_train: resumed from %s at iteration %lld\n",
                    options.checkpoint.c_str(), static_cast<long long>(iteration));
     }
   }
+  if (communicator) {
+    check_same_options(*communicator, options, params);
+    std::tie(iteration, restart_index) =
+        share_starting_state(*communicator, *model, adam, iteration, restart_index);
+  }
+  // A worker's row of contributions: [meta-loss, seconds it took, meta-gradient (P)].
+  constexpr int64_t kLoss = 0, kSeconds = 1, kGradient = 2;
+  int64_t parameter_count = 0;
+  for (const auto& p : params) parameter_count += p.numel();
   // Closed on every exit, also when a callback or a task throws.
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv_file(nullptr, &std::fclose);
-  if (!options.csv.empty()) {
+  if (writes && !options.csv.empty()) {
     const bool fresh = iteration == 0 || !std::ifstream(options.csv).good();
     csv_file.reset(std::fopen(options.csv.c_str(), fresh ? "w" : "a"));
     TORCH_CHECK(csv_file != nullptr, "meta_train: cannot write the CSV log ", options.csv);
@@ -297,13 +464,20 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   std::deque<double> window;
   const auto started = std::chrono::steady_clock::now();
   const int64_t first = iteration;
+  // Seconds in gather_workers (waiting for the slowest rank, then the transfer) and bytes received.
+  struct {
+    double total = 0.0, least = INFINITY, bytes = 0.0;
+  } gathering;
+  WorkerPlacement placement(options);
+  Assignment owned;
 
   for (; iteration < options.iterations; ++iteration) {
     if (truncations_left == 0) {
-      if (!options.checkpoint.empty() && iteration > first) {
+      if (writes && !options.checkpoint.empty() && iteration > first) {
         save_checkpoint(options.checkpoint, *model, adam, iteration, restart_index);
       }
-      restart(workers, *model, options, restart_index);
+      owned = placement.assign(restart_index, world_size);
+      restart(workers, owned[rank], *model, options, restart_index);
       truncations_left = restart_horizon(options, restart_index) / options.unroll;
       ++restart_index;
     }
@@ -317,17 +491,29 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     for (auto& group : adam.param_groups()) {
       static_cast<torch::optim::AdamOptions&>(group.options()).lr(options.meta_lr * decay);
     }
-    adam.zero_grad();
-    double meta_loss = 0.0;
+    // Row k: the contribution of this rank's k-th worker, in double. Kept per worker so that every
+    // world size adds the same rows in the same order.
+    const auto& mine = owned[rank];
+    auto local =
+        at::zeros({static_cast<int64_t>(mine.size()), kGradient + parameter_count}, at::kDouble);
     if (options.estimator == MetaEstimator::kTruncatedBackprop) {
-      auto total = at::zeros({});
-      for (auto& worker : workers) {
-        total = total + unroll(*model, worker, worker.particles[0], options.unroll,
-                               /*meta_graph=*/true);
+      for (size_t k = 0; k < mine.size(); ++k) {
+        const auto worker_start = std::chrono::steady_clock::now();
+        auto& worker = workers[mine[k]];
+        auto row = local[k];
+        const auto loss = unroll(*model, worker, worker.particles[0], options.unroll,
+                                 /*meta_graph=*/true);
+        row[kLoss].fill_(loss.item<double>());
+        if (loss.requires_grad()) {  // else diverged: no graph, no gradient
+          const auto grads = torch::autograd::grad({loss}, params, {}, /*retain_graph=*/false,
+                                                   /*create_graph=*/false, /*allow_unused=*/true);
+          for (size_t i = 0, offset = kGradient; i < params.size(); offset += params[i++].numel()) {
+            if (grads[i].defined())
+              row.narrow(0, offset, params[i].numel()).copy_(grads[i].reshape(-1));
+          }
+        }
+        row[kSeconds].fill_(seconds_since(worker_start));
       }
-      total = total / static_cast<double>(workers.size());
-      meta_loss = total.item<double>();
-      if (total.requires_grad()) total.backward();
     } else {
       torch::NoGradGuard no_grad;
       const auto theta = torch::cat([&] {
@@ -335,8 +521,9 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
         for (auto& p : params) flat.push_back(p.detach().reshape(-1));
         return flat;
       }());
-      auto estimate = at::zeros_like(theta);
-      for (size_t w = 0; w < workers.size(); ++w) {
+      for (size_t k = 0; k < mine.size(); ++k) {
+        const auto worker_start = std::chrono::steady_clock::now();
+        const int64_t w = mine[k];
         auto& worker = workers[w];
         auto gen = generator_for(options.seed ^ 0x5EED, iteration, w);
         const auto eps = at::randn(theta.sizes(), gen) * options.pes_sigma;
@@ -353,17 +540,31 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
                                 /*meta_graph=*/false)
                              .item<double>();
         }
-        meta_loss += 0.5 * (losses[0] + losses[1]);
-        estimate += worker.accumulated *
-                    ((losses[0] - losses[1]) / (2.0 * options.pes_sigma * options.pes_sigma));
+        auto row = local[k];
+        row[kLoss].fill_(0.5 * (losses[0] + losses[1]));
+        row.narrow(0, kGradient, parameter_count)
+            .copy_(worker.accumulated.to(at::kDouble) *
+                   ((losses[0] - losses[1]) / (2.0 * options.pes_sigma * options.pes_sigma)));
+        row[kSeconds].fill_(seconds_since(worker_start));
       }
-      estimate /= static_cast<double>(workers.size());
-      meta_loss /= static_cast<double>(workers.size());
-      int64_t offset = 0;
-      for (auto& p : params) {
-        p.mutable_grad() = estimate.narrow(0, offset, p.numel()).view(p.sizes()).clone();
-        offset += p.numel();
-      }
+    }
+    // The mean over all workers, added in worker order (the same on every rank).
+    const auto gather_start = std::chrono::steady_clock::now();
+    const auto rows = gather_workers(local, owned, options.workers, communicator);
+    const double gather_seconds = seconds_since(gather_start);
+    gathering.total += gather_seconds;
+    gathering.least = std::min(gathering.least, gather_seconds);
+    size_t most = 0;
+    for (const auto& list : owned) most = std::max(most, list.size());
+    gathering.bytes += static_cast<double>(world_size * most * rows.size(1) * sizeof(double));
+    auto mean = rows[0].clone();
+    for (int64_t w = 1; w < options.workers; ++w) mean += rows[w];
+    mean /= static_cast<double>(options.workers);
+    const double meta_loss = mean[kLoss].item<double>();
+    placement.measured(restart_index - 1, rows.select(1, kSeconds));
+    for (size_t i = 0, offset = kGradient; i < params.size(); offset += params[i++].numel()) {
+      params[i].mutable_grad() =
+          mean.narrow(0, offset, params[i].numel()).view(params[i].sizes()).to(params[i].dtype());
     }
     // A non-finite meta-gradient (a task blew up inside the graph) skips this outer step.
     bool finite = std::isfinite(meta_loss);
@@ -390,7 +591,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
                    meta_loss, progress.average, progress.seconds);
       std::fflush(csv);
     }
-    if (options.progress) {
+    if (writes && options.progress) {
       const double done = static_cast<double>(progress.iteration - first);
       const double eta =
           progress.seconds / done * static_cast<double>(options.iterations - progress.iteration);
@@ -405,10 +606,24 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     }
     if (on_iteration) on_iteration(progress);
   }
-  if (options.progress) std::fprintf(stderr, "\n");
+  if (writes && options.progress) std::fprintf(stderr, "\n");
+  if (communicator && writes && options.progress && iteration > first) {
+    // What a user needs to judge the scaling: the payload and the time spent in the collective.
+    const double iterations_run = static_cast<double>(iteration - first);
+    std::fprintf(stderr,
+                 "meta_train: %d ranks; each iteration gathered %.0f bytes on average (rows of 2 + "
+                 "%lld doubles for %lld workers, every rank sending as many rows as the largest "
+                 "share); the gather, with the wait for the slowest rank, took %.3f ms on "
+                 "average, %.3f ms at least\n",
+                 world_size, gathering.bytes / iterations_run,
+                 static_cast<long long>(parameter_count), static_cast<long long>(options.workers),
+                 1e3 * gathering.total / iterations_run, 1e3 * gathering.least);
+  }
+  // No rank leaves (closing its connections) while another may still be reading the last gather.
+  if (communicator) communicator->barrier();
   // The final state is a restart boundary only when the last tasks just ended; otherwise the next
   // run (more iterations) restarts tasks here, as a run that had not stopped would not: say so.
-  if (!options.checkpoint.empty()) {
+  if (writes && !options.checkpoint.empty()) {
     save_checkpoint(options.checkpoint, *model, adam, iteration,
                     restart_index - (truncations_left > 0 ? 1 : 0));
   }

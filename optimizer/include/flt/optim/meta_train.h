@@ -14,11 +14,17 @@
 //    removes the truncation bias; needs only loss values.
 // All workers restart together after each task's horizon, so a checkpoint taken there resumes
 // exactly.
+// Distributed (distributed.h): the ranks share the workers (placed at each restart by their
+// measured cost); every worker's meta-loss and meta-gradient is gathered and all are added in
+// worker order on every rank, so the same seed and number of workers give bit-identical weights at
+// any world size.
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "flt/optim/distributed.h"
 #include "flt/optim/learned_model.h"
 #include "flt/optim/tasks.h"
 
@@ -54,6 +60,10 @@ struct MetaTrainOptions {
   std::string checkpoint;  ///< path; written at every restart boundary, resumed from if present
   std::string csv;         ///< per-iteration log (appended on resume)
   bool progress = true;    ///< progress bar with ETA on stderr
+  /// The ranks this process meta-trains with (distributed.h); null: this process alone. Every rank
+  /// starts from rank 0's model and checkpoint; only rank 0 writes the checkpoint and the CSV and
+  /// shows progress. Needs workers >= world size and the same options on every rank.
+  std::shared_ptr<Communicator> communicator;
 };
 
 struct MetaProgress {
