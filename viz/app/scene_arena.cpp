@@ -13,6 +13,16 @@
 namespace flt::viz {
 namespace {
 
+/// Contour lines of a landscape at 11 levels evenly spaced in log f (the map's colour scale).
+std::vector<Segment> log_contours(const LandscapeGrid& grid) {
+  std::vector<float> logs(grid.values.size());
+  for (size_t i = 0; i < logs.size(); ++i) logs[i] = std::log10(std::max(grid.values[i], grid.lo));
+  std::vector<float> levels;
+  const float a = std::log10(grid.lo), b = std::log10(grid.hi);
+  for (int i = 1; i < 12; ++i) levels.push_back(a + (b - a) * i / 12.0f);
+  return contour_segments(logs, grid.rows, grid.cols, levels);
+}
+
 void show_arena_map(LabState& lab, ArenaView& view, ImVec2 size) {
   const ArenaGame& game = lab.arena.game;
   const auto& level = game.level();
@@ -23,14 +33,7 @@ void show_arena_map(LabState& lab, ArenaView& view, ImVec2 size) {
     view.texture.update(grid.version,
                         colorize(grid.values, Colormap::kViridis, grid.lo, grid.hi, /*log=*/true),
                         grid.cols, grid.rows);
-    // contour levels evenly spaced in log f
-    std::vector<float> logs(grid.values.size());
-    for (size_t i = 0; i < logs.size(); ++i)
-      logs[i] = std::log10(std::max(grid.values[i], grid.lo));
-    std::vector<float> levels;
-    const float a = std::log10(grid.lo), b = std::log10(grid.hi);
-    for (int i = 1; i < 12; ++i) levels.push_back(a + (b - a) * i / 12.0f);
-    view.contours = contour_segments(logs, grid.rows, grid.cols, levels);
+    view.contours = log_contours(grid);
   }
 
   ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -120,13 +123,7 @@ void show_swarm_map(ArenaView& view, const SwarmRace& race, ImVec2 size) {
     view.swarm_texture.update(grid.version,
                               colorize(grid.values, Colormap::kViridis, grid.lo, grid.hi, true),
                               grid.cols, grid.rows);
-    std::vector<float> logs(grid.values.size());
-    for (size_t i = 0; i < logs.size(); ++i)
-      logs[i] = std::log10(std::max(grid.values[i], grid.lo));
-    std::vector<float> levels;
-    const float a = std::log10(grid.lo), b = std::log10(grid.hi);
-    for (int i = 1; i < 12; ++i) levels.push_back(a + (b - a) * i / 12.0f);
-    view.swarm_contours = contour_segments(logs, grid.rows, grid.cols, levels);
+    view.swarm_contours = log_contours(grid);
   }
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
