@@ -17,7 +17,8 @@
 // --tune-learned the FLT rule also runs with its step multiplier tuned the same way on 0.1..10.
 // Prints a table (median final loss, median steps to the target = tuned Adam's median loss at half
 // budget, win rate against tuned Adam) and writes DIR/eval.csv and DIR/eval.png (median loss
-// curves).
+// curves), and DIR/memory.csv and DIR/memory-rpe.png: how far back each learned rule's memory
+// looks (its discount and, for FLT, its learned RPE over the step distance).
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
@@ -68,6 +69,71 @@ int draw_legend(flt::demos::Canvas& canvas, int width, const std::vector<std::st
     x += w;
   }
   return y + row + 6;
+}
+
+/// What the learned rules' memories see of the past: for every attention memory (FLT, Performer),
+/// the discount gamma per step (an entry Delta steps old weighs gamma^Delta) and, for FLT, the
+/// learned RPE f(Delta) over the step distance, and the two together. Writes DIR/memory.csv and
+/// DIR/memory-rpe.png; prints a line per rule.
+void write_memory_views(
+    const std::string& out,
+    const std::vector<std::pair<std::string, fo::LearnedOptimizerModel>>& rules) {
+  constexpr int64_t kMaxDistance = 100;
+  torch::NoGradGuard no_grad;
+  std::FILE* csv = std::fopen((out + "/memory.csv").c_str(), "w");
+  TORCH_CHECK(csv, "flt-eval-optim: cannot write ", out, "/memory.csv");
+  std::fprintf(csv, "optimizer,memory,gamma,delta,rpe,weight\n");
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> rpe_series, weight_series;
+  std::printf(
+      "\nwhat the memories see (an entry Delta steps old weighs gamma^Delta, times f(Delta) "
+      "for FLT):\n");
+  for (const auto& [name, model] : rules) {
+    const auto memory = model->options.memory();
+    if (memory != fo::Memory::kFLT && memory != fo::Memory::kPerformer) continue;
+    const double gamma = torch::sigmoid(model->discount_logit).item<double>();
+    const auto delta = torch::arange(kMaxDistance + 1, torch::kFloat).view({-1, 1});
+    std::vector<double> rpe(kMaxDistance + 1, 1.0), weight(kMaxDistance + 1);
+    if (memory == fo::Memory::kFLT) {
+      const auto f = model->flt->rpe_function(delta).to(torch::kDouble).reshape({-1});
+      for (int64_t d = 0; d <= kMaxDistance; ++d) rpe[d] = f[d].item<double>();
+    }
+    int64_t half_life = -1;
+    for (int64_t d = 0; d <= kMaxDistance; ++d) {
+      weight[d] = std::pow(gamma, static_cast<double>(d)) * rpe[d];
+      if (half_life < 0 && std::abs(weight[d]) < 0.5 * std::abs(weight[0])) half_life = d;
+      std::fprintf(csv, "%s,%s,%.6g,%lld,%.6g,%.6g\n", name.c_str(),
+                   fo::memory_name(memory).c_str(), gamma, static_cast<long long>(d), rpe[d],
+                   weight[d]);
+    }
+    std::printf(
+        "  %-22s %-9s gamma %.4f (1 / (1 - gamma) = %.1f steps); |weight| below half of "
+        "Delta = 0's from Delta = %lld\n",
+        name.c_str(), fo::memory_name(memory).c_str(), gamma, 1.0 / (1.0 - gamma),
+        static_cast<long long>(half_life));
+    if (memory == fo::Memory::kFLT) {
+      names.push_back(name);
+      rpe_series.push_back(rpe);
+      weight_series.push_back(weight);
+    }
+  }
+  std::fclose(csv);
+  if (names.empty()) return;
+  const int panel_w = 480, panel_h = 280;
+  flt::demos::Canvas probe(2 * panel_w, 1);
+  const int legend_h = draw_legend(probe, 2 * panel_w, names);
+  flt::demos::Canvas canvas(2 * panel_w, legend_h + panel_h + 14);
+  draw_legend(canvas, 2 * panel_w, names);
+  flt::demos::plot_panel(canvas, 0, legend_h, panel_w, panel_h, "learned RPE f(Delta)", rpe_series,
+                         false);
+  flt::demos::plot_panel(canvas, panel_w, legend_h, panel_w, panel_h, "gamma^Delta f(Delta)",
+                         weight_series, false);
+  for (int panel = 0; panel < 2; ++panel) {
+    canvas.text(panel * panel_w + 60, legend_h + panel_h - 10, "Delta = 0", {0, 0, 0});
+    canvas.text(panel * panel_w + panel_w - 80, legend_h + panel_h - 10,
+                std::to_string(kMaxDistance) + " steps", {0, 0, 0});
+  }
+  canvas.save(out + "/memory-rpe.png");
 }
 
 std::string verdict(int comparison) {
@@ -297,7 +363,8 @@ int main(int argc, char** argv) {
 
   CLI::App app{
       "flt-eval-optim: compares the learned optimizers with Adam and SGD-momentum, their learning "
-      "rates tuned per task, on held-out tasks; writes DIR/eval.csv and DIR/eval.png. With "
+      "rates tuned per task, on held-out tasks; writes DIR/eval.csv and DIR/eval.png, and what the "
+      "learned rules' memories see (DIR/memory.csv, DIR/memory-rpe.png). With "
       "--suite real: held-out real training runs (real models, minibatches, held-out data) "
       "against Adam 1e-3 and tuned Adam / AdamW with cosine decay; writes DIR/eval-real*.csv and "
       "DIR/eval-real*.png."};
@@ -401,16 +468,17 @@ int main(int argc, char** argv) {
       };
       contenders.push_back(sgd);
     }
+    std::vector<std::pair<std::string, fo::LearnedOptimizerModel>> rules;
     if (weights.empty()) {
-      for (auto memory : fo::pretrained_memories()) {
-        contenders.push_back(
-            learned("mnemosyne-" + fo::memory_name(memory), fo::load_pretrained_model(memory)));
-      }
+      for (auto memory : fo::pretrained_memories())
+        rules.emplace_back("mnemosyne-" + fo::memory_name(memory),
+                           fo::load_pretrained_model(memory));
     }
     for (const auto& spec : weights) {
       const auto eq = spec.find('=');
-      contenders.push_back(learned(spec.substr(0, eq), fo::load_model(spec.substr(eq + 1))));
+      rules.emplace_back(spec.substr(0, eq), fo::load_model(spec.substr(eq + 1)));
     }
+    for (const auto& [name, model] : rules) contenders.push_back(learned(name, model));
     if (tune_learned) {
       // Equal tuning budget: the same seeds and a 7-point grid, over the step multiplier.
       auto tuned = learned("mnemosyne-flt (lr tuned)", fo::load_pretrained_model(fo::Memory::kFLT));
@@ -516,7 +584,8 @@ int main(int argc, char** argv) {
                              panel_w, panel_h, tasks[t].name, series, /*log_y=*/true);
     }
     canvas.save(out + "/eval.png");
-    std::printf("\nwrote %s/eval.csv and %s/eval.png\n", out.c_str(), out.c_str());
+    write_memory_views(out, rules);
+    std::printf("\nwrote %s/eval.csv, eval.png, memory.csv and memory-rpe.png\n", out.c_str());
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-eval-optim: %s\n", e.what_without_backtrace());
     return 1;
