@@ -1,13 +1,16 @@
 // Random-feature attention (Performer, FLT, SchoenbAt) against exact softmax: forward and
 // forward+backward time and peak memory for L = 256 .. 8192, B = 1, H = 8, D = 64, m = 64, r = 32,
-// float32, non-causal. After the runs it prints, from the same run, each variant's time and memory
-// relative to softmax, the crossover length, and FLT / Performer at L = 4096.
+// float32; non-causal, and Performer with m = 256 features; causal Performer and SchoenbAt against
+// causal softmax. After the runs it prints, from the same run, each variant's time and memory
+// relative to softmax (causal: to causal softmax), the crossover length, and FLT / Performer at
+// L = 4096.
 //
 // Peak memory (flt/allocation_counter.h): for one untimed call, the largest number of bytes live at
 // once above what was live before the call (inputs excluded, autograd buffers included).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "bench_util.h"
@@ -23,50 +26,81 @@ namespace {
 
 constexpr int64_t kBatch = 1, kHeads = 8, kDim = 64, kFeatures = 64, kRpeFeatures = 32;
 
-std::shared_ptr<torch::nn::Module> make_variant(const std::string& name,
-                                                fa::Attention** attention) {
-  fa::AttentionOptions options = fa::SoftmaxAttentionOptions();
-  if (name == "performer") options = fa::PerformerAttentionOptions().features(kFeatures);
-  if (name == "flt")
-    options = fa::FLTAttentionOptions().features(kFeatures).rpe_features(kRpeFeatures);
-  if (name == "schoenbat") options = fa::SchoenbAttentionOptions().features(kFeatures);
-  auto handle = fa::make_attention(options, kHeads, kDim);
-  *attention = handle.attention;
-  return handle.module;
+/// A measured configuration: the attention options and whether calls are causal. Ratios are taken
+/// against `reference` (exact softmax with the same causality).
+struct Variant {
+  std::string name;
+  std::function<fa::AttentionOptions()> options;
+  bool causal = false;
+  std::string reference;
+};
+
+const std::vector<Variant>& variants() {
+  static const std::vector<Variant> all = {
+      {"softmax", [] { return fa::AttentionOptions(fa::SoftmaxAttentionOptions()); }, false,
+       "softmax"},
+      {"performer",
+       [] { return fa::AttentionOptions(fa::PerformerAttentionOptions().features(kFeatures)); },
+       false, "softmax"},
+      {"performer-m256",
+       [] { return fa::AttentionOptions(fa::PerformerAttentionOptions().features(256)); }, false,
+       "softmax"},
+      {"flt",
+       [] {
+         return fa::AttentionOptions(
+             fa::FLTAttentionOptions().features(kFeatures).rpe_features(kRpeFeatures));
+       },
+       false, "softmax"},
+      {"schoenbat",
+       [] { return fa::AttentionOptions(fa::SchoenbAttentionOptions().features(kFeatures)); },
+       false, "softmax"},
+      {"softmax-causal", [] { return fa::AttentionOptions(fa::SoftmaxAttentionOptions()); }, true,
+       "softmax-causal"},
+      {"performer-causal",
+       [] { return fa::AttentionOptions(fa::PerformerAttentionOptions().features(kFeatures)); },
+       true, "softmax-causal"},
+      {"schoenbat-causal",
+       [] { return fa::AttentionOptions(fa::SchoenbAttentionOptions().features(kFeatures)); }, true,
+       "softmax-causal"},
+  };
+  return all;
 }
 
 // One call: forward (no autograd graph) or forward + backward of sum(out).
 void run_once(fa::Attention& attention, const torch::Tensor& q, const torch::Tensor& k,
-              const torch::Tensor& v, bool backward) {
+              const torch::Tensor& v, bool backward, bool causal) {
+  fa::AttentionCall call;
+  call.causal = causal;
   if (!backward) {
     torch::NoGradGuard no_grad;
-    benchmark::DoNotOptimize(attention.forward(q, k, v).data_ptr());
+    benchmark::DoNotOptimize(attention.forward(q, k, v, call).data_ptr());
     return;
   }
-  attention.forward(q, k, v).sum().backward();
+  attention.forward(q, k, v, call).sum().backward();
   q.mutable_grad() = torch::Tensor();
   k.mutable_grad() = torch::Tensor();
   v.mutable_grad() = torch::Tensor();
 }
 
-void bench_attention(benchmark::State& state, const std::string& name, bool backward,
+void bench_attention(benchmark::State& state, const Variant& variant, bool backward,
                      int64_t length) {
   torch::manual_seed(0);
-  fa::Attention* attention = nullptr;
-  auto module = make_variant(name, &attention);
+  auto handle = fa::make_attention(variant.options(), kHeads, kDim);
+  fa::Attention* attention = handle.attention;
   auto q = torch::randn({kBatch, kHeads, length, kDim}).requires_grad_(backward);
   auto k = torch::randn({kBatch, kHeads, length, kDim}).requires_grad_(backward);
   auto v = torch::randn({kBatch, kHeads, length, kDim}).requires_grad_(backward);
   // Untimed call: peak memory above the live baseline.
-  const size_t peak = flt::peak_cpu_bytes_during([&] { run_once(*attention, q, k, v, backward); });
-  for (auto _ : state) run_once(*attention, q, k, v, backward);
+  const bool causal = variant.causal;
+  const size_t peak =
+      flt::peak_cpu_bytes_during([&] { run_once(*attention, q, k, v, backward, causal); });
+  for (auto _ : state) run_once(*attention, q, k, v, backward, causal);
   state.counters["peak_MB"] = static_cast<double>(peak) / (1 << 20);
 }
 
 // ---- summary -----------------------------------------------------------------------------------
 
 const std::vector<int64_t> kLengths = {256, 512, 1024, 2048, 4096, 8192};
-const std::vector<std::string> kVariants = {"softmax", "performer", "flt", "schoenbat"};
 
 std::string key(const std::string& name, const std::string& mode, int64_t length) {
   return name + "/" + mode + "/" + std::to_string(length);
@@ -80,15 +114,18 @@ void print_summary(const flt::bench::CollectingReporter& results) {
   for (const std::string mode : {"fwd", "fwd+bwd"}) {
     std::printf("\n== %s: time ms (ratio to softmax) | peak MB (ratio to softmax)\n", mode.c_str());
     std::printf("%6s", "L");
-    for (const auto& name : kVariants) std::printf(" | %-30s", name.c_str());
+    for (const auto& v : variants()) std::printf(" | %-30s", v.name.c_str());
     std::printf("\n");
     for (const auto length : kLengths) {
-      const auto* base = results.find(key("softmax", mode, length));
-      if (!base) continue;  // filtered out
+      bool measured = false;
+      for (const auto& v : variants())
+        measured = measured || results.find(key(v.name, mode, length));
+      if (!measured) continue;  // filtered out
       std::printf("%6lld", static_cast<long long>(length));
-      for (const auto& name : kVariants) {
-        const auto* r = results.find(key(name, mode, length));
-        if (!r) {
+      for (const auto& v : variants()) {
+        const auto* r = results.find(key(v.name, mode, length));
+        const auto* base = results.find(key(v.reference, mode, length));
+        if (!r || !base) {
           std::printf(" | %-30s", "-");
           continue;
         }
@@ -97,23 +134,24 @@ void print_summary(const flt::bench::CollectingReporter& results) {
       }
       std::printf("\n");
     }
-    for (const auto& name : kVariants) {
-      if (name == "softmax") continue;
+    for (const auto& v : variants()) {
+      if (v.name == v.reference) continue;
+      const auto& name = v.name;
       // Crossover: the smallest measured L from which the variant is faster at every larger L.
       int64_t crossover = -1;
       for (auto it = kLengths.rbegin(); it != kLengths.rend(); ++it) {
         const auto* r = results.find(key(name, mode, *it));
-        const auto* base = results.find(key("softmax", mode, *it));
+        const auto* base = results.find(key(v.reference, mode, *it));
         if (!r || !base) continue;
         if (r->ms >= base->ms) break;
         crossover = *it;
       }
       if (crossover > 0) {
-        std::printf("%s %s: faster than softmax from L = %lld on\n", name.c_str(), mode.c_str(),
-                    static_cast<long long>(crossover));
+        std::printf("%s %s: faster than %s from L = %lld on\n", name.c_str(), mode.c_str(),
+                    v.reference.c_str(), static_cast<long long>(crossover));
       } else {
-        std::printf("%s %s: not faster than softmax at the longest measured L\n", name.c_str(),
-                    mode.c_str());
+        std::printf("%s %s: not faster than %s at the longest measured L\n", name.c_str(),
+                    mode.c_str(), v.reference.c_str());
       }
     }
     const auto* flt = results.find(key("flt", mode, 4096));
@@ -129,10 +167,10 @@ void print_summary(const flt::bench::CollectingReporter& results) {
 int main(int argc, char** argv) {
   const auto& info = flt::init();
   std::printf("%s\n", flt::runtime_summary(info).c_str());
-  for (const auto& name : kVariants) {
+  for (const auto& v : variants()) {
     for (const std::string mode : {"fwd", "fwd+bwd"}) {
       for (const auto length : kLengths) {
-        benchmark::RegisterBenchmark(key(name, mode, length).c_str(), bench_attention, name,
+        benchmark::RegisterBenchmark(key(v.name, mode, length).c_str(), bench_attention, v,
                                      mode != "fwd", length)
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.3)
