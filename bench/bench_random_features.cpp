@@ -10,7 +10,6 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
-#include <functional>
 #include <string>
 
 #include "bench_util.h"
@@ -27,41 +26,27 @@ namespace {
 constexpr int64_t kBatch = 1, kHeads = 8, kDim = 64, kFeatures = 64, kRpeFeatures = 32;
 
 /// A measured configuration: the attention options and whether calls are causal. Ratios are taken
-/// against `reference` (exact softmax with the same causality).
+/// against exact softmax with the same causality.
 struct Variant {
   std::string name;
-  std::function<fa::AttentionOptions()> options;
+  fa::AttentionOptions options;
   bool causal = false;
-  std::string reference;
+  std::string reference() const { return causal ? "softmax-causal" : "softmax"; }
 };
 
 const std::vector<Variant>& variants() {
+  const fa::AttentionOptions softmax = fa::SoftmaxAttentionOptions();
+  const fa::AttentionOptions performer = fa::PerformerAttentionOptions().features(kFeatures);
+  const fa::AttentionOptions schoenbat = fa::SchoenbAttentionOptions().features(kFeatures);
   static const std::vector<Variant> all = {
-      {"softmax", [] { return fa::AttentionOptions(fa::SoftmaxAttentionOptions()); }, false,
-       "softmax"},
-      {"performer",
-       [] { return fa::AttentionOptions(fa::PerformerAttentionOptions().features(kFeatures)); },
-       false, "softmax"},
-      {"performer-m256",
-       [] { return fa::AttentionOptions(fa::PerformerAttentionOptions().features(256)); }, false,
-       "softmax"},
-      {"flt",
-       [] {
-         return fa::AttentionOptions(
-             fa::FLTAttentionOptions().features(kFeatures).rpe_features(kRpeFeatures));
-       },
-       false, "softmax"},
-      {"schoenbat",
-       [] { return fa::AttentionOptions(fa::SchoenbAttentionOptions().features(kFeatures)); },
-       false, "softmax"},
-      {"softmax-causal", [] { return fa::AttentionOptions(fa::SoftmaxAttentionOptions()); }, true,
-       "softmax-causal"},
-      {"performer-causal",
-       [] { return fa::AttentionOptions(fa::PerformerAttentionOptions().features(kFeatures)); },
-       true, "softmax-causal"},
-      {"schoenbat-causal",
-       [] { return fa::AttentionOptions(fa::SchoenbAttentionOptions().features(kFeatures)); }, true,
-       "softmax-causal"},
+      {"softmax", softmax, false},
+      {"performer", performer, false},
+      {"performer-m256", fa::PerformerAttentionOptions().features(256), false},
+      {"flt", fa::FLTAttentionOptions().features(kFeatures).rpe_features(kRpeFeatures), false},
+      {"schoenbat", schoenbat, false},
+      {"softmax-causal", softmax, true},
+      {"performer-causal", performer, true},
+      {"schoenbat-causal", schoenbat, true},
   };
   return all;
 }
@@ -85,7 +70,7 @@ void run_once(fa::Attention& attention, const torch::Tensor& q, const torch::Ten
 void bench_attention(benchmark::State& state, const Variant& variant, bool backward,
                      int64_t length) {
   torch::manual_seed(0);
-  auto handle = fa::make_attention(variant.options(), kHeads, kDim);
+  auto handle = fa::make_attention(variant.options, kHeads, kDim);
   fa::Attention* attention = handle.attention;
   auto q = torch::randn({kBatch, kHeads, length, kDim}).requires_grad_(backward);
   auto k = torch::randn({kBatch, kHeads, length, kDim}).requires_grad_(backward);
@@ -124,7 +109,7 @@ void print_summary(const flt::bench::CollectingReporter& results) {
       std::printf("%6lld", static_cast<long long>(length));
       for (const auto& v : variants()) {
         const auto* r = results.find(key(v.name, mode, length));
-        const auto* base = results.find(key(v.reference, mode, length));
+        const auto* base = results.find(key(v.reference(), mode, length));
         if (!r || !base) {
           std::printf(" | %-30s", "-");
           continue;
@@ -135,23 +120,23 @@ void print_summary(const flt::bench::CollectingReporter& results) {
       std::printf("\n");
     }
     for (const auto& v : variants()) {
-      if (v.name == v.reference) continue;
+      if (v.name == v.reference()) continue;
       const auto& name = v.name;
       // Crossover: the smallest measured L from which the variant is faster at every larger L.
       int64_t crossover = -1;
       for (auto it = kLengths.rbegin(); it != kLengths.rend(); ++it) {
         const auto* r = results.find(key(name, mode, *it));
-        const auto* base = results.find(key(v.reference, mode, *it));
+        const auto* base = results.find(key(v.reference(), mode, *it));
         if (!r || !base) continue;
         if (r->ms >= base->ms) break;
         crossover = *it;
       }
       if (crossover > 0) {
         std::printf("%s %s: faster than %s from L = %lld on\n", name.c_str(), mode.c_str(),
-                    v.reference.c_str(), static_cast<long long>(crossover));
+                    v.reference().c_str(), static_cast<long long>(crossover));
       } else {
         std::printf("%s %s: not faster than %s at the longest measured L\n", name.c_str(),
-                    mode.c_str(), v.reference.c_str());
+                    mode.c_str(), v.reference().c_str());
       }
     }
     const auto* flt = results.find(key("flt", mode, 4096));
