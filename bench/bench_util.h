@@ -89,9 +89,11 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const auto last = name.rfind('/');
       if (last == std::string::npos || last == 0) continue;
       const auto before = name.rfind('/', last - 1);
-      const std::string family = name.substr(before == std::string::npos ? 0 : before + 1,
-                                             last - (before == std::string::npos ? 0 : before + 1));
-      const std::string variant = name.substr(last + 1);
+      // Trimmed: BENCHMARK_CAPTURE(run, step / adam, ...) names the variant " adam".
+      const std::string family =
+          trimmed(name.substr(before == std::string::npos ? 0 : before + 1,
+                              last - (before == std::string::npos ? 0 : before + 1)));
+      const std::string variant = trimmed(name.substr(last + 1));
       table_[family][run.run_name.args][variant] = run.GetAdjustedRealTime();  // ms below
       auto& order = variants_[family];
       if (std::find(order.begin(), order.end(), variant) == order.end()) order.push_back(variant);
@@ -129,6 +131,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
 
  private:
+  static std::string trimmed(const std::string& text) {
+    const auto first = text.find_first_not_of(' '), last = text.find_last_not_of(' ');
+    return first == std::string::npos ? std::string() : text.substr(first, last - first + 1);
+  }
   std::string baseline_;
   std::map<std::string, std::vector<std::string>> variants_;  // per family, in run order
   std::map<std::string, std::map<std::string, std::map<std::string, double>>> table_;

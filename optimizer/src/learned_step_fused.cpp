@@ -140,9 +140,9 @@ FLT_INLINE void log_sign(float x, float& log_part, float& sign_part) {
 
 // ---- the step -----------------------------------------------------------------------------------
 
-/// Everything a block needs, prepared once per call: raw pointers into float32 copies of the
-/// weights and the per-step scalars.
-struct FusedPlan {
+/// Everything a block needs: raw pointers into float32 copies of the weights (owned by the
+/// public FusedPlan), the step index's scalars, and the tensor's layout and step size.
+struct BlockPlan {
   Memory memory;
   int64_t dk, dv, m, hidden, reads, rpe_width, proj_cols;
   int64_t slots, slot_stride;  // state: `slots` rows, `slot_stride` floats apart (slot-major)
@@ -192,7 +192,7 @@ FLT_INLINE void block_affine(const float* w, const float* b, const float (*x)[kL
 /// state[j * w.slot_stride + l]).
 /// Returns the number of coordinates skipped (non-finite gradient or step); writes the block's sums
 /// of the controller statistics (step_statistics) to statistics[0..4).
-FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, float* param,
+FLT_CLONES_AVX512 int64_t step_block(const BlockPlan& w, const float* grad, float* param,
                                      float* state, double* statistics) {
   constexpr int64_t L = kLanes;
   const int64_t F = LearnedOptimizerModelImpl::kFeatures;
@@ -363,9 +363,9 @@ FLT_CLONES_AVX512 int64_t step_block(const FusedPlan& w, const float* grad, floa
 
 /// The last `count` < kLanes coordinates: run as a full block on padded copies (padding lanes see
 /// a zero gradient and state, and are not copied back).
-int64_t step_tail(const FusedPlan& w, const float* grad, float* param, float* state, int64_t count,
+int64_t step_tail(const BlockPlan& w, const float* grad, float* param, float* state, int64_t count,
                   double* statistics) {
-  FusedPlan padded = w;
+  BlockPlan padded = w;
   padded.slot_stride = kLanes;
   std::array<float, kLanes> g{}, p{};
   std::array<float, kLanes * kMaxState> s{};
@@ -398,30 +398,23 @@ bool LearnedOptimizerModelImpl::fused_supported() const {
   return true;
 }
 
-LearnedOptimizerModelImpl::FusedResult LearnedOptimizerModelImpl::fused_step_(
-    torch::Tensor param, const torch::Tensor& grad, torch::Tensor state, int64_t t,
-    double step_size) {
-  TORCH_CHECK(fused_supported(), "LearnedOptimizerModel: this configuration has no fused path");
-  TORCH_CHECK(param.scalar_type() == at::kFloat && param.is_contiguous() && param.dim() == 1,
-              "fused_step_: param must be a contiguous float32 vector, got ", param.sizes(), " ",
-              param.scalar_type());
-  TORCH_CHECK(state.scalar_type() == at::kFloat && state.is_contiguous() && state.dim() == 2 &&
-                  state.size(0) == state_size() && state.size(1) == param.size(0),
-              "fused_step_: state must be contiguous float32 (", state_size(), ", ", param.size(0),
-              ") (slot-major), got ", state.sizes());
-  torch::NoGradGuard no_grad;
-  const auto g_all = contiguous_float(grad.reshape({-1}));
-  const int64_t n = param.size(0);
+struct LearnedOptimizerModelImpl::FusedPlan {
+  std::vector<torch::Tensor> owned;  // the float32 weights the block plan points into
+  BlockPlan block;                   // without the tensor's layout and step size
+};
 
-  FusedPlan plan{};
+std::shared_ptr<const LearnedOptimizerModelImpl::FusedPlan>
+LearnedOptimizerModelImpl::prepare_fused_step(int64_t t) const {
+  TORCH_CHECK(fused_supported(), "LearnedOptimizerModel: this configuration has no fused path");
+  TORCH_CHECK(t >= 1, "prepare_fused_step: the step index t must be >= 1, got ", t);
+  torch::NoGradGuard no_grad;
+  auto prepared = std::make_shared<FusedPlan>();
+  BlockPlan& plan = prepared->block;
   plan.memory = options.memory();
   plan.dk = options.key_dim(), plan.dv = options.value_dim(), plan.m = options.features();
   plan.hidden = options.hidden(), plan.reads = read_size();
-  plan.slots = state.size(0), plan.slot_stride = state.size(1);
-  // Weights as contiguous float32 (a few hundred floats: copied once per step); the tensors below
-  // own the memory the plan points into.
-  std::vector<torch::Tensor> owned;
-  const auto keep = [&owned](const torch::Tensor& tensor) {
+  // Weights as contiguous float32 (a few hundred floats).
+  const auto keep = [&owned = prepared->owned](const torch::Tensor& tensor) {
     owned.push_back(contiguous_float(tensor));
     return owned.back().data_ptr<float>();
   };
@@ -466,6 +459,32 @@ LearnedOptimizerModelImpl::FusedResult LearnedOptimizerModelImpl::fused_step_(
   plan.cv = 1.0 / (1.0 - std::pow(kBetaV, t));
   plan.quarter = std::pow(static_cast<float>(plan.dk), -0.25f);
   plan.inv_sqrt_m = 1.0f / std::sqrt(static_cast<float>(plan.m));
+  return prepared;
+}
+
+LearnedOptimizerModelImpl::FusedResult LearnedOptimizerModelImpl::fused_step_(
+    torch::Tensor param, const torch::Tensor& grad, torch::Tensor state, int64_t t,
+    double step_size) {
+  return fused_step_(*prepare_fused_step(t), std::move(param), grad, std::move(state), step_size);
+}
+
+LearnedOptimizerModelImpl::FusedResult LearnedOptimizerModelImpl::fused_step_(
+    const FusedPlan& prepared, torch::Tensor param, const torch::Tensor& grad, torch::Tensor state,
+    double step_size) const {
+  TORCH_CHECK(param.scalar_type() == at::kFloat && param.is_contiguous() && param.dim() == 1,
+              "fused_step_: param must be a contiguous float32 vector, got ", param.sizes(), " ",
+              param.scalar_type());
+  TORCH_CHECK(state.scalar_type() == at::kFloat && state.is_contiguous() && state.dim() == 2 &&
+                  state.size(0) == state_size() && state.size(1) == param.size(0),
+              "fused_step_: state must be contiguous float32 (", state_size(), ", ", param.size(0),
+              ") (slot-major), got ", state.sizes());
+  TORCH_CHECK(grad.numel() == param.numel(), "fused_step_: grad has ", grad.numel(),
+              " entries, param ", param.numel());
+  torch::NoGradGuard no_grad;
+  const auto g_all = contiguous_float(grad.reshape({-1}));
+  const int64_t n = param.size(0);
+  BlockPlan plan = prepared.block;
+  plan.slots = state.size(0), plan.slot_stride = state.size(1);
   plan.step_size = static_cast<float>(step_size);
 
   float* p_ptr = param.data_ptr<float>();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -273,6 +274,10 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
   }
+  // Read once per step, shared by every tensor: the controller's meta-parameters and the fused
+  // path's prepared weights (one plan per step index; tensors added later count their own steps).
+  const auto controller_parameters = model_->controller_parameters();
+  std::map<int64_t, std::shared_ptr<const LearnedOptimizerModelImpl::FusedPlan>> plans;
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const MnemosyneOptions&>(group.options());
     for (auto& p : group.params()) {
@@ -302,12 +307,17 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
                   "Mnemosyne: the state of a parameter of shape ", p.sizes(),
                   " has no step-size controller (saved by a version before it)");
       st.step(st.step() + 1);
-      const auto controller = st.controller().to(at::kDouble);
-      std::array<double, detail::kTensorState> tensor_state{};
-      for (int64_t i = 0; i < detail::kTensorState; ++i)
-        tensor_state[i] = controller[i].item<double>();
+      // The controller state is read and written through its float32 storage (5 values: tensor
+      // operations on it cost more than a small tensor's whole step).
+      if (st.controller().scalar_type() != at::kFloat || !st.controller().is_contiguous() ||
+          !st.controller().device().is_cpu())
+        st.controller(st.controller().to(at::kCPU, at::kFloat).contiguous());
+      float* controller = st.controller().data_ptr<float>();
+      LearnedOptimizerModelImpl::TensorState tensor_state{};
+      std::copy(controller, controller + detail::kTensorState, tensor_state.begin());
       const double step_size =
-          options.lr() * model_->tensor_step_size(tensor_state, st.step(), options.total_steps());
+          options.lr() * LearnedOptimizerModelImpl::tensor_step_size(
+                             controller_parameters, tensor_state, st.step(), options.total_steps());
       st.last_step_size(step_size);
       const bool copied = !p.is_contiguous();
       auto flat_param = p.detach().reshape({-1});  // a view unless the parameter is non-contiguous
@@ -317,7 +327,9 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
       std::array<double, 4> statistics{};
       if (options.fused() && !copied && p.scalar_type() == at::kFloat && p.device().is_cpu() &&
           model_->fused_supported()) {
-        const auto result = model_->fused_step_(flat_param, flat_grad, state, st.step(), step_size);
+        auto& plan = plans[st.step()];
+        if (!plan) plan = model_->prepare_fused_step(st.step());
+        const auto result = model_->fused_step_(*plan, flat_param, flat_grad, state, step_size);
         skipped = result.skipped;
         statistics = result.statistics;
       } else {
@@ -345,8 +357,9 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
         }
       }
       st.skipped(st.skipped() + skipped);
-      const auto next = model_->next_tensor_state(tensor_state, statistics, n);
-      st.controller(torch::tensor(std::vector<double>(next.begin(), next.end()), torch::kFloat));
+      const auto next = LearnedOptimizerModelImpl::next_tensor_state(controller_parameters,
+                                                                     tensor_state, statistics, n);
+      std::copy(next.begin(), next.end(), controller);  // rounded to float, as stored
       if (copied) p.detach().copy_(flat_param.view(p.sizes()));
     }
   }

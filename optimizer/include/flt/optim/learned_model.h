@@ -32,6 +32,7 @@
 #include <torch/types.h>
 
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,14 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   };
   FusedResult fused_step_(torch::Tensor param, const torch::Tensor& grad, torch::Tensor state,
                           int64_t t, double step_size);
+  /// What fused steps at step index t share: the weights as float32 and the step index's terms
+  /// (the FLT memory's RPE logits). Preparing costs tens of microseconds, more than the step of a
+  /// 1000-entry tensor, so an optimizer step prepares it once for all its tensors (the overload
+  /// above prepares it every call). Valid while the weights are unchanged.
+  struct FusedPlan;
+  std::shared_ptr<const FusedPlan> prepare_fused_step(int64_t t) const;
+  FusedResult fused_step_(const FusedPlan& plan, torch::Tensor param, const torch::Tensor& grad,
+                          torch::Tensor state, double step_size) const;
 
   // ---- the per-tensor step-size controller (learned_rule.h) ----
   /// Controller state of a fresh tensor: [c = 0, mean(param^2), h = 0, mean(param^2), long-run
@@ -139,11 +148,18 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   torch::Tensor next_tensor_state(const torch::Tensor& tensor_states,
                                   const torch::Tensor& statistics,
                                   const torch::Tensor& numels) const;
-  /// The same two in double for the optimizer's inference path (no tensor dispatch per tensor).
+  /// The same two in double for the optimizer's inference path (no tensor dispatch per tensor),
+  /// with the meta-parameters read once per optimizer step by controller_parameters().
   using TensorState = std::array<double, 5>;
-  double tensor_step_size(const TensorState& tensor_state, int64_t t, int64_t total_steps) const;
-  TensorState next_tensor_state(const TensorState& tensor_state,
-                                const std::array<double, 4>& statistics, int64_t numel) const;
+  struct ControllerParameters {
+    double log_rho = 0, log_floor = 0, log_gain = 0, log_target = 0;
+  };
+  ControllerParameters controller_parameters() const;
+  static double tensor_step_size(const ControllerParameters& parameters,
+                                 const TensorState& tensor_state, int64_t t, int64_t total_steps);
+  static TensorState next_tensor_state(const ControllerParameters& parameters,
+                                       const TensorState& tensor_state,
+                                       const std::array<double, 4>& statistics, int64_t numel);
   /// Whether this configuration has a fused path (positive FAVOR+ features, widths <= 64).
   bool fused_supported() const;
 
