@@ -158,12 +158,27 @@ torch::Tensor FeatureInput::concatenated() const {
 
 torch::Tensor FeatureMapImpl::project(const FeatureInput& x) const {
   const auto w = projection.to(x.blocks.front().scalar_type());
-  torch::Tensor total;
-  int64_t offset = 0;
-  for (const auto& block : x.blocks) {
-    const auto part = at::matmul(block, w.narrow(1, offset, block.size(-1)).transpose(0, 1));
-    total = total.defined() ? total + part : part;
-    offset += block.size(-1);
+  const auto part = [&](size_t i) {
+    int64_t offset = 0;
+    for (size_t j = 0; j < i; ++j) offset += x.blocks[j].size(-1);
+    return at::matmul(x.blocks[i], w.narrow(1, offset, x.blocks[i].size(-1)).transpose(0, 1));
+  };
+  // The sum starts from the block of the most entries (the batch's, where others are shared
+  // position blocks broadcast over it) and the others add in place: no tensor per addition.
+  size_t widest = 0;
+  for (size_t i = 1; i < x.blocks.size(); ++i) {
+    if (x.blocks[i].numel() / x.blocks[i].size(-1) >
+        x.blocks[widest].numel() / x.blocks[widest].size(-1))
+      widest = i;
+  }
+  auto total = part(widest);
+  for (size_t i = 0; i < x.blocks.size(); ++i) {
+    if (i == widest) continue;
+    const auto other = part(i);
+    if (other.dim() <= total.dim() && at::infer_size(total.sizes(), other.sizes()) == total.sizes())
+      total.add_(other);
+    else
+      total = total + other;  // blocks that broadcast against each other: a new tensor
   }
   return total;
 }
@@ -224,8 +239,14 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule,
   // the first key's offset is exactly 0 however large |x|^2/2). Per-token shifts (queries) are
   // level_j itself: the offset is 0 and |x|^2/2, which cancels, is never computed.
   const auto t = log_terms(x, /*with_level=*/rule != Shift::kPerToken);
+  // The exp maps below work in place on the logits, a fresh projection whose max was taken
+  // without gradient (exp's backward needs only its output), with 1 / root as a second shift
+  // (after the first: top + log(root) rounds to top when |top| > 1e8): no temporaries where
+  // exp(P - top) / root allocated three tensors of the features' size. At L = 4096, m = 256 the
+  // page faults of those temporaries were a third of the forward (issue 16).
+  const double log_root = std::log(root);
   if (rule == Shift::kPerToken) {
-    return trigonometric ? trig(t.wx) / root : at::exp(t.logits - t.top) / root;
+    return trigonometric ? trig(t.wx) / root : t.logits.sub_(t.top).sub_(log_root).exp_();
   }
   torch::Tensor offset;  // (..., L, 1) double
   if (rule == Shift::kPerSequence) {
@@ -239,7 +260,9 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule,
     offset = (t.level - given.to(torch::kDouble).detach()).clamp_max(kMaxKeyExponent);
   }
   if (trigonometric) return trig(t.wx) * (at::exp(offset) / root).to(t.wx.scalar_type());
-  return at::exp(t.logits - (t.top.to(torch::kDouble) - offset).to(t.wx.scalar_type())) / root;
+  return t.logits.sub_((t.top.to(torch::kDouble) - offset).to(t.wx.scalar_type()))
+      .sub_(log_root)
+      .exp_();
 }
 
 torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const {

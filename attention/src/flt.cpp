@@ -321,8 +321,16 @@ std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(
   const auto magnitude =
       (a.abs() / r).clamp_min(1e-30).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
   const auto sign = at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
-  // 2 pi xi.r for every head: (B', 1, L, l) x (H, l, r) -> (B', H, L, r)
-  const auto phase = 2.0 * kPi * at::matmul(positions.unsqueeze(1), xi.transpose(1, 2));
+  // 2 pi xi.r for every head: (B', 1, L, l) x (H, l, r) -> (B', H, L, r), formed in turns and in
+  // double, whole turns removed, before it becomes a phase of the positions' dtype. In float,
+  // 2 pi xi t at t = 4096 is off by up to 1e-3 rad, and cos/sin of such large arguments took
+  // 4 ns an entry in their range reduction (issue 16: a fifth of FLT's forward at L = 4096).
+  // (frac_ and mul_ in place on the fresh product: frac's derivative is 1.)
+  const auto phase =
+      at::matmul(positions.unsqueeze(1).to(torch::kDouble), xi.to(torch::kDouble).transpose(1, 2))
+          .frac_()
+          .mul_(2.0 * kPi)
+          .to(dtype);
   const auto n2 = at::cat({at::cos(phase), at::sin(phase)}, -1) * magnitude;  // (B', H, L, 2r)
   // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...).
   return {n2 * sign, n2};

@@ -288,8 +288,8 @@ torch::Tensor LearnedOptimizerModelImpl::next_tensor_state(const torch::Tensor& 
 static_assert(std::tuple_size_v<LearnedOptimizerModelImpl::TensorState> == kTensorState,
               "the double controller state has one entry per slot");
 
-LearnedOptimizerModelImpl::ControllerParameters
-LearnedOptimizerModelImpl::controller_parameters() const {
+LearnedOptimizerModelImpl::ControllerParameters LearnedOptimizerModelImpl::controller_parameters()
+    const {
   return {step_log_relative.item<double>(), step_log_floor.item<double>(),
           step_log_gain.item<double>(), step_log_target.item<double>()};
 }
@@ -306,9 +306,9 @@ LearnedOptimizerModelImpl::TensorState LearnedOptimizerModelImpl::next_tensor_st
     const ControllerParameters& parameters, const TensorState& tensor_state,
     const std::array<double, 4>& statistics, int64_t numel) {
   const double count = static_cast<double>(std::max<int64_t>(numel, 1));
-  const auto [next, cosine, long_run] = controller_update<double>(
-      tensor_state[0], tensor_state[4], statistics[0], statistics[1], statistics[2], count,
-      parameters.log_gain, parameters.log_target);
+  const auto [next, cosine, long_run] =
+      controller_update<double>(tensor_state[0], tensor_state[4], statistics[0], statistics[1],
+                                statistics[2], count, parameters.log_gain, parameters.log_target);
   return {next, statistics[3] / count, cosine, tensor_state[3], long_run};
 }
 

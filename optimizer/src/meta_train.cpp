@@ -99,9 +99,9 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
       auto sums_of = sums.accessor<double, 2>();
       for (int64_t i = 0, offset = 0; i < segments; ++i) {
         const int64_t n = particle.slot_major[i].size(1);
-        const auto result = model.fused_step_(*plan, flat.narrow(0, offset, n),
-                                              grad.narrow(0, offset, n), particle.slot_major[i],
-                                              size_of[i]);
+        const auto result =
+            model.fused_step_(*plan, flat.narrow(0, offset, n), grad.narrow(0, offset, n),
+                              particle.slot_major[i], size_of[i]);
         for (int64_t j = 0; j < detail::kStatistics; ++j) sums_of[i][j] = result.statistics[j];
         offset += n;
       }
