@@ -114,6 +114,25 @@ TEST_F(FLT, MaskConvergesAtRateRMinusHalf) {
   }
 }
 
+// The position features in float stay as accurate as float allows at long positions: the phase
+// 2 pi xi t is formed in double turns less whole turns before it becomes float. (Formed in float,
+// it was off by ~|2 pi xi t| * 6e-8: 0.02 rad at t = 5e4, an error of 2% of the features.)
+TEST_F(FLT, PositionFeaturesInFloatStayAccurateAtLongPositions) {
+  fa::FLTAttention single(base_options().rpe_features(32).proposal_sigma(1.0));
+  auto twin = std::dynamic_pointer_cast<fa::FLTAttentionImpl>(single->clone());
+  twin->to(torch::kDouble);
+  const auto positions =
+      torch::tensor({0.0, 1.0, 1000.0, 4097.0, 10001.0, 50003.0}).view({1, 6, 1});
+  const auto [n1, n2] = single->rpe_features(positions);
+  const auto [m1, m2] = twin->rpe_features(positions.to(torch::kDouble));
+  const double scale = m2.abs().max().item<double>();
+  const double worst = std::max((n1.to(torch::kDouble) - m1).abs().max().item<double>(),
+                                (n2.to(torch::kDouble) - m2).abs().max().item<double>());
+  std::printf("FLT float position features at t <= 50003: max error %.2e of scale %.2e\n", worst,
+              scale);
+  EXPECT_LT(worst, 1e-6 * scale);
+}
+
 // The box's g = sin(2 pi v xi) / (pi xi) has an infinite L1 norm, so the estimator's mean does not
 // exist and the mask error stays O(1) as r grows. Kept as a documented limitation: if this starts
 // converging, the estimator changed.

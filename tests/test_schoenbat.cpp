@@ -120,6 +120,35 @@ TEST_F(SchoenbAt, FeaturesUnbiasedForEveryKernel) {
   }
 }
 
+// The features are, by definition, coefficient_f times the product of feature f's first N_f
+// Rademacher projections (1 for N_f = 0). `features` projects only those factors, grouped by
+// degree; here it is held to the definition written directly: every (feature, factor) pair
+// projected, the unused ones masked to 1, the product over factors.
+TEST_F(SchoenbAt, FeaturesAreEachFeaturesProductOfItsFactors) {
+  for (const auto& name : fa::schoenberg_kernels()) {
+    for (uint64_t seed : {3, 4}) {
+      const int64_t f = 20, p = 5, dim = 3;
+      fa::SchoenbAttention s(fa::SchoenbAttentionOptions()
+                                 .kernel(name)
+                                 .features(f)
+                                 .max_degree(p)
+                                 .heads(1)
+                                 .head_dim(dim)
+                                 .seed(seed));
+      s->to(torch::kDouble);
+      const auto x = torch::randn({2, 1, 7, dim}, torch::kDouble);
+      const auto all = torch::matmul(x, s->rademacher.view({f * p, dim}).t()).view({2, 1, 7, f, p});
+      const auto expected =
+          torch::where(s->degree_mask.to(torch::kBool), all, torch::ones_like(all)).prod(-1) *
+          s->coefficients;
+      EXPECT_TRUE(all_close(s->features(x), expected, 1e-12, 1e-14)) << name << " seed " << seed;
+      const auto degrees = s->degree_mask.sum(1);
+      EXPECT_GT((degrees == 0).sum().item<int64_t>() * (degrees >= 2).sum().item<int64_t>(), 0)
+          << "the draw should mix degree 0, 1 and higher (" << name << " seed " << seed << ")";
+    }
+  }
+}
+
 // RMFA on ppSBN-normalised inputs vs exact kernelised attention on the same inputs: the error falls
 // as the number of features grows (Fig. 4 trend), >= 3x from 16 to 1024 features; printed next to
 // the running-mean (uniform attention) baseline (PEERS.md).

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -471,49 +470,76 @@ LearnedOptimizerModelImpl::FusedResult LearnedOptimizerModelImpl::fused_step_(
 LearnedOptimizerModelImpl::FusedResult LearnedOptimizerModelImpl::fused_step_(
     const FusedPlan& prepared, torch::Tensor param, const torch::Tensor& grad, torch::Tensor state,
     double step_size) const {
-  TORCH_CHECK(param.scalar_type() == at::kFloat && param.is_contiguous() && param.dim() == 1,
-              "fused_step_: param must be a contiguous float32 vector, got ", param.sizes(), " ",
-              param.scalar_type());
-  TORCH_CHECK(state.scalar_type() == at::kFloat && state.is_contiguous() && state.dim() == 2 &&
-                  state.size(0) == state_size() && state.size(1) == param.size(0),
-              "fused_step_: state must be contiguous float32 (", state_size(), ", ", param.size(0),
-              ") (slot-major), got ", state.sizes());
-  TORCH_CHECK(grad.numel() == param.numel(), "fused_step_: grad has ", grad.numel(),
-              " entries, param ", param.numel());
-  torch::NoGradGuard no_grad;
-  const auto g_all = contiguous_float(grad.reshape({-1}));
-  const int64_t n = param.size(0);
-  BlockPlan plan = prepared.block;
-  plan.slots = state.size(0), plan.slot_stride = state.size(1);
-  plan.step_size = static_cast<float>(step_size);
+  std::vector<FusedTensor> one(1);
+  one[0].param = std::move(param), one[0].grad = grad, one[0].state = std::move(state);
+  one[0].step_size = step_size;
+  fused_steps_(prepared, one);
+  return one[0].result;
+}
 
-  float* p_ptr = param.data_ptr<float>();
-  float* s_ptr = state.data_ptr<float>();
-  const float* g_ptr = g_all.data_ptr<float>();
-  std::atomic<int64_t> skipped{0};
-  const int64_t blocks = n / kLanes, tail = n - blocks * kLanes;
-  // Per-block sums, added in block order afterwards: the statistics do not depend on how the
-  // blocks were split between threads.
-  std::vector<double> partial(kStatistics * (blocks + 1), 0.0);
-  at::parallel_for(0, blocks, 256, [&](int64_t begin, int64_t end) {
-    int64_t local_skipped = 0;
+void LearnedOptimizerModelImpl::fused_steps_(const FusedPlan& prepared,
+                                             std::vector<FusedTensor>& tensors) const {
+  torch::NoGradGuard no_grad;
+  // A tensor's blocks of kLanes coordinates, its last one possibly a shorter tail, numbered
+  // consecutively across the tensors.
+  struct Work {
+    BlockPlan plan;
+    torch::Tensor grad;  // float32 contiguous (owns the memory `g` points into)
+    const float* g = nullptr;
+    float *p = nullptr, *s = nullptr;
+    int64_t n = 0, first_block = 0, blocks = 0;
+  };
+  std::vector<Work> work(tensors.size());
+  int64_t total_blocks = 0;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const auto& param = tensors[k].param;
+    const auto& state = tensors[k].state;
+    TORCH_CHECK(param.scalar_type() == at::kFloat && param.is_contiguous() && param.dim() == 1,
+                "fused_step_: param must be a contiguous float32 vector, got ", param.sizes(), " ",
+                param.scalar_type());
+    TORCH_CHECK(state.scalar_type() == at::kFloat && state.is_contiguous() && state.dim() == 2 &&
+                    state.size(0) == state_size() && state.size(1) == param.size(0),
+                "fused_step_: state must be contiguous float32 (", state_size(), ", ",
+                param.size(0), ") (slot-major), got ", state.sizes());
+    TORCH_CHECK(tensors[k].grad.numel() == param.numel(), "fused_step_: grad has ",
+                tensors[k].grad.numel(), " entries, param ", param.numel());
+    Work& w = work[k];
+    w.plan = prepared.block;
+    w.plan.slots = state.size(0), w.plan.slot_stride = state.size(1);
+    w.plan.step_size = static_cast<float>(tensors[k].step_size);
+    w.grad = contiguous_float(tensors[k].grad.reshape({-1}));
+    w.g = w.grad.data_ptr<float>();
+    w.p = param.data_ptr<float>(), w.s = state.data_ptr<float>();
+    w.n = param.size(0);
+    w.first_block = total_blocks;
+    w.blocks = (w.n + kLanes - 1) / kLanes;
+    total_blocks += w.blocks;
+  }
+  // Per-block sums and skip counts, added in block order afterwards: the results do not depend on
+  // how the blocks were split between threads.
+  std::vector<double> partial(kStatistics * total_blocks, 0.0);
+  std::vector<int64_t> skipped(total_blocks, 0);
+  at::parallel_for(0, total_blocks, 256, [&](int64_t begin, int64_t end) {
+    size_t k = 0;
+    while (work[k].first_block + work[k].blocks <= begin) ++k;
     for (int64_t b = begin; b < end; ++b) {
-      const int64_t i = b * kLanes;
-      local_skipped += step_block(plan, g_ptr + i, p_ptr + i, s_ptr + i, &partial[kStatistics * b]);
+      while (work[k].first_block + work[k].blocks <= b) ++k;  // (skips empty tensors too)
+      const Work& w = work[k];
+      const int64_t i = (b - w.first_block) * kLanes, count = std::min(kLanes, w.n - i);
+      double* sums = &partial[kStatistics * b];
+      skipped[b] = count == kLanes ? step_block(w.plan, w.g + i, w.p + i, w.s + i, sums)
+                                   : step_tail(w.plan, w.g + i, w.p + i, w.s + i, count, sums);
     }
-    skipped += local_skipped;
   });
-  if (tail > 0) {
-    const int64_t i = blocks * kLanes;
-    skipped +=
-        step_tail(plan, g_ptr + i, p_ptr + i, s_ptr + i, tail, &partial[kStatistics * blocks]);
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    FusedResult result;
+    for (int64_t b = work[k].first_block; b < work[k].first_block + work[k].blocks; ++b) {
+      result.skipped += skipped[b];
+      for (int64_t i = 0; i < kStatistics; ++i)
+        result.statistics[i] += partial[kStatistics * b + i];
+    }
+    tensors[k].result = result;
   }
-  FusedResult result;
-  result.skipped = skipped.load();
-  for (int64_t b = 0; b <= blocks; ++b) {
-    for (int64_t i = 0; i < kStatistics; ++i) result.statistics[i] += partial[kStatistics * b + i];
-  }
-  return result;
 }
 
 }  // namespace flt::optim

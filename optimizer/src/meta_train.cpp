@@ -94,16 +94,22 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
       const auto sizes = model.tensor_step_size(controller, particle.t + 1).to(at::kDouble);
       auto flat = p.detach();
       auto sums = at::zeros({segments, detail::kStatistics}, at::kDouble);
-      const auto plan = model.prepare_fused_step(particle.t + 1);
       const auto size_of = sizes.accessor<double, 1>();
-      auto sums_of = sums.accessor<double, 2>();
+      std::vector<LearnedOptimizerModelImpl::FusedTensor> tensors;
       for (int64_t i = 0, offset = 0; i < segments; ++i) {
         const int64_t n = particle.slot_major[i].size(1);
-        const auto result =
-            model.fused_step_(*plan, flat.narrow(0, offset, n), grad.narrow(0, offset, n),
-                              particle.slot_major[i], size_of[i]);
-        for (int64_t j = 0; j < detail::kStatistics; ++j) sums_of[i][j] = result.statistics[j];
+        tensors.push_back({flat.narrow(0, offset, n),
+                           grad.narrow(0, offset, n),
+                           particle.slot_major[i],
+                           size_of[i],
+                           {}});
         offset += n;
+      }
+      model.fused_steps_(*model.prepare_fused_step(particle.t + 1), tensors);
+      auto sums_of = sums.accessor<double, 2>();
+      for (int64_t i = 0; i < segments; ++i) {
+        for (int64_t j = 0; j < detail::kStatistics; ++j)
+          sums_of[i][j] = tensors[i].result.statistics[j];
       }
       controller = model.next_tensor_state(controller, sums, numels);
     } else {

@@ -277,7 +277,24 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
   // Read once per step, shared by every tensor: the controller's meta-parameters and the fused
   // path's prepared weights (one plan per step index; tensors added later count their own steps).
   const auto controller_parameters = model_->controller_parameters();
-  std::map<int64_t, std::shared_ptr<const LearnedOptimizerModelImpl::FusedPlan>> plans;
+  // The controller's update once a tensor's step is done.
+  const auto finish = [&](MnemosyneParamState& st, float* controller,
+                          const LearnedOptimizerModelImpl::TensorState& tensor_state,
+                          int64_t skipped, const std::array<double, 4>& statistics, int64_t n) {
+    st.skipped(st.skipped() + skipped);
+    const auto next = LearnedOptimizerModelImpl::next_tensor_state(controller_parameters,
+                                                                   tensor_state, statistics, n);
+    std::copy(next.begin(), next.end(), controller);  // rounded to float, as stored
+  };
+  // Fused tensors are gathered and stepped together, one parallel loop per step index.
+  struct Pending {
+    MnemosyneParamState* st;
+    float* controller;
+    LearnedOptimizerModelImpl::TensorState tensor_state;
+    size_t entry;
+  };
+  std::map<int64_t, std::vector<LearnedOptimizerModelImpl::FusedTensor>> fused_by_step;
+  std::vector<std::pair<int64_t, Pending>> pending;
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const MnemosyneOptions&>(group.options());
     for (auto& p : group.params()) {
@@ -323,45 +340,47 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
       auto flat_param = p.detach().reshape({-1});  // a view unless the parameter is non-contiguous
       const auto flat_grad = grad.detach().reshape({-1});
       auto& state = st.state();
-      int64_t skipped = 0;
-      std::array<double, 4> statistics{};
       if (options.fused() && !copied && p.scalar_type() == at::kFloat && p.device().is_cpu() &&
           model_->fused_supported()) {
-        auto& plan = plans[st.step()];
-        if (!plan) plan = model_->prepare_fused_step(st.step());
-        const auto result = model_->fused_step_(*plan, flat_param, flat_grad, state, step_size);
-        skipped = result.skipped;
-        statistics = result.statistics;
-      } else {
-        const auto size_tensor = torch::full({}, step_size, torch::kFloat);
-        for (int64_t start = 0; start < n; start += options.chunk_size()) {
-          const int64_t size = std::min(options.chunk_size(), n - start);
-          const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
-          auto param = flat_param.narrow(0, start, size);
-          auto chunk_state = state.narrow(1, start, size).t();  // (size, state_size) view
-          const auto finite_grad = at::isfinite(g);
-          const auto safe_grad = at::where(finite_grad, g, at::zeros_like(g));
-          auto result =
-              model_->step(safe_grad, param.to(at::kFloat), chunk_state, st.step(), size_tensor);
-          // A coordinate whose gradient or step is not finite keeps its value and its state.
-          const auto ok = finite_grad & at::isfinite(result.update);
-          skipped += (~ok).sum().item<int64_t>();
-          const auto update = at::where(ok, result.update, at::zeros_like(result.update));
-          param.add_(update.to(param.scalar_type()));
-          const auto sums = LearnedOptimizerModelImpl::step_statistics(safe_grad, chunk_state,
-                                                                       param.to(at::kFloat))
-                                .to(at::kDouble)
-                                .sum(0);
-          for (int64_t i = 0; i < 4; ++i) statistics[i] += sums[i].item<double>();
-          chunk_state.copy_(at::where(ok.unsqueeze(1), result.state, chunk_state));
-        }
+        auto& entries = fused_by_step[st.step()];
+        entries.push_back({flat_param, flat_grad, state, step_size, {}});
+        pending.push_back({st.step(), {&st, controller, tensor_state, entries.size() - 1}});
+        continue;
       }
-      st.skipped(st.skipped() + skipped);
-      const auto next = LearnedOptimizerModelImpl::next_tensor_state(controller_parameters,
-                                                                     tensor_state, statistics, n);
-      std::copy(next.begin(), next.end(), controller);  // rounded to float, as stored
+      int64_t skipped = 0;
+      std::array<double, 4> statistics{};
+      const auto size_tensor = torch::full({}, step_size, torch::kFloat);
+      for (int64_t start = 0; start < n; start += options.chunk_size()) {
+        const int64_t size = std::min(options.chunk_size(), n - start);
+        const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
+        auto param = flat_param.narrow(0, start, size);
+        auto chunk_state = state.narrow(1, start, size).t();  // (size, state_size) view
+        const auto finite_grad = at::isfinite(g);
+        const auto safe_grad = at::where(finite_grad, g, at::zeros_like(g));
+        auto result =
+            model_->step(safe_grad, param.to(at::kFloat), chunk_state, st.step(), size_tensor);
+        // A coordinate whose gradient or step is not finite keeps its value and its state.
+        const auto ok = finite_grad & at::isfinite(result.update);
+        skipped += (~ok).sum().item<int64_t>();
+        const auto update = at::where(ok, result.update, at::zeros_like(result.update));
+        param.add_(update.to(param.scalar_type()));
+        const auto sums =
+            LearnedOptimizerModelImpl::step_statistics(safe_grad, chunk_state, param.to(at::kFloat))
+                .to(at::kDouble)
+                .sum(0);
+        for (int64_t i = 0; i < 4; ++i) statistics[i] += sums[i].item<double>();
+        chunk_state.copy_(at::where(ok.unsqueeze(1), result.state, chunk_state));
+      }
+      finish(st, controller, tensor_state, skipped, statistics, n);
       if (copied) p.detach().copy_(flat_param.view(p.sizes()));
     }
+  }
+  for (auto& [t, entries] : fused_by_step)
+    model_->fused_steps_(*model_->prepare_fused_step(t), entries);
+  for (const auto& [t, job] : pending) {
+    const auto& entry = fused_by_step[t][job.entry];
+    finish(*job.st, job.controller, job.tensor_state, entry.result.skipped, entry.result.statistics,
+           entry.param.numel());
   }
   return loss;
 }

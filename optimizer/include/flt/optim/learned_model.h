@@ -127,6 +127,17 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   std::shared_ptr<const FusedPlan> prepare_fused_step(int64_t t) const;
   FusedResult fused_step_(const FusedPlan& plan, torch::Tensor param, const torch::Tensor& grad,
                           torch::Tensor state, double step_size) const;
+  /// fused_step_ on several tensors with one parallel loop over all their blocks: a small model's
+  /// tensors are each too small to split between threads, together they are not. Each entry's
+  /// `result` is what fused_step_ returns for it, bit for bit.
+  struct FusedTensor {
+    torch::Tensor param;  ///< (N) contiguous float32, updated in place
+    torch::Tensor grad;   ///< (N)
+    torch::Tensor state;  ///< (state_size(), N) contiguous float32, updated in place
+    double step_size = 0.0;
+    FusedResult result;  ///< written by fused_steps_
+  };
+  void fused_steps_(const FusedPlan& plan, std::vector<FusedTensor>& tensors) const;
 
   // ---- the per-tensor step-size controller (learned_rule.h) ----
   /// Controller state of a fresh tensor: [c = 0, mean(param^2), h = 0, mean(param^2), long-run
