@@ -19,8 +19,8 @@ bool exp_kind(FeatureKind kind) {
 // |x|^2 / 2 over the column blocks of x, in `dtype`. -> (..., L, 1)
 torch::Tensor half_squared_norm(const FeatureInput& x, at::ScalarType dtype) {
   torch::Tensor total;
-  for (const auto& block : x.blocks) {
-    const auto b = block.to(dtype);
+  for (size_t i = 0; i < x.blocks.size(); ++i) {
+    const auto b = x.scaled(i).to(dtype);
     const auto part = 0.5 * (b * b).sum(-1, /*keepdim=*/true);
     total = total.defined() ? total + part : part;
   }
@@ -137,23 +137,30 @@ bool FeatureMapImpl::positive() const {
   return options.kind() != FeatureKind::kTrigonometric;
 }
 
+torch::Tensor FeatureInput::scaled(size_t b) const {
+  const auto s = scale(b);
+  return s.defined() ? blocks[b] * s : blocks[b];
+}
+
 FeatureInput FeatureInput::first_token() const {
   FeatureInput first(blocks.front().narrow(-2, 0, 1));
   for (size_t b = 1; b < blocks.size(); ++b) first.blocks.push_back(blocks[b].narrow(-2, 0, 1));
+  first.scales = scales;
   return first;
 }
 
 torch::Tensor FeatureInput::concatenated() const {
-  if (blocks.size() == 1) return blocks.front();
-  std::vector<torch::Tensor> expanded;
-  auto shape = blocks.front().sizes().vec();
-  for (const auto& b : blocks) shape = at::infer_size(shape, b.sizes());
-  for (const auto& b : blocks) {
+  if (blocks.size() == 1) return scaled(0);
+  std::vector<torch::Tensor> parts;
+  for (size_t b = 0; b < blocks.size(); ++b) parts.push_back(scaled(b));
+  auto shape = parts.front().sizes().vec();
+  for (const auto& p : parts) shape = at::infer_size(shape, p.sizes());
+  for (auto& p : parts) {
     auto s = shape;
-    s.back() = b.size(-1);
-    expanded.push_back(b.expand(s));
+    s.back() = p.size(-1);
+    p = p.expand(s);
   }
-  return at::cat(expanded, -1);
+  return at::cat(parts, -1);
 }
 
 torch::Tensor FeatureMapImpl::project(const FeatureInput& x) const {
@@ -161,7 +168,11 @@ torch::Tensor FeatureMapImpl::project(const FeatureInput& x) const {
   const auto part = [&](size_t i) {
     int64_t offset = 0;
     for (size_t j = 0; j < i; ++j) offset += x.blocks[j].size(-1);
-    return at::matmul(x.blocks[i], w.narrow(1, offset, x.blocks[i].size(-1)).transpose(0, 1));
+    auto columns = w.narrow(1, offset, x.blocks[i].size(-1));  // (m, Din_b)
+    // A scale (..., 1, Din_b) multiplies the columns: (..., m, Din_b), a few thousand numbers.
+    const auto s = x.scale(i);
+    if (s.defined()) columns = columns * s.to(columns.scalar_type());
+    return at::matmul(x.blocks[i], columns.transpose(-2, -1));
   };
   // The sum starts from the block of the most entries (the batch's, where others are shared
   // position blocks broadcast over it) and the others add in place: no tensor per addition.

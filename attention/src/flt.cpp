@@ -306,7 +306,7 @@ torch::Tensor FLTAttentionImpl::frequencies() const {
   return base_frequencies * log_proposal_sigma.exp();
 }
 
-std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(
+FLTAttentionImpl::PositionBlock FLTAttentionImpl::position_block(
     const torch::Tensor& positions) const {
   TORCH_CHECK(positions.dim() == 3 && positions.size(-1) == options.position_dim(),
               "FLTAttention: positions must have shape (B, L, ", options.position_dim(),
@@ -331,9 +331,14 @@ std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(
           .frac_()
           .mul_(2.0 * kPi)
           .to(dtype);
-  const auto n2 = at::cat({at::cos(phase), at::sin(phase)}, -1) * magnitude;  // (B', H, L, 2r)
   // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...).
-  return {n2 * sign, n2};
+  return {at::cat({at::cos(phase), at::sin(phase)}, -1), magnitude * sign, magnitude};
+}
+
+std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(
+    const torch::Tensor& positions) const {
+  const auto block = position_block(positions);
+  return {block.trig * block.query_scale, block.trig * block.key_scale};
 }
 
 torch::Tensor FLTAttentionImpl::positions_for(const char* fn, const torch::Tensor& positions,
@@ -357,12 +362,16 @@ std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(
     const torch::Tensor& k_pos) const {
   check_dims_against("FLTAttention", options.heads(), options.head_dim(), q);
   const double quarter = std::pow(static_cast<double>(q.size(3)), -0.25);
-  auto [n1, n2] = rpe_features(q_pos);
-  if (!k_pos.is_same(q_pos))
-    n2 = rpe_features(k_pos).second;  // one evaluation when positions agree
-  // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] as column blocks: never concatenated, and the
-  // position blocks (batch 1 when positions are shared) are projected once for the whole batch.
-  return {FeatureInput{n1, q * quarter}, FeatureInput{n2, k * quarter}};
+  const auto at_q = position_block(q_pos);
+  // One evaluation when positions agree.
+  const auto k_trig = k_pos.is_same(q_pos) ? at_q.trig : position_block(k_pos).trig;
+  // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] as column blocks: never concatenated, the
+  // position blocks (batch 1 when positions are shared) are projected once for the whole batch,
+  // and N1, N2 are one [cos, sin] block with column scales.
+  FeatureInput query{at_q.trig, q * quarter}, key{k_trig, k * quarter};
+  query.scales = {at_q.query_scale, torch::Tensor()};
+  key.scales = {at_q.key_scale, torch::Tensor()};
+  return {query, key};
 }
 
 torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,

@@ -70,7 +70,17 @@ struct FeatureInput {
   FeatureInput(const torch::Tensor& x) : blocks{x} {}  // NOLINT: implicit on purpose
   FeatureInput(std::initializer_list<torch::Tensor> parts) : blocks(parts) {}
   std::vector<torch::Tensor> blocks;
-  /// Each block's first token (dim -2). -> (..., 1, Din_b)
+  /// Optional column scales, one per block (none, or an undefined tensor: 1). Block b enters the
+  /// map as blocks[b] * scales[b], with the scale broadcast over the tokens: (..., 1, Din_b). A
+  /// scale is folded into the projection's columns, so the scaled block is never built. FLT's
+  /// position blocks N1 = [cos, sin] |a| sgn(a) and N2 = [cos, sin] |a| share one [cos, sin]
+  /// tensor this way.
+  std::vector<torch::Tensor> scales;
+  /// Block b with its scale applied (a new tensor when it has one). -> (..., L, Din_b)
+  torch::Tensor scaled(size_t b) const;
+  /// Block b's scale, or an undefined tensor.
+  torch::Tensor scale(size_t b) const { return b < scales.size() ? scales[b] : torch::Tensor(); }
+  /// Each block's first token (dim -2), with the same scales. -> (..., 1, Din_b)
   FeatureInput first_token() const;
   /// The concatenated input (broadcast, then cat). -> (..., L, Din)
   torch::Tensor concatenated() const;

@@ -204,7 +204,14 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
   torch::Tensor log_proposal_sigma;  ///< log s: scalar (parameter when learnt, else buffer)
 
  private:
-  /// positions (B', L, l) -> Q^ or K^ parts: returns ([N1, q D^{-1/4}], [N2, k D^{-1/4}]).
+  /// N1 and N2 as one trigonometric block and two column scales: N1 = trig * query_scale,
+  /// N2 = trig * key_scale. trig (B', H, L, 2r), scales (1, H, 1, 2r).
+  struct PositionBlock {
+    torch::Tensor trig, query_scale, key_scale;
+  };
+  PositionBlock position_block(const torch::Tensor& positions) const;
+  /// positions (B', L, l) -> Q^ or K^ parts: returns ([N1, q D^{-1/4}], [N2, k D^{-1/4}]), the
+  /// position blocks as one [cos, sin] block with column scales (FeatureInput::scales).
   std::pair<FeatureInput, FeatureInput> augmented(const torch::Tensor& q, const torch::Tensor& k,
                                                   const torch::Tensor& q_pos,
                                                   const torch::Tensor& k_pos) const;
