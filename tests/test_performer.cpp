@@ -106,6 +106,28 @@ TEST_F(Performer, FeatureMap_KindsAndShapes) {
   expect_error([] { fa::feature_kind_from_name("cosine"); }, {"unknown kind", "cosine"});
 }
 
+// Column scales (FeatureInput::scales, folded into the projection) give the features of the
+// scaled input, for queries, sequence-shifted keys and causal keys, with a scale that differs per
+// head; a scale of the wrong width throws naming its shape.
+TEST_F(Performer, FeatureMap_ColumnScalesEqualTheScaledInput) {
+  fa::FeatureMap map(fa::FeatureMapOptions(6, 8));
+  map->to(torch::kDouble);
+  const auto position = torch::randn({1, 3, 5, 4}, torch::kDouble);  // shared over the batch
+  const auto content = torch::randn({2, 3, 5, 2}, torch::kDouble);
+  const auto scale = torch::randn({1, 3, 1, 4}, torch::kDouble);
+  fa::FeatureInput scaled{position, content};
+  scaled.scales = {scale, torch::Tensor()};
+  const fa::FeatureInput plain{position * scale, content};
+  EXPECT_TRUE(all_close(map->query_features(scaled), map->query_features(plain), 1e-12, 1e-14));
+  EXPECT_TRUE(
+      all_close(map->key_features(scaled, false), map->key_features(plain, false), 1e-12, 1e-14));
+  EXPECT_TRUE(
+      all_close(map->key_features(scaled, true), map->key_features(plain, true), 1e-12, 1e-14));
+  scaled.scales = {torch::ones({1, 3, 1, 3}, torch::kDouble)};
+  expect_error([&] { map->query_features(scaled); },
+               {"the scale of block 0 must have shape (..., 1, 4)", "[1, 3, 1, 3]"});
+}
+
 // Relative error vs exact softmax falls with m: monotone within noise, >= 3x from m = 16 to 1024,
 // and the m = 1024 error below half the uniform-attention baseline (PEERS.md: report it alongside).
 // Inputs have |q|^2 / sqrt(D) ~ 1 (uniform-attention error 0.21): FAVOR+'s variance grows like

@@ -224,6 +224,15 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule,
   for (const auto& block : x.blocks) width += block.size(-1);
   TORCH_CHECK(width == options.input_dim(), "FeatureMap: input has dimension ", width,
               " but input_dim is ", options.input_dim(), " (input ", x.blocks.front().sizes(), ")");
+  TORCH_CHECK(x.scales.size() <= x.blocks.size(), "FeatureMap: ", x.scales.size(),
+              " column scales for ", x.blocks.size(), " blocks");
+  for (size_t b = 0; b < x.scales.size(); ++b) {
+    const auto& s = x.scales[b];
+    TORCH_CHECK(!s.defined() || (s.dim() >= 1 && s.size(-1) == x.blocks[b].size(-1) &&
+                                 (s.dim() < 2 || s.size(-2) == 1)),
+                "FeatureMap: the scale of block ", b, " must have shape (..., 1, ",
+                x.blocks[b].size(-1), "), got ", s.sizes());
+  }
   const double m = static_cast<double>(options.features());
   switch (options.kind()) {
     case FeatureKind::kElu: return elu_feature_map(x.concatenated());
