@@ -1,6 +1,7 @@
 // Optimizer step time: flt::optim::Mnemosyne (each memory kind) vs torch::optim::Adam and SGD on
 // an MLP with about 1M parameters and on a small model of 30 tensors (gradients fixed, so only the
-// optimizer's step is timed).
+// optimizer's step is timed). The mnemosyne_KIND rows time the shipped rules; mnemosyne_flt_hiddenH
+// the FLT rule's shape with a head of width H.
 //   build/bench/bench_optimizer
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
@@ -50,11 +51,18 @@ auto adam = [](std::vector<torch::Tensor> p) { return std::make_unique<torch::op
 auto sgd = [](std::vector<torch::Tensor> p) {
   return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.01).momentum(0.9));
 };
+// The shipped rule of a memory kind: the shape users get (its weights do not change the cost).
 auto mnemosyne = [](fo::Memory memory) {
   return [memory](std::vector<torch::Tensor> p) {
+    return std::make_unique<fo::Mnemosyne>(p, fo::MnemosyneOptions().memory(memory));
+  };
+};
+// The FLT rule with another head width: the cost of the shape alone (untrained weights).
+auto mnemosyne_flt_hidden = [](int64_t hidden) {
+  return [hidden](std::vector<torch::Tensor> p) {
     return std::make_unique<fo::Mnemosyne>(
         p, fo::MnemosyneOptions(),
-        fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().memory(memory)));
+        fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().hidden(hidden)));
   };
 };
 
@@ -71,6 +79,8 @@ BENCHMARK_CAPTURE(run, step / mnemosyne_performer, mnemosyne(fo::Memory::kPerfor
     ->Apply(config);
 BENCHMARK_CAPTURE(run, step / mnemosyne_none, mnemosyne(fo::Memory::kNone))->Apply(config);
 BENCHMARK_CAPTURE(run, step / mnemosyne_lstm, mnemosyne(fo::Memory::kLSTM))->Apply(config);
+BENCHMARK_CAPTURE(run, step / mnemosyne_flt_hidden32, mnemosyne_flt_hidden(32))->Apply(config);
+BENCHMARK_CAPTURE(run, step / mnemosyne_flt_hidden16, mnemosyne_flt_hidden(16))->Apply(config);
 
 int main(int argc, char** argv) {
   return flt::bench::run_benchmarks(argc, argv, "adam");

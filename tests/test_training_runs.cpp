@@ -149,7 +149,7 @@ TEST_F(TrainingRuns, RunTraining_BadRunsNameTheProblem) {
 
 TEST_F(TrainingRuns, Suite_NamesScalingAndSkippedTabularRuns) {
   const auto names = fo::held_out_training_run_names();
-  EXPECT_EQ(names.size(), 10u);
+  EXPECT_EQ(names.size(), 16u);
   const std::string dir = "/nonexistent/sklearn";
   setenv("FLT_SKLEARN_DATA_DIR", dir.c_str(), 1);
   std::vector<std::string> skipped;

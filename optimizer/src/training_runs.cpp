@@ -6,7 +6,9 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 #include <torch/nn/modules/pooling.h>
 #include <torch/nn/modules/rnn.h>
 #include <torch/optim/adam.h>
@@ -225,6 +227,122 @@ TrainingRun text_transformer() {
   run.steps = 1500;
   run.eval_every = 50;
   run.eval_examples = 256;
+  return run;
+}
+
+// ---- outside runs: model kinds and loops that neither meta-training nor the runs above use -------
+// Added after the rule was made (2026-11-25), as a check an outside user would run: normalisation
+// layers, a reconstruction loss, zero initialisation, a deep tanh network, and a small data set
+// trained long enough to overfit.
+
+constexpr int64_t kOutsideTrainImages = 8000, kOutsideTestImages = 2000;
+
+TrainingRun fmnist_mlp_layernorm() {
+  TrainingRun run;
+  run.name = "fmnist-mlp-layernorm";
+  run.family = "MLP 784-128-LayerNorm-64-10 ReLU / Fashion-MNIST 8k";
+  run.split = data::fashion_mnist(kOutsideTrainImages, kOutsideTestImages);
+  run.build = [](uint64_t) {
+    namespace nn = torch::nn;
+    return sequential(nn::Sequential(nn::Flatten(), nn::Linear(784, 128),
+                                     nn::LayerNorm(nn::LayerNormOptions({128})), nn::ReLU(),
+                                     nn::Linear(128, 64), nn::ReLU(), nn::Linear(64, 10)));
+  };
+  run.batch = 64;
+  run.steps = 2000;
+  run.eval_every = 100;
+  return run;
+}
+
+TrainingRun fmnist_autoencoder() {
+  TrainingRun run;
+  run.name = "fmnist-autoencoder";
+  run.family = "autoencoder 784-128-32-128-784 ReLU (MSE reconstruction) / Fashion-MNIST 8k";
+  run.split = data::fashion_mnist(kOutsideTrainImages, kOutsideTestImages);
+  // Targets are the (standardised) inputs: a held-out MSE of 1 is predicting the mean pixel.
+  run.split.train_y = run.split.train_x.reshape({run.split.train_x.size(0), -1});
+  run.split.test_y = run.split.test_x.reshape({run.split.test_x.size(0), -1});
+  run.split.classes = 0;
+  run.loss = LossKind::kMeanSquaredError;
+  run.build = [](uint64_t) { return sequential(mlp<torch::nn::ReLU>({784, 128, 32, 128, 784}, true)); };
+  run.batch = 64;
+  run.steps = 2000;
+  run.eval_every = 100;
+  return run;
+}
+
+TrainingRun fmnist_logreg_zero_init() {
+  TrainingRun run;
+  run.name = "fmnist-logreg-zero-init";
+  run.family = "softmax regression initialised at zero / Fashion-MNIST 8k";
+  run.split = data::fashion_mnist(kOutsideTrainImages, kOutsideTestImages);
+  run.build = [](uint64_t) {
+    torch::nn::Linear linear(784, 10);
+    torch::NoGradGuard no_grad;
+    linear->weight.zero_();
+    linear->bias.zero_();
+    return sequential(torch::nn::Sequential(torch::nn::Flatten(), linear));
+  };
+  run.batch = 128;
+  run.steps = 2000;
+  run.eval_every = 100;
+  return run;
+}
+
+TrainingRun fmnist_cnn_batchnorm() {
+  TrainingRun run;
+  run.name = "fmnist-cnn-batchnorm";
+  run.family = "CNN conv16-BatchNorm-pool-conv16-BatchNorm-pool-linear ReLU / Fashion-MNIST 8k";
+  run.split = data::fashion_mnist(kOutsideTrainImages, kOutsideTestImages);
+  run.build = [](uint64_t) {
+    namespace nn = torch::nn;
+    return sequential(nn::Sequential(
+        nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1)), nn::BatchNorm2d(16), nn::ReLU(),
+        nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1)),
+        nn::BatchNorm2d(16), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
+        nn::Linear(16 * 7 * 7, 10)));
+  };
+  run.batch = 32;
+  run.steps = 1500;
+  run.eval_every = 100;
+  run.eval_examples = 1000;
+  return run;
+}
+
+TrainingRun fmnist_mlp_small_data() {
+  TrainingRun run;
+  run.name = "fmnist-mlp-small-data";
+  run.family = "MLP 784-128-128-10 ReLU / Fashion-MNIST 3k (32 epochs: overfits)";
+  run.split = data::fashion_mnist(/*train_limit=*/3000, kOutsideTestImages);
+  run.build = [](uint64_t) { return sequential(mlp<torch::nn::ReLU>({784, 128, 128, 10}, true)); };
+  run.batch = 32;
+  run.steps = 3000;
+  run.eval_every = 100;
+  return run;
+}
+
+TrainingRun deep_tanh_regression() {
+  TrainingRun run;
+  run.name = "deep-tanh-regression";
+  run.family = "MLP 8-64-64-64-64-1 tanh / smooth function of 8 inputs plus noise (synthetic)";
+  // y = sum_j sin(x . w_j) + 0.3 x_0 x_1, standardised, plus N(0, 0.1^2) noise: 2000 training
+  // and 1000 held-out points from a fixed generator (the same data for every seed).
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(123);
+  const auto x = at::randn({3000, 8}, gen);
+  const auto w = at::randn({8, 4}, gen);
+  auto y = at::sin(x.matmul(w)).sum(1, true) + 0.3 * (x.select(1, 0) * x.select(1, 1)).unsqueeze(1);
+  y = (y - y.mean()) / y.std();
+  y = y + 0.1 * at::randn(y.sizes(), gen);
+  run.split.name = "deep-tanh-regression";
+  run.split.train_x = x.slice(0, 0, 2000);
+  run.split.test_x = x.slice(0, 2000);
+  run.split.train_y = y.slice(0, 0, 2000);
+  run.split.test_y = y.slice(0, 2000);
+  run.loss = LossKind::kMeanSquaredError;
+  run.build = [](uint64_t) { return sequential(mlp<torch::nn::Tanh>({8, 64, 64, 64, 64, 1}, false)); };
+  run.batch = 32;
+  run.steps = 3000;
+  run.eval_every = 100;
   return run;
 }
 
@@ -473,6 +591,12 @@ const std::vector<RunEntry>& run_entries() {
       {"diabetes-mlp", "diabetes", [] { return tabular_run("diabetes", "mlp"); }},
       {"digits-logreg", "digits", [] { return tabular_run("digits", "linear"); }},
       {"diabetes-linreg", "diabetes", [] { return tabular_run("diabetes", "linear"); }},
+      {"fmnist-mlp-layernorm", nullptr, fmnist_mlp_layernorm},
+      {"fmnist-autoencoder", nullptr, fmnist_autoencoder},
+      {"fmnist-logreg-zero-init", nullptr, fmnist_logreg_zero_init},
+      {"fmnist-cnn-batchnorm", nullptr, fmnist_cnn_batchnorm},
+      {"fmnist-mlp-small-data", nullptr, fmnist_mlp_small_data},
+      {"deep-tanh-regression", nullptr, deep_tanh_regression},
   };
   return entries;
 }
