@@ -3,10 +3,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/modules/pooling.h>
@@ -230,10 +230,10 @@ TrainingRun text_transformer() {
   return run;
 }
 
-// ---- outside runs: model kinds and loops that neither meta-training nor the runs above use -------
-// Added after the rule was made (2026-11-25), as a check an outside user would run: normalisation
-// layers, a reconstruction loss, zero initialisation, a deep tanh network, and a small data set
-// trained long enough to overfit.
+// ---- outside runs: model kinds and loops that neither meta-training nor the runs above use
+// ------- Added after the rule was made (2026-11-25), as a check an outside user would run:
+// normalisation layers, a reconstruction loss, zero initialisation, a deep tanh network, and a
+// small data set trained long enough to overfit.
 
 constexpr int64_t kOutsideTrainImages = 8000, kOutsideTestImages = 2000;
 
@@ -264,7 +264,9 @@ TrainingRun fmnist_autoencoder() {
   run.split.test_y = run.split.test_x.reshape({run.split.test_x.size(0), -1});
   run.split.classes = 0;
   run.loss = LossKind::kMeanSquaredError;
-  run.build = [](uint64_t) { return sequential(mlp<torch::nn::ReLU>({784, 128, 32, 128, 784}, true)); };
+  run.build = [](uint64_t) {
+    return sequential(mlp<torch::nn::ReLU>({784, 128, 32, 128, 784}, true));
+  };
   run.batch = 64;
   run.steps = 2000;
   run.eval_every = 100;
@@ -298,9 +300,8 @@ TrainingRun fmnist_cnn_batchnorm() {
     namespace nn = torch::nn;
     return sequential(nn::Sequential(
         nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1)), nn::BatchNorm2d(16), nn::ReLU(),
-        nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1)),
-        nn::BatchNorm2d(16), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
-        nn::Linear(16 * 7 * 7, 10)));
+        nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1)), nn::BatchNorm2d(16),
+        nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(16 * 7 * 7, 10)));
   };
   run.batch = 32;
   run.steps = 1500;
@@ -339,7 +340,9 @@ TrainingRun deep_tanh_regression() {
   run.split.train_y = y.slice(0, 0, 2000);
   run.split.test_y = y.slice(0, 2000);
   run.loss = LossKind::kMeanSquaredError;
-  run.build = [](uint64_t) { return sequential(mlp<torch::nn::Tanh>({8, 64, 64, 64, 64, 1}, false)); };
+  run.build = [](uint64_t) {
+    return sequential(mlp<torch::nn::Tanh>({8, 64, 64, 64, 64, 1}, false));
+  };
   run.batch = 32;
   run.steps = 3000;
   run.eval_every = 100;
