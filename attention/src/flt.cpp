@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "flt/attention/linear.h"
+#include "quarter_scale.h"
 #include "flt/attention/softmax.h"
 #include "flt/kernels/linear_attention.h"
 
@@ -361,16 +362,15 @@ std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& q_pos,
     const torch::Tensor& k_pos) const {
   check_dims_against("FLTAttention", options.heads(), options.head_dim(), q);
-  const double quarter = std::pow(static_cast<double>(q.size(3)), -0.25);
   const auto at_q = position_block(q_pos);
   // One evaluation when positions agree.
   const auto k_trig = k_pos.is_same(q_pos) ? at_q.trig : position_block(k_pos).trig;
   // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] as column blocks: never concatenated, the
   // position blocks (batch 1 when positions are shared) are projected once for the whole batch,
-  // and N1, N2 are one [cos, sin] block with column scales.
-  FeatureInput query{at_q.trig, q * quarter}, key{k_trig, k * quarter};
-  query.scales = {at_q.query_scale, torch::Tensor()};
-  key.scales = {at_q.key_scale, torch::Tensor()};
+  // N1 and N2 are one [cos, sin] block, and every scale is a column scale of the projection.
+  FeatureInput query{at_q.trig, q}, key{k_trig, k};
+  query.scales = {at_q.query_scale, detail::quarter_scale(q)};
+  key.scales = {at_q.key_scale, detail::quarter_scale(k)};
   return {query, key};
 }
 
@@ -382,10 +382,14 @@ torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Ten
               " leave them undefined (token indices)");
   const auto q_pos = positions_for("FLTAttention", call.positions, q, 0);
   const auto k_pos = q.size(2) == k.size(2) ? q_pos : positions_for("FLTAttention", {}, k, 0);
-  const auto [qh, kh] = augmented(q, k, q_pos, k_pos);
-  return kernels::normalized_linear_attention(feature_map->query_features(qh),
-                                              feature_map->key_features(kh, call.causal), v,
-                                              call.causal, options.eps());
+  // The feature inputs (the position block, q and k scaled) are freed before the attention kernel.
+  torch::Tensor query, key;
+  {
+    const auto [qh, kh] = augmented(q, k, q_pos, k_pos);
+    query = feature_map->query_features(qh);
+    key = feature_map->key_features(kh, call.causal);
+  }
+  return kernels::normalized_linear_attention(query, key, v, call.causal, options.eps());
 }
 
 torch::Tensor FLTAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,

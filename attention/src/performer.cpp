@@ -6,13 +6,17 @@
 
 #include "flt/attention/linear.h"
 #include "flt/kernels/linear_attention.h"
+#include "quarter_scale.h"
 
 namespace flt::attention {
 namespace {
 
-// q D^{-1/4}: phi(q~).phi(k~) then estimates exp(q.k / sqrt(D)).
-torch::Tensor quarter_scaled(const torch::Tensor& x) {
-  return x * std::pow(static_cast<double>(x.size(-1)), -0.25);
+// q D^{-1/4}: phi(q~).phi(k~) then estimates exp(q.k / sqrt(D)). As a column scale, which the
+// feature map folds into its projection: the scaled copy of q is never built.
+FeatureInput quarter_scaled(const torch::Tensor& x) {
+  FeatureInput input(x);
+  input.scales = {detail::quarter_scale(x)};
+  return input;
 }
 
 void check_map(const char* fn, const FeatureMapImpl& map, const torch::Tensor& q) {
@@ -30,9 +34,10 @@ torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k
   check_positive_finite("performer_attention", "eps", eps);
   // Positive maps reach the eps floor only by underflow; trigonometric features are signed, so
   // there the estimated normaliser can be <= 0 and the same floor replaces it.
-  return kernels::normalized_linear_attention(feature_map.query_features(quarter_scaled(q)),
-                                              feature_map.key_features(quarter_scaled(k), causal),
-                                              v, causal, eps);
+  // Features first: only they are held through the attention kernel.
+  const auto query = feature_map.query_features(quarter_scaled(q));
+  const auto key = feature_map.key_features(quarter_scaled(k), causal);
+  return kernels::normalized_linear_attention(query, key, v, causal, eps);
 }
 
 PerformerAttentionImpl::PerformerAttentionImpl(PerformerAttentionOptions options_)
@@ -76,7 +81,7 @@ void PerformerAttentionImpl::append(LinearAttentionState& state, const torch::Te
   check_call("PerformerAttention::append", k, k, v, false);
   state.check_tokens("PerformerAttention::append", k, v);
   const auto k_scaled = quarter_scaled(k);
-  if (state.empty()) state.key_shift = feature_map->causal_key_shift(k_scaled.narrow(2, 0, 1));
+  if (state.empty()) state.key_shift = feature_map->causal_key_shift(k_scaled.first_token());
   state.append(feature_map->key_features(k_scaled, state.key_shift), v);
 }
 
