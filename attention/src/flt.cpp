@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "flt/attention/linear.h"
-#include "quarter_scale.h"
 #include "flt/attention/softmax.h"
 #include "flt/kernels/linear_attention.h"
+#include "quarter_scale.h"
 
 namespace flt::attention {
 namespace {
