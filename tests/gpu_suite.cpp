@@ -427,8 +427,8 @@ int main(int argc, char** argv) {
     return kSkipped;
   }
   const torch::Device first = dry_run ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
-  std::printf("flt_gpu_tests: on %s (%zu CUDA device(s))\n", first.str().c_str(),
-              torch::cuda::device_count());
+  std::printf("flt_gpu_tests: on %s (%lld CUDA device(s))\n", first.str().c_str(),
+              static_cast<long long>(torch::cuda::device_count()));
   check_fused_kernels(first);
   check_variants(first);
   check_mnemosyne(first);

@@ -295,6 +295,7 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
   };
   std::map<int64_t, std::vector<LearnedOptimizerModelImpl::FusedTensor>> fused_by_step;
   std::vector<std::pair<int64_t, Pending>> pending;
+  std::set<std::string> refreshed;  // devices whose replica of the rule is current (model_on)
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const MnemosyneOptions&>(group.options());
     for (auto& p : group.params()) {
@@ -309,7 +310,10 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
       if (it == state_.end()) {
         auto fresh = std::make_unique<MnemosyneParamState>();
         // Slot-major (state_size, n): each state slot of a run of coordinates is contiguous.
-        fresh->state(model_->initial_state(n, p.options().dtype(at::kFloat)).t().contiguous());
+        fresh->state(model_on(p.device(), refreshed)
+                         ->initial_state(n, p.options().dtype(at::kFloat))
+                         .t()
+                         .contiguous());
         fresh->controller(model_->initial_tensor_state(p));
         it = state_.emplace(key, std::move(fresh)).first;
       }
@@ -347,9 +351,10 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
         pending.push_back({st.step(), {&st, controller, tensor_state, entries.size() - 1}});
         continue;
       }
+      auto model = model_on(p.device(), refreshed);
       int64_t skipped = 0;
       std::array<double, 4> statistics{};
-      const auto size_tensor = torch::full({}, step_size, torch::kFloat);
+      const auto size_tensor = torch::full({}, step_size, p.options().dtype(at::kFloat));
       for (int64_t start = 0; start < n; start += options.chunk_size()) {
         const int64_t size = std::min(options.chunk_size(), n - start);
         const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
@@ -358,7 +363,7 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
         const auto finite_grad = at::isfinite(g);
         const auto safe_grad = at::where(finite_grad, g, at::zeros_like(g));
         auto result =
-            model_->step(safe_grad, param.to(at::kFloat), chunk_state, st.step(), size_tensor);
+            model->step(safe_grad, param.to(at::kFloat), chunk_state, st.step(), size_tensor);
         // A coordinate whose gradient or step is not finite keeps its value and its state.
         const auto ok = finite_grad & at::isfinite(result.update);
         skipped += (~ok).sum().item<int64_t>();
@@ -383,6 +388,25 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
            entry.param.numel());
   }
   return loss;
+}
+
+LearnedOptimizerModel Mnemosyne::model_on(const torch::Device& device,
+                                          std::set<std::string>& refreshed) {
+  if (device.is_cpu()) return model_;
+  const auto key = device.str();
+  auto it = replicas_.find(key);
+  if (it == replicas_.end()) {
+    auto replica = std::dynamic_pointer_cast<LearnedOptimizerModelImpl>(model_->clone(device));
+    it = replicas_.emplace(key, LearnedOptimizerModel(replica)).first;
+  } else if (!refreshed.count(key)) {
+    const auto source = model_->named_parameters(), target = it->second->named_parameters();
+    for (const auto& item : source) target[item.key()].copy_(item.value());
+    const auto source_buffers = model_->named_buffers(),
+               target_buffers = it->second->named_buffers();
+    for (const auto& item : source_buffers) target_buffers[item.key()].copy_(item.value());
+  }
+  refreshed.insert(key);
+  return it->second;
 }
 
 std::vector<double> Mnemosyne::step_sizes() const {
@@ -422,6 +446,7 @@ void Mnemosyne::load(torch::serialize::InputArchive& archive) {
   torch::serialize::InputArchive model_archive;
   if (archive.try_read("learned_model", model_archive)) {
     model_ = model_from_archive(model_archive, "the optimizer archive");
+    replicas_.clear();  // replicas of the old rule
   }
 }
 

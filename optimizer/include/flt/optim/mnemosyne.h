@@ -16,6 +16,8 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -112,7 +114,12 @@ class Mnemosyne : public torch::optim::Optimizer {
   /// Validates the groups before the base class sees them, so errors name the parameter.
   static std::vector<torch::optim::OptimizerParamGroup> checked(
       std::vector<torch::optim::OptimizerParamGroup> groups);
+  /// The rule on a parameter's device: model_ itself for CPU parameters; for others a replica made
+  /// on first use and refreshed from model_ once per step (`refreshed` holds the devices done), so
+  /// edits to model() reach every device.
+  LearnedOptimizerModel model_on(const torch::Device& device, std::set<std::string>& refreshed);
   LearnedOptimizerModel model_{nullptr};
+  std::map<std::string, LearnedOptimizerModel> replicas_;  ///< by device, e.g. "cuda:0"
 };
 
 }  // namespace flt::optim
