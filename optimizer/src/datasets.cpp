@@ -262,12 +262,13 @@ TextCorpus licence_text() {
   std::lock_guard<std::mutex> lock(mutex);
   if (cached.vocab > 0) return cached;
   std::vector<fs::path> files;
-  if (fs::is_directory(kLicenceDir)) {
-    for (const auto& entry : fs::directory_iterator(kLicenceDir)) {
+  const std::string dir = env_or("FLT_LICENCE_DIR", kLicenceDir);
+  if (fs::is_directory(dir)) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
       if (!entry.is_symlink() && entry.is_regular_file()) files.push_back(entry.path());
     }
   }
-  TORCH_CHECK(!files.empty(), "licence_text: no licence files in ", kLicenceDir,
+  TORCH_CHECK(!files.empty(), "licence_text: no licence files in ", dir,
               " (Debian's base-files package installs them)");
   std::sort(files.begin(), files.end());
   std::string text;

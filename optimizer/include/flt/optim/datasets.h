@@ -47,7 +47,8 @@ struct TextCorpus {
   std::vector<char> alphabet;
 };
 
-/// English text: the licences in /usr/share/common-licenses (present on every Debian system), the
+/// English text: the licences in /usr/share/common-licenses (present on every Debian system;
+/// environment variable FLT_LICENCE_DIR overrides the folder, e.g. on a machine without it), the
 /// regular files in name order (symbolic links, which only duplicate them, skipped), concatenated.
 /// Alphabet: newline and the printable ASCII characters 32..126; any other byte (tab, form feed,
 /// UTF-8) maps to the unknown id. On Debian 12: 237 K characters, 214 K training, 24 K held-out.
