@@ -1,9 +1,9 @@
 // Random-feature attention (Performer, FLT, SchoenbAt) against exact softmax: forward and
 // forward+backward time and peak memory for L = 256 .. 8192, B = 1, H = 8, D = 64, m = 64, r = 32,
-// float32; non-causal, and Performer with m = 256 features; causal Performer and SchoenbAt against
-// causal softmax. After the runs it prints, from the same run, each variant's time and memory
-// relative to softmax (causal: to causal softmax), the crossover length, and FLT / Performer at
-// L = 4096.
+// float32; non-causal, Performer with m = 256 features and FLT with a signed spectrum (N1 != N2:
+// its position block projected twice); causal Performer and SchoenbAt against causal softmax. After
+// the runs it prints, from the same run, each variant's time and memory relative to softmax
+// (causal: to causal softmax), the crossover length, and FLT / Performer at L = 4096.
 //
 // Peak memory (flt/allocation_counter.h): for one untimed call, the largest number of bytes live at
 // once above what was live before the call (inputs excluded, autograd buffers included).
@@ -43,6 +43,11 @@ const std::vector<Variant>& variants() {
       {"performer", performer, false},
       {"performer-m256", fa::PerformerAttentionOptions().features(256), false},
       {"flt", fa::FLTAttentionOptions().features(kFeatures).rpe_features(kRpeFeatures), false},
+      // A spectrum with a negative part (here all of it: f = -Gaussian): N1 != N2, so the position
+      // block is projected for queries and keys separately (one product more than "flt").
+      {"flt-signed",
+       fa::FLTAttentionOptions().features(kFeatures).rpe_features(kRpeFeatures).rpe_weight(-1.0),
+       false},
       {"schoenbat", schoenbat, false},
       {"softmax-causal", softmax, true},
       {"performer-causal", performer, true},
@@ -139,11 +144,13 @@ void print_summary(const flt::bench::CollectingReporter& results) {
                     mode.c_str(), v.reference().c_str());
       }
     }
-    const auto* flt = results.find(key("flt", mode, 4096));
     const auto* performer = results.find(key("performer", mode, 4096));
-    if (!flt || !performer) continue;
-    std::printf("FLT / Performer at L = 4096 (%s): time %.2fx, peak memory %.2fx\n", mode.c_str(),
-                flt->ms / performer->ms, peak_mb(*flt) / peak_mb(*performer));
+    for (const std::string name : {"flt", "flt-signed"}) {
+      const auto* flt = results.find(key(name, mode, 4096));
+      if (!flt || !performer) continue;
+      std::printf("%s / Performer at L = 4096 (%s): time %.2fx, peak memory %.2fx\n", name.c_str(),
+                  mode.c_str(), flt->ms / performer->ms, peak_mb(*flt) / peak_mb(*performer));
+    }
   }
 }
 

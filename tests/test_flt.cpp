@@ -8,6 +8,8 @@
 
 #include "flt/attention/flt.h"
 #include "flt/attention/multihead.h"
+#include "flt/kernels/linear_attention.h"
+#include "flt/kernels/position_features.h"
 #include "test_util.h"
 
 namespace fa = flt::attention;
@@ -246,6 +248,65 @@ TEST_F(FLT, NegativeSpectrumGivesNegativeMask) {
   const auto exact_mixed = mixed->exact_mask(positions);
   EXPECT_LT(exact_mixed.min().item<double>(), -0.05);
   EXPECT_LT((mixed->approximate_mask(positions) - exact_mixed).abs().max().item<double>(), 0.15);
+}
+
+// The fused position block (kernels::fourier_position_features, FLT's float CPU path without
+// gradients) against cos and sin in double, for positions of dimension 1-3 up to 1e4 and
+// frequencies of the Gaussian and Cauchy proposals' sizes: within 1e-6 (float rounds values near 1
+// to 6e-8; the angle's float rounding adds up to 2e-7); positions and frequencies of different l
+// throw naming both shapes.
+TEST_F(FLT, FusedPositionBlockMatchesDoubleReference) {
+  for (int64_t l : {1, 2, 3}) {
+    const auto positions = torch::rand({2, 300, l}, torch::kDouble) * 1e4;
+    const auto xi = torch::randn({3, 17, l}, torch::kDouble) * 3.0;
+    const auto fused = flt::kernels::fourier_position_features(positions.to(torch::kFloat), xi);
+    ASSERT_EQ(fused.sizes(), (std::vector<int64_t>{2, 3, 300, 34}));
+    ASSERT_EQ(fused.scalar_type(), torch::kFloat);
+    // The float positions are what the kernel sees: the reference uses the same rounded values.
+    const auto phase =
+        2.0 * M_PI *
+        at::matmul(positions.to(torch::kFloat).to(torch::kDouble).unsqueeze(1), xi.transpose(1, 2));
+    const auto expected = torch::cat({torch::cos(phase), torch::sin(phase)}, -1);
+    EXPECT_LT((fused.to(torch::kDouble) - expected).abs().max().item<double>(), 1e-6) << "l " << l;
+  }
+  expect_error(
+      [] {
+        flt::kernels::fourier_position_features(torch::zeros({1, 4, 2}), torch::zeros({3, 5, 1}));
+      },
+      {"[1, 4, 2]", "[3, 5, 1]"});
+}
+
+// FLT projects its position block once for queries and keys when N1 = N2 (no a_t < 0), and twice
+// otherwise: either way the output equals the feature map applied to the concatenated inputs
+// [N1, q D^{-1/4}] and [N2, k D^{-1/4}] (Algorithm 1 written out), causal and not.
+TEST_F(FLT, SharedPositionProjectionEqualsConcatenatedInputs) {
+  const auto q = torch::randn({2, 2, 10, 4}, torch::kDouble);
+  const auto k = torch::randn({2, 2, 10, 4}, torch::kDouble);
+  const auto v = torch::randn({2, 2, 10, 3}, torch::kDouble);
+  auto positive = make_flt(base_options());
+  auto mixed = make_flt(base_options());
+  {
+    torch::NoGradGuard no_grad;
+    mixed->rpe->weights.select(1, 1).mul_(-1.5);
+  }
+  const auto positions = torch::arange(10, torch::kDouble).view({10, 1});
+  const double quarter = std::pow(4.0, -0.25);
+  for (auto* flt : {&positive, &mixed}) {
+    const auto [n1, n2] = (*flt)->rpe_features(positions.unsqueeze(0));  // (1, H, L, 2r)
+    EXPECT_EQ(torch::equal(n1, n2), flt == &positive);
+    const auto qh = torch::cat({n1.expand({2, -1, -1, -1}), q * quarter}, -1);
+    const auto kh = torch::cat({n2.expand({2, -1, -1, -1}), k * quarter}, -1);
+    for (bool causal : {false, true}) {
+      fa::AttentionCall call;
+      call.causal = causal;
+      call.positions = positions;
+      const auto expected = flt::kernels::normalized_linear_attention(
+          (*flt)->feature_map->query_features(qh), (*flt)->feature_map->key_features(kh, causal), v,
+          causal, (*flt)->options.eps());
+      EXPECT_TRUE(all_close((*flt)(q, k, v, call), expected, 1e-10, 1e-12))
+          << (flt == &positive ? "positive" : "mixed") << " spectrum, causal " << causal;
+    }
+  }
 }
 
 // With large m and r, FLT attention approaches exact RPE-masked softmax attention, and the error

@@ -128,6 +128,61 @@ TEST_F(Performer, FeatureMap_ColumnScalesEqualTheScaledInput) {
                {"the scale of block 0 must have shape (..., 1, 4)", "[1, 3, 1, 3]"});
 }
 
+// A given projection (FeatureInput::projections, made by project_block) gives the same features as
+// the map's own, for queries, sequence-shifted and causal keys; the shared tensor is not changed by
+// the maps' in-place work, whichever block is the widest; a projection of the wrong shape throws
+// naming it.
+TEST_F(Performer, FeatureMap_GivenProjectionEqualsComputed) {
+  fa::FeatureMap map(fa::FeatureMapOptions(6, 8));
+  map->to(torch::kDouble);
+  for (int64_t batch : {1, 2}) {
+    const auto position = torch::randn({1, 3, 5, 4}, torch::kDouble);
+    const auto content = torch::randn({batch, 3, 5, 2}, torch::kDouble);
+    fa::FeatureInput plain{position, content};
+    plain.scales = {torch::randn({1, 3, 1, 4}, torch::kDouble), torch::Tensor()};
+    auto given = plain;
+    given.projections = {map->project_block(plain, 0)};
+    const auto kept = given.projections[0].clone();
+    EXPECT_TRUE(all_close(map->query_features(given), map->query_features(plain), 1e-12, 1e-14));
+    EXPECT_TRUE(
+        all_close(map->key_features(given, false), map->key_features(plain, false), 1e-12, 1e-14));
+    EXPECT_TRUE(
+        all_close(map->key_features(given, true), map->key_features(plain, true), 1e-12, 1e-14));
+    EXPECT_TRUE(torch::equal(given.projections[0], kept)) << "batch " << batch;
+  }
+  fa::FeatureInput wrong{torch::randn({1, 3, 5, 6}, torch::kDouble)};
+  wrong.projections = {torch::randn({1, 3, 5, 7}, torch::kDouble)};
+  expect_error([&] { map->query_features(wrong); },
+               {"the projection of block 0 must have shape (..., 5, 8)", "[1, 3, 5, 7]"});
+}
+
+// A given half squared norm (FeatureInput::half_squared_norms; FLT's [cos, sin] block has one per
+// head) stands in for the computed one: rows of a block with the same norm at every token give the
+// same features, shifted keys and causal keys included, and a norm of the wrong shape throws.
+TEST_F(Performer, FeatureMap_GivenHalfSquaredNormEqualsComputed) {
+  fa::FeatureMap map(fa::FeatureMapOptions(6, 8));
+  map->to(torch::kDouble);
+  auto rows = torch::randn({1, 3, 5, 4}, torch::kDouble);
+  rows = rows / rows.norm(2, -1, true) *
+         torch::tensor({0.5, 1.0, 2.0}, torch::kDouble).view({1, 3, 1, 1});  // norm per head
+  const auto content = torch::randn({2, 3, 5, 2}, torch::kDouble);
+  const fa::FeatureInput plain{rows, content};
+  auto given = plain;
+  given.half_squared_norms = {
+      0.5 * torch::tensor({0.25, 1.0, 4.0}, torch::kDouble).view({1, 3, 1, 1}), torch::Tensor()};
+  EXPECT_TRUE(all_close(map->query_features(given), map->query_features(plain), 1e-12, 1e-14));
+  EXPECT_TRUE(
+      all_close(map->key_features(given, false), map->key_features(plain, false), 1e-12, 1e-14));
+  EXPECT_TRUE(
+      all_close(map->key_features(given, true), map->key_features(plain, true), 1e-12, 1e-14));
+  EXPECT_TRUE(
+      all_close(map->unshifted_features(given), map->unshifted_features(plain), 1e-12, 1e-14));
+  given.half_squared_norms = {torch::zeros({1, 3, 5, 2}, torch::kDouble)};
+  expect_error(
+      [&] { map->key_features(given, false); },
+      {"the half squared norm of block 0 must have shape (..., 5 or 1, 1)", "[1, 3, 5, 2]"});
+}
+
 // Relative error vs exact softmax falls with m: monotone within noise, >= 3x from m = 16 to 1024,
 // and the m = 1024 error below half the uniform-attention baseline (PEERS.md: report it alongside).
 // Inputs have |q|^2 / sqrt(D) ~ 1 (uniform-attention error 0.21): FAVOR+'s variance grows like

@@ -16,15 +16,25 @@ bool exp_kind(FeatureKind kind) {
          kind == FeatureKind::kTrigonometric;
 }
 
-// |x|^2 / 2 over the column blocks of x, in `dtype`. -> (..., L, 1)
+// |x|^2 / 2 over the column blocks of x, in `dtype` (a block's given norm where it has one).
+// -> (..., L, 1)
 torch::Tensor half_squared_norm(const FeatureInput& x, at::ScalarType dtype) {
   torch::Tensor total;
+  std::vector<int64_t> shape{1};
   for (size_t i = 0; i < x.blocks.size(); ++i) {
-    const auto b = x.scaled(i).to(dtype);
-    const auto part = 0.5 * (b * b).sum(-1, /*keepdim=*/true);
+    auto rows = x.blocks[i].sizes().vec();
+    rows.back() = 1;
+    shape = at::infer_size(shape, rows);
+    torch::Tensor part = x.half_squared_norm(i);
+    if (part.defined()) {
+      part = part.to(dtype);
+    } else {
+      const auto b = x.scaled(i).to(dtype);
+      part = 0.5 * (b * b).sum(-1, /*keepdim=*/true);
+    }
     total = total.defined() ? total + part : part;
   }
-  return total;
+  return total.sizes().vec() == shape ? total : total.expand(shape);
 }
 
 // |x|^2 / 2 as a double tensor, for the per-token levels. In x's own dtype it overflows for
@@ -146,6 +156,10 @@ FeatureInput FeatureInput::first_token() const {
   FeatureInput first(blocks.front().narrow(-2, 0, 1));
   for (size_t b = 1; b < blocks.size(); ++b) first.blocks.push_back(blocks[b].narrow(-2, 0, 1));
   first.scales = scales;
+  for (const auto& p : projections)
+    first.projections.push_back(p.defined() ? p.narrow(-2, 0, 1) : p);
+  for (const auto& n : half_squared_norms)  // (..., L, 1) or a constant (..., 1, 1)
+    first.half_squared_norms.push_back(n.defined() ? n.narrow(-2, 0, 1) : n);
   return first;
 }
 
@@ -163,40 +177,60 @@ torch::Tensor FeatureInput::concatenated() const {
   return at::cat(parts, -1);
 }
 
+torch::Tensor FeatureMapImpl::project_block(const FeatureInput& x, size_t b) const {
+  TORCH_CHECK(projection.defined(), "FeatureMap::project_block: the ",
+              feature_kind_name(options.kind()), " map has no projection");
+  TORCH_CHECK(b < x.blocks.size(), "FeatureMap::project_block: block ", b, " of ", x.blocks.size());
+  const auto w = projection.to(x.blocks[b].scalar_type());
+  int64_t offset = 0;
+  for (size_t j = 0; j < b; ++j) offset += x.blocks[j].size(-1);
+  auto columns = w.narrow(1, offset, x.blocks[b].size(-1));  // (m, Din_b)
+  // A scale (..., 1, Din_b) multiplies the columns: (..., m, Din_b), a few thousand numbers.
+  const auto s = x.scale(b);
+  if (s.defined()) columns = columns * s.to(columns.scalar_type());
+  return at::matmul(x.blocks[b], columns.transpose(-2, -1));
+}
+
 torch::Tensor FeatureMapImpl::project(const FeatureInput& x) const {
-  const auto w = projection.to(x.blocks.front().scalar_type());
-  const auto part = [&](size_t i) {
-    int64_t offset = 0;
-    for (size_t j = 0; j < i; ++j) offset += x.blocks[j].size(-1);
-    auto columns = w.narrow(1, offset, x.blocks[i].size(-1));  // (m, Din_b)
-    // A scale (..., 1, Din_b) multiplies the columns: (..., m, Din_b), a few thousand numbers.
-    const auto s = x.scale(i);
-    if (s.defined()) columns = columns * s.to(columns.scalar_type());
-    return at::matmul(x.blocks[i], columns.transpose(-2, -1));
+  const auto part = [&](size_t b) {
+    const auto given = x.projection(b);
+    return given.defined() ? given : project_block(x, b);
   };
   // The sum starts from the block of the most entries (the batch's, where others are shared
-  // position blocks broadcast over it) and the others add in place: no tensor per addition.
+  // position blocks broadcast over it) and the others add in place: no tensor per addition. A given
+  // projection is shared, so it never takes the in-place sums (the callers' exp works in place
+  // too).
+  const auto rows = [&](size_t b) { return x.blocks[b].numel() / x.blocks[b].size(-1); };
   size_t widest = 0;
   for (size_t i = 1; i < x.blocks.size(); ++i) {
-    if (x.blocks[i].numel() / x.blocks[i].size(-1) >
-        x.blocks[widest].numel() / x.blocks[widest].size(-1))
-      widest = i;
+    const bool wider = rows(i) > rows(widest),
+               as_wide = rows(i) == rows(widest) && x.projection(widest).defined();
+    if (wider || (as_wide && !x.projection(i).defined())) widest = i;
   }
   auto total = part(widest);
+  bool fresh = !x.projection(widest).defined();
   for (size_t i = 0; i < x.blocks.size(); ++i) {
     if (i == widest) continue;
     const auto other = part(i);
-    if (other.dim() <= total.dim() && at::infer_size(total.sizes(), other.sizes()) == total.sizes())
+    if (fresh && other.dim() <= total.dim() &&
+        at::infer_size(total.sizes(), other.sizes()) == total.sizes()) {
       total.add_(other);
-    else
-      total = total + other;  // blocks that broadcast against each other: a new tensor
+    } else {
+      total = total + other;  // a new tensor: broadcasting blocks, or a shared start
+      fresh = true;
+    }
   }
-  return total;
+  return fresh ? total : total.clone();
 }
 
 FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x, bool with_level) const {
   TORCH_INTERNAL_ASSERT(exp_kind(options.kind()), "log_terms for a map without shifts");
   LogTerms t;
+  // The norm before the projection: its temporaries (each block scaled and squared) are freed
+  // before W x exists, which lowers the peak of FLT's keys (their position block's projection,
+  // shared with the queries, is alive throughout).
+  torch::Tensor half_norm;
+  if (with_level) half_norm = half_squared_norm_double(x);
   t.wx = project(x);
   if (options.kind() != FeatureKind::kTrigonometric) {
     t.logits = options.kind() == FeatureKind::kPositive ? t.wx : at::cat({t.wx, -t.wx}, -1);
@@ -207,7 +241,6 @@ FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x, bool w
   if (!with_level) return t;
   // In double, so for float inputs the level never overflows (in float, |x| >= 2^64 gave inf and
   // then inf - inf = NaN in the shifts).
-  const auto half_norm = half_squared_norm_double(x);
   const auto level = t.top.defined() ? t.top.to(torch::kDouble) - half_norm : half_norm;
   // Beyond double's range (|x| > 1e154, double inputs) levels saturate at its finite extremes, so
   // shifts never take inf - inf.
@@ -232,6 +265,25 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule,
                                  (s.dim() < 2 || s.size(-2) == 1)),
                 "FeatureMap: the scale of block ", b, " must have shape (..., 1, ",
                 x.blocks[b].size(-1), "), got ", s.sizes());
+  }
+  TORCH_CHECK(x.half_squared_norms.size() <= x.blocks.size(),
+              "FeatureMap: ", x.half_squared_norms.size(), " half squared norms for ",
+              x.blocks.size(), " blocks");
+  for (size_t b = 0; b < x.half_squared_norms.size(); ++b) {
+    const auto& n = x.half_squared_norms[b];
+    TORCH_CHECK(!n.defined() || (n.dim() >= 2 && n.size(-1) == 1 &&
+                                 (n.size(-2) == 1 || n.size(-2) == x.blocks[b].size(-2))),
+                "FeatureMap: the half squared norm of block ", b, " must have shape (..., ",
+                x.blocks[b].size(-2), " or 1, 1), got ", n.sizes());
+  }
+  TORCH_CHECK(x.projections.size() <= x.blocks.size(), "FeatureMap: ", x.projections.size(),
+              " projections for ", x.blocks.size(), " blocks");
+  for (size_t b = 0; b < x.projections.size(); ++b) {
+    const auto& p = x.projections[b];
+    TORCH_CHECK(!p.defined() || (p.dim() >= 2 && p.size(-1) == options.features() &&
+                                 p.size(-2) == x.blocks[b].size(-2)),
+                "FeatureMap: the projection of block ", b, " must have shape (..., ",
+                x.blocks[b].size(-2), ", ", options.features(), "), got ", p.sizes());
   }
   const double m = static_cast<double>(options.features());
   switch (options.kind()) {

@@ -8,6 +8,7 @@
 #include "flt/attention/linear.h"
 #include "flt/attention/softmax.h"
 #include "flt/kernels/linear_attention.h"
+#include "flt/kernels/position_features.h"
 #include "quarter_scale.h"
 
 namespace flt::attention {
@@ -321,19 +322,39 @@ FLTAttentionImpl::PositionBlock FLTAttentionImpl::position_block(
   // 0 there while changing N1.N2 by at most r * 1e-30.
   const auto magnitude =
       (a.abs() / r).clamp_min(1e-30).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
-  const auto sign = at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
-  // 2 pi xi.r for every head: (B', 1, L, l) x (H, l, r) -> (B', H, L, r), formed in turns and in
-  // double, whole turns removed, before it becomes a phase of the positions' dtype. In float,
-  // 2 pi xi t at t = 4096 is off by up to 1e-3 rad, and cos/sin of such large arguments took
-  // 4 ns an entry in their range reduction (issue 16: a fifth of FLT's forward at L = 4096).
-  // (frac_ and mul_ in place on the fresh product: frac's derivative is 1.)
-  const auto phase =
-      at::matmul(positions.unsqueeze(1).to(torch::kDouble), xi.to(torch::kDouble).transpose(1, 2))
-          .frac_()
-          .mul_(2.0 * kPi)
-          .to(dtype);
-  // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...).
-  return {at::cat({at::cos(phase), at::sin(phase)}, -1), magnitude * sign, magnitude};
+
+  // [cos, sin] of 2 pi xi.r for every head, (B', H, L, 2r). The phase is formed in turns and in
+  // double, whole turns removed, before it becomes an angle of the positions' dtype: in float,
+  // 2 pi xi t at t = 4096 is off by up to 1e-3 rad, and cos/sin of such large arguments took 4 ns
+  // an entry in their range reduction (issue 16). Float on the CPU without gradients for the
+  // phase (the default: fixed frequencies and positions) takes the fused kernel, one pass instead
+  // of six; otherwise the composite below ((B', 1, L, l) x (H, l, r); frac_ and mul_ in place on
+  // the fresh product: frac's derivative is 1).
+  torch::Tensor trig;
+  const bool phase_learns =
+      at::GradMode::is_enabled() && (positions.requires_grad() || xi.requires_grad());
+  if (dtype == torch::kFloat && positions.device().is_cpu() && !phase_learns) {
+    trig = kernels::fourier_position_features(positions, xi);
+  } else {
+    const auto phase =
+        at::matmul(positions.unsqueeze(1).to(torch::kDouble), xi.to(torch::kDouble).transpose(1, 2))
+            .frac_()
+            .mul_(2.0 * kPi)
+            .to(dtype);
+    trig = at::cat({at::cos(phase), at::sin(phase)}, -1);
+  }
+  // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...). With no
+  // a_t < 0 (a positive spectrum: every family's start) N1 = N2 and both sides get the same scale
+  // tensor, which `augmented` reads as "project the block once".
+  auto query_scale = magnitude;
+  if (at::any(a < 0).item<bool>()) {
+    query_scale =
+        magnitude * at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
+  }
+  // |N1_i|^2 = sum_t (|a_t| / r) (cos^2 + sin^2) at every position i: a closed form per head, so
+  // the feature map never squares a scaled copy of the block (nor keeps one for the backward).
+  const auto half_squared_norm = 0.25 * magnitude.square().sum(-1, /*keepdim=*/true);
+  return {trig, query_scale, magnitude, half_squared_norm};
 }
 
 std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(
@@ -371,6 +392,16 @@ std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(
   FeatureInput query{at_q.trig, q}, key{k_trig, k};
   query.scales = {at_q.query_scale, detail::quarter_scale(q)};
   key.scales = {at_q.key_scale, detail::quarter_scale(k)};
+  query.half_squared_norms = {at_q.half_squared_norm};
+  key.half_squared_norms = {at_q.half_squared_norm};
+  // N1 = N2 at the same positions: one product of the position block for queries and keys, where
+  // two would cost as much as the q and k projections together (issue 16: FLT / Performer time).
+  if (k_trig.is_same(at_q.trig) && at_q.query_scale.is_same(at_q.key_scale) &&
+      feature_map->projection.defined()) {
+    const auto shared = feature_map->project_block(key, 0);
+    query.projections = {shared};
+    key.projections = {shared};
+  }
   return {query, key};
 }
 

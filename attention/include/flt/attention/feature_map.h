@@ -76,11 +76,30 @@ struct FeatureInput {
   /// position blocks N1 = [cos, sin] |a| sgn(a) and N2 = [cos, sin] |a| share one [cos, sin]
   /// tensor this way.
   std::vector<torch::Tensor> scales;
+  /// Optional projections, one per block (none, or an undefined tensor: computed): block b's share
+  /// of W x, W_b (blocks[b] * scales[b]) -> (..., L, m), made by `FeatureMapImpl::project_block` of
+  /// the same map. A block that enters two inputs alike is projected once this way: FLT's position
+  /// block, shared by its queries and keys when every a_t >= 0 (N1 = N2).
+  std::vector<torch::Tensor> projections;
+  /// Optional half squared norms, one per block (none, or an undefined tensor: computed):
+  /// |blocks[b] * scales[b]|^2 / 2 per token, broadcastable to (..., L, 1), for a block whose norm
+  /// has a closed form. FLT's [cos, sin] block has the same norm at every position (cos^2 + sin^2 =
+  /// 1): a constant per head, so its scaled copy is never built, nor kept for the backward.
+  std::vector<torch::Tensor> half_squared_norms;
   /// Block b with its scale applied (a new tensor when it has one). -> (..., L, Din_b)
   torch::Tensor scaled(size_t b) const;
   /// Block b's scale, or an undefined tensor.
   torch::Tensor scale(size_t b) const { return b < scales.size() ? scales[b] : torch::Tensor(); }
-  /// Each block's first token (dim -2), with the same scales. -> (..., 1, Din_b)
+  /// Block b's given projection, or an undefined tensor.
+  torch::Tensor projection(size_t b) const {
+    return b < projections.size() ? projections[b] : torch::Tensor();
+  }
+  /// Block b's given half squared norm, or an undefined tensor.
+  torch::Tensor half_squared_norm(size_t b) const {
+    return b < half_squared_norms.size() ? half_squared_norms[b] : torch::Tensor();
+  }
+  /// Each block's first token (dim -2), with the same scales, projections and norms.
+  /// -> (..., 1, Din_b)
   FeatureInput first_token() const;
   /// The concatenated input (broadcast, then cat). -> (..., L, Din)
   torch::Tensor concatenated() const;
@@ -134,6 +153,10 @@ class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
   FeatureMapOptions options;
   torch::Tensor
       projection;  ///< W: (m, Din) buffer (a parameter for kLearnable); undefined for kElu
+
+  /// Block b's share of W x: W_b (x.blocks[b] * x.scales[b]), the scale folded into W's columns.
+  /// -> (..., L, m); for `FeatureInput::projections` (the map must project, not kElu).
+  torch::Tensor project_block(const FeatureInput& x, size_t b) const;
 
  private:
   enum class Shift { kNone, kPerToken, kPerSequence, kGiven };

@@ -1,0 +1,18 @@
+#pragma once
+// FLT's position block in one pass: [cos, sin] of the phases 2 pi xi_t . x_i (FLT paper, Thm 4.1;
+// attention/src/flt.cpp scales the columns). The composite form (a double matmul, whole turns
+// removed, a float copy, cos, sin, concatenation) makes six passes over the block; at L = 4096 it
+// took as long as one of FLT's projections (issue 16). CPU, no autograd: callers use the composite
+// when the frequencies or the positions need gradients.
+#include <ATen/ATen.h>
+
+namespace flt::kernels {
+
+/// positions (B', L, l) and frequencies (H, r, l), any floating dtype, CPU -> float32
+/// (B', H, L, 2r): columns t < r hold cos(2 pi xi_t . x_i), columns r + t the sine. The phase is
+/// formed in double and its whole turns removed before it becomes a float angle of at most pi / 4
+/// (octant reduction), so the result is accurate to a few float ulp at any position that double
+/// resolves (|xi . x| < 2^30 turns). Throws naming the shapes when they do not match.
+at::Tensor fourier_position_features(const at::Tensor& positions, const at::Tensor& frequencies);
+
+}  // namespace flt::kernels
