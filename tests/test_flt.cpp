@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "flt/attention/flt.h"
 #include "flt/attention/multihead.h"
@@ -254,7 +255,7 @@ TEST_F(FLT, NegativeSpectrumGivesNegativeMask) {
 // gradients) against cos and sin in double, for positions of dimension 1-3 up to 1e4 and
 // frequencies of the Gaussian and Cauchy proposals' sizes: within 1e-6 (float rounds values near 1
 // to 6e-8; the angle's float rounding adds up to 2e-7); positions and frequencies of different l
-// throw naming both shapes.
+// throw naming both shapes; a NaN position shows in its own rows only.
 TEST_F(FLT, FusedPositionBlockMatchesDoubleReference) {
   for (int64_t l : {1, 2, 3}) {
     const auto positions = torch::rand({2, 300, l}, torch::kDouble) * 1e4;
@@ -269,6 +270,12 @@ TEST_F(FLT, FusedPositionBlockMatchesDoubleReference) {
     const auto expected = torch::cat({torch::cos(phase), torch::sin(phase)}, -1);
     EXPECT_LT((fused.to(torch::kDouble) - expected).abs().max().item<double>(), 1e-6) << "l " << l;
   }
+  // A NaN position gives NaN in its own rows only.
+  auto positions = torch::arange(6, torch::kFloat).view({1, 6, 1});
+  positions[0][2][0] = std::numeric_limits<float>::quiet_NaN();
+  const auto out = flt::kernels::fourier_position_features(positions, torch::randn({2, 4, 1}));
+  EXPECT_TRUE(out.select(2, 2).isnan().all().item<bool>());
+  EXPECT_TRUE(out.index_select(2, torch::tensor({0, 1, 3, 4, 5})).isfinite().all().item<bool>());
   expect_error(
       [] {
         flt::kernels::fourier_position_features(torch::zeros({1, 4, 2}), torch::zeros({3, 5, 1}));

@@ -34,7 +34,7 @@ FLT_CLONES void position_row(const double* x, const double* xi, int64_t r, int64
 #pragma omp simd
     for (int64_t t = 0; t < n; ++t) {
       const double whole = turns[t] - std::floor(turns[t]);  // [0, 1)
-      const double quarter = std::nearbyint(4.0 * whole);     // 0 .. 4
+      const double quarter = std::nearbyint(4.0 * whole);    // 0 .. 4
       const float a = static_cast<float>(kTwoPi * (whole - 0.25 * quarter));
       const int q = static_cast<int>(quarter) & 3;
       const float a2 = a * a;
@@ -57,18 +57,18 @@ FLT_CLONES void position_row(const double* x, const double* xi, int64_t r, int64
 }  // namespace
 
 at::Tensor fourier_position_features(const at::Tensor& positions, const at::Tensor& frequencies) {
-  TORCH_CHECK(positions.dim() == 3 && frequencies.dim() == 3 &&
-                  positions.size(2) == frequencies.size(2),
-              "fourier_position_features: expected positions (B', L, l) and frequencies (H, r, l) "
-              "with the same l, got ",
-              positions.sizes(), " and ", frequencies.sizes());
+  TORCH_CHECK(
+      positions.dim() == 3 && frequencies.dim() == 3 && positions.size(2) == frequencies.size(2),
+      "fourier_position_features: expected positions (B', L, l) and frequencies (H, r, l) "
+      "with the same l, got ",
+      positions.sizes(), " and ", frequencies.sizes());
   TORCH_CHECK(positions.device().is_cpu() && frequencies.device().is_cpu(),
               "fourier_position_features: CPU tensors only, got ", positions.device(), " and ",
               frequencies.device());
-  TORCH_CHECK(at::isFloatingType(positions.scalar_type()) &&
-                  at::isFloatingType(frequencies.scalar_type()),
-              "fourier_position_features: floating-point positions and frequencies, got ",
-              positions.scalar_type(), " and ", frequencies.scalar_type());
+  TORCH_CHECK(
+      at::isFloatingType(positions.scalar_type()) && at::isFloatingType(frequencies.scalar_type()),
+      "fourier_position_features: floating-point positions and frequencies, got ",
+      positions.scalar_type(), " and ", frequencies.scalar_type());
   const auto x = positions.to(at::kDouble).contiguous();
   const auto xi = frequencies.to(at::kDouble).contiguous();
   const int64_t batches = x.size(0), length = x.size(1), l = x.size(2);
