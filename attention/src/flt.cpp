@@ -345,9 +345,10 @@ FLTAttentionImpl::PositionBlock FLTAttentionImpl::position_block(
   }
   // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...). With no
   // a_t < 0 (a positive spectrum: every family's start) N1 = N2 and both sides get the same scale
-  // tensor, which `augmented` reads as "project the block once".
+  // tensor, which `augmented` reads as "project the block once". Looking at the signs would
+  // synchronise a GPU stream on every call, so off the CPU the sides keep separate scales.
   auto query_scale = magnitude;
-  if (at::any(a < 0).item<bool>()) {
+  if (!a.device().is_cpu() || at::any(a < 0).item<bool>()) {
     query_scale =
         magnitude * at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
   }
