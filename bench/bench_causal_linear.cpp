@@ -71,7 +71,7 @@ void run(benchmark::State& state, Impl impl, bool backward, int64_t length) {
 
 int main(int argc, char** argv) {
   const auto& info = flt::init();
-  std::cout << flt::runtime_summary(info) << std::endl;
+  std::cout << "machine: " << flt::bench::machine_line(info) << std::endl;
   for (int64_t length : kLengths) {
     for (bool backward : {false, true}) {
       for (Impl impl : {Impl::kFused, Impl::kComposite, Impl::kCumsum}) {

@@ -117,7 +117,7 @@ void print_tables(const flt::bench::CollectingReporter& rep, double fma_per_seco
 
 int main(int argc, char** argv) {
   const auto& info = flt::init();
-  std::cout << flt::runtime_summary(info) << std::endl;
+  std::cout << "machine: " << flt::bench::machine_line(info) << std::endl;
   const double fma = flt::bench::measure_fma_per_second(info.threads);
   std::printf("measured float FMA throughput: %.1f G FMA/s on %d threads\n", fma / 1e9,
               info.threads);

@@ -158,7 +158,7 @@ void print_summary(const flt::bench::CollectingReporter& results) {
 
 int main(int argc, char** argv) {
   const auto& info = flt::init();
-  std::printf("%s\n", flt::runtime_summary(info).c_str());
+  std::printf("machine: %s\n", flt::bench::machine_line(info).c_str());
   for (const auto& v : variants()) {
     for (const std::string mode : {"fwd", "fwd+bwd"}) {
       for (const auto length : kLengths) {

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -74,6 +76,50 @@ inline double measure_fma_per_second(int threads) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return 128.0 * rounds * threads / seconds;
+}
+
+/// Bytes per second written by memset into a kept 64 MB buffer and into freshly allocated ones
+/// (malloc, memset, free each round): blocks that large come from mmap and go back to the kernel,
+/// so the second pays a page fault per 4 KB page. On a VM where faults are costly the gap is wide,
+/// and operations that allocate big temporaries (LibTorch's Adam, the attention forwards) time
+/// slower and noisier there than the arithmetic says (bench/NOTES.md, issue 16).
+inline std::pair<double, double> measure_write_bandwidth() {
+  constexpr size_t kBytes = size_t{64} << 20;
+  constexpr int kRounds = 5;
+  const auto seconds_of = [](auto&& body) {
+    double best = 1e30;
+    for (int r = 0; r < kRounds; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      body();
+      best = std::min(
+          best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return best;
+  };
+  std::vector<char> kept(kBytes, 1);
+  const double reused = seconds_of([&] {
+    std::memset(kept.data(), 2, kBytes);
+    benchmark::DoNotOptimize(kept.data());
+  });
+  const double fresh = seconds_of([&] {
+    char* block = static_cast<char*>(std::malloc(kBytes));
+    if (block == nullptr) return;
+    std::memset(block, 3, kBytes);
+    benchmark::DoNotOptimize(block);
+    std::free(block);
+  });
+  return {kBytes / reused, kBytes / fresh};
+}
+
+/// The machine line every benchmark program prints first: the runtime summary and the write
+/// bandwidth into reused and into fresh memory.
+inline std::string machine_line(const flt::RuntimeInfo& info) {
+  const auto [reused, fresh] = measure_write_bandwidth();
+  char memory[160];
+  std::snprintf(memory, sizeof memory,
+                " | memset 64 MB: reused %.1f GB/s, fresh pages %.2f GB/s (ratio %.1f)",
+                reused / 1e9, fresh / 1e9, reused / fresh);
+  return flt::runtime_summary(info) + memory;
 }
 
 class RatioReporter : public benchmark::ConsoleReporter {
@@ -143,7 +189,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
 /// main() body for a benchmark program: runtime set-up, machine line, benchmarks, ratio tables.
 inline int run_benchmarks(int argc, char** argv, const std::string& baseline) {
   const auto& info = flt::init();
-  std::printf("machine: %s\n", flt::runtime_summary(info).c_str());
+  std::printf("machine: %s\n", machine_line(info).c_str());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter reporter(baseline);
