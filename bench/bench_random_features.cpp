@@ -1,15 +1,19 @@
 // Random-feature attention (Performer, FLT, SchoenbAt) against exact softmax: forward and
 // forward+backward time and peak memory for L = 256 .. 8192, B = 1, H = 8, D = 64, m = 64, r = 32,
-// float32; non-causal, Performer with m = 256 features and FLT with a signed spectrum (N1 != N2:
+// float32; non-causal, Performer with m = 256 features (and textbook FAVOR+ at m = 256, the peers'
+// sequence of operations written here as their stand-in) and FLT with a signed spectrum (N1 != N2:
 // its position block projected twice); causal Performer and SchoenbAt against causal softmax. After
 // the runs it prints, from the same run, each variant's time and memory relative to softmax
-// (causal: to causal softmax), the crossover length, and FLT / Performer at L = 4096.
+// (causal: to causal softmax), the crossover length, Performer m = 256 / textbook FAVOR+ and
+// FLT / Performer at L = 4096.
 //
 // Peak memory (flt/allocation_counter.h): for one untimed call, the largest number of bytes live at
 // once above what was live before the call (inputs excluded, autograd buffers included).
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "bench_util.h"
@@ -31,8 +35,34 @@ struct Variant {
   std::string name;
   fa::AttentionOptions options;
   bool causal = false;
+  /// Set for a plain composite written here instead of a library module (options unused).
+  std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>
+      composite = nullptr;
   std::string reference() const { return causal ? "softmax-causal" : "softmax"; }
 };
+
+/// Non-causal FAVOR+ written the textbook way (Choromanski et al. 2021, positive features), the
+/// sequence of operations public implementations such as performer-pytorch run: scaled q and k
+/// projected onto m Gaussian rows, exp(Wx - |x|^2/2 - max) per query and with one max over all
+/// keys, plus a small epsilon, then K^T V, the normaliser and the read-out as plain products.
+/// The peers' own code cannot be installed here (issue 16); this row stands in for their
+/// arithmetic so that the library's Performer at m = 256 has a side-by-side baseline.
+torch::Tensor textbook_favor(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& rows) {
+  const double normalizer = std::pow(static_cast<double>(q.size(-1)), -0.25);
+  const double ratio = 1.0 / std::sqrt(static_cast<double>(rows.size(0)));
+  const double epsilon = 1e-4;
+  const auto q_logits = at::matmul(q * normalizer, rows.t());
+  const auto k_logits = at::matmul(k * normalizer, rows.t());
+  const auto q_half_norm = (q * q).sum(-1, true) * (normalizer * normalizer / 2.0);
+  const auto k_half_norm = (k * k).sum(-1, true) * (normalizer * normalizer / 2.0);
+  const auto q_features =
+      ratio * (at::exp(q_logits - q_half_norm - std::get<0>(q_logits.max(-1, true))) + epsilon);
+  const auto k_features = ratio * (at::exp(k_logits - k_half_norm - k_logits.max()) + epsilon);
+  const auto context = at::matmul(k_features.transpose(-2, -1), v);  // (B, H, m, D)
+  const auto denominator = at::matmul(q_features, k_features.sum(-2).unsqueeze(-1));
+  return at::matmul(q_features, context) / denominator;
+}
 
 const std::vector<Variant>& variants() {
   const fa::AttentionOptions softmax = fa::SoftmaxAttentionOptions();
@@ -42,6 +72,11 @@ const std::vector<Variant>& variants() {
       {"softmax", softmax, false},
       {"performer", performer, false},
       {"performer-m256", fa::PerformerAttentionOptions().features(256), false},
+      {"favor-m256-textbook", performer, false,
+       [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+         static const auto rows = torch::randn({256, kDim});
+         return textbook_favor(q, k, v, rows);
+       }},
       {"flt", fa::FLTAttentionOptions().features(kFeatures).rpe_features(kRpeFeatures), false},
       // A spectrum with a negative part (here all of it: f = -Gaussian): N1 != N2, so the position
       // block is projected for queries and keys separately (one product more than "flt").
@@ -57,16 +92,19 @@ const std::vector<Variant>& variants() {
 }
 
 // One call: forward (no autograd graph) or forward + backward of sum(out).
-void run_once(fa::Attention& attention, const torch::Tensor& q, const torch::Tensor& k,
-              const torch::Tensor& v, bool backward, bool causal) {
+void run_once(fa::Attention& attention, const Variant& variant, const torch::Tensor& q,
+              const torch::Tensor& k, const torch::Tensor& v, bool backward) {
   fa::AttentionCall call;
-  call.causal = causal;
+  call.causal = variant.causal;
+  const auto forward = [&] {
+    return variant.composite ? variant.composite(q, k, v) : attention.forward(q, k, v, call);
+  };
   if (!backward) {
     torch::NoGradGuard no_grad;
-    benchmark::DoNotOptimize(attention.forward(q, k, v, call).data_ptr());
+    benchmark::DoNotOptimize(forward().data_ptr());
     return;
   }
-  attention.forward(q, k, v, call).sum().backward();
+  forward().sum().backward();
   q.mutable_grad() = torch::Tensor();
   k.mutable_grad() = torch::Tensor();
   v.mutable_grad() = torch::Tensor();
@@ -81,10 +119,9 @@ void bench_attention(benchmark::State& state, const Variant& variant, bool backw
   auto k = torch::randn({kBatch, kHeads, length, kDim}).requires_grad_(backward);
   auto v = torch::randn({kBatch, kHeads, length, kDim}).requires_grad_(backward);
   // Untimed call: peak memory above the live baseline.
-  const bool causal = variant.causal;
   const size_t peak =
-      flt::peak_cpu_bytes_during([&] { run_once(*attention, q, k, v, backward, causal); });
-  for (auto _ : state) run_once(*attention, q, k, v, backward, causal);
+      flt::peak_cpu_bytes_during([&] { run_once(*attention, variant, q, k, v, backward); });
+  for (auto _ : state) run_once(*attention, variant, q, k, v, backward);
   state.counters["peak_MB"] = static_cast<double>(peak) / (1 << 20);
 }
 
@@ -143,6 +180,16 @@ void print_summary(const flt::bench::CollectingReporter& results) {
         std::printf("%s %s: not faster than %s at the longest measured L\n", name.c_str(),
                     mode.c_str(), v.reference().c_str());
       }
+    }
+    for (const auto length : kLengths) {
+      const auto* ours = results.find(key("performer-m256", mode, length));
+      const auto* textbook = results.find(key("favor-m256-textbook", mode, length));
+      if (!ours || !textbook) continue;
+      std::printf(
+          "Performer m = 256 / textbook FAVOR+ at L = %lld (%s): time %.2fx, peak memory "
+          "%.2fx\n",
+          static_cast<long long>(length), mode.c_str(), ours->ms / textbook->ms,
+          peak_mb(*ours) / peak_mb(*textbook));
     }
     const auto* performer = results.find(key("performer", mode, 4096));
     for (const std::string name : {"flt", "flt-signed"}) {
