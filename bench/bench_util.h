@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -101,14 +102,18 @@ inline std::pair<double, double> measure_write_bandwidth() {
     std::memset(kept.data(), 2, kBytes);
     benchmark::DoNotOptimize(kept.data());
   });
+  bool allocated = true;
   const double fresh = seconds_of([&] {
     char* block = static_cast<char*>(std::malloc(kBytes));
-    if (block == nullptr) return;
+    if (block == nullptr) {
+      allocated = false;
+      return;
+    }
     std::memset(block, 3, kBytes);
     benchmark::DoNotOptimize(block);
     std::free(block);
   });
-  return {kBytes / reused, kBytes / fresh};
+  return {kBytes / reused, allocated ? kBytes / fresh : std::nan("")};
 }
 
 /// The machine line every benchmark program prints first: the runtime summary and the write

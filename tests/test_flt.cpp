@@ -316,6 +316,24 @@ TEST_F(FLT, SharedPositionProjectionEqualsConcatenatedInputs) {
   }
 }
 
+// In float the forward takes the fused position block and the shared projection; positions that
+// need gradients send it through the composite (matmul, cos, sin, cat) instead. The two agree to
+// float accuracy, batch 2, causal and not.
+TEST_F(FLT, FloatFusedPathEqualsComposite) {
+  fa::FLTAttention flt(base_options());
+  const auto q = torch::randn({2, 2, 12, 4}), k = torch::randn({2, 2, 12, 4});
+  const auto v = torch::randn({2, 2, 12, 3});
+  const auto positions = torch::arange(12, torch::kFloat).view({12, 1}) * 3.0;
+  for (bool causal : {false, true}) {
+    fa::AttentionCall fused, composite;
+    fused.causal = composite.causal = causal;
+    fused.positions = positions;
+    composite.positions = positions.clone().requires_grad_();
+    const auto a = flt(q, k, v, fused), b = flt(q, k, v, composite);
+    EXPECT_TRUE(all_close(a, b.detach(), 1e-4, 1e-5)) << "causal " << causal;
+  }
+}
+
 // With large m and r, FLT attention approaches exact RPE-masked softmax attention, and the error
 // falls from (m, r) = (16, 8) to (4096, 256); compared with softmax without the mask. Hyperbolic
 // FAVOR+ and |q|^2 / sqrt(D) ~ 0.25: the FAVOR+ error falls slowly for larger inputs (measured with

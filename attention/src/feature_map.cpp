@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -35,6 +36,16 @@ torch::Tensor half_squared_norm(const FeatureInput& x, at::ScalarType dtype) {
     total = total.defined() ? total + part : part;
   }
   return total.sizes().vec() == shape ? total : total.expand(shape);
+}
+
+// Whether shapes a and b broadcast against each other, leaving out the last `skip` dims of each.
+bool broadcastable(at::IntArrayRef a, at::IntArrayRef b, size_t skip) {
+  const size_t na = a.size() - skip, nb = b.size() - skip;
+  for (size_t i = 1; i <= std::min(na, nb); ++i) {
+    const int64_t x = a[na - i], y = b[nb - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
 }
 
 // |x|^2 / 2 as a double tensor, for the per-token levels. In x's own dtype it overflows for
@@ -272,7 +283,8 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule,
   for (size_t b = 0; b < x.half_squared_norms.size(); ++b) {
     const auto& n = x.half_squared_norms[b];
     TORCH_CHECK(!n.defined() || (n.dim() >= 2 && n.size(-1) == 1 &&
-                                 (n.size(-2) == 1 || n.size(-2) == x.blocks[b].size(-2))),
+                                 (n.size(-2) == 1 || n.size(-2) == x.blocks[b].size(-2)) &&
+                                 broadcastable(n.sizes(), x.blocks[b].sizes(), 2)),
                 "FeatureMap: the half squared norm of block ", b, " must have shape (..., ",
                 x.blocks[b].size(-2), " or 1, 1), got ", n.sizes());
   }
@@ -281,9 +293,13 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule,
   for (size_t b = 0; b < x.projections.size(); ++b) {
     const auto& p = x.projections[b];
     TORCH_CHECK(!p.defined() || (p.dim() >= 2 && p.size(-1) == options.features() &&
-                                 p.size(-2) == x.blocks[b].size(-2)),
+                                 p.size(-2) == x.blocks[b].size(-2) &&
+                                 broadcastable(p.sizes(), x.blocks[b].sizes(), 2) &&
+                                 p.scalar_type() == x.blocks[b].scalar_type()),
                 "FeatureMap: the projection of block ", b, " must have shape (..., ",
-                x.blocks[b].size(-2), ", ", options.features(), "), got ", p.sizes());
+                x.blocks[b].size(-2), ", ", options.features(), ") broadcasting with the block's ",
+                x.blocks[b].sizes(), " and its dtype ", x.blocks[b].scalar_type(), ", got ",
+                p.sizes(), " ", p.scalar_type());
   }
   const double m = static_cast<double>(options.features());
   switch (options.kind()) {

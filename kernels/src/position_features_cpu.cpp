@@ -34,9 +34,9 @@ FLT_CLONES void position_row(const double* x, const double* xi, int64_t r, int64
 #pragma omp simd
     for (int64_t t = 0; t < n; ++t) {
       const double whole = turns[t] - std::floor(turns[t]);  // [0, 1)
-      const double quarter = std::nearbyint(4.0 * whole);    // 0 .. 4
+      // Round half up by floor, not nearbyint: independent of the thread's rounding mode.
+      const double quarter = std::floor(4.0 * whole + 0.5);  // 0 .. 4 (4 is a whole turn: q = 0)
       const float a = static_cast<float>(kTwoPi * (whole - 0.25 * quarter));
-      const int q = static_cast<int>(quarter) & 3;
       const float a2 = a * a;
       const float s =
           a + a * a2 *
@@ -46,10 +46,14 @@ FLT_CLONES void position_row(const double* x, const double* xi, int64_t r, int64
           1.0f + a2 * (-0.5f + a2 * (1.0f / 24.0f +
                                      a2 * (-1.0f / 720.0f +
                                            a2 * (1.0f / 40320.0f + a2 * (-1.0f / 3628800.0f)))));
-      // cos(q pi/2 + a), sin(q pi/2 + a): q = 0 (c, s), 1 (-s, c), 2 (-c, -s), 3 (s, -c).
-      const float swap_c = (q & 1) ? s : c, swap_s = (q & 1) ? c : s;
-      out[t0 + t] = (q == 1 || q == 2) ? -swap_c : swap_c;
-      out[r + t0 + t] = (q >= 2) ? -swap_s : swap_s;
+      // cos(q pi/2 + a), sin(q pi/2 + a): q = 0 (c, s), 1 (-s, c), 2 (-c, -s), 3 (s, -c); the
+      // quadrant by comparisons of doubles (a NaN phase fails them all and stays NaN).
+      const bool odd = quarter == 1.0 || quarter == 3.0;
+      const bool cos_negative = quarter == 1.0 || quarter == 2.0;
+      const bool sin_negative = quarter == 2.0 || quarter == 3.0;
+      const float swap_c = odd ? s : c, swap_s = odd ? c : s;
+      out[t0 + t] = cos_negative ? -swap_c : swap_c;
+      out[r + t0 + t] = sin_negative ? -swap_s : swap_s;
     }
   }
 }
@@ -69,6 +73,8 @@ at::Tensor fourier_position_features(const at::Tensor& positions, const at::Tens
       at::isFloatingType(positions.scalar_type()) && at::isFloatingType(frequencies.scalar_type()),
       "fourier_position_features: floating-point positions and frequencies, got ",
       positions.scalar_type(), " and ", frequencies.scalar_type());
+  TORCH_CHECK(positions.size(2) > 0, "fourier_position_features: positions of dimension l = 0 (",
+              positions.sizes(), ")");
   const auto x = positions.to(at::kDouble).contiguous();
   const auto xi = frequencies.to(at::kDouble).contiguous();
   const int64_t batches = x.size(0), length = x.size(1), l = x.size(2);

@@ -78,7 +78,8 @@ struct FeatureInput {
   std::vector<torch::Tensor> scales;
   /// Optional projections, one per block (none, or an undefined tensor: computed): block b's share
   /// of W x, W_b (blocks[b] * scales[b]) -> (..., L, m), made by `FeatureMapImpl::project_block` of
-  /// the same map. A block that enters two inputs alike is projected once this way: FLT's position
+  /// the same map for the same input (it is not checked against W: a stale one gives wrong
+  /// features). A block that enters two inputs alike is projected once this way: FLT's position
   /// block, shared by its queries and keys when every a_t >= 0 (N1 = N2).
   std::vector<torch::Tensor> projections;
   /// Optional half squared norms, one per block (none, or an undefined tensor: computed):

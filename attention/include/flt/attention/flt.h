@@ -205,9 +205,8 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
 
  private:
   /// N1 and N2 as one trigonometric block and two column scales: N1 = trig * query_scale,
-  /// N2 = trig * key_scale. trig (B', H, L, 2r), scales (1, H, 1, 2r).
-  /// [cos, sin] (B', H, L, 2r); the column scales of N1 and N2 (1, H, 1, 2r); |N1|^2 / 2 =
-  /// |N2|^2 / 2, the same at every position (1, H, 1, 1).
+  /// N2 = trig * key_scale, trig (B', H, L, 2r), scales (1, H, 1, 2r); and |N2|^2 / 2, the same
+  /// at every position, (1, H, 1, 1) (|N1|^2 equals it up to r * 1e-30 where some a_t = 0).
   struct PositionBlock {
     torch::Tensor trig, query_scale, key_scale, half_squared_norm;
   };

@@ -11,8 +11,9 @@ namespace flt::kernels {
 /// positions (B', L, l) and frequencies (H, r, l), any floating dtype, CPU -> float32
 /// (B', H, L, 2r): columns t < r hold cos(2 pi xi_t . x_i), columns r + t the sine. The phase is
 /// formed in double and its whole turns removed before it becomes a float angle of at most pi / 4
-/// (octant reduction), so the result is accurate to a few float ulp at any position that double
-/// resolves (|xi . x| < 2^30 turns). Throws naming the shapes when they do not match.
+/// (octant reduction), so the result is within a few float ulp for phases up to ~2^24 turns and
+/// within ~1e-6 up to 2^30 turns (double's rounding of the phase). Throws naming the shapes when
+/// they do not match, and for l = 0.
 at::Tensor fourier_position_features(const at::Tensor& positions, const at::Tensor& frequencies);
 
 }  // namespace flt::kernels
