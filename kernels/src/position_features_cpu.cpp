@@ -46,14 +46,13 @@ FLT_CLONES void position_row(const double* x, const double* xi, int64_t r, int64
           1.0f + a2 * (-0.5f + a2 * (1.0f / 24.0f +
                                      a2 * (-1.0f / 720.0f +
                                            a2 * (1.0f / 40320.0f + a2 * (-1.0f / 3628800.0f)))));
-      // cos(q pi/2 + a), sin(q pi/2 + a): q = 0 (c, s), 1 (-s, c), 2 (-c, -s), 3 (s, -c); the
-      // quadrant by comparisons of doubles (a NaN phase fails them all and stays NaN).
-      const bool odd = quarter == 1.0 || quarter == 3.0;
-      const bool cos_negative = quarter == 1.0 || quarter == 2.0;
-      const bool sin_negative = quarter == 2.0 || quarter == 3.0;
-      const float swap_c = odd ? s : c, swap_s = odd ? c : s;
-      out[t0 + t] = cos_negative ? -swap_c : swap_c;
-      out[r + t0 + t] = sin_negative ? -swap_s : swap_s;
+      // cos(q pi/2 + a), sin(q pi/2 + a): q = 0 (c, s), 1 (-s, c), 2 (-c, -s), 3 (s, -c), 4 as
+      // 0. quarter is 0 .. 4 for any finite phase; a NaN phase (whose angle stays NaN) reads as 0,
+      // so the conversion to int is always defined.
+      const int q = static_cast<int>(quarter == quarter ? quarter : 0.0) & 3;
+      const float swap_c = (q & 1) ? s : c, swap_s = (q & 1) ? c : s;
+      out[t0 + t] = (q == 1 || q == 2) ? -swap_c : swap_c;
+      out[r + t0 + t] = (q >= 2) ? -swap_s : swap_s;
     }
   }
 }
