@@ -1,7 +1,7 @@
-// FLT's time over Performer's, interleaved call by call: each round runs Performer, FLT and FLT with
-// a signed spectrum (N1 != N2: the position block projected twice) once, so all three see the same
-// interference on a shared machine; the minimum and the median over the rounds are printed with
-// their ratios to Performer. B = 1, H = 8, D = 64, m = 64, r = 32, float32, non-causal.
+// FLT's time over Performer's, interleaved call by call: each round runs Performer, FLT and FLT
+// with a signed spectrum (N1 != N2: the position block projected twice) once, so all three see the
+// same interference on a shared machine; the minimum and the median over the rounds are printed
+// with their ratios to Performer. B = 1, H = 8, D = 64, m = 64, r = 32, float32, non-causal.
 //
 //   build/bench/bench_flt_overhead [--length L] [--rounds N] [--backward]
 //
@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
       {"flt", flt_options},
       {"flt-signed", fa::FLTAttentionOptions(flt_options).rpe_weight(-1.0)}};
   std::vector<fa::AttentionHandle> handles;
-  for (const auto& [name, options] : variants) handles.push_back(fa::make_attention(options, 8, 64));
+  for (const auto& [name, options] : variants)
+    handles.push_back(fa::make_attention(options, 8, 64));
   const auto q = torch::randn({1, 8, length, 64}).requires_grad_(backward);
   const auto k = torch::randn({1, 8, length, 64}).requires_grad_(backward);
   const auto v = torch::randn({1, 8, length, 64}).requires_grad_(backward);
