@@ -2,6 +2,7 @@
 //
 //   flt-swarm train --variant flt --out optimizer/pretrained/swarm_flt.pt [--iterations 300]
 //   flt-swarm eval [--seeds 10] [--budget-per-dim 200] [--out-dir swarm-eval]
+//   flt-swarm describe [--weights-dir DIR]      (what the weights learned)
 //   flt-swarm --help, flt-swarm train --help, flt-swarm eval --help
 //
 // train resumes from --checkpoint when the file exists and is deterministic for a seed. eval runs
@@ -142,6 +143,12 @@ int main(int argc, char** argv) {
   train->add_flag_callback(
       "--quiet", [&] { train_options.progress = false; }, "no progress bar");
 
+  auto* describe = app.add_subcommand(
+      "describe", "print what swarm weights learned (base rule, step-size schedule, RPE)");
+  std::string describe_dir;
+  describe->add_option("--weights-dir", describe_dir,
+                       "read swarm_<variant>.pt from here instead of the shipped weights; "
+                       "\"untrained\": the hand-set base rule");
   auto* eval = app.add_subcommand("eval",
                                   "compare the swarm variants and the baselines on "
                                   "held-out functions");
@@ -163,7 +170,8 @@ int main(int argc, char** argv) {
                    "all)")
       ->delimiter(',');
   eval->add_option("--weights-dir", compare.weights_dir,
-                   "read swarm_<variant>.pt from here instead of the shipped weights");
+                   "read swarm_<variant>.pt from here instead of the shipped weights; "
+                   "\"untrained\": the hand-set base rule meta-training starts from");
   eval->add_option("--adam-lr", compare.adam_lr, "Adam's lr (with --no-tune)")
       ->capture_default_str();
   eval->add_flag("--no-tune", no_tune, "skip tuning Adam's lr on the training family");
@@ -187,8 +195,16 @@ int main(int argc, char** argv) {
       double tail = 0.0;
       const size_t n = std::min<size_t>(20, history.size());
       for (size_t i = history.size() - n; i < history.size(); ++i) tail += history[i] / n;
-      std::printf("wrote %s (mean meta-loss of the last %zu iterations: %.4f)\n", out.c_str(), n,
-                  tail);
+      std::printf("wrote %s (mean meta-loss of the last %zu iterations: %.4f)\n%s", out.c_str(), n,
+                  tail, model->describe().c_str());
+      return 0;
+    }
+    if (*describe) {
+      for (auto variant : fo::all_swarm_variants()) {
+        const auto searcher =
+            fo::make_searcher("swarm-" + fo::swarm_variant_name(variant), 2, 0, 0.0, describe_dir);
+        std::printf("%s", static_cast<fo::Swarm&>(*searcher).model()->describe().c_str());
+      }
       return 0;
     }
     return run_eval(compare, out_dir, !no_tune);

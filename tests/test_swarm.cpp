@@ -120,6 +120,10 @@ TEST_F(Swarm, BaselinesReachKnownOptima) {
 TEST_F(Swarm, RpeOfTheSwarmIsTheLibrarySpectrum) {
   // The learned f at distance d is h exp(-2 pi^2 s^2 d^2) per head, whatever the dimension.
   fo::SwarmModel model{fo::SwarmModelOptions()};
+  {
+    torch::NoGradGuard no_grad;  // the untrained heights are 0; any heights will do
+    model->rpe_heights.copy_(torch::tensor({1.5, -0.7}, torch::kDouble));
+  }
   const auto d = torch::linspace(0, 3, 7, torch::kDouble);
   const auto f = model->rpe_profile(d);
   const auto s = model->rpe_log_widths.exp().unsqueeze(1);
@@ -132,6 +136,10 @@ TEST_F(Swarm, AttentionPathGradientMatchesFiniteDifferences) {
   // The read-out is differentiable in the RPE heights and widths (the spectrum is written into the
   // library's FLT module per dimension): autograd against central differences in double.
   fo::SwarmModel model(fo::SwarmModelOptions().heads(2).features(16).rpe_features(16));
+  {
+    torch::NoGradGuard no_grad;  // untrained heights are 0, where the widths have no gradient
+    model->rpe_heights.copy_(torch::tensor({1.5, -0.7}, torch::kDouble));
+  }
   fo::SwarmState state;
   state.u = torch::rand({1, 6, 5}, torch::kDouble) - 0.5;
   state.best_u = torch::rand({1, 6, 5}, torch::kDouble) - 0.5;
@@ -156,6 +164,44 @@ TEST_F(Swarm, AttentionPathGradientMatchesFiniteDifferences) {
       const double fd = (up - down) / (2 * h);
       EXPECT_NEAR(grad[i].item<double>(), fd, 1e-5 + 1e-4 * std::abs(fd)) << "entry " << i;
     }
+  }
+}
+
+TEST_F(Swarm, StepSizeFollowsTheSchedule) {
+  // The untrained schedule: 0.2 box widths at the start, 1e-5 at the end, log-linear in
+  // progress^1.5, times each particle's own factor.
+  fo::SwarmModel model{fo::SwarmModelOptions()};
+  fo::SwarmState state;
+  state.u = torch::zeros({1, 3, 2}, torch::kDouble);
+  state.log_sigma = torch::tensor({{0.0, std::log(2.0), -1.0}}, torch::kDouble);
+  const auto factors = state.log_sigma.exp();
+  for (double progress : {0.0, 0.25, 0.5, 1.0}) {
+    state.progress = progress;
+    const double expected =
+        std::exp(std::log(0.2) + std::pow(progress, 1.5) * (std::log(1e-5) - std::log(0.2)));
+    EXPECT_TRUE(
+        flt::testing::all_close(model->step_unit(state).detach(), expected * factors, 1e-12, 0))
+        << "progress " << progress;
+  }
+}
+
+TEST_F(Swarm, UntrainedAttentionRecombinesTowardTheBest) {
+  // The untrained keys weigh particles by the rank of their value, best first (an evolution
+  // strategy's recombination): every particle gives the best one more weight than the worst.
+  for (auto variant : {fo::SwarmVariant::kFLT, fo::SwarmVariant::kPerformer}) {
+    fo::SwarmModel model{fo::SwarmModelOptions().variant(variant).features(256)};
+    fo::SwarmState state;
+    state.u = torch::rand({1, 8, 4}, torch::kDouble) - 0.5;
+    state.best_u = state.u.clone();
+    state.values = torch::tensor({{3.0, 1.0, 7.0, 0.5, 2.0, 9.0, 4.0, 6.0}}, torch::kDouble);
+    state.best_values = state.values.clone();
+    state.improved = torch::zeros({1, 8}, torch::kDouble);
+    state.log_sigma = torch::zeros({1, 8}, torch::kDouble);
+    const auto weights = model->attention_weights(state).detach();  // (1, H, P, P)
+    const auto to_best = weights.select(-1, 3), to_worst = weights.select(-1, 5);
+    EXPECT_TRUE((to_best > 2.0 * to_worst).all().item<bool>())
+        << fo::swarm_variant_name(variant) << "\n"
+        << weights;
   }
 }
 

@@ -24,8 +24,9 @@ LessonResult run_swarm(const LessonSettings& settings) {
   result.key = "swarm";
   const bool quick = settings.quick;
   fo::ComparisonOptions options;
-  options.functions = quick ? std::vector<std::string>{"rastrigin-10"}
-                            : std::vector<std::string>{"rastrigin-10", "rastrigin-30"};
+  options.functions =
+      quick ? std::vector<std::string>{"rastrigin-10"}
+            : std::vector<std::string>{"rastrigin-10", "rastrigin-30", "rastrigin-30-shifted"};
   options.searchers =
       quick
           ? std::vector<std::string>{"swarm-flt", "swarm-performer", "swarm-lstm", "adam-restarts"}
@@ -90,7 +91,7 @@ LessonResult run_swarm(const LessonSettings& settings) {
         {"lowest of the paper's set (FLT, Performer, LSTM swarms; Adam), " + function, "FLT",
          paper_best + " (" + format_number(paper_median) + ")",
          paper_best == "swarm-flt" ? "agrees" : "disagrees"});
-    const int64_t dims = function == "rastrigin-30" ? 30 : 10;
+    const int64_t dims = function.rfind("rastrigin-30", 0) == 0 ? 30 : 10;
     PlotPanel panel{
         function + ": median best so far", "function evaluations", "best value", false, true, {}};
     for (const auto& searcher : options.searchers) {

@@ -5,8 +5,10 @@
 #include <c10/util/Exception.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 
 #include "pretrained_weights.h"
 
@@ -31,6 +33,9 @@ enum Prior {
   kLogNoise,
   kSuccessGain,
   kSuccessTarget,
+  kLogScaleStart,
+  kLogScaleEnd,
+  kLogSchedulePower,
   kPriorCount
 };
 
@@ -40,9 +45,13 @@ torch::Tensor swarm_spread(const torch::Tensor& u) {
   return (u - u.mean(1, true)).pow(2).mean({1, 2}).sqrt().clamp_min(1e-12).unsqueeze(1);
 }
 
-// Step unit per particle: the swarm's spread times the particle's learned scale. -> (B, P)
-torch::Tensor step_unit(const SwarmState& state) {
-  return swarm_spread(state.u) * state.log_sigma.exp();
+// The step-size schedule in unit-box coordinates: log sigma goes from `start` to `end` along
+// progress^power, so the swarm anneals over the budget it was given (a large step first sees the
+// smoothed landscape's global shape, a small one at the end resolves the basin it settled in).
+torch::Tensor scheduled_log_scale(const torch::Tensor& prior, double progress) {
+  const auto power = prior[kLogSchedulePower].clamp(-3.0, 3.0).exp();
+  return prior[kLogScaleStart] +
+         (prior[kLogScaleEnd] - prior[kLogScaleStart]) * at::pow(std::max(progress, 1e-12), power);
 }
 
 // Bounded features: about x for |x| << 5, saturating at +-5 (steps can be many sigma long).
@@ -102,9 +111,10 @@ void SwarmModelImpl::reset() {
   torch::manual_seed(options.seed());
   query = register_module("query", torch::nn::Linear(kSwarmScalarFeatures, h * d));
   key = register_module("key", torch::nn::Linear(kSwarmScalarFeatures, h * d));
-  // Head h's RPE bump: spatial std 1 / (2 pi s_h) of 0.5 swarm spreads, then 3 times narrower per
-  // head; height 2: near particles weigh up to e^2 times more at the start.
-  rpe_heights = register_parameter("rpe_heights", torch::full({h}, 2.0, torch::kDouble));
+  // Head h's RPE bump: spatial std 1 / (2 pi s_h) of 0.5 RMS radii, then 3 times
+  // narrower per head; height 0: the untrained FLT swarm is the Performer one, and meta-training
+  // learns whether near particles should weigh more (a local recombination) or less.
+  rpe_heights = register_parameter("rpe_heights", torch::zeros({h}, torch::kDouble));
   rpe_log_widths = register_parameter(
       "rpe_log_widths",
       (std::log(1.0 / (2.0 * kPi * 0.5)) + std::log(3.0) * torch::arange(h, torch::kDouble)));
@@ -113,13 +123,14 @@ void SwarmModelImpl::reset() {
   output_layer = register_module("output_layer", torch::nn::Linear(hidden, 2));
   sigma_layer = register_module("sigma_layer", torch::nn::Linear(hidden + kSwarmScalarFeatures, 1));
   {
-    // Attention starts by favouring particles whose best ranks high: q = 1, k = -a rank(best), so
-    // q.k / sqrt(D) spans 4 from the best particle to the worst (e^4 in weight).
+    // Attention starts by favouring particles whose value ranks high: q = 1, k = -a rank(value)
+    // (rank -1/2 is the best), so q.k / sqrt(D) spans 4 from the best particle to the worst (e^4
+    // in weight): the recombination weights of an evolution strategy.
     torch::NoGradGuard no_grad;
     query->weight.zero_();
     query->bias.fill_(1.0);
     key->weight.zero_();
-    key->weight.select(1, /*rank of best=*/1).fill_(4.0 / std::sqrt(static_cast<double>(d)));
+    key->weight.select(1, /*rank of value=*/0).fill_(-4.0 / std::sqrt(static_cast<double>(d)));
     key->bias.zero_();
   }
   {
@@ -131,13 +142,24 @@ void SwarmModelImpl::reset() {
     sigma_layer->weight.zero_();
     sigma_layer->bias.zero_();
   }
-  // The step's base: Clerc-Kennedy constriction (chi = 0.7298, chi c = 1.4962) for the attractions
-  // to the own best and to the centroid of bests and for momentum, none to the centroid of
-  // positions; noise 0.01 sigma; success-rule gain 0 and target rate 1/5. Meta-training moves them
-  // all.
-  prior = register_parameter("prior", torch::tensor({1.4962, 0.0, 1.4962, 0.7298, std::log(0.01),
-                                                     0.0, std::log(0.2 / 0.8)},
-                                                    torch::kDouble));
+  // The step's base starts as an evolution strategy with a step-size schedule: every particle
+  // moves to its attention centroid of the swarm's positions (a recombination weighted by value
+  // rank, and by distance through the RPE) plus Gaussian noise of the scheduled size, from 0.2 box
+  // widths at the start to 1e-5 at the end along progress^1.5. PSO's terms (attraction to the own
+  // best and to the centroid of bests, momentum; Clerc-Kennedy's chi c = 1.4962, chi = 0.7298)
+  // start at zero, the 1/5-success rule at gain 0; meta-training moves them all.
+  std::vector<double> base(kPriorCount);
+  base[kToBest] = 0.0;
+  base[kToCentroid] = 1.0;
+  base[kToBestCentroid] = 0.0;
+  base[kMomentum] = 0.0;
+  base[kLogNoise] = 0.0;
+  base[kSuccessGain] = 0.0;
+  base[kSuccessTarget] = std::log(0.2 / 0.8);
+  base[kLogScaleStart] = std::log(0.2);
+  base[kLogScaleEnd] = std::log(1e-5);
+  base[kLogSchedulePower] = std::log(1.5);
+  prior = register_parameter("prior", torch::tensor(base, torch::kDouble));
   if (options.variant() == SwarmVariant::kLSTM) {
     lstm = register_module("lstm", torch::nn::LSTMCell(kSwarmScalarFeatures, hidden));
   } else {
@@ -166,10 +188,17 @@ torch::Tensor SwarmModelImpl::scalar_features(const SwarmState& state) const {
                       -1);
 }
 
+torch::Tensor SwarmModelImpl::step_unit(const SwarmState& state) const {
+  return (scheduled_log_scale(prior, state.progress) + state.log_sigma).exp();
+}
+
 torch::Tensor SwarmModelImpl::rpe_positions(const SwarmState& state) const {
-  // The swarm's RMS spread per coordinate: distances in units of the swarm's own size, so one f
-  // fits every box, dimension and stage of convergence.
-  return state.u / swarm_spread(state.u).unsqueeze(-1);
+  // Distances in units of the swarm's RMS radius (the particles' RMS distance from its centre,
+  // sqrt(n) times the RMS spread per coordinate), so one f fits every box, dimension and stage of
+  // convergence: in 30-D two particles are about 8 per-coordinate spreads apart, and an f sized in
+  // those units would see every other particle as far away.
+  const double n = static_cast<double>(state.u.size(-1));
+  return state.u / (swarm_spread(state.u) * std::sqrt(n)).unsqueeze(-1);
 }
 
 attention::Attention& SwarmModelImpl::attention_for(int64_t n) {
@@ -221,7 +250,8 @@ torch::Tensor SwarmModelImpl::attention_centroids(const SwarmState& state,
   const int64_t h = options.heads(), d = options.head_dim();
   const auto v = torch::cat({state.u, state.best_u}, -1).unsqueeze(1).expand({b, h, p, 2 * n});
   if (options.variant() == SwarmVariant::kIndependent || options.variant() == SwarmVariant::kLSTM) {
-    return v;  // each particle attends to itself only
+    // Each particle attends to itself only, and recombines its own best: a (1+1) strategy.
+    return torch::cat({state.best_u, state.best_u}, -1).unsqueeze(1).expand({b, h, p, 2 * n});
   }
   const auto q = query(scalars).view({b, p, h, d}).permute({0, 2, 1, 3});  // (B, H, P, D)
   const auto k = key(scalars).view({b, p, h, d}).permute({0, 2, 1, 3});
@@ -325,15 +355,15 @@ void SwarmModelImpl::step(SwarmState& state, const torch::Tensor& noise) {
       -1);
   const auto activations = torch::tanh(hidden_layer(head_in));  // (B, P, n, hidden)
   const auto out = output_layer(activations);                   // (B, P, n, 2)
-  // The base is PSO's constricted update with the attention centroids as the social attractors:
-  // momentum, and attractions to the own best and to the centroids of positions and of bests, each
+  // The base: momentum, the way to the attention centroid of positions (the recombination of an
+  // evolution strategy), and PSO's attractions to the own best and to the centroid of bests, each
   // scaled by a uniform draw per coordinate; then the head's drift and Gaussian noise in sigma
   // units. Steps are at most one box width.
   const auto mean_offsets = offsets.mean(1);  // (B, P, 2n)
   const auto uniform = 0.5 * (1.0 + torch::erf(noise.narrow(-1, 1, 3) / std::sqrt(2.0)));
   const auto base = prior[kMomentum] * state.last_step +
                     prior[kToBest] * uniform.select(-1, 0) * to_best +
-                    prior[kToCentroid] * uniform.select(-1, 1) * mean_offsets.narrow(-1, 0, n) +
+                    prior[kToCentroid] * mean_offsets.narrow(-1, 0, n) +
                     prior[kToBestCentroid] * uniform.select(-1, 2) * mean_offsets.narrow(-1, n, n);
   const auto noise_scale = torch::exp((prior[kLogNoise] + out.select(-1, 1)).clamp(-10.0, 3.0));
   const auto step =
@@ -348,6 +378,29 @@ void SwarmModelImpl::step(SwarmState& state, const torch::Tensor& noise) {
       prior[kSuccessGain] * (state.improved - torch::sigmoid(prior[kSuccessTarget])) +
       kSigmaChange * torch::tanh(sigma_layer(pooled).squeeze(-1));
   state.log_sigma = (state.log_sigma + change).clamp(-kLogScaleLimit, kLogScaleLimit);
+}
+
+std::string SwarmModelImpl::describe() const {
+  const auto v = [&](Prior i) { return prior[i].item<double>(); };
+  std::ostringstream out;
+  out.precision(3);
+  out << "swarm-" << swarm_variant_name(options.variant()) << "\n"
+      << "  step base: momentum " << v(kMomentum) << ", to own best " << v(kToBest)
+      << " x U(0,1), to centroid of positions " << v(kToCentroid) << ", to centroid of bests "
+      << v(kToBestCentroid) << " x U(0,1), noise x" << std::exp(v(kLogNoise)) << "\n"
+      << "  step size: " << std::exp(v(kLogScaleStart)) << " -> " << std::exp(v(kLogScaleEnd))
+      << " box widths along progress^" << std::exp(std::clamp(v(kLogSchedulePower), -3.0, 3.0))
+      << "; success rule gain " << v(kSuccessGain) << " at rate "
+      << 1.0 / (1.0 + std::exp(-v(kSuccessTarget))) << "\n";
+  if (options.variant() == SwarmVariant::kFLT) {
+    const auto log_s = rpe_log_widths.clamp(kLogWidthMin, kLogWidthMax);
+    for (int64_t h = 0; h < options.heads(); ++h) {
+      // f_h(d) = c exp(-2 pi^2 s^2 d^2): spatial std 1 / (2 pi s) RMS radii.
+      out << "  RPE head " << h << ": f(0) = " << rpe_heights[h].item<double>() << ", width (std) "
+          << 1.0 / (2.0 * kPi * std::exp(log_s[h].item<double>())) << " RMS radii\n";
+    }
+  }
+  return out.str();
 }
 
 torch::Tensor SwarmModelImpl::flat_parameters() const {

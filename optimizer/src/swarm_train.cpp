@@ -215,12 +215,25 @@ std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptio
 
 // ---- held-out benchmark -------------------------------------------------------------------------
 
+// Rastrigin with its minimum moved to a fixed point of [-2.5, 2.5]^n (drawn once from its own
+// seed): the box's centre is no longer the answer, which a searcher that recombines uniform points
+// would otherwise find for free.
+namespace {
+BatchObjective shifted_rastrigin(int64_t n) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(20261125 + n);
+  const auto shift = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * 2.5;
+  return [shift](const torch::Tensor& x) { return rastrigin(x - shift.to(x.dtype())); };
+}
+}  // namespace
+
 std::vector<BenchmarkFunction> swarm_benchmark_functions() {
   // Success targets: a value a searcher reaches only in the global basin or next to it.
   return {
       {"rastrigin-2", rastrigin, SearchBox::cube(2, -5.12, 5.12), 0.5},
       {"rastrigin-10", rastrigin, SearchBox::cube(10, -5.12, 5.12), 10.0},
       {"rastrigin-30", rastrigin, SearchBox::cube(30, -5.12, 5.12), 60.0},
+      {"rastrigin-10-shifted", shifted_rastrigin(10), SearchBox::cube(10, -5.12, 5.12), 10.0},
+      {"rastrigin-30-shifted", shifted_rastrigin(30), SearchBox::cube(30, -5.12, 5.12), 60.0},
       {"ackley-10", ackley, SearchBox::cube(10, -32.768, 32.768), 1.0},
       {"schwefel-10", schwefel, SearchBox::cube(10, -500, 500), 500.0},
       {"griewank-10", griewank, SearchBox::cube(10, -600, 600), 0.1},
@@ -239,6 +252,8 @@ std::unique_ptr<PopulationSearch> make_searcher(const std::string& name, int64_t
     const auto variant = swarm_variant_from_name(name.substr(6));
     auto options = SwarmOptions().variant(variant).particles(particles).seed(seed);
     const auto path = weights_dir + "/swarm_" + swarm_variant_name(variant) + ".pt";
+    if (weights_dir == kUntrainedSwarm)
+      return std::make_unique<Swarm>(options, SwarmModel(SwarmModelOptions().variant(variant)));
     if (!weights_dir.empty() && std::ifstream(path).good()) options.weights(path);
     return std::make_unique<Swarm>(options);
   }

@@ -120,7 +120,8 @@ void show_rpe(LabState& lab, RpeView& view) {
     ImGui::TextDisabled("(max |f| = %.3g; Monte Carlo: ~1/sqrt(r))", fmax);
   }
   // The swarm optimizer's learned RPE (issue 14): f per head against the distance between two
-  // particles in units of the swarm's spread; positive f pulls a particle's attention to near ones.
+  // particles in units of the particles' RMS distance from the swarm's centre;
+  // positive f pulls a particle's attention to near ones.
   section("Swarm optimizer: learned f(|x_i - x_j|)");
   const SwarmRpeCurve& swarm = swarm_rpe_curve();
   std::vector<Series> swarm_series;
@@ -128,7 +129,7 @@ void show_rpe(LabState& lab, RpeView& view) {
     swarm_series.push_back({"head " + std::to_string(h), swarm.f[h],
                             h == 0 ? IM_COL32(255, 150, 70, 255) : IM_COL32(120, 200, 255, 255),
                             swarm.distance});
-  line_plot("swarm_rpe", swarm_series, ImVec2(280, 150), false, "distance / swarm spread", nullptr);
+  line_plot("swarm_rpe", swarm_series, ImVec2(280, 150), false, "distance / RMS radius", nullptr);
   ImGui::TextDisabled("flt::optim::Swarm, %s", swarm.note.c_str());
   ImGui::EndChild();
   ImGui::SameLine();

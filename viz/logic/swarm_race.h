@@ -56,7 +56,8 @@ class SwarmRace {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The learned RPE of the shipped FLT swarm: f per head at distances (in swarm spreads).
+/// The learned RPE of the shipped FLT swarm: f per head at distances (in units of the swarm's RMS
+/// radius, see SwarmModelImpl::rpe_positions).
 struct SwarmRpeCurve {
   std::vector<float> distance;
   std::vector<std::vector<float>> f;  ///< per head

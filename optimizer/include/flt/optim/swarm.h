@@ -8,17 +8,21 @@
 // per coordinate, its way back to its own best, its last step, and the gradient when given) and
 // attends to all particles:
 //   q_i = W_q s_i, k_j = W_k s_j (s: the particle's scalar features), v_j = [u_j, best_j],
-//   positions r_i = u_i / spread (spread: the swarm's RMS deviation per coordinate), RPE mask
-//   f(r_i - r_j) learned through its spectrum.
-// The read-out o_i (a learned, distance- and value-weighted centroid of positions and of bests)
-// enters the per-coordinate head as (o_i - u_i) / sigma_i. The step's base is PSO's constricted
-// update with o_i as the social attractor (with every coefficient learned):
-//   base_i = w m_i + c1 r1 (best_i - u_i) + c2 r2 (o_pos_i - u_i) + c3 r3 (o_best_i - u_i),
-// r uniform per coordinate; the head adds a drift a and noise of scale exp(b) in units sigma_i (the
-// swarm's RMS spread per coordinate times a per-particle learned scale):
-//   u_i <- clip(u_i + base_i + sigma_i (a_i + exp(b_i) z_i)),  z_i ~ N(0, I),
-// and changes the particle's log step size (a learned 1/5-success rule plus a learned term). So
-// the RPE works like a learned neighbourhood topology (local-best PSO), Performer like global-best.
+//   positions r_i = u_i / R (R: the swarm's RMS radius, the particles' RMS distance from its
+//   centre, so one f means the same in any dimension), RPE mask f(r_i - r_j) learned through its
+//   spectrum.
+// The read-out o_i (a learned, value- and distance-weighted centroid of positions and of bests)
+// enters the per-coordinate head as (o_i - u_i) / sigma_i. The step's base is an evolution
+// strategy's recombination plus PSO's terms, every coefficient learned:
+//   base_i = w m_i + c1 r1 (best_i - u_i) + c2 (o_pos_i - u_i) + c3 r3 (o_best_i - u_i),
+// r uniform per coordinate; the head adds a drift a and noise of scale exp(b) in units sigma_i:
+//   u_i <- clip(u_i + base_i + sigma_i (a_i + exp(b_i) z_i)),  z_i ~ N(0, I).
+// sigma_i is a learned schedule over the budget (log-linear in progress^p, from sigma_start to
+// sigma_end box widths) times the particle's own learned factor (a 1/5-success rule plus a learned
+// term). Untrained, c2 = 1 and the rest 0, keys favour the best-ranked values, sigma goes from 0.2
+// to 1e-5 box widths along progress^1.5: a (mu/mu_w, P) evolution strategy whose annealed step
+// first sees the smoothed landscape's global shape and at the end resolves the basin it chose.
+// With the RPE the recombination is local (or repulsive) as learned; Performer's is global.
 //
 // The RPE is isotropic so that one set of meta-weights serves every dimension n: head h's f is a
 // Gaussian bump f_h(d) = c_h exp(-2 pi^2 s_h^2 |d|^2) of learned height c_h (any sign) and spectral
@@ -29,8 +33,9 @@
 // ratio rho would give a_t a variance growing like (rho^4 / (2 rho^2 - 1))^{n/2}, hopeless in 30-D.
 //
 // Variants (same API, same head): kFLT (default), kPerformer (the same attention without RPE),
-// kIndependent (no attention: each particle sees only itself), kLSTM (no attention; an LSTM cell
-// per particle over its scalar features feeds the head). No variant needs gradients: with
+// kIndependent (no attention: each particle recombines only its own best, a (1+1) strategy per
+// particle), kLSTM (the same, and an LSTM cell per particle over its scalar features feeds the
+// head). No variant needs gradients: with
 // `SwarmOptions::use_gradients` they are an extra input (computed by autograd in run_search).
 
 #include <torch/arg.h>
@@ -85,14 +90,14 @@ struct SwarmState {
   torch::Tensor best_values;  ///< (B, P)
   torch::Tensor improved;     ///< 1 where the last values beat the particle's best (B, P)
   torch::Tensor last_step;    ///< (B, P, n)
-  torch::Tensor log_sigma;    ///< log step unit per particle, relative to the swarm spread (B, P)
+  torch::Tensor log_sigma;    ///< log of each particle's factor on the scheduled step size (B, P)
   torch::Tensor gradients;    ///< d f / d u (B, P, n) or undefined
   torch::Tensor lstm_h, lstm_c;  ///< (B * P, hidden), LSTM variant only
   double progress = 0.0;         ///< fraction of the budget spent
 };
 
-/// B swarms of P particles at uniform points of the unit box, every step unit `initial_sigma`
-/// times the spread.
+/// B swarms of P particles at uniform points of the unit box, every step-size factor
+/// `initial_sigma`.
 /// `lstm_hidden` > 0 sizes the LSTM state.
 SwarmState initial_swarm_state(int64_t batch, int64_t particles, int64_t dims, double initial_sigma,
                                int64_t lstm_hidden, at::Generator& generator);
@@ -120,9 +125,16 @@ class SwarmModelImpl : public torch::nn::Cloneable<SwarmModelImpl> {
   torch::Tensor attention_readout(const SwarmState& state, const torch::Tensor& scalars);
   /// The attention weights among particles (B, H, P, P) (FLT and Performer; others: identity).
   torch::Tensor attention_weights(const SwarmState& state);
-  /// The learned RPE f at distances (in units of the swarm's RMS spread per coordinate) per head.
+  /// Step unit per particle in unit-box coordinates: the learned schedule over the budget times
+  /// the particle's learned scale. -> (B, P)
+  torch::Tensor step_unit(const SwarmState& state) const;
+  /// The learned RPE f at distances (in units of the swarm's RMS radius) per head.
   /// distance: (N) -> (H, N). kFLT only.
   torch::Tensor rpe_profile(const torch::Tensor& distance) const;
+
+  /// What the weights learned, for people: the step's base coefficients, the step-size schedule
+  /// and the RPE per head, one item per line.
+  std::string describe() const;
 
   /// The meta-parameters as one flat vector and back (for evolution strategies). -> (count)
   torch::Tensor flat_parameters() const;
@@ -137,7 +149,7 @@ class SwarmModelImpl : public torch::nn::Cloneable<SwarmModelImpl> {
   torch::Tensor rpe_heights;                                       ///< h_t: (H, T)
   torch::Tensor rpe_log_widths;                                    ///< log s_t: (H, T)
   torch::nn::Linear hidden_layer{nullptr}, output_layer{nullptr};  ///< per-coordinate head
-  torch::Tensor prior;  ///< hand-set base of the step, learned: (5) (see swarm.cpp)
+  torch::Tensor prior;  ///< hand-set base of the step and schedule, learned: (10) (swarm.cpp)
   torch::nn::Linear sigma_layer{nullptr};  ///< pooled head -> change of log sigma
   torch::nn::LSTMCell lstm{nullptr};       ///< kLSTM only
 
@@ -161,7 +173,7 @@ struct SwarmOptions {
   /// Particles P (>= 2).
   TORCH_ARG(int64_t, particles) = 16;
   TORCH_ARG(SwarmVariant, variant) = SwarmVariant::kFLT;
-  /// Initial step unit relative to the swarm's spread (RMS deviation per coordinate), > 0.
+  /// Initial factor on the learned step-size schedule, > 0 (1: the schedule as meta-trained).
   TORCH_ARG(double, initial_sigma) = 1.0;
   /// Feed gradients to the head (the searcher then needs them).
   TORCH_ARG(bool, use_gradients) = false;

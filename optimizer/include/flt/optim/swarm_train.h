@@ -70,12 +70,16 @@ struct BenchmarkFunction {
   SearchBox box;
   double target = 0.0;  ///< "success": best value below it
 };
-/// Rastrigin 2/10/30-D, Ackley, Schwefel and Griewank 10-D on their usual domains (DESIGN.md 5).
+/// Rastrigin 2/10/30-D (and 10/30-D shifted away from the box centre), Ackley, Schwefel and
+/// Griewank 10-D on their usual domains (DESIGN.md 5).
 std::vector<BenchmarkFunction> swarm_benchmark_functions();
 
 /// A searcher by name: "swarm-flt", "swarm-performer", "swarm-independent", "swarm-lstm", "pso",
 /// "cma-es", "adam-restarts", "random". P particles (CMA-ES: its default lambda), seed, Adam's lr;
-/// swarm weights from `weights_dir`/swarm_<variant>.pt when that exists, else the shipped ones.
+/// swarm weights from `weights_dir`/swarm_<variant>.pt when that exists, else the shipped ones;
+/// `weights_dir` == kUntrainedSwarm gives the untrained swarm (the hand-set base rule that
+/// meta-training starts from).
+inline constexpr const char* kUntrainedSwarm = "untrained";
 std::unique_ptr<PopulationSearch> make_searcher(const std::string& name, int64_t particles,
                                                 uint64_t seed, double adam_lr,
                                                 const std::string& weights_dir = "");
