@@ -185,6 +185,20 @@ TEST_F(Swarm, StepSizeFollowsTheSchedule) {
   }
 }
 
+TEST_F(Swarm, AskTellPlansABudget) {
+  // The schedule runs over SwarmOptions::budget, or over 200 n evaluations when none is given.
+  const auto box = fo::SearchBox::cube(2, -1, 1);
+  const auto run = [&](fo::SwarmOptions options, int64_t steps) {
+    fo::Swarm swarm(options.particles(8), fo::SwarmModel(fo::SwarmModelOptions()));
+    swarm.reset(box);
+    for (int64_t i = 0; i < steps; ++i) swarm.tell(fo::sphere(swarm.ask()));
+    return swarm.state().progress;
+  };
+  EXPECT_DOUBLE_EQ(run(fo::SwarmOptions(), 25), 0.5);  // 200 evaluations of 400
+  EXPECT_DOUBLE_EQ(run(fo::SwarmOptions(), 60), 1.0);  // past the budget: the final step size
+  EXPECT_DOUBLE_EQ(run(fo::SwarmOptions().budget(1600), 50), 0.25);
+}
+
 TEST_F(Swarm, UntrainedAttentionRecombinesTowardTheBest) {
   // The untrained keys weigh particles by the rank of their value, best first (an evolution
   // strategy's recombination): every particle gives the best one more weight than the worst.

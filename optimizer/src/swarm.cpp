@@ -560,7 +560,11 @@ void Swarm::reset(const SearchBox& box) {
   box_ = box;
   generator_ = at::make_generator<at::CPUGeneratorImpl>(options_.seed());
   const int64_t p = options_.particles(), n = box.dims();
-  if (budget_ < 0) budget_ = options_.budget();
+  // The step-size schedule runs over the budget: set_budget's, else the options', else the
+  // comparison's 200 n evaluations.
+  planned_budget_ = budget_ > 0             ? budget_
+                    : options_.budget() > 0 ? options_.budget()
+                                            : kSwarmDefaultBudgetPerDim * n;
   state_ = initial_swarm_state(
       1, p, n, options_.initial_sigma(),
       options_.variant() == SwarmVariant::kLSTM ? model_->options.hidden() : 0, generator_);
@@ -590,8 +594,7 @@ void Swarm::tell(const torch::Tensor& values, const torch::Tensor& gradients) {
   evaluations_ += p;
   observe_values(
       state_, raw,
-      budget_ > 0 ? std::min(1.0, static_cast<double>(evaluations_) / static_cast<double>(budget_))
-                  : 0.5);
+      std::min(1.0, static_cast<double>(evaluations_) / static_cast<double>(planned_budget_)));
   torch::NoGradGuard no_grad;
   model_->step(state_, at::randn({1, p, n, kSwarmNoiseChannels}, generator_, torch::kDouble));
 }

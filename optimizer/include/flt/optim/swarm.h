@@ -169,6 +169,10 @@ SwarmModel load_pretrained_swarm(SwarmVariant variant);
 /// Whether the build ships weights for `variant`.
 bool has_pretrained_swarm(SwarmVariant variant);
 
+/// Evaluations per dimension an ask/tell swarm plans for when given no budget (the held-out
+/// comparison's budget).
+constexpr int64_t kSwarmDefaultBudgetPerDim = 200;
+
 struct SwarmOptions {
   /// Particles P (>= 2).
   TORCH_ARG(int64_t, particles) = 16;
@@ -177,8 +181,9 @@ struct SwarmOptions {
   TORCH_ARG(double, initial_sigma) = 1.0;
   /// Feed gradients to the head (the searcher then needs them).
   TORCH_ARG(bool, use_gradients) = false;
-  /// The evaluation budget an ask/tell caller plans (the progress feature); minimize and
-  /// run_search set it from their budget.
+  /// The evaluation budget an ask/tell caller plans: the step size anneals over it (and the
+  /// progress feature counts it); minimize and run_search set it from their budget. 0: plan for
+  /// kSwarmDefaultBudgetPerDim x n evaluations. Past the budget the step stays at its final size.
   TORCH_ARG(int64_t, budget) = 0;
   TORCH_ARG(uint64_t, seed) = 0;
   /// Meta-weights file; empty: the pretrained weights of `variant` (untrained if none ship).
@@ -201,8 +206,8 @@ class Swarm : public PopulationSearch {
   bool needs_gradients() const override { return options_.use_gradients(); }
   std::string name() const override { return "swarm-" + swarm_variant_name(options_.variant()); }
 
-  /// Sets the budget the progress feature divides by (run_search calls it; without any budget the
-  /// progress feature stays at 1/2).
+  /// Sets the budget the step-size schedule runs over (run_search calls it; it overrides
+  /// SwarmOptions::budget from the next reset on).
   void set_budget(int64_t budget) override { budget_ = budget; }
   const SwarmOptions& options() const { return options_; }
   SwarmModel model() const { return model_; }
@@ -218,7 +223,7 @@ class Swarm : public PopulationSearch {
   SearchBox box_;
   SwarmState state_;
   at::Generator generator_;
-  int64_t budget_ = -1, evaluations_ = 0;
+  int64_t budget_ = -1, planned_budget_ = 1, evaluations_ = 0;
   bool started_ = false;  ///< the first tell has happened
 };
 
