@@ -1,5 +1,6 @@
 // The swarm optimizer (issue 14) and its baselines: contract, numeric and behaviour tests.
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include "flt/optim/landscapes.h"
 #include "flt/optim/swarm.h"
 #include "flt/optim/swarm_baselines.h"
+#include "flt/optim/swarm_train.h"
 #include "test_util.h"
 
 namespace fo = flt::optim;
@@ -217,6 +219,36 @@ TEST_F(Swarm, UntrainedAttentionRecombinesTowardTheBest) {
         << fo::swarm_variant_name(variant) << "\n"
         << weights;
   }
+}
+
+TEST_F(Swarm, TwoFunnelTaskIsTheLowerOfTwoRastrigins) {
+  // The meta-training family's second funnel: f = min(R(x - s1), R(x - s2) + offset), 0 at s1.
+  fo::RastriginTask task;
+  task.shift = torch::tensor({1.0, -2.0, 0.5}, torch::kDouble);
+  task.second_shift = torch::tensor({-2.0, 2.0, -1.0}, torch::kDouble);
+  task.second_offset = 1.5;
+  task.rotation = torch::eye(3, torch::kDouble);
+  const auto x = torch::stack({task.shift, task.second_shift, torch::zeros({3}, torch::kDouble)});
+  const auto f = task.clean(x);
+  const auto expected =
+      torch::minimum(fo::rastrigin(x - task.shift), fo::rastrigin(x - task.second_shift) + 1.5);
+  EXPECT_TRUE(flt::testing::all_close(f, expected, 1e-12, 1e-12));
+  EXPECT_NEAR(f[0].item<double>(), 0.0, 1e-12);
+  EXPECT_NEAR(f[1].item<double>(), 1.5, 1e-12);
+  // A family without second funnels draws the same tasks as before they existed.
+  fo::RastriginFamily one;
+  one.two_funnel_probability = 0.0;
+  auto g1 = at::make_generator<at::CPUGeneratorImpl>(5),
+       g2 = at::make_generator<at::CPUGeneratorImpl>(5);
+  const auto a = fo::sample_rastrigin_task(one, 4, g1);
+  EXPECT_FALSE(a.second_shift.defined());
+  fo::RastriginFamily two;
+  two.two_funnel_probability = 1.0;
+  const auto b = fo::sample_rastrigin_task(two, 4, g2);
+  EXPECT_TRUE(torch::equal(a.shift, b.shift));
+  ASSERT_TRUE(b.second_shift.defined());
+  EXPECT_GE(b.second_offset, 0.0);
+  EXPECT_LE(b.second_offset, 4.0);
 }
 
 TEST_F(Swarm, WeightsRoundTrip) {

@@ -28,11 +28,14 @@ double log_uniform(at::Generator& gen, double lo, double hi) {
 }
 
 // Rastrigin-like tasks of one dimension, evaluated together. x: (B, P, n) -> (B, P), clean.
-torch::Tensor evaluate_tasks(const std::vector<RastriginTask>& tasks, const torch::Tensor& x,
-                             const torch::Tensor& shift, const torch::Tensor& rotation_t,
-                             const torch::Tensor& scale) {
-  const auto z = torch::bmm(x - shift.unsqueeze(1), rotation_t) * scale.view({-1, 1, 1});
-  return rastrigin(z);
+// One-funnel tasks have second_shift = shift and offset 0, so the min changes nothing.
+torch::Tensor evaluate_tasks(const torch::Tensor& x, const torch::Tensor& shift,
+                             const torch::Tensor& second_shift, const torch::Tensor& second_offset,
+                             const torch::Tensor& rotation_t, const torch::Tensor& scale) {
+  const auto funnel = [&](const torch::Tensor& s) {
+    return rastrigin(torch::bmm(x - s.unsqueeze(1), rotation_t) * scale.view({-1, 1, 1}));
+  };
+  return torch::minimum(funnel(shift), funnel(second_shift) + second_offset.unsqueeze(1));
 }
 
 std::string format_duration(double seconds) {
@@ -45,7 +48,10 @@ std::string format_duration(double seconds) {
 }  // namespace
 
 torch::Tensor RastriginTask::clean(const torch::Tensor& x) const {
-  return rastrigin(torch::matmul(x - shift, rotation.t()) * scale);
+  const auto first = rastrigin(torch::matmul(x - shift, rotation.t()) * scale);
+  if (!second_shift.defined()) return first;
+  return torch::minimum(
+      first, rastrigin(torch::matmul(x - second_shift, rotation.t()) * scale) + second_offset);
 }
 
 RastriginTask sample_rastrigin_task(const RastriginFamily& family, int64_t n, at::Generator& gen) {
@@ -60,6 +66,11 @@ RastriginTask sample_rastrigin_task(const RastriginFamily& family, int64_t n, at
   task.scale = log_uniform(gen, family.min_scale, family.max_scale);
   task.noise =
       uniform(gen, 0, 1) < family.noise_probability ? uniform(gen, 0, family.max_noise) : 0.0;
+  // Drawn last and only when possible, so families without second funnels draw as before.
+  if (family.two_funnel_probability > 0 && uniform(gen, 0, 1) < family.two_funnel_probability) {
+    task.second_shift = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * family.max_shift;
+    task.second_offset = uniform(gen, 0, static_cast<double>(n));
+  }
   return task;
 }
 
@@ -68,15 +79,19 @@ torch::Tensor swarm_episode_loss(SwarmModelImpl& model, const std::vector<Rastri
   TORCH_CHECK(!tasks.empty(), "swarm_episode_loss: no tasks");
   torch::NoGradGuard no_grad;
   const int64_t b = static_cast<int64_t>(tasks.size()), n = tasks[0].shift.size(0);
-  std::vector<torch::Tensor> shifts, rotations, scales, noises;
+  std::vector<torch::Tensor> shifts, second_shifts, second_offsets, rotations, scales, noises;
   for (const auto& t : tasks) {
     TORCH_CHECK(t.shift.size(0) == n, "swarm_episode_loss: tasks of one batch need one dimension");
     shifts.push_back(t.shift);
+    second_shifts.push_back(t.second_shift.defined() ? t.second_shift : t.shift);
+    second_offsets.push_back(torch::tensor(t.second_offset, torch::kDouble));
     rotations.push_back(t.rotation.t());
     scales.push_back(torch::tensor(t.scale, torch::kDouble));
     noises.push_back(torch::tensor(t.noise, torch::kDouble));
   }
   const auto shift = torch::stack(shifts), rotation_t = torch::stack(rotations);
+  const auto second_shift = torch::stack(second_shifts),
+             second_offset = torch::stack(second_offsets);
   const auto scale = torch::stack(scales), noise = torch::stack(noises).unsqueeze(1);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const int64_t lstm_hidden =
@@ -87,7 +102,7 @@ torch::Tensor swarm_episode_loss(SwarmModelImpl& model, const std::vector<Rastri
   auto running = torch::zeros({b}, torch::kDouble);
   for (int64_t t = 0; t < steps; ++t) {
     const auto x = state.u * (2.0 * kRastriginBound);
-    const auto clean = evaluate_tasks(tasks, x, shift, rotation_t, scale);
+    const auto clean = evaluate_tasks(x, shift, second_shift, second_offset, rotation_t, scale);
     const auto measured = clean + noise * at::randn({b, particles}, gen, torch::kDouble);
     best_true = torch::minimum(best_true, std::get<0>(clean.min(-1)));
     running = running + torch::log1p(best_true);
@@ -224,6 +239,18 @@ BatchObjective shifted_rastrigin(int64_t n) {
   const auto shift = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * 2.5;
   return [shift](const torch::Tensor& x) { return rastrigin(x - shift.to(x.dtype())); };
 }
+
+// Two Rastrigin funnels at fixed points of [-2.5, 2.5]^n (their own seed), the second one's floor
+// 2 higher: a searcher that averages across the funnels lands between them.
+BatchObjective two_funnel_rastrigin(int64_t n) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7100 + n);
+  const auto first = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * 2.5;
+  const auto second = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * 2.5;
+  return [first, second](const torch::Tensor& x) {
+    return torch::minimum(rastrigin(x - first.to(x.dtype())),
+                          rastrigin(x - second.to(x.dtype())) + 2.0);
+  };
+}
 }  // namespace
 
 std::vector<BenchmarkFunction> swarm_benchmark_functions() {
@@ -234,6 +261,8 @@ std::vector<BenchmarkFunction> swarm_benchmark_functions() {
       {"rastrigin-30", rastrigin, SearchBox::cube(30, -5.12, 5.12), 60.0},
       {"rastrigin-10-shifted", shifted_rastrigin(10), SearchBox::cube(10, -5.12, 5.12), 10.0},
       {"rastrigin-30-shifted", shifted_rastrigin(30), SearchBox::cube(30, -5.12, 5.12), 60.0},
+      {"rastrigin-10-two-funnels", two_funnel_rastrigin(10), SearchBox::cube(10, -5.12, 5.12),
+       10.0},
       {"ackley-10", ackley, SearchBox::cube(10, -32.768, 32.768), 1.0},
       {"schwefel-10", schwefel, SearchBox::cube(10, -500, 500), 500.0},
       {"griewank-10", griewank, SearchBox::cube(10, -600, 600), 0.1},
@@ -277,6 +306,7 @@ double tune_adam_lr(const std::vector<double>& grid, int64_t seeds, int64_t budg
       auto gen = at::make_generator<at::CPUGeneratorImpl>(4242 + s);  // tuning tasks, not held out
       RastriginFamily family;
       family.noise_probability = 0.0;
+      family.two_funnel_probability = 0.0;
       const auto task = sample_rastrigin_task(family, kDims, gen);
       AdamRestarts adam(particles, lr, 50, static_cast<uint64_t>(s + 1));
       bests.push_back(run_search(

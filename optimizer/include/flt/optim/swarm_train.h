@@ -20,11 +20,16 @@
 namespace flt::optim {
 
 /// f(x) = rastrigin(scale R (x - shift)) + noise N(0, 1) on [-5.12, 5.12]^n (the noise is drawn
-/// per evaluation; `clean` leaves it out). Minimum 0 at `shift`.
+/// per evaluation; `clean` leaves it out). Minimum 0 at `shift`. With a second funnel,
+/// f = min(that, rastrigin(scale R (x - second_shift)) + second_offset): two bowls of local minima,
+/// the second one's floor `second_offset` >= 0 higher, so a swarm that averages across them lands
+/// between the two.
 struct RastriginTask {
   torch::Tensor shift;     ///< (n)
   torch::Tensor rotation;  ///< (n, n) orthogonal (identity when not rotated)
   double scale = 1.0, noise = 0.0;
+  torch::Tensor second_shift;  ///< (n), or undefined: one funnel
+  double second_offset = 0.0;
   /// x: (..., n) -> (...), without noise.
   torch::Tensor clean(const torch::Tensor& x) const;
 };
@@ -35,6 +40,8 @@ struct RastriginFamily {
   double rotate_probability = 0.5;
   double min_scale = 0.6, max_scale = 1.5;          ///< log-uniform
   double noise_probability = 0.3, max_noise = 2.0;  ///< noise std ~ U(0, max) with that probability
+  /// Probability of a second funnel (shift drawn as the first, offset ~ U(0, n)).
+  double two_funnel_probability = 0.5;
 };
 /// Draws a task of dimension n.
 RastriginTask sample_rastrigin_task(const RastriginFamily& family, int64_t n, at::Generator& gen);
