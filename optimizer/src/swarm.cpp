@@ -360,6 +360,8 @@ void SwarmModelImpl::step(SwarmState& state, const torch::Tensor& noise) {
   // scaled by a uniform draw per coordinate; then the head's drift and Gaussian noise in sigma
   // units. Steps are at most one box width.
   const auto mean_offsets = offsets.mean(1);  // (B, P, 2n)
+  // (Channel 1's draw went to the centroid of positions, which is now deterministic; it stays drawn
+  // so that the noise layout and the other channels do not move.)
   const auto uniform = 0.5 * (1.0 + torch::erf(noise.narrow(-1, 1, 3) / std::sqrt(2.0)));
   const auto base = prior[kMomentum] * state.last_step +
                     prior[kToBest] * uniform.select(-1, 0) * to_best +

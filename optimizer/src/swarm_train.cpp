@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "flt/optim/landscapes.h"
@@ -230,22 +231,25 @@ std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptio
 
 // ---- held-out benchmark -------------------------------------------------------------------------
 
-// Rastrigin with its minimum moved to a fixed point of [-2.5, 2.5]^n (drawn once from its own
-// seed): the box's centre is no longer the answer, which a searcher that recombines uniform points
-// would otherwise find for free.
 namespace {
+// Fixed points of [-2.5, 2.5]^n drawn from their own seed (held-out functions only). -> (count, n)
+torch::Tensor fixed_points(int64_t count, int64_t n, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return (at::rand({count, n}, gen, torch::kDouble) * 2.0 - 1.0) * 2.5;
+}
+
+// Rastrigin with its minimum moved off the box's centre, which a searcher that recombines uniform
+// points would otherwise find for free.
 BatchObjective shifted_rastrigin(int64_t n) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(20261125 + n);
-  const auto shift = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * 2.5;
+  const auto shift = fixed_points(1, n, 20261125 + n)[0];
   return [shift](const torch::Tensor& x) { return rastrigin(x - shift.to(x.dtype())); };
 }
 
-// Two Rastrigin funnels at fixed points of [-2.5, 2.5]^n (their own seed), the second one's floor
-// 2 higher: a searcher that averages across the funnels lands between them.
+// Two Rastrigin funnels, the second one's floor 2 higher: a searcher that averages across the
+// funnels lands between them.
 BatchObjective two_funnel_rastrigin(int64_t n) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(7100 + n);
-  const auto first = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * 2.5;
-  const auto second = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * 2.5;
+  const auto points = fixed_points(2, n, 7100 + n);
+  const auto first = points[0], second = points[1];
   return [first, second](const torch::Tensor& x) {
     return torch::minimum(rastrigin(x - first.to(x.dtype())),
                           rastrigin(x - second.to(x.dtype())) + 2.0);
@@ -281,6 +285,10 @@ std::unique_ptr<PopulationSearch> make_searcher(const std::string& name, int64_t
     const auto variant = swarm_variant_from_name(name.substr(6));
     auto options = SwarmOptions().variant(variant).particles(particles).seed(seed);
     const auto path = weights_dir + "/swarm_" + swarm_variant_name(variant) + ".pt";
+    TORCH_CHECK(weights_dir.empty() || weights_dir == kUntrainedSwarm ||
+                    std::filesystem::is_directory(weights_dir),
+                "swarm weights: ", weights_dir, " is not a directory (expected one holding ",
+                "swarm_<variant>.pt files, or \"", kUntrainedSwarm, "\")");
     if (weights_dir == kUntrainedSwarm)
       return std::make_unique<Swarm>(options, SwarmModel(SwarmModelOptions().variant(variant)));
     if (!weights_dir.empty() && std::ifstream(path).good()) options.weights(path);
