@@ -7,7 +7,9 @@
 //
 // On a machine where page faults are costly (see the machine line), run it with glibc keeping freed
 // memory (MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000) to compare the
-// arithmetic rather than the allocator (bench/NOTES.md, issue 16).
+// arithmetic rather than the allocator (bench/NOTES.md, issue 16). The last column, the median
+// count of minor page faults per call, shows how much of a median is the allocator's.
+#include <sys/resource.h>
 #include <torch/types.h>
 
 #include <algorithm>
@@ -63,8 +65,17 @@ int main(int argc, char** argv) {
   const auto k = torch::randn({1, 8, length, 64}).requires_grad_(backward);
   const auto v = torch::randn({1, 8, length, 64}).requires_grad_(backward);
   std::vector<std::vector<double>> ms(variants.size());
+  // Minor page faults per call: on a VM where a fault is expensive they explain the gap between
+  // the min and the median, and between this run and one with glibc keeping freed memory.
+  std::vector<std::vector<long>> faults(variants.size());
+  const auto minor_faults = [] {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_minflt;
+  };
   for (int round = 0; round <= rounds; ++round) {  // round 0 warms up, untimed
     for (size_t i = 0; i < variants.size(); ++i) {
+      const long faults_before = minor_faults();
       const auto start = std::chrono::steady_clock::now();
       if (backward) {
         handles[i].attention->forward(q, k, v, {}).sum().backward();
@@ -73,16 +84,23 @@ int main(int argc, char** argv) {
         handles[i].attention->forward(q, k, v, {});
       }
       const auto elapsed = std::chrono::steady_clock::now() - start;
-      if (round > 0) ms[i].push_back(std::chrono::duration<double, std::milli>(elapsed).count());
+      if (round > 0) {
+        ms[i].push_back(std::chrono::duration<double, std::milli>(elapsed).count());
+        faults[i].push_back(minor_faults() - faults_before);
+      }
     }
   }
   for (auto& m : ms) std::sort(m.begin(), m.end());
-  const auto median = [](const std::vector<double>& m) { return m[m.size() / 2]; };
-  std::printf("L = %lld, %s, %d interleaved rounds: ms min (median), ratio to performer\n",
+  for (auto& f : faults) std::sort(f.begin(), f.end());
+  const auto median = [](const auto& m) { return m[m.size() / 2]; };
+  std::printf(
+      "L = %lld, %s, %d interleaved rounds: ms min (median), ratio to performer, median minor page "
+      "faults per call\n",
               static_cast<long long>(length), backward ? "forward+backward" : "forward", rounds);
   for (size_t i = 0; i < variants.size(); ++i) {
-    std::printf("  %-11s %8.2f (%8.2f)   %.2fx (%.2fx)\n", variants[i].first.c_str(), ms[i][0],
-                median(ms[i]), ms[i][0] / ms[0][0], median(ms[i]) / median(ms[0]));
+    std::printf("  %-11s %8.2f (%8.2f)   %.2fx (%.2fx)   %6ld faults\n", variants[i].first.c_str(),
+                ms[i][0], median(ms[i]), ms[i][0] / ms[0][0], median(ms[i]) / median(ms[0]),
+                median(faults[i]));
   }
   return 0;
 }

@@ -123,6 +123,17 @@ TEST_F(Performer, FeatureMap_ColumnScalesEqualTheScaledInput) {
       all_close(map->key_features(scaled, false), map->key_features(plain, false), 1e-12, 1e-14));
   EXPECT_TRUE(
       all_close(map->key_features(scaled, true), map->key_features(plain, true), 1e-12, 1e-14));
+  // One number in every column (the D^{-1/4} of q and k) takes the norm of the block itself (its
+  // gradient at a zero row: GradientsMatchFiniteDifferences).
+  const auto zero_row = position.clone();
+  zero_row.select(2, 1).zero_();
+  fa::FeatureInput uniform{zero_row, content};
+  uniform.scales = {torch::full({4}, 0.7, torch::kDouble)};
+  const fa::FeatureInput uniform_plain{zero_row * 0.7, content};
+  for (bool causal : {false, true}) {
+    EXPECT_TRUE(all_close(map->key_features(uniform, causal),
+                          map->key_features(uniform_plain, causal), 1e-12, 1e-14));
+  }
   scaled.scales = {torch::ones({1, 3, 1, 3}, torch::kDouble)};
   expect_error([&] { map->query_features(scaled); },
                {"the scale of block 0 must have shape (..., 1, 4)", "[1, 3, 1, 3]"});
@@ -342,8 +353,14 @@ TEST_F(Performer, Streaming_MismatchNamesTheShapes) {
 TEST_F(Performer, GradientsMatchFiniteDifferences) {
   for (bool causal : {false, true}) {
     auto performer = make_performer(3, 8, fa::FeatureKind::kHyperbolic);
-    auto q = torch::randn({1, 1, 6, 3}, torch::kDouble).requires_grad_();
-    auto k = torch::randn({1, 1, 6, 3}, torch::kDouble).requires_grad_();
+    // A zero row in q and in k: their norms are 0 there (d|x| / dx is undefined at 0, d|x|^2 / dx
+    // is 0).
+    auto q = torch::randn({1, 1, 6, 3}, torch::kDouble);
+    auto k = torch::randn({1, 1, 6, 3}, torch::kDouble);
+    q.select(2, 2).zero_();
+    k.select(2, 4).zero_();
+    q.requires_grad_();
+    k.requires_grad_();
     auto v = torch::randn({1, 1, 6, 2}, torch::kDouble).requires_grad_();
     fa::AttentionCall call;
     call.causal = causal;

@@ -19,6 +19,14 @@ bool exp_kind(FeatureKind kind) {
 
 // |x|^2 / 2 over the column blocks of x, in `dtype` (a block's given norm where it has one).
 // -> (..., L, 1)
+// Whether a column scale is absent, or one number in every column that needs no gradient (checked
+// on the CPU only: on a GPU the comparison would synchronise the stream).
+bool uniform_constant(const torch::Tensor& s) {
+  if (!s.defined()) return true;
+  if (s.requires_grad() || !s.device().is_cpu()) return false;
+  return s.numel() == 1 || (s.min() == s.max()).item<bool>();
+}
+
 torch::Tensor half_squared_norm(const FeatureInput& x, at::ScalarType dtype) {
   torch::Tensor total;
   std::vector<int64_t> shape{1};
@@ -27,8 +35,16 @@ torch::Tensor half_squared_norm(const FeatureInput& x, at::ScalarType dtype) {
     rows.back() = 1;
     shape = at::infer_size(shape, rows);
     torch::Tensor part = x.half_squared_norm(i);
+    const auto s = x.scale(i);
     if (part.defined()) {
       part = part.to(dtype);
+    } else if (uniform_constant(s)) {
+      // |x s|^2 = s^2 |x|^2 when every column has the same scale (the D^{-1/4} of Performer's and
+      // FLT's q and k): a row reduction of x itself, where x s and (x s)^2 were two copies of x
+      // (8 MB each at L = 4096, H = 8, D = 64) and autograd kept one for the backward.
+      const double s0 = s.defined() ? s.reshape({-1})[0].item<double>() : 1.0;
+      const auto norm = at::linalg_vector_norm(x.blocks[i].to(dtype), 2, {-1}, /*keepdim=*/true);
+      part = (0.5 * s0 * s0) * norm.square();
     } else {
       const auto b = x.scaled(i).to(dtype);
       part = 0.5 * (b * b).sum(-1, /*keepdim=*/true);
