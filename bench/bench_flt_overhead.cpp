@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   std::printf(
       "L = %lld, %s, %d interleaved rounds: ms min (median), ratio to performer, median minor page "
       "faults per call\n",
-              static_cast<long long>(length), backward ? "forward+backward" : "forward", rounds);
+      static_cast<long long>(length), backward ? "forward+backward" : "forward", rounds);
   for (size_t i = 0; i < variants.size(); ++i) {
     std::printf("  %-11s %8.2f (%8.2f)   %.2fx (%.2fx)   %6ld faults\n", variants[i].first.c_str(),
                 ms[i][0], median(ms[i]), ms[i][0] / ms[0][0], median(ms[i]) / median(ms[0]),
