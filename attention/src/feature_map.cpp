@@ -17,8 +17,6 @@ bool exp_kind(FeatureKind kind) {
          kind == FeatureKind::kTrigonometric;
 }
 
-// |x|^2 / 2 over the column blocks of x, in `dtype` (a block's given norm where it has one).
-// -> (..., L, 1)
 // Whether a column scale is absent, or one number in every column that needs no gradient (checked
 // on the CPU only: on a GPU the comparison would synchronise the stream).
 bool uniform_constant(const torch::Tensor& s) {
@@ -27,6 +25,8 @@ bool uniform_constant(const torch::Tensor& s) {
   return s.numel() == 1 || (s.min() == s.max()).item<bool>();
 }
 
+// |x|^2 / 2 over the column blocks of x, in `dtype` (a block's given norm where it has one).
+// -> (..., L, 1)
 torch::Tensor half_squared_norm(const FeatureInput& x, at::ScalarType dtype) {
   torch::Tensor total;
   std::vector<int64_t> shape{1};
