@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "flt/attention/feature_map.h"
 #include "flt/attention/linear.h"
@@ -436,6 +437,24 @@ TEST_F(Performer, Validation_NamesTheBadValue) {
   const auto q4 = torch::randn({1, 1, 5, 4}, torch::kDouble);
   expect_error([&] { fa::performer_attention(q4, q4, q4, *performer->feature_map, false, -1.0); },
                {"performer_attention: eps must be positive and finite", "got -1"});
+}
+
+// A NaN in one query shows in that query's output row and nowhere else (its norm, taken as a row
+// reduction, is NaN there only).
+TEST_F(Performer, NaNQueryShowsInItsOwnRowOnly) {
+  auto performer = make_performer(8, 16, fa::FeatureKind::kPositive);
+  auto q = torch::randn({1, 2, 10, 8});
+  const auto k = torch::randn({1, 2, 10, 8});
+  const auto v = torch::randn({1, 2, 10, 3});
+  q[0][1][4][2] = std::numeric_limits<float>::quiet_NaN();
+  for (bool causal : {false, true}) {
+    fa::AttentionCall call;
+    call.causal = causal;
+    const auto out = performer(q, k, v, call);
+    EXPECT_TRUE(out[0][1][4].isnan().all().item<bool>()) << "causal " << causal;
+    const auto nan_rows = out.isnan().any(-1).sum().item<int64_t>();
+    EXPECT_EQ(nan_rows, 1) << "causal " << causal;
+  }
 }
 
 // Trigonometric features are signed: the estimated normaliser may be <= 0; the output stays finite.
