@@ -74,6 +74,11 @@ int main(int argc, char** argv) {
                  "shape wins over --memory/--hidden/...")
       ->check(CLI::ExistingFile);
   app.add_option("--pes-sigma", options.pes_sigma, "PES perturbation std")->capture_default_str();
+  app.add_option("--late-emphasis", options.late_emphasis,
+                 "p >= 0: step t of a horizon T weighs (p + 1) (t / T)^p in the meta-loss (0: "
+                 "the whole curve equally; larger: mostly the run's end)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--meta-lr", options.meta_lr, "outer Adam learning rate at the start")
       ->capture_default_str();
   app.add_option("--meta-lr-end", options.meta_lr_end,

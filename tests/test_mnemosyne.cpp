@@ -859,6 +859,28 @@ TEST_F(Mnemosyne, PES_MovesTheModelWithFiniteEstimates) {
   auto no_decay_floor = tiny_meta(fo::MetaEstimator::kPES, 4);
   no_decay_floor.meta_lr_end = 0.0;
   expect_error([&] { fo::meta_train(untrained(), no_decay_floor); }, {"meta_lr_end", "0"});
+  auto negative_emphasis = tiny_meta(fo::MetaEstimator::kPES, 4);
+  negative_emphasis.late_emphasis = -1.0;
+  expect_error([&] { fo::meta_train(untrained(), negative_emphasis); }, {"late_emphasis", "-1"});
+}
+
+TEST_F(Mnemosyne, LateEmphasis_WeighsTheHorizonsEnd) {
+  // One truncation per task (horizon = unroll), so an iteration's meta-loss is the weighted mean of
+  // log(loss_t / loss_0) over the task's steps. The weights have mean 1 and grow with t, so on
+  // tasks whose loss keeps falling the weighted mean lies below the plain one (Chebyshev's sum
+  // inequality); equal only if the loss stood still.
+  const auto first_loss = [](double late_emphasis) {
+    torch::manual_seed(0);
+    auto options = tiny_meta(fo::MetaEstimator::kPES, 1);
+    options.horizon = options.unroll;
+    options.late_emphasis = late_emphasis;
+    return fo::meta_train(untrained(fo::Memory::kFLT), options).at(0);
+  };
+  const double plain = first_loss(0.0), late = first_loss(3.0);
+  std::printf("  first meta-loss: plain %.4f, late emphasis 3: %.4f\n", plain, late);
+  EXPECT_TRUE(std::isfinite(plain) && std::isfinite(late));
+  EXPECT_LT(plain, 0.0) << "the tiny tasks' loss falls";
+  EXPECT_LT(late, plain);
 }
 
 // ---- evaluation harness -------------------------------------------------------------------------

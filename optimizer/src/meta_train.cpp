@@ -52,6 +52,7 @@ struct Worker {
   torch::Tensor segment_sizes;  // (segments) int64: the task's tensors
   torch::Tensor segment_ids;    // (dim) int64: the tensor of each coordinate
   double log_initial = 0.0;
+  int64_t horizon = 0;              // inner steps of this task
   std::vector<Particle> particles;  // 1 (backprop) or 2 (PES: +eps, -eps)
   torch::Tensor accumulated;        // PES: sum of this worker's perturbations since the restart
 };
@@ -65,11 +66,19 @@ torch::Tensor meta_term(const torch::Tensor& loss, double log_initial) {
   return at::log(loss.clamp(kMinLoss, kMaxLoss)) - log_initial;
 }
 
+/// The meta-loss weight of inner step t (1..horizon): the density (p + 1) x^p integrated over the
+/// step's share ((t - 1) / T, t / T] of the horizon, times T, so the weights' mean is exactly 1.
+double step_weight(double late_emphasis, int64_t t, int64_t horizon) {
+  if (late_emphasis == 0.0) return 1.0;
+  const double T = static_cast<double>(horizon);
+  return T * (std::pow(t / T, late_emphasis + 1.0) - std::pow((t - 1) / T, late_emphasis + 1.0));
+}
+
 /// Runs one truncation of `particle` with `model` and returns the mean of its meta-terms. With
 /// `meta_graph` the result is a graph into the model's parameters (truncated back-propagation);
 /// without it (PES) only values are computed. The inner gradients always need autograd.
 torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Particle& particle,
-                     int64_t steps, bool meta_graph) {
+                     int64_t steps, bool meta_graph, double late_emphasis) {
   at::AutoGradMode inner_gradients(true);
   const Task& task = *worker.task;
   auto total = at::zeros({});
@@ -136,7 +145,8 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
     ++particle.t;
     loss = task.loss(p, particle.noise);
     const auto scored = task.has_validation() ? task.validation_loss(p, particle.noise) : loss;
-    total = total + meta_term(meta_graph ? scored : scored.detach(), worker.log_initial);
+    total = total + meta_term(meta_graph ? scored : scored.detach(), worker.log_initial) *
+                        step_weight(late_emphasis, particle.t, worker.horizon);
   }
   particle.params = p.detach();
   if (state.defined()) particle.state = state.detach();
@@ -252,6 +262,7 @@ void restart(std::vector<Worker>& workers, const std::vector<int64_t>& owned,
     const auto start = worker.task->initial(gen);
     worker.log_initial =
         std::log(std::clamp(worker.task->eval_loss(start).item<double>(), kMinLoss, kMaxLoss));
+    worker.horizon = restart_horizon(options, restart_index);
     worker.particles.clear();
     const uint64_t noise_seed =
         static_cast<uint64_t>(at::randint(1LL << 62, {1}, gen).item<int64_t>());
@@ -354,7 +365,7 @@ void check_same_options(Communicator& communicator, const MetaTrainOptions& opti
        << options.iterations << " " << options.workers << " " << options.unroll << " "
        << options.horizon << " " << options.horizon_max << " " << options.meta_lr << " "
        << options.meta_lr_end << " " << options.pes_sigma << " " << options.clip << " "
-       << options.seed;
+       << options.late_emphasis << " " << options.seed;
   for (const auto family : options.families) text << " " << task_family_name(family);
   for (const auto& p : params) text << " " << p.sizes();
   // std::hash is the same on every rank running the same build of the program.
@@ -426,6 +437,8 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   TORCH_CHECK(options.pes_sigma > 0.0, "meta_train: pes_sigma must be positive, got ",
               options.pes_sigma);
 
+  TORCH_CHECK(options.late_emphasis >= 0.0 && std::isfinite(options.late_emphasis),
+              "meta_train: late_emphasis must be finite and >= 0, got ", options.late_emphasis);
   TORCH_CHECK(options.horizon_max == 0 || options.horizon_max >= options.horizon,
               "meta_train: horizon_max must be 0 or >= horizon (", options.horizon, "), got ",
               options.horizon_max);
@@ -511,7 +524,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
         auto& worker = workers[mine[k]];
         auto row = local[k];
         const auto loss = unroll(*model, worker, worker.particles[0], options.unroll,
-                                 /*meta_graph=*/true);
+                                 /*meta_graph=*/true, options.late_emphasis);
         row[kLoss].fill_(loss.item<double>());
         if (loss.requires_grad()) {  // else diverged: no graph, no gradient
           const auto grads = torch::autograd::grad({loss}, params, {}, /*retain_graph=*/false,
@@ -546,7 +559,7 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
             offset += p.numel();
           }
           losses[sign] = unroll(*scratch, worker, worker.particles[sign], options.unroll,
-                                /*meta_graph=*/false)
+                                /*meta_graph=*/false, options.late_emphasis)
                              .item<double>();
         }
         auto row = local[k];

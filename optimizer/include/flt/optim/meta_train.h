@@ -5,7 +5,9 @@
 // A population of workers each optimises a task instance with the model for `horizon` inner steps,
 // cut into truncations of `unroll` steps. After each truncation the meta-gradient is estimated and
 // an outer Adam step updates the model. Meta-loss of a truncation: mean over its steps of
-// log(loss_t) - log(loss at the task's start), averaged over workers (scale-free across families).
+// w(t) (log(loss_t) - log(loss at the task's start)), averaged over workers (scale-free across
+// families); w = 1, or with `late_emphasis` p a weight ~(p + 1) (t / horizon)^p that puts the
+// horizon's end first (the final loss is what a user keeps).
 // Estimators:
 //  - kTruncatedBackprop: back-propagation through the truncation's updates; the inner gradients
 //    are treated as constants (first-order, as in most learned-optimizer work).
@@ -55,7 +57,12 @@ struct MetaTrainOptions {
   /// from wherever the last noisy meta-gradients threw it.
   double meta_lr_end = 0.1;
   double pes_sigma = 0.01;  ///< PES perturbation std
-  double clip = 1.0;        ///< meta-gradient norm clip
+  /// p >= 0: step t of a task's horizon T weighs about (p + 1) (t / T)^p in the meta-loss (the
+  /// density integrated over the step's share of the horizon: mean exactly 1). 0 scores the whole
+  /// curve equally, which rewards early speed as much as the end; larger p scores mostly where the
+  /// run ends, so a step that wins early and overfits or random-walks late loses.
+  double late_emphasis = 0.0;
+  double clip = 1.0;  ///< meta-gradient norm clip
   uint64_t seed = 0;
   std::string checkpoint;  ///< path; written at every restart boundary, resumed from if present
   std::string csv;         ///< per-iteration log (appended on resume)
