@@ -1,5 +1,5 @@
 # Resolves FLT_WITH_DISTRIBUTED (ON / OFF / AUTO) into FLT_DISTRIBUTED_ENABLED: whether
-# optimizer/src/distributed.cpp is compiled with PyTorch's c10d Gloo process group (multi-process
+# optimizer/metatrain/src/distributed.cpp is compiled with PyTorch's c10d Gloo process group (multi-process
 # meta-training). It needs c10d's headers (LibTorch), Gloo's headers (Debian libgloo-dev) and the
 # symbols in the LibTorch found (Debian's libtorch_cpu.so exports them); the test program below
 # compiles and links what distributed.cpp uses. Without it the library still builds and

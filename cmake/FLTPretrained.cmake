@@ -33,5 +33,5 @@ Blob pretrained_blob(const std::string& name) {
 }  // namespace flt::optim::detail
 " @ONLY)
   target_sources(${target} PRIVATE "${_out}")
-  target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/optimizer/src")
+  target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/optimizer/rules/src")
 endfunction()

@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "cli_checks.h"
-#include "flt/optim/evaluate.h"
+#include "flt/harness/evaluate.h"
+#include "flt/harness/training_runs.h"
 #include "flt/optim/mnemosyne.h"
-#include "flt/optim/training_runs.h"
 #include "flt/runtime.h"
 #include "raster_plot.h"
 

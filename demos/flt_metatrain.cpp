@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cli_checks.h"
-#include "flt/optim/meta_train.h"
+#include "flt/metatrain/meta_train.h"
 #include "flt/optim/mnemosyne.h"
 #include "flt/runtime.h"
 

@@ -17,8 +17,9 @@
 #include <vector>
 
 #include "cli_checks.h"
+#include "flt/harness/swarm_comparison.h"
+#include "flt/metatrain/swarm_meta_train.h"
 #include "flt/optim/swarm.h"
-#include "flt/optim/swarm_train.h"
 #include "flt/runtime.h"
 #include "raster_plot.h"
 

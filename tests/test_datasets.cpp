@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "flt/optim/datasets.h"
+#include "flt/metatrain/datasets.h"
 #include "test_util.h"
 
 namespace fd = flt::optim::data;

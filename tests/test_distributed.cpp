@@ -6,8 +6,8 @@
 
 #include <cstdlib>
 
-#include "flt/optim/distributed.h"
-#include "flt/optim/meta_train.h"
+#include "flt/metatrain/distributed.h"
+#include "flt/metatrain/meta_train.h"
 #include "test_util.h"
 
 namespace fo = flt::optim;

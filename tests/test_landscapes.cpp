@@ -3,7 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "flt/optim/landscapes.h"
+#include "flt/metatrain/landscapes.h"
 #include "test_util.h"
 
 using flt::optim::Landscape;

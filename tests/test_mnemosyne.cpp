@@ -1,5 +1,6 @@
 // The learned optimizer: model numerics, torch::optim contract (after LibTorch's own optimizer
-// tests), robustness, weights files, task families and meta-training behaviour.
+// tests), robustness and weights files. Its meta-training is tested in test_meta_train.cpp, the
+// evaluation harness in test_evaluate.cpp.
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
@@ -14,10 +15,7 @@
 #include <fstream>
 #include <numeric>
 
-#include "flt/optim/evaluate.h"
-#include "flt/optim/meta_train.h"
 #include "flt/optim/mnemosyne.h"
-#include "flt/optim/tasks.h"
 #include "test_util.h"
 
 namespace fo = flt::optim;
@@ -339,7 +337,26 @@ TEST_F(Mnemosyne, BadInput_NamesTheProblem) {
   expect_error([&] { make({computed}, untrained()); }, {"parameter 0", "not a leaf"});
   expect_error([&] { make({leaf, leaf}, untrained()); }, {"parameter 1", "more than once"});
   expect_error([&] { make({torch::zeros({3}, torch::kLong)}, untrained()); }, {"dtype", "Long"});
-  expect_error([&] { make({leaf}, untrained(), -1.0); }, {"lr must be >= 0", "-1"});
+  expect_error([&] { make({leaf}, untrained(), -1.0); }, {"lr must be finite and >= 0", "-1"});
+  // Every constructor validates every option in the same place: with an explicit model,
+  // chunk_size 0 once made the composite path loop forever.
+  const auto composite = fo::MnemosyneOptions().fused(false);
+  expect_error(
+      [&] { fo::Mnemosyne({leaf}, fo::MnemosyneOptions(composite).chunk_size(0), untrained()); },
+      {"chunk_size must be positive", "0"});
+  expect_error([&] { fo::Mnemosyne({leaf}, fo::MnemosyneOptions().total_steps(-5), untrained()); },
+               {"total_steps must be >= 0", "-5"});
+  expect_error([&] { fo::Mnemosyne({leaf}, fo::MnemosyneOptions(composite).chunk_size(-3)); },
+               {"chunk_size must be positive", "-3"});
+  expect_error([&] { fo::Mnemosyne({leaf}, fo::MnemosyneOptions(NAN), untrained()); },
+               {"lr must be finite", "nan"});
+  {  // a param group's options edited between steps are checked at the next step
+    auto x = torch::randn({3}).requires_grad_(true);
+    fo::Mnemosyne opt({x}, composite, untrained());
+    quadratic_step(opt, x);
+    static_cast<fo::MnemosyneOptions&>(opt.param_groups()[0].options()).chunk_size(0);
+    expect_error([&] { quadratic_step(opt, x); }, {"chunk_size must be positive", "0"});
+  }
   auto emb = torch::randn({10, 4}).requires_grad_(true);
   auto opt = make({emb}, untrained());
   emb.mutable_grad() =
@@ -691,241 +708,4 @@ TEST_F(Mnemosyne, WeightsFile_RoundTripAndErrors) {
                       fo::MnemosyneOptions().weights("/missing.pt"));
       },
       {"/missing.pt"});
-}
-
-// ---- task families
-// -------------------------------------------------------------------------------
-
-TEST_F(Mnemosyne, Tasks_EveryFamilyIsFiniteAndDeterministic) {
-  for (auto family : fo::all_task_families()) {
-    auto gen_a = at::make_generator<at::CPUGeneratorImpl>(5);
-    auto gen_b = at::make_generator<at::CPUGeneratorImpl>(5);
-    auto a = fo::sample_task(family, gen_a);
-    auto b = fo::sample_task(family, gen_b);
-    const auto start = a->initial(gen_a);
-    EXPECT_TRUE(torch::equal(start, b->initial(gen_b))) << a->name();
-    auto p = start.clone().requires_grad_(true);
-    auto noise = at::make_generator<at::CPUGeneratorImpl>(1);
-    auto loss = a->loss(p, noise);
-    loss.backward();
-    EXPECT_TRUE(std::isfinite(loss.item<double>())) << a->name();
-    EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>()) << a->name();
-    EXPECT_GT(p.grad().abs().sum().item<double>(), 0.0) << a->name();
-    EXPECT_EQ(a->family(), family);
-    EXPECT_EQ(fo::task_family_from_name(fo::task_family_name(family)), family);
-    const auto sizes = a->segments();
-    EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), int64_t{0}), a->dim()) << a->name();
-    const auto& real = fo::real_task_families();
-    const bool is_real = std::find(real.begin(), real.end(), family) != real.end();
-    EXPECT_EQ(a->has_validation(), is_real) << a->name();
-    if (is_real) {
-      const auto held_out = a->validation_loss(p, noise).item<double>();
-      EXPECT_TRUE(std::isfinite(held_out)) << a->name();
-      // At the initial point every class is about equally likely: loss near log(classes).
-      EXPECT_LT(a->eval_loss(p).item<double>(), 2.0 * std::log(100.0)) << a->name();
-    }
-  }
-  expect_error([] { fo::task_family_from_name("mnist"); }, {"unknown task family", "mnist"});
-}
-
-// ---- meta-training
-// -------------------------------------------------------------------------------
-
-namespace {
-
-fo::MetaTrainOptions tiny_meta(fo::MetaEstimator estimator, int64_t iterations) {
-  fo::MetaTrainOptions o;
-  o.families = {fo::TaskFamily::kNoisyQuadratic, fo::TaskFamily::kRosenbrock};
-  o.sampling.min_dim = 2;
-  o.sampling.max_dim = 4;
-  o.estimator = estimator;
-  o.iterations = iterations;
-  o.workers = 4;
-  o.unroll = 5;
-  o.horizon = 20;
-  o.meta_lr = 1e-2;
-  o.progress = false;
-  o.seed = 3;
-  return o;
-}
-
-/// Mean over fixed held-out quadratic/Rosenbrock instances of log(final / initial) after 40 steps.
-double held_out_objective(fo::LearnedOptimizerModel model) {
-  double total = 0.0;
-  int count = 0;
-  for (uint64_t seed = 100; seed < 106; ++seed) {
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    auto task =
-        fo::sample_task(seed % 2 ? fo::TaskFamily::kNoisyQuadratic : fo::TaskFamily::kRosenbrock,
-                        gen, tiny_meta(fo::MetaEstimator::kPES, 1).sampling);
-    auto p = task->initial(gen).requires_grad_(true);
-    const double initial = task->eval_loss(p).item<double>();
-    auto opt = fo::Mnemosyne({p}, fo::MnemosyneOptions(), model);
-    auto noise = at::make_generator<at::CPUGeneratorImpl>(seed);
-    for (int s = 0; s < 40; ++s) {
-      opt.zero_grad();
-      task->loss(p, noise).backward();
-      opt.step();
-    }
-    total += std::log(task->eval_loss(p).item<double>() / initial);
-    ++count;
-  }
-  return total / count;
-}
-
-}  // namespace
-
-TEST_F(Mnemosyne, MetaTraining_ImprovesTheHeldOutObjective) {
-  torch::manual_seed(0);
-  auto model = untrained(fo::Memory::kFLT);
-  const double before = held_out_objective(model);
-  const auto history = fo::meta_train(model, tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 40));
-  const double after = held_out_objective(model);
-  std::printf("  held-out mean log(final/initial): untrained %.3f -> meta-trained %.3f\n", before,
-              after);
-  EXPECT_EQ(history.size(), 40u);
-  EXPECT_LT(after, before);
-}
-
-TEST_F(Mnemosyne, MetaTraining_ResumesExactlyFromACheckpoint) {
-  const auto path = temp_path("meta_ckpt.pt");
-  std::remove(path.c_str());
-  torch::manual_seed(0);
-  auto straight = untrained(fo::Memory::kFLT);
-  fo::meta_train(straight, tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8));
-  torch::manual_seed(0);
-  auto resumed = untrained(fo::Memory::kFLT);
-  auto first = tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8);
-  first.checkpoint = path;
-  // An interrupted run: the last checkpoint is from the restart at iteration 4 (checkpoints are
-  // written at restarts, every horizon / unroll = 4 iterations); iteration 5 is lost.
-  struct Interrupted {};
-  EXPECT_THROW(fo::meta_train(resumed, first,
-                              [](const fo::MetaProgress& p) {
-                                if (p.iteration == 6) throw Interrupted{};
-                              }),
-               Interrupted);
-  torch::manual_seed(99);  // a different initial model: everything must come from the checkpoint
-  auto continued = untrained(fo::Memory::kFLT);
-  auto second = tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8);
-  second.checkpoint = path;
-  fo::meta_train(continued, second);
-  const auto a = straight->parameters(), b = continued->parameters();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
-}
-
-TEST_F(Mnemosyne, MetaTraining_IsDeterministicBySeed) {
-  const auto run = [](uint64_t seed, const std::string& train) {
-    torch::manual_seed(0);
-    auto model = untrained(fo::Memory::kFLT);
-    auto options = tiny_meta(fo::MetaEstimator::kPES, 6);
-    options.seed = seed;
-    options.horizon_max = 40;  // variable horizons are drawn from the seed too
-    options.train = train;
-    fo::meta_train(model, options);
-    return model;
-  };
-  const auto a = run(3, "all"), b = run(3, "all"), c = run(4, "all");
-  const auto pa = a->parameters(), pb = b->parameters(), pc = c->parameters();
-  bool differs = false;
-  for (size_t i = 0; i < pa.size(); ++i) {
-    EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
-    differs = differs || !torch::equal(pa[i], pc[i]);
-  }
-  EXPECT_TRUE(differs) << "another seed gives another model";
-  // --train controller moves only the controller's scalars.
-  torch::manual_seed(0);
-  const auto fresh = untrained(fo::Memory::kFLT);
-  const auto controller_only = run(3, "controller");
-  for (const auto& item : controller_only->named_parameters()) {
-    const auto& before = fresh->named_parameters()[item.key()];
-    const bool controller = item.key().rfind("step_", 0) == 0;
-    EXPECT_EQ(torch::equal(item.value(), before), !controller) << item.key();
-  }
-}
-
-TEST_F(Mnemosyne, PES_MovesTheModelWithFiniteEstimates) {
-  torch::manual_seed(0);
-  auto model = untrained(fo::Memory::kFLT);
-  const auto before = model->head_out->weight.detach().clone();
-  const auto history = fo::meta_train(model, tiny_meta(fo::MetaEstimator::kPES, 4));
-  for (double h : history) EXPECT_TRUE(std::isfinite(h));
-  EXPECT_FALSE(torch::equal(before, model->head_out->weight));
-  expect_error([] { fo::meta_estimator_from_name("reinforce"); }, {"reinforce"});
-  auto bad = tiny_meta(fo::MetaEstimator::kPES, 4);
-  bad.horizon = 7;
-  expect_error([&] { fo::meta_train(untrained(), bad); }, {"multiple of unroll", "7"});
-  auto no_decay_floor = tiny_meta(fo::MetaEstimator::kPES, 4);
-  no_decay_floor.meta_lr_end = 0.0;
-  expect_error([&] { fo::meta_train(untrained(), no_decay_floor); }, {"meta_lr_end", "0"});
-  auto negative_emphasis = tiny_meta(fo::MetaEstimator::kPES, 4);
-  negative_emphasis.late_emphasis = -1.0;
-  expect_error([&] { fo::meta_train(untrained(), negative_emphasis); }, {"late_emphasis", "-1"});
-}
-
-TEST_F(Mnemosyne, LateEmphasis_WeighsTheHorizonsEnd) {
-  // One truncation per task (horizon = unroll), so an iteration's meta-loss is the weighted mean of
-  // log(loss_t / loss_0) over the task's steps. The weights have mean 1 and grow with t, so on
-  // tasks whose loss keeps falling the weighted mean lies below the plain one (Chebyshev's sum
-  // inequality); equal only if the loss stood still.
-  const auto first_loss = [](double late_emphasis) {
-    torch::manual_seed(0);
-    auto options = tiny_meta(fo::MetaEstimator::kPES, 1);
-    options.horizon = options.unroll;
-    options.late_emphasis = late_emphasis;
-    return fo::meta_train(untrained(fo::Memory::kFLT), options).at(0);
-  };
-  const double plain = first_loss(0.0), late = first_loss(3.0);
-  std::printf("  first meta-loss: plain %.4f, late emphasis 3: %.4f\n", plain, late);
-  EXPECT_TRUE(std::isfinite(plain) && std::isfinite(late));
-  EXPECT_LT(plain, 0.0) << "the tiny tasks' loss falls";
-  EXPECT_LT(late, plain);
-}
-
-// ---- evaluation harness -------------------------------------------------------------------------
-
-TEST_F(Mnemosyne, Evaluate_TunesEachContenderOnItsOwnGridAndIsDeterministic) {
-  auto tasks = fo::held_out_tasks();
-  tasks.resize(1);  // rastrigin-2d
-  tasks[0].steps = 30;
-  fo::Contender adam;
-  adam.name = "adam";
-  adam.make = [](double lr) -> fo::OptimizerFactory {
-    return [lr](std::vector<torch::Tensor> p) {
-      return std::make_unique<torch::optim::Adam>(std::move(p), torch::optim::AdamOptions(lr));
-    };
-  };
-  fo::Contender learned;
-  learned.name = "learned (tuned)";
-  learned.grid = fo::multiplier_grid();
-  learned.make = [](double lr) -> fo::OptimizerFactory {
-    return [lr](std::vector<torch::Tensor> p) {
-      return std::make_unique<fo::Mnemosyne>(std::move(p), fo::MnemosyneOptions(lr));
-    };
-  };
-  fo::EvalOptions options;
-  options.tuning_seeds = 1;
-  options.eval_seeds = 2;
-  options.progress = false;
-  const auto rows = fo::evaluate(tasks, {adam, learned}, options);
-  ASSERT_EQ(rows.size(), 2u);
-  const auto in = [](double x, const std::vector<double>& grid) {
-    return std::find(grid.begin(), grid.end(), x) != grid.end();
-  };
-  EXPECT_TRUE(in(rows[0].lr, fo::learning_rate_grid())) << rows[0].lr;
-  EXPECT_TRUE(in(rows[1].lr, fo::multiplier_grid())) << rows[1].lr;
-  EXPECT_EQ(fo::multiplier_grid().size(), 7u);
-  EXPECT_NEAR(fo::multiplier_grid()[3], 1.0, 1e-12);  // the untuned default is on the grid
-  for (const auto& row : rows) {
-    EXPECT_TRUE(std::isfinite(row.meta_objective)) << row.contender;
-    EXPECT_GE(row.win_rate, 0.0);
-    EXPECT_LE(row.win_rate + row.tie_rate, 1.0);
-    EXPECT_EQ(row.median_curve.size(), 31u);
-  }
-  EXPECT_EQ(rows[0].win_rate, 0.0) << "the reference never beats itself";
-  EXPECT_EQ(rows[0].tie_rate, 1.0) << "and always ties with itself";
-  const auto again = fo::evaluate(tasks, {adam, learned}, options);
-  EXPECT_EQ(again[1].median_final, rows[1].median_final);
-  EXPECT_EQ(again[1].lr, rows[1].lr);
 }

@@ -5,10 +5,11 @@
 
 #include <cmath>
 
-#include "flt/optim/landscapes.h"
+#include "flt/harness/swarm_comparison.h"
+#include "flt/metatrain/landscapes.h"
+#include "flt/metatrain/swarm_meta_train.h"
 #include "flt/optim/swarm.h"
 #include "flt/optim/swarm_baselines.h"
-#include "flt/optim/swarm_train.h"
 #include "test_util.h"
 
 namespace fo = flt::optim;

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "flt/optim/training_runs.h"
+#include "flt/harness/training_runs.h"
 #include "test_util.h"
 
 namespace fo = flt::optim;

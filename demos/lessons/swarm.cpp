@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "flt/optim/swarm_train.h"
+#include "flt/harness/swarm_comparison.h"
 #include "lessons/common.h"
 
 namespace flt::demos {

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "flt/optim/landscapes.h"
+#include "flt/metatrain/landscapes.h"
 #include "flt/optim/mnemosyne.h"
 
 namespace flt::viz {

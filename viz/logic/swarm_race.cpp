@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "flt/optim/landscapes.h"
+#include "flt/metatrain/landscapes.h"
 #include "flt/optim/swarm.h"
 #include "flt/optim/swarm_baselines.h"
 

@@ -1,4 +1,4 @@
-#include "flt/optim/landscapes.h"
+#include "flt/metatrain/landscapes.h"
 
 #include <c10/util/Exception.h>
 

@@ -1,4 +1,4 @@
-#include "flt/optim/evaluate.h"
+#include "flt/harness/evaluate.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

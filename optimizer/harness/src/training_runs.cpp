@@ -1,4 +1,4 @@
-#include "flt/optim/training_runs.h"
+#include "flt/harness/training_runs.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/functional/loss.h>

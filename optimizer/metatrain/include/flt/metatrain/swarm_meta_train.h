@@ -1,6 +1,5 @@
 #pragma once
-// Meta-training of the swarm on Rastrigin-like families, and the held-out comparison with the
-// baselines at equal function-evaluation budgets (issue 14).
+// Meta-training of the swarm (flt::optim::Swarm) on Rastrigin-like families.
 //
 // Estimator: antithetic evolution strategies over whole episodes (PES with a single truncation:
 // an episode is short, so there is no truncation bias to undo). The swarm's best value is a
@@ -69,67 +68,5 @@ torch::Tensor swarm_episode_loss(SwarmModelImpl& model, const std::vector<Rastri
 /// Meta-trains `model` in place; returns the mean meta-loss of each iteration of this run.
 std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptions& options,
                                      const std::function<void(int64_t, double)>& on_iteration = {});
-
-/// A held-out benchmark function.
-struct BenchmarkFunction {
-  std::string name;  ///< e.g. "rastrigin-10"
-  BatchObjective f;
-  SearchBox box;
-  double target = 0.0;  ///< "success": best value below it
-};
-/// Rastrigin 2/10/30-D (and 10/30-D shifted away from the box centre), Ackley, Schwefel and
-/// Griewank 10-D on their usual domains (DESIGN.md 5).
-std::vector<BenchmarkFunction> swarm_benchmark_functions();
-
-/// A searcher by name: "swarm-flt", "swarm-performer", "swarm-independent", "swarm-lstm", "pso",
-/// "cma-es", "adam-restarts", "random". P particles (CMA-ES: its default lambda), seed, Adam's lr;
-/// swarm weights from `weights_dir`/swarm_<variant>.pt when that exists, else the shipped ones;
-/// `weights_dir` == kUntrainedSwarm gives the untrained swarm (the hand-set base rule that
-/// meta-training starts from).
-inline constexpr const char* kUntrainedSwarm = "untrained";
-std::unique_ptr<PopulationSearch> make_searcher(const std::string& name, int64_t particles,
-                                                uint64_t seed, double adam_lr,
-                                                const std::string& weights_dir = "");
-std::vector<std::string> all_searcher_names();
-
-/// Adam's learning rate (box widths per step) for the comparison, tuned on the training family (not
-/// on the held-out functions): the grid value with the lowest median best over `seeds` shifted,
-/// rotated 10-D Rastrigin tasks at `budget_per_dim` * 10 evaluations.
-double tune_adam_lr(const std::vector<double>& grid, int64_t seeds, int64_t budget_per_dim,
-                    int64_t particles);
-
-struct ComparisonOptions {
-  std::vector<std::string> functions;  ///< names from swarm_benchmark_functions(); empty: all
-  std::vector<std::string> searchers;  ///< names from all_searcher_names(); empty: all
-  int64_t seeds = 10;
-  int64_t budget_per_dim = 200;  ///< evaluations per dimension of the function
-  int64_t particles = 16;
-  double adam_lr = 0.01;
-  std::string weights_dir;  ///< swarm weights (see make_searcher); empty: the shipped ones
-  /// Called after each run with the fraction done and what ran.
-  std::function<void(double, const std::string&)> progress = {};
-};
-
-struct ComparisonRun {
-  std::string function, searcher;
-  uint64_t seed = 0;
-  SearchResult result;
-  bool success = false;  ///< best below the function's target
-};
-/// Every searcher on every function for seeds 1..seeds at equal budgets.
-std::vector<ComparisonRun> compare_searchers(const ComparisonOptions& options);
-
-/// Median best value and success rate of one (function, searcher) cell.
-struct ComparisonCell {
-  double median = 0.0, success_rate = 0.0;
-  int64_t runs = 0;
-};
-/// Median over the runs of a cell of the best value so far at `points` evenly spaced evaluation
-/// counts up to `budget`. -> (evaluations, median best)
-std::pair<std::vector<double>, std::vector<double>> median_best_curve(
-    const std::vector<ComparisonRun>& runs, const std::string& function,
-    const std::string& searcher, int64_t budget, int points);
-ComparisonCell summarize(const std::vector<ComparisonRun>& runs, const std::string& function,
-                         const std::string& searcher);
 
 }  // namespace flt::optim

@@ -1,4 +1,4 @@
-#include "flt/optim/datasets.h"
+#include "flt/metatrain/datasets.h"
 
 #include <c10/util/Exception.h>
 #include <zlib.h>

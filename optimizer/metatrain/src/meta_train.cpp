@@ -1,4 +1,4 @@
-#include "flt/optim/meta_train.h"
+#include "flt/metatrain/meta_train.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "flt/optim/datasets.h"
-#include "flt/optim/evaluate.h"
+#include "flt/harness/evaluate.h"
+#include "flt/metatrain/datasets.h"
 
 namespace flt::optim {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "flt/optim/tasks.h"
+#include "flt/metatrain/tasks.h"
 
 namespace flt::optim {
 

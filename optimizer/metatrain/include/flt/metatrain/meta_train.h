@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "flt/optim/distributed.h"
+#include "flt/metatrain/distributed.h"
+#include "flt/metatrain/tasks.h"
 #include "flt/optim/learned_model.h"
-#include "flt/optim/tasks.h"
 
 namespace flt::optim {
 

@@ -1,4 +1,4 @@
-#include "flt/optim/tasks.h"
+#include "flt/metatrain/tasks.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "flt/attention/softmax.h"
-#include "flt/optim/datasets.h"
-#include "flt/optim/landscapes.h"
+#include "flt/metatrain/datasets.h"
+#include "flt/metatrain/landscapes.h"
 
 namespace flt::optim {
 namespace {

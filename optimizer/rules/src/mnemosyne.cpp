@@ -5,6 +5,7 @@
 #include <torch/serialize.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -226,31 +227,52 @@ bool operator==(const MnemosyneParamState& lhs, const MnemosyneParamState& rhs) 
 // ---- the optimizer
 // ---------------------------------------------------------------------------------
 
+namespace {
+
+// Every option of every constructor and param group, checked in one place; a bad value is named.
+void check_options(const MnemosyneOptions& o) {
+  TORCH_CHECK(std::isfinite(o.lr()) && o.lr() >= 0.0, "Mnemosyne: lr must be finite and >= 0, got ",
+              o.lr());
+  TORCH_CHECK(o.chunk_size() > 0, "Mnemosyne: chunk_size must be positive, got ", o.chunk_size());
+  TORCH_CHECK(o.total_steps() >= 0, "Mnemosyne: total_steps must be >= 0 (0 = unknown), got ",
+              o.total_steps());
+}
+
+// The controller's update once a tensor's step is done: its statistics become its next state.
+void finish_tensor(const LearnedOptimizerModelImpl::ControllerParameters& parameters,
+                   MnemosyneParamState& st, float* controller,
+                   const LearnedOptimizerModelImpl::TensorState& tensor_state, int64_t skipped,
+                   const std::array<double, 4>& statistics, int64_t n) {
+  st.skipped(st.skipped() + skipped);
+  const auto next =
+      LearnedOptimizerModelImpl::next_tensor_state(parameters, tensor_state, statistics, n);
+  std::copy(next.begin(), next.end(), controller);  // rounded to float, as stored
+}
+
+}  // namespace
+
 Mnemosyne::Mnemosyne(std::vector<torch::optim::OptimizerParamGroup> param_groups,
                      MnemosyneOptions defaults)
-    : Optimizer(checked(std::move(param_groups)), std::make_unique<MnemosyneOptions>(defaults)) {
-  TORCH_CHECK(defaults.lr() >= 0.0, "Mnemosyne: lr must be >= 0, got ", defaults.lr());
-  TORCH_CHECK(defaults.chunk_size() > 0, "Mnemosyne: chunk_size must be positive, got ",
-              defaults.chunk_size());
-  TORCH_CHECK(defaults.total_steps() >= 0,
-              "Mnemosyne: total_steps must be >= 0 (0 = unknown), got ", defaults.total_steps());
+    : Optimizer(checked(std::move(param_groups), defaults),
+                std::make_unique<MnemosyneOptions>(defaults)) {
   model_ = default_model(defaults);
 }
 
 Mnemosyne::Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults,
                      LearnedOptimizerModel model)
-    : Optimizer(checked({torch::optim::OptimizerParamGroup(std::move(params))}),
+    : Optimizer(checked({torch::optim::OptimizerParamGroup(std::move(params))}, defaults),
                 std::make_unique<MnemosyneOptions>(defaults)),
       model_(std::move(model)) {
-  TORCH_CHECK(defaults.lr() >= 0.0, "Mnemosyne: lr must be >= 0, got ", defaults.lr());
   TORCH_CHECK(!model_.is_empty(), "Mnemosyne: the model is empty");
 }
 
 std::vector<torch::optim::OptimizerParamGroup> Mnemosyne::checked(
-    std::vector<torch::optim::OptimizerParamGroup> groups) {
+    std::vector<torch::optim::OptimizerParamGroup> groups, const MnemosyneOptions& defaults) {
+  check_options(defaults);
   std::set<const void*> seen;
   int64_t count = 0;
   for (const auto& group : groups) {
+    if (group.has_options()) check_options(static_cast<const MnemosyneOptions&>(group.options()));
     for (size_t i = 0; i < group.params().size(); ++i) {
       const auto& p = group.params()[i];
       TORCH_CHECK(p.defined(), "Mnemosyne: parameter ", i, " is an undefined tensor");
@@ -267,6 +289,67 @@ std::vector<torch::optim::OptimizerParamGroup> Mnemosyne::checked(
   return groups;
 }
 
+MnemosyneParamState& Mnemosyne::state_of(const torch::Tensor& p, std::set<std::string>& refreshed) {
+  const int64_t n = p.numel();
+  auto key = state_key(state_, p);
+  auto it = state_.find(key);
+  if (it == state_.end()) {
+    auto fresh = std::make_unique<MnemosyneParamState>();
+    // Slot-major (state_size, n): each state slot of a run of coordinates is contiguous.
+    fresh->state(model_on(p.device(), refreshed)
+                     ->initial_state(n, p.options().dtype(at::kFloat))
+                     .t()
+                     .contiguous());
+    fresh->controller(model_->initial_tensor_state(p));
+    it = state_.emplace(key, std::move(fresh)).first;
+  }
+  auto& st = static_cast<MnemosyneParamState&>(*it->second);
+  TORCH_CHECK(st.state().dim() == 2 && st.state().size(0) == model_->state_size() &&
+                  st.state().size(1) == n,
+              "Mnemosyne: the state of a parameter of shape ", p.sizes(), " must be (",
+              model_->state_size(), ", ", n, "), got ", st.state().sizes(),
+              " (saved with another memory kind, or by a version that stored it as (numel, "
+              "state_size))");
+  TORCH_CHECK(st.controller().defined() && st.controller().numel() == detail::kTensorState,
+              "Mnemosyne: the state of a parameter of shape ", p.sizes(),
+              " has no step-size controller (saved by a version before it)");
+  // The controller state is read and written through its float32 storage (5 values: tensor
+  // operations on it cost more than a small tensor's whole step).
+  if (st.controller().scalar_type() != at::kFloat || !st.controller().is_contiguous() ||
+      !st.controller().device().is_cpu())
+    st.controller(st.controller().to(at::kCPU, at::kFloat).contiguous());
+  return st;
+}
+
+LearnedOptimizerModelImpl::FusedResult Mnemosyne::composite_step(
+    LearnedOptimizerModel& model, torch::Tensor flat_param, const torch::Tensor& flat_grad,
+    torch::Tensor& state, int64_t t, double step_size, int64_t chunk_size) {
+  LearnedOptimizerModelImpl::FusedResult out;
+  const int64_t n = flat_param.numel();
+  const auto size_tensor = torch::full({}, step_size, flat_param.options().dtype(at::kFloat));
+  for (int64_t start = 0; start < n; start += chunk_size) {
+    const int64_t size = std::min(chunk_size, n - start);
+    const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
+    auto param = flat_param.narrow(0, start, size);
+    auto chunk_state = state.narrow(1, start, size).t();  // (size, state_size) view
+    const auto finite_grad = at::isfinite(g);
+    const auto safe_grad = at::where(finite_grad, g, at::zeros_like(g));
+    auto result = model->step(safe_grad, param.to(at::kFloat), chunk_state, t, size_tensor);
+    // A coordinate whose gradient or step is not finite keeps its value and its state.
+    const auto ok = finite_grad & at::isfinite(result.update);
+    out.skipped += (~ok).sum().item<int64_t>();
+    const auto update = at::where(ok, result.update, at::zeros_like(result.update));
+    param.add_(update.to(param.scalar_type()));
+    const auto sums =
+        LearnedOptimizerModelImpl::step_statistics(safe_grad, chunk_state, param.to(at::kFloat))
+            .to(at::kDouble)
+            .sum(0);
+    for (int64_t i = 0; i < 4; ++i) out.statistics[i] += sums[i].item<double>();
+    chunk_state.copy_(at::where(ok.unsqueeze(1), result.state, chunk_state));
+  }
+  return out;
+}
+
 torch::Tensor Mnemosyne::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
@@ -274,19 +357,10 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
   }
-  // Read once per step, shared by every tensor: the controller's meta-parameters and the fused
-  // path's prepared weights (one plan per step index; tensors added later count their own steps).
+  // Read once per step, shared by every tensor: the controller's meta-parameters.
   const auto controller_parameters = model_->controller_parameters();
-  // The controller's update once a tensor's step is done.
-  const auto finish = [&](MnemosyneParamState& st, float* controller,
-                          const LearnedOptimizerModelImpl::TensorState& tensor_state,
-                          int64_t skipped, const std::array<double, 4>& statistics, int64_t n) {
-    st.skipped(st.skipped() + skipped);
-    const auto next = LearnedOptimizerModelImpl::next_tensor_state(controller_parameters,
-                                                                   tensor_state, statistics, n);
-    std::copy(next.begin(), next.end(), controller);  // rounded to float, as stored
-  };
-  // Fused tensors are gathered and stepped together, one parallel loop per step index.
+  // Fused tensors are gathered and stepped together, one parallel loop per step index (tensors
+  // added later count their own steps), after every other tensor.
   struct Pending {
     MnemosyneParamState* st;
     float* controller;
@@ -298,41 +372,15 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
   std::set<std::string> refreshed;  // devices whose replica of the rule is current (model_on)
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const MnemosyneOptions&>(group.options());
+    check_options(options);  // a group's options can be edited between steps
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const auto& grad = p.grad();
       TORCH_CHECK(!grad.is_sparse(),
                   "Mnemosyne: sparse gradients are not supported (parameter of shape ", p.sizes(),
                   ")");
-      const int64_t n = p.numel();
-      auto key = state_key(state_, p);
-      auto it = state_.find(key);
-      if (it == state_.end()) {
-        auto fresh = std::make_unique<MnemosyneParamState>();
-        // Slot-major (state_size, n): each state slot of a run of coordinates is contiguous.
-        fresh->state(model_on(p.device(), refreshed)
-                         ->initial_state(n, p.options().dtype(at::kFloat))
-                         .t()
-                         .contiguous());
-        fresh->controller(model_->initial_tensor_state(p));
-        it = state_.emplace(key, std::move(fresh)).first;
-      }
-      auto& st = static_cast<MnemosyneParamState&>(*it->second);
-      TORCH_CHECK(st.state().dim() == 2 && st.state().size(0) == model_->state_size() &&
-                      st.state().size(1) == n,
-                  "Mnemosyne: the state of a parameter of shape ", p.sizes(), " must be (",
-                  model_->state_size(), ", ", n, "), got ", st.state().sizes(),
-                  " (saved with another memory kind, or by a version that stored it as (numel, "
-                  "state_size))");
-      TORCH_CHECK(st.controller().defined() && st.controller().numel() == detail::kTensorState,
-                  "Mnemosyne: the state of a parameter of shape ", p.sizes(),
-                  " has no step-size controller (saved by a version before it)");
+      auto& st = state_of(p, refreshed);
       st.step(st.step() + 1);
-      // The controller state is read and written through its float32 storage (5 values: tensor
-      // operations on it cost more than a small tensor's whole step).
-      if (st.controller().scalar_type() != at::kFloat || !st.controller().is_contiguous() ||
-          !st.controller().device().is_cpu())
-        st.controller(st.controller().to(at::kCPU, at::kFloat).contiguous());
       float* controller = st.controller().data_ptr<float>();
       LearnedOptimizerModelImpl::TensorState tensor_state{};
       std::copy(controller, controller + detail::kTensorState, tensor_state.begin());
@@ -343,49 +391,28 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
       const bool copied = !p.is_contiguous();
       auto flat_param = p.detach().reshape({-1});  // a view unless the parameter is non-contiguous
       const auto flat_grad = grad.detach().reshape({-1});
-      auto& state = st.state();
       if (options.fused() && !copied && p.scalar_type() == at::kFloat && p.device().is_cpu() &&
           model_->fused_supported()) {
         auto& entries = fused_by_step[st.step()];
-        entries.push_back({flat_param, flat_grad, state, step_size, {}});
+        entries.push_back({flat_param, flat_grad, st.state(), step_size, {}});
         pending.push_back({st.step(), {&st, controller, tensor_state, entries.size() - 1}});
         continue;
       }
       auto model = model_on(p.device(), refreshed);
-      int64_t skipped = 0;
-      std::array<double, 4> statistics{};
-      const auto size_tensor = torch::full({}, step_size, p.options().dtype(at::kFloat));
-      for (int64_t start = 0; start < n; start += options.chunk_size()) {
-        const int64_t size = std::min(options.chunk_size(), n - start);
-        const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
-        auto param = flat_param.narrow(0, start, size);
-        auto chunk_state = state.narrow(1, start, size).t();  // (size, state_size) view
-        const auto finite_grad = at::isfinite(g);
-        const auto safe_grad = at::where(finite_grad, g, at::zeros_like(g));
-        auto result =
-            model->step(safe_grad, param.to(at::kFloat), chunk_state, st.step(), size_tensor);
-        // A coordinate whose gradient or step is not finite keeps its value and its state.
-        const auto ok = finite_grad & at::isfinite(result.update);
-        skipped += (~ok).sum().item<int64_t>();
-        const auto update = at::where(ok, result.update, at::zeros_like(result.update));
-        param.add_(update.to(param.scalar_type()));
-        const auto sums =
-            LearnedOptimizerModelImpl::step_statistics(safe_grad, chunk_state, param.to(at::kFloat))
-                .to(at::kDouble)
-                .sum(0);
-        for (int64_t i = 0; i < 4; ++i) statistics[i] += sums[i].item<double>();
-        chunk_state.copy_(at::where(ok.unsqueeze(1), result.state, chunk_state));
-      }
-      finish(st, controller, tensor_state, skipped, statistics, n);
+      const auto result = composite_step(model, flat_param, flat_grad, st.state(), st.step(),
+                                         step_size, options.chunk_size());
+      finish_tensor(controller_parameters, st, controller, tensor_state, result.skipped,
+                    result.statistics, p.numel());
       if (copied) p.detach().copy_(flat_param.view(p.sizes()));
     }
   }
+  // The fused batch: the weights prepared once per step index, every tensor of it in one loop.
   for (auto& [t, entries] : fused_by_step)
     model_->fused_steps_(*model_->prepare_fused_step(t), entries);
   for (const auto& [t, job] : pending) {
     const auto& entry = fused_by_step[t][job.entry];
-    finish(*job.st, job.controller, job.tensor_state, entry.result.skipped, entry.result.statistics,
-           entry.param.numel());
+    finish_tensor(controller_parameters, *job.st, job.controller, job.tensor_state,
+                  entry.result.skipped, entry.result.statistics, entry.param.numel());
   }
   return loss;
 }

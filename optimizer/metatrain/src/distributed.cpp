@@ -1,4 +1,4 @@
-#include "flt/optim/distributed.h"
+#include "flt/metatrain/distributed.h"
 
 #include <c10/util/Exception.h>
 

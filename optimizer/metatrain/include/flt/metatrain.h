@@ -1,0 +1,10 @@
+#pragma once
+// Meta-training: how the learned optimizers' weights are made (task families, test landscapes,
+// the real data sets, distributed meta-training of Mnemosyne and of the swarm).
+
+#include "flt/metatrain/datasets.h"
+#include "flt/metatrain/distributed.h"
+#include "flt/metatrain/landscapes.h"
+#include "flt/metatrain/meta_train.h"
+#include "flt/metatrain/swarm_meta_train.h"
+#include "flt/metatrain/tasks.h"

@@ -1,0 +1,216 @@
+// Meta-training of the learned optimizer: the task families it trains on, and the estimators'
+// behaviour (improvement, resume, determinism, late emphasis).
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "flt/metatrain/meta_train.h"
+#include "flt/metatrain/tasks.h"
+#include "flt/optim/mnemosyne.h"
+#include "test_util.h"
+
+namespace fo = flt::optim;
+using flt::testing::expect_error;
+
+namespace {
+
+class Tasks : public flt::testing::SeededTest {};
+class MetaTrain : public flt::testing::SeededTest {};
+
+/// A fresh (untrained) model: its head starts at zero, so it is Adam with the controller's step.
+fo::LearnedOptimizerModel untrained(fo::Memory memory = fo::Memory::kFLT) {
+  return fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().memory(memory));
+}
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "/" + name;
+}
+
+}  // namespace
+
+TEST_F(Tasks, EveryFamilyIsFiniteAndDeterministic) {
+  for (auto family : fo::all_task_families()) {
+    auto gen_a = at::make_generator<at::CPUGeneratorImpl>(5);
+    auto gen_b = at::make_generator<at::CPUGeneratorImpl>(5);
+    auto a = fo::sample_task(family, gen_a);
+    auto b = fo::sample_task(family, gen_b);
+    const auto start = a->initial(gen_a);
+    EXPECT_TRUE(torch::equal(start, b->initial(gen_b))) << a->name();
+    auto p = start.clone().requires_grad_(true);
+    auto noise = at::make_generator<at::CPUGeneratorImpl>(1);
+    auto loss = a->loss(p, noise);
+    loss.backward();
+    EXPECT_TRUE(std::isfinite(loss.item<double>())) << a->name();
+    EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>()) << a->name();
+    EXPECT_GT(p.grad().abs().sum().item<double>(), 0.0) << a->name();
+    EXPECT_EQ(a->family(), family);
+    EXPECT_EQ(fo::task_family_from_name(fo::task_family_name(family)), family);
+    const auto sizes = a->segments();
+    EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), int64_t{0}), a->dim()) << a->name();
+    const auto& real = fo::real_task_families();
+    const bool is_real = std::find(real.begin(), real.end(), family) != real.end();
+    EXPECT_EQ(a->has_validation(), is_real) << a->name();
+    if (is_real) {
+      const auto held_out = a->validation_loss(p, noise).item<double>();
+      EXPECT_TRUE(std::isfinite(held_out)) << a->name();
+      // At the initial point every class is about equally likely: loss near log(classes).
+      EXPECT_LT(a->eval_loss(p).item<double>(), 2.0 * std::log(100.0)) << a->name();
+    }
+  }
+  expect_error([] { fo::task_family_from_name("mnist"); }, {"unknown task family", "mnist"});
+}
+
+namespace {
+
+fo::MetaTrainOptions tiny_meta(fo::MetaEstimator estimator, int64_t iterations) {
+  fo::MetaTrainOptions o;
+  o.families = {fo::TaskFamily::kNoisyQuadratic, fo::TaskFamily::kRosenbrock};
+  o.sampling.min_dim = 2;
+  o.sampling.max_dim = 4;
+  o.estimator = estimator;
+  o.iterations = iterations;
+  o.workers = 4;
+  o.unroll = 5;
+  o.horizon = 20;
+  o.meta_lr = 1e-2;
+  o.progress = false;
+  o.seed = 3;
+  return o;
+}
+
+/// Mean over fixed held-out quadratic/Rosenbrock instances of log(final / initial) after 40 steps.
+double held_out_objective(fo::LearnedOptimizerModel model) {
+  double total = 0.0;
+  int count = 0;
+  for (uint64_t seed = 100; seed < 106; ++seed) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    auto task =
+        fo::sample_task(seed % 2 ? fo::TaskFamily::kNoisyQuadratic : fo::TaskFamily::kRosenbrock,
+                        gen, tiny_meta(fo::MetaEstimator::kPES, 1).sampling);
+    auto p = task->initial(gen).requires_grad_(true);
+    const double initial = task->eval_loss(p).item<double>();
+    auto opt = fo::Mnemosyne({p}, fo::MnemosyneOptions(), model);
+    auto noise = at::make_generator<at::CPUGeneratorImpl>(seed);
+    for (int s = 0; s < 40; ++s) {
+      opt.zero_grad();
+      task->loss(p, noise).backward();
+      opt.step();
+    }
+    total += std::log(task->eval_loss(p).item<double>() / initial);
+    ++count;
+  }
+  return total / count;
+}
+
+}  // namespace
+
+TEST_F(MetaTrain, MetaTraining_ImprovesTheHeldOutObjective) {
+  torch::manual_seed(0);
+  auto model = untrained(fo::Memory::kFLT);
+  const double before = held_out_objective(model);
+  const auto history = fo::meta_train(model, tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 40));
+  const double after = held_out_objective(model);
+  std::printf("  held-out mean log(final/initial): untrained %.3f -> meta-trained %.3f\n", before,
+              after);
+  EXPECT_EQ(history.size(), 40u);
+  EXPECT_LT(after, before);
+}
+
+TEST_F(MetaTrain, MetaTraining_ResumesExactlyFromACheckpoint) {
+  const auto path = temp_path("meta_ckpt.pt");
+  std::remove(path.c_str());
+  torch::manual_seed(0);
+  auto straight = untrained(fo::Memory::kFLT);
+  fo::meta_train(straight, tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8));
+  torch::manual_seed(0);
+  auto resumed = untrained(fo::Memory::kFLT);
+  auto first = tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8);
+  first.checkpoint = path;
+  // An interrupted run: the last checkpoint is from the restart at iteration 4 (checkpoints are
+  // written at restarts, every horizon / unroll = 4 iterations); iteration 5 is lost.
+  struct Interrupted {};
+  EXPECT_THROW(fo::meta_train(resumed, first,
+                              [](const fo::MetaProgress& p) {
+                                if (p.iteration == 6) throw Interrupted{};
+                              }),
+               Interrupted);
+  torch::manual_seed(99);  // a different initial model: everything must come from the checkpoint
+  auto continued = untrained(fo::Memory::kFLT);
+  auto second = tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8);
+  second.checkpoint = path;
+  fo::meta_train(continued, second);
+  const auto a = straight->parameters(), b = continued->parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+}
+
+TEST_F(MetaTrain, MetaTraining_IsDeterministicBySeed) {
+  const auto run = [](uint64_t seed, const std::string& train) {
+    torch::manual_seed(0);
+    auto model = untrained(fo::Memory::kFLT);
+    auto options = tiny_meta(fo::MetaEstimator::kPES, 6);
+    options.seed = seed;
+    options.horizon_max = 40;  // variable horizons are drawn from the seed too
+    options.train = train;
+    fo::meta_train(model, options);
+    return model;
+  };
+  const auto a = run(3, "all"), b = run(3, "all"), c = run(4, "all");
+  const auto pa = a->parameters(), pb = b->parameters(), pc = c->parameters();
+  bool differs = false;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
+    differs = differs || !torch::equal(pa[i], pc[i]);
+  }
+  EXPECT_TRUE(differs) << "another seed gives another model";
+  // --train controller moves only the controller's scalars.
+  torch::manual_seed(0);
+  const auto fresh = untrained(fo::Memory::kFLT);
+  const auto controller_only = run(3, "controller");
+  for (const auto& item : controller_only->named_parameters()) {
+    const auto& before = fresh->named_parameters()[item.key()];
+    const bool controller = item.key().rfind("step_", 0) == 0;
+    EXPECT_EQ(torch::equal(item.value(), before), !controller) << item.key();
+  }
+}
+
+TEST_F(MetaTrain, PES_MovesTheModelWithFiniteEstimates) {
+  torch::manual_seed(0);
+  auto model = untrained(fo::Memory::kFLT);
+  const auto before = model->head_out->weight.detach().clone();
+  const auto history = fo::meta_train(model, tiny_meta(fo::MetaEstimator::kPES, 4));
+  for (double h : history) EXPECT_TRUE(std::isfinite(h));
+  EXPECT_FALSE(torch::equal(before, model->head_out->weight));
+  expect_error([] { fo::meta_estimator_from_name("reinforce"); }, {"reinforce"});
+  auto bad = tiny_meta(fo::MetaEstimator::kPES, 4);
+  bad.horizon = 7;
+  expect_error([&] { fo::meta_train(untrained(), bad); }, {"multiple of unroll", "7"});
+  auto no_decay_floor = tiny_meta(fo::MetaEstimator::kPES, 4);
+  no_decay_floor.meta_lr_end = 0.0;
+  expect_error([&] { fo::meta_train(untrained(), no_decay_floor); }, {"meta_lr_end", "0"});
+  auto negative_emphasis = tiny_meta(fo::MetaEstimator::kPES, 4);
+  negative_emphasis.late_emphasis = -1.0;
+  expect_error([&] { fo::meta_train(untrained(), negative_emphasis); }, {"late_emphasis", "-1"});
+}
+
+TEST_F(MetaTrain, LateEmphasis_WeighsTheHorizonsEnd) {
+  // One truncation per task (horizon = unroll), so an iteration's meta-loss is the weighted mean of
+  // log(loss_t / loss_0) over the task's steps. The weights have mean 1 and grow with t, so on
+  // tasks whose loss keeps falling the weighted mean lies below the plain one (Chebyshev's sum
+  // inequality); equal only if the loss stood still.
+  const auto first_loss = [](double late_emphasis) {
+    torch::manual_seed(0);
+    auto options = tiny_meta(fo::MetaEstimator::kPES, 1);
+    options.horizon = options.unroll;
+    options.late_emphasis = late_emphasis;
+    return fo::meta_train(untrained(fo::Memory::kFLT), options).at(0);
+  };
+  const double plain = first_loss(0.0), late = first_loss(3.0);
+  std::printf("  first meta-loss: plain %.4f, late emphasis 3: %.4f\n", plain, late);
+  EXPECT_TRUE(std::isfinite(plain) && std::isfinite(late));
+  EXPECT_LT(plain, 0.0) << "the tiny tasks' loss falls";
+  EXPECT_LT(late, plain);
+}
