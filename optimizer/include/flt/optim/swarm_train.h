@@ -1,6 +1,6 @@
 #pragma once
 // Meta-training of the swarm on Rastrigin-like families, and the held-out comparison with the
-// baselines at equal function-evaluation budgets (issue 14).
+// baselines at equal function-evaluation budgets.
 //
 // Estimator: antithetic evolution strategies over whole episodes (PES with a single truncation:
 // an episode is short, so there is no truncation bias to undo). The swarm's best value is a
@@ -78,7 +78,7 @@ struct BenchmarkFunction {
   double target = 0.0;  ///< "success": best value below it
 };
 /// Rastrigin 2/10/30-D (and 10/30-D shifted away from the box centre), Ackley, Schwefel and
-/// Griewank 10-D on their usual domains (DESIGN.md 5).
+/// Griewank 10-D on their usual domains (docs/design.md section 5).
 std::vector<BenchmarkFunction> swarm_benchmark_functions();
 
 /// A searcher by name: "swarm-flt", "swarm-performer", "swarm-independent", "swarm-lstm", "pso",
