@@ -35,7 +35,7 @@
 namespace {
 
 constexpr int kSkipped = 77;
-// The shape: B = 4, H = 8, L = 2048, D = 64, float32.
+// The benchmark's shape: B = 4, H = 8, L = 2048, D = 64, float32.
 constexpr int64_t kBatch = 4, kHeads = 8, kLength = 2048, kDim = 64;
 constexpr int64_t kFourierPower = 4;
 // The optimizer benchmark's model: 10 matrices of 1000 x 10000 = 100M float32 parameters.
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
   const int reps = options.repeats;
   std::vector<Row> rows;
 
-  // ---- Fourier fused vs softmax attention at the shape ----
+  // ---- Fourier fused vs softmax attention at the benchmark's shape ----
   const auto q = leaf({kBatch, kHeads, kLength, kDim}, cuda, 0.5);
   const auto k = leaf({kBatch, kHeads, kLength, kDim}, cuda, 0.5);
   const auto v = leaf({kBatch, kHeads, kLength, kDim}, cuda, 1.0);

@@ -45,7 +45,7 @@ struct Variant {
 /// sequence of operations public implementations such as performer-pytorch run: scaled q and k
 /// projected onto m Gaussian rows, exp(Wx - |x|^2/2 - max) per query and with one max over all
 /// keys, plus a small epsilon, then K^T V, the normaliser and the read-out as plain products.
-/// The peers' own code cannot be installed here (issue 16); this row stands in for their
+/// The peers' own code cannot be installed here (not in Debian); this row stands in for their
 /// arithmetic so that the library's Performer at m = 256 has a side-by-side baseline.
 torch::Tensor textbook_favor(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& rows) {

@@ -1,4 +1,4 @@
-// flt-demo: the papers' results in miniature, one subcommand each (DESIGN.md section 6b).
+// flt-demo: the papers' results in miniature, one subcommand each (docs/design.md section 6b).
 //
 //   flt-demo LESSON [--quick] [--out DIR] [--seed N] [--threads N]
 //   flt-demo all    [--quick] [--out DIR] ...      every lesson in turn

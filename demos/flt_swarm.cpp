@@ -1,4 +1,4 @@
-// flt-swarm: meta-trains the swarm optimizer (issue 14) and compares it with its baselines.
+// flt-swarm: meta-trains the swarm optimizer and compares it with its baselines.
 //
 //   flt-swarm train --variant flt --out optimizer/pretrained/swarm_flt.pt [--iterations 300]
 //   flt-swarm eval [--seeds 10] [--budget-per-dim 200] [--out-dir swarm-eval]

@@ -35,8 +35,9 @@ flt_install_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# Runtime settings (DESIGN.md section 7): OpenMP threads sleep instead of spinning against OpenBLAS's
-# pool on 2 cores. flt::init() sizes both pools to the core count unless OMP_NUM_THREADS is set.
+# Runtime settings (docs/design.md section 7): OpenMP threads sleep instead of spinning against
+# OpenBLAS's pool on 2 cores. flt::init() sizes both pools to the core count unless
+# OMP_NUM_THREADS is set.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$FLT_ROOT}"

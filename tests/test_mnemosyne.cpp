@@ -531,7 +531,7 @@ TEST_F(Mnemosyne, Pretrained_FLTShipsAndLoads) {
   }
 }
 
-// ---- settling (issue: the rule must settle under noise and past its horizon) -------------------
+// ---- settling (the rule must settle under noise and past its horizon: docs/design.md section 5)
 
 // 10,000 coordinates fed N(0, 1) gradients for 5000 steps: a rule without a way to settle random-
 // walks outward (the first shipped rule: RMS displacement 0.25 / 1.6 / 3.2 after 10 / 1000 / 5000

@@ -60,7 +60,7 @@ fa::SchoenbAttention make_schoenbat(const std::string& kernel, int64_t dim, int6
 }  // namespace
 
 // Derived coefficients equal the series computed independently by contour integration, and the
-// closed forms of DESIGN.md (the paper's Table 1 is wrong for logi and sqrt).
+// closed forms of docs/design.md section 3 (the paper's Table 1 is wrong for logi and sqrt).
 TEST_F(SchoenbAt, MaclaurinCoefficientsMatchIndependentSeries) {
   for (const auto& name : fa::schoenberg_kernels()) {
     const auto a = fa::maclaurin_coefficients(name, 14);

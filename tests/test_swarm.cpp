@@ -1,4 +1,4 @@
-// The swarm optimizer (issue 14) and its baselines: contract, numeric and behaviour tests.
+// The swarm optimizer and its baselines: contract, numeric and behaviour tests.
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/autograd.h>

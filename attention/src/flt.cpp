@@ -326,7 +326,7 @@ FLTAttentionImpl::PositionBlock FLTAttentionImpl::position_block(
   // [cos, sin] of 2 pi xi.r for every head, (B', H, L, 2r). The phase is formed in turns and in
   // double, whole turns removed, before it becomes an angle of the positions' dtype: in float,
   // 2 pi xi t at t = 4096 is off by up to 1e-3 rad, and cos/sin of such large arguments took 4 ns
-  // an entry in their range reduction (issue 16). Float on the CPU without gradients for the
+  // an entry in their range reduction (bench/NOTES.md). Float on the CPU without gradients for the
   // phase (the default: fixed frequencies and positions) takes the fused kernel, one pass instead
   // of six; otherwise the composite below ((B', 1, L, l) x (H, l, r); frac_ and mul_ in place on
   // the fresh product: frac's derivative is 1).
@@ -396,7 +396,7 @@ std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(
   query.half_squared_norms = {at_q.half_squared_norm};
   key.half_squared_norms = {at_q.half_squared_norm};
   // N1 = N2 at the same positions: one product of the position block for queries and keys, where
-  // two would cost as much as the q and k projections together (issue 16: FLT / Performer time).
+  // two would cost as much as the q and k projections together (FLT's time over Performer's).
   if (k_trig.is_same(at_q.trig) && at_q.query_scale.is_same(at_q.key_scale) &&
       feature_map->projection.defined()) {
     const auto shared = feature_map->project_block(key, 0);

@@ -101,7 +101,7 @@ CharLmRun train_char_lm(const TextCorpus& corpus, const attention::AttentionOpti
 
 namespace flt::demos {
 
-// The lessons, one file each (lessons.cpp lists them in issue order).
+// The lessons, one file each (common.cpp lists them in the order of docs/reproductions.md).
 LessonResult run_rpe_error(const LessonSettings& settings);         // rpe_error.cpp
 LessonResult run_speed(const LessonSettings& settings);             // speed.cpp
 LessonResult run_text_lm(const LessonSettings& settings);           // text_lm.cpp

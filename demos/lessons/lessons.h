@@ -1,7 +1,7 @@
 #pragma once
 // The teaching demos ("lessons"): one function per result of the papers, reproduced in miniature
-// (DESIGN.md section 6b). Each returns its table "paper | here | verdict", plot data and CSV rows
-// as plain data, so the flt-demo command line (PNG, CSV, terminal) and flt-lab's Lessons tab
+// (docs/design.md section 6b). Each returns its table "paper | here | verdict", plot data and CSV
+// rows as plain data, so the flt-demo command line (PNG, CSV, terminal) and flt-lab's Lessons tab
 // (ImGui plots) show the same numbers. No GL, no CLI here.
 //
 // A lesson's default settings finish in minutes on a 2-core laptop; `quick` finishes in well under
@@ -71,7 +71,7 @@ struct Lesson {
   std::function<LessonResult(const LessonSettings&)> run;
 };
 
-/// Every lesson in the order of issue 15 (1-7).
+/// Every lesson, in the order of the table in docs/reproductions.md (1-7).
 const std::vector<Lesson>& lessons();
 /// The lesson with this key, or nullptr.
 const Lesson* find_lesson(const std::string& key);

@@ -119,7 +119,7 @@ void show_rpe(LabState& lab, RpeView& view) {
     for (float v : c.exact) fmax = std::max(fmax, std::abs(v));
     ImGui::TextDisabled("(max |f| = %.3g; Monte Carlo: ~1/sqrt(r))", fmax);
   }
-  // The swarm optimizer's learned RPE (issue 14): f per head against the distance between two
+  // The swarm optimizer's learned RPE: f per head against the distance between two
   // particles in units of the particles' RMS distance from the swarm's centre;
   // positive f pulls a particle's attention to near ones.
   section("Swarm optimizer: learned f(|x_i - x_j|)");

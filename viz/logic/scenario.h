@@ -32,7 +32,7 @@ struct ArenaSettings {
   bool human_enabled = true;
   bool contours = true;  ///< contour lines over the heatmap
   bool surface = false;  ///< show the landscape as a 3-D surface instead of the map
-  bool swarm = false;    ///< the swarm level (issue 14): populations race on 2-D Rastrigin
+  bool swarm = false;    ///< the swarm level: populations race on 2-D Rastrigin
 };
 
 enum class TrainingTask { kCopy = 0, kReverse, kAssociativeRecall, kPositionMatch };

@@ -1,5 +1,5 @@
 #pragma once
-// The Optimizer Arena's swarm level (issue 14), GL-free: the FLT swarm (flt::optim::Swarm with
+// The Optimizer Arena's swarm level, GL-free: the FLT swarm (flt::optim::Swarm with
 // the shipped weights) races PSO, CMA-ES and Adam with restarts on 2-D Rastrigin at equal function
 // evaluations per step; the swarm's attention among its particles is kept for drawing. Also the
 // learned RPE f of the shipped swarm, for RPE Studio.

@@ -21,7 +21,7 @@ namespace {
 constexpr int64_t kFormatVersion = 2;
 
 // The optimizer state map is keyed by a string of the TensorImpl address up to LibTorch 2.1 and by
-// the address itself from 2.2 (DESIGN.md section 1): derive the key from the map's own type.
+// the address itself from 2.2 (docs/design.md section 1): derive the key from the map's own type.
 template <typename Map>
 typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
   using Key = typename Map::key_type;

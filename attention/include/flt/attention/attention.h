@@ -2,7 +2,7 @@
 // The interface every attention variant implements, the input checks they share, and the one
 // convention of their options.
 //
-// Shapes (DESIGN.md section 2): q, k: (B, H, L, D); v: (B, H, L, Dv); output (B, H, L, Dv);
+// Shapes (docs/design.md section 2): q, k: (B, H, L, D); v: (B, H, L, Dv); output (B, H, L, Dv);
 // positions (L, l) or (B, L, l). Non-causal calls may give queries a length Lq != Lk.
 //
 // Options (SoftmaxAttentionOptions ... SchoenbAttentionOptions) all follow one convention:

@@ -7,8 +7,9 @@
 // Two sets, because each was chosen by measurement for its own loops (bench/NOTES.md):
 //   FLT_CLONES         AVX2+FMA (x86-64-v3) and the baseline: the fused attention kernels
 //                      (kernels/src/*_cpu.cpp) and the benchmarks' FMA probe. An AVX-512 clone
-//                      of the kernels was never measured ("not tried", issue 4), and each clone is
-//                      a code path of its own whose vector widths change the order of the sums.
+//                      of the kernels was never measured ("not tried" in bench/NOTES.md), and
+//                      each clone is a code path of its own whose vector widths change the order
+//                      of the sums.
 //   FLT_CLONES_AVX512  AVX-512 (x86-64-v4) first: the learned optimizer's fused step
 //                      (optimizer/src/learned_step_fused.cpp) works on blocks of 16 float lanes,
 //                      one AVX-512 register; 56 ns per coordinate against 81 for its AVX2 clone.

@@ -5,9 +5,10 @@
 //   K_ij = prod_d phi( s(R_d (q_id - k_jd)) ),  s(x) = sin(x) / x,  out_i = sum_j K_ij v_j / sum_j
 //   K_ij
 //
-// Numerics (DESIGN.md section 3): the product over d underflows for D >= 32, so weights are carried
-// as mantissa * 2^exponent and every row is normalised by its largest exponent (the max shift of a
-// softmax, in base 2); s and its log-derivative cot x - 1/x use series near 0 (fourier_series.h).
+// Numerics (docs/design.md section 4): the product over d underflows for D >= 32, so weights are
+// carried as mantissa * 2^exponent and every row is normalised by its largest exponent (the max
+// shift of a softmax, in base 2); s and its log-derivative cot x - 1/x use series near 0
+// (fourier_series.h).
 // A row whose every weight is exactly zero (possible with ReLU, or when every key sits on a zero of
 // sin) has no defined average: its output is 0 and it passes no gradient.
 // Memory: never the (L, L, D) tensor. The CPU kernel keeps the normalised weights (B, H, Lq, Lk)

@@ -21,7 +21,7 @@ struct BenchmarkFunction {
   double target = 0.0;  ///< "success": best value below it
 };
 /// Rastrigin 2/10/30-D (and 10/30-D shifted away from the box centre), Ackley, Schwefel and
-/// Griewank 10-D on their usual domains (DESIGN.md 5).
+/// Griewank 10-D on their usual domains (docs/design.md section 5).
 std::vector<BenchmarkFunction> swarm_benchmark_functions();
 
 /// A searcher by name: "swarm-flt", "swarm-performer", "swarm-independent", "swarm-lstm", "pso",

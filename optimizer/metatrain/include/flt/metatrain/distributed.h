@@ -1,7 +1,7 @@
 #pragma once
-// Processes that meta-train together (DESIGN.md section 5): PyTorch's c10d with the Gloo backend,
-// rendezvous by a TCPStore (the RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT convention of
-// torchrun) or a FileStore (`file://PATH`, one machine or a shared file system).
+// Processes that meta-train together (docs/design.md section 5): PyTorch's c10d with the Gloo
+// backend, rendezvous by a TCPStore (the RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT convention
+// of torchrun) or a FileStore (`file://PATH`, one machine or a shared file system).
 //
 //   auto rendezvous = flt::optim::Rendezvous::from_environment();   // RANK, WORLD_SIZE, ...
 //   MetaTrainOptions options;

@@ -4,7 +4,7 @@
 // Used by the Optimizer Arena in flt-lab and by meta-training of the learned optimizers. Every
 // function evaluates a batch of points: x: (..., n) -> (...), and is differentiable everywhere
 // autograd reaches it (Ackley's sqrt is guarded at the origin so its gradient there is 0, not NaN).
-// Domains and minima follow DESIGN.md section 5.
+// Domains and minima follow docs/design.md section 5.
 
 #include <torch/types.h>
 

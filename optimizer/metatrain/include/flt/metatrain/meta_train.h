@@ -1,6 +1,6 @@
 #pragma once
-// Meta-training of LearnedOptimizerModel (DESIGN.md section 5) and the unrolled inner loop shared
-// with evaluation.
+// Meta-training of LearnedOptimizerModel (docs/design.md section 5) and the unrolled inner loop
+// shared with evaluation.
 //
 // A population of workers each optimises a task instance with the model for `horizon` inner steps,
 // cut into truncations of `unroll` steps. After each truncation the meta-gradient is estimated and

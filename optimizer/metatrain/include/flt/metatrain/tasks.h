@@ -1,6 +1,7 @@
 #pragma once
 // Task families for meta-training and evaluating learned optimizers: differentiable problems over
-// one flat parameter vector, each instance drawn at random from its family (DESIGN.md section 5).
+// one flat parameter vector, each instance drawn at random from its family (docs/design.md
+// section 5).
 
 #include <ATen/core/Generator.h>
 #include <torch/types.h>

@@ -1,6 +1,6 @@
 #pragma once
 // Swarm: a population-based learned optimizer whose particles attend to each other through FLT
-// attention (FLT paper Sec. 5.4, Fig. 3 right; DESIGN.md section 5).
+// attention (FLT paper Sec. 5.4, Fig. 3 right; docs/design.md section 5).
 //
 // P particles live in the search box, in unit coordinates u = (x - lower) / (upper - lower) - 1/2.
 // Every step each particle reads its own features (rank and z-score of its value and of its best,

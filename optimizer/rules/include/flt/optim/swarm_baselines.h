@@ -1,5 +1,5 @@
 #pragma once
-// The swarm's baselines (issue 14), as PopulationSearch searchers on a box: random search,
+// The swarm's baselines, as PopulationSearch searchers on a box: random search,
 // particle swarm optimisation, CMA-ES and Adam with random restarts. All keep their points inside
 // the box (clipped) and are deterministic for a seed.
 
