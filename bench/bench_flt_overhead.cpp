@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "flt/detail/statistics.h"
 #include "flt/flt.h"
 
 namespace fa = flt::attention;
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> ms(variants.size());
   // Minor page faults per call: on a VM where a fault is expensive they explain the gap between
   // the min and the median, and between this run and one with glibc keeping freed memory.
-  std::vector<std::vector<long>> faults(variants.size());
+  std::vector<std::vector<double>> faults(variants.size());
   const auto minor_faults = [] {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
@@ -86,20 +87,20 @@ int main(int argc, char** argv) {
       const auto elapsed = std::chrono::steady_clock::now() - start;
       if (round > 0) {
         ms[i].push_back(std::chrono::duration<double, std::milli>(elapsed).count());
-        faults[i].push_back(minor_faults() - faults_before);
+        faults[i].push_back(static_cast<double>(minor_faults() - faults_before));
       }
     }
   }
-  for (auto& m : ms) std::sort(m.begin(), m.end());
-  for (auto& f : faults) std::sort(f.begin(), f.end());
-  const auto median = [](const auto& m) { return m[m.size() / 2]; };
+  using flt::detail::median;
   std::printf(
       "L = %lld, %s, %d interleaved rounds: ms min (median), ratio to performer, median minor page "
       "faults per call\n",
       static_cast<long long>(length), backward ? "forward+backward" : "forward", rounds);
   for (size_t i = 0; i < variants.size(); ++i) {
-    std::printf("  %-11s %8.2f (%8.2f)   %.2fx (%.2fx)   %6ld faults\n", variants[i].first.c_str(),
-                ms[i][0], median(ms[i]), ms[i][0] / ms[0][0], median(ms[i]) / median(ms[0]),
+    const double least = *std::min_element(ms[i].begin(), ms[i].end());
+    const double performer = *std::min_element(ms[0].begin(), ms[0].end());
+    std::printf("  %-11s %8.2f (%8.2f)   %.2fx (%.2fx)   %6.0f faults\n", variants[i].first.c_str(),
+                least, median(ms[i]), least / performer, median(ms[i]) / median(ms[0]),
                 median(faults[i]));
   }
   return 0;

@@ -27,6 +27,7 @@
 #endif
 
 #include "flt/attention/softmax.h"
+#include "flt/detail/statistics.h"
 #include "flt/kernels/fourier_attention.h"
 #include "flt/kernels/linear_attention.h"
 #include "flt/optim/mnemosyne.h"
@@ -61,8 +62,7 @@ double median_ms(const std::function<void()>& fn, int calls, int repeats) {
         std::chrono::steady_clock::now() - start;
     times.push_back(elapsed.count() / calls);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return flt::detail::median(times);
 }
 
 struct Row {

@@ -5,7 +5,7 @@
 # Without a CUDA device they print "no CUDA device: skipped" and exit 77 (ctest: skipped).
 function(flt_add_gpu_program name source build_by_default)
   add_executable(${name} ${source})
-  target_link_libraries(${name} PRIVATE flt::flt)
+  target_link_libraries(${name} PRIVATE flt::flt flt_detail)  # flt_detail: median
   if(FLT_CUDA_ENABLED)
     target_link_libraries(${name} PRIVATE CUDA::cudart)  # the benchmark's device query
   endif()

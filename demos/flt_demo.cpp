@@ -8,17 +8,16 @@
 // verdict", and writes DIR/LESSON.png and DIR/LESSON.csv. Defaults finish in minutes on a 2-core
 // machine; --quick in under a minute. A lesson that needs something not built yet says so
 // and exits with status 2.
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "cli_checks.h"
+#include "flt/detail/progress.h"
 #include "flt/runtime.h"
 #include "lessons/lessons.h"
 #include "raster_plot.h"
@@ -28,51 +27,6 @@ namespace fd = flt::demos;
 namespace {
 
 constexpr int kUnavailable = 2;  // exit status of a lesson that cannot run yet
-
-std::string clock_text(double seconds) {
-  const int s = static_cast<int>(seconds + 0.5);
-  char text[16];
-  std::snprintf(text, sizeof(text), "%d:%02d", s / 60, s % 60);
-  return text;
-}
-
-// A progress bar on stderr with the elapsed time and an ETA, redrawn at most 5 times a second
-// (on a terminal; elsewhere a line every 10% so logs stay short).
-class ProgressBar {
- public:
-  explicit ProgressBar(std::string name) : name_(std::move(name)), tty_(isatty(2) != 0) {}
-  void update(double done, const std::string& stage) {
-    const double elapsed = seconds();
-    if (tty_) {
-      if (done < 1.0 && elapsed - last_ < 0.2) return;
-      last_ = elapsed;
-      const int width = 30, filled = static_cast<int>(done * width);
-      const std::string eta = done > 0.02 ? clock_text(elapsed / done * (1.0 - done)) : "?";
-      std::fprintf(stderr, "\r%-16s [%s%s] %3.0f%% %s elapsed, ETA %s  %-40.40s", name_.c_str(),
-                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-                   100 * done, clock_text(elapsed).c_str(), eta.c_str(), stage.c_str());
-    } else {
-      const int decile = static_cast<int>(done * 10);
-      if (decile <= printed_) return;
-      printed_ = decile;
-      std::fprintf(stderr, "%s: %3d%% after %s (%s)\n", name_.c_str(), decile * 10,
-                   clock_text(elapsed).c_str(), stage.c_str());
-    }
-  }
-  void finish() {
-    if (tty_) std::fprintf(stderr, "\n");
-  }
-
- private:
-  double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  std::string name_;
-  bool tty_;
-  double last_ = -1.0;
-  int printed_ = -1;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
 
 void print_table(const fd::LessonResult& r) {
   const std::vector<std::string> head = {"quantity", "paper", "here", "verdict"};
@@ -141,7 +95,7 @@ int run_lesson(const fd::Lesson& lesson, bool quick, uint64_t seed, const std::s
   std::printf("== %s: %s%s\n   (%s)\n", lesson.key.c_str(), lesson.title.c_str(),
               quick ? " [quick]" : "", lesson.paper.c_str());
   std::fflush(stdout);
-  ProgressBar bar(lesson.key);
+  flt::detail::ProgressBar bar(lesson.key);
   fd::LessonSettings settings;
   settings.quick = quick;
   settings.seed = seed;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cli_checks.h"
+#include "flt/detail/statistics.h"
 #include "flt/harness/evaluate.h"
 #include "flt/harness/training_runs.h"
 #include "flt/optim/mnemosyne.h"
@@ -266,10 +267,7 @@ void run_real_suite(const RealSuiteOptions& options) {
               "vs tuned W/T/L", "late rise", "diverged", "median speed-up");
   for (const auto& c : contenders) {
     auto& t = tally[c.name];
-    std::vector<double> s = t.speedups;
-    std::sort(s.begin(), s.end());
-    const double med =
-        s.size() % 2 == 1 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
+    const double med = flt::detail::median(t.speedups);
     char vs_default[32], vs_tuned[32];
     std::snprintf(vs_default, sizeof(vs_default), "%d/%d/%d", t.vs_default[0], t.vs_default[1],
                   t.vs_default[2]);

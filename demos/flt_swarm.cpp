@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli_checks.h"
+#include "flt/detail/progress.h"
 #include "flt/harness/swarm_comparison.h"
 #include "flt/metatrain/swarm_meta_train.h"
 #include "flt/optim/swarm.h"
@@ -38,11 +39,10 @@ int run_eval(const fo::ComparisonOptions& base, const std::string& out_dir, bool
     options.adam_lr = fo::tune_adam_lr(grid, 5, options.budget_per_dim, options.particles);
   }
   std::fprintf(stderr, "Adam restarts lr = %g box widths per step\n", options.adam_lr);
-  options.progress = [](double done, const std::string& what) {
-    std::fprintf(stderr, "\r[%3.0f%%] %-40s", 100.0 * done, what.c_str());
-  };
+  flt::detail::ProgressBar bar("flt-swarm eval");
+  options.progress = [&bar](double done, const std::string& what) { bar.update(done, what); };
   const auto runs = fo::compare_searchers(options);
-  std::fprintf(stderr, "\n");
+  bar.finish();
   std::filesystem::create_directories(out_dir);
   std::ofstream csv(out_dir + "/runs.csv");
   csv << "function,searcher,seed,evaluations,best,success\n";

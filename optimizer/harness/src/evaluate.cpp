@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
+
+#include "flt/detail/statistics.h"
 
 namespace flt::optim {
 namespace {
@@ -17,12 +18,7 @@ constexpr uint64_t kEvalSeedBase = 0;
 // their own stream, offset so that no evaluation instance coincides with a meta-training one.
 constexpr uint64_t kEvalStream = 0xE7A1ULL << 32;
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  if (n == 0) return std::numeric_limits<double>::quiet_NaN();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
+using flt::detail::median;
 
 struct Instance {
   std::unique_ptr<Task> task;

@@ -8,14 +8,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "flt/detail/statistics.h"
 #include "flt/metatrain/landscapes.h"
 #include "flt/metatrain/swarm_meta_train.h"
 #include "flt/optim/swarm_baselines.h"
 
 namespace flt::optim {
-namespace {
-constexpr double kRastriginBound = 5.12;
-}  // namespace
 
 // ---- held-out benchmark -------------------------------------------------------------------------
 
@@ -111,8 +109,7 @@ double tune_adam_lr(const std::vector<double>& grid, int64_t seeds, int64_t budg
                           budget_per_dim * kDims)
                           .best_value);
     }
-    std::sort(bests.begin(), bests.end());
-    const double median = bests[bests.size() / 2];
+    const double median = flt::detail::median(bests);
     if (median < best_median) {
       best_median = median;
       best_lr = lr;
@@ -172,9 +169,8 @@ std::pair<std::vector<double>, std::vector<double>> median_best_curve(
       values.push_back(r.result.best_history[static_cast<size_t>(it - e.begin() - 1)]);
     }
     if (values.empty()) continue;
-    std::sort(values.begin(), values.end());
     xs.push_back(static_cast<double>(at));
-    ys.push_back(values[values.size() / 2]);
+    ys.push_back(flt::detail::median(values));
   }
   return {xs, ys};
 }
@@ -191,9 +187,7 @@ ComparisonCell summarize(const std::vector<ComparisonRun>& runs, const std::stri
   ComparisonCell cell;
   cell.runs = static_cast<int64_t>(bests.size());
   if (bests.empty()) return cell;
-  std::sort(bests.begin(), bests.end());
-  const size_t m = bests.size() / 2;
-  cell.median = bests.size() % 2 ? bests[m] : 0.5 * (bests[m - 1] + bests[m]);
+  cell.median = flt::detail::median(bests);
   cell.success_rate = static_cast<double>(successes) / static_cast<double>(bests.size());
   return cell;
 }

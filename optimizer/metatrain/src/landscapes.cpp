@@ -4,8 +4,14 @@
 
 #include <cmath>
 
+#include "flt/detail/random.h"
+
 namespace flt::optim {
 namespace {
+
+using flt::detail::haar_rotation;
+using flt::detail::log_uniform;
+using flt::detail::uniform;
 
 constexpr double kPi = 3.14159265358979323846;
 
@@ -145,6 +151,29 @@ torch::Tensor distance_to_minimum(Landscape landscape, const torch::Tensor& x) {
     best = best.defined() ? torch::minimum(best, d) : d;
   }
   return best;
+}
+
+torch::Tensor RastriginTask::clean(const torch::Tensor& x) const {
+  const auto first = rastrigin(torch::matmul(x - shift, rotation.t()) * scale);
+  if (!second_shift.defined()) return first;
+  return torch::minimum(
+      first, rastrigin(torch::matmul(x - second_shift, rotation.t()) * scale) + second_offset);
+}
+
+RastriginTask sample_rastrigin_task(const RastriginFamily& family, int64_t n, at::Generator& gen) {
+  RastriginTask task;
+  task.shift = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * family.max_shift;
+  task.rotation = torch::eye(n, torch::kDouble);
+  if (uniform(gen, 0, 1) < family.rotate_probability) task.rotation = haar_rotation(n, gen);
+  task.scale = log_uniform(gen, family.min_scale, family.max_scale);
+  task.noise =
+      uniform(gen, 0, 1) < family.noise_probability ? uniform(gen, 0, family.max_noise) : 0.0;
+  // Drawn last and only when possible, so families without second funnels draw as before.
+  if (family.two_funnel_probability > 0 && uniform(gen, 0, 1) < family.two_funnel_probability) {
+    task.second_shift = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * family.max_shift;
+    task.second_offset = uniform(gen, 0, static_cast<double>(n));
+  }
+  return task;
 }
 
 }  // namespace flt::optim

@@ -6,26 +6,20 @@
 #include <torch/serialize.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "flt/detail/progress.h"
+#include "flt/detail/random.h"
 #include "flt/metatrain/landscapes.h"
 
 namespace flt::optim {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-constexpr double kRastriginBound = 5.12;
-
-double uniform(at::Generator& gen, double lo, double hi) {
-  return lo + (hi - lo) * at::rand({1}, gen, torch::kDouble).item<double>();
-}
-double log_uniform(at::Generator& gen, double lo, double hi) {
-  return std::exp(uniform(gen, std::log(lo), std::log(hi)));
-}
+using flt::detail::log_uniform;
 
 // Rastrigin-like tasks of one dimension, evaluated together. x: (B, P, n) -> (B, P), clean.
 // One-funnel tasks have second_shift = shift and offset 0, so the min changes nothing.
@@ -38,41 +32,7 @@ torch::Tensor evaluate_tasks(const torch::Tensor& x, const torch::Tensor& shift,
   return torch::minimum(funnel(shift), funnel(second_shift) + second_offset.unsqueeze(1));
 }
 
-std::string format_duration(double seconds) {
-  char buffer[32];
-  const int s = static_cast<int>(seconds);
-  std::snprintf(buffer, sizeof(buffer), "%dm%02ds", s / 60, s % 60);
-  return buffer;
-}
-
 }  // namespace
-
-torch::Tensor RastriginTask::clean(const torch::Tensor& x) const {
-  const auto first = rastrigin(torch::matmul(x - shift, rotation.t()) * scale);
-  if (!second_shift.defined()) return first;
-  return torch::minimum(
-      first, rastrigin(torch::matmul(x - second_shift, rotation.t()) * scale) + second_offset);
-}
-
-RastriginTask sample_rastrigin_task(const RastriginFamily& family, int64_t n, at::Generator& gen) {
-  RastriginTask task;
-  task.shift = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * family.max_shift;
-  task.rotation = torch::eye(n, torch::kDouble);
-  if (uniform(gen, 0, 1) < family.rotate_probability) {
-    // QR of a Gaussian matrix, signs fixed by R's diagonal: a uniformly random rotation.
-    const auto qr = at::linalg_qr(at::randn({n, n}, gen, torch::kDouble));
-    task.rotation = std::get<0>(qr) * std::get<1>(qr).diagonal().sign().unsqueeze(0);
-  }
-  task.scale = log_uniform(gen, family.min_scale, family.max_scale);
-  task.noise =
-      uniform(gen, 0, 1) < family.noise_probability ? uniform(gen, 0, family.max_noise) : 0.0;
-  // Drawn last and only when possible, so families without second funnels draw as before.
-  if (family.two_funnel_probability > 0 && uniform(gen, 0, 1) < family.two_funnel_probability) {
-    task.second_shift = (at::rand({n}, gen, torch::kDouble) * 2.0 - 1.0) * family.max_shift;
-    task.second_offset = uniform(gen, 0, static_cast<double>(n));
-  }
-  return task;
-}
 
 torch::Tensor swarm_episode_loss(SwarmModelImpl& model, const std::vector<RastriginTask>& tasks,
                                  int64_t particles, int64_t steps, uint64_t seed) {
@@ -158,7 +118,10 @@ std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptio
     if (fresh) csv << "iteration,dims,steps,meta_loss,seconds\n";
   }
   std::vector<double> losses;
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto fraction = [&](int64_t iteration) {
+    return static_cast<double>(iteration) / static_cast<double>(options.iterations);
+  };
+  flt::detail::ProgressBar bar("swarm meta-train", options.progress, fraction(start));
   for (int64_t it = start; it < options.iterations; ++it) {
     // Everything random in an iteration follows (seed, iteration): a resumed run is the same run.
     auto gen = at::make_generator<at::CPUGeneratorImpl>(options.seed * 1000003ULL + it);
@@ -203,26 +166,18 @@ std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptio
     theta = theta - lr * (adam_m / (1.0 - std::pow(kBeta1, t))) /
                         ((adam_v / (1.0 - std::pow(kBeta2, t))).sqrt() + kEps);
     losses.push_back(meta_loss);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (csv.is_open())
-      csv << it << "," << n << "," << steps << "," << meta_loss << "," << seconds << "\n"
+      csv << it << "," << n << "," << steps << "," << meta_loss << "," << bar.seconds() << "\n"
           << std::flush;
     if ((it + 1) % 10 == 0) save(it + 1);
-    if (options.progress) {
-      const double done = static_cast<double>(it + 1 - start);
-      const double eta = seconds / done * static_cast<double>(options.iterations - it - 1);
-      const int width = 30;
-      const int filled = static_cast<int>(width * (it + 1) / options.iterations);
-      std::fprintf(stderr, "\r[%.*s%*s] %lld/%lld  n=%2lld  meta-loss %.3f  %s elapsed, ETA %s   ",
-                   filled, "==============================", width - filled, "",
-                   static_cast<long long>(it + 1), static_cast<long long>(options.iterations),
-                   static_cast<long long>(n), meta_loss, format_duration(seconds).c_str(),
-                   format_duration(eta).c_str());
-    }
+    char figures[64];
+    std::snprintf(figures, sizeof(figures), "%lld/%lld  n=%2lld  meta-loss %.3f",
+                  static_cast<long long>(it + 1), static_cast<long long>(options.iterations),
+                  static_cast<long long>(n), meta_loss);
+    bar.update(fraction(it + 1), figures);
     if (on_iteration) on_iteration(it, meta_loss);
   }
-  if (options.progress) std::fprintf(stderr, "\n");
+  bar.finish();
   save(options.iterations);
   model->set_flat_parameters(theta);
   return losses;

@@ -17,17 +17,6 @@ int64_t uniform_int(at::Generator& gen, int64_t lo, int64_t hi) {
   return lo + at::randint(hi - lo + 1, {1}, gen).item<int64_t>();
 }
 
-double uniform(at::Generator& gen, double lo, double hi) {
-  return lo + (hi - lo) * at::rand({1}, gen, at::kDouble).item<double>();
-}
-
-/// Haar-random rotation (QR of a Gaussian matrix with the signs fixed). -> (n, n)
-torch::Tensor random_rotation(int64_t n, at::Generator& gen) {
-  const auto a = at::randn({n, n}, gen, at::kDouble);
-  auto [q, r] = at::linalg_qr(a);
-  return (q * at::sign(at::diagonal(r)).unsqueeze(0)).to(at::kFloat);
-}
-
 /// Child generator for data drawn once at task creation (keeps `gen`'s stream for the caller).
 at::Generator child(at::Generator& gen) {
   return at::make_generator<at::CPUGeneratorImpl>(
@@ -36,18 +25,39 @@ at::Generator child(at::Generator& gen) {
 
 // ---- landscapes ------------------------------------------------------------------------------
 
+/// The Rastrigin family's instances (landscapes.h's sampler): shift U(-1, 1)^n, always rotated,
+/// scale log-uniform in [0.3, 3]. The family's own noise (TaskSampling::noise) replaces the
+/// sampler's, which is off.
+RastriginFamily mnemosyne_rastrigin_family() {
+  RastriginFamily family;
+  family.max_shift = 1.0;
+  family.rotate_probability = 1.0;
+  family.min_scale = 0.3;
+  family.max_scale = 3.0;
+  family.noise_probability = 0.0;
+  family.two_funnel_probability = 0.0;
+  return family;
+}
+
 class LandscapeTask : public Task {
  public:
   LandscapeTask(TaskFamily family, Landscape landscape, int64_t dims, at::Generator gen,
                 double noise)
       : family_(family), landscape_(landscape), dims_(dims) {
     const auto info = landscape_info(landscape, dims);
-    // Rastrigin-like instances: shifted and rotated coordinates, plus a random output scale.
     const bool rastrigin = family == TaskFamily::kRastrigin;
     const bool ackley = family == TaskFamily::kAckley;
-    shift_ = (rastrigin || ackley) ? at::rand({dims}, gen) * 2.0 - 1.0 : at::zeros({dims});
-    rotation_ = rastrigin ? random_rotation(dims, gen) : at::eye(dims);
-    scale_ = rastrigin ? std::exp(uniform(gen, std::log(0.3), std::log(3.0))) : 1.0;
+    if (rastrigin) {
+      // Shifted and rotated coordinates. The drawn scale multiplies the value here, not the
+      // coordinates as in the swarm's tasks: the learned rule meets losses of many sizes.
+      const auto task = sample_rastrigin_task(mnemosyne_rastrigin_family(), dims, gen);
+      shift_ = task.shift.to(at::kFloat);
+      rotation_ = task.rotation.to(at::kFloat);
+      scale_ = task.scale;
+    } else {
+      shift_ = ackley ? at::rand({dims}, gen) * 2.0 - 1.0 : at::zeros({dims});
+      rotation_ = at::eye(dims);
+    }
     box_ = ackley                              ? 5.0
            : rastrigin                         ? info.upper
            : family == TaskFamily::kRosenbrock ? 2.0

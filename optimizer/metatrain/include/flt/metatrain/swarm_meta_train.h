@@ -13,37 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "flt/metatrain/landscapes.h"  // RastriginTask, RastriginFamily: the tasks it trains on
 #include "flt/optim/population.h"
 #include "flt/optim/swarm.h"
 
 namespace flt::optim {
-
-/// f(x) = rastrigin(scale R (x - shift)) + noise N(0, 1) on [-5.12, 5.12]^n (the noise is drawn
-/// per evaluation; `clean` leaves it out). Minimum 0 at `shift`. With a second funnel,
-/// f = min(that, rastrigin(scale R (x - second_shift)) + second_offset): two bowls of local minima,
-/// the second one's floor `second_offset` >= 0 higher, so a swarm that averages across them lands
-/// between the two.
-struct RastriginTask {
-  torch::Tensor shift;     ///< (n)
-  torch::Tensor rotation;  ///< (n, n) orthogonal (identity when not rotated)
-  double scale = 1.0, noise = 0.0;
-  torch::Tensor second_shift;  ///< (n), or undefined: one funnel
-  double second_offset = 0.0;
-  /// x: (..., n) -> (...), without noise.
-  torch::Tensor clean(const torch::Tensor& x) const;
-};
-
-struct RastriginFamily {
-  int64_t min_dims = 2, max_dims = 30;  ///< n log-uniform in [min, max]
-  double max_shift = 2.5;               ///< shift ~ U(-max_shift, max_shift)^n
-  double rotate_probability = 0.5;
-  double min_scale = 0.6, max_scale = 1.5;          ///< log-uniform
-  double noise_probability = 0.3, max_noise = 2.0;  ///< noise std ~ U(0, max) with that probability
-  /// Probability of a second funnel (shift drawn as the first, offset ~ U(0, n)).
-  double two_funnel_probability = 0.5;
-};
-/// Draws a task of dimension n.
-RastriginTask sample_rastrigin_task(const RastriginFamily& family, int64_t n, at::Generator& gen);
 
 struct SwarmMetaTrainOptions {
   RastriginFamily family = {};
