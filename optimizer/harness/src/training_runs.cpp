@@ -2,15 +2,6 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/modules/activation.h>
-#include <torch/nn/modules/batchnorm.h>
-#include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/normalization.h>
-#include <torch/nn/modules/pooling.h>
-#include <torch/nn/modules/rnn.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 
@@ -23,7 +14,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "flt/attention/transformer.h"
+#include "flt/detail/progress.h"
+#include "flt/detail/statistics.h"
 #include "flt/optim/mnemosyne.h"
 
 namespace flt::optim {
@@ -35,23 +27,7 @@ constexpr uint64_t kTuningSeedBase = 10000;
 // The minibatch order's generator: another stream than the weights' (seeded with the seed itself).
 constexpr uint64_t kBatchStream = 0x5eed0bad;
 
-double median(std::vector<double> values) {
-  if (values.empty()) return NAN;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds)) return "?";
-  const auto s = static_cast<long long>(seconds + 0.5);
-  char text[32];
-  if (s >= 3600)
-    std::snprintf(text, sizeof(text), "%lldh%02lldm", s / 3600, (s / 60) % 60);
-  else
-    std::snprintf(text, sizeof(text), "%lldm%02llds", s / 60, s % 60);
-  return text;
-}
+using flt::detail::median;
 
 // outputs: (B, C) or (B, L, C) logits, or (B, 1) predictions.
 torch::Tensor compute_loss(LossKind kind, const torch::Tensor& outputs,
@@ -125,264 +101,6 @@ void validate(const TrainingRun& run) {
   }
 }
 
-// ---- models -------------------------------------------------------------------------------------
-
-/// Character LM: embedding -> one-layer LSTM -> linear. tokens (B, L) -> logits (B, L, V)
-struct LstmLanguageModel : torch::nn::Module {
-  LstmLanguageModel(int64_t vocab, int64_t embed, int64_t hidden)
-      : embedding(register_module("embedding", torch::nn::Embedding(vocab, embed))),
-        lstm(register_module(
-            "lstm", torch::nn::LSTM(torch::nn::LSTMOptions(embed, hidden).batch_first(true)))),
-        head(register_module("head", torch::nn::Linear(hidden, vocab))) {}
-  torch::Tensor forward(const torch::Tensor& tokens) {
-    return head(std::get<0>(lstm(embedding(tokens))));
-  }
-  torch::nn::Embedding embedding;
-  torch::nn::LSTM lstm;
-  torch::nn::Linear head;
-};
-
-TrainableModel sequential(torch::nn::Sequential net) {
-  return {net.ptr(), [net](const torch::Tensor& x) mutable { return net->forward(x); }};
-}
-
-/// Linear layers of the given widths with `activation` between them.
-template <typename Activation>
-torch::nn::Sequential mlp(const std::vector<int64_t>& widths, bool flatten) {
-  torch::nn::Sequential net;
-  if (flatten) net->push_back(torch::nn::Flatten());
-  for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    net->push_back(torch::nn::Linear(widths[i], widths[i + 1]));
-    if (i + 2 < widths.size()) net->push_back(Activation());
-  }
-  return net;
-}
-
-TrainingRun fmnist_cnn() {
-  TrainingRun run;
-  run.name = "fmnist-cnn";
-  run.family = "CNN conv8-pool-conv16-pool-linear ReLU / Fashion-MNIST 12k";
-  run.split = data::fashion_mnist(/*train_limit=*/12000, /*test_limit=*/2000);
-  run.build = [](uint64_t) {
-    namespace nn = torch::nn;
-    return sequential(nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)), nn::ReLU(),
-                                     nn::MaxPool2d(2),
-                                     nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1)), nn::ReLU(),
-                                     nn::MaxPool2d(2), nn::Flatten(), nn::Linear(16 * 7 * 7, 10)));
-  };
-  run.batch = 32;
-  run.steps = 1500;
-  run.eval_every = 75;  // a held-out pass of the CNN costs about 30 training steps
-  run.eval_examples = 1000;
-  return run;
-}
-
-TrainingRun fmnist_tanh_mlp() {
-  TrainingRun run;
-  run.name = "fmnist-mlp-tanh";
-  run.family = "MLP 784-64-32-10 tanh / Fashion-MNIST 12k";
-  run.split = data::fashion_mnist(/*train_limit=*/12000, /*test_limit=*/2000);
-  run.build = [](uint64_t) { return sequential(mlp<torch::nn::Tanh>({784, 64, 32, 10}, true)); };
-  run.batch = 128;
-  run.steps = 1500;
-  run.eval_every = 50;
-  run.eval_examples = 2000;
-  return run;
-}
-
-TrainingRun text_lstm() {
-  TrainingRun run;
-  run.name = "text-lstm";
-  run.family = "char LSTM embed 32 hidden 64 / licence text";
-  run.corpus = data::licence_text();
-  const int64_t vocab = run.corpus.vocab;
-  run.build = [vocab](uint64_t) {
-    auto model = std::make_shared<LstmLanguageModel>(vocab, 32, 64);
-    return TrainableModel{model, [model](const torch::Tensor& x) { return model->forward(x); }};
-  };
-  run.sequence_length = 32;
-  run.batch = 16;
-  run.steps = 1500;
-  run.eval_every = 50;
-  run.eval_examples = 256;
-  return run;
-}
-
-TrainingRun text_transformer() {
-  TrainingRun run;
-  run.name = "text-transformer";
-  run.family = "TransformerLM softmax 2 layers E32 2 heads / licence text";
-  run.corpus = data::licence_text();
-  const int64_t vocab = run.corpus.vocab;
-  run.sequence_length = 32;
-  const int64_t length = run.sequence_length;
-  run.build = [vocab, length](uint64_t) {
-    attention::TransformerLM model(
-        attention::TransformerOptions(vocab, /*embed_dim=*/32, /*heads=*/2, /*layers=*/2)
-            .max_length(length));
-    return TrainableModel{model.ptr(),
-                          [model](const torch::Tensor& x) mutable { return model->forward(x); }};
-  };
-  run.batch = 16;
-  run.steps = 1500;
-  run.eval_every = 50;
-  run.eval_examples = 256;
-  return run;
-}
-
-// ---- outside runs: model kinds and loops that neither meta-training nor the runs above use
-// ------- Added after the rule was made (2026-11-25), as a check an outside user would run:
-// normalisation layers, a reconstruction loss, zero initialisation, a deep tanh network, and a
-// small data set trained long enough to overfit.
-
-constexpr int64_t kOutsideTrainImages = 8000, kOutsideTestImages = 2000;
-
-TrainingRun fmnist_mlp_layernorm() {
-  TrainingRun run;
-  run.name = "fmnist-mlp-layernorm";
-  run.family = "MLP 784-128-LayerNorm-64-10 ReLU / Fashion-MNIST 8k";
-  run.split = data::fashion_mnist(kOutsideTrainImages, kOutsideTestImages);
-  run.build = [](uint64_t) {
-    namespace nn = torch::nn;
-    return sequential(nn::Sequential(nn::Flatten(), nn::Linear(784, 128),
-                                     nn::LayerNorm(nn::LayerNormOptions({128})), nn::ReLU(),
-                                     nn::Linear(128, 64), nn::ReLU(), nn::Linear(64, 10)));
-  };
-  run.batch = 64;
-  run.steps = 2000;
-  run.eval_every = 100;
-  return run;
-}
-
-TrainingRun fmnist_autoencoder() {
-  TrainingRun run;
-  run.name = "fmnist-autoencoder";
-  run.family = "autoencoder 784-128-32-128-784 ReLU (MSE reconstruction) / Fashion-MNIST 8k";
-  run.split = data::fashion_mnist(kOutsideTrainImages, kOutsideTestImages);
-  // Targets are the (standardised) inputs: a held-out MSE of 1 is predicting the mean pixel.
-  run.split.train_y = run.split.train_x.reshape({run.split.train_x.size(0), -1});
-  run.split.test_y = run.split.test_x.reshape({run.split.test_x.size(0), -1});
-  run.split.classes = 0;
-  run.loss = LossKind::kMeanSquaredError;
-  run.build = [](uint64_t) {
-    return sequential(mlp<torch::nn::ReLU>({784, 128, 32, 128, 784}, true));
-  };
-  run.batch = 64;
-  run.steps = 2000;
-  run.eval_every = 100;
-  return run;
-}
-
-TrainingRun fmnist_logreg_zero_init() {
-  TrainingRun run;
-  run.name = "fmnist-logreg-zero-init";
-  run.family = "softmax regression initialised at zero / Fashion-MNIST 8k";
-  run.split = data::fashion_mnist(kOutsideTrainImages, kOutsideTestImages);
-  run.build = [](uint64_t) {
-    torch::nn::Linear linear(784, 10);
-    torch::NoGradGuard no_grad;
-    linear->weight.zero_();
-    linear->bias.zero_();
-    return sequential(torch::nn::Sequential(torch::nn::Flatten(), linear));
-  };
-  run.batch = 128;
-  run.steps = 2000;
-  run.eval_every = 100;
-  return run;
-}
-
-TrainingRun fmnist_cnn_batchnorm() {
-  TrainingRun run;
-  run.name = "fmnist-cnn-batchnorm";
-  run.family = "CNN conv16-BatchNorm-pool-conv16-BatchNorm-pool-linear ReLU / Fashion-MNIST 8k";
-  run.split = data::fashion_mnist(kOutsideTrainImages, kOutsideTestImages);
-  run.build = [](uint64_t) {
-    namespace nn = torch::nn;
-    return sequential(nn::Sequential(
-        nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1)), nn::BatchNorm2d(16), nn::ReLU(),
-        nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(16, 16, 3).padding(1)), nn::BatchNorm2d(16),
-        nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(16 * 7 * 7, 10)));
-  };
-  run.batch = 32;
-  run.steps = 1500;
-  run.eval_every = 100;
-  run.eval_examples = 1000;
-  return run;
-}
-
-TrainingRun fmnist_mlp_small_data() {
-  TrainingRun run;
-  run.name = "fmnist-mlp-small-data";
-  run.family = "MLP 784-128-128-10 ReLU / Fashion-MNIST 3k (32 epochs: overfits)";
-  run.split = data::fashion_mnist(/*train_limit=*/3000, kOutsideTestImages);
-  run.build = [](uint64_t) { return sequential(mlp<torch::nn::ReLU>({784, 128, 128, 10}, true)); };
-  run.batch = 32;
-  run.steps = 3000;
-  run.eval_every = 100;
-  return run;
-}
-
-TrainingRun deep_tanh_regression() {
-  TrainingRun run;
-  run.name = "deep-tanh-regression";
-  run.family = "MLP 8-64-64-64-64-1 tanh / smooth function of 8 inputs plus noise (synthetic)";
-  // y = sum_j sin(x . w_j) + 0.3 x_0 x_1, standardised, plus N(0, 0.1^2) noise: 2000 training
-  // and 1000 held-out points from a fixed generator (the same data for every seed).
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(123);
-  const auto x = at::randn({3000, 8}, gen);
-  const auto w = at::randn({8, 4}, gen);
-  auto y = at::sin(x.matmul(w)).sum(1, true) + 0.3 * (x.select(1, 0) * x.select(1, 1)).unsqueeze(1);
-  y = (y - y.mean()) / y.std();
-  y = y + 0.1 * at::randn(y.sizes(), gen);
-  run.split.name = "deep-tanh-regression";
-  run.split.train_x = x.slice(0, 0, 2000);
-  run.split.test_x = x.slice(0, 2000);
-  run.split.train_y = y.slice(0, 0, 2000);
-  run.split.test_y = y.slice(0, 2000);
-  run.loss = LossKind::kMeanSquaredError;
-  run.build = [](uint64_t) {
-    return sequential(mlp<torch::nn::Tanh>({8, 64, 64, 64, 64, 1}, false));
-  };
-  run.batch = 32;
-  run.steps = 3000;
-  run.eval_every = 100;
-  return run;
-}
-
-TrainingRun tabular_run(const std::string& set, const std::string& kind) {
-  TrainingRun run;
-  run.split = data::tabular(set);
-  const int64_t features = run.split.train_x.size(1);
-  const int64_t outputs = run.split.classes > 0 ? run.split.classes : 1;
-  run.loss = run.split.classes > 0 ? LossKind::kCrossEntropy : LossKind::kMeanSquaredError;
-  run.batch = 16;
-  run.steps = 1000;
-  run.eval_every = 25;
-  if (kind == "mlp") {
-    run.name = set + "-mlp";
-    run.family =
-        "MLP " + std::to_string(features) + "-32-32-" + std::to_string(outputs) + " ReLU / " + set;
-    run.build = [features, outputs](uint64_t) {
-      return sequential(mlp<torch::nn::ReLU>({features, 32, 32, outputs}, false));
-    };
-  } else {
-    const bool regression = run.split.classes == 0;
-    run.name = set + (regression ? "-linreg" : "-logreg");
-    run.family = std::string(regression ? "linear" : "logistic") + " regression / " + set;
-    run.build = [features, outputs](uint64_t) {
-      return sequential(torch::nn::Sequential(torch::nn::Linear(features, outputs)));
-    };
-  }
-  return run;
-}
-
-/// Steps and intervals scaled, at least 10 steps and one interval.
-TrainingRun scaled(TrainingRun run, double scale) {
-  run.steps = std::max<int64_t>(10, static_cast<int64_t>(std::llround(run.steps * scale)));
-  run.eval_every = std::max<int64_t>(1, static_cast<int64_t>(std::llround(run.eval_every * scale)));
-  return run;
-}
-
 // ---- tuning cache -------------------------------------------------------------------------------
 
 using CacheKey =
@@ -440,35 +158,6 @@ double best_lr(const GridScores& scores) {
   }
   return lr;
 }
-
-/// Progress over run-steps, one line on stderr.
-class Progress {
- public:
-  Progress(bool enabled, int64_t total) : enabled_(enabled), total_(std::max<int64_t>(1, total)) {}
-  void advance(int64_t steps, const std::string& what) {
-    done_ += steps;
-    if (!enabled_) return;
-    const double seconds = elapsed();
-    const double eta = seconds / static_cast<double>(done_) * static_cast<double>(total_ - done_);
-    const int width = 30;
-    const int filled = static_cast<int>(width * std::min(done_, total_) / total_);
-    std::fprintf(stderr, "\r[%.*s%*s] %3.0f%%  %-40.40s %s elapsed, ETA %s   ", filled,
-                 "==============================", width - filled, "",
-                 100.0 * static_cast<double>(done_) / static_cast<double>(total_), what.c_str(),
-                 format_duration(seconds).c_str(), format_duration(eta).c_str());
-  }
-  void finish() {
-    if (enabled_) std::fprintf(stderr, "\n");
-  }
-
- private:
-  double elapsed() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  }
-  bool enabled_;
-  int64_t total_, done_ = 0;
-  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-};
 
 }  // namespace
 
@@ -574,84 +263,6 @@ TrainingCurve run_training(const TrainingRun& run, uint64_t seed, const Optimize
   return curve;
 }
 
-namespace {
-
-struct RunEntry {
-  const char* name;
-  const char* tabular_set;  // nullptr: no sklearn needed
-  std::function<TrainingRun()> make;
-};
-
-const std::vector<RunEntry>& run_entries() {
-  static const std::vector<RunEntry> entries = {
-      {"fmnist-cnn", nullptr, fmnist_cnn},
-      {"fmnist-mlp-tanh", nullptr, fmnist_tanh_mlp},
-      {"text-lstm", nullptr, text_lstm},
-      {"text-transformer", nullptr, text_transformer},
-      {"wine-mlp", "wine", [] { return tabular_run("wine", "mlp"); }},
-      {"breast_cancer-mlp", "breast_cancer", [] { return tabular_run("breast_cancer", "mlp"); }},
-      {"digits-mlp", "digits", [] { return tabular_run("digits", "mlp"); }},
-      {"diabetes-mlp", "diabetes", [] { return tabular_run("diabetes", "mlp"); }},
-      {"digits-logreg", "digits", [] { return tabular_run("digits", "linear"); }},
-      {"diabetes-linreg", "diabetes", [] { return tabular_run("diabetes", "linear"); }},
-      {"fmnist-mlp-layernorm", nullptr, fmnist_mlp_layernorm},
-      {"fmnist-autoencoder", nullptr, fmnist_autoencoder},
-      {"fmnist-logreg-zero-init", nullptr, fmnist_logreg_zero_init},
-      {"fmnist-cnn-batchnorm", nullptr, fmnist_cnn_batchnorm},
-      {"fmnist-mlp-small-data", nullptr, fmnist_mlp_small_data},
-      {"deep-tanh-regression", nullptr, deep_tanh_regression},
-  };
-  return entries;
-}
-
-}  // namespace
-
-std::vector<std::string> held_out_training_run_names() {
-  std::vector<std::string> names;
-  for (const auto& entry : run_entries()) names.emplace_back(entry.name);
-  return names;
-}
-
-std::vector<TrainingRun> held_out_training_runs(double steps_scale,
-                                                const std::vector<std::string>& only,
-                                                std::vector<std::string>* skipped) {
-  TORCH_CHECK(steps_scale > 0.0 && std::isfinite(steps_scale),
-              "held_out_training_runs: steps_scale must be positive, got ", steps_scale);
-  const auto all = held_out_training_run_names();
-  for (const auto& name : only) {
-    TORCH_CHECK(std::find(all.begin(), all.end(), name) != all.end(),
-                "held_out_training_runs: unknown run \"", name, "\"");
-  }
-  const auto tabular = data::tabular_names();
-  std::vector<TrainingRun> runs;
-  for (const auto& entry : run_entries()) {
-    if (!only.empty() && std::find(only.begin(), only.end(), entry.name) == only.end()) continue;
-    if (entry.tabular_set != nullptr &&
-        std::find(tabular.begin(), tabular.end(), entry.tabular_set) == tabular.end()) {
-      if (skipped != nullptr) {
-        skipped->push_back(std::string(entry.name) +
-                           " (needs the Debian package python3-sklearn: apt-get install "
-                           "python3-sklearn)");
-      }
-      continue;
-    }
-    runs.push_back(scaled(entry.make(), steps_scale));
-  }
-  return runs;
-}
-
-TrainingRun quick_training_run() {
-  TrainingRun run;
-  run.name = "quick-fmnist-mlp";
-  run.family = "MLP 784-16-10 tanh / Fashion-MNIST 2k";
-  run.split = data::fashion_mnist(/*train_limit=*/2000, /*test_limit=*/200);
-  run.build = [](uint64_t) { return sequential(mlp<torch::nn::Tanh>({784, 16, 10}, true)); };
-  run.batch = 32;
-  run.steps = 100;
-  run.eval_every = 10;
-  return run;
-}
-
 std::vector<RunContender> baseline_contenders() {
   RunContender adam;
   adam.name = "adam-1e-3";
@@ -727,7 +338,13 @@ std::vector<RunRow> evaluate_training_runs(const std::vector<TrainingRun>& runs,
       }
     }
   }
-  Progress progress(options.progress, total);
+  flt::detail::ProgressBar progress("training runs", options.progress);
+  int64_t done = 0;
+  const auto advance = [&](int64_t steps, const std::string& what) {
+    done += steps;
+    progress.update(static_cast<double>(done) / static_cast<double>(std::max<int64_t>(1, total)),
+                    what);
+  };
 
   std::vector<RunRow> rows;
   for (const auto& run : runs) {
@@ -752,7 +369,7 @@ std::vector<RunRow> evaluate_training_runs(const std::vector<TrainingRun>& runs,
               char what[96];
               std::snprintf(what, sizeof(what), "%s %s tune lr %.2g", run.name.c_str(),
                             contender.name.c_str(), lr);
-              progress.advance(run.steps, what);
+              advance(run.steps, what);
             }
             scores[lr] = median(finals);
           }
@@ -771,7 +388,7 @@ std::vector<RunRow> evaluate_training_runs(const std::vector<TrainingRun>& runs,
         row.diverged += curve.diverged ? 1 : 0;
         row.late_rise += curve.final_loss() > kLateRiseFactor * curve.best_loss() ? 1 : 0;
         row.seconds += curve.seconds / static_cast<double>(options.eval_seeds);
-        progress.advance(run.steps, run.name + " " + contender.name + " seed " + std::to_string(s));
+        advance(run.steps, run.name + " " + contender.name + " seed " + std::to_string(s));
       }
       row.median_final = median(finals);
       row.median_best = median(bests);
