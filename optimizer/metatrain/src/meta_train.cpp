@@ -5,24 +5,27 @@
 #include <torch/autograd.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
-#include <torch/serialize.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <deque>
 #include <fstream>
 #include <memory>
-#include <numeric>
-#include <sstream>
-#include <tuple>
 
+#include "flt/detail/progress.h"
+#include "flt/detail/random.h"
 #include "learned_rule.h"
+#include "meta_train_state.h"
 
 namespace flt::optim {
 namespace {
+
+using detail::Assignment;
+using detail::family_slot;
+using detail::GatherCost;
+using detail::WorkerPlacement;
 
 constexpr double kMinLoss = 1e-12, kMaxLoss = 1e30;
 
@@ -170,75 +173,10 @@ std::vector<torch::Tensor> trainable(LearnedOptimizerModelImpl& model, const std
 int64_t restart_horizon(const MetaTrainOptions& options, int64_t index) {
   if (options.horizon_max <= options.horizon) return options.horizon;
   auto gen = generator_for(options.seed ^ 0x40A12, index, 0);
-  const double u = at::rand({1}, gen, at::kDouble).item<double>();
-  const double h =
-      std::exp(std::log(double(options.horizon)) +
-               u * (std::log(double(options.horizon_max)) - std::log(double(options.horizon))));
+  const double h = flt::detail::log_uniform(gen, static_cast<double>(options.horizon),
+                                            static_cast<double>(options.horizon_max));
   return std::max<int64_t>(1, std::llround(h / double(options.unroll))) * options.unroll;
 }
-
-/// The family (an index into options.families) of worker `w` after restart `restart_index`:
-/// families in turn, so every restart sees a balanced mix.
-size_t family_slot(const MetaTrainOptions& options, int64_t restart_index, int64_t w) {
-  return static_cast<size_t>((restart_index * options.workers + w) %
-                             static_cast<int64_t>(options.families.size()));
-}
-
-/// Which workers each rank runs: (world_size) lists, ascending. Chosen at every restart by
-/// longest processing time first: the costliest worker goes to the least loaded rank, a worker's
-/// cost being the seconds its family took per iteration when last measured. Only the speed depends
-/// on it: a worker computes the same on any rank, and all are added in worker order.
-using Assignment = std::vector<std::vector<int64_t>>;
-class WorkerPlacement {
- public:
-  explicit WorkerPlacement(const MetaTrainOptions& options)
-      : options_(options), family_seconds_(options.families.size(), 0.0) {}
-
-  /// The assignment for the tasks of restart `restart_index`. Equal costs (nothing measured yet)
-  /// give rank r the workers r, r + world_size, ...
-  Assignment assign(int64_t restart_index, int world_size) const {
-    double known = 0.0, count = 0.0;  // a family not yet measured costs the mean of the others
-    for (const double s : family_seconds_) {
-      if (s > 0.0) known += s, ++count;
-    }
-    std::vector<double> cost(options_.workers);
-    for (int64_t w = 0; w < options_.workers; ++w) {
-      const double s = family_seconds_[family_slot(options_, restart_index, w)];
-      cost[w] = s > 0.0 ? s : count > 0.0 ? known / count : 1.0;
-    }
-    std::vector<int64_t> order(cost.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return cost[a] > cost[b]; });
-    std::vector<double> load(world_size, 0.0);
-    Assignment owned(world_size);
-    for (const auto w : order) {
-      const auto r = std::min_element(load.begin(), load.end()) - load.begin();
-      owned[r].push_back(w);
-      load[r] += cost[w];
-    }
-    for (auto& list : owned) std::sort(list.begin(), list.end());
-    return owned;
-  }
-
-  /// Records how long each worker of the tasks of restart `restart_index` took, (workers) seconds.
-  void measured(int64_t restart_index, const torch::Tensor& seconds) {
-    std::vector<double> sum(family_seconds_.size(), 0.0), n(family_seconds_.size(), 0.0);
-    const auto values = seconds.to(at::kDouble).contiguous();
-    for (int64_t w = 0; w < options_.workers; ++w) {
-      const auto slot = family_slot(options_, restart_index, w);
-      sum[slot] += values.data_ptr<double>()[w];
-      n[slot] += 1.0;
-    }
-    for (size_t f = 0; f < sum.size(); ++f) {
-      if (n[f] > 0.0) family_seconds_[f] = sum[f] / n[f];
-    }
-  }
-
- private:
-  const MetaTrainOptions& options_;
-  std::vector<double> family_seconds_;  // per family (0: not measured yet)
-};
 
 /// Restarts the workers `owned` by this rank and drops the others' tasks; a worker's task depends
 /// only on its index in all workers, never on the rank that runs it.
@@ -288,126 +226,223 @@ void restart(std::vector<Worker>& workers, const std::vector<int64_t>& owned,
   }
 }
 
-/// The whole meta-training state: a checkpoint file, or what rank 0 sends the other ranks.
-std::unique_ptr<torch::serialize::OutputArchive> checkpoint_archive(
-    LearnedOptimizerModelImpl& model, const torch::optim::Adam& adam, int64_t iteration,
-    int64_t restart_index) {
-  auto archive = std::make_unique<torch::serialize::OutputArchive>();
-  archive->write("iteration", torch::IValue(iteration));
-  archive->write("restart", torch::IValue(restart_index));
-  torch::serialize::OutputArchive model_archive;
-  model.save(model_archive);
-  archive->write("model", model_archive);
-  torch::serialize::OutputArchive adam_archive;
-  adam.save(adam_archive);
-  archive->write("adam", adam_archive);
-  return archive;
+// ---- the pieces of an iteration
+// ------------------------------------------------------------------
+
+// A worker's row of contributions: [meta-loss, seconds it took, meta-gradient (P)].
+constexpr int64_t kLoss = 0, kSeconds = 1, kGradient = 2;
+
+void check_options(const MetaTrainOptions& options) {
+  TORCH_CHECK(!options.families.empty(), "meta_train: no task families given");
+  TORCH_CHECK(options.iterations > 0, "meta_train: iterations must be positive, got ",
+              options.iterations);
+  TORCH_CHECK(options.workers > 0, "meta_train: workers must be positive, got ", options.workers);
+  TORCH_CHECK(options.unroll > 0, "meta_train: unroll must be positive, got ", options.unroll);
+  TORCH_CHECK(options.horizon >= options.unroll && options.horizon % options.unroll == 0,
+              "meta_train: horizon must be a positive multiple of unroll (", options.unroll,
+              "), got ", options.horizon);
+  TORCH_CHECK(options.meta_lr > 0.0, "meta_train: meta_lr must be positive, got ", options.meta_lr);
+  TORCH_CHECK(options.meta_lr_end > 0.0 && options.meta_lr_end <= 1.0,
+              "meta_train: meta_lr_end must be in (0, 1], got ", options.meta_lr_end);
+  TORCH_CHECK(options.pes_sigma > 0.0, "meta_train: pes_sigma must be positive, got ",
+              options.pes_sigma);
+  TORCH_CHECK(options.late_emphasis >= 0.0 && std::isfinite(options.late_emphasis),
+              "meta_train: late_emphasis must be finite and >= 0, got ", options.late_emphasis);
+  TORCH_CHECK(options.horizon_max == 0 || options.horizon_max >= options.horizon,
+              "meta_train: horizon_max must be 0 or >= horizon (", options.horizon, "), got ",
+              options.horizon_max);
 }
 
-void save_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model,
-                     const torch::optim::Adam& adam, int64_t iteration, int64_t restart_index) {
-  const std::string tmp = path + ".tmp";
-  checkpoint_archive(model, adam, iteration, restart_index)->save_to(tmp);
-  std::rename(tmp.c_str(), path.c_str());  // never leave a half-written checkpoint
-}
-
-/// Reads a checkpoint_archive into `model` and `adam`; returns (iteration, restart index).
-std::pair<int64_t, int64_t> read_checkpoint(torch::serialize::InputArchive& archive,
-                                            LearnedOptimizerModelImpl& model,
-                                            torch::optim::Adam& adam) {
-  torch::IValue iteration, restart_index;
-  archive.read("iteration", iteration);
-  archive.read("restart", restart_index);
-  torch::serialize::InputArchive model_archive, adam_archive;
-  archive.read("model", model_archive);
-  model.load(model_archive);
-  archive.read("adam", adam_archive);
-  adam.load(adam_archive);
-  return {iteration.toInt(), restart_index.toInt()};
-}
-
-std::pair<int64_t, int64_t> load_checkpoint(const std::string& path,
-                                            LearnedOptimizerModelImpl& model,
-                                            torch::optim::Adam& adam) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(path);
-  return read_checkpoint(archive, model, adam);
-}
-
-/// Every rank starts from rank 0's state (a fresh or given model, or its checkpoint), sent as one
-/// serialized checkpoint: the checkpoint file need only exist on rank 0's machine.
-std::pair<int64_t, int64_t> share_starting_state(Communicator& communicator,
-                                                 LearnedOptimizerModelImpl& model,
-                                                 torch::optim::Adam& adam, int64_t iteration,
-                                                 int64_t restart_index) {
-  std::ostringstream bytes;
-  if (communicator.rank() == 0) {
-    checkpoint_archive(model, adam, iteration, restart_index)->save_to(bytes);
+/// Where this run starts, (iteration, restart index): rank 0's checkpoint when there is one, else
+/// the beginning; every rank then takes rank 0's state.
+std::pair<int64_t, int64_t> starting_point(LearnedOptimizerModelImpl& model,
+                                           torch::optim::Adam& adam,
+                                           const MetaTrainOptions& options,
+                                           const std::vector<torch::Tensor>& params) {
+  Communicator* const communicator = options.communicator.get();
+  const bool writes = communicator == nullptr || communicator->rank() == 0;
+  std::pair<int64_t, int64_t> start{0, 0};
+  if (writes && !options.checkpoint.empty() && std::ifstream(options.checkpoint).good()) {
+    start = detail::load_checkpoint(options.checkpoint, model, adam);
+    if (options.progress) {
+      std::fprintf(stderr, "meta_train: resumed from %s at iteration %lld\n",
+                   options.checkpoint.c_str(), static_cast<long long>(start.first));
+    }
   }
-  auto size = torch::tensor({static_cast<int64_t>(bytes.str().size())}, at::kLong);
-  communicator.broadcast(size);
-  auto payload = at::empty({size.item<int64_t>()}, at::kByte);
-  if (communicator.rank() == 0)
-    std::memcpy(payload.data_ptr(), bytes.str().data(), payload.numel());
-  communicator.broadcast(payload);
-  if (communicator.rank() == 0) return {iteration, restart_index};
-  torch::serialize::InputArchive archive;
-  archive.load_from(static_cast<const char*>(payload.data_ptr()), payload.numel());
-  return read_checkpoint(archive, model, adam);
+  if (communicator) {
+    detail::check_same_options(*communicator, options, params);
+    start = detail::share_starting_state(*communicator, model, adam, start.first, start.second);
+  }
+  return start;
 }
 
-/// Ranks given different options would silently train different things: each rank's options
-/// (those that shape the result) and parameter shapes are compared with rank 0's.
-void check_same_options(Communicator& communicator, const MetaTrainOptions& options,
-                        const std::vector<torch::Tensor>& params) {
-  std::ostringstream text;
-  text << meta_estimator_name(options.estimator) << " " << options.train << " "
-       << options.iterations << " " << options.workers << " " << options.unroll << " "
-       << options.horizon << " " << options.horizon_max << " " << options.meta_lr << " "
-       << options.meta_lr_end << " " << options.pes_sigma << " " << options.clip << " "
-       << options.late_emphasis << " " << options.seed;
-  for (const auto family : options.families) text << " " << task_family_name(family);
-  for (const auto& p : params) text << " " << p.sizes();
-  // std::hash is the same on every rank running the same build of the program.
-  const auto mine = torch::tensor({static_cast<int64_t>(std::hash<std::string>{}(text.str()))});
-  const auto all = communicator.allgather(mine);
-  for (size_t r = 1; r < all.size(); ++r) {
-    TORCH_CHECK(torch::equal(all[r], all[0]), "meta_train: rank ", r,
-                " was started with other meta-training options or another rule shape than rank 0 "
-                "(rank ",
-                communicator.rank(), " has: ", text.str(), "); every rank needs the same flags");
+/// Half-cosine decay from meta_lr to meta_lr * meta_lr_end; a function of the iteration only, so a
+/// resumed run follows the same schedule.
+void set_meta_lr(torch::optim::Adam& adam, const MetaTrainOptions& options, int64_t iteration) {
+  const double fraction = static_cast<double>(iteration) / static_cast<double>(options.iterations);
+  const double decay =
+      options.meta_lr_end + (1.0 - options.meta_lr_end) * 0.5 * (1.0 + std::cos(M_PI * fraction));
+  for (auto& group : adam.param_groups()) {
+    static_cast<torch::optim::AdamOptions&>(group.options()).lr(options.meta_lr * decay);
   }
 }
 
-/// Every worker's row of contributions in worker order, (workers, columns): this rank's rows
-/// (those of its `owned[rank]` workers, in order) and the other ranks', the same matrix on every
-/// rank whatever the world size.
-torch::Tensor gather_workers(const torch::Tensor& local, const Assignment& owned, int64_t workers,
-                             Communicator* communicator) {
-  if (communicator == nullptr) return local;  // owned[0]: every worker, in order
-  // Gloo's allgather takes equal sizes: every rank sends as many rows as the largest share.
-  size_t most = 0;
-  for (const auto& list : owned) most = std::max(most, list.size());
-  auto padded = at::zeros({static_cast<int64_t>(most), local.size(1)}, local.options());
-  padded.narrow(0, 0, local.size(0)).copy_(local);
-  const auto shares = communicator->allgather(padded);
-  std::vector<torch::Tensor> rows(workers);
-  for (size_t r = 0; r < owned.size(); ++r) {
-    for (size_t k = 0; k < owned[r].size(); ++k) rows[owned[r][k]] = shares[r][k];
-  }
-  return at::stack(rows);
+int64_t numel(const std::vector<torch::Tensor>& params) {
+  int64_t n = 0;
+  for (const auto& p : params) n += p.numel();
+  return n;
 }
 
-std::string format_duration(double seconds) {
-  const int s = static_cast<int>(seconds + 0.5);
-  char buffer[32];
-  if (s >= 3600) {
-    std::snprintf(buffer, sizeof(buffer), "%dh%02dm", s / 3600, (s / 60) % 60);
-  } else {
-    std::snprintf(buffer, sizeof(buffer), "%dm%02ds", s / 60, s % 60);
+/// Truncated back-propagation: each worker in `mine` unrolls one truncation with a graph into
+/// `params`. -> (mine, kGradient + P) rows, in double.
+torch::Tensor estimate_by_backprop(LearnedOptimizerModelImpl& model, std::vector<Worker>& workers,
+                                   const std::vector<int64_t>& mine,
+                                   const std::vector<torch::Tensor>& params,
+                                   const MetaTrainOptions& options) {
+  auto local =
+      at::zeros({static_cast<int64_t>(mine.size()), kGradient + numel(params)}, at::kDouble);
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const auto worker_start = std::chrono::steady_clock::now();
+    auto& worker = workers[mine[k]];
+    auto row = local[k];
+    const auto loss = unroll(model, worker, worker.particles[0], options.unroll,
+                             /*meta_graph=*/true, options.late_emphasis);
+    row[kLoss].fill_(loss.item<double>());
+    if (loss.requires_grad()) {  // else diverged: no graph, no gradient
+      const auto grads = torch::autograd::grad({loss}, params, {}, /*retain_graph=*/false,
+                                               /*create_graph=*/false, /*allow_unused=*/true);
+      for (size_t i = 0, offset = kGradient; i < params.size(); offset += params[i++].numel()) {
+        if (grads[i].defined())
+          row.narrow(0, offset, params[i].numel()).copy_(grads[i].reshape(-1));
+      }
+    }
+    row[kSeconds].fill_(seconds_since(worker_start));
   }
-  return buffer;
+  return local;
 }
+
+/// Antithetic PES: each worker in `mine` unrolls one truncation at theta + eps and theta - eps (in
+/// `scratch`, whose parameters `scratch_params` are the trainable ones), eps drawn from (seed,
+/// iteration, worker) and accumulated since the worker's restart. -> (mine, kGradient + P) rows.
+torch::Tensor estimate_by_pes(LearnedOptimizerModelImpl& scratch,
+                              const std::vector<torch::Tensor>& scratch_params,
+                              std::vector<Worker>& workers, const std::vector<int64_t>& mine,
+                              const std::vector<torch::Tensor>& params,
+                              const MetaTrainOptions& options, int64_t iteration) {
+  torch::NoGradGuard no_grad;
+  const int64_t parameter_count = numel(params);
+  auto local =
+      at::zeros({static_cast<int64_t>(mine.size()), kGradient + parameter_count}, at::kDouble);
+  const auto theta = torch::cat([&] {
+    std::vector<torch::Tensor> flat;
+    for (auto& p : params) flat.push_back(p.detach().reshape(-1));
+    return flat;
+  }());
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const auto worker_start = std::chrono::steady_clock::now();
+    const int64_t w = mine[k];
+    auto& worker = workers[w];
+    auto gen = generator_for(options.seed ^ 0x5EED, iteration, w);
+    const auto eps = at::randn(theta.sizes(), gen) * options.pes_sigma;
+    worker.accumulated = worker.accumulated.defined() ? worker.accumulated + eps : eps;
+    double losses[2];
+    for (int sign = 0; sign < 2; ++sign) {
+      const auto perturbed = theta + (sign == 0 ? eps : -eps);
+      int64_t offset = 0;
+      for (auto& p : scratch_params) {
+        p.copy_(perturbed.narrow(0, offset, p.numel()).view(p.sizes()));
+        offset += p.numel();
+      }
+      losses[sign] = unroll(scratch, worker, worker.particles[sign], options.unroll,
+                            /*meta_graph=*/false, options.late_emphasis)
+                         .item<double>();
+    }
+    auto row = local[k];
+    row[kLoss].fill_(0.5 * (losses[0] + losses[1]));
+    row.narrow(0, kGradient, parameter_count)
+        .copy_(worker.accumulated.to(at::kDouble) *
+               ((losses[0] - losses[1]) / (2.0 * options.pes_sigma * options.pes_sigma)));
+    row[kSeconds].fill_(seconds_since(worker_start));
+  }
+  return local;
+}
+
+/// The mean of the workers' rows, added in worker order (the same on every rank). -> (columns)
+torch::Tensor mean_of_rows(const torch::Tensor& rows, int64_t workers) {
+  auto mean = rows[0].clone();
+  for (int64_t w = 1; w < workers; ++w) mean += rows[w];
+  mean /= static_cast<double>(workers);
+  return mean;
+}
+
+/// The outer Adam step on the mean meta-gradient (in `mean` after kGradient), its norm clipped. A
+/// non-finite meta-loss or meta-gradient (a task blew up inside the graph) skips the step.
+void outer_step(torch::optim::Adam& adam, const std::vector<torch::Tensor>& params,
+                const torch::Tensor& mean, double meta_loss, double clip) {
+  for (size_t i = 0, offset = kGradient; i < params.size(); offset += params[i++].numel()) {
+    auto p = params[i];
+    p.mutable_grad() = mean.narrow(0, offset, p.numel()).view(p.sizes()).to(p.dtype());
+  }
+  bool finite = std::isfinite(meta_loss);
+  for (const auto& p : params) {
+    if (p.grad().defined() && !at::isfinite(p.grad()).all().item<bool>()) finite = false;
+  }
+  if (finite) {
+    torch::nn::utils::clip_grad_norm_(params, clip);
+    adam.step();
+  }
+}
+
+/// What each iteration leaves: the meta-losses returned, the running mean over 20 iterations, and
+/// on rank 0 the CSV row (appended on resume) and the progress bar.
+class MetaLog {
+ public:
+  MetaLog(const MetaTrainOptions& options, bool writes, int64_t first)
+      : iterations_(options.iterations),
+        bar_("meta-train", writes && options.progress,
+             static_cast<double>(first) / static_cast<double>(options.iterations)) {
+    if (!writes || options.csv.empty()) return;
+    const bool fresh = first == 0 || !std::ifstream(options.csv).good();
+    csv_.reset(std::fopen(options.csv.c_str(), fresh ? "w" : "a"));
+    TORCH_CHECK(csv_ != nullptr, "meta_train: cannot write the CSV log ", options.csv);
+    if (fresh) std::fprintf(csv_.get(), "iteration,meta_loss,average,seconds\n");
+  }
+
+  /// Records iteration `done` (1-based) of the run.
+  MetaProgress record(int64_t done, double meta_loss) {
+    history_.push_back(meta_loss);
+    window_.push_back(meta_loss);
+    if (window_.size() > 20) window_.pop_front();
+    MetaProgress progress;
+    progress.iteration = done;
+    progress.iterations = iterations_;
+    progress.meta_loss = meta_loss;
+    for (double v : window_) progress.average += v / static_cast<double>(window_.size());
+    progress.seconds = bar_.seconds();
+    if (csv_) {
+      std::fprintf(csv_.get(), "%lld,%.6f,%.6f,%.2f\n", static_cast<long long>(done), meta_loss,
+                   progress.average, progress.seconds);
+      std::fflush(csv_.get());
+    }
+    char figures[64];
+    std::snprintf(figures, sizeof(figures), "%lld/%lld  meta-loss %+.3f (avg %+.3f)",
+                  static_cast<long long>(done), static_cast<long long>(iterations_), meta_loss,
+                  progress.average);
+    bar_.update(static_cast<double>(done) / static_cast<double>(iterations_), figures);
+    return progress;
+  }
+
+  void finish() { bar_.finish(); }
+  const std::vector<double>& history() const { return history_; }
+
+ private:
+  int64_t iterations_;
+  std::vector<double> history_;
+  std::deque<double> window_;
+  flt::detail::ProgressBar bar_;
+  // Closed on every exit, also when a callback or a task throws.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv_{nullptr, &std::fclose};
+};
 
 }  // namespace
 
@@ -423,25 +458,7 @@ MetaEstimator meta_estimator_from_name(const std::string& name) {
 
 std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptions& options,
                                const std::function<void(const MetaProgress&)>& on_iteration) {
-  TORCH_CHECK(!options.families.empty(), "meta_train: no task families given");
-  TORCH_CHECK(options.iterations > 0, "meta_train: iterations must be positive, got ",
-              options.iterations);
-  TORCH_CHECK(options.workers > 0, "meta_train: workers must be positive, got ", options.workers);
-  TORCH_CHECK(options.unroll > 0, "meta_train: unroll must be positive, got ", options.unroll);
-  TORCH_CHECK(options.horizon >= options.unroll && options.horizon % options.unroll == 0,
-              "meta_train: horizon must be a positive multiple of unroll (", options.unroll,
-              "), got ", options.horizon);
-  TORCH_CHECK(options.meta_lr > 0.0, "meta_train: meta_lr must be positive, got ", options.meta_lr);
-  TORCH_CHECK(options.meta_lr_end > 0.0 && options.meta_lr_end <= 1.0,
-              "meta_train: meta_lr_end must be in (0, 1], got ", options.meta_lr_end);
-  TORCH_CHECK(options.pes_sigma > 0.0, "meta_train: pes_sigma must be positive, got ",
-              options.pes_sigma);
-
-  TORCH_CHECK(options.late_emphasis >= 0.0 && std::isfinite(options.late_emphasis),
-              "meta_train: late_emphasis must be finite and >= 0, got ", options.late_emphasis);
-  TORCH_CHECK(options.horizon_max == 0 || options.horizon_max >= options.horizon,
-              "meta_train: horizon_max must be 0 or >= horizon (", options.horizon, "), got ",
-              options.horizon_max);
+  check_options(options);
   auto params = trainable(*model, options.train);
   torch::optim::Adam adam(params, torch::optim::AdamOptions(options.meta_lr));
   Communicator* const communicator = options.communicator.get();
@@ -451,52 +468,22 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
               " workers cannot be shared by ", world_size, " ranks (WORLD_SIZE); give at least ",
               world_size, " workers");
   const bool writes = rank == 0;  // the checkpoint, the CSV and the progress bar
-  int64_t iteration = 0, restart_index = 0;
-  if (writes && !options.checkpoint.empty() && std::ifstream(options.checkpoint).good()) {
-    std::tie(iteration, restart_index) = load_checkpoint(options.checkpoint, *model, adam);
-    if (options.progress) {
-      std::fprintf(stderr, "meta_train: resumed from %s at iteration %lld\n",
-                   options.checkpoint.c_str(), static_cast<long long>(iteration));
-    }
-  }
-  if (communicator) {
-    check_same_options(*communicator, options, params);
-    std::tie(iteration, restart_index) =
-        share_starting_state(*communicator, *model, adam, iteration, restart_index);
-  }
-  // A worker's row of contributions: [meta-loss, seconds it took, meta-gradient (P)].
-  constexpr int64_t kLoss = 0, kSeconds = 1, kGradient = 2;
-  int64_t parameter_count = 0;
-  for (const auto& p : params) parameter_count += p.numel();
-  // Closed on every exit, also when a callback or a task throws.
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv_file(nullptr, &std::fclose);
-  if (writes && !options.csv.empty()) {
-    const bool fresh = iteration == 0 || !std::ifstream(options.csv).good();
-    csv_file.reset(std::fopen(options.csv.c_str(), fresh ? "w" : "a"));
-    TORCH_CHECK(csv_file != nullptr, "meta_train: cannot write the CSV log ", options.csv);
-    if (fresh) std::fprintf(csv_file.get(), "iteration,meta_loss,average,seconds\n");
-  }
-  std::FILE* csv = csv_file.get();
+  auto [iteration, restart_index] = starting_point(*model, adam, options, params);
+  const int64_t first = iteration;
+  MetaLog log(options, writes, first);
 
   int64_t truncations_left = 0;  // of the current tasks; 0: restart first (also after a resume)
   std::vector<Worker> workers(options.workers);
   auto scratch = std::dynamic_pointer_cast<LearnedOptimizerModelImpl>(model->clone());
-  auto scratch_params = trainable(*scratch, options.train);
-  std::vector<double> history;
-  std::deque<double> window;
-  const auto started = std::chrono::steady_clock::now();
-  const int64_t first = iteration;
-  // Seconds in gather_workers (waiting for the slowest rank, then the transfer) and bytes received.
-  struct {
-    double total = 0.0, least = INFINITY, bytes = 0.0;
-  } gathering;
+  const auto scratch_params = trainable(*scratch, options.train);
+  GatherCost gathering;
   WorkerPlacement placement(options);
   Assignment owned;
-
   for (; iteration < options.iterations; ++iteration) {
     if (truncations_left == 0) {
+      // A restart boundary: the checkpoint resumes exactly from here.
       if (writes && !options.checkpoint.empty() && iteration > first) {
-        save_checkpoint(options.checkpoint, *model, adam, iteration, restart_index);
+        detail::save_checkpoint(options.checkpoint, *model, adam, iteration, restart_index);
       }
       owned = placement.assign(restart_index, world_size);
       restart(workers, owned[rank], *model, options, restart_index);
@@ -504,152 +491,35 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
       ++restart_index;
     }
     --truncations_left;
-    // Half-cosine decay from meta_lr to meta_lr * meta_lr_end; a function of the iteration only, so
-    // a resumed run follows the same schedule.
-    const double fraction =
-        static_cast<double>(iteration) / static_cast<double>(options.iterations);
-    const double decay =
-        options.meta_lr_end + (1.0 - options.meta_lr_end) * 0.5 * (1.0 + std::cos(M_PI * fraction));
-    for (auto& group : adam.param_groups()) {
-      static_cast<torch::optim::AdamOptions&>(group.options()).lr(options.meta_lr * decay);
-    }
-    // Row k: the contribution of this rank's k-th worker, in double. Kept per worker so that every
-    // world size adds the same rows in the same order.
-    const auto& mine = owned[rank];
-    auto local =
-        at::zeros({static_cast<int64_t>(mine.size()), kGradient + parameter_count}, at::kDouble);
-    if (options.estimator == MetaEstimator::kTruncatedBackprop) {
-      for (size_t k = 0; k < mine.size(); ++k) {
-        const auto worker_start = std::chrono::steady_clock::now();
-        auto& worker = workers[mine[k]];
-        auto row = local[k];
-        const auto loss = unroll(*model, worker, worker.particles[0], options.unroll,
-                                 /*meta_graph=*/true, options.late_emphasis);
-        row[kLoss].fill_(loss.item<double>());
-        if (loss.requires_grad()) {  // else diverged: no graph, no gradient
-          const auto grads = torch::autograd::grad({loss}, params, {}, /*retain_graph=*/false,
-                                                   /*create_graph=*/false, /*allow_unused=*/true);
-          for (size_t i = 0, offset = kGradient; i < params.size(); offset += params[i++].numel()) {
-            if (grads[i].defined())
-              row.narrow(0, offset, params[i].numel()).copy_(grads[i].reshape(-1));
-          }
-        }
-        row[kSeconds].fill_(seconds_since(worker_start));
-      }
-    } else {
-      torch::NoGradGuard no_grad;
-      const auto theta = torch::cat([&] {
-        std::vector<torch::Tensor> flat;
-        for (auto& p : params) flat.push_back(p.detach().reshape(-1));
-        return flat;
-      }());
-      for (size_t k = 0; k < mine.size(); ++k) {
-        const auto worker_start = std::chrono::steady_clock::now();
-        const int64_t w = mine[k];
-        auto& worker = workers[w];
-        auto gen = generator_for(options.seed ^ 0x5EED, iteration, w);
-        const auto eps = at::randn(theta.sizes(), gen) * options.pes_sigma;
-        worker.accumulated = worker.accumulated.defined() ? worker.accumulated + eps : eps;
-        double losses[2];
-        for (int sign = 0; sign < 2; ++sign) {
-          const auto perturbed = theta + (sign == 0 ? eps : -eps);
-          int64_t offset = 0;
-          for (auto& p : scratch_params) {
-            p.copy_(perturbed.narrow(0, offset, p.numel()).view(p.sizes()));
-            offset += p.numel();
-          }
-          losses[sign] = unroll(*scratch, worker, worker.particles[sign], options.unroll,
-                                /*meta_graph=*/false, options.late_emphasis)
-                             .item<double>();
-        }
-        auto row = local[k];
-        row[kLoss].fill_(0.5 * (losses[0] + losses[1]));
-        row.narrow(0, kGradient, parameter_count)
-            .copy_(worker.accumulated.to(at::kDouble) *
-                   ((losses[0] - losses[1]) / (2.0 * options.pes_sigma * options.pes_sigma)));
-        row[kSeconds].fill_(seconds_since(worker_start));
-      }
-    }
-    // The mean over all workers, added in worker order (the same on every rank).
-    const auto gather_start = std::chrono::steady_clock::now();
-    const auto rows = gather_workers(local, owned, options.workers, communicator);
-    const double gather_seconds = seconds_since(gather_start);
-    gathering.total += gather_seconds;
-    gathering.least = std::min(gathering.least, gather_seconds);
-    size_t most = 0;
-    for (const auto& list : owned) most = std::max(most, list.size());
-    gathering.bytes += static_cast<double>(world_size * most * rows.size(1) * sizeof(double));
-    auto mean = rows[0].clone();
-    for (int64_t w = 1; w < options.workers; ++w) mean += rows[w];
-    mean /= static_cast<double>(options.workers);
+    set_meta_lr(adam, options, iteration);
+    // Rows are kept per worker, so that every world size adds the same rows in the same order.
+    const auto local = options.estimator == MetaEstimator::kTruncatedBackprop
+                           ? estimate_by_backprop(*model, workers, owned[rank], params, options)
+                           : estimate_by_pes(*scratch, scratch_params, workers, owned[rank], params,
+                                             options, iteration);
+    const auto rows =
+        detail::gather_workers(local, owned, options.workers, communicator, gathering);
+    const auto mean = mean_of_rows(rows, options.workers);
     const double meta_loss = mean[kLoss].item<double>();
     placement.measured(restart_index - 1, rows.select(1, kSeconds));
-    for (size_t i = 0, offset = kGradient; i < params.size(); offset += params[i++].numel()) {
-      params[i].mutable_grad() =
-          mean.narrow(0, offset, params[i].numel()).view(params[i].sizes()).to(params[i].dtype());
-    }
-    // A non-finite meta-gradient (a task blew up inside the graph) skips this outer step.
-    bool finite = std::isfinite(meta_loss);
-    for (auto& p : params) {
-      if (p.grad().defined() && !at::isfinite(p.grad()).all().item<bool>()) finite = false;
-    }
-    if (finite) {
-      torch::nn::utils::clip_grad_norm_(params, options.clip);
-      adam.step();
-    }
-
-    history.push_back(meta_loss);
-    window.push_back(meta_loss);
-    if (window.size() > 20) window.pop_front();
-    MetaProgress progress;
-    progress.iteration = iteration + 1;
-    progress.iterations = options.iterations;
-    progress.meta_loss = meta_loss;
-    for (double v : window) progress.average += v / static_cast<double>(window.size());
-    progress.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (csv) {
-      std::fprintf(csv, "%lld,%.6f,%.6f,%.2f\n", static_cast<long long>(progress.iteration),
-                   meta_loss, progress.average, progress.seconds);
-      std::fflush(csv);
-    }
-    if (writes && options.progress) {
-      const double done = static_cast<double>(progress.iteration - first);
-      const double eta =
-          progress.seconds / done * static_cast<double>(options.iterations - progress.iteration);
-      const int width = 30;
-      const int filled = static_cast<int>(width * progress.iteration / options.iterations);
-      std::fprintf(stderr,
-                   "\r[%.*s%*s] %lld/%lld  meta-loss %+.3f (avg %+.3f)  %s elapsed, ETA %s   ",
-                   filled, "==============================", width - filled, "",
-                   static_cast<long long>(progress.iteration),
-                   static_cast<long long>(options.iterations), meta_loss, progress.average,
-                   format_duration(progress.seconds).c_str(), format_duration(eta).c_str());
-    }
+    outer_step(adam, params, mean, meta_loss, options.clip);
+    const auto progress = log.record(iteration + 1, meta_loss);
     if (on_iteration) on_iteration(progress);
   }
-  if (writes && options.progress) std::fprintf(stderr, "\n");
+  log.finish();
   if (communicator && writes && options.progress && iteration > first) {
-    // What a user needs to judge the scaling: the payload and the time spent in the collective.
-    const double iterations_run = static_cast<double>(iteration - first);
-    std::fprintf(stderr,
-                 "meta_train: %d ranks; each iteration gathered %.0f bytes on average (rows of 2 + "
-                 "%lld doubles for %lld workers, every rank sending as many rows as the largest "
-                 "share); the gather, with the wait for the slowest rank, took %.3f ms on "
-                 "average, %.3f ms at least\n",
-                 world_size, gathering.bytes / iterations_run,
-                 static_cast<long long>(parameter_count), static_cast<long long>(options.workers),
-                 1e3 * gathering.total / iterations_run, 1e3 * gathering.least);
+    gathering.print(world_size, numel(params), options.workers,
+                    static_cast<double>(iteration - first));
   }
   // No rank leaves (closing its connections) while another may still be reading the last gather.
   if (communicator) communicator->barrier();
   // The final state is a restart boundary only when the last tasks just ended; otherwise the next
   // run (more iterations) restarts tasks here, as a run that had not stopped would not: say so.
   if (writes && !options.checkpoint.empty()) {
-    save_checkpoint(options.checkpoint, *model, adam, iteration,
-                    restart_index - (truncations_left > 0 ? 1 : 0));
+    detail::save_checkpoint(options.checkpoint, *model, adam, iteration,
+                            restart_index - (truncations_left > 0 ? 1 : 0));
   }
-  return history;
+  return log.history();
 }
 
 }  // namespace flt::optim
