@@ -67,27 +67,8 @@ void run(benchmark::State& state, Impl impl, bool backward, int64_t length) {
   state.counters["peak_MB"] = static_cast<double>(peak) / (1 << 20);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const auto& info = flt::init();
-  std::cout << "machine: " << flt::bench::machine_line(info) << std::endl;
-  for (int64_t length : kLengths) {
-    for (bool backward : {false, true}) {
-      for (Impl impl : {Impl::kFused, Impl::kComposite, Impl::kCumsum}) {
-        const double prefix = double(kBatch * kHeads) * length * kFeatures * kValues;
-        if (impl == Impl::kCumsum && prefix > kCumsumMaxElements) continue;
-        benchmark::RegisterBenchmark(bench_name(impl, backward, length).c_str(),
-                                     [=](benchmark::State& s) { run(s, impl, backward, length); })
-            ->Unit(benchmark::kMillisecond)
-            ->UseRealTime()
-            ->MinTime(0.3);
-      }
-    }
-  }
-  benchmark::Initialize(&argc, argv);
-  flt::bench::CollectingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+/// Fused against chunked and cumsum, forward and backward, at every length (one run).
+void print_table(const flt::bench::CollectingReporter& reporter) {
   std::printf("\ncausal linear numerator, float32, B=1 H=8 M=Dv=64 (ms, MB; same run)\n");
   std::printf("%8s %6s | %9s %9s %9s | %9s %9s | %8s %8s %8s\n", "pass", "L", "fused", "chunked",
               "cumsum", "chk/fus", "cum/fus", "fus_MB", "chk_MB", "cum_MB");
@@ -109,6 +90,22 @@ int main(int argc, char** argv) {
                   cum_mb);
     }
   }
-  benchmark::Shutdown();
-  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto& info = flt::init();
+  std::cout << "machine: " << flt::bench::machine_line(info) << std::endl;
+  for (int64_t length : kLengths) {
+    for (bool backward : {false, true}) {
+      for (Impl impl : {Impl::kFused, Impl::kComposite, Impl::kCumsum}) {
+        const double prefix = double(kBatch * kHeads) * length * kFeatures * kValues;
+        if (impl == Impl::kCumsum && prefix > kCumsumMaxElements) continue;
+        flt::bench::register_ms(bench_name(impl, backward, length),
+                                [=](benchmark::State& s) { run(s, impl, backward, length); });
+      }
+    }
+  }
+  return flt::bench::run_collecting(argc, argv, print_table);
 }

@@ -127,20 +127,13 @@ int main(int argc, char** argv) {
         for (Impl impl : {Impl::kFused, Impl::kComposite, Impl::kSoftmax}) {
           if (impl == Impl::kComposite && double(length) * length * dim > kCompositeMaxL2D)
             continue;
-          benchmark::RegisterBenchmark(
-              bench_name(impl, backward, dim, length).c_str(),
-              [=](benchmark::State& s) { run_attention(s, impl, backward, dim, length); })
-              ->Unit(benchmark::kMillisecond)
-              ->UseRealTime()
-              ->MinTime(0.3);
+          flt::bench::register_ms(
+              bench_name(impl, backward, dim, length),
+              [=](benchmark::State& s) { run_attention(s, impl, backward, dim, length); });
         }
       }
     }
   }
-  benchmark::Initialize(&argc, argv);
-  flt::bench::CollectingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  print_tables(reporter, fma);
-  benchmark::Shutdown();
-  return 0;
+  return flt::bench::run_collecting(
+      argc, argv, [fma](const flt::bench::CollectingReporter& r) { print_tables(r, fma); });
 }

@@ -209,18 +209,12 @@ int main(int argc, char** argv) {
   for (const auto& v : variants()) {
     for (const std::string mode : {"fwd", "fwd+bwd"}) {
       for (const auto length : kLengths) {
-        benchmark::RegisterBenchmark(key(v.name, mode, length).c_str(), bench_attention, v,
-                                     mode != "fwd", length)
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.3)
-            ->UseRealTime();
+        flt::bench::register_ms(key(v.name, mode, length),
+                                [v, backward = mode != "fwd", length](benchmark::State& s) {
+                                  bench_attention(s, v, backward, length);
+                                });
       }
     }
   }
-  benchmark::Initialize(&argc, argv);
-  flt::bench::CollectingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  print_summary(reporter);
-  benchmark::Shutdown();
-  return 0;
+  return flt::bench::run_collecting(argc, argv, print_summary);
 }

@@ -13,8 +13,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flt/detail/cpu_clones.h"  // FLT_CLONES: the kernels' own AVX2/FMA clone and baseline
@@ -190,6 +192,28 @@ class RatioReporter : public benchmark::ConsoleReporter {
   std::map<std::string, std::vector<std::string>> variants_;  // per family, in run order
   std::map<std::string, std::map<std::string, std::map<std::string, double>>> table_;
 };
+
+/// Registers `fn(state)` as `name`, timed in real milliseconds for at least 0.3 s: the benchmarks
+/// of the programs that print their own tables (run_collecting).
+template <typename Fn>
+void register_ms(const std::string& name, Fn&& fn) {
+  benchmark::RegisterBenchmark(name.c_str(), std::forward<Fn>(fn))
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(0.3);
+}
+
+/// The end of main() for a program with its own tables: the registered benchmarks (the command
+/// line filters them) into a CollectingReporter, then `print_tables` from it.
+inline int run_collecting(int argc, char** argv,
+                          const std::function<void(const CollectingReporter&)>& print_tables) {
+  benchmark::Initialize(&argc, argv);
+  CollectingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  print_tables(reporter);
+  benchmark::Shutdown();
+  return 0;
+}
 
 /// main() body for a benchmark program: runtime set-up, machine line, benchmarks, ratio tables.
 inline int run_benchmarks(int argc, char** argv, const std::string& baseline) {

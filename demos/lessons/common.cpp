@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "flt/attention/transformer.h"
+#include "flt/detail/statistics.h"
 
 namespace flt::demos {
 namespace {
@@ -22,24 +23,37 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 constexpr const char* kCorpusDir = "/usr/share/common-licenses";
 
+/// A lesson whose run names its result by `key` and measures its wall time around `body`.
+Lesson lesson(const std::string& key, const std::string& title, const std::string& paper,
+              void (*body)(const LessonSettings&, LessonResult&)) {
+  return {key, title, paper, [key, body](const LessonSettings& settings) {
+            Stopwatch watch;
+            LessonResult result;
+            result.key = key;
+            body(settings, result);
+            result.seconds = watch.seconds();
+            return result;
+          }};
+}
+
 }  // namespace
 
 const std::vector<Lesson>& lessons() {
   static const std::vector<Lesson> list = {
-      {"rpe-error", "FLT Thm 4.2: max error of the RPE mask vs random features r",
-       "FLT paper, Theorem 4.2", run_rpe_error},
-      {"speed", "FLT Fig. 1: forward time and peak memory vs length",
-       "FLT paper, Fig. 1 (Sec. 5.1)", run_speed},
-      {"text-lm", "FLT Sec. 5.1 in miniature: character LM perplexity",
-       "FLT paper, Table 1 (Sec. 5.1)", run_text_lm},
-      {"fourier-ablation", "FourierFormer Tables 7 and 8: phi = x^p and the initial R",
-       "FourierFormer supplement, Tables 7-8", run_fourier_ablation},
-      {"density", "FourierFormer E.4: 1-D density estimation, Fourier vs Gaussian KDE",
-       "FourierFormer supplement, E.4", run_density},
-      {"schoenbat", "SchoenbAt Fig. 4 and 5: RMFA error vs features, speed-up vs length",
-       "SchoenbAt paper, Fig. 4-5 (Sec. 4.1)", run_schoenbat},
-      {"swarm", "FLT Fig. 3 (right): swarm optimizers on Rastrigin-like functions",
-       "FLT paper, Fig. 3 right (Sec. 5.4)", run_swarm},
+      lesson("rpe-error", "FLT Thm 4.2: max error of the RPE mask vs random features r",
+             "FLT paper, Theorem 4.2", run_rpe_error),
+      lesson("speed", "FLT Fig. 1: forward time and peak memory vs length",
+             "FLT paper, Fig. 1 (Sec. 5.1)", run_speed),
+      lesson("text-lm", "FLT Sec. 5.1 in miniature: character LM perplexity",
+             "FLT paper, Table 1 (Sec. 5.1)", run_text_lm),
+      lesson("fourier-ablation", "FourierFormer Tables 7 and 8: phi = x^p and the initial R",
+             "FourierFormer supplement, Tables 7-8", run_fourier_ablation),
+      lesson("density", "FourierFormer E.4: 1-D density estimation, Fourier vs Gaussian KDE",
+             "FourierFormer supplement, E.4", run_density),
+      lesson("schoenbat", "SchoenbAt Fig. 4 and 5: RMFA error vs features, speed-up vs length",
+             "SchoenbAt paper, Fig. 4-5 (Sec. 4.1)", run_schoenbat),
+      lesson("swarm", "FLT Fig. 3 (right): swarm optimizers on Rastrigin-like functions",
+             "FLT paper, Fig. 3 right (Sec. 5.4)", run_swarm),
   };
   return list;
 }
@@ -85,8 +99,7 @@ double median_seconds(const std::function<void()>& fn, int runs) {
     fn();
     times.push_back(watch.seconds());
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return flt::detail::median(times);
 }
 
 const TextCorpus& text_corpus() {

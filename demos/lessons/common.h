@@ -101,13 +101,15 @@ CharLmRun train_char_lm(const TextCorpus& corpus, const attention::AttentionOpti
 
 namespace flt::demos {
 
-// The lessons, one file each (common.cpp lists them in the order of docs/reproductions.md).
-LessonResult run_rpe_error(const LessonSettings& settings);         // rpe_error.cpp
-LessonResult run_speed(const LessonSettings& settings);             // speed.cpp
-LessonResult run_text_lm(const LessonSettings& settings);           // text_lm.cpp
-LessonResult run_fourier_ablation(const LessonSettings& settings);  // fourier_ablation.cpp
-LessonResult run_density(const LessonSettings& settings);           // density.cpp
-LessonResult run_schoenbat(const LessonSettings& settings);         // schoenbat.cpp
-LessonResult run_swarm(const LessonSettings& settings);             // swarm.cpp
+// The lessons, one file each (common.cpp lists them in the order of docs/reproductions.md, and
+// names and times each run). Each fills in `result`, whose key is set.
+void run_rpe_error(const LessonSettings& settings, LessonResult& result);  // rpe_error.cpp
+void run_speed(const LessonSettings& settings, LessonResult& result);      // speed.cpp
+void run_text_lm(const LessonSettings& settings, LessonResult& result);    // text_lm.cpp
+void run_fourier_ablation(const LessonSettings& settings,
+                          LessonResult& result);                           // fourier_ablation.cpp
+void run_density(const LessonSettings& settings, LessonResult& result);    // density.cpp
+void run_schoenbat(const LessonSettings& settings, LessonResult& result);  // schoenbat.cpp
+void run_swarm(const LessonSettings& settings, LessonResult& result);      // swarm.cpp
 
 }  // namespace flt::demos

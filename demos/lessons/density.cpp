@@ -31,12 +31,9 @@ std::vector<double> geometric(double lo, double step, int count) {
 
 }  // namespace
 
-LessonResult run_density(const LessonSettings& settings) {
+void run_density(const LessonSettings& settings, LessonResult& result) {
   namespace fa = flt::attention;
-  Stopwatch watch;
   torch::NoGradGuard no_grad;
-  LessonResult result;
-  result.key = "density";
   const bool quick = settings.quick;
   const std::vector<int64_t> sizes = quick ? std::vector<int64_t>{100, 1000, 10000}
                                            : std::vector<int64_t>{100, 1000, 10000, 100000};
@@ -147,8 +144,6 @@ LessonResult run_density(const LessonSettings& settings) {
                   {"Fourier", shape_x, shape_fourier},
                   {"Gaussian KDE", shape_x, shape_kde}};
   result.panels = {mse, shape};
-  result.seconds = watch.seconds();
-  return result;
 }
 
 }  // namespace flt::demos

@@ -13,11 +13,8 @@
 
 namespace flt::demos {
 
-LessonResult run_fourier_ablation(const LessonSettings& settings) {
+void run_fourier_ablation(const LessonSettings& settings, LessonResult& result) {
   namespace fa = flt::attention;
-  Stopwatch watch;
-  LessonResult result;
-  result.key = "fourier-ablation";
   const bool quick = settings.quick;
   const TextCorpus& corpus = text_corpus();
   CharLmSetup setup;
@@ -132,8 +129,6 @@ LessonResult run_fourier_ablation(const LessonSettings& settings) {
   PlotSeries soft_r{"softmax", {1.0, 5.0}, {ppl["softmax"], ppl["softmax"]}, true};
   by_r.series = {r_series, soft_r};
   result.panels = {by_power, by_r};
-  result.seconds = watch.seconds();
-  return result;
 }
 
 }  // namespace flt::demos

@@ -86,11 +86,8 @@ double importance_bound(const FamilyCase& c) {
 
 }  // namespace
 
-LessonResult run_rpe_error(const LessonSettings& settings) {
-  Stopwatch watch;
+void run_rpe_error(const LessonSettings& settings, LessonResult& result) {
   torch::NoGradGuard no_grad;
-  LessonResult result;
-  result.key = "rpe-error";
   const bool quick = settings.quick;
   const std::vector<int64_t> rs = quick ? std::vector<int64_t>{4, 16, 64, 256, 1024}
                                         : std::vector<int64_t>{4, 16, 64, 256, 1024, 4096};
@@ -190,8 +187,6 @@ LessonResult run_rpe_error(const LessonSettings& settings) {
                          {1.0, 1.0},
                          true});
   result.panels = {by_r, by_l};
-  result.seconds = watch.seconds();
-  return result;
 }
 
 }  // namespace flt::demos

@@ -13,12 +13,9 @@
 
 namespace flt::demos {
 
-LessonResult run_schoenbat(const LessonSettings& settings) {
+void run_schoenbat(const LessonSettings& settings, LessonResult& result) {
   namespace fa = flt::attention;
-  Stopwatch watch;
   torch::NoGradGuard no_grad;
-  LessonResult result;
-  result.key = "schoenbat";
   const bool quick = settings.quick;
   const auto& kernels = fa::schoenberg_kernels();
   const std::vector<int64_t> features = quick ? std::vector<int64_t>{8, 32, 128, 512}
@@ -174,8 +171,6 @@ LessonResult run_schoenbat(const LessonSettings& settings) {
                           " kernels)"},
   };
   result.panels = {error_panel, dim_panel, speed_panel};
-  result.seconds = watch.seconds();
-  return result;
 }
 
 }  // namespace flt::demos

@@ -12,12 +12,9 @@
 
 namespace flt::demos {
 
-LessonResult run_speed(const LessonSettings& settings) {
+void run_speed(const LessonSettings& settings, LessonResult& result) {
   namespace fa = flt::attention;
-  Stopwatch watch;
   torch::NoGradGuard no_grad;
-  LessonResult result;
-  result.key = "speed";
   const bool quick = settings.quick;
   const std::vector<int64_t> lengths = quick ? std::vector<int64_t>{128, 256, 512, 1024}
                                              : std::vector<int64_t>{256, 512, 1024, 2048, 4096};
@@ -103,8 +100,6 @@ LessonResult run_speed(const LessonSettings& settings) {
        verdict(tail_slope(ms["softmax"]) > tail_slope(ms["flt"]))},
   };
   result.panels = {time_panel, memory_panel};
-  result.seconds = watch.seconds();
-  return result;
 }
 
 }  // namespace flt::demos

@@ -16,12 +16,9 @@
 
 namespace flt::demos {
 
-LessonResult run_swarm(const LessonSettings& settings) {
+void run_swarm(const LessonSettings& settings, LessonResult& result) {
   namespace fo = flt::optim;
-  Stopwatch watch;
   torch::NoGradGuard no_grad;
-  LessonResult result;
-  result.key = "swarm";
   const bool quick = settings.quick;
   fo::ComparisonOptions options;
   options.functions =
@@ -101,8 +98,6 @@ LessonResult run_swarm(const LessonSettings& settings) {
     }
     result.panels.push_back(panel);
   }
-  result.seconds = watch.seconds();
-  return result;
 }
 
 }  // namespace flt::demos

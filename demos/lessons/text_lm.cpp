@@ -13,11 +13,8 @@
 
 namespace flt::demos {
 
-LessonResult run_text_lm(const LessonSettings& settings) {
+void run_text_lm(const LessonSettings& settings, LessonResult& result) {
   namespace fa = flt::attention;
-  Stopwatch watch;
-  LessonResult result;
-  result.key = "text-lm";
   const bool quick = settings.quick;
   const TextCorpus& corpus = text_corpus();
   CharLmSetup setup;
@@ -105,8 +102,6 @@ LessonResult run_text_lm(const LessonSettings& settings) {
   result.setup.push_back(
       "One seed: differences of a few percent are within seed noise at this scale.");
   result.panels = {curves};
-  result.seconds = watch.seconds();
-  return result;
 }
 
 }  // namespace flt::demos

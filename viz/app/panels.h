@@ -14,17 +14,19 @@ namespace flt::viz {
 
 struct AppState;
 
+/// A landscape grid drawn as a map: its texture and contour lines, remade when the grid changes.
+struct LandscapeMapView {
+  Texture texture;
+  std::vector<Segment> contours;
+  int64_t grid_version = 0;
+};
+
 struct ArenaView {
   bool click_mode = false;  ///< the human racer moves only on "My step"
   float yaw = 0.7f, pitch = 0.9f;
-  std::vector<Segment> contours;  ///< of the current grid
-  int64_t grid_version = 0;
-  Texture texture;
+  LandscapeMapView map;  ///< the level's landscape
   bool dragging_start = false;
-  // the swarm level's map
-  std::vector<Segment> swarm_contours;
-  int64_t swarm_grid_version = 0;
-  Texture swarm_texture;
+  LandscapeMapView swarm_map;   ///< the swarm level's
   bool attention_lines = true;  ///< draw the swarm's attention between particles
 };
 

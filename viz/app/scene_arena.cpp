@@ -23,11 +23,17 @@ std::vector<Segment> log_contours(const LandscapeGrid& grid) {
   return contour_segments(logs, grid.rows, grid.cols, levels);
 }
 
-void show_arena_map(LabState& lab, ArenaView& view, ImVec2 size) {
-  const ArenaGame& game = lab.arena.game;
-  const auto& level = game.level();
-  const auto& grid = game.grid();
-  // the texture and contours follow the grid (rebuilt on every load)
+/// The square a map is drawn in (screen coordinates).
+struct MapSquare {
+  ImVec2 min, max;
+  float side;
+};
+
+/// Draws `grid` on a log colour scale in the largest square that fits `size` beside its colour
+/// bar, as the invisible button `id` (so ImGui::IsItemHovered() is the map's), with contour lines
+/// in `contour_color` unless it is 0. The texture and contours follow the grid.
+MapSquare draw_landscape_map(LandscapeMapView& view, const LandscapeGrid& grid, const char* id,
+                             ImVec2 size, ImU32 contour_color) {
   if (grid.version != view.grid_version || !view.texture.ready()) {
     view.grid_version = grid.version;
     view.texture.update(grid.version,
@@ -35,18 +41,37 @@ void show_arena_map(LabState& lab, ArenaView& view, ImVec2 size) {
                         grid.cols, grid.rows);
     view.contours = log_contours(grid);
   }
-
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const float side = std::min(size.x - 70, size.y);
   const ImVec2 min = origin, max(origin.x + side, origin.y + side);
-  ImGui::InvisibleButton("arena_map", ImVec2(side + 70, side));
-  const bool hovered = ImGui::IsItemHovered();
+  ImGui::InvisibleButton(id, ImVec2(side + 70, side));
   draw->AddImage(view.texture.imgui_id(), min, max);
-  if (lab.scenario.arena.contours)
-    draw_contours(draw, view.contours, grid.rows, grid.cols, min, max, IM_COL32(255, 255, 255, 70));
+  if (contour_color != 0)
+    draw_contours(draw, view.contours, grid.rows, grid.cols, min, max, contour_color);
   colorbar(draw, ImVec2(max.x + 6, min.y), ImVec2(max.x + 20, max.y), grid.lo, grid.hi,
            Colormap::kViridis, true);
+  return {min, max, side};
+}
+
+/// A global minimum: a small white cross at p.
+void draw_minimum(ImDrawList* draw, ImVec2 p) {
+  draw->AddLine(ImVec2(p.x - 5, p.y - 5), ImVec2(p.x + 5, p.y + 5), IM_COL32(255, 255, 255, 220),
+                2.0f);
+  draw->AddLine(ImVec2(p.x - 5, p.y + 5), ImVec2(p.x + 5, p.y - 5), IM_COL32(255, 255, 255, 220),
+                2.0f);
+}
+
+void show_arena_map(LabState& lab, ArenaView& view, ImVec2 size) {
+  const ArenaGame& game = lab.arena.game;
+  const auto& level = game.level();
+  const auto square =
+      draw_landscape_map(view.map, game.grid(), "arena_map", size,
+                         lab.scenario.arena.contours ? IM_COL32(255, 255, 255, 70) : 0);
+  const bool hovered = ImGui::IsItemHovered();
+  const ImVec2 min = square.min, max = square.max;
+  const float side = square.side;
+  ImDrawList* draw = ImGui::GetWindowDrawList();
   const auto to_screen = [&](double x, double y) {
     return ImVec2(min.x + static_cast<float>((x - level.lo_x) / (level.hi_x - level.lo_x)) * side,
                   min.y + static_cast<float>((level.hi_y - y) / (level.hi_y - level.lo_y)) * side);
@@ -74,13 +99,7 @@ void show_arena_map(LabState& lab, ArenaView& view, ImVec2 size) {
   }
   // global minima and the start
   const auto& start = game.racers().front().path.front();
-  for (const auto& m : game.minima()) {  // global minima: small white crosses
-    const ImVec2 p = to_screen(m[0], m[1]);
-    draw->AddLine(ImVec2(p.x - 5, p.y - 5), ImVec2(p.x + 5, p.y + 5), IM_COL32(255, 255, 255, 220),
-                  2.0f);
-    draw->AddLine(ImVec2(p.x - 5, p.y + 5), ImVec2(p.x + 5, p.y - 5), IM_COL32(255, 255, 255, 220),
-                  2.0f);
-  }
+  for (const auto& m : game.minima()) draw_minimum(draw, to_screen(m[0], m[1]));
   const ImVec2 sp = to_screen(start[0], start[1]);
   draw->AddRect(ImVec2(sp.x - 7, sp.y - 7), ImVec2(sp.x + 7, sp.y + 7),
                 IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
@@ -117,24 +136,11 @@ void show_arena_map(LabState& lab, ArenaView& view, ImVec2 size) {
 // FLT swarm's attention as lines between its particles (width and opacity grow with the weight
 // above uniform), each racer's best so far as a ring.
 void show_swarm_map(ArenaView& view, const SwarmRace& race, ImVec2 size) {
-  const auto& grid = race.grid();
-  if (grid.version != view.swarm_grid_version || !view.swarm_texture.ready()) {
-    view.swarm_grid_version = grid.version;
-    view.swarm_texture.update(grid.version,
-                              colorize(grid.values, Colormap::kViridis, grid.lo, grid.hi, true),
-                              grid.cols, grid.rows);
-    view.swarm_contours = log_contours(grid);
-  }
+  const auto square = draw_landscape_map(view.swarm_map, race.grid(), "swarm_map", size,
+                                         IM_COL32(255, 255, 255, 60));
+  const ImVec2 min = square.min, max = square.max;
+  const float side = square.side;
   ImDrawList* draw = ImGui::GetWindowDrawList();
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
-  const float side = std::min(size.x - 70, size.y);
-  const ImVec2 min = origin, max(origin.x + side, origin.y + side);
-  ImGui::InvisibleButton("swarm_map", ImVec2(side + 70, side));
-  draw->AddImage(view.swarm_texture.imgui_id(), min, max);
-  draw_contours(draw, view.swarm_contours, grid.rows, grid.cols, min, max,
-                IM_COL32(255, 255, 255, 60));
-  colorbar(draw, ImVec2(max.x + 6, min.y), ImVec2(max.x + 20, max.y), grid.lo, grid.hi,
-           Colormap::kViridis, true);
   const double lo = race.lower(), hi = race.upper();
   const auto to_screen = [&](const std::array<double, 2>& p) {
     return ImVec2(min.x + static_cast<float>((p[0] - lo) / (hi - lo)) * side,
@@ -167,11 +173,7 @@ void show_swarm_map(ArenaView& view, const SwarmRace& race, ImVec2 size) {
     if (std::isfinite(racer.best_value))
       draw->AddCircle(to_screen(racer.best), 9.0f, rgb(racer.color), 0, 2.5f);
   }
-  const ImVec2 m = to_screen({0.0, 0.0});  // the global minimum
-  draw->AddLine(ImVec2(m.x - 5, m.y - 5), ImVec2(m.x + 5, m.y + 5), IM_COL32(255, 255, 255, 220),
-                2.0f);
-  draw->AddLine(ImVec2(m.x - 5, m.y + 5), ImVec2(m.x + 5, m.y - 5), IM_COL32(255, 255, 255, 220),
-                2.0f);
+  draw_minimum(draw, to_screen({0.0, 0.0}));
   draw->PopClipRect();
   draw->AddRect(min, max, IM_COL32(170, 170, 180, 255));
 }

@@ -10,6 +10,7 @@
 
 #include "flt/metatrain/landscapes.h"
 #include "flt/optim/mnemosyne.h"
+#include "logic/step_clock.h"
 
 namespace flt::viz {
 namespace {
@@ -209,7 +210,7 @@ struct ArenaGame::Impl {
   std::vector<Runner> runners;  // parallel to racers (unused for unavailable ones)
   int steps = 0;
   int par = 0;
-  double pending_steps = 0.0;
+  StepClock clock{kStepsPerSecond, kMaxStepsPerAdvance};
   LandscapeGrid grid;
   std::vector<std::array<double, 2>> minima;
 
@@ -275,7 +276,7 @@ void ArenaGame::load(const ArenaSettings& settings, uint64_t seed) {
   s.racers.clear();
   s.runners.clear();
   s.steps = 0;
-  s.pending_steps = 0.0;
+  s.clock.reset();
   const double x0 = settings.custom_start ? settings.start_x : s.level.start_x;
   const double y0 = settings.custom_start ? settings.start_y : s.level.start_y;
 
@@ -321,16 +322,8 @@ void ArenaGame::step_human() {
 }
 
 int ArenaGame::advance(double seconds, float speed) {
-  auto& s = *impl_;
-  s.pending_steps += std::max(0.0, seconds) * kStepsPerSecond * speed;
-  int done = 0;
-  while (s.pending_steps >= 1.0 && done < kMaxStepsPerAdvance && !finished()) {
-    step();
-    s.pending_steps -= 1.0;
-    ++done;
-  }
-  if (done == kMaxStepsPerAdvance || finished()) s.pending_steps = 0.0;  // never build a backlog
-  return done;
+  return impl_->clock.advance(
+      seconds, speed, [this] { step(); }, [this] { return finished(); });
 }
 
 int ArenaGame::step_count() const {

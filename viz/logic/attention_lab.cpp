@@ -14,6 +14,7 @@
 #include "flt/attention/schoenbat.h"
 #include "flt/attention/softmax.h"
 #include "flt/attention/variants.h"
+#include "flt/detail/statistics.h"
 #include "logic/kernel_explorer.h"
 #include "logic/tensors.h"
 #include "logic/variant_options.h"
@@ -45,8 +46,7 @@ double median_ms(Fn&& fn, int repeats = 5) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return flt::detail::median(times);
 }
 
 }  // namespace
@@ -165,38 +165,10 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
   return result;
 }
 
-AttentionLab::~AttentionLab() {
-  wait();
-}
-
-void AttentionLab::request(const AttentionLabSettings& settings, uint64_t seed,
-                           LiveQueriesKeys live) {
-  pending_ = std::make_unique<Request>(Request{settings, seed, std::move(live)});
-  if (!running_.valid()) poll();
-}
-
-bool AttentionLab::poll() {
-  bool changed = false;
-  if (running_.valid() && running_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    result_ = running_.get();
-    changed = true;
-  }
-  if (!running_.valid() && pending_) {
-    auto request = std::move(pending_);
-    running_ = std::async(std::launch::async, [request = std::move(request)] {
-      return compute_attention_lab(
-          request->settings, request->seed,
-          request->settings.input == AttentionInput::kLiveModel ? &request->live : nullptr);
-    });
-  }
-  return changed;
-}
-
-void AttentionLab::wait() {
-  while (running_.valid() || pending_) {
-    if (running_.valid()) running_.wait();
-    poll();
-  }
-}
+AttentionLab::AttentionLab()
+    : AsyncJob([](const AttentionLabRequest& r) {
+        return compute_attention_lab(
+            r.settings, r.seed, r.settings.input == AttentionInput::kLiveModel ? &r.live : nullptr);
+      }) {}
 
 }  // namespace flt::viz

@@ -5,11 +5,11 @@
 // relative error and the time per forward call. Computed off the UI thread.
 
 #include <cstdint>
-#include <future>
-#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "logic/async_job.h"
 #include "logic/scenario.h"
 
 namespace flt::viz {
@@ -46,28 +46,22 @@ struct AttentionLabResult {
 AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, uint64_t seed,
                                          const LiveQueriesKeys* live);
 
-/// Runs compute_attention_lab on a worker; the UI polls and never blocks.
-class AttentionLab {
- public:
-  ~AttentionLab();
-  /// Asks for a result for these inputs; if one is being computed, the latest request waits.
-  void request(const AttentionLabSettings& settings, uint64_t seed, LiveQueriesKeys live = {});
-  /// Takes a finished result and starts the waiting request; true when the result changed.
-  bool poll();
-  bool busy() const { return running_.valid(); }
-  const AttentionLabResult& result() const { return result_; }
-  /// Blocks until idle (tests and headless rendering only).
-  void wait();
+/// What one Attention Lab computation reads.
+struct AttentionLabRequest {
+  AttentionLabSettings settings;
+  uint64_t seed = 0;
+  LiveQueriesKeys live;
+};
 
- private:
-  struct Request {
-    AttentionLabSettings settings;
-    uint64_t seed;
-    LiveQueriesKeys live;
-  };
-  std::future<AttentionLabResult> running_;
-  std::unique_ptr<Request> pending_;
-  AttentionLabResult result_;
+/// Runs compute_attention_lab on a worker; the UI polls and never blocks.
+class AttentionLab : public AsyncJob<AttentionLabRequest, AttentionLabResult> {
+ public:
+  AttentionLab();
+  using AsyncJob::request;
+  /// Asks for a result for these inputs; if one is being computed, the latest request waits.
+  void request(const AttentionLabSettings& settings, uint64_t seed, LiveQueriesKeys live = {}) {
+    request(AttentionLabRequest{settings, seed, std::move(live)});
+  }
 };
 
 }  // namespace flt::viz

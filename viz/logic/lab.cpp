@@ -74,6 +74,16 @@ void post_request(LabState& lab, SceneId scene) {
   }
 }
 
+/// A scene whose results come from a background job: a play tick steps it, its request is posted
+/// (the job keeps only the latest) and a new result bumps the version its panel redraws on.
+template <typename Job>
+void update_job_scene(LabState& lab, SceneId scene, DrawTransport& transport, Job& job,
+                      int64_t& version, double dt, float speed) {
+  if (play_tick(transport, dt, speed)) step_scene(lab, scene);
+  post_request(lab, scene);
+  if (job.poll()) version += 1;
+}
+
 }  // namespace
 
 LessonOutcome run_lesson_quick(const LessonRequest& request) {
@@ -221,19 +231,15 @@ void update_scene(LabState& lab, SceneId scene, double dt) {
     case SceneId::kTraining:  // the worker trains; the panel reads snapshots
       break;
     case SceneId::kAttention:
-      if (play_tick(lab.attention.transport, dt, speed)) step_scene(lab, scene);
-      post_request(lab, scene);
-      if (lab.attention.job.poll()) lab.attention.version += 1;
+      update_job_scene(lab, scene, lab.attention.transport, lab.attention.job,
+                       lab.attention.version, dt, speed);
       break;
     case SceneId::kKernel:
-      if (play_tick(lab.kernel.transport, dt, speed)) step_scene(lab, scene);
-      post_request(lab, scene);
-      if (lab.kernel.estimates.poll()) lab.kernel.estimates_version += 1;
+      update_job_scene(lab, scene, lab.kernel.transport, lab.kernel.estimates,
+                       lab.kernel.estimates_version, dt, speed);
       break;
     case SceneId::kRpe:
-      if (play_tick(lab.rpe.transport, dt, speed)) step_scene(lab, scene);
-      post_request(lab, scene);
-      if (lab.rpe.curves.poll()) lab.rpe.version += 1;
+      update_job_scene(lab, scene, lab.rpe.transport, lab.rpe.curves, lab.rpe.version, dt, speed);
       break;
     case SceneId::kLessons:
       post_request(lab, scene);

@@ -9,6 +9,7 @@
 #include "flt/metatrain/landscapes.h"
 #include "flt/optim/swarm.h"
 #include "flt/optim/swarm_baselines.h"
+#include "logic/step_clock.h"
 
 namespace flt::viz {
 namespace {
@@ -40,7 +41,7 @@ struct SwarmRace::Impl {
   LandscapeGrid grid;
   int64_t budget = 0;
   int steps = 0;
-  double pending = 0.0;
+  StepClock clock{kStepsPerSecond, kMaxStepsPerAdvance};
   std::string note;
 
   void build_grid() {
@@ -94,7 +95,7 @@ void SwarmRace::load(uint64_t seed, int64_t budget) {
   s.racers.clear();
   s.budget = budget;
   s.steps = 0;
-  s.pending = 0.0;
+  s.clock.reset();
   auto swarm = std::make_unique<fo::Swarm>(fo::SwarmOptions().particles(kParticles).seed(seed));
   s.note = fo::has_pretrained_swarm(fo::SwarmVariant::kFLT) ? "shipped meta-weights"
                                                             : "untrained (no weights shipped)";
@@ -134,16 +135,8 @@ void SwarmRace::step() {
 }
 
 int SwarmRace::advance(double seconds, float speed) {
-  auto& s = *impl_;
-  s.pending += std::max(0.0, seconds) * kStepsPerSecond * speed;
-  int done = 0;
-  while (s.pending >= 1.0 && done < kMaxStepsPerAdvance && !finished()) {
-    step();
-    s.pending -= 1.0;
-    ++done;
-  }
-  if (done == kMaxStepsPerAdvance || finished()) s.pending = 0.0;
-  return done;
+  return impl_->clock.advance(
+      seconds, speed, [this] { step(); }, [this] { return finished(); });
 }
 
 bool SwarmRace::finished() const {

@@ -157,7 +157,19 @@ class FlatLayout {
   int64_t total_ = 0;
 };
 
-class MLPTask : public Task {
+/// A network task: its parameters are one flat vector that `layout_` slices into tensors, which
+/// also gives the task's size, its segments and its default initial point.
+class LayoutTask : public Task {
+ public:
+  int64_t dim() const override { return layout_.total(); }
+  std::vector<int64_t> segments() const override { return layout_.sizes(); }
+  torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
+
+ protected:
+  FlatLayout layout_;
+};
+
+class MLPTask : public LayoutTask {
  public:
   MLPTask(bool classification, at::Generator gen, const TaskSampling& s)
       : classification_(classification), batch_(s.batch) {
@@ -182,9 +194,6 @@ class MLPTask : public Task {
   TaskFamily family() const override {
     return classification_ ? TaskFamily::kMLPClassification : TaskFamily::kMLPRegression;
   }
-  int64_t dim() const override { return layout_.total(); }
-  std::vector<int64_t> segments() const override { return layout_.sizes(); }
-  torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
   torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
     const auto idx = at::randint(x_.size(0), {batch_}, gen);
     return objective(params, x_.index_select(0, idx), y_.index_select(0, idx));
@@ -206,14 +215,13 @@ class MLPTask : public Task {
   }
   bool classification_;
   int64_t batch_, inputs_dim_ = 0, outputs_ = 0;
-  FlatLayout layout_;
   int64_t w1_, b1_, w2_, b2_;
   torch::Tensor x_, y_;
 };
 
 /// Next-token prediction on sequences x_{t+1} = (x_t + step) mod V with occasional random tokens,
 /// by one causal softmax-attention layer with tied embeddings (uses flt::attention).
-class TransformerLMTask : public Task {
+class TransformerLMTask : public LayoutTask {
  public:
   TransformerLMTask(at::Generator gen, const TaskSampling& s) : batch_(s.batch / 4 + 1) {
     vocab_ = uniform_int(gen, 5, 8);
@@ -240,9 +248,6 @@ class TransformerLMTask : public Task {
     return "transformer_lm(" + std::to_string(layout_.total()) + ")";
   }
   TaskFamily family() const override { return TaskFamily::kTransformerLM; }
-  int64_t dim() const override { return layout_.total(); }
-  std::vector<int64_t> segments() const override { return layout_.sizes(); }
-  torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
   torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
     return objective(params, data_.index_select(0, at::randint(data_.size(0), {batch_}, gen)));
   }
@@ -265,7 +270,6 @@ class TransformerLMTask : public Task {
     return at::cross_entropy_loss(logits.reshape({-1, vocab_}), targets.reshape(-1));
   }
   int64_t batch_, vocab_ = 0, width_ = 0;
-  FlatLayout layout_;
   int64_t embed_, position_, wq_, wk_, wv_, wo_;
   torch::Tensor data_;
 };
@@ -274,7 +278,7 @@ class TransformerLMTask : public Task {
 
 /// Classifiers on Fashion-MNIST: a ReLU MLP of random width (or none: logistic regression) trained
 /// on a random subset of the training images with random batch size; held-out loss on test images.
-class FashionTask : public Task {
+class FashionTask : public LayoutTask {
  public:
   FashionTask(bool hidden_layer, at::Generator gen, const TaskSampling& s)
       : hidden_layer_(hidden_layer) {
@@ -310,9 +314,6 @@ class FashionTask : public Task {
   TaskFamily family() const override {
     return hidden_layer_ ? TaskFamily::kFashionMLP : TaskFamily::kFashionLogistic;
   }
-  int64_t dim() const override { return layout_.total(); }
-  std::vector<int64_t> segments() const override { return layout_.sizes(); }
-  torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
   torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
     const auto idx = at::randint(train_x_.size(0), {batch_}, gen);
     return objective(params, train_x_.index_select(0, idx), train_y_.index_select(0, idx));
@@ -336,7 +337,6 @@ class FashionTask : public Task {
   }
   bool hidden_layer_;
   int64_t batch_ = 32, width_ = 0, train_count_ = 0;
-  FlatLayout layout_;
   int64_t w1_ = 0, b1_ = 0, w2_ = 0, b2_ = 0;
   torch::Tensor train_x_, train_y_, test_x_, test_y_;
 };
@@ -344,7 +344,7 @@ class FashionTask : public Task {
 /// A character-level GRU language model on English text: embedding, one GRU layer (gates r, z, n
 /// as in torch::nn::GRU), a linear read-out; windows of 24 characters from the training stream,
 /// held-out windows from the held-out stream.
-class TextGRUTask : public Task {
+class TextGRUTask : public LayoutTask {
  public:
   TextGRUTask(at::Generator gen, const TaskSampling& s) {
     const auto text = data::licence_text();
@@ -364,9 +364,6 @@ class TextGRUTask : public Task {
   }
   std::string name() const override { return "text_gru(" + std::to_string(hidden_) + ")"; }
   TaskFamily family() const override { return TaskFamily::kTextGRU; }
-  int64_t dim() const override { return layout_.total(); }
-  std::vector<int64_t> segments() const override { return layout_.sizes(); }
-  torch::Tensor initial(at::Generator gen) const override { return layout_.init(gen); }
   torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
     return objective(params,
                      windows(train_, at::randint(train_.size(0) - kLength - 1, {batch_}, gen)));
@@ -408,7 +405,6 @@ class TextGRUTask : public Task {
   }
   torch::Tensor train_, test_, eval_starts_;
   int64_t vocab_ = 0, hidden_ = 32, batch_ = 16;
-  FlatLayout layout_;
   int64_t embed_, w_ih_, w_hh_, b_ih_, w_out_, b_out_;
 };
 

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -145,14 +144,8 @@ void save_model(const LearnedOptimizerModel& model, const std::string& path) {
 }
 
 LearnedOptimizerModel load_model(const std::string& path) {
-  TORCH_CHECK(std::ifstream(path).good(), "learned optimizer weights: cannot open ", path);
   torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "learned optimizer weights: ", path, " is corrupt or not a weights file (",
-                e.what_without_backtrace(), ")");
-  }
+  detail::read_weights_file(archive, path, "learned optimizer weights");
   return model_from_archive(archive, path);
 }
 

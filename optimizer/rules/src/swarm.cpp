@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include "pretrained_weights.h"
@@ -460,14 +459,8 @@ void SwarmModelImpl::save(const std::string& path) const {
 }
 
 std::shared_ptr<SwarmModelImpl> SwarmModelImpl::load_file(const std::string& path) {
-  TORCH_CHECK(std::ifstream(path).good(), "swarm weights: cannot open ", path);
   torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "swarm weights: ", path, " is corrupt or not a weights file (",
-                e.what_without_backtrace(), ")");
-  }
+  detail::read_weights_file(archive, path, "swarm weights");
   return model_from_archive(archive, path);
 }
 
