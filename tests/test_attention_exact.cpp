@@ -8,9 +8,7 @@
 #include "test_util.h"
 
 namespace fa = flt::attention;
-using flt::testing::all_close;
-using flt::testing::expect_error;
-using flt::testing::expect_gradients_match;
+using namespace flt::testing;
 
 namespace {
 

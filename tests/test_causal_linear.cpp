@@ -5,9 +5,7 @@
 #include "test_util.h"
 
 namespace fk = flt::kernels;
-using flt::testing::all_close;
-using flt::testing::expect_error;
-using flt::testing::expect_gradients_match;
+using namespace flt::testing;
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "test_util.h"
 
 namespace fd = flt::optim::data;
-using flt::testing::expect_error;
+using namespace flt::testing;
 
 namespace {
 

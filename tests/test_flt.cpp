@@ -14,9 +14,7 @@
 #include "test_util.h"
 
 namespace fa = flt::attention;
-using flt::testing::all_close;
-using flt::testing::expect_error;
-using flt::testing::expect_gradients_match;
+using namespace flt::testing;
 using Family = fa::SpectrumFamily;
 using Proposal = fa::ProposalKind;
 

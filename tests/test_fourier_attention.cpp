@@ -14,9 +14,7 @@
 
 namespace fa = flt::attention;
 namespace fk = flt::kernels;
-using flt::testing::all_close;
-using flt::testing::expect_error;
-using flt::testing::expect_gradients_match;
+using namespace flt::testing;
 
 namespace {
 

@@ -13,8 +13,7 @@
 
 namespace fa = flt::attention;
 using fa::FourierPhi;
-using flt::testing::all_close;
-using flt::testing::expect_error;
+using namespace flt::testing;
 
 namespace {
 

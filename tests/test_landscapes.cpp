@@ -7,7 +7,7 @@
 #include "test_util.h"
 
 using flt::optim::Landscape;
-using flt::testing::SeededTest;
+using namespace flt::testing;
 
 namespace {
 

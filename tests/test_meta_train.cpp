@@ -10,24 +10,16 @@
 #include "flt/metatrain/meta_train.h"
 #include "flt/metatrain/tasks.h"
 #include "flt/optim/mnemosyne.h"
+#include "learned_optimizer_util.h"
 #include "test_util.h"
 
 namespace fo = flt::optim;
-using flt::testing::expect_error;
+using namespace flt::testing;
 
 namespace {
 
 class Tasks : public flt::testing::SeededTest {};
 class MetaTrain : public flt::testing::SeededTest {};
-
-/// A fresh (untrained) model: its head starts at zero, so it is Adam with the controller's step.
-fo::LearnedOptimizerModel untrained(fo::Memory memory = fo::Memory::kFLT) {
-  return fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().memory(memory));
-}
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "/" + name;
-}
 
 }  // namespace
 

@@ -13,7 +13,7 @@
 #include "test_util.h"
 
 namespace fo = flt::optim;
-using flt::testing::expect_error;
+using namespace flt::testing;
 
 namespace {
 

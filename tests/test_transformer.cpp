@@ -11,8 +11,7 @@
 #include "test_util.h"
 
 namespace fa = flt::attention;
-using flt::testing::all_close;
-using flt::testing::expect_error;
+using namespace flt::testing;
 
 namespace {
 class Transformer : public flt::testing::SeededTest {};

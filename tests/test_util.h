@@ -21,6 +21,11 @@ class SeededTest : public ::testing::Test {
   }
 };
 
+/// A path for a file `name` in GoogleTest's scratch folder.
+inline std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "/" + name;
+}
+
 /// Runs `fn`, expects a c10::Error whose message contains every one of `parts`.
 inline void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
   try {

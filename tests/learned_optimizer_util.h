@@ -1,0 +1,43 @@
+#pragma once
+// Helpers shared by the learned optimizer's tests (test_mnemosyne*.cpp, test_meta_train.cpp).
+
+#include <torch/types.h>
+
+#include <utility>
+#include <vector>
+
+#include "flt/optim/mnemosyne.h"
+
+namespace flt::testing {
+
+/// A fresh (untrained) model: its head starts at zero, so it is Adam with the controller's step.
+inline optim::LearnedOptimizerModel untrained(optim::Memory memory = optim::Memory::kFLT) {
+  return optim::LearnedOptimizerModel(optim::LearnedOptimizerModelOptions().memory(memory));
+}
+
+/// A model whose head is not zero (so memory and features matter).
+inline optim::LearnedOptimizerModel perturbed(optim::Memory memory, uint64_t seed) {
+  torch::manual_seed(seed);
+  auto model = untrained(memory);
+  torch::NoGradGuard no_grad;
+  model->head_out->weight.normal_(0.0, 0.3);
+  model->head_out->bias.normal_(0.0, 0.1);
+  return model;
+}
+
+/// Mnemosyne over `params` with `model` and learning rate `lr`.
+inline optim::Mnemosyne make_mnemosyne(std::vector<torch::Tensor> params,
+                                       optim::LearnedOptimizerModel model, double lr = 1.0) {
+  return optim::Mnemosyne(std::move(params), optim::MnemosyneOptions(lr), std::move(model));
+}
+
+/// One step on f(x) = sum_i (i + 1) x_i^2; returns the loss before it.
+inline torch::Tensor quadratic_step(optim::Mnemosyne& opt, torch::Tensor& x) {
+  opt.zero_grad();
+  auto loss = (x * x * torch::arange(1, x.numel() + 1, x.options()).view(x.sizes())).sum();
+  loss.backward();
+  opt.step();
+  return loss.detach();
+}
+
+}  // namespace flt::testing
