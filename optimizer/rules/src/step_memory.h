@@ -37,7 +37,8 @@ struct StepMemory {
 /// its query (FLT: with the RPE features of the step index, so the learned spectrum weighs steps by
 /// their distance); the LSTM steps its cell.
 /// x: (N, F)  memory: (N, size()) -> read (N, read_size()), memory (N, size())
-std::pair<torch::Tensor, torch::Tensor> attend_step(const StepMemory& memory, const torch::Tensor& x,
+std::pair<torch::Tensor, torch::Tensor> attend_step(const StepMemory& memory,
+                                                    const torch::Tensor& x,
                                                     const torch::Tensor& state, int64_t t,
                                                     double read_floor);
 
