@@ -171,8 +171,7 @@ TEST_F(LearnedSchedule, FLTMemory_ReachesBackHundredsOfSteps) {
       step_a = da.step_size;
       step_b = db.step_size;
     }
-    const double relative_difference =
-        ((step_a - step_b).abs() / step_b).item<double>();
+    const double relative_difference = ((step_a - step_b).abs() / step_b).item<double>();
     if (memory == fo::Memory::kFLT)
       EXPECT_GT(relative_difference, 1e-4) << "the first steps still count at step 420";
     else
@@ -220,8 +219,7 @@ TEST_F(LearnedSchedule, StepWithClosure_FeedsTheLossAndReturnsIt) {
     return l;
   });
   EXPECT_FLOAT_EQ(loss.item<float>(), 5.0f);
-  const auto& st =
-      static_cast<const fo::MnemosyneParamState&>(*opt.state().begin()->second);
+  const auto& st = static_cast<const fo::MnemosyneParamState&>(*opt.state().begin()->second);
   EXPECT_DOUBLE_EQ(st.controller()[11].item<double>(), 5.0) << "the loss's running average";
 }
 
@@ -268,21 +266,25 @@ TEST_F(LearnedSchedule, WeightsFile_RoundTripAndErrors) {
 }
 
 TEST_F(LearnedSchedule, BadInput_NamesTheProblem) {
-  expect_error([] { fo::design_from_name("schedule"); },
-               {"unknown Mnemosyne design", "schedule"});
+  expect_error([] { fo::design_from_name("schedule"); }, {"unknown Mnemosyne design", "schedule"});
   expect_error([] { fo::LearnedSchedule(fo::LearnedScheduleOptions().hidden(0)); },
                {"hidden must be positive", "0"});
   expect_error([] { fo::LearnedSchedule(fo::LearnedScheduleOptions().relative_step(-1)); },
                {"relative_step", "-1"});
   fo::LearnedSchedule schedule;
-  expect_error([&] { schedule->features(torch::zeros({2, 3}, torch::kDouble), 1, {}); },
-               {"histories must be (S, ", "[2, 3]"});
+  expect_error(
+      [&] {
+        schedule->features(torch::zeros({2, 3}, torch::kDouble), 1, {});
+      },
+      {"histories must be (S, ", "[2, 3]"});
   expect_error(
       [&] { schedule->features(schedule->initial_history(torch::ones(1)).unsqueeze(0), 0, {}); },
       {"step index must be >= 1", "0"});
-  expect_error([&] { Impl::record(torch::zeros({1, 30}, torch::kDouble), torch::zeros({1, 3}),
-                                  torch::ones({1})); },
-               {"record", "[1, 3]"});
+  expect_error(
+      [&] {
+        Impl::record(torch::zeros({1, 30}, torch::kDouble), torch::zeros({1, 3}), torch::ones({1}));
+      },
+      {"record", "[1, 3]"});
   // A first-design state cannot be stepped by the second design.
   auto x = torch::randn({3}).requires_grad_(true);
   fo::Mnemosyne first({x});

@@ -137,8 +137,8 @@ void LearnedScheduleImpl::reset() {
   head_out = register_module("head_out", torch::nn::Linear(options.hidden(), 3));
   corrector_in = register_module("corrector_in", torch::nn::Linear(2, kCorrectorHidden));
   corrector_out = register_module("corrector_out", torch::nn::Linear(kCorrectorHidden, 1));
-  step_log_relative = register_parameter("step_log_relative",
-                                         torch::full({}, std::log(options.relative_step())));
+  step_log_relative =
+      register_parameter("step_log_relative", torch::full({}, std::log(options.relative_step())));
   step_log_floor =
       register_parameter("step_log_floor", torch::full({}, std::log(options.scale_floor())));
   torch::NoGradGuard no_grad;
@@ -154,8 +154,17 @@ void LearnedScheduleImpl::pretty_print(std::ostream& stream) const {
 }
 
 detail::StepMemory LearnedScheduleImpl::step_memory() const {
-  return {options.memory(), options.key_dim(), options.value_dim(), options.features(), query,
-          key, value, flt, feature_map, discount_logit, lstm};
+  return {options.memory(),
+          options.key_dim(),
+          options.value_dim(),
+          options.features(),
+          query,
+          key,
+          value,
+          flt,
+          feature_map,
+          discount_logit,
+          lstm};
 }
 
 int64_t LearnedScheduleImpl::history_size() const {
@@ -177,8 +186,8 @@ torch::Tensor LearnedScheduleImpl::features(const torch::Tensor& histories, int6
                                             const ScheduleSignals& signals) const {
   TORCH_CHECK(histories.dim() == 2 && histories.size(1) == history_size() &&
                   histories.scalar_type() == at::kDouble && histories.device().is_cpu(),
-              "LearnedSchedule: histories must be (S, ", history_size(), ") float64 on the CPU, got ",
-              histories.sizes(), " ", histories.scalar_type());
+              "LearnedSchedule: histories must be (S, ", history_size(),
+              ") float64 on the CPU, got ", histories.sizes(), " ", histories.scalar_type());
   TORCH_CHECK(t >= 1, "LearnedSchedule: the step index must be >= 1, got ", t);
   const auto h_all = histories.contiguous();
   const int64_t count = h_all.size(0), width = h_all.size(1);
@@ -215,8 +224,8 @@ torch::Tensor LearnedScheduleImpl::features(const torch::Tensor& histories, int6
     const double last = finite(signals.validation) ? *signals.validation : h[kValidationLast];
     if (std::isfinite(last)) {
       f[17] = 1.0;
-      const double best = std::isfinite(h[kValidationMin]) ? std::min(h[kValidationMin], last)
-                                                            : last;
+      const double best =
+          std::isfinite(h[kValidationMin]) ? std::min(h[kValidationMin], last) : last;
       f[18] = relative(last, best);
       f[19] = finite(signals.validation) && std::isfinite(h[kValidationLast])
                   ? relative(last, h[kValidationLast])

@@ -139,8 +139,8 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
     int64_t skipped = 0;
   };
   FusedPass fused_coordinate_step_(torch::Tensor param, const torch::Tensor& grad,
-                                   torch::Tensor moments, int64_t t, double step_size, double shrink,
-                                   double gain) const;
+                                   torch::Tensor moments, int64_t t, double step_size,
+                                   double shrink, double gain) const;
 
   LearnedScheduleOptions options;
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  ///< attention memories
@@ -148,7 +148,7 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
   attention::FeatureMap feature_map{nullptr};                      ///< Performer memory
   torch::Tensor discount_logit;                                    ///< gamma = sigmoid(.)
   torch::nn::LSTMCell lstm{nullptr};
-  torch::nn::Linear head_in{nullptr}, head_out{nullptr};  ///< per-tensor head
+  torch::nn::Linear head_in{nullptr}, head_out{nullptr};            ///< per-tensor head
   torch::nn::Linear corrector_in{nullptr}, corrector_out{nullptr};  ///< per-coordinate MLP
   torch::Tensor step_log_relative, step_log_floor;  ///< log rho, log floor (scalars)
 
