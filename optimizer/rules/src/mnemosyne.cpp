@@ -9,32 +9,18 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
+#include "flt/detail/optimizer_state.h"
 #include "learned_rule.h"
 #include "pretrained_weights.h"
 
 namespace flt::optim {
 namespace {
 
+using flt::detail::state_key;
+
 // 2: the per-tensor step-size controller (its meta-parameters replace step_scale).
 constexpr int64_t kFormatVersion = 2;
-
-// The optimizer state map is keyed by a string of the TensorImpl address up to LibTorch 2.1 and by
-// the address itself from 2.2 (docs/design.md section 1): derive the key from the map's own type.
-template <typename Map>
-typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
-  using Key = typename Map::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    // As LibTorch 1.13's own c10::guts::to_string (an ostream of the pointer); that helper is gone
-    // in 2.2, and the dead branch must still compile there.
-    std::ostringstream key;
-    key << p.unsafeGetTensorImpl();
-    return key.str();
-  } else {
-    return static_cast<Key>(p.unsafeGetTensorImpl());
-  }
-}
 
 void write_options(torch::serialize::OutputArchive& archive,
                    const LearnedOptimizerModelOptions& o) {
