@@ -142,13 +142,14 @@ double unroll(Particle& particle, const Pair& pair, int64_t t0, int64_t steps, i
     const double value = loss.item<double>();
     if (pair.tell_loss) opt.report_loss(value);
     if (pair.tell_validation && t % std::max<int64_t>(1, horizon / 10) == 0)
-      opt.report_validation(scored_loss(*pair.task, flat_of(particle.tensors).detach(),
-                                        particle.batches));
+      opt.report_validation(
+          scored_loss(*pair.task, flat_of(particle.tensors).detach(), particle.batches));
     opt.step();
     if (!scored) continue;
-    const double now = scored_loss(*pair.task, flat_of(particle.tensors).detach(), particle.batches);
-    double term = std::isfinite(now) ? std::log(std::max(now, 1e-12)) - pair.log_initial
-                                     : diverged_term;
+    const double now =
+        scored_loss(*pair.task, flat_of(particle.tensors).detach(), particle.batches);
+    double term =
+        std::isfinite(now) ? std::log(std::max(now, 1e-12)) - pair.log_initial : diverged_term;
     if (!std::isfinite(value) || term > diverged_term) {
       particle.diverged = true;
       term = diverged_term;
@@ -218,12 +219,11 @@ std::vector<double> meta_train_schedule(
   TORCH_CHECK(options.min_horizon >= options.unroll && options.max_horizon >= options.min_horizon,
               "meta_train_schedule: need unroll <= min_horizon <= max_horizon, got ",
               options.unroll, ", ", options.min_horizon, ", ", options.max_horizon);
-  TORCH_CHECK(options.sigma > 0 && options.meta_lr > 0 && options.rescale >= 1 &&
-                  options.score_every >= 1,
-              "meta_train_schedule: sigma, meta_lr must be positive, rescale >= 1, score_every "
-              ">= 1; got ",
-              options.sigma, ", ", options.meta_lr, ", ", options.rescale, ", ",
-              options.score_every);
+  TORCH_CHECK(
+      options.sigma > 0 && options.meta_lr > 0 && options.rescale >= 1 && options.score_every >= 1,
+      "meta_train_schedule: sigma, meta_lr must be positive, rescale >= 1, score_every "
+      ">= 1; got ",
+      options.sigma, ", ", options.meta_lr, ", ", options.rescale, ", ", options.score_every);
   torch::NoGradGuard no_grad;
   Checkpoint state;
   auto theta = vector_of(schedule);
@@ -245,9 +245,9 @@ std::vector<double> meta_train_schedule(
       }
       auto gen = generator_for(options.seed, episode, 0);
       const double u = uniform(gen);
-      horizon = static_cast<int64_t>(std::exp(
-          std::log(static_cast<double>(options.min_horizon)) +
-          u * std::log(static_cast<double>(options.max_horizon) / options.min_horizon)));
+      horizon = static_cast<int64_t>(
+          std::exp(std::log(static_cast<double>(options.min_horizon)) +
+                   u * std::log(static_cast<double>(options.max_horizon) / options.min_horizon)));
       horizon = std::max(options.unroll, horizon / options.unroll * options.unroll);
       for (int64_t i = 0; i < options.pairs; ++i) {
         auto& pair = pairs[i];
@@ -271,8 +271,8 @@ std::vector<double> meta_train_schedule(
         const auto initial = pair.task->initial(task_gen);
         auto score_gen = generator_for(options.seed, episode, 1000 + i);
         pair.log_initial = std::log(std::max(scored_loss(*pair.task, initial, score_gen), 1e-12));
-        const uint64_t batch_seed = static_cast<uint64_t>(
-            at::randint(1LL << 62, {1}, task_gen).item<int64_t>());
+        const uint64_t batch_seed =
+            static_cast<uint64_t>(at::randint(1LL << 62, {1}, task_gen).item<int64_t>());
         const int64_t total = pair.tell_length ? horizon : 0;
         start_particle(pair.plus, *pair.task, initial, schedule, batch_seed, total);
         start_particle(pair.minus, *pair.task, initial, schedule, batch_seed, total);
@@ -302,7 +302,8 @@ std::vector<double> meta_train_schedule(
     // The outer Adam step on theta, the meta-gradient's norm clipped, half-cosine learning rate.
     const double norm = gradient.norm().item<double>();
     if (norm > options.clip) gradient *= options.clip / norm;
-    const double progress = static_cast<double>(iteration) / std::max<int64_t>(1, options.iterations);
+    const double progress =
+        static_cast<double>(iteration) / std::max<int64_t>(1, options.iterations);
     const double lr = options.meta_lr * (options.meta_lr_end + (1 - options.meta_lr_end) * 0.5 *
                                                                    (1 + std::cos(M_PI * progress)));
     ++state.adam_step;
@@ -318,8 +319,8 @@ std::vector<double> meta_train_schedule(
     if (!options.csv.empty()) {
       std::ofstream csv(options.csv, std::ios::app);
       if (csv.tellp() == 0) csv << "iteration,episode,horizon,meta_loss,seconds\n";
-      csv << iteration + 1 << "," << episode << "," << horizon << "," << meta_loss << ","
-          << seconds << "\n";
+      csv << iteration + 1 << "," << episode << "," << horizon << "," << meta_loss << "," << seconds
+          << "\n";
     }
     if (on_iteration)
       on_iteration({iteration + 1, options.iterations, episode, horizon, meta_loss, seconds});

@@ -31,9 +31,9 @@ namespace flt::optim {
 struct ScheduleMetaTrainOptions {
   std::vector<TaskFamily> families = all_task_families();
   TaskSampling sampling = {};
-  int64_t iterations = 1000;  ///< outer steps (truncations)
-  int64_t pairs = 8;          ///< antithetic pairs, one task each
-  int64_t unroll = 50;        ///< inner steps per truncation
+  int64_t iterations = 1000;                      ///< outer steps (truncations)
+  int64_t pairs = 8;                              ///< antithetic pairs, one task each
+  int64_t unroll = 50;                            ///< inner steps per truncation
   int64_t min_horizon = 500, max_horizon = 5000;  ///< inner steps per episode, log-uniform
   double rescale = 1e3;  ///< per-tensor rescaling factors in [1 / rescale, rescale]; 1 = none
   double sigma = 0.01;   ///< PES perturbation std
