@@ -4,7 +4,8 @@
 # path to find at run time. Re-runs when a weights file changes.
 function(flt_embed_pretrained target)
   file(GLOB _files CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/optimizer/pretrained/mnemosyne_*.pt"
-       "${PROJECT_SOURCE_DIR}/optimizer/pretrained/swarm_*.pt")
+       "${PROJECT_SOURCE_DIR}/optimizer/pretrained/swarm_*.pt"
+       "${PROJECT_SOURCE_DIR}/optimizer/pretrained/schedule_*.pt")
   set(_arrays "")
   set(_lookup "")
   foreach(_file IN LISTS _files)

@@ -1,5 +1,5 @@
-// flt-eval-optim: compares the learned optimizers with tuned Adam and SGD-momentum on held-out
-// tasks.
+// flt-eval-optim: compares the learned optimizers with tuned Adam and SGD-momentum, and with the
+// baselines that claim to need no tuning (Prodigy, Schedule-Free AdamW), on held-out tasks.
 //
 //   flt-eval-optim [--suite synthetic|real|all] [--out DIR] [--seeds 5] [--tuning-seeds 3]
 //                  [--tasks rastrigin-2d,...] [--weights NAME=FILE ...] [--no-baselines-sgd]
@@ -10,6 +10,10 @@
 // runs (training_runs.h: real torch::nn models in ordinary minibatch loops, scored on held-out
 // data) against Adam at lr 1e-3 and Adam / AdamW with cosine decay tuned per run; writes
 // DIR/eval-real.csv, DIR/eval-real-curves.csv, DIR/eval-real.png and DIR/eval-real-TASK.png.
+//
+// Both suites also run Prodigy (lr 1, constant and with cosine decay) and Schedule-Free AdamW
+// (lr 0.0025, without and with a 5% warm-up, evaluated at its average x) untuned, at their
+// authors' defaults (training_runs.h, untuned_baseline_contenders).
 //
 // Baselines get their learning rate tuned per task on the 7-point grid 1e-4..1e-1 (tuning seeds
 // disjoint from the evaluation seeds); learned optimizers run with lr = 1 (their own step), and
@@ -188,6 +192,7 @@ void run_real_suite(const RealSuiteOptions& options) {
   }
   for (const auto& c : contenders) learned.push_back(c.name);
   for (auto& c : fo::baseline_contenders()) contenders.push_back(std::move(c));
+  for (auto& c : fo::untuned_baseline_contenders()) contenders.push_back(std::move(c));
   std::fprintf(stderr,
                "real training runs: %zu runs x %zu optimizers, %lld evaluation seeds, lr tuned on "
                "%lld other seeds%s%s\n",
@@ -227,7 +232,7 @@ void run_real_suite(const RealSuiteOptions& options) {
                 static_cast<long long>(run.batch), static_cast<long long>(options.eval.eval_seeds),
                 run.loss == fo::LossKind::kCrossEntropy ? "cross-entropy" : "MSE",
                 static_cast<long long>(run.eval_every));
-    std::printf("  %-14s %8s %10s %10s %6s %6s %8s %8s %8s %7s\n", "optimizer", "lr", "final",
+    std::printf("  %-26s %8s %10s %10s %6s %6s %8s %8s %8s %7s\n", "optimizer", "lr", "final",
                 "best", "rise", "div", "vs 1e-3", "vs tuned", "speed-up", "s/run");
     for (const auto& c : contenders) {
       const auto& r = find(run.name, c.name);
@@ -235,7 +240,7 @@ void run_real_suite(const RealSuiteOptions& options) {
       const int vs_tuned = fo::compare_finals(r.median_final, best_tuned.median_final);
       const double speed = fo::speedup(r, adam_cosine);
       std::printf(
-          "  %-14s %8.2g %10.4g %10.4g %4lld/%lld %4lld/%lld %8s %8s %8s %7.1f\n",
+          "  %-26s %8.2g %10.4g %10.4g %4lld/%lld %4lld/%lld %8s %8s %8s %7.1f\n",
           r.contender.c_str(), r.lr, r.median_final, r.median_best,
           static_cast<long long>(r.late_rise), static_cast<long long>(options.eval.eval_seeds),
           static_cast<long long>(r.diverged), static_cast<long long>(options.eval.eval_seeds),
@@ -263,7 +268,7 @@ void run_real_suite(const RealSuiteOptions& options) {
       "speed-up = steps tuned\nadam-cosine needs to reach the optimizer's final held-out loss / "
       "its steps, \"never\" = not within\nits budget, so > 1):\n",
       runs.size(), 100 * fo::kRunTieTolerance);
-  std::printf("  %-14s %16s %16s %11s %11s %16s\n", "optimizer", "vs adam-1e-3 W/T/L",
+  std::printf("  %-26s %16s %16s %11s %11s %16s\n", "optimizer", "vs adam-1e-3 W/T/L",
               "vs tuned W/T/L", "late rise", "diverged", "median speed-up");
   for (const auto& c : contenders) {
     auto& t = tally[c.name];
@@ -273,7 +278,7 @@ void run_real_suite(const RealSuiteOptions& options) {
                   t.vs_default[2]);
     std::snprintf(vs_tuned, sizeof(vs_tuned), "%d/%d/%d", t.vs_tuned[0], t.vs_tuned[1],
                   t.vs_tuned[2]);
-    std::printf("  %-14s %16s %16s %7d run%s %7d run%s %16s\n", c.name.c_str(),
+    std::printf("  %-26s %16s %16s %7d run%s %7d run%s %16s\n", c.name.c_str(),
                 c.name == "adam-1e-3" ? "-" : vs_default, vs_tuned, t.late_rise,
                 t.late_rise == 1 ? " " : "s", t.diverged, t.diverged == 1 ? " " : "s",
                 speedup_text(med).c_str());
@@ -365,7 +370,9 @@ int main(int argc, char** argv) {
       "learned rules' memories see (DIR/memory.csv, DIR/memory-rpe.png). With "
       "--suite real: held-out real training runs (real models, minibatches, held-out data) "
       "against Adam 1e-3 and tuned Adam / AdamW with cosine decay; writes DIR/eval-real*.csv and "
-      "DIR/eval-real*.png."};
+      "DIR/eval-real*.png. Both suites also run, untuned at their authors' defaults, Prodigy (lr "
+      "1; prodigy-cosine: with cosine decay) and Schedule-Free AdamW (lr 0.0025, evaluated at its "
+      "average; schedule-free-adamw-warmup: a linear warm-up over 5% of the steps)."};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--suite", suite,
                  "synthetic: the synthetic tasks; real: held-out real training runs; all: both")
@@ -477,6 +484,17 @@ int main(int argc, char** argv) {
       rules.emplace_back(spec.substr(0, eq), fo::load_model(spec.substr(eq + 1)));
     }
     for (const auto& [name, model] : rules) contenders.push_back(learned(name, model));
+    // The untuned baselines of the real suite, with the same factories, schedules and hooks.
+    for (const auto& c : fo::untuned_baseline_contenders()) {
+      fo::Contender untuned;
+      untuned.name = c.name;
+      untuned.make = c.make;
+      untuned.tune = false;
+      untuned.fixed_lr = c.fixed_lr;
+      untuned.schedule = c.schedule;
+      untuned.evaluation = c.evaluation;
+      contenders.push_back(std::move(untuned));
+    }
     if (tune_learned) {
       // Equal tuning budget: the same seeds and a 7-point grid, over the step multiplier.
       auto tuned = learned("mnemosyne-flt (lr tuned)", fo::load_pretrained_model(fo::Memory::kFLT));
@@ -499,7 +517,7 @@ int main(int argc, char** argv) {
     const auto rows = fo::evaluate(tasks, contenders, options);
 
     std::filesystem::create_directories(out);
-    std::printf("\n%-18s %-22s %9s %14s %14s %9s %5s %5s\n", "task", "optimizer", "lr",
+    std::printf("\n%-18s %-26s %9s %14s %14s %9s %5s %5s\n", "task", "optimizer", "lr",
                 "median final", "steps->target", "win rate", "ties", "div");
     struct Tally {
       int won = 0, tied = 0, tasks = 0;
@@ -511,7 +529,7 @@ int main(int argc, char** argv) {
                  "task,optimizer,lr,median_final,median_steps_to_target,win_rate,tie_rate,diverged,"
                  "meta_objective\n");
     for (const auto& r : rows) {
-      std::printf("%-18s %-22s %9.2g %14.4g %14.0f %8.0f%% %4.0f%% %5lld\n", r.task.c_str(),
+      std::printf("%-18s %-26s %9.2g %14.4g %14.0f %8.0f%% %4.0f%% %5lld\n", r.task.c_str(),
                   r.contender.c_str(), r.lr, r.median_final, r.median_steps_to_target,
                   100 * r.win_rate, 100 * r.tie_rate, static_cast<long long>(r.diverged));
       std::fprintf(csv, "%s,%s,%g,%g,%g,%g,%g,%lld,%g\n", r.task.c_str(), r.contender.c_str(), r.lr,
@@ -537,7 +555,7 @@ int main(int argc, char** argv) {
           ++count;
         }
       }
-      std::printf("  %-22s %+.3f\n", c.name.c_str(), total / count);
+      std::printf("  %-26s %+.3f\n", c.name.c_str(), total / count);
     }
     std::printf(
         "\ntasks where the optimizer beats tuned Adam on most seeds (a final loss within %.1g "
@@ -547,7 +565,7 @@ int main(int argc, char** argv) {
     for (const auto& c : contenders) {
       if (c.name == contenders[0].name) continue;
       const auto& t = tally[c.name];
-      std::printf("  %-22s %d / %d (%.0f%%), tied %d\n", c.name.c_str(), t.won, t.tasks,
+      std::printf("  %-26s %d / %d (%.0f%%), tied %d\n", c.name.c_str(), t.won, t.tasks,
                   100.0 * t.won / t.tasks, t.tied);
     }
 

@@ -16,6 +16,7 @@
 
 #include "cli_checks.h"
 #include "flt/metatrain/meta_train.h"
+#include "flt/metatrain/schedule_meta_train.h"
 #include "flt/optim/mnemosyne.h"
 #include "flt/runtime.h"
 
@@ -37,6 +38,17 @@ int main(int argc, char** argv) {
       "seed."};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--out", out, "weights file to write")->required();
+  fo::MnemosyneDesign design = fo::MnemosyneDesign::kCoordinateMemory;
+  app.add_option_function<std::string>(
+         "--design", [&](const std::string& name) { design = fo::design_from_name(name); },
+         "which design of the rule: coordinate-memory (the first) or tensor-schedule (the second: "
+         "PES over long runs, --horizon..--horizon-max default 500..5000, --unroll 50)")
+      ->default_str(fo::design_name(design))
+      ->check(library_name(fo::design_from_name));
+  double rescale = fo::ScheduleMetaTrainOptions{}.rescale;
+  app.add_option("--rescale", rescale,
+                 "tensor-schedule: each task tensor rescaled by a factor in [1/R, R] (1 = none)")
+      ->capture_default_str();
   app.add_option_function<std::string>(
          "--memory",
          [&](const std::string& name) { model_options.memory(fo::memory_from_name(name)); },
@@ -137,6 +149,63 @@ int main(int argc, char** argv) {
     if (world_size > 1) options.communicator = fo::connect(rendezvous);
     torch::manual_seed(options.seed);
     model_options.seed(options.seed);
+    if (design == fo::MnemosyneDesign::kTensorSchedule) {
+      for (const char* flag :
+           {"--estimator", "--train", "--init", "--late-emphasis", "--rendezvous"})
+        TORCH_CHECK(app.count(flag) == 0, flag,
+                    " applies to the coordinate-memory design only (the tensor-schedule design "
+                    "always uses PES with its own late weighting)");
+      TORCH_CHECK(world_size == 1, "the tensor-schedule design meta-trains in one process");
+      fo::ScheduleMetaTrainOptions o;
+      o.families = options.families;
+      o.sampling = options.sampling;
+      o.iterations = options.iterations;
+      o.pairs = options.workers;
+      o.unroll = app.count("--unroll") ? options.unroll : o.unroll;
+      o.min_horizon = app.count("--horizon") ? options.horizon : o.min_horizon;
+      o.max_horizon = app.count("--horizon-max") ? std::max(options.horizon_max, o.min_horizon)
+                                                 : std::max(o.max_horizon, o.min_horizon);
+      o.sigma = app.count("--pes-sigma") ? options.pes_sigma : o.sigma;
+      o.meta_lr = app.count("--meta-lr") ? options.meta_lr : o.meta_lr;
+      o.meta_lr_end = options.meta_lr_end;
+      o.rescale = rescale;
+      o.seed = options.seed;
+      o.checkpoint = options.checkpoint;
+      o.csv = options.csv;
+      fo::LearnedSchedule schedule(
+          fo::LearnedScheduleOptions()
+              .memory(model_options.memory())
+              .hidden(app.count("--hidden") ? model_options.hidden() : 16)
+              .features(app.count("--features") ? model_options.features() : 16)
+              .rpe_features(app.count("--rpe-features") ? model_options.rpe_features() : 16)
+              .key_dim(model_options.key_dim())
+              .value_dim(app.count("--value-dim") ? model_options.value_dim() : 4)
+              .seed(options.seed));
+      std::fprintf(stderr,
+                   "meta-training the tensor schedule (%s, PES, %lld iterations, %lld pairs, "
+                   "unroll %lld, horizon %lld..%lld, rescale %g)\n",
+                   fo::memory_name(model_options.memory()).c_str(),
+                   static_cast<long long>(o.iterations), static_cast<long long>(o.pairs),
+                   static_cast<long long>(o.unroll), static_cast<long long>(o.min_horizon),
+                   static_cast<long long>(o.max_horizon), o.rescale);
+      const bool progress = options.progress;
+      const auto history =
+          fo::meta_train_schedule(schedule, o, [&](const fo::ScheduleMetaProgress& p) {
+            if (!progress) return;
+            const double eta = p.seconds / std::max<int64_t>(1, p.iteration - 0) *
+                               static_cast<double>(p.iterations - p.iteration);
+            std::fprintf(stderr,
+                         "\r  iteration %lld/%lld  episode %lld (horizon %lld)  "
+                         "meta-loss %+.4f  %.0f s, about %.0f s to go   ",
+                         static_cast<long long>(p.iteration), static_cast<long long>(p.iterations),
+                         static_cast<long long>(p.episode), static_cast<long long>(p.horizon),
+                         p.meta_loss, p.seconds, eta);
+          });
+      if (progress) std::fprintf(stderr, "\n");
+      fo::save_schedule(schedule, out);
+      std::printf("wrote %s (%zu iterations this run)\n", out.c_str(), history.size());
+      return 0;
+    }
     // Every rank builds the rule's shape; meta_train then gives all ranks rank 0's values.
     flt::optim::LearnedOptimizerModel model =
         init.empty() ? flt::optim::LearnedOptimizerModel(model_options) : fo::load_model(init);

@@ -16,11 +16,13 @@ namespace flt::demos {
 
 using Rgb = std::array<unsigned char, 3>;
 
-/// Tableau-like categorical colours for series.
+/// Tableau-like categorical colours for series (12: the synthetic suite of flt-eval-optim draws
+/// 10 optimizers).
 inline Rgb series_color(size_t i) {
   static const Rgb colors[] = {{31, 119, 180},  {255, 127, 14}, {44, 160, 44},   {214, 39, 40},
-                               {148, 103, 189}, {140, 86, 75},  {227, 119, 194}, {127, 127, 127}};
-  return colors[i % 8];
+                               {148, 103, 189}, {140, 86, 75},  {227, 119, 194}, {127, 127, 127},
+                               {188, 189, 34},  {23, 190, 207}, {0, 0, 128},     {128, 128, 0}};
+  return colors[i % (sizeof(colors) / sizeof(colors[0]))];
 }
 
 class Canvas {

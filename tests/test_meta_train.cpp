@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "flt/metatrain/meta_train.h"
+#include "flt/metatrain/schedule_meta_train.h"
 #include "flt/metatrain/tasks.h"
 #include "flt/optim/mnemosyne.h"
 #include "learned_optimizer_util.h"
@@ -205,4 +206,75 @@ TEST_F(MetaTrain, LateEmphasis_WeighsTheHorizonsEnd) {
   EXPECT_TRUE(std::isfinite(plain) && std::isfinite(late));
   EXPECT_LT(plain, 0.0) << "the tiny tasks' loss falls";
   EXPECT_LT(late, plain);
+}
+
+// ---- the second design's meta-training ----------------------------------------------------------
+
+namespace {
+fo::ScheduleMetaTrainOptions tiny_schedule_meta(int64_t iterations) {
+  fo::ScheduleMetaTrainOptions o;
+  o.families = {fo::TaskFamily::kNoisyQuadratic, fo::TaskFamily::kMLPRegression};
+  o.sampling.min_dim = 2;
+  o.sampling.max_dim = 4;
+  o.iterations = iterations;
+  o.pairs = 2;
+  o.unroll = 5;
+  o.min_horizon = o.max_horizon = 15;
+  o.seed = 7;
+  return o;
+}
+
+std::vector<torch::Tensor> weights_of(const fo::LearnedSchedule& schedule) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : schedule->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+}  // namespace
+
+TEST_F(MetaTrain, Schedule_IsDeterministicAndResumesExactly) {
+  const auto path = temp_path("schedule_ckpt.pt");
+  std::remove(path.c_str());
+  torch::manual_seed(1);
+  fo::LearnedSchedule straight;
+  const auto before = weights_of(straight);
+  const auto history = fo::meta_train_schedule(straight, tiny_schedule_meta(6));
+  ASSERT_EQ(history.size(), 6u);
+  for (double loss : history) EXPECT_TRUE(std::isfinite(loss));
+  // Killed during the second episode (3 iterations of 5 steps = one 15-step episode): the
+  // checkpoint from its start resumes the run as if nothing happened.
+  torch::manual_seed(1);
+  fo::LearnedSchedule killed;
+  auto options = tiny_schedule_meta(6);
+  options.checkpoint = path;
+  struct Killed {};
+  EXPECT_THROW(fo::meta_train_schedule(killed, options,
+                                       [](const fo::ScheduleMetaProgress& p) {
+                                         if (p.iteration == 5) throw Killed{};
+                                       }),
+               Killed);
+  fo::LearnedSchedule continued;  // a fresh process: everything comes from the checkpoint
+  const auto rest = fo::meta_train_schedule(continued, options);
+  EXPECT_EQ(rest.size(), 3u) << "resumed at the episode's start, iteration 4";
+  const auto a = weights_of(straight), b = weights_of(continued);
+  bool moved = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+    moved = moved || !torch::equal(a[i], before[i]);
+  }
+  EXPECT_TRUE(moved) << "PES moved the schedule";
+  EXPECT_EQ(rest.back(), history.back());
+}
+
+TEST_F(MetaTrain, Schedule_BadOptionsNameTheValue) {
+  fo::LearnedSchedule schedule;
+  auto o = tiny_schedule_meta(1);
+  o.min_horizon = 3;
+  expect_error([&] { fo::meta_train_schedule(schedule, o); },
+               {"unroll <= min_horizon <= max_horizon", "5, 3, 15"});
+  o = tiny_schedule_meta(1);
+  o.rescale = 0.5;
+  expect_error([&] { fo::meta_train_schedule(schedule, o); }, {"rescale >= 1", "0.5"});
+  o = tiny_schedule_meta(1);
+  o.families.clear();
+  expect_error([&] { fo::meta_train_schedule(schedule, o); }, {"no task families"});
 }

@@ -17,6 +17,8 @@ constexpr uint64_t kEvalSeedBase = 0;
 // Meta-training draws its tasks from seeds mixed with (restart, worker); evaluation instances use
 // their own stream, offset so that no evaluation instance coincides with a meta-training one.
 constexpr uint64_t kEvalStream = 0xE7A1ULL << 32;
+// Schedule::kWarmup's length, as a fraction of the run.
+constexpr double kWarmupFraction = 0.05;
 
 using flt::detail::median;
 
@@ -41,20 +43,44 @@ double final_score(const RunCurve& curve) {
 
 }  // namespace
 
+double schedule_factor(Schedule schedule, int64_t t, int64_t steps) {
+  switch (schedule) {
+    case Schedule::kConstant: return 1.0;
+    case Schedule::kCosine:
+      return 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(t) / static_cast<double>(steps)));
+    case Schedule::kWarmup: {
+      const double warmup = std::max(1.0, std::round(kWarmupFraction * static_cast<double>(steps)));
+      return std::min(1.0, static_cast<double>(t + 1) / warmup);
+    }
+  }
+  TORCH_CHECK(false, "schedule_factor: unknown schedule ", static_cast<int>(schedule));
+}
+
 RunCurve run_optimizer(const Task& task, const torch::Tensor& start, int64_t steps,
-                       uint64_t noise_seed, const OptimizerFactory& factory) {
+                       uint64_t noise_seed, const OptimizerFactory& factory, Schedule schedule,
+                       const EvaluationHook& evaluation) {
   auto params = start.clone().requires_grad_(true);
   auto optimizer = factory({params});
+  std::vector<double> base_lr;
+  for (auto& group : optimizer->param_groups()) base_lr.push_back(group.options().get_lr());
   auto noise = at::make_generator<at::CPUGeneratorImpl>(noise_seed);
   RunCurve curve;
   const auto eval = [&] {
     torch::NoGradGuard no_grad;
-    return task.eval_loss(params).item<double>();
+    if (evaluation.before) evaluation.before(*optimizer);
+    const double loss = task.eval_loss(params).item<double>();
+    if (evaluation.after) evaluation.after(*optimizer);
+    return loss;
   };
   const double initial = eval();
   curve.losses.push_back(initial);
   const double limit = 1e6 * std::max(std::abs(initial), 1e-12);
   for (int64_t s = 0; s < steps; ++s) {
+    if (schedule != Schedule::kConstant) {
+      const double factor = schedule_factor(schedule, s, steps);
+      auto& groups = optimizer->param_groups();
+      for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(base_lr[g] * factor);
+    }
     optimizer->zero_grad();
     task.loss(params, noise).backward();
     optimizer->step();
@@ -125,8 +151,9 @@ std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks,
           std::vector<double> scores;
           for (int64_t s = 0; s < options.tuning_seeds; ++s) {
             auto inst = instance(spec, kTuningSeedBase + s);
-            const auto curve = run_optimizer(*inst.task, inst.start, spec.steps, inst.noise_seed,
-                                             contender.make(candidate));
+            const auto curve =
+                run_optimizer(*inst.task, inst.start, spec.steps, inst.noise_seed,
+                              contender.make(candidate), contender.schedule, contender.evaluation);
             scores.push_back(std::log(std::max(final_score(curve), 1e-300)));
           }
           const double score = median(scores);
@@ -139,8 +166,9 @@ std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks,
       chosen[c] = lr;
       for (int64_t s = 0; s < options.eval_seeds; ++s) {
         auto inst = instance(spec, kEvalSeedBase + s);
-        curves[c].push_back(
-            run_optimizer(*inst.task, inst.start, spec.steps, inst.noise_seed, contender.make(lr)));
+        curves[c].push_back(run_optimizer(*inst.task, inst.start, spec.steps, inst.noise_seed,
+                                          contender.make(lr), contender.schedule,
+                                          contender.evaluation));
       }
       if (options.progress) {
         std::fprintf(stderr, "  %-22s %-22s lr %-8.2g done\n", spec.name.c_str(),

@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 
@@ -16,6 +17,7 @@
 
 #include "flt/detail/progress.h"
 #include "flt/detail/statistics.h"
+#include "flt/harness/baseline_optimizers.h"
 #include "flt/optim/mnemosyne.h"
 
 namespace flt::optim {
@@ -26,6 +28,9 @@ constexpr uint64_t kEvalSeedBase = 0;
 constexpr uint64_t kTuningSeedBase = 10000;
 // The minibatch order's generator: another stream than the weights' (seeded with the seed itself).
 constexpr uint64_t kBatchStream = 0x5eed0bad;
+// The batches that re-estimate BatchNorm statistics for an evaluation hook: a stream of their own,
+// so the training batches stay those every optimizer sees.
+constexpr uint64_t kStatisticsStream = 0xba7c40b5;
 
 using flt::detail::median;
 
@@ -69,6 +74,50 @@ double held_out_loss(const TrainingRun& run, const TrainableModel& model) {
     total += loss.item<double>() * static_cast<double>(j - i);
   }
   return total / static_cast<double>(n);
+}
+
+/// `run.batch` windows of L + 1 tokens at random starts of the training stream: inputs (B, L),
+/// targets (B, L), the next tokens.
+std::pair<torch::Tensor, torch::Tensor> random_windows(const TrainingRun& run, at::Generator& gen) {
+  const int64_t L = run.sequence_length;
+  const auto starts = torch::randint(run.corpus.train.size(0) - L, {run.batch}, gen, torch::kInt64);
+  const auto tokens =
+      run.corpus.train.index({starts.unsqueeze(1) + torch::arange(L + 1, torch::kInt64)});
+  return {tokens.slice(1, 0, L), tokens.slice(1, 1, L + 1)};
+}
+
+/// Recomputes every BatchNorm layer's running statistics at the current parameters: reset, then
+/// a cumulative average over `batches` training batches drawn from `gen` (train mode, no
+/// gradient), as torch.optim.swa_utils.update_bn does for an average of weights. Without
+/// BatchNorm layers it does nothing.
+void recompute_batch_norm(const TrainingRun& run, const TrainableModel& model, int64_t batches,
+                          at::Generator& gen) {
+  std::vector<std::function<void()>> restore;  // each layer's momentum, put back after
+  const auto take = [&](auto* layer) {
+    if (layer == nullptr || !layer->options.track_running_stats()) return;
+    const auto momentum = layer->options.momentum();
+    layer->reset_running_stats();
+    layer->options.momentum(c10::nullopt);  // the cumulative average of the batches' statistics
+    restore.push_back([layer, momentum] { layer->options.momentum(momentum); });
+  };
+  for (const auto& module : model.module->modules()) {
+    take(dynamic_cast<torch::nn::BatchNorm1dImpl*>(module.get()));
+    take(dynamic_cast<torch::nn::BatchNorm2dImpl*>(module.get()));
+    take(dynamic_cast<torch::nn::BatchNorm3dImpl*>(module.get()));
+  }
+  if (restore.empty()) return;
+  torch::NoGradGuard no_grad;
+  model.module->train();
+  for (int64_t b = 0; b < batches; ++b) {
+    if (run.language_model()) {
+      model.forward(random_windows(run, gen).first);
+    } else {
+      const int64_t n = run.split.train_x.size(0);
+      const auto index = torch::randint(n, {std::min(run.batch, n)}, gen, torch::kInt64);
+      model.forward(run.split.train_x.index_select(0, index));
+    }
+  }
+  for (const auto& undo : restore) undo();
 }
 
 double parameter_norm_sum(const std::vector<torch::Tensor>& params) {
@@ -170,7 +219,7 @@ double TrainingCurve::best_loss() const {
 }
 
 TrainingCurve run_training(const TrainingRun& run, uint64_t seed, const OptimizerFactory& factory,
-                           Schedule schedule) {
+                           Schedule schedule, const EvaluationHook& evaluation) {
   validate(run);
   const auto started = std::chrono::steady_clock::now();
   torch::manual_seed(seed);
@@ -182,17 +231,11 @@ TrainingCurve run_training(const TrainingRun& run, uint64_t seed, const Optimize
   for (auto& group : optimizer->param_groups()) base_lr.push_back(group.options().get_lr());
 
   auto batches = at::make_generator<at::CPUGeneratorImpl>(kBatchStream + seed);
+  auto statistics_batches = at::make_generator<at::CPUGeneratorImpl>(kStatisticsStream + seed);
   torch::Tensor order;  // supervised: this epoch's permutation
   int64_t position = 0;
   const auto next_batch = [&]() -> std::pair<torch::Tensor, torch::Tensor> {
-    if (run.language_model()) {
-      const int64_t L = run.sequence_length;
-      const auto starts =
-          torch::randint(run.corpus.train.size(0) - L, {run.batch}, batches, torch::kInt64);
-      const auto tokens =
-          run.corpus.train.index({starts.unsqueeze(1) + torch::arange(L + 1, torch::kInt64)});
-      return {tokens.slice(1, 0, L), tokens.slice(1, 1, L + 1)};
-    }
+    if (run.language_model()) return random_windows(run, batches);
     const int64_t n = run.split.train_x.size(0);
     const int64_t batch = std::min(run.batch, n);
     if (!order.defined() || position + batch > n) {
@@ -213,10 +256,16 @@ TrainingCurve run_training(const TrainingRun& run, uint64_t seed, const Optimize
       curve.param_norm.push_back(INFINITY);
       return;
     }
+    // At the evaluation point: the loss and the norm of the weights the optimizer would return.
+    if (evaluation.before) evaluation.before(*optimizer);
+    if (evaluation.batch_norm_batches > 0) {
+      recompute_batch_norm(run, model, evaluation.batch_norm_batches, statistics_batches);
+    }
     model.module->eval();
     double loss = held_out_loss(run, model);
     model.module->train();
     const double norm = parameter_norm_sum(params);
+    if (evaluation.after) evaluation.after(*optimizer);
     if (!curve.held_out.empty() &&
         !(std::isfinite(loss) && loss <= kDivergenceFactor * curve.held_out.front())) {
       curve.diverged = true;
@@ -232,9 +281,8 @@ TrainingCurve run_training(const TrainingRun& run, uint64_t seed, const Optimize
   int64_t interval_count = 0;
   for (int64_t t = 0; t < run.steps; ++t) {
     if (!curve.diverged) {
-      if (schedule == Schedule::kCosine) {
-        const double factor =
-            0.5 * (1.0 + std::cos(M_PI * static_cast<double>(t) / static_cast<double>(run.steps)));
+      if (schedule != Schedule::kConstant) {
+        const double factor = schedule_factor(schedule, t, run.steps);
         auto& groups = optimizer->param_groups();
         for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(base_lr[g] * factor);
       }
@@ -287,6 +335,44 @@ std::vector<RunContender> baseline_contenders() {
     };
   };
   return {adam, adam_cosine, adamw_cosine};
+}
+
+std::vector<RunContender> untuned_baseline_contenders() {
+  RunContender prodigy;
+  prodigy.name = "prodigy";
+  prodigy.fixed_lr = 1.0;
+  prodigy.make = [](double lr) -> OptimizerFactory {
+    return [lr](std::vector<torch::Tensor> p) {
+      return std::make_unique<Prodigy>(std::move(p), ProdigyOptions(lr));
+    };
+  };
+  RunContender prodigy_cosine = prodigy;
+  prodigy_cosine.name = "prodigy-cosine";
+  prodigy_cosine.schedule = Schedule::kCosine;
+  RunContender schedule_free;
+  schedule_free.name = "schedule-free-adamw";
+  schedule_free.fixed_lr = 0.0025;
+  schedule_free.make = [](double lr) -> OptimizerFactory {
+    return [lr](std::vector<torch::Tensor> p) {
+      return std::make_unique<ScheduleFreeAdamW>(std::move(p), ScheduleFreeAdamWOptions(lr));
+    };
+  };
+  // Judged at x, the average, with BatchNorm statistics recomputed there (its authors' direction;
+  // 10 batches, about the window of BatchNorm's own running average at momentum 0.1).
+  schedule_free.evaluation.before = [](torch::optim::Optimizer& o) {
+    dynamic_cast<ScheduleFreeAdamW&>(o).eval();
+  };
+  schedule_free.evaluation.after = [](torch::optim::Optimizer& o) {
+    dynamic_cast<ScheduleFreeAdamW&>(o).train();
+  };
+  schedule_free.evaluation.batch_norm_batches = 10;
+  // The loop's warm-up is ScheduleFreeAdamWOptions::warmup_steps(5% of the run): the same gamma_t
+  // (test WarmupByTheLoop_IsTheOptimizersWarmup), applied by the loop because a factory does not
+  // see the run's length.
+  RunContender schedule_free_warmup = schedule_free;
+  schedule_free_warmup.name = "schedule-free-adamw-warmup";
+  schedule_free_warmup.schedule = Schedule::kWarmup;
+  return {prodigy, prodigy_cosine, schedule_free, schedule_free_warmup};
 }
 
 RunContender mnemosyne_contender(const std::string& name, const std::string& weights) {
@@ -363,8 +449,8 @@ std::vector<RunRow> evaluate_training_runs(const std::vector<TrainingRun>& runs,
           for (double lr : grid) {
             std::vector<double> finals;
             for (int64_t s = 0; s < options.tuning_seeds; ++s) {
-              const auto curve =
-                  run_training(run, kTuningSeedBase + s, contender.make(lr), contender.schedule);
+              const auto curve = run_training(run, kTuningSeedBase + s, contender.make(lr),
+                                              contender.schedule, contender.evaluation);
               finals.push_back(curve.final_loss());
               char what[96];
               std::snprintf(what, sizeof(what), "%s %s tune lr %.2g", run.name.c_str(),
@@ -380,8 +466,8 @@ std::vector<RunRow> evaluate_training_runs(const std::vector<TrainingRun>& runs,
       std::vector<TrainingCurve> curves;
       std::vector<double> finals, bests;
       for (int64_t s = 0; s < options.eval_seeds; ++s) {
-        curves.push_back(
-            run_training(run, kEvalSeedBase + s, contender.make(row.lr), contender.schedule));
+        curves.push_back(run_training(run, kEvalSeedBase + s, contender.make(row.lr),
+                                      contender.schedule, contender.evaluation));
         const auto& curve = curves.back();
         finals.push_back(curve.final_loss());
         bests.push_back(curve.best_loss());

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "learned_rule.h"
+#include "step_memory.h"
 
 namespace flt::optim {
 
@@ -122,24 +123,11 @@ void LearnedOptimizerModelImpl::pretty_print(std::ostream& stream) const {
 }
 
 int64_t LearnedOptimizerModelImpl::memory_size() const {
-  switch (options.memory()) {
-    case Memory::kFLT:
-    case Memory::kPerformer:
-      return options.features() * (options.value_dim() + 1);  // S (m x Dv) and z (m)
-    case Memory::kLSTM: return 2 * options.key_dim();         // h and c
-    case Memory::kNone: return 0;
-  }
-  return 0;
+  return step_memory().size();
 }
 
 int64_t LearnedOptimizerModelImpl::read_size() const {
-  switch (options.memory()) {
-    case Memory::kFLT:
-    case Memory::kPerformer: return options.value_dim();
-    case Memory::kLSTM: return options.key_dim();
-    case Memory::kNone: return 0;
-  }
-  return 0;
+  return step_memory().read_size();
 }
 
 int64_t LearnedOptimizerModelImpl::state_size() const {
@@ -151,46 +139,88 @@ torch::Tensor LearnedOptimizerModelImpl::initial_state(int64_t n,
   return torch::zeros({n, state_size()}, opts);
 }
 
-std::pair<torch::Tensor, torch::Tensor> LearnedOptimizerModelImpl::attend(
-    const torch::Tensor& x, const torch::Tensor& memory, int64_t t) {
+namespace detail {
+
+int64_t StepMemory::size() const {
+  switch (kind) {
+    case Memory::kFLT:
+    case Memory::kPerformer: return features * (value_dim + 1);  // S (m x Dv) and z (m)
+    case Memory::kLSTM: return 2 * key_dim;                      // h and c
+    case Memory::kNone: return 0;
+  }
+  return 0;
+}
+
+int64_t StepMemory::read_size() const {
+  switch (kind) {
+    case Memory::kFLT:
+    case Memory::kPerformer: return value_dim;
+    case Memory::kLSTM: return key_dim;
+    case Memory::kNone: return 0;
+  }
+  return 0;
+}
+
+std::pair<torch::Tensor, torch::Tensor> attend_step(const StepMemory& memory,
+                                                    const torch::Tensor& x,
+                                                    const torch::Tensor& state, int64_t t,
+                                                    double read_floor) {
   const int64_t n = x.size(0);
-  if (options.memory() == Memory::kNone) return {x.new_zeros({n, 0}), memory};
-  if (options.memory() == Memory::kLSTM) {
-    const int64_t h = options.key_dim();
-    auto [hx, cx] = lstm(x, std::make_tuple(memory.narrow(1, 0, h), memory.narrow(1, h, h)));
+  if (memory.kind == Memory::kNone) return {x.new_zeros({n, 0}), state};
+  if (memory.kind == Memory::kLSTM) {
+    const int64_t h = memory.key_dim;
+    auto lstm = memory.lstm;
+    auto [hx, cx] = lstm(x, std::make_tuple(state.narrow(1, 0, h), state.narrow(1, h, h)));
     return {hx, at::cat({hx, cx}, 1)};
   }
   // Bounded queries and keys: the unshifted FAVOR+ key features stay below exp(max_i |w_i|^2 / 2),
-  // so the state needs no per-coordinate stabilising shift.
-  const double quarter = std::pow(static_cast<double>(options.key_dim()), -0.25);
+  // so the state needs no per-row stabilising shift.
+  const double quarter = std::pow(static_cast<double>(memory.key_dim), -0.25);
+  auto query = memory.query, key = memory.key, value = memory.value;
   auto q = at::tanh(query(x)) * quarter;  // (N, Dk)
   auto k = at::tanh(key(x)) * quarter;
   const auto v = value(x);     // (N, Dv)
   torch::Tensor phi_q, phi_k;  // (N, m)
-  if (options.memory() == Memory::kFLT) {
+  if (memory.kind == Memory::kFLT) {
     const auto position = torch::full({1, 1, 1}, static_cast<double>(t), x.options());
-    const auto [n1, n2] = flt->rpe_features(position);  // (1, 1, 1, 2r) each
+    const auto [n1, n2] = memory.flt->rpe_features(position);  // (1, 1, 1, 2r) each
     const auto rpe_q = n1.reshape({1, -1}).expand({n, n1.size(-1)});
     const auto rpe_k = n2.reshape({1, -1}).expand({n, n2.size(-1)});
-    phi_q = flt->feature_map->query_features({rpe_q, q});
-    phi_k = flt->feature_map->unshifted_features({rpe_k, k});
+    phi_q = memory.flt->feature_map->query_features({rpe_q, q});
+    phi_k = memory.flt->feature_map->unshifted_features({rpe_k, k});
   } else {
-    phi_q = feature_map->query_features(q);
-    phi_k = feature_map->unshifted_features(k);
+    phi_q = memory.feature_map->query_features(q);
+    phi_k = memory.feature_map->unshifted_features(k);
   }
-  // The streaming state of causal linear attention, one per coordinate (B = N, H = 1, one token
-  // per step): decay by gamma, append this step's key and value, read with this step's query.
-  // A coordinate's memory is the state flattened: S (m, Dv) row-major, then z (m). At t = 1 it is
-  // initial_state's zeros, i.e. an empty state (nothing to decay).
-  const int64_t m = options.features(), dv = options.value_dim();
+  // The streaming state of causal linear attention, one per row (B = N, H = 1, one token per
+  // step): decay by gamma, append this step's key and value, read with this step's query. A row's
+  // memory is the state flattened: S (m, Dv) row-major, then z (m). At t = 1 it is zeros, i.e. an
+  // empty state (nothing to decay).
+  const int64_t m = memory.features, dv = memory.value_dim;
   attention::LinearAttentionState cell;
-  cell.numerator = memory.narrow(1, 0, m * dv).reshape({n, 1, m, dv});
-  cell.normaliser = memory.narrow(1, m * dv, m).reshape({n, 1, m, 1});
+  cell.numerator = state.narrow(1, 0, m * dv).reshape({n, 1, m, dv});
+  cell.normaliser = state.narrow(1, m * dv, m).reshape({n, 1, m, 1});
   cell.steps = t - 1;
-  if (!cell.empty()) cell.decay(at::sigmoid(discount_logit));
+  if (!cell.empty()) cell.decay(at::sigmoid(memory.discount_logit));
   cell.append(phi_k.reshape({n, 1, 1, m}), v.reshape({n, 1, 1, dv}));
-  const auto read = cell.read(phi_q.reshape({n, 1, 1, m}), kReadFloor).reshape({n, dv});
+  const auto read = cell.read(phi_q.reshape({n, 1, 1, m}), read_floor).reshape({n, dv});
   return {read, at::cat({cell.numerator.reshape({n, m * dv}), cell.normaliser.reshape({n, m})}, 1)};
+}
+
+}  // namespace detail
+
+detail::StepMemory LearnedOptimizerModelImpl::step_memory() const {
+  return {options.memory(),
+          options.key_dim(),
+          options.value_dim(),
+          options.features(),
+          query,
+          key,
+          value,
+          flt,
+          feature_map,
+          discount_logit,
+          lstm};
 }
 
 LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const torch::Tensor& param,
@@ -220,7 +250,8 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
        log_sign_encoding(m1_hat, kLogSignK), log_sign_encoding(rms, kLogSignK).narrow(1, 0, 1),
        log_sign_encoding(param.detach(), kLogSignK)},
       1);  // (N, kFeatures)
-  auto [read, memory] = attend(x, state.narrow(1, kMoments, memory_size()), t);
+  auto [read, memory] =
+      attend_step(step_memory(), x, state.narrow(1, kMoments, memory_size()), t, kReadFloor);
   const auto out = head_out(at::tanh(head_in(at::cat({x, read}, 1))));  // (N, 2)
   TORCH_CHECK(step_size.dim() == 0 || step_size.sizes() == grad.sizes(),
               "LearnedOptimizerModel::step: step_size must be a scalar or (N), got ",

@@ -8,32 +8,18 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <sstream>
 
+#include "flt/detail/optimizer_state.h"
 #include "learned_rule.h"
 #include "pretrained_weights.h"
 
 namespace flt::optim {
 namespace {
 
+using flt::detail::state_key;
+
 // 2: the per-tensor step-size controller (its meta-parameters replace step_scale).
 constexpr int64_t kFormatVersion = 2;
-
-// The optimizer state map is keyed by a string of the TensorImpl address up to LibTorch 2.1 and by
-// the address itself from 2.2 (docs/design.md section 1): derive the key from the map's own type.
-template <typename Map>
-typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
-  using Key = typename Map::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    // As LibTorch 1.13's own c10::guts::to_string (an ostream of the pointer); that helper is gone
-    // in 2.2, and the dead branch must still compile there.
-    std::ostringstream key;
-    key << p.unsafeGetTensorImpl();
-    return key.str();
-  } else {
-    return static_cast<Key>(p.unsafeGetTensorImpl());
-  }
-}
 
 void write_options(torch::serialize::OutputArchive& archive,
                    const LearnedOptimizerModelOptions& o) {
@@ -130,6 +116,19 @@ LearnedOptimizerModel default_model(const MnemosyneOptions& options) {
                                    : load_model(options.weights());
 }
 
+// The second design's schedule: the given file, else the shipped weights of that memory kind, else
+// the untrained schedule (Adam with a step relative to each tensor's RMS).
+LearnedSchedule default_schedule(const MnemosyneOptions& options) {
+  if (!options.weights().empty()) return load_schedule(options.weights());
+  const auto blob = detail::pretrained_blob("schedule_" + memory_name(options.memory()));
+  if (blob.data == nullptr)
+    return LearnedSchedule(LearnedScheduleOptions().memory(options.memory()));
+  torch::serialize::InputArchive archive;
+  archive.load_from(reinterpret_cast<const char*>(blob.data), blob.size);
+  return read_schedule(archive,
+                       "the pretrained schedule \"" + memory_name(options.memory()) + "\"");
+}
+
 }  // namespace
 
 // ---- weights files -------------------------------------------------------------------------
@@ -177,6 +176,7 @@ void MnemosyneOptions::serialize(torch::serialize::OutputArchive& archive) const
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(fused);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(total_steps);
   archive.write("memory", torch::IValue(memory_name(memory())));
+  archive.write("design", torch::IValue(design_name(design())));
 }
 
 void MnemosyneOptions::serialize(torch::serialize::InputArchive& archive) {
@@ -188,12 +188,15 @@ void MnemosyneOptions::serialize(torch::serialize::InputArchive& archive) {
   torch::IValue value;
   archive.read("memory", value);
   memory(memory_from_name(value.toStringRef()));
+  // States saved before the second design existed are the first design's.
+  design(archive.try_read("design", value) ? design_from_name(value.toStringRef())
+                                           : MnemosyneDesign::kCoordinateMemory);
 }
 
 bool operator==(const MnemosyneOptions& lhs, const MnemosyneOptions& rhs) {
   return lhs.lr() == rhs.lr() && lhs.memory() == rhs.memory() && lhs.weights() == rhs.weights() &&
          lhs.chunk_size() == rhs.chunk_size() && lhs.fused() == rhs.fused() &&
-         lhs.total_steps() == rhs.total_steps();
+         lhs.total_steps() == rhs.total_steps() && lhs.design() == rhs.design();
 }
 
 void MnemosyneParamState::serialize(torch::serialize::OutputArchive& archive) const {
@@ -248,7 +251,10 @@ Mnemosyne::Mnemosyne(std::vector<torch::optim::OptimizerParamGroup> param_groups
                      MnemosyneOptions defaults)
     : Optimizer(checked(std::move(param_groups), defaults),
                 std::make_unique<MnemosyneOptions>(defaults)) {
-  model_ = default_model(defaults);
+  if (defaults.design() == MnemosyneDesign::kTensorSchedule)
+    schedule_ = default_schedule(defaults);
+  else
+    model_ = default_model(defaults);
 }
 
 Mnemosyne::Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults,
@@ -257,6 +263,15 @@ Mnemosyne::Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions default
                 std::make_unique<MnemosyneOptions>(defaults)),
       model_(std::move(model)) {
   TORCH_CHECK(!model_.is_empty(), "Mnemosyne: the model is empty");
+}
+
+Mnemosyne::Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults,
+                     LearnedSchedule schedule)
+    : Optimizer(checked({torch::optim::OptimizerParamGroup(std::move(params))}, defaults),
+                std::make_unique<MnemosyneOptions>(
+                    MnemosyneOptions(defaults).design(MnemosyneDesign::kTensorSchedule))),
+      schedule_(std::move(schedule)) {
+  TORCH_CHECK(!schedule_.is_empty(), "Mnemosyne: the schedule is empty");
 }
 
 std::vector<torch::optim::OptimizerParamGroup> Mnemosyne::checked(
@@ -289,28 +304,38 @@ MnemosyneParamState& Mnemosyne::state_of(const torch::Tensor& p, std::set<std::s
   if (it == state_.end()) {
     auto fresh = std::make_unique<MnemosyneParamState>();
     // Slot-major (state_size, n): each state slot of a run of coordinates is contiguous.
-    fresh->state(model_on(p.device(), refreshed)
-                     ->initial_state(n, p.options().dtype(at::kFloat))
-                     .t()
-                     .contiguous());
-    fresh->controller(model_->initial_tensor_state(p));
+    if (schedule_) {
+      fresh->state(torch::zeros({LearnedScheduleImpl::kMoments, n}, p.options().dtype(at::kFloat)));
+      fresh->controller(schedule_->initial_history(p));
+    } else {
+      fresh->state(model_on(p.device(), refreshed)
+                       ->initial_state(n, p.options().dtype(at::kFloat))
+                       .t()
+                       .contiguous());
+      fresh->controller(model_->initial_tensor_state(p));
+    }
     it = state_.emplace(key, std::move(fresh)).first;
   }
   auto& st = static_cast<MnemosyneParamState&>(*it->second);
-  TORCH_CHECK(st.state().dim() == 2 && st.state().size(0) == model_->state_size() &&
-                  st.state().size(1) == n,
-              "Mnemosyne: the state of a parameter of shape ", p.sizes(), " must be (",
-              model_->state_size(), ", ", n, "), got ", st.state().sizes(),
-              " (saved with another memory kind, or by a version that stored it as (numel, "
-              "state_size))");
-  TORCH_CHECK(st.controller().defined() && st.controller().numel() == detail::kTensorState,
-              "Mnemosyne: the state of a parameter of shape ", p.sizes(),
-              " has no step-size controller (saved by a version before it)");
-  // The controller state is read and written through its float32 storage (5 values: tensor
-  // operations on it cost more than a small tensor's whole step).
-  if (st.controller().scalar_type() != at::kFloat || !st.controller().is_contiguous() ||
+  const int64_t slots = schedule_ ? LearnedScheduleImpl::kMoments : model_->state_size();
+  TORCH_CHECK(st.state().dim() == 2 && st.state().size(0) == slots && st.state().size(1) == n,
+              "Mnemosyne: the state of a parameter of shape ", p.sizes(), " must be (", slots, ", ",
+              n, "), got ", st.state().sizes(),
+              " (saved with another memory kind or design, or by a version that stored it as "
+              "(numel, state_size))");
+  const int64_t history = schedule_ ? schedule_->history_size() : detail::kTensorState;
+  TORCH_CHECK(st.controller().defined() && st.controller().numel() == history,
+              "Mnemosyne: the state of a parameter of shape ", p.sizes(), " must have a ", history,
+              "-entry ", schedule_ ? "history" : "step-size controller", ", got ",
+              st.controller().defined() ? st.controller().numel() : 0,
+              " (saved with another design, or by a version before it)");
+  // The per-tensor state is read and written through its CPU storage (float32 for the
+  // controller, float64 for the schedule's history: tensor operations on a few values cost more
+  // than a small tensor's whole step).
+  const auto type = schedule_ ? at::kDouble : at::kFloat;
+  if (st.controller().scalar_type() != type || !st.controller().is_contiguous() ||
       !st.controller().device().is_cpu())
-    st.controller(st.controller().to(at::kCPU, at::kFloat).contiguous());
+    st.controller(st.controller().to(at::kCPU, type).contiguous());
   return st;
 }
 
@@ -349,6 +374,10 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
   if (closure) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
+  }
+  if (schedule_) {
+    schedule_step(loss);
+    return loss;
   }
   // Read once per step, shared by every tensor: the controller's meta-parameters.
   const auto controller_parameters = model_->controller_parameters();
@@ -410,6 +439,129 @@ torch::Tensor Mnemosyne::step(LossClosure closure) {
   return loss;
 }
 
+void Mnemosyne::report_loss(double loss) {
+  reported_loss_ = loss;
+}
+
+void Mnemosyne::report_validation(double metric) {
+  reported_validation_ = metric;
+}
+
+void Mnemosyne::schedule_step(const torch::Tensor& loss) {
+  ScheduleSignals signals;
+  if (loss.defined() && loss.numel() == 1)
+    signals.loss = loss.detach().item<double>();
+  else
+    signals.loss = reported_loss_;
+  signals.validation = reported_validation_;
+  reported_loss_.reset();
+  reported_validation_.reset();
+  // Tensors at the same step index and run length are decided together (tensors added later
+  // count their own steps).
+  struct Entry {
+    torch::Tensor param;
+    MnemosyneParamState* st;
+    const MnemosyneOptions* options;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Entry>> by_step;
+  std::set<std::string> refreshed;
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const MnemosyneOptions&>(group.options());
+    check_options(options);  // a group's options can be edited between steps
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      TORCH_CHECK(!p.grad().is_sparse(),
+                  "Mnemosyne: sparse gradients are not supported (parameter of shape ", p.sizes(),
+                  ")");
+      auto& st = state_of(p, refreshed);
+      st.step(st.step() + 1);
+      by_step[{st.step(), options.total_steps()}].push_back({p, &st, &options});
+    }
+  }
+  for (auto& [key, entries] : by_step) {
+    const auto [t, total_steps] = key;
+    auto step_signals = signals;
+    if (total_steps > 0)
+      step_signals.fraction = static_cast<double>(t) / static_cast<double>(total_steps);
+    std::vector<torch::Tensor> rows;
+    for (const auto& e : entries) rows.push_back(e.st->controller());
+    auto [decision, histories] = schedule_->decide(at::stack(rows), t, step_signals);
+    const int64_t count = static_cast<int64_t>(entries.size());
+    auto sums = torch::zeros({count, LearnedScheduleImpl::kStatistics}, torch::kDouble);
+    auto numels = torch::zeros({count}, torch::kDouble);
+    const auto step_sizes = decision.step_size.contiguous(), shrinks = decision.shrink.contiguous(),
+               gains = decision.gain.contiguous();
+    for (int64_t i = 0; i < count; ++i) {
+      auto& e = entries[i];
+      const double step_size =
+          e.options->lr() * step_sizes.data_ptr<double>()[i] * detail::anneal(t, total_steps);
+      const double shrink = shrinks.data_ptr<double>()[i], gain = gains.data_ptr<double>()[i];
+      e.st->last_step_size(step_size);
+      const auto& p = e.param;
+      auto flat_param = p.detach().reshape({-1});
+      const auto flat_grad = p.grad().detach().reshape({-1});
+      double* sum = sums.data_ptr<double>() + i * LearnedScheduleImpl::kStatistics;
+      if (e.options->fused() && p.is_contiguous() && p.scalar_type() == at::kFloat &&
+          p.device().is_cpu() && flat_grad.scalar_type() == at::kFloat &&
+          flat_grad.is_contiguous()) {
+        const auto pass = schedule_->fused_coordinate_step_(flat_param, flat_grad, e.st->state(), t,
+                                                            step_size, shrink, gain);
+        std::copy(pass.statistics.begin(), pass.statistics.end(), sum);
+        e.st->skipped(e.st->skipped() + pass.skipped);
+      } else {
+        schedule_composite_step(*e.st, flat_param, flat_grad, t, step_size, shrink, gain,
+                                e.options->chunk_size(), sum);
+        if (!p.is_contiguous()) p.detach().copy_(flat_param.view(p.sizes()));
+      }
+      numels.data_ptr<double>()[i] = static_cast<double>(p.numel());
+    }
+    histories = LearnedScheduleImpl::record(histories, sums, numels);
+    for (int64_t i = 0; i < count; ++i) entries[i].st->controller().copy_(histories[i]);
+  }
+}
+
+void Mnemosyne::schedule_composite_step(MnemosyneParamState& st, torch::Tensor flat_param,
+                                        const torch::Tensor& flat_grad, int64_t t, double step_size,
+                                        double shrink, double gain, int64_t chunk_size,
+                                        double* sums) const {
+  const int64_t n = flat_param.numel();
+  for (int64_t start = 0; start < n; start += chunk_size) {
+    const int64_t size = std::min(chunk_size, n - start);
+    const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
+    auto param = flat_param.narrow(0, start, size);
+    auto moments = st.state().narrow(1, start, size).t();  // (size, 2) view
+    const auto finite_grad = at::isfinite(g);
+    const auto safe_grad = at::where(finite_grad, g, at::zeros_like(g));
+    const auto result = schedule_->coordinate_step(param.to(at::kFloat), safe_grad, moments, t,
+                                                   step_size, shrink, gain);
+    // A coordinate whose gradient or step is not finite keeps its value and its moments.
+    const auto ok = finite_grad & at::isfinite(result.param);
+    st.skipped(st.skipped() + (~ok).sum().item<int64_t>());
+    param.copy_(at::where(ok, result.param, param.to(at::kFloat)).to(param.scalar_type()));
+    moments.copy_(at::where(ok.unsqueeze(1), result.moments, moments));
+    // The statistics of the coordinates as they are now (a skipped one keeps its old value).
+    const auto now = param.to(at::kDouble);
+    const auto stats = at::where(ok.unsqueeze(1), result.statistics,
+                                 at::stack({at::zeros_like(now), at::zeros_like(now),
+                                            result.statistics.select(1, 2), now * now},
+                                           1))
+                           .sum(0);
+    for (int64_t j = 0; j < LearnedScheduleImpl::kStatistics; ++j)
+      sums[j] += stats[j].item<double>();
+  }
+}
+
+std::string design_name(MnemosyneDesign design) {
+  return design == MnemosyneDesign::kTensorSchedule ? "tensor-schedule" : "coordinate-memory";
+}
+
+MnemosyneDesign design_from_name(const std::string& name) {
+  if (name == "coordinate-memory") return MnemosyneDesign::kCoordinateMemory;
+  if (name == "tensor-schedule") return MnemosyneDesign::kTensorSchedule;
+  TORCH_CHECK(false, "unknown Mnemosyne design \"", name,
+              "\" (expected coordinate-memory or tensor-schedule)");
+}
+
 LearnedOptimizerModel Mnemosyne::model_on(const torch::Device& device,
                                           std::set<std::string>& refreshed) {
   if (device.is_cpu()) return model_;
@@ -452,6 +604,12 @@ int64_t Mnemosyne::skipped() const {
 
 void Mnemosyne::save(torch::serialize::OutputArchive& archive) const {
   torch::optim::serialize<MnemosyneParamState, MnemosyneOptions>(archive, *this);
+  if (schedule_) {
+    torch::serialize::OutputArchive schedule_archive(archive.compilation_unit());
+    write_schedule(schedule_archive, *schedule_);
+    archive.write("learned_schedule", schedule_archive);
+    return;
+  }
   torch::serialize::OutputArchive model_archive(archive.compilation_unit());
   write_options(model_archive, model_->options);
   torch::serialize::OutputArchive weights(archive.compilation_unit());
@@ -463,9 +621,16 @@ void Mnemosyne::save(torch::serialize::OutputArchive& archive) const {
 void Mnemosyne::load(torch::serialize::InputArchive& archive) {
   check_is_mnemosyne_state(archive);
   torch::optim::serialize<MnemosyneParamState, MnemosyneOptions>(archive, *this);
+  torch::serialize::InputArchive schedule_archive;
+  if (archive.try_read("learned_schedule", schedule_archive)) {
+    schedule_ = read_schedule(schedule_archive, "the optimizer archive");
+    model_ = nullptr;
+    return;
+  }
   torch::serialize::InputArchive model_archive;
   if (archive.try_read("learned_model", model_archive)) {
     model_ = model_from_archive(model_archive, "the optimizer archive");
+    schedule_ = nullptr;
     replicas_.clear();  // replicas of the old rule
   }
 }

@@ -6,5 +6,6 @@
 #include "flt/metatrain/distributed.h"
 #include "flt/metatrain/landscapes.h"
 #include "flt/metatrain/meta_train.h"
+#include "flt/metatrain/schedule_meta_train.h"
 #include "flt/metatrain/swarm_meta_train.h"
 #include "flt/metatrain/tasks.h"

@@ -3,6 +3,7 @@
 // population searchers (flt::optim::Swarm and its baselines).
 
 #include "flt/optim/learned_model.h"
+#include "flt/optim/learned_schedule.h"
 #include "flt/optim/mnemosyne.h"
 #include "flt/optim/population.h"
 #include "flt/optim/swarm.h"

@@ -19,6 +19,30 @@ namespace flt::optim {
 using OptimizerFactory =
     std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor> params)>;
 
+/// Learning-rate schedule a loop applies to every parameter group's lr (run_optimizer,
+/// run_training).
+enum class Schedule {
+  kConstant,  ///< the optimizer's lr throughout
+  kCosine,    ///< lr * (1 + cos(pi t / steps)) / 2 before update t: decays to 0 over the run
+  kWarmup,    ///< lr * min(1, (t + 1) / W) before update t, W = 5% of the steps: a linear warm-up
+};
+
+/// The factor `schedule` puts on lr before update t (0-based) of a run of `steps`.
+double schedule_factor(Schedule schedule, int64_t t, int64_t steps);
+
+/// What a loop does around each evaluation for an optimizer that trains at one point and is judged
+/// at another (Schedule-Free AdamW trains at y and is evaluated at x). Empty: nothing.
+struct EvaluationHook {
+  /// Moves the parameters to the evaluation point (e.g. ScheduleFreeAdamW::eval).
+  std::function<void(torch::optim::Optimizer&)> before;
+  /// Moves them back (e.g. ScheduleFreeAdamW::train).
+  std::function<void(torch::optim::Optimizer&)> after;
+  /// run_training: after `before`, BatchNorm layers' running statistics are recomputed at the
+  /// evaluation point from this many training batches (forward in train mode, no gradient), as
+  /// Schedule-Free's authors direct; 0: kept as training left them.
+  int64_t batch_norm_batches = 0;
+};
+
 /// Noise-free losses of one run: losses[s] after s steps (s = 0..steps). A run whose loss becomes
 /// non-finite or exceeds 1e6 x its start stops; its remaining entries are +inf and `diverged` is
 /// set.
@@ -28,9 +52,12 @@ struct RunCurve {
 };
 
 /// Runs `steps` steps of the optimizer from `start` on `task`; the gradient noise (mini-batches)
-/// comes from a generator seeded with `noise_seed`, identical for every optimizer.
+/// comes from a generator seeded with `noise_seed`, identical for every optimizer. `schedule`
+/// scales lr as the loop goes; `evaluation` wraps each loss evaluation.
 RunCurve run_optimizer(const Task& task, const torch::Tensor& start, int64_t steps,
-                       uint64_t noise_seed, const OptimizerFactory& factory);
+                       uint64_t noise_seed, const OptimizerFactory& factory,
+                       Schedule schedule = Schedule::kConstant,
+                       const EvaluationHook& evaluation = {});
 
 /// A held-out evaluation task: a generator of instances and a step budget.
 struct EvalTask {
@@ -57,6 +84,8 @@ struct Contender {
   bool tune = true;  ///< tune lr on the grid (false: use `fixed_lr`)
   double fixed_lr = 1.0;
   std::vector<double> grid;  ///< the grid tuned over (empty: learning_rate_grid())
+  Schedule schedule = Schedule::kConstant;
+  EvaluationHook evaluation;
 };
 
 struct EvalOptions {

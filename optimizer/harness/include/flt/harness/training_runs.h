@@ -41,12 +41,6 @@ enum class LossKind {
   kMeanSquaredError,  ///< mean squared error against regression targets
 };
 
-/// Learning-rate schedule applied by the training loop to every parameter group's lr.
-enum class Schedule {
-  kConstant,  ///< the optimizer's lr throughout
-  kCosine,    ///< lr * (1 + cos(pi t / steps)) / 2 before update t: decays to 0 over the run
-};
-
 /// One training run: a model family, its data and its loop.
 struct TrainingRun {
   std::string name;  ///< e.g. "fmnist-cnn"
@@ -91,9 +85,12 @@ struct TrainingCurve {
 /// Trains a fresh model of `run` (weights from `seed`) with the optimizer that `factory` makes over
 /// `module->parameters()`, in an ordinary loop: zero_grad, forward, loss, backward, step. The
 /// minibatch order depends on `seed` only, so every optimizer sees the same batches. `schedule`
-/// scales each group's lr as the loop goes. A diverging run stops and is reported, never throws.
+/// scales each group's lr as the loop goes; `evaluation` wraps each held-out evaluation (its
+/// BatchNorm batches come from a stream of their own, so the training batches stay the same). A
+/// diverging run stops and is reported, never throws.
 TrainingCurve run_training(const TrainingRun& run, uint64_t seed, const OptimizerFactory& factory,
-                           Schedule schedule = Schedule::kConstant);
+                           Schedule schedule = Schedule::kConstant,
+                           const EvaluationHook& evaluation = {});
 
 /// The names of the held-out suite's runs, those that need python3-sklearn included:
 /// fmnist-cnn, fmnist-mlp-tanh, text-lstm, text-transformer, wine-mlp, breast_cancer-mlp,
@@ -122,11 +119,19 @@ struct RunContender {
   bool tune = false;  ///< tune lr on learning_rate_grid() (false: use `fixed_lr`)
   double fixed_lr = 1e-3;
   Schedule schedule = Schedule::kConstant;
+  EvaluationHook evaluation;
 };
 
 /// The standard contenders: `adam-1e-3` (what users type), `adam-cosine` and `adamw-cosine`
 /// (weight decay 1e-2), both with cosine decay to 0 and lr tuned per run.
 std::vector<RunContender> baseline_contenders();
+
+/// The baselines that claim to need no tuning, at their authors' defaults (baseline_optimizers.h),
+/// lr fixed: `prodigy` (lr 1), `prodigy-cosine` (lr 1 with the cosine decay its authors
+/// recommend), `schedule-free-adamw` (lr 0.0025, evaluated at x with BatchNorm statistics
+/// recomputed there) and `schedule-free-adamw-warmup` (the same with a linear warm-up over the
+/// first 5% of the steps).
+std::vector<RunContender> untuned_baseline_contenders();
 
 /// Mnemosyne untuned (lr 1, constant), with the weights file `weights` (empty: the shipped ones),
 /// used as a user would: `Mnemosyne(params, MnemosyneOptions().weights(weights))`.

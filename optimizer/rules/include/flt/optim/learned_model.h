@@ -40,6 +40,9 @@
 #include "flt/attention/flt.h"
 
 namespace flt::optim {
+namespace detail {
+struct StepMemory;
+}  // namespace detail
 
 /// Memory cell of the learned optimizer.
 enum class Memory {
@@ -193,9 +196,8 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
  private:
   int64_t memory_size() const;
   int64_t read_size() const;
-  /// x: (N, kFeatures)  memory: (N, memory_size()) -> read (N, read_size()), memory
-  std::pair<torch::Tensor, torch::Tensor> attend(const torch::Tensor& x,
-                                                 const torch::Tensor& memory, int64_t t);
+  /// The memory's modules, for the step shared by both designs (step_memory.h).
+  detail::StepMemory step_memory() const;
 };
 TORCH_MODULE(LearnedOptimizerModel);
 

@@ -17,13 +17,25 @@
 #include <torch/serialize/archive.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "flt/optim/learned_model.h"
+#include "flt/optim/learned_schedule.h"
 
 namespace flt::optim {
+
+/// The two designs of the learned rule (docs/learned-optimizer.md), selectable until the second
+/// wins: kCoordinateMemory, a memory per coordinate with a per-tensor step-size controller
+/// (learned_model.h, the default), and kTensorSchedule, a learned per-tensor schedule whose memory
+/// sees the whole run over Adam's moments and a small per-coordinate correction
+/// (learned_schedule.h).
+enum class MnemosyneDesign { kCoordinateMemory, kTensorSchedule };
+/// "coordinate-memory", "tensor-schedule"; the inverse throws naming an unknown name.
+std::string design_name(MnemosyneDesign design);
+MnemosyneDesign design_from_name(const std::string& name);
 
 struct MnemosyneOptions : public torch::optim::OptimizerCloneableOptions<MnemosyneOptions> {
   MnemosyneOptions(double lr = 1.0) : lr_(lr) {}
@@ -43,6 +55,10 @@ struct MnemosyneOptions : public torch::optim::OptimizerCloneableOptions<Mnemosy
   TORCH_ARG(int64_t, chunk_size) = 1 << 16;
   /// Use the fused CPU step for contiguous float32 parameters (false: the composite reference).
   TORCH_ARG(bool, fused) = true;
+  /// Which design of the rule; `memory` and `weights` then select that design's weights (the
+  /// second design without shipped or given weights is its untrained form: Adam with a step
+  /// relative to each tensor's RMS).
+  TORCH_ARG(MnemosyneDesign, design) = MnemosyneDesign::kCoordinateMemory;
 
  public:
   void serialize(torch::serialize::InputArchive& archive) override;
@@ -57,13 +73,15 @@ struct MnemosyneParamState
   /// Steps taken on this parameter.
   TORCH_ARG(int64_t, step) = 0;
   /// (state_size, numel) float32: moments and memory of every coordinate, slot-major (row j holds
-  /// slot j of every coordinate), the layout the fused step reads with vector loads.
+  /// slot j of every coordinate), the layout the fused step reads with vector loads. The second
+  /// design keeps Adam's two moments here.
   TORCH_ARG(torch::Tensor, state);
   /// Coordinate updates skipped because the gradient (or the step) was not finite.
   TORCH_ARG(int64_t, skipped) = 0;
   /// (5) float32: the tensor's step-size controller [log-multiplier c, mean square of the
   /// parameter, last cosine between gradient and previous step, mean square at the start,
-  /// long-run mean square of the gradient] (learned_model.h).
+  /// long-run mean square of the gradient] (learned_model.h). The second design keeps the tensor's
+  /// history and memory here: (LearnedSchedule::history_size()) float64.
   TORCH_ARG(torch::Tensor, controller);
   /// The step size of the last step (lr included): how far the controller has annealed.
   TORCH_ARG(double, last_step_size) = 0.0;
@@ -93,6 +111,8 @@ class Mnemosyne : public torch::optim::Optimizer {
   /// With an explicit model (meta-training, evaluation of new weights); `defaults.weights` ignored.
   Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults,
             LearnedOptimizerModel model);
+  /// The second design with an explicit schedule; `defaults.design` and `weights` ignored.
+  Mnemosyne(std::vector<torch::Tensor> params, MnemosyneOptions defaults, LearnedSchedule schedule);
 
   torch::Tensor step(LossClosure closure = nullptr) override;
   /// State, options and the model (weights and shape), so `load` continues exactly.
@@ -102,8 +122,17 @@ class Mnemosyne : public torch::optim::Optimizer {
   /// ...").
   void load(torch::serialize::InputArchive& archive) override;
 
-  /// The update rule in use (shared by every parameter).
+  /// The training loss of the coming step, for loops that compute it anyway and call step()
+  /// without a closure (a closure's loss is used by itself). Read by the second design's schedule.
+  void report_loss(double loss);
+  /// A validation metric (lower is better), whenever the loop evaluates one, as with
+  /// torch::optim's ReduceLROnPlateau. Read by the second design's schedule.
+  void report_validation(double metric);
+
+  /// The first design's rule in use (shared by every parameter); null under the second design.
   LearnedOptimizerModel model() const { return model_; }
+  /// The second design's schedule in use; null under the first design.
+  LearnedSchedule schedule() const { return schedule_; }
   /// Total coordinate updates skipped for non-finite gradients so far.
   int64_t skipped() const;
   /// The step size each parameter took at its last step (lr included), in parameter order: the
@@ -127,8 +156,18 @@ class Mnemosyne : public torch::optim::Optimizer {
   /// on first use and refreshed from model_ once per step (`refreshed` holds the devices done), so
   /// edits to model() reach every device.
   LearnedOptimizerModel model_on(const torch::Device& device, std::set<std::string>& refreshed);
+  /// The second design's step over every parameter with a gradient; `loss` may be undefined.
+  void schedule_step(const torch::Tensor& loss);
+  /// The second design's composite reference step of one tensor in chunks; adds the pass's
+  /// statistics to sums[0..kStatistics).
+  /// flat_param: (N), updated in place  flat_grad: (N)
+  void schedule_composite_step(MnemosyneParamState& st, torch::Tensor flat_param,
+                               const torch::Tensor& flat_grad, int64_t t, double step_size,
+                               double shrink, double gain, int64_t chunk_size, double* sums) const;
   LearnedOptimizerModel model_{nullptr};
+  LearnedSchedule schedule_{nullptr};
   std::map<std::string, LearnedOptimizerModel> replicas_;  ///< by device, e.g. "cuda:0"
+  std::optional<double> reported_loss_, reported_validation_;
 };
 
 }  // namespace flt::optim

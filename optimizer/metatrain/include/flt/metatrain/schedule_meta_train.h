@@ -1,0 +1,59 @@
+#pragma once
+// Meta-training of the learned optimizer's second design (learned_schedule.h) by antithetic
+// persistent evolution strategies (PES, Vicol et al. 2021) over long runs cut into truncations.
+//
+// Each episode draws one horizon H log-uniformly in [min_horizon, max_horizon] and, per PES pair,
+// a task instance (a family from `families`), optionally rescaled: every tensor of the task is
+// multiplied by a factor drawn log-uniformly in [1 / rescale, rescale] (Celo's augmentation: the
+// schedule must learn both large and small steps). Both particles of a pair train the same task
+// with the same mini-batches, by the real optimizer (flt::optim::Mnemosyne with the second design)
+// in a plain loop, one at theta + eps and one at theta - eps, where eps is redrawn every truncation
+// and accumulates over the episode (PES: unbiased over the whole horizon). What the loop tells the
+// optimizer varies by pair and episode as it does in use: the loss on about half of them, the run
+// length on a quarter, a validation metric now and then on a quarter.
+// Meta-loss of a truncation: the mean over its scored steps of w(t) (log L_t - log L_0), where L
+// is the held-out loss for tasks with held-out data (so the schedule learns to avoid overfitting
+// from its inputs alone) and the noise-free loss otherwise, w(t) = 2 t / H (the end of the run
+// weighs most, the speed on the way still counts). A run whose loss becomes non-finite or exceeds
+// 1e6 L_0 stops and scores log(1e6) for the rest of its episode.
+// Checkpoints are written at episode boundaries (every particle restarts there), so a resumed run
+// continues bit for bit; the CSV log is appended.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "flt/metatrain/tasks.h"
+#include "flt/optim/learned_schedule.h"
+
+namespace flt::optim {
+
+struct ScheduleMetaTrainOptions {
+  std::vector<TaskFamily> families = all_task_families();
+  TaskSampling sampling = {};
+  int64_t iterations = 1000;                      ///< outer steps (truncations)
+  int64_t pairs = 8;                              ///< antithetic pairs, one task each
+  int64_t unroll = 50;                            ///< inner steps per truncation
+  int64_t min_horizon = 500, max_horizon = 5000;  ///< inner steps per episode, log-uniform
+  double rescale = 1e3;  ///< per-tensor rescaling factors in [1 / rescale, rescale]; 1 = none
+  double sigma = 0.01;   ///< PES perturbation std
+  double meta_lr = 3e-3, meta_lr_end = 0.1;  ///< outer Adam lr, half cosine to meta_lr * end
+  double clip = 1.0;                         ///< meta-gradient norm clip
+  int64_t score_every = 5;                   ///< inner steps between scored losses (and the last)
+  uint64_t seed = 0;
+  std::string checkpoint;  ///< written at episode boundaries; resumed from when present
+  std::string csv;         ///< iteration, episode, horizon, meta-loss, seconds (appended)
+};
+
+struct ScheduleMetaProgress {
+  int64_t iteration = 0, iterations = 0, episode = 0, horizon = 0;
+  double meta_loss = 0.0, seconds = 0.0;
+};
+
+/// Meta-trains `schedule` in place (resuming from `options.checkpoint` when it exists); returns the
+/// meta-loss of each iteration of this run. Deterministic for a given seed.
+std::vector<double> meta_train_schedule(
+    LearnedSchedule schedule, const ScheduleMetaTrainOptions& options,
+    const std::function<void(const ScheduleMetaProgress&)>& on_iteration = {});
+
+}  // namespace flt::optim

@@ -1,0 +1,169 @@
+#pragma once
+// The second design of the learned optimizer: a learned per-tensor schedule whose memory sees the
+// whole run, over a cheap per-coordinate rule.
+//
+// The first design (learned_model.h) gives every coordinate a memory that in practice looks back
+// about ten steps, and steers each tensor's step with a four-scalar controller that sees one
+// step's gradient against the last. It cannot tell a run that still improves from one at its noise
+// floor. This design moves the long context to where it is cheap and where the FLT paper's argument
+// applies: one memory per tensor, over hundreds to thousands of steps, whose learned RPE spectrum
+// over step distance decides which parts of the history matter (as VeLO and Celo split a learned
+// optimizer into a per-tensor network and a small per-parameter rule).
+//
+// Per tensor, step t (1-based), before the coordinates are touched:
+//   features f_t  the step count as tanh(t / tau), tau = 10, 100, 1000, 10000 (no run length);
+//                 the gradient's mean square against its running averages at three time scales;
+//                 the cosine between the last gradient and the step before it, raw and averaged;
+//                 the parameter's RMS growth since the start; optional: the training loss against
+//                 its running averages and its minimum, the run's fraction when total_steps is
+//                 known, a validation metric against its minimum and average (each with a mask)
+//   memory        the FLT cell of learned_model.h run over the step index, one state per tensor
+//   head          MLP([f_t, read]) -> (log step multiplier L, shrink logit, correction gain)
+//   step size     eta = lr rho sqrt(mean p^2 + floor^2) exp(L) anneal(t, total_steps)
+// Per coordinate (Adam's moments, two floats of state):
+//   a = m_hat / (sqrt(v_hat) + eps), b = g / (sqrt(v_hat) + eps)   (clipped to +-10)
+//   direction  a + gain * corrector(a, b), a 2-4-1 MLP with softsign units
+//   update     p <- (1 - shrink) p - eta * direction
+// The head's last layer and the corrector's output start at zero: an untrained schedule is Adam
+// with a step relative to each tensor's RMS and a tiny decoupled weight decay.
+
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/rnn.h>
+#include <torch/serialize/archive.h>
+#include <torch/types.h>
+
+#include <array>
+#include <optional>
+#include <string>
+
+#include "flt/attention/feature_map.h"
+#include "flt/attention/flt.h"
+#include "flt/optim/learned_model.h"
+
+namespace flt::optim {
+
+struct LearnedScheduleOptions {
+  /// Memory over the run, one per tensor (kFLT: learned RPE over step distance; kNone: the head
+  /// sees only the features).
+  TORCH_ARG(Memory, memory) = Memory::kFLT;
+  /// Query/key width of the attention memory (hidden width of the LSTM memory).
+  TORCH_ARG(int64_t, key_dim) = 4;
+  /// Value width of the attention memory (the read-out width).
+  TORCH_ARG(int64_t, value_dim) = 4;
+  /// FAVOR+ random features m of the attention memory.
+  TORCH_ARG(int64_t, features) = 16;
+  /// RPE random features r of the FLT memory.
+  TORCH_ARG(int64_t, rpe_features) = 16;
+  /// Hidden width of the per-tensor head.
+  TORCH_ARG(int64_t, hidden) = 16;
+  /// Initial step relative to the tensor's RMS, and the floor of that RMS (zero-initialised
+  /// tensors): both meta-parameters.
+  TORCH_ARG(double, relative_step) = 0.02;
+  TORCH_ARG(double, scale_floor) = 1e-2;
+  /// Seed of the random features.
+  TORCH_ARG(uint64_t, seed) = 0;
+};
+
+/// What the training loop may tell the schedule beyond the gradients (all optional).
+struct ScheduleSignals {
+  std::optional<double> loss;        ///< the training loss of this step
+  std::optional<double> fraction;    ///< t / total_steps when the run's length is known
+  std::optional<double> validation;  ///< the latest validation metric the user reported
+};
+
+/// One step's per-tensor decisions for S tensors.
+struct ScheduleDecision {
+  torch::Tensor step_size;  ///< (S) eta without the user's lr and the anneal
+  torch::Tensor shrink;     ///< (S) decoupled weight decay of this step, in (0, 1)
+  torch::Tensor gain;       ///< (S) weight of the per-coordinate correction, in (-1, 1)
+};
+
+class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
+ public:
+  explicit LearnedScheduleImpl(LearnedScheduleOptions options = {});
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  /// Features of the per-tensor network.
+  static constexpr int64_t kFeatures = 20;
+  /// Slots of a tensor's history before its memory: [mean p^2 at the start, 3 running averages of
+  /// the mean g^2, 2 of the cosine, the last pass's sums (g d, g^2, d^2, p^2, count), 2 running
+  /// averages and the minimum of the loss, the minimum, last value and last change of the
+  /// validation metric]. Unseen signals are NaN.
+  static constexpr int64_t kHistory = 17;
+  /// Per-coordinate statistics a pass adds up for its tensor: g d_prev, g^2, d_prev^2, p_new^2.
+  static constexpr int64_t kStatistics = 4;
+  /// Hidden units of the per-coordinate corrector.
+  static constexpr int64_t kCorrectorHidden = 4;
+  /// Adam's moments: the per-coordinate state.
+  static constexpr int64_t kMoments = 2;
+  static constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEpsilon = 1e-8, kRatioClip = 10.0;
+
+  /// Floats of history per tensor (kHistory + the memory).
+  int64_t history_size() const;
+  /// A fresh tensor's history. param: any shape -> (history_size()) float64
+  torch::Tensor initial_history(const torch::Tensor& param) const;
+
+  /// The per-tensor features at step t >= 1 from S histories. -> (S, kFeatures)
+  torch::Tensor features(const torch::Tensor& histories, int64_t t,
+                         const ScheduleSignals& signals) const;
+  /// Step t of the per-tensor network for S tensors: their decisions and their histories with the
+  /// memory stepped and the signals' running averages updated (the gradient statistics come in with
+  /// `record` after the pass). histories: (S, history_size()) float64 -> decision, histories
+  std::pair<ScheduleDecision, torch::Tensor> decide(const torch::Tensor& histories, int64_t t,
+                                                    const ScheduleSignals& signals);
+  /// The histories after a pass whose summed statistics are `sums` (S, kStatistics) over `numels`
+  /// (S) coordinates: running averages of the gradient's mean square and of the cosine updated, the
+  /// sums kept for the next step's features. -> (S, history_size())
+  static torch::Tensor record(const torch::Tensor& histories, const torch::Tensor& sums,
+                              const torch::Tensor& numels);
+
+  /// The per-coordinate rule, composite reference (any device and dtype): one step of N
+  /// coordinates of one tensor at step t with that tensor's decisions (scalars).
+  /// param: (N)  grad: (N), finite  moments: (N, kMoments) -> new param, new moments,
+  /// statistics (N, kStatistics)
+  struct CoordinateStep {
+    torch::Tensor param, moments, statistics;
+  };
+  CoordinateStep coordinate_step(const torch::Tensor& param, const torch::Tensor& grad,
+                                 const torch::Tensor& moments, int64_t t, double step_size,
+                                 double shrink, double gain) const;
+  /// The same for inference, fused (one pass, OpenMP, vectorised): updates `param` and `moments`
+  /// in place; coordinates with a non-finite gradient are left unchanged and counted. Returns the
+  /// summed statistics (in double) and the count skipped.
+  /// param: (N) contiguous float32  grad: (N) float32  moments: (kMoments, N) contiguous float32
+  struct FusedPass {
+    std::array<double, kStatistics> statistics{};
+    int64_t skipped = 0;
+  };
+  FusedPass fused_coordinate_step_(torch::Tensor param, const torch::Tensor& grad,
+                                   torch::Tensor moments, int64_t t, double step_size,
+                                   double shrink, double gain) const;
+
+  LearnedScheduleOptions options;
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  ///< attention memories
+  attention::FLTAttention flt{nullptr};                            ///< FLT memory: RPE + features
+  attention::FeatureMap feature_map{nullptr};                      ///< Performer memory
+  torch::Tensor discount_logit;                                    ///< gamma = sigmoid(.)
+  torch::nn::LSTMCell lstm{nullptr};
+  torch::nn::Linear head_in{nullptr}, head_out{nullptr};            ///< per-tensor head
+  torch::nn::Linear corrector_in{nullptr}, corrector_out{nullptr};  ///< per-coordinate MLP
+  torch::Tensor step_log_relative, step_log_floor;  ///< log rho, log floor (scalars)
+
+ private:
+  detail::StepMemory step_memory() const;
+};
+TORCH_MODULE(LearnedSchedule);
+
+/// Saves / loads a schedule's options and weights (flt-metatrain --design tensor-schedule writes
+/// them); load throws naming the path when it is missing or not a schedule of this library.
+void save_schedule(const LearnedSchedule& schedule, const std::string& path);
+LearnedSchedule load_schedule(const std::string& path);
+/// The same into and out of an archive (an optimizer's state holds its schedule); `source` names
+/// the archive in errors.
+void write_schedule(torch::serialize::OutputArchive& archive, const LearnedScheduleImpl& schedule);
+LearnedSchedule read_schedule(torch::serialize::InputArchive& archive, const std::string& source);
+
+}  // namespace flt::optim

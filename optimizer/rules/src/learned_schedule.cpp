@@ -1,0 +1,527 @@
+#include "flt/optim/learned_schedule.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/serialize.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <vector>
+
+#include "flt/detail/cpu_clones.h"  // FLT_CLONES_AVX512
+#include "learned_rule.h"
+#include "step_memory.h"
+
+namespace flt::optim {
+namespace {
+
+using Impl = LearnedScheduleImpl;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// History slots (learned_schedule.h, kHistory).
+enum Slot : int64_t {
+  kInitialMeanSquare = 0,
+  kGradFast,  // running averages of the mean g^2 at 0.9, 0.99, 0.999
+  kGradSlow,
+  kGradSlower,
+  kCosineFast,  // running averages of the cosine at 0.9, 0.99
+  kCosineSlow,
+  kSumGD,  // the last pass's sums and count (0: no pass yet)
+  kSumG2,
+  kSumD2,
+  kSumP2,
+  kCount,
+  kLossFast,  // running averages of the loss at 0.9, 0.99 and its minimum (NaN: none yet)
+  kLossSlow,
+  kLossMin,
+  kValidationMin,  // the validation metric's minimum, last value and last change (NaN: none)
+  kValidationLast,
+  kValidationChange,
+};
+static_assert(kValidationChange + 1 == Impl::kHistory, "one slot per history entry");
+
+constexpr double kTimeScales[] = {10.0, 100.0, 1000.0, 10000.0};
+constexpr double kFeatureClip = 5.0;
+// The parameter RMS the step is relative to is capped at 4x its initial value: a step that grows
+// with the weights feeds back on itself (the first design's logistic regressions drove their
+// weights outward this way).
+constexpr double kMaxScaleGrowth = detail::kMaxScaleGrowth;
+
+double clip(double x) {
+  return std::clamp(x, -kFeatureClip, kFeatureClip);
+}
+// How far x is from a reference, in units of the reference: asinh of the relative difference
+// (log-like for large ratios, defined for losses of any sign).
+double relative(double x, double reference) {
+  return clip(std::asinh((x - reference) / (std::fabs(reference) + 1e-12)));
+}
+double log_ratio(double a, double b) {
+  return clip(std::log((a + 1e-300) / (b + 1e-300)));
+}
+double average(double old, double value, double beta) {
+  return std::isfinite(old) ? beta * old + (1.0 - beta) * value : value;
+}
+double cosine(const double* h) {
+  const double denominator = std::sqrt(h[kSumG2] * h[kSumD2]);
+  return denominator > 0.0 ? std::clamp(h[kSumGD] / denominator, -1.0, 1.0) : 0.0;
+}
+// The mean square the step is relative to: the last pass's (the start's before any pass), capped.
+double scale_mean_square(const double* h) {
+  const double now = h[kCount] > 0.0 ? h[kSumP2] / h[kCount] : h[kInitialMeanSquare];
+  return std::min(now, h[kInitialMeanSquare] * kMaxScaleGrowth * kMaxScaleGrowth);
+}
+// softsign: the corrector's unit, exact and cheap in a vectorised loop (no tanh approximation).
+template <typename T>
+T softsign(T x) {
+  return x / (T(1) + std::fabs(x));
+}
+
+}  // namespace
+
+LearnedScheduleImpl::LearnedScheduleImpl(LearnedScheduleOptions options_)
+    : options(std::move(options_)) {
+  reset();
+}
+
+void LearnedScheduleImpl::reset() {
+  const auto positive = [](int64_t value, const char* name) {
+    TORCH_CHECK(value > 0, "LearnedSchedule: ", name, " must be positive, got ", value);
+  };
+  positive(options.key_dim(), "key_dim");
+  positive(options.value_dim(), "value_dim");
+  positive(options.features(), "features");
+  positive(options.rpe_features(), "rpe_features");
+  positive(options.hidden(), "hidden");
+  TORCH_CHECK(options.relative_step() > 0 && std::isfinite(options.relative_step()),
+              "LearnedSchedule: relative_step must be positive and finite, got ",
+              options.relative_step());
+  TORCH_CHECK(options.scale_floor() > 0 && std::isfinite(options.scale_floor()),
+              "LearnedSchedule: scale_floor must be positive and finite, got ",
+              options.scale_floor());
+  const int64_t dk = options.key_dim();
+  query = key = value = nullptr;
+  flt = nullptr;
+  feature_map = nullptr;
+  lstm = nullptr;
+  const auto kind = options.memory();
+  if (kind == Memory::kFLT || kind == Memory::kPerformer) {
+    query = register_module("query", torch::nn::Linear(kFeatures, dk));
+    key = register_module("key", torch::nn::Linear(kFeatures, dk));
+    value = register_module("value", torch::nn::Linear(kFeatures, options.value_dim()));
+    // Slow forgetting (0.999: a half-life of ~700 steps) so the memory can span the run; the RPE
+    // and the learned discount decide what of it is read.
+    discount_logit = register_parameter("discount_logit", torch::full({1}, std::log(999.0)));
+  }
+  if (kind == Memory::kFLT) {
+    // The step index is a 1-D position; an initial spectrum width 0.002 in frequency gives f a
+    // length scale of ~80 steps, and the proposal covers 100 to 1000s of steps.
+    flt = register_module("flt", attention::FLTAttention(attention::FLTAttentionOptions()
+                                                             .features(options.features())
+                                                             .rpe_features(options.rpe_features())
+                                                             .heads(1)
+                                                             .head_dim(dk)
+                                                             .rpe_scale(0.002)
+                                                             .proposal_sigma(0.003)
+                                                             .seed(options.seed())));
+  } else if (kind == Memory::kPerformer) {
+    feature_map = register_module(
+        "feature_map",
+        attention::FeatureMap(
+            attention::FeatureMapOptions(dk, options.features()).seed(options.seed())));
+  } else if (kind == Memory::kLSTM) {
+    lstm = register_module("lstm", torch::nn::LSTMCell(kFeatures, dk));
+  }
+  head_in = register_module(
+      "head_in", torch::nn::Linear(kFeatures + step_memory().read_size(), options.hidden()));
+  head_out = register_module("head_out", torch::nn::Linear(options.hidden(), 3));
+  corrector_in = register_module("corrector_in", torch::nn::Linear(2, kCorrectorHidden));
+  corrector_out = register_module("corrector_out", torch::nn::Linear(kCorrectorHidden, 1));
+  step_log_relative =
+      register_parameter("step_log_relative", torch::full({}, std::log(options.relative_step())));
+  step_log_floor =
+      register_parameter("step_log_floor", torch::full({}, std::log(options.scale_floor())));
+  torch::NoGradGuard no_grad;
+  head_out->weight.zero_();
+  head_out->bias.zero_();
+  corrector_out->weight.zero_();
+  corrector_out->bias.zero_();
+}
+
+void LearnedScheduleImpl::pretty_print(std::ostream& stream) const {
+  stream << "flt::optim::LearnedSchedule(memory=" << memory_name(options.memory())
+         << ", history=" << history_size() << " floats/tensor, hidden=" << options.hidden() << ")";
+}
+
+detail::StepMemory LearnedScheduleImpl::step_memory() const {
+  return {options.memory(),
+          options.key_dim(),
+          options.value_dim(),
+          options.features(),
+          query,
+          key,
+          value,
+          flt,
+          feature_map,
+          discount_logit,
+          lstm};
+}
+
+int64_t LearnedScheduleImpl::history_size() const {
+  return kHistory + step_memory().size();
+}
+
+torch::Tensor LearnedScheduleImpl::initial_history(const torch::Tensor& param) const {
+  auto history = torch::zeros({history_size()}, torch::kDouble);
+  auto* h = history.data_ptr<double>();
+  h[kInitialMeanSquare] =
+      param.numel() == 0 ? 0.0 : param.detach().to(at::kDouble).pow(2).mean().item<double>();
+  for (int64_t s : {kGradFast, kGradSlow, kGradSlower, kCosineFast, kCosineSlow, kLossFast,
+                    kLossSlow, kLossMin, kValidationMin, kValidationLast, kValidationChange})
+    h[s] = kNaN;
+  return history;
+}
+
+torch::Tensor LearnedScheduleImpl::features(const torch::Tensor& histories, int64_t t,
+                                            const ScheduleSignals& signals) const {
+  TORCH_CHECK(histories.dim() == 2 && histories.size(1) == history_size() &&
+                  histories.scalar_type() == at::kDouble && histories.device().is_cpu(),
+              "LearnedSchedule: histories must be (S, ", history_size(),
+              ") float64 on the CPU, got ", histories.sizes(), " ", histories.scalar_type());
+  TORCH_CHECK(t >= 1, "LearnedSchedule: the step index must be >= 1, got ", t);
+  const auto h_all = histories.contiguous();
+  const int64_t count = h_all.size(0), width = h_all.size(1);
+  auto out = torch::zeros({count, kFeatures}, torch::kDouble);
+  const double floor_square = std::exp(2.0 * step_log_floor.item<double>());
+  const auto finite = [](const std::optional<double>& x) { return x && std::isfinite(*x); };
+  for (int64_t s = 0; s < count; ++s) {
+    const double* h = h_all.data_ptr<double>() + s * width;
+    double* f = out.data_ptr<double>() + s * kFeatures;
+    for (int i = 0; i < 4; ++i) f[i] = std::tanh(static_cast<double>(t) / kTimeScales[i]);
+    if (h[kCount] > 0.0) {
+      const double mean_g2 = h[kSumG2] / h[kCount];
+      f[4] = log_ratio(mean_g2, h[kGradFast]);
+      f[5] = log_ratio(mean_g2, h[kGradSlow]);
+      f[6] = log_ratio(mean_g2, h[kGradSlower]);
+      f[7] = cosine(h);
+      f[8] = h[kCosineFast];
+      f[9] = h[kCosineSlow];
+      f[10] = clip(0.5 * std::log((h[kSumP2] / h[kCount] + floor_square) /
+                                  (h[kInitialMeanSquare] + floor_square)));
+    }
+    if (finite(signals.loss)) {
+      f[11] = 1.0;
+      if (std::isfinite(h[kLossMin])) {
+        f[12] = relative(*signals.loss, h[kLossFast]);
+        f[13] = relative(*signals.loss, h[kLossSlow]);
+        f[14] = relative(*signals.loss, h[kLossMin]);
+      }
+    }
+    if (finite(signals.fraction)) {
+      f[15] = 1.0;
+      f[16] = std::clamp(*signals.fraction, 0.0, 2.0);
+    }
+    const double last = finite(signals.validation) ? *signals.validation : h[kValidationLast];
+    if (std::isfinite(last)) {
+      f[17] = 1.0;
+      const double best =
+          std::isfinite(h[kValidationMin]) ? std::min(h[kValidationMin], last) : last;
+      f[18] = relative(last, best);
+      f[19] = finite(signals.validation) && std::isfinite(h[kValidationLast])
+                  ? relative(last, h[kValidationLast])
+                  : (std::isfinite(h[kValidationChange]) ? h[kValidationChange] : 0.0);
+    }
+  }
+  return out;
+}
+
+std::pair<ScheduleDecision, torch::Tensor> LearnedScheduleImpl::decide(
+    const torch::Tensor& histories, int64_t t, const ScheduleSignals& signals) {
+  const auto x = features(histories, t, signals).to(at::kFloat);  // (S, F)
+  const int64_t count = x.size(0), memory_size = step_memory().size();
+  auto next = histories.clone();
+  const auto memory = histories.narrow(1, kHistory, memory_size).to(at::kFloat);
+  auto [read, stepped] = detail::attend_step(step_memory(), x, memory, t, detail::kReadFloor);
+  next.narrow(1, kHistory, memory_size).copy_(stepped.to(at::kDouble));
+  const auto out = head_out(at::tanh(head_in(at::cat({x, read}, 1)))).to(at::kDouble);  // (S, 3)
+  // Log step multiplier in (-10, 2), 0 for an untrained head (sigmoid(log 5) = 5 / 6).
+  const auto log_multiplier = 12.0 * at::sigmoid(out.select(1, 0) + std::log(5.0)) - 10.0;
+  // Decoupled weight decay per step: sigmoid(-11) = 1.7e-5 untrained (AdamW's 0.01 x lr 1e-3).
+  const auto shrink = at::sigmoid(out.select(1, 1) - 11.0);
+  const auto gain = at::tanh(out.select(1, 2));
+  auto scale = torch::empty({count}, torch::kDouble);
+  for (int64_t s = 0; s < count; ++s)
+    scale[s] = scale_mean_square(histories[s].contiguous().data_ptr<double>());
+  const auto step_size = at::exp(step_log_relative.to(at::kDouble) + log_multiplier) *
+                         at::sqrt(scale + at::exp(step_log_floor.to(at::kDouble) * 2.0));
+  // The signals' running statistics (identical for every tensor: the loss and the metric are the
+  // run's).
+  auto* h = next.data_ptr<double>();
+  for (int64_t s = 0; s < count; ++s, h += next.size(1)) {
+    if (signals.loss && std::isfinite(*signals.loss)) {
+      const double loss = *signals.loss;
+      h[kLossFast] = average(h[kLossFast], loss, 0.9);
+      h[kLossSlow] = average(h[kLossSlow], loss, 0.99);
+      h[kLossMin] = std::isfinite(h[kLossMin]) ? std::min(h[kLossMin], loss) : loss;
+    }
+    if (signals.validation && std::isfinite(*signals.validation)) {
+      const double metric = *signals.validation;
+      h[kValidationChange] =
+          std::isfinite(h[kValidationLast]) ? relative(metric, h[kValidationLast]) : 0.0;
+      h[kValidationLast] = metric;
+      h[kValidationMin] =
+          std::isfinite(h[kValidationMin]) ? std::min(h[kValidationMin], metric) : metric;
+    }
+  }
+  return {{step_size, shrink, gain}, next};
+}
+
+torch::Tensor LearnedScheduleImpl::record(const torch::Tensor& histories, const torch::Tensor& sums,
+                                          const torch::Tensor& numels) {
+  TORCH_CHECK(histories.dim() == 2 && histories.size(1) >= kHistory &&
+                  histories.scalar_type() == at::kDouble && sums.dim() == 2 &&
+                  sums.size(0) == histories.size(0) && sums.size(1) == kStatistics &&
+                  numels.numel() == histories.size(0),
+              "LearnedSchedule::record: expected histories (S, >= ", kHistory,
+              ") float64, sums (S, ", kStatistics, ") and numels (S), got ", histories.sizes(),
+              ", ", sums.sizes(), " and ", numels.sizes());
+  auto next = histories.to(at::kCPU).contiguous().clone();
+  const auto sum = sums.to(at::kCPU, at::kDouble).contiguous();
+  const auto n = numels.to(at::kCPU, at::kDouble).contiguous();
+  for (int64_t s = 0; s < next.size(0); ++s) {
+    double* h = next.data_ptr<double>() + s * next.size(1);
+    const double* g = sum.data_ptr<double>() + s * kStatistics;
+    h[kSumGD] = g[0];
+    h[kSumG2] = g[1];
+    h[kSumD2] = g[2];
+    h[kSumP2] = g[3];
+    h[kCount] = std::max(1.0, n.data_ptr<double>()[s]);
+    const double mean_g2 = h[kSumG2] / h[kCount], c = cosine(h);
+    h[kGradFast] = average(h[kGradFast], mean_g2, 0.9);
+    h[kGradSlow] = average(h[kGradSlow], mean_g2, 0.99);
+    h[kGradSlower] = average(h[kGradSlower], mean_g2, 0.999);
+    h[kCosineFast] = average(h[kCosineFast], c, 0.9);
+    h[kCosineSlow] = average(h[kCosineSlow], c, 0.99);
+  }
+  return next;
+}
+
+// ---- the per-coordinate rule ------------------------------------------------------------------
+
+Impl::CoordinateStep LearnedScheduleImpl::coordinate_step(const torch::Tensor& param,
+                                                          const torch::Tensor& grad,
+                                                          const torch::Tensor& moments, int64_t t,
+                                                          double step_size, double shrink,
+                                                          double gain) const {
+  TORCH_CHECK(param.dim() == 1 && grad.sizes() == param.sizes() && moments.dim() == 2 &&
+                  moments.size(0) == param.size(0) && moments.size(1) == kMoments,
+              "LearnedSchedule::coordinate_step: expected param (N), grad (N), moments (N, ",
+              kMoments, "), got ", param.sizes(), ", ", grad.sizes(), ", ", moments.sizes());
+  const double td = static_cast<double>(t);
+  const auto m_old = moments.select(1, 0), v_old = moments.select(1, 1);
+  const auto d_prev = m_old / (at::sqrt(v_old) + kEpsilon);
+  const auto m = kBeta1 * m_old + (1 - kBeta1) * grad;
+  const auto v = kBeta2 * v_old + (1 - kBeta2) * grad * grad;
+  const auto denominator = at::sqrt(v / (1 - std::pow(kBeta2, td))) + kEpsilon;
+  const auto a = (m / (1 - std::pow(kBeta1, td)) / denominator).clamp(-kRatioClip, kRatioClip);
+  const auto b = (grad / denominator).clamp(-kRatioClip, kRatioClip);
+  // The corrector's weights follow the coordinates to their device and dtype.
+  const auto to_param = [&](const torch::Tensor& w) { return w.to(param.options()); };
+  const auto hidden = at::linear(at::stack({a, b}, 1), to_param(corrector_in->weight),
+                                 to_param(corrector_in->bias));
+  const auto correction = at::linear(hidden / (1 + hidden.abs()), to_param(corrector_out->weight),
+                                     to_param(corrector_out->bias))
+                              .squeeze(1);
+  const auto direction = a + gain * correction;
+  const auto next = (1 - shrink) * param - step_size * direction;
+  const auto p = next.to(at::kDouble), g = grad.to(at::kDouble), d = d_prev.to(at::kDouble);
+  return {next, at::stack({m, v}, 1), at::stack({g * d, g * g, d * d, p * p}, 1)};
+}
+
+namespace {
+
+// What one pass of the per-coordinate rule reads besides the coordinates (learned_schedule.h).
+struct PassConstants {
+  float in_a[Impl::kCorrectorHidden], in_b[Impl::kCorrectorHidden], bias[Impl::kCorrectorHidden],
+      out[Impl::kCorrectorHidden], out_bias;
+  float bc1, bc2;             // 1 / (1 - beta^t) of the two moments
+  float eta, keep, g_weight;  // step size, 1 - shrink, correction gain
+};
+
+struct PassSums {
+  double gd = 0, g2 = 0, d2 = 0, p2 = 0;
+  int64_t skipped = 0;
+};
+
+// Coordinates [begin, end) of one tensor. Cloned per micro-architecture (AVX-512 first: 16 float
+// lanes per register), and kept free of OpenMP so the clones are plain vector loops.
+FLT_CLONES_AVX512 PassSums coordinate_block(const PassConstants& c, const float* __restrict gr,
+                                            float* __restrict p, float* __restrict m_all,
+                                            float* __restrict v_all, int64_t begin, int64_t end) {
+  const float beta1 = Impl::kBeta1, beta2 = Impl::kBeta2, eps = Impl::kEpsilon,
+              clip_at = Impl::kRatioClip;
+  double s_gd = 0, s_g2 = 0, s_d2 = 0, s_p2 = 0;
+  int64_t skipped = 0;
+#pragma omp simd reduction(+ : s_gd, s_g2, s_d2, s_p2, skipped)
+  for (int64_t i = begin; i < end; ++i) {
+    const float g_raw = gr[i];
+    const bool finite_grad = std::fabs(g_raw) <= FLT_MAX;  // false for NaN and +-Inf
+    const float g = finite_grad ? g_raw : 0.0f;
+    const float m0 = m_all[i], v0 = v_all[i];
+    const float d_prev = m0 / (std::sqrt(v0) + eps);
+    const float m = beta1 * m0 + (1 - beta1) * g;
+    const float v = beta2 * v0 + (1 - beta2) * g * g;
+    const float denominator = std::sqrt(v * c.bc2) + eps;
+    const float a = std::min(std::max(m * c.bc1 / denominator, -clip_at), clip_at);
+    const float b = std::min(std::max(g / denominator, -clip_at), clip_at);
+    float correction = c.out_bias;
+    for (int64_t j = 0; j < Impl::kCorrectorHidden; ++j)
+      correction += c.out[j] * softsign(c.in_a[j] * a + c.in_b[j] * b + c.bias[j]);
+    const float next = c.keep * p[i] - c.eta * (a + c.g_weight * correction);
+    const bool ok = finite_grad && std::fabs(next) <= FLT_MAX;
+    // A coordinate whose gradient or step is not finite keeps its value and its moments.
+    const float p_new = ok ? next : p[i];
+    p[i] = p_new;
+    m_all[i] = ok ? m : m0;
+    v_all[i] = ok ? v : v0;
+    skipped += ok ? 0 : 1;
+    const double gd = g, dd = d_prev, pd = p_new;
+    s_gd += gd * dd;
+    s_g2 += gd * gd;
+    s_d2 += dd * dd;
+    s_p2 += pd * pd;
+  }
+  return {s_gd, s_g2, s_d2, s_p2, skipped};
+}
+
+}  // namespace
+
+Impl::FusedPass LearnedScheduleImpl::fused_coordinate_step_(torch::Tensor param,
+                                                            const torch::Tensor& grad,
+                                                            torch::Tensor moments, int64_t t,
+                                                            double step_size, double shrink,
+                                                            double gain) const {
+  const int64_t n = param.numel();
+  TORCH_CHECK(param.is_contiguous() && param.scalar_type() == at::kFloat && param.is_cpu() &&
+                  grad.numel() == n && grad.is_contiguous() && grad.scalar_type() == at::kFloat &&
+                  moments.is_contiguous() && moments.scalar_type() == at::kFloat &&
+                  moments.dim() == 2 && moments.size(0) == kMoments && moments.size(1) == n,
+              "LearnedSchedule::fused_coordinate_step_: expected contiguous float32 CPU param (N), "
+              "grad (N) and moments (",
+              kMoments, ", N), got ", param.sizes(), ", ", grad.sizes(), ", ", moments.sizes());
+  PassConstants c{};
+  // The corrector's 17 weights, read once per call.
+  const auto w1 = corrector_in->weight.detach().to(at::kFloat).contiguous();  // (4, 2)
+  const auto b1 = corrector_in->bias.detach().to(at::kFloat).contiguous();
+  const auto w2 = corrector_out->weight.detach().to(at::kFloat).contiguous();  // (1, 4)
+  for (int64_t j = 0; j < kCorrectorHidden; ++j) {
+    c.in_a[j] = w1.data_ptr<float>()[2 * j];
+    c.in_b[j] = w1.data_ptr<float>()[2 * j + 1];
+    c.bias[j] = b1.data_ptr<float>()[j];
+    c.out[j] = w2.data_ptr<float>()[j];
+  }
+  c.out_bias = corrector_out->bias.item<float>();
+  const double td = static_cast<double>(t);
+  c.bc1 = static_cast<float>(1.0 / (1.0 - std::pow(kBeta1, td)));
+  c.bc2 = static_cast<float>(1.0 / (1.0 - std::pow(kBeta2, td)));
+  c.eta = static_cast<float>(step_size);
+  c.keep = static_cast<float>(1.0 - shrink);
+  c.g_weight = static_cast<float>(gain);
+  float* p = param.data_ptr<float>();
+  const float* gr = grad.data_ptr<float>();
+  float* m_all = moments.data_ptr<float>();
+  float* v_all = m_all + n;
+  // Blocks of a fixed size, summed in block order: the statistics do not depend on the thread
+  // count.
+  constexpr int64_t kBlock = 16384;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<PassSums> partial(static_cast<size_t>(blocks));
+  at::parallel_for(0, blocks, /*grain_size=*/2, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k)
+      partial[k] =
+          coordinate_block(c, gr, p, m_all, v_all, k * kBlock, std::min(n, (k + 1) * kBlock));
+  });
+  FusedPass out;
+  for (const auto& s : partial) {
+    out.statistics[0] += s.gd;
+    out.statistics[1] += s.g2;
+    out.statistics[2] += s.d2;
+    out.statistics[3] += s.p2;
+    out.skipped += s.skipped;
+  }
+  return out;
+}
+
+// ---- weights files -------------------------------------------------------------------------
+
+namespace {
+constexpr const char* kScheduleFormat = "flt-learned-schedule";
+constexpr int64_t kScheduleVersion = 1;
+}  // namespace
+
+void write_schedule(torch::serialize::OutputArchive& archive, const LearnedScheduleImpl& schedule) {
+  const auto& o = schedule.options;
+  archive.write("format", torch::IValue(std::string(kScheduleFormat)));
+  archive.write("version", torch::IValue(kScheduleVersion));
+  archive.write("memory", torch::IValue(memory_name(o.memory())));
+  archive.write("key_dim", torch::IValue(o.key_dim()));
+  archive.write("value_dim", torch::IValue(o.value_dim()));
+  archive.write("features", torch::IValue(o.features()));
+  archive.write("rpe_features", torch::IValue(o.rpe_features()));
+  archive.write("hidden", torch::IValue(o.hidden()));
+  archive.write("seed", torch::IValue(static_cast<int64_t>(o.seed())));
+  torch::serialize::OutputArchive weights(archive.compilation_unit());
+  schedule.save(weights);
+  archive.write("weights", weights);
+}
+
+LearnedSchedule read_schedule(torch::serialize::InputArchive& archive, const std::string& source) {
+  torch::IValue value;
+  TORCH_CHECK(archive.try_read("format", value) && value.isString() &&
+                  value.toStringRef() == kScheduleFormat,
+              "learned schedule weights: ", source,
+              " is not a schedule written by flt-metatrain --design tensor-schedule");
+  archive.read("version", value);
+  TORCH_CHECK(value.toInt() == kScheduleVersion, "learned schedule weights: ", source,
+              " has format version ", value.toInt(), ", this build reads ", kScheduleVersion);
+  LearnedScheduleOptions o;
+  const auto read_int = [&](const char* name) {
+    archive.read(name, value);
+    return value.toInt();
+  };
+  archive.read("memory", value);
+  o.memory(memory_from_name(value.toStringRef()));
+  o.key_dim(read_int("key_dim"));
+  o.value_dim(read_int("value_dim"));
+  o.features(read_int("features"));
+  o.rpe_features(read_int("rpe_features"));
+  o.hidden(read_int("hidden"));
+  o.seed(static_cast<uint64_t>(read_int("seed")));
+  LearnedSchedule schedule(o);
+  torch::serialize::InputArchive weights;
+  archive.read("weights", weights);
+  schedule->load(weights);
+  return schedule;
+}
+
+void save_schedule(const LearnedSchedule& schedule, const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  write_schedule(archive, *schedule);
+  archive.save_to(path);
+}
+
+LearnedSchedule load_schedule(const std::string& path) {
+  TORCH_CHECK(std::ifstream(path).good(), "learned schedule weights: cannot open ", path);
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "learned schedule weights: ", path, " is corrupt or not a weights file (",
+                e.what_without_backtrace(), ")");
+  }
+  return read_schedule(archive, path);
+}
+
+}  // namespace flt::optim

@@ -1,0 +1,321 @@
+// The learned optimizer's second design (learned_schedule.h): the untrained schedule's exact
+// formula, the fused pass against the composite reference, robustness, the memory's reach over the
+// run, the optional signals, save and load.
+#include <torch/nn/modules/linear.h>
+#include <torch/serialize.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "flt/optim/learned_schedule.h"
+#include "flt/optim/mnemosyne.h"
+#include "test_util.h"
+
+namespace fo = flt::optim;
+using flt::testing::all_close;
+using flt::testing::expect_error;
+using Impl = fo::LearnedScheduleImpl;
+
+namespace {
+
+class LearnedSchedule : public flt::testing::SeededTest {};
+
+fo::MnemosyneOptions schedule_options(double lr = 1.0) {
+  return fo::MnemosyneOptions(lr).design(fo::MnemosyneDesign::kTensorSchedule);
+}
+
+/// A schedule whose head and corrector are not zero, so every path of the rule is exercised.
+fo::LearnedSchedule perturbed(fo::Memory memory, uint64_t seed) {
+  torch::manual_seed(seed);
+  fo::LearnedSchedule schedule(fo::LearnedScheduleOptions().memory(memory));
+  torch::NoGradGuard no_grad;
+  schedule->head_out->weight.normal_(0.0, 0.5);
+  schedule->head_out->bias.normal_(0.0, 0.3);
+  schedule->corrector_out->weight.normal_(0.0, 0.5);
+  schedule->corrector_out->bias.normal_(0.0, 0.1);
+  return schedule;
+}
+
+/// One step of sum_i c_i x_i^2 + sum w^2 with curvatures c in [1, 2) (two tensors; mild, so that
+/// no coordinate oscillates across 0 where rounding differences would be amplified).
+void quadratic_step(fo::Mnemosyne& opt, torch::Tensor& x, torch::Tensor& w) {
+  opt.zero_grad();
+  const auto c = 1.0 + torch::arange(x.numel(), x.options()).view(x.sizes()) / x.numel();
+  auto loss = (x * x * c).sum() + (w * w).sum();
+  loss.backward();
+  opt.step();
+}
+
+}  // namespace
+
+// ---- the exact formula of the untrained schedule ---------------------------------------------
+
+TEST_F(LearnedSchedule, Untrained_IsAdamWithAStepRelativeToTheTensorsRMS) {
+  // Double-precision reference of learned_schedule.h with a zero head and corrector:
+  // eta_t = rho sqrt(min(mean p^2, 16 mean p_0^2) + floor^2), mean p^2 of the last pass (p_0's at
+  // t = 1), p <- (1 - sigmoid(-11)) p - eta m_hat / (sqrt(v_hat) + 1e-8).
+  auto x = torch::randn({6}, torch::kDouble).requires_grad_(true);
+  auto reference = x.detach().clone();
+  fo::Mnemosyne opt({x}, schedule_options(0.5).fused(false));
+  const double rho = 0.02, floor = 1e-2, shrink = 1.0 / (1.0 + std::exp(11.0));
+  const double initial_ms = reference.pow(2).mean().item<double>();
+  auto m = torch::zeros_like(reference), v = torch::zeros_like(reference);
+  double last_ms = initial_ms;
+  for (int t = 1; t <= 12; ++t) {
+    opt.zero_grad();
+    const auto c = torch::arange(1, 7, torch::kDouble);
+    (c * x * x).sum().backward();
+    opt.step();
+    const auto g = 2 * c * reference;
+    m = 0.9 * m + 0.1 * g;
+    v = 0.999 * v + 0.001 * g * g;
+    const auto m_hat = m / (1 - std::pow(0.9, t)), v_hat = v / (1 - std::pow(0.999, t));
+    const double eta = 0.5 * rho * std::sqrt(std::min(last_ms, 16 * initial_ms) + floor * floor);
+    reference = (1 - shrink) * reference - eta * m_hat / (v_hat.sqrt() + 1e-8);
+    last_ms = reference.pow(2).mean().item<double>();
+    // The composite path computes in float32 (the rule's precision): float tolerance.
+    ASSERT_TRUE(all_close(x.detach(), reference, 1e-5, 1e-6)) << "step " << t;
+  }
+}
+
+// ---- the fused pass against the composite reference ------------------------------------------
+
+TEST_F(LearnedSchedule, FusedStep_MatchesTheCompositeReference) {
+  for (auto memory : {fo::Memory::kFLT, fo::Memory::kNone}) {
+    auto schedule = perturbed(memory, 5);
+    torch::manual_seed(3);
+    auto x1 = torch::randn({70000}).requires_grad_(true);  // more than one parallel block
+    auto w1 = torch::randn({5, 3}).requires_grad_(true);
+    auto x2 = x1.detach().clone().requires_grad_(true);
+    auto w2 = w1.detach().clone().requires_grad_(true);
+    fo::Mnemosyne fused({x1, w1}, schedule_options(), schedule);
+    fo::Mnemosyne composite({x2, w2}, schedule_options().fused(false).chunk_size(4096), schedule);
+    for (int s = 0; s < 8; ++s) {
+      fused.report_loss(1.0 / (s + 1));
+      composite.report_loss(1.0 / (s + 1));
+      if (s == 4) {
+        fused.report_validation(0.7);
+        composite.report_validation(0.7);
+      }
+      quadratic_step(fused, x1, w1);
+      quadratic_step(composite, x2, w2);
+    }
+    // atol 1e-5 (5e-4 of a step, eta ~ 0.02): a coordinate that crosses zero holds m as a
+    // cancelling sum of gradients, where the two paths' float rounding (the fused loop contracts
+    // into FMAs and multiplies by reciprocal bias corrections) differs by up to ~2e-6 after 8
+    // steps; everywhere else they agree to 1e-4 relative.
+    EXPECT_TRUE(all_close(x1, x2, 1e-4, 1e-5)) << fo::memory_name(memory);
+    EXPECT_TRUE(all_close(w1, w2, 1e-4, 1e-5)) << fo::memory_name(memory);
+    const auto sizes_fused = fused.step_sizes(), sizes_composite = composite.step_sizes();
+    for (size_t i = 0; i < sizes_fused.size(); ++i)
+      EXPECT_NEAR(sizes_fused[i], sizes_composite[i], 1e-5 * sizes_composite[i]);
+  }
+}
+
+TEST_F(LearnedSchedule, NonFiniteGradients_TouchOnlyThatCoordinate) {
+  for (bool fused : {true, false}) {
+    auto x = torch::randn({40}).requires_grad_(true);
+    fo::Mnemosyne opt({x}, schedule_options().fused(fused), perturbed(fo::Memory::kFLT, 2));
+    const auto before = x.detach().clone();
+    x.mutable_grad() = torch::randn({40});
+    x.mutable_grad()[7] = NAN;
+    x.mutable_grad()[9] = INFINITY;
+    opt.step();
+    EXPECT_EQ(x[7].item<float>(), before[7].item<float>());
+    EXPECT_EQ(x[9].item<float>(), before[9].item<float>());
+    EXPECT_TRUE(torch::isfinite(x).all().item<bool>());
+    EXPECT_EQ(opt.skipped(), 2);
+    EXPECT_NE(x[8].item<float>(), before[8].item<float>()) << "the others step";
+    // The next finite step is finite everywhere: the skipped moments stayed clean.
+    x.mutable_grad() = torch::randn({40});
+    opt.step();
+    EXPECT_TRUE(torch::isfinite(x).all().item<bool>()) << (fused ? "fused" : "composite");
+  }
+}
+
+TEST_F(LearnedSchedule, HugeAndZeroGradients_GiveFiniteSteps) {
+  auto x = torch::randn({10}).requires_grad_(true);
+  fo::Mnemosyne opt({x}, schedule_options(), perturbed(fo::Memory::kFLT, 4));
+  for (double scale : {1e30, 0.0, 1e-30, 1e30}) {
+    x.mutable_grad() = torch::randn({10}) * scale;
+    opt.step();
+    ASSERT_TRUE(torch::isfinite(x).all().item<bool>()) << scale;
+  }
+}
+
+// ---- the memory sees the whole run -------------------------------------------------------------
+
+TEST_F(LearnedSchedule, FLTMemory_ReachesBackHundredsOfSteps) {
+  // Two runs whose features differ only in their first 20 steps (a signal kept nowhere else: the
+  // run's fraction): with the FLT memory the decision 400 steps later still differs; without a
+  // memory it does not.
+  for (auto memory : {fo::Memory::kFLT, fo::Memory::kNone}) {
+    auto schedule = perturbed(memory, 8);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : schedule->parameters()) p.normal_(0.0, 0.3);
+      if (schedule->discount_logit.defined()) schedule->discount_logit.fill_(std::log(999.0));
+    }
+    auto a = schedule->initial_history(torch::ones({4})).unsqueeze(0);
+    auto b = a.clone();
+    torch::NoGradGuard no_grad;
+    torch::Tensor step_a, step_b;
+    for (int64_t t = 1; t <= 420; ++t) {
+      fo::ScheduleSignals early;
+      if (t <= 20) early.fraction = 1.0;
+      auto [da, na] = schedule->decide(a, t, early);
+      auto [db, nb] = schedule->decide(b, t, {});
+      const auto sums = torch::tensor({{0.1, 1.0, 1.0, 4.0}}, torch::kDouble);
+      a = Impl::record(na, sums, torch::tensor({4.0}));
+      b = Impl::record(nb, sums, torch::tensor({4.0}));
+      step_a = da.step_size;
+      step_b = db.step_size;
+    }
+    const double relative_difference = ((step_a - step_b).abs() / step_b).item<double>();
+    if (memory == fo::Memory::kFLT)
+      EXPECT_GT(relative_difference, 1e-4) << "the first steps still count at step 420";
+    else
+      EXPECT_LT(relative_difference, 1e-12) << "no memory: only the loss's running averages";
+  }
+}
+
+// ---- signals, contract, save and load ----------------------------------------------------------
+
+TEST_F(LearnedSchedule, Signals_ReachTheFeatures) {
+  fo::LearnedSchedule schedule;
+  auto h = schedule->initial_history(torch::ones({3})).unsqueeze(0);
+  const auto none = schedule->features(h, 5, {});
+  EXPECT_EQ(none.sizes(), torch::IntArrayRef({1, Impl::kFeatures}));
+  EXPECT_EQ(none[0][11].item<double>(), 0.0) << "loss mask";
+  EXPECT_EQ(none[0][15].item<double>(), 0.0) << "fraction mask";
+  EXPECT_EQ(none[0][17].item<double>(), 0.0) << "validation mask";
+  EXPECT_NEAR(none[0][0].item<double>(), std::tanh(0.5), 1e-12);
+  const auto all = schedule->features(h, 5, {2.0, 0.25, 0.8});
+  EXPECT_EQ(all[0][11].item<double>(), 1.0);
+  EXPECT_EQ(all[0][15].item<double>(), 1.0);
+  EXPECT_EQ(all[0][16].item<double>(), 0.25);
+  EXPECT_EQ(all[0][17].item<double>(), 1.0);
+  // A loss twice its running average reads asinh(1).
+  torch::NoGradGuard no_grad;
+  auto [decision, next] = schedule->decide(h, 1, {1.0, std::nullopt, std::nullopt});
+  const auto after = schedule->features(next, 2, {2.0, std::nullopt, std::nullopt});
+  EXPECT_NEAR(after[0][12].item<double>(), std::asinh(1.0), 1e-9);
+  EXPECT_NEAR(after[0][14].item<double>(), std::asinh(1.0), 1e-9) << "against the minimum";
+  // A non-finite loss is ignored, not averaged in.
+  auto [unused, ignored] = schedule->decide(next, 2, {NAN, std::nullopt, std::nullopt});
+  EXPECT_TRUE(at::isclose(ignored.narrow(1, 0, Impl::kHistory), next.narrow(1, 0, Impl::kHistory),
+                          0.0, 0.0, /*equal_nan=*/true)
+                  .all()
+                  .item<bool>());
+}
+
+TEST_F(LearnedSchedule, StepWithClosure_FeedsTheLossAndReturnsIt) {
+  auto x = torch::tensor({1.0f, -2.0f}).requires_grad_(true);
+  fo::Mnemosyne opt({x}, schedule_options());
+  auto loss = opt.step([&] {
+    opt.zero_grad();
+    auto l = (x * x).sum();
+    l.backward();
+    return l;
+  });
+  EXPECT_FLOAT_EQ(loss.item<float>(), 5.0f);
+  const auto& st = static_cast<const fo::MnemosyneParamState&>(*opt.state().begin()->second);
+  EXPECT_DOUBLE_EQ(st.controller()[11].item<double>(), 5.0) << "the loss's running average";
+}
+
+TEST_F(LearnedSchedule, SaveLoad_ContinuesExactly) {
+  auto schedule = perturbed(fo::Memory::kFLT, 6);
+  auto x = torch::randn({30}).requires_grad_(true), w = torch::randn({4, 4}).requires_grad_(true);
+  auto x2 = x.detach().clone().requires_grad_(true), w2 = w.detach().clone().requires_grad_(true);
+  fo::Mnemosyne straight({x, w}, schedule_options(), schedule);
+  fo::Mnemosyne first({x2, w2}, schedule_options(), schedule);
+  for (int s = 0; s < 5; ++s) {
+    quadratic_step(straight, x, w);
+    quadratic_step(first, x2, w2);
+  }
+  std::stringstream buffer;
+  torch::save(first, buffer);
+  // Built with the untrained schedule (and even the first design): the archive restores both.
+  fo::Mnemosyne second({x2, w2}, schedule_options());
+  torch::load(second, buffer);
+  for (int s = 0; s < 5; ++s) {
+    quadratic_step(straight, x, w);
+    quadratic_step(second, x2, w2);
+  }
+  EXPECT_TRUE(torch::equal(x, x2));
+  EXPECT_TRUE(torch::equal(w, w2));
+}
+
+TEST_F(LearnedSchedule, WeightsFile_RoundTripAndErrors) {
+  const auto path = ::testing::TempDir() + "/schedule.pt";
+  auto schedule = perturbed(fo::Memory::kPerformer, 1);
+  fo::save_schedule(schedule, path);
+  auto loaded = fo::load_schedule(path);
+  EXPECT_EQ(loaded->options.memory(), fo::Memory::kPerformer);
+  const auto a = schedule->parameters(), b = loaded->parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i]));
+  fo::Mnemosyne by_path({torch::zeros({2}, torch::requires_grad())},
+                        schedule_options().weights(path));
+  EXPECT_EQ(by_path.schedule()->options.memory(), fo::Memory::kPerformer);
+  expect_error([] { fo::load_schedule("/nonexistent/schedule.pt"); },
+               {"cannot open", "/nonexistent/schedule.pt"});
+  const auto first_design = ::testing::TempDir() + "/first_design.pt";
+  fo::save_model(fo::LearnedOptimizerModel(), first_design);
+  expect_error([&] { fo::load_schedule(first_design); }, {"not a schedule", "tensor-schedule"});
+}
+
+TEST_F(LearnedSchedule, BadInput_NamesTheProblem) {
+  expect_error([] { fo::design_from_name("schedule"); }, {"unknown Mnemosyne design", "schedule"});
+  expect_error([] { fo::LearnedSchedule(fo::LearnedScheduleOptions().hidden(0)); },
+               {"hidden must be positive", "0"});
+  expect_error([] { fo::LearnedSchedule(fo::LearnedScheduleOptions().relative_step(-1)); },
+               {"relative_step", "-1"});
+  fo::LearnedSchedule schedule;
+  expect_error(
+      [&] {
+        schedule->features(torch::zeros({2, 3}, torch::kDouble), 1, {});
+      },
+      {"histories must be (S, ", "[2, 3]"});
+  expect_error(
+      [&] { schedule->features(schedule->initial_history(torch::ones(1)).unsqueeze(0), 0, {}); },
+      {"step index must be >= 1", "0"});
+  expect_error(
+      [&] {
+        Impl::record(torch::zeros({1, 30}, torch::kDouble), torch::zeros({1, 3}), torch::ones({1}));
+      },
+      {"record", "[1, 3]"});
+  // A first-design state cannot be stepped by the second design.
+  auto x = torch::randn({3}).requires_grad_(true);
+  fo::Mnemosyne first({x});
+  x.mutable_grad() = torch::ones({3});
+  first.step();
+  std::stringstream buffer;
+  torch::save(first, buffer);
+  fo::Mnemosyne second({x}, schedule_options());
+  torch::load(second, buffer);  // the archive's first-design model comes with its state
+  second.step();
+  EXPECT_FALSE(second.schedule());
+  EXPECT_TRUE(second.model());
+}
+
+// ---- behaviour ------------------------------------------------------------------------------
+
+TEST_F(LearnedSchedule, Untrained_TrainsAnMLPOnXOR) {
+  torch::manual_seed(1);
+  auto l1 = torch::nn::Linear(2, 8), l2 = torch::nn::Linear(8, 1);
+  std::vector<torch::Tensor> params = l1->parameters();
+  for (auto& p : l2->parameters()) params.push_back(p);
+  fo::Mnemosyne opt(params, schedule_options(5.0));
+  const auto x = torch::tensor({{0.f, 0.f}, {0.f, 1.f}, {1.f, 0.f}, {1.f, 1.f}});
+  const auto y = torch::tensor({{0.f}, {1.f}, {1.f}, {0.f}});
+  double loss = 0;
+  for (int s = 0; s < 600; ++s) {
+    opt.zero_grad();
+    auto l = (l2(torch::tanh(l1(x))) - y).pow(2).mean();
+    l.backward();
+    opt.step();
+    loss = l.item<double>();
+  }
+  EXPECT_LT(loss, 0.02);
+}
