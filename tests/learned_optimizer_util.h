@@ -7,8 +7,12 @@
 #include <vector>
 
 #include "flt/optim/mnemosyne.h"
+#include "test_util.h"
 
 namespace flt::testing {
+
+/// The fixture of the learned optimizer's tests (test_mnemosyne*.cpp).
+class Mnemosyne : public SeededTest {};
 
 /// A fresh (untrained) model: its head starts at zero, so it is Adam with the controller's step.
 inline optim::LearnedOptimizerModel untrained(optim::Memory memory = optim::Memory::kFLT) {

@@ -1,13 +1,9 @@
 // The harness's baselines, Prodigy and Schedule-Free AdamW: each against a double-precision
-// reference of its paper's equations written plainly here, the invariants the papers state, the
-// torch::optim contract (after LibTorch's own optimizer tests), and their wiring into the
-// harness's loops (schedules, evaluation at Schedule-Free's average, BatchNorm statistics there).
-#include <ATen/CPUGeneratorImpl.h>
-#include <torch/nn/modules/batchnorm.h>
-#include <torch/nn/modules/container/sequential.h>
+// reference of its paper's equations written plainly here, the invariants the papers state and
+// the torch::optim contract (after LibTorch's own optimizer tests). Their wiring into the harness's
+// loops: test_baseline_optimizers_harness.cpp.
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
-#include <torch/optim/sgd.h>
 #include <torch/serialize.h>
 
 #include <algorithm>
@@ -15,18 +11,13 @@
 #include <sstream>
 
 #include "flt/harness/baseline_optimizers.h"
-#include "flt/harness/evaluate.h"
-#include "flt/harness/training_runs.h"
-#include "test_util.h"
+#include "harness_test_util.h"
 
 namespace fo = flt::optim;
-using flt::testing::all_close;
-using flt::testing::expect_error;
+using namespace flt::testing;
 using torch::optim::OptimizerParamGroup;
 
 namespace {
-
-class BaselineOptimizers : public flt::testing::SeededTest {};
 
 /// f = sum_i (p_i - c_i)^T A_i (p_i - c_i) / 2 over tensors p_i of several sizes, A_i symmetric
 /// positive definite (eigenvalues from 0.5 up): gradient A_i (p_i - c_i).
@@ -192,44 +183,6 @@ void expect_prodigy_matches_reference(const fo::ProdigyOptions& first,
     EXPECT_NEAR(opt.d(), reference.d, rtol * reference.d);
   }
   EXPECT_GT(opt.d(), 2.0 * first.d0());  // the estimate moved
-}
-
-/// Linear regression on 256 noisy examples of a random linear map, through BatchNorm when
-/// `batch_norm`: Linear(8, 4) -> BatchNorm1d(4) -> Linear(4, 1). `built` receives the model.
-fo::TrainingRun tiny_regression(bool batch_norm, torch::nn::Sequential* built = nullptr) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
-  const auto w = torch::randn({8, 1}, gen);
-  const auto x = torch::randn({320, 8}, gen);
-  const auto y = x.matmul(w) + 0.1 * torch::randn({320, 1}, gen);
-  fo::TrainingRun run;
-  run.name = "tiny-linreg";
-  run.family = "linear regression / synthetic";
-  run.split.name = "synthetic";
-  run.split.train_x = x.slice(0, 0, 256);
-  run.split.train_y = y.slice(0, 0, 256);
-  run.split.test_x = x.slice(0, 256);
-  run.split.test_y = y.slice(0, 256);
-  run.split.classes = 0;
-  run.loss = fo::LossKind::kMeanSquaredError;
-  run.build = [batch_norm, built](uint64_t) {
-    torch::nn::Sequential net =
-        batch_norm ? torch::nn::Sequential(torch::nn::Linear(8, 4), torch::nn::BatchNorm1d(4),
-                                           torch::nn::Linear(4, 1))
-                   : torch::nn::Sequential(torch::nn::Linear(8, 1));
-    if (built != nullptr) *built = net;
-    return fo::TrainableModel{net.ptr(),
-                              [net](const torch::Tensor& t) mutable { return net->forward(t); }};
-  };
-  run.batch = 16;
-  run.steps = 60;
-  run.eval_every = 20;
-  return run;
-}
-
-fo::OptimizerFactory sgd(double lr) {
-  return [lr](std::vector<torch::Tensor> p) {
-    return std::make_unique<torch::optim::SGD>(std::move(p), torch::optim::SGDOptions(lr));
-  };
 }
 
 }  // namespace
@@ -601,17 +554,8 @@ TEST_F(BaselineOptimizers, UndefinedGradients_AreSkipped) {
   EXPECT_EQ(idle.d(), 1e-6);
 }
 
-// ---- in the harness ----------------------------------------------------------------------------
-
-TEST_F(BaselineOptimizers, Schedule_WarmupRisesOverFivePercentOfTheRun) {
-  for (int64_t t = 0; t < 100; ++t) {
-    EXPECT_DOUBLE_EQ(fo::schedule_factor(fo::Schedule::kWarmup, t, 100),
-                     std::min(1.0, double(t + 1) / 5.0));
-    EXPECT_EQ(fo::schedule_factor(fo::Schedule::kConstant, t, 100), 1.0);
-  }
-  EXPECT_EQ(fo::schedule_factor(fo::Schedule::kWarmup, 0, 10), 1.0);  // W at least 1 step
-  EXPECT_NEAR(fo::schedule_factor(fo::Schedule::kCosine, 50, 100), 0.5, 1e-15);
-}
+// ---- the loop's warm-up
+// ---------------------------------------------------------------------------
 
 TEST_F(BaselineOptimizers, ScheduleFree_WarmupByTheLoop_IsTheOptimizersWarmup) {
   // The harness's schedule-free-adamw-warmup scales lr in the loop (a factory does not see the
@@ -632,85 +576,4 @@ TEST_F(BaselineOptimizers, ScheduleFree_WarmupByTheLoop_IsTheOptimizersWarmup) {
     opt_loop.step();
   }
   for (size_t i = 0; i < own.size(); ++i) EXPECT_TRUE(all_close(by_loop[i], own[i], 1e-6, 1e-7));
-}
-
-TEST_F(BaselineOptimizers, EvaluationHook_RecomputesBatchNormAtTheEvaluationPoint) {
-  // The hook moves the first layer's bias by +5 for each evaluation (an evaluation point far from
-  // the training point) and back. With batch_norm_batches the BatchNorm layer evaluates with the
-  // batch mean of the shifted point; without, with the mean training left, about 5 below. The
-  // training itself is the same either way: its batches come from their own stream.
-  torch::nn::Sequential net;
-  const auto run = tiny_regression(/*batch_norm=*/true, &net);
-  // The full training set's mean of the BatchNorm input at the current parameters.
-  const auto input_mean = [&] {
-    torch::NoGradGuard no_grad;
-    return net[0]->as<torch::nn::Linear>()->forward(run.split.train_x).mean().item<double>();
-  };
-  std::vector<double> seen, expected;
-  torch::Tensor saved;
-  fo::EvaluationHook hook;
-  hook.before = [&](torch::optim::Optimizer&) {
-    torch::NoGradGuard no_grad;
-    auto bias = net[0]->as<torch::nn::Linear>()->bias;
-    saved = bias.detach().clone();
-    bias.add_(5.0);
-  };
-  hook.after = [&](torch::optim::Optimizer&) {
-    seen.push_back(net[1]->as<torch::nn::BatchNorm1d>()->running_mean.mean().item<double>());
-    expected.push_back(input_mean());
-    torch::NoGradGuard no_grad;
-    net[0]->as<torch::nn::Linear>()->bias.copy_(saved);
-  };
-  hook.batch_norm_batches = 8;
-  const auto recomputed = fo::run_training(run, 0, sgd(0.05), fo::Schedule::kConstant, hook);
-  ASSERT_EQ(seen.size(), recomputed.steps.size());  // once per evaluation, step 0 included
-  for (size_t i = 0; i < seen.size(); ++i) EXPECT_NEAR(seen[i], expected[i], 0.3) << "eval " << i;
-
-  seen.clear(), expected.clear();
-  hook.batch_norm_batches = 0;
-  const auto kept = fo::run_training(run, 0, sgd(0.05), fo::Schedule::kConstant, hook);
-  for (size_t i = 1; i < seen.size(); ++i) EXPECT_GT(expected[i] - seen[i], 4.0) << "eval " << i;
-  EXPECT_EQ(kept.train_loss.size(), recomputed.train_loss.size());
-  for (size_t i = 1; i < kept.train_loss.size(); ++i) {
-    EXPECT_EQ(kept.train_loss[i], recomputed.train_loss[i]);
-  }
-  EXPECT_NE(kept.held_out.back(), recomputed.held_out.back());
-}
-
-TEST_F(BaselineOptimizers, UntunedContenders_RunInBothLoops) {
-  const auto contenders = fo::untuned_baseline_contenders();
-  ASSERT_EQ(contenders.size(), 4u);
-  fo::RunEvalOptions options;
-  options.eval_seeds = 2;
-  options.progress = false;
-  // Real-suite loop, on a model with BatchNorm (Schedule-Free evaluates at x, statistics there).
-  const auto rows =
-      fo::evaluate_training_runs({tiny_regression(/*batch_norm=*/true)}, contenders, options);
-  ASSERT_EQ(rows.size(), 4u);
-  const std::vector<std::string> names{"prodigy", "prodigy-cosine", "schedule-free-adamw",
-                                       "schedule-free-adamw-warmup"};
-  const std::vector<double> lrs{1.0, 1.0, 0.0025, 0.0025};
-  for (size_t i = 0; i < rows.size(); ++i) {
-    EXPECT_EQ(rows[i].contender, names[i]);
-    EXPECT_EQ(rows[i].lr, lrs[i]);
-    EXPECT_EQ(rows[i].diverged, 0);
-    EXPECT_TRUE(std::isfinite(rows[i].median_final));
-    EXPECT_LT(rows[i].median_final, rows[i].median_curve.front()) << names[i];
-  }
-  // Synthetic-suite loop: every loss evaluation between the hooks, at x.
-  int before = 0, after = 0;
-  auto sf = contenders[2];
-  const auto inner_before = sf.evaluation.before, inner_after = sf.evaluation.after;
-  fo::EvaluationHook counting;
-  counting.before = [&](torch::optim::Optimizer& o) { ++before, inner_before(o); };
-  counting.after = [&](torch::optim::Optimizer& o) { ++after, inner_after(o); };
-  auto task = fo::held_out_tasks()[4];  // rosenbrock-4d
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
-  const auto instance = task.make(gen);
-  const auto curve = fo::run_optimizer(*instance, instance->initial(gen), 30, 7, sf.make(0.01),
-                                       fo::Schedule::kConstant, counting);
-  EXPECT_EQ(before, 31);
-  EXPECT_EQ(after, 31);
-  EXPECT_FALSE(curve.diverged);
-  EXPECT_LT(curve.losses.back(), curve.losses.front());
 }

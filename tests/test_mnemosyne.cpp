@@ -20,12 +20,6 @@
 namespace fo = flt::optim;
 using namespace flt::testing;
 
-namespace {
-
-class Mnemosyne : public flt::testing::SeededTest {};
-
-}  // namespace
-
 // ---- model numerics ---------------------------------------------------------------------------
 
 TEST_F(Mnemosyne, LogSignEncoding_ExactValues) {

@@ -17,12 +17,6 @@
 namespace fo = flt::optim;
 using namespace flt::testing;
 
-namespace {
-
-class Mnemosyne : public flt::testing::SeededTest {};
-
-}  // namespace
-
 // LibTorch's optimizer test protocol (test/cpp/api/optim.cpp): a 2-8-1 sigmoid MLP learns XOR with
 // binary cross-entropy; the running loss must fall below 0.1 within 3000 epochs of 200 samples.
 TEST_F(Mnemosyne, XOR_ConvergesWithThePretrainedDefault) {

@@ -14,7 +14,7 @@
 #include <fstream>
 
 #include "flt/harness/training_runs.h"
-#include "test_util.h"
+#include "harness_test_util.h"
 
 namespace fo = flt::optim;
 using namespace flt::testing;
@@ -22,39 +22,6 @@ using namespace flt::testing;
 namespace {
 
 class TrainingRuns : public flt::testing::SeededTest {};
-
-/// Linear regression on 256 noisy examples of a random linear map: cheap and data-free.
-fo::TrainingRun tiny_regression(int64_t steps = 60) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
-  const auto w = torch::randn({8, 1}, gen);
-  const auto x = torch::randn({320, 8}, gen);
-  const auto y = x.matmul(w) + 0.1 * torch::randn({320, 1}, gen);
-  fo::TrainingRun run;
-  run.name = "tiny-linreg";
-  run.family = "linear regression / synthetic";
-  run.split.name = "synthetic";
-  run.split.train_x = x.slice(0, 0, 256);
-  run.split.train_y = y.slice(0, 0, 256);
-  run.split.test_x = x.slice(0, 256);
-  run.split.test_y = y.slice(0, 256);
-  run.split.classes = 0;
-  run.loss = fo::LossKind::kMeanSquaredError;
-  run.build = [](uint64_t) {
-    torch::nn::Sequential net(torch::nn::Linear(8, 1));
-    return fo::TrainableModel{net.ptr(),
-                              [net](const torch::Tensor& t) mutable { return net->forward(t); }};
-  };
-  run.batch = 16;
-  run.steps = steps;
-  run.eval_every = 20;
-  return run;
-}
-
-fo::OptimizerFactory sgd(double lr) {
-  return [lr](std::vector<torch::Tensor> p) {
-    return std::make_unique<torch::optim::SGD>(std::move(p), torch::optim::SGDOptions(lr));
-  };
-}
 
 /// SGD that records the lr of its first group at every step (to observe the loop's schedule).
 class RecordingSgd : public torch::optim::SGD {

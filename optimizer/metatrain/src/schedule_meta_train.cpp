@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 
+#include "flt/detail/random.h"
 #include "flt/optim/mnemosyne.h"
 
 namespace flt::optim {
@@ -27,9 +28,7 @@ at::Generator generator_for(uint64_t seed, uint64_t a, uint64_t b) {
   return at::make_generator<at::CPUGeneratorImpl>(x);
 }
 
-double uniform(at::Generator& gen) {
-  return at::rand({1}, gen, at::kDouble).item<double>();
-}
+using flt::detail::uniform;
 
 /// A task whose tensors are multiplied by fixed factors: the optimizer sees parameters 1 / s and
 /// gradients s times the original's (Celo's rescaling augmentation).
@@ -244,7 +243,7 @@ std::vector<double> meta_train_schedule(
         save_checkpoint(options.checkpoint, schedule, state);
       }
       auto gen = generator_for(options.seed, episode, 0);
-      const double u = uniform(gen);
+      const double u = uniform(gen, 0, 1);
       horizon = static_cast<int64_t>(
           std::exp(std::log(static_cast<double>(options.min_horizon)) +
                    u * std::log(static_cast<double>(options.max_horizon) / options.min_horizon)));
@@ -259,15 +258,16 @@ std::vector<double> meta_train_schedule(
         if (options.rescale > 1.0) {
           std::vector<torch::Tensor> scales;
           for (int64_t size : task->segments()) {
-            const double s = std::exp((2 * uniform(task_gen) - 1) * std::log(options.rescale));
+            const double s =
+                std::exp((2 * uniform(task_gen, 0, 1) - 1) * std::log(options.rescale));
             scales.push_back(torch::full({size}, s));
           }
           task = std::make_unique<RescaledTask>(std::move(task), at::cat(scales));
         }
         pair.task = std::move(task);
-        pair.tell_loss = uniform(task_gen) < 0.5;
-        pair.tell_length = uniform(task_gen) < 0.25;
-        pair.tell_validation = pair.task->has_validation() && uniform(task_gen) < 0.25;
+        pair.tell_loss = uniform(task_gen, 0, 1) < 0.5;
+        pair.tell_length = uniform(task_gen, 0, 1) < 0.25;
+        pair.tell_validation = pair.task->has_validation() && uniform(task_gen, 0, 1) < 0.25;
         const auto initial = pair.task->initial(task_gen);
         auto score_gen = generator_for(options.seed, episode, 1000 + i);
         pair.log_initial = std::log(std::max(scored_loss(*pair.task, initial, score_gen), 1e-12));

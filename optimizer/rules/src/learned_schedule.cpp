@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <vector>
 
 #include "flt/detail/cpu_clones.h"  // FLT_CLONES_AVX512
 #include "learned_rule.h"
+#include "pretrained_weights.h"
 #include "step_memory.h"
 
 namespace flt::optim {
@@ -513,14 +513,8 @@ void save_schedule(const LearnedSchedule& schedule, const std::string& path) {
 }
 
 LearnedSchedule load_schedule(const std::string& path) {
-  TORCH_CHECK(std::ifstream(path).good(), "learned schedule weights: cannot open ", path);
   torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "learned schedule weights: ", path, " is corrupt or not a weights file (",
-                e.what_without_backtrace(), ")");
-  }
+  detail::read_weights_file(archive, path, "learned schedule weights");
   return read_schedule(archive, path);
 }
 
