@@ -307,6 +307,42 @@ TEST_F(SchoenbAt, PpsbnHugeInputsMatchTheScaleInvariantLimit) {
   }
 }
 
+// The exact kernelised reference, causal, with one NaN in q, k or v: it reaches the rows that read
+// it (row i reads q_i and k_j, v_j for j <= i) and no gradient of a position that shares no row
+// with it (the masked weights, exact zeros, were multiplied by every v_j: 0 * NaN = NaN).
+TEST_F(SchoenbAt, KernelizedAttention_CausalNaNStaysInTheRowsThatReadIt) {
+  const int64_t len = 6, bad = 2;
+  const auto reads = [](int input, int64_t row, int64_t position) {
+    return input == 0 ? position == row : position <= row;
+  };
+  for (const auto& kernel : fa::schoenberg_kernels()) {
+    for (int which = 0; which < 3; ++which) {
+      std::vector<torch::Tensor> in = {torch::randn({1, 1, len, 4}, torch::kDouble) * 0.3,
+                                       torch::randn({1, 1, len, 4}, torch::kDouble) * 0.3,
+                                       torch::randn({1, 1, len, 3}, torch::kDouble)};
+      in[which][0][0][bad][0] = NAN;
+      for (auto& t : in) t.requires_grad_();
+      const auto out = fa::kernelized_attention(in[0], in[1], in[2], kernel, /*causal=*/true);
+      (out * torch::randn_like(out)).sum().backward();
+      const std::string label = kernel + ", NaN in " + "qkv"[which];
+      for (int64_t i = 0; i < len; ++i) {
+        EXPECT_EQ(out[0][0][i].isnan().any().item<bool>(), reads(which, i, bad))
+            << label << " row " << i;
+        for (int input = 0; input < 3; ++input) {
+          bool shared = false;
+          for (int64_t row = 0; row < len; ++row)
+            shared = shared || (reads(which, row, bad) && reads(input, row, i));
+          if (!shared) {
+            EXPECT_TRUE(in[input].grad()[0][0][i].isfinite().all().item<bool>())
+                << label << ": gradient of "
+                << "qkv"[input] << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(SchoenbAt, SaveLoadAndRedraw) {
   auto s = make_schoenbat("sqrt", 4, 16);
   const auto q = torch::randn({1, 2, 10, 4}, torch::kDouble);
