@@ -405,6 +405,26 @@ TEST_F(FourierAttention, Composite_CausalNaNStaysInTheRowsThatReadIt) {
   }
 }
 
+// The composite in float at |q|, |k| of 1e4: outputs were finite but every gradient was NaN, from
+// the Taylor branch of sin(x) / x evaluated where it is not used (x^14 / 15! overflowed, and its
+// derivative times the unused branch's zero gradient is NaN).
+TEST_F(FourierAttention, Composite_LargeInputsGiveFiniteGradients) {
+  for (auto phi : {fk::FourierPhi::kSigmoid, fk::FourierPhi::kPower}) {
+    for (bool causal : {false, true}) {
+      const auto q = torch::randn({1, 2, 8, 4}) * 1e4;
+      const auto k = torch::randn({1, 2, 8, 4}) * 1e4;
+      const auto v = torch::randn({1, 2, 8, 3});
+      const auto w = torch::randn({1, 2, 8, 3});
+      const auto got = run_with_grads(fk::fourier_attention_composite, q, k, v,
+                                      torch::full({1}, 2.0), w, {4, phi, causal, false});
+      for (size_t t = 0; t < got.size(); ++t) {
+        EXPECT_TRUE(got[t].isfinite().all().item<bool>())
+            << fk::fourier_phi_name(phi) << (causal ? " causal" : "") << ", tensor " << t;
+      }
+    }
+  }
+}
+
 TEST_F(FourierAttention, CausalOutputsIgnoreFutureKeys) {
   const auto q = torch::randn({1, 2, 12, 4});
   auto k = torch::randn({1, 2, 12, 4});

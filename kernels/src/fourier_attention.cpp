@@ -261,7 +261,9 @@ torch::Tensor fourier_attention_composite(const torch::Tensor& q, const torch::T
   }
   const auto near_zero = x.abs() < small;
   const auto x_safe = at::where(near_zero, at::ones_like(x), x);  // no 0/0 in either branch
-  const auto x2 = x * x;
+  // The series' argument, 0 where the series is not taken: there it overflowed float (x^14 / 15!
+  // from |x| ~ 4e3), and its derivative, times the unused branch's zero gradient, gave NaN.
+  const auto x2 = at::where(near_zero, x * x, at::zeros_like(x));
   // s(x) near 0 from its Taylor series sum_n (-1)^n x^2n / (2n+1)! (n <= 7: below double
   // rounding for |x| < 0.5), so autograd differentiates a polynomial there, never 0/0.
   auto s_series = at::zeros_like(x2);
