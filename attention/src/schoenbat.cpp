@@ -133,7 +133,8 @@ torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps) {
   // had a 1e15 Jacobian there that swamped the true gradient of x_0 through the later positions'
   // statistics).
   const auto norm2 = (standard * standard).sum(-1, /*keepdim=*/true);
-  const auto nonzero = norm2 > 0;
+  // != 0, not > 0: a NaN row (its statistics saw a NaN) stays NaN instead of becoming 0.
+  const auto nonzero = norm2 != 0;
   const auto norm = at::where(nonzero, norm2, at::ones_like(norm2)).sqrt();
   const auto unit = at::where(nonzero, standard / norm, at::zeros_like(standard));
   return (unit * std::pow(static_cast<double>(x.size(3)), -0.25)).to(x.scalar_type());
