@@ -98,6 +98,57 @@ TEST_F(ExactAttention, Softmax_LargeLogitsStayFinite) {
   EXPECT_TRUE(fa::softmax_attention(q, k, v, true).isfinite().all().item<bool>());
 }
 
+// Causal softmax with one NaN in q, k or v: the NaN shows in exactly the output rows that read it
+// (row i reads q_i, and k_j, v_j for j <= i) and in exactly the gradients of the positions that
+// share an output row with it; other batch elements and heads stay finite. The masked weights are
+// exact zeros, but a plain matmul multiplies them by every v_j (0 * NaN = NaN: a NaN in the last
+// v made all five earlier rows NaN), and the backward of q k^T multiplied the masked zeros of its
+// gradient by q_i and k_j. The gradient of v never reads v, so a NaN in v leaves it finite.
+TEST_F(ExactAttention, Softmax_CausalNaNReachesExactlyTheRowsThatReadIt) {
+  const int64_t len = 6, bad = 2;
+  const auto reads = [](int input, int64_t row, int64_t position) {
+    return input == 0 ? position == row : position <= row;
+  };
+  for (int which = 0; which < 3; ++which) {  // the NaN in q, k or v
+    std::vector<torch::Tensor> in = {torch::randn({2, 2, len, 4}), torch::randn({2, 2, len, 4}),
+                                     torch::randn({2, 2, len, 3})};
+    in[which][1][1][bad][0] = NAN;
+    for (auto& t : in) t.requires_grad_();
+    const auto out = fa::softmax_attention(in[0], in[1], in[2], /*causal=*/true);
+    (out * torch::randn_like(out)).sum().backward();
+    const std::string label = std::string("NaN in ") + "qkv"[which];
+    for (int64_t i = 0; i < len; ++i) {
+      const bool tainted = reads(which, i, bad);
+      for (int64_t c = 0; c < 3; ++c) {  // a NaN in v reaches its own column only
+        EXPECT_EQ(out[1][1][i][c].isnan().item<bool>(), tainted && (which != 2 || c == 0))
+            << label << " row " << i << " column " << c;
+      }
+      for (int input = 0; input < 3; ++input) {
+        bool shared = false;
+        for (int64_t row = 0; row < len; ++row)
+          shared = shared || (reads(which, row, bad) && reads(input, row, i));
+        const bool expected = shared && !(which == 2 && input == 2);
+        const auto g = in[input].grad()[1][1][i];
+        EXPECT_EQ(g.isnan().any().item<bool>(), expected) << label << ": gradient of "
+                                                          << "qkv"[input] << " at " << i;
+        EXPECT_EQ(g.isfinite().all().item<bool>(), !expected) << label << ": gradient of "
+                                                              << "qkv"[input] << " at " << i;
+      }
+    }
+    auto elsewhere = torch::ones({2, 2}, torch::kBool);
+    elsewhere[1][1] = false;
+    EXPECT_TRUE(out.index({elsewhere}).isfinite().all().item<bool>()) << label;
+    for (const auto& t : in)
+      EXPECT_TRUE(t.grad().index({elsewhere}).isfinite().all().item<bool>()) << label;
+  }
+  // The weights of a NaN row stay 0 above the diagonal (they do not depend on anything).
+  auto q = torch::randn({1, 1, len, 4});
+  q[0][0][bad][0] = NAN;
+  const auto weights = fa::softmax_attention_weights(q, torch::randn({1, 1, len, 4}), true);
+  EXPECT_TRUE(weights[0][0][bad].narrow(0, 0, bad + 1).isnan().all().item<bool>());
+  EXPECT_EQ(weights.triu(1).abs().max().item<float>(), 0.0f);
+}
+
 TEST_F(ExactAttention, Linear_MatchesNaiveLoop) {
   // L = 150 spans three causal chunks (kCausalChunk = 64), so the carried state is exercised.
   static_assert(flt::kernels::kCausalChunk < 150, "test must cross chunk boundaries");

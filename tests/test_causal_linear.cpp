@@ -1,6 +1,12 @@
 // The fused causal linear-attention kernel: against the explicit cumsum reference forward and
 // backward, finite differences, and a peak-memory bound measured with a counting CPU allocator.
+// The causal products of causal_matmul.h: the masked matmul's values, and non-finite inputs that
+// reach only the rows that see them.
+#include <cmath>
+#include <limits>
+
 #include "flt/allocation_counter.h"
+#include "flt/kernels/causal_matmul.h"
 #include "flt/kernels/linear_attention.h"
 #include "test_util.h"
 
@@ -89,6 +95,136 @@ TEST_F(CausalLinear, NonContiguousAndOtherDtypes) {
   const auto out = fk::linear_attention_numerator(q.to(torch::kBFloat16), k.to(torch::kBFloat16),
                                                   v.to(torch::kBFloat16), true);
   EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
+}
+
+// With one NaN in phi_q, phi_k or v, the fused scan and the chunked composite give NaN exactly
+// where the cumsum reference does (a prefix sum, so a NaN at position p reaches the rows i >= p, or
+// row p for a query), forward and backward, and the same values elsewhere. The composite's masked
+// (C, C) scores, exact zeros, were multiplied by every v_j of the chunk (0 * NaN = NaN) and its
+// backward by every q_i and k_j. L = 150 crosses two chunk boundaries (kCausalChunk = 64).
+TEST_F(CausalLinear, NaN_SameRowsAsTheCumsumReference) {
+  static_assert(fk::kCausalChunk < 70, "position 70 must lie in a later chunk");
+  const int64_t len = 150;
+  const auto w = torch::randn({1, 2, len, 3}, torch::kDouble);
+  for (int which = 0; which < 3; ++which) {
+    for (int64_t bad : {0, 5, 70, 149}) {
+      std::vector<torch::Tensor> in = {torch::rand({1, 2, len, 4}, torch::kDouble),
+                                       torch::rand({1, 2, len, 4}, torch::kDouble),
+                                       torch::randn({1, 2, len, 3}, torch::kDouble)};
+      in[which][0][1][bad][1] = NAN;
+      const auto reference = with_grads(cumsum_reference, in[0], in[1], in[2], w);
+      const auto fused = with_grads(
+          [](auto& a, auto& b, auto& c) { return fk::linear_attention_numerator(a, b, c, true); },
+          in[0], in[1], in[2], w);
+      const auto composite = with_grads(
+          [](auto& a, auto& b, auto& c) {
+            return fk::linear_attention_numerator_composite(a, b, c, true);
+          },
+          in[0], in[1], in[2], w);
+      const std::string label =
+          std::string("NaN in ") + "qkv"[which] + " at " + std::to_string(bad) + ", tensor ";
+      for (int t = 0; t < 4; ++t) {
+        const auto nan = reference[t].isnan();
+        EXPECT_TRUE(nan.any().item<bool>() || t > 0) << label << t;  // the output has some
+        for (const auto& [name, got] :
+             {std::pair{"fused", fused[t]}, std::pair{"composite", composite[t]}}) {
+          EXPECT_TRUE(torch::equal(got.isnan(), nan)) << name << ", " << label << t;
+          EXPECT_TRUE(
+              all_close(got.masked_fill(nan, 0), reference[t].masked_fill(nan, 0), 1e-10,
+                        1e-12 * reference[t].masked_fill(nan, 0).abs().max().item<double>()))
+              << name << ", " << label << t;
+        }
+      }
+    }
+  }
+}
+
+// For finite inputs causal_matmul and causal_scores are the masked matmuls, forward and backward,
+// and their gradients match finite differences.
+TEST_F(CausalLinear, CausalMatmul_EqualsTheMaskedMatmulForFiniteInputs) {
+  const auto future = torch::ones({9, 9}, torch::kBool).triu(1);
+  const auto a0 = torch::randn({2, 3, 9, 9}, torch::kDouble).tril();
+  const auto x0 = torch::randn({2, 3, 9, 4}, torch::kDouble);
+  const auto g = torch::randn({2, 3, 9, 4}, torch::kDouble);
+  auto a = a0.clone().requires_grad_(), x = x0.clone().requires_grad_();
+  const auto out = fk::causal_matmul(a, x);
+  EXPECT_TRUE(torch::equal(out, torch::matmul(a0, x0)));
+  (out * g).sum().backward();
+  auto a_ref = a0.clone().requires_grad_(), x_ref = x0.clone().requires_grad_();
+  (torch::matmul(a_ref.tril(), x_ref) * g).sum().backward();
+  EXPECT_TRUE(all_close(a.grad(), a_ref.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(x.grad(), x_ref.grad(), 1e-12, 1e-12));
+
+  const auto q0 = torch::randn({2, 3, 9, 5}, torch::kDouble);
+  const auto k0 = torch::randn({2, 3, 9, 5}, torch::kDouble);
+  const auto gs = torch::randn({2, 3, 9, 9}, torch::kDouble);
+  auto q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_();
+  const auto scores = fk::causal_scores(q, k, -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(
+      torch::equal(scores, torch::matmul(q0, k0.transpose(-2, -1))
+                               .masked_fill(future, -std::numeric_limits<double>::infinity())));
+  (scores.masked_fill(future, 0) * gs).sum().backward();
+  auto q_ref = q0.clone().requires_grad_(), k_ref = k0.clone().requires_grad_();
+  (torch::matmul(q_ref, k_ref.transpose(-2, -1)).masked_fill(future, 0) * gs).sum().backward();
+  EXPECT_TRUE(all_close(q.grad(), q_ref.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(k.grad(), k_ref.grad(), 1e-12, 1e-12));
+
+  expect_gradients_match(
+      [](const std::vector<torch::Tensor>& in) { return fk::causal_matmul(in[0].tril(), in[1]); },
+      {torch::randn({1, 2, 5, 5}, torch::kDouble).requires_grad_(),
+       torch::randn({1, 2, 5, 3}, torch::kDouble).requires_grad_()});
+  expect_gradients_match(
+      [](const std::vector<torch::Tensor>& in) { return fk::causal_scores(in[0], in[1], 0.0); },
+      {torch::randn({1, 2, 5, 3}, torch::kDouble).requires_grad_(),
+       torch::randn({1, 2, 5, 3}, torch::kDouble).requires_grad_()});
+}
+
+// A NaN or inf in x_j reaches the rows i >= j of its column only (inf as inf), and leaves every
+// other entry as the finite product gives it; a NaN in k_j reaches dq_i for i >= j only.
+TEST_F(CausalLinear, CausalMatmul_NonFiniteEntriesReachOnlyTheRowsThatSeeThem) {
+  const int64_t len = 8;
+  const auto a = torch::rand({1, 1, len, len}, torch::kDouble).tril().requires_grad_();
+  auto x_finite = torch::randn({1, 1, len, 3}, torch::kDouble);
+  auto x = x_finite.clone();
+  x[0][0][3][1] = NAN;
+  x[0][0][5][2] = std::numeric_limits<double>::infinity();
+  x_finite[0][0][3][1] = 0;
+  x_finite[0][0][5][2] = 0;
+  x.requires_grad_();
+  const auto out = fk::causal_matmul(a, x);
+  const auto expected = torch::matmul(a.detach(), x_finite);
+  for (int64_t i = 0; i < len; ++i) {
+    for (int64_t c = 0; c < 3; ++c) {
+      const double got = out[0][0][i][c].item<double>();
+      if (c == 1 && i >= 3) {
+        EXPECT_TRUE(std::isnan(got)) << i << ", " << c;
+      } else if (c == 2 && i >= 5) {
+        EXPECT_EQ(got, std::numeric_limits<double>::infinity()) << i << ", " << c;
+      } else {
+        EXPECT_EQ(got, expected[0][0][i][c].item<double>()) << i << ", " << c;
+      }
+    }
+  }
+  out.sum().backward();
+  // da_ij = g_i . x_j for j <= i: non-finite in columns 3 and 5 on and below the diagonal only.
+  const auto da = a.grad()[0][0];
+  for (int64_t i = 0; i < len; ++i) {
+    for (int64_t j = 0; j < len; ++j) {
+      EXPECT_EQ(da[i][j].isfinite().item<bool>(), !((j == 3 || j == 5) && j <= i))
+          << i << ", " << j;
+    }
+  }
+  EXPECT_TRUE(x.grad().isfinite().all().item<bool>());  // dx = a^T g never reads x
+
+  auto q = torch::randn({1, 1, len, 4}, torch::kDouble).requires_grad_();
+  auto k = torch::randn({1, 1, len, 4}, torch::kDouble);
+  k[0][0][3][0] = NAN;
+  k.requires_grad_();
+  fk::causal_scores(q, k, 0.0).sum().backward();
+  for (int64_t i = 0; i < len; ++i) {
+    EXPECT_EQ(q.grad()[0][0][i].isfinite().all().item<bool>(), i < 3) << i;
+  }
+  EXPECT_TRUE(k.grad().isfinite().all().item<bool>());  // dk = ds^T q never reads k
 }
 
 TEST_F(CausalLinear, Validation_NamesTheBadArgument) {

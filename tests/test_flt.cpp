@@ -469,6 +469,44 @@ TEST_F(FLT, CausalIgnoresFutureAndStreamingEqualsBatch) {
 
 // Streaming inputs that do not fit the state, or positions that do not fit the module, are rejected
 // with a message naming the shapes (batch 3 after batch 2 failed inside a broadcast).
+// Causal FLT at |q|, |k| of 1e2 and 1e4 in float: the forward was finite, but the gradients of q
+// and of the spectrum were inf and NaN (the keys' features reach e^70 above the first key's shift,
+// and the old absolute normaliser floor made d out / d phi_q ~ e^70 / 1e-30 overflow; favor_floor
+// in feature_map.h). Forward and every gradient stay finite, causal or not, and the materialised
+// matrix and streaming use the same floor as the forward.
+TEST_F(FLT, LargeInputs_FiniteGradients) {
+  fa::FLTAttention flt(base_options());
+  for (double scale : {1e2, 1e4}) {
+    for (bool causal : {false, true}) {
+      const auto label = "scale " + std::to_string(scale) + (causal ? " causal" : "");
+      flt->zero_grad();
+      const auto q = (torch::randn({2, 2, 12, 4}) * scale).requires_grad_();
+      const auto k = (torch::randn({2, 2, 12, 4}) * scale).requires_grad_();
+      const auto v = torch::randn({2, 2, 12, 3}).requires_grad_();
+      fa::AttentionCall call;
+      call.causal = causal;
+      const auto out = flt(q, k, v, call);
+      EXPECT_TRUE(out.isfinite().all().item<bool>()) << label;
+      (out * torch::randn_like(out)).sum().backward();
+      for (const auto& t : {q, k, v}) EXPECT_TRUE(t.grad().isfinite().all().item<bool>()) << label;
+      for (const auto& p : flt->named_parameters()) {
+        EXPECT_TRUE(p.value().grad().isfinite().all().item<bool>()) << label << " " << p.key();
+      }
+      torch::NoGradGuard no_grad;
+      EXPECT_TRUE(all_close(torch::matmul(flt->materialize(q, k, call), v), out, 1e-5, 1e-6))
+          << label;
+      if (!causal) continue;
+      fa::LinearAttentionState state;
+      std::vector<torch::Tensor> outs;
+      for (int64_t t = 0; t < 12; ++t) {
+        flt->append(state, k.narrow(2, t, 1), v.narrow(2, t, 1));
+        outs.push_back(flt->read(state, q.narrow(2, t, 1)));
+      }
+      EXPECT_TRUE(all_close(torch::cat(outs, 2), out, 1e-5, 1e-6)) << label;
+    }
+  }
+}
+
 TEST_F(FLT, Streaming_MismatchNamesTheShapes) {
   auto flt = make_flt(base_options());
   fa::LinearAttentionState state;

@@ -359,6 +359,70 @@ TEST_F(FourierAttention, NaNInputs_ShowInTheRowsThatDependOnThem) {
   }
 }
 
+// The composite, causal, with one NaN in q, k or v: it reaches exactly the output rows that read it
+// (row i reads q_i, and k_j, v_j for j <= i; a NaN in v its own column only), and no gradient of a
+// position that shares no row with it. The masked weights, exact zeros, were multiplied by every
+// v_j (0 * NaN = NaN), and the masked pairs' differences q_i - k_j were differentiated at the NaN.
+// phi sigmoid and power (ReLU weights can be exactly 0 for any v: the fused kernel skips them).
+TEST_F(FourierAttention, Composite_CausalNaNStaysInTheRowsThatReadIt) {
+  const int64_t len = 6, bad = 2;
+  const auto reads = [](int input, int64_t row, int64_t position) {
+    return input == 0 ? position == row : position <= row;
+  };
+  for (auto [power, phi] :
+       {std::pair{1, fk::FourierPhi::kSigmoid}, std::pair{4, fk::FourierPhi::kPower}}) {
+    for (int which = 0; which < 3; ++which) {
+      std::vector<torch::Tensor> in = {torch::randn({1, 1, len, 4}, torch::kDouble),
+                                       torch::randn({1, 1, len, 4}, torch::kDouble),
+                                       torch::randn({1, 1, len, 3}, torch::kDouble),
+                                       torch::full({1, 4}, 1.5, torch::kDouble)};
+      in[which][0][0][bad][0] = NAN;
+      for (auto& t : in) t.requires_grad_();
+      const auto out = fk::fourier_attention_composite(in[0], in[1], in[2], in[3], power, phi,
+                                                       /*causal=*/true);
+      (out * torch::randn_like(out)).sum().backward();
+      const std::string label = std::string(fk::fourier_phi_name(phi)) + ", NaN in " + "qkv"[which];
+      for (int64_t i = 0; i < len; ++i) {
+        for (int64_t c = 0; c < 3; ++c) {
+          EXPECT_EQ(out[0][0][i][c].isnan().item<bool>(),
+                    reads(which, i, bad) && (which != 2 || c == 0))
+              << label << " row " << i << " column " << c;
+        }
+        for (int input = 0; input < 3; ++input) {
+          bool shared = false;
+          for (int64_t row = 0; row < len; ++row)
+            shared = shared || (reads(which, row, bad) && reads(input, row, i));
+          if (!shared) {
+            EXPECT_TRUE(in[input].grad()[0][0][i].isfinite().all().item<bool>())
+                << label << ": gradient of "
+                << "qkv"[input] << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The composite in float at |q|, |k| of 1e4: outputs were finite but every gradient was NaN, from
+// the Taylor branch of sin(x) / x evaluated where it is not used (x^14 / 15! overflowed, and its
+// derivative times the unused branch's zero gradient is NaN).
+TEST_F(FourierAttention, Composite_LargeInputsGiveFiniteGradients) {
+  for (auto phi : {fk::FourierPhi::kSigmoid, fk::FourierPhi::kPower}) {
+    for (bool causal : {false, true}) {
+      const auto q = torch::randn({1, 2, 8, 4}) * 1e4;
+      const auto k = torch::randn({1, 2, 8, 4}) * 1e4;
+      const auto v = torch::randn({1, 2, 8, 3});
+      const auto w = torch::randn({1, 2, 8, 3});
+      const auto got = run_with_grads(fk::fourier_attention_composite, q, k, v,
+                                      torch::full({1}, 2.0), w, {4, phi, causal, false});
+      for (size_t t = 0; t < got.size(); ++t) {
+        EXPECT_TRUE(got[t].isfinite().all().item<bool>())
+            << fk::fourier_phi_name(phi) << (causal ? " causal" : "") << ", tensor " << t;
+      }
+    }
+  }
+}
+
 TEST_F(FourierAttention, CausalOutputsIgnoreFutureKeys) {
   const auto q = torch::randn({1, 2, 12, 4});
   auto k = torch::randn({1, 2, 12, 4});

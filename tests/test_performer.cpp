@@ -518,6 +518,47 @@ TEST_F(Performer, FeatureMap_HugeInputsStayFinite) {
   }
 }
 
+// Causal FAVOR+ at |q|, |k| of 1e2 and 1e4 in float: the forward was finite but the gradients of q
+// were inf and NaN. The causal keys share the first key's shift, so a later key's features reach
+// e^70, and a query whose features miss theirs has a normaliser far below them: divided by the old
+// absolute floor (1e-30), d out / d phi_q ~ e^70 / 1e-30 overflowed float. The floor is relative
+// to the keys' feature mass now (favor_floor). Forward and gradients stay finite, causal or not,
+// and the materialised matrix and streaming use the same floor as the forward.
+TEST_F(Performer, LargeInputs_FiniteGradients) {
+  for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic}) {
+    fa::PerformerAttention performer(
+        fa::PerformerAttentionOptions().head_dim(8).features(16).kind(kind));
+    for (double scale : {1e2, 1e4}) {
+      for (bool causal : {false, true}) {
+        const auto label = fa::feature_kind_name(kind) + " scale " + std::to_string(scale) +
+                           (causal ? " causal" : "");
+        const auto q = (torch::randn({2, 2, 12, 8}) * scale).requires_grad_();
+        const auto k = (torch::randn({2, 2, 12, 8}) * scale).requires_grad_();
+        const auto v = torch::randn({2, 2, 12, 3}).requires_grad_();
+        fa::AttentionCall call;
+        call.causal = causal;
+        const auto out = performer(q, k, v, call);
+        EXPECT_TRUE(out.isfinite().all().item<bool>()) << label;
+        (out * torch::randn_like(out)).sum().backward();
+        for (const auto& t : {q, k, v})
+          EXPECT_TRUE(t.grad().isfinite().all().item<bool>()) << label;
+        torch::NoGradGuard no_grad;
+        EXPECT_TRUE(
+            all_close(torch::matmul(performer->materialize(q, k, call), v), out, 1e-5, 1e-6))
+            << label;
+        if (!causal) continue;
+        fa::LinearAttentionState state;
+        std::vector<torch::Tensor> outs;
+        for (int64_t t = 0; t < 12; ++t) {
+          performer->append(state, k.narrow(2, t, 1), v.narrow(2, t, 1));
+          outs.push_back(performer->read(state, q.narrow(2, t, 1)));
+        }
+        EXPECT_TRUE(all_close(torch::cat(outs, 2), out, 1e-5, 1e-6)) << label;
+      }
+    }
+  }
+}
+
 // RNN-style use (the optimizer memory): one state per coordinate in B, a forgetting factor before
 // each append: read_t = sum_j e^{-tau (t - j)} phi_q.phi_k_j v_j / sum_j e^{-tau (t - j)}
 // phi_q.phi_k_j.

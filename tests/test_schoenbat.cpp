@@ -305,6 +305,94 @@ TEST_F(SchoenbAt, PpsbnHugeInputsMatchTheScaleInvariantLimit) {
   }
 }
 
+// A NaN in q or k reaches exactly the rows that depend on it. ppSBN standardises every q and k
+// feature over the batch and the positions (causal: positions <= i), so a NaN at (b, h, p) reaches
+// row i of head h in every batch element (i >= p when causal) and no other head; without ppSBN it
+// reaches row p of (b, h) (a query) or the rows of (b, h) that see key p. ppSBN's test for a zero
+// row, norm > 0, is false for NaN, so the NaN rows became zero rows and every output was finite.
+TEST_F(SchoenbAt, NaNInputs_ReachExactlyTheRowsThatDependOnThem) {
+  const int64_t len = 6, bad = 2;
+  for (bool ppsbn : {true, false}) {
+    auto s = make_schoenbat("exp", 4, 16);
+    s->options.ppsbn(ppsbn);
+    for (bool causal : {false, true}) {
+      for (bool in_key : {false, true}) {
+        const std::string label = std::string(in_key ? "NaN key" : "NaN query") +
+                                  (ppsbn ? " ppSBN" : "") + (causal ? " causal" : "");
+        s->zero_grad();
+        auto q = torch::randn({2, 2, len, 4}, torch::kDouble) * (ppsbn ? 1.0 : 0.3);
+        auto k = torch::randn({2, 2, len, 4}, torch::kDouble) * (ppsbn ? 1.0 : 0.3);
+        (in_key ? k : q)[1][1][bad][0] = NAN;
+        q.requires_grad_();
+        k.requires_grad_();
+        const auto v = torch::randn({2, 2, len, 3}, torch::kDouble).requires_grad_();
+        fa::AttentionCall call;
+        call.causal = causal;
+        const auto out = s(q, k, v, call);
+        (out * torch::randn_like(out)).sum().backward();
+        for (int64_t b = 0; b < 2; ++b) {
+          for (int64_t h = 0; h < 2; ++h) {
+            for (int64_t i = 0; i < len; ++i) {
+              const bool sees = (ppsbn || in_key) ? (!causal || i >= bad) : i == bad;
+              const bool tainted = h == 1 && (ppsbn || b == 1) && sees;
+              EXPECT_EQ(out[b][h][i].isnan().all().item<bool>(), tainted)
+                  << label << " (" << b << ", " << h << ", " << i << ")";
+              EXPECT_EQ(out[b][h][i].isfinite().all().item<bool>(), !tainted)
+                  << label << " (" << b << ", " << h << ", " << i << ")";
+            }
+          }
+        }
+        // The gradients of what shares no output with the NaN: the other head, and without ppSBN
+        // the other batch element.
+        for (const auto& t : {q, k, v}) {
+          EXPECT_TRUE(t.grad().select(1, 0).isfinite().all().item<bool>()) << label;
+          if (!ppsbn) EXPECT_TRUE(t.grad()[0].isfinite().all().item<bool>()) << label;
+        }
+        if (ppsbn) {  // the post-normalisation's parameters, per head
+          EXPECT_TRUE(s->gamma.grad()[0].isfinite().item<bool>()) << label;
+          EXPECT_TRUE(s->beta.grad()[0].isfinite().item<bool>()) << label;
+        }
+      }
+    }
+  }
+}
+
+// The exact kernelised reference, causal, with one NaN in q, k or v: it reaches the rows that read
+// it (row i reads q_i and k_j, v_j for j <= i) and no gradient of a position that shares no row
+// with it (the masked weights, exact zeros, were multiplied by every v_j: 0 * NaN = NaN).
+TEST_F(SchoenbAt, KernelizedAttention_CausalNaNStaysInTheRowsThatReadIt) {
+  const int64_t len = 6, bad = 2;
+  const auto reads = [](int input, int64_t row, int64_t position) {
+    return input == 0 ? position == row : position <= row;
+  };
+  for (const auto& kernel : fa::schoenberg_kernels()) {
+    for (int which = 0; which < 3; ++which) {
+      std::vector<torch::Tensor> in = {torch::randn({1, 1, len, 4}, torch::kDouble) * 0.3,
+                                       torch::randn({1, 1, len, 4}, torch::kDouble) * 0.3,
+                                       torch::randn({1, 1, len, 3}, torch::kDouble)};
+      in[which][0][0][bad][0] = NAN;
+      for (auto& t : in) t.requires_grad_();
+      const auto out = fa::kernelized_attention(in[0], in[1], in[2], kernel, /*causal=*/true);
+      (out * torch::randn_like(out)).sum().backward();
+      const std::string label = kernel + ", NaN in " + "qkv"[which];
+      for (int64_t i = 0; i < len; ++i) {
+        EXPECT_EQ(out[0][0][i].isnan().any().item<bool>(), reads(which, i, bad))
+            << label << " row " << i;
+        for (int input = 0; input < 3; ++input) {
+          bool shared = false;
+          for (int64_t row = 0; row < len; ++row)
+            shared = shared || (reads(which, row, bad) && reads(input, row, i));
+          if (!shared) {
+            EXPECT_TRUE(in[input].grad()[0][0][i].isfinite().all().item<bool>())
+                << label << ": gradient of "
+                << "qkv"[input] << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(SchoenbAt, SaveLoadAndRedraw) {
   auto s = make_schoenbat("sqrt", 4, 16);
   const auto q = torch::randn({1, 2, 10, 4}, torch::kDouble);

@@ -79,6 +79,102 @@ TEST_F(Transformer, EveryVariant_FiniteForHugeFiniteInputs) {
   }
 }
 
+// One NaN in q, k or v, at the first, a middle or the last position of one (batch, head), in every
+// variant, causal or not. Output row i of (b, h) reads q_i, and k_j, v_j for the positions j it
+// sees (all, or j <= i when causal), of (b, h) only; SchoenbAt's ppSBN standardises q and k over
+// the batch and the positions (causal: positions <= i), so there row i of head h reads q_j and k_j
+// of every batch element at the positions it sees. A NaN in v reaches its own column only. The NaN
+// shows in exactly the output entries that read it, and the gradient at a position that shares no
+// output row with it stays finite (causal softmax multiplied masked zeros by it: 0 * NaN = NaN).
+TEST_F(Transformer, EveryVariant_NaNReachesExactlyTheOutputsThatReadIt) {
+  const int64_t batch = 2, heads = 2, len = 6, dim = 4, nb = 1, nh = 1;
+  for (const auto& variant : all_variants()) {
+    const bool ppsbn = fa::attention_name(variant) == "schoenbat";
+    for (bool causal : {false, true}) {
+      // Does output row (b, h, i) read position (b2, h, j) of input 0 (q), 1 (k) or 2 (v)?
+      const auto reads = [&](int input, int64_t b, int64_t i, int64_t b2, int64_t j) {
+        const bool sees = !causal || j <= i;
+        if (input != 2 && ppsbn) return sees;
+        return b == b2 && (input == 0 ? i == j : sees);
+      };
+      for (int which = 0; which < 3; ++which) {
+        for (int64_t bad : {int64_t{0}, int64_t{2}, len - 1}) {
+          auto handle = fa::make_attention(variant, heads, dim);
+          std::vector<torch::Tensor> in = {torch::randn({batch, heads, len, dim}),
+                                           torch::randn({batch, heads, len, dim}),
+                                           torch::randn({batch, heads, len, 3})};
+          in[which][nb][nh][bad][0] = NAN;
+          for (auto& t : in) t.requires_grad_();
+          fa::AttentionCall call;
+          call.causal = causal;
+          const auto out = handle.attention->forward(in[0], in[1], in[2], call);
+          (out * torch::randn_like(out)).sum().backward();
+          const auto label = fa::attention_name(variant) + (causal ? " causal" : "") + ", NaN in " +
+                             "qkv"[which] + " at " + std::to_string(bad);
+          const auto nan = out.isnan();
+          EXPECT_TRUE(torch::equal(nan.logical_not(), out.isfinite())) << label;
+          for (int64_t b = 0; b < batch; ++b) {
+            for (int64_t h = 0; h < heads; ++h) {
+              for (int64_t i = 0; i < len; ++i) {
+                const bool tainted = h == nh && reads(which, b, i, nb, bad);
+                for (int64_t c = 0; c < 3; ++c) {
+                  EXPECT_EQ(nan[b][h][i][c].item<bool>(), tainted && (which != 2 || c == 0))
+                      << label << " at (" << b << ", " << h << ", " << i << ", " << c << ")";
+                }
+                for (int input = 0; input < 3; ++input) {
+                  bool shared = false;
+                  for (int64_t b2 = 0; b2 < batch; ++b2)
+                    for (int64_t row = 0; row < len; ++row)
+                      shared = shared || (h == nh && reads(which, b2, row, nb, bad) &&
+                                          reads(input, b2, row, b, i));
+                  if (!shared) {
+                    EXPECT_TRUE(in[input].grad()[b][h][i].isfinite().all().item<bool>())
+                        << label << ": gradient of "
+                        << "qkv"[input] << " at (" << b << ", " << h << ", " << i << ")";
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Large finite q and k (|q|, |k| of 1e2 and 1e4, float): the forward, the gradients of q, k and v
+// and those of every parameter are finite in every variant, causal or not (causal Performer and FLT
+// gave finite outputs but inf / NaN gradients of q and of FLT's spectrum; Fourier's composite did
+// the same for its sigmoid phi).
+TEST_F(Transformer, EveryVariant_FiniteGradientsForLargeInputs) {
+  const int64_t heads = 2, dim = 8;
+  for (const auto& variant : all_variants()) {
+    auto handle = fa::make_attention(variant, heads, dim);
+    for (double scale : {1e2, 1e4}) {
+      for (bool causal : {false, true}) {
+        handle.module->zero_grad();
+        const auto q = (torch::randn({2, heads, 10, dim}) * scale).requires_grad_();
+        const auto k = (torch::randn({2, heads, 10, dim}) * scale).requires_grad_();
+        const auto v = torch::randn({2, heads, 10, 3}).requires_grad_();
+        fa::AttentionCall call;
+        call.causal = causal;
+        const auto out = handle.attention->forward(q, k, v, call);
+        const auto label = fa::attention_name(variant) + " scale " + std::to_string(scale) +
+                           (causal ? " causal" : "");
+        EXPECT_TRUE(out.isfinite().all().item<bool>()) << label;
+        (out * torch::randn_like(out)).sum().backward();
+        for (const auto& t : {q, k, v})
+          EXPECT_TRUE(t.grad().isfinite().all().item<bool>()) << label;
+        for (const auto& p : handle.module->named_parameters()) {
+          if (p.value().grad().defined()) {
+            EXPECT_TRUE(p.value().grad().isfinite().all().item<bool>()) << label << " " << p.key();
+          }
+        }
+      }
+    }
+  }
+}
+
 // One options convention (attention.h): heads and head_dim 0 mean "set by the container", a
 // nonzero value must agree with it, negative values are rejected naming the value, and a module
 // checks nonzero values against its inputs.

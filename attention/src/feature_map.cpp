@@ -401,6 +401,18 @@ torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x,
   return compute(x, Shift::kGiven, shift);
 }
 
+torch::Tensor favor_floor(const torch::Tensor& phi_q, const torch::Tensor& key_mass, double eps) {
+  torch::NoGradGuard no_grad;
+  const auto largest = at::amax(phi_q, -1, /*keepdim=*/true);
+  return (largest * key_mass.to(phi_q.scalar_type())).clamp_min(1.0).mul_(eps);
+}
+
+torch::Tensor favor_key_mass(const torch::Tensor& phi_k, bool causal) {
+  torch::NoGradGuard no_grad;
+  const auto per_key = phi_k.sum(-1, /*keepdim=*/true);  // (B, H, Lk, 1)
+  return causal ? per_key.cumsum(-2) : per_key.sum(-2, /*keepdim=*/true);
+}
+
 void LinearAttentionState::check_tokens(const char* fn, const torch::Tensor& k,
                                         const torch::Tensor& v) const {
   TORCH_CHECK(k.defined() && v.defined() && k.dim() == 4 && v.dim() == 4 &&
@@ -454,12 +466,24 @@ void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tenso
   steps += phi_k.size(2);
 }
 
-torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q, double eps) const {
+void LinearAttentionState::check_read(const torch::Tensor& phi_q) const {
   check_queries("LinearAttentionState::read", phi_q);
   TORCH_CHECK(phi_q.size(-1) == numerator.size(-2),
               "LinearAttentionState::read: expected phi_q (B, H, T, ", numerator.size(-2),
               "), got ", phi_q.sizes());
+}
+
+torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q, double eps) const {
+  check_read(phi_q);
   return at::matmul(phi_q, numerator) / at::matmul(phi_q, normaliser).clamp_min(eps);
+}
+
+torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q,
+                                         const torch::Tensor& floor) const {
+  check_read(phi_q);
+  TORCH_CHECK(floor.defined(), "LinearAttentionState::read: floor must be a defined tensor");
+  return at::matmul(phi_q, numerator) /
+         at::maximum(at::matmul(phi_q, normaliser), floor.to(phi_q.scalar_type()));
 }
 
 void LinearAttentionState::decay(const torch::Tensor& factor) {

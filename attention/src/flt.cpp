@@ -421,7 +421,8 @@ torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Ten
     query = feature_map->query_features(qh);
     key = feature_map->key_features(kh, call.causal);
   }
-  return kernels::normalized_linear_attention(query, key, v, call.causal, options.eps());
+  const auto floor = favor_floor(query, favor_key_mass(key, call.causal), options.eps());
+  return kernels::normalized_linear_attention(query, key, v, call.causal, floor);
 }
 
 torch::Tensor FLTAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
@@ -430,9 +431,10 @@ torch::Tensor FLTAttentionImpl::materialize(const torch::Tensor& q, const torch:
   const auto q_pos = positions_for("FLTAttention::materialize", call.positions, q, 0);
   const auto k_pos = q.size(2) == k.size(2) ? q_pos : positions_for("FLTAttention", {}, k, 0);
   const auto [qh, kh] = augmented(q, k, q_pos, k_pos);
-  return feature_attention_matrix(feature_map->query_features(qh),
-                                  feature_map->key_features(kh, call.causal), call.causal,
-                                  options.eps());
+  const auto query = feature_map->query_features(qh);
+  const auto key = feature_map->key_features(kh, call.causal);
+  return feature_attention_matrix(
+      query, key, call.causal, favor_floor(query, favor_key_mass(key, call.causal), options.eps()));
 }
 
 torch::Tensor FLTAttentionImpl::approximate_mask(const torch::Tensor& positions) const {
@@ -501,7 +503,9 @@ torch::Tensor FLTAttentionImpl::read(const LinearAttentionState& state, const to
               "latest tokens' indices, so pass positions to read further");
   const auto pos = positions_for("FLTAttention::read", positions, q, state.steps - q.size(2));
   const auto qh = augmented(q, q, pos, pos).first;
-  return state.read(feature_map->query_features(qh), options.eps());
+  const auto query = feature_map->query_features(qh);
+  return state.read(query,
+                    favor_floor(query, state.normaliser.sum(-2, /*keepdim=*/true), options.eps()));
 }
 
 const std::vector<SpectrumFamilyInfo>& spectrum_families() {

@@ -68,7 +68,10 @@ torch::Tensor fourier_attention_weights(const torch::Tensor& q, const torch::Ten
   // The weights are the output for v = identity: one copy of the math, the fused kernel's numerics.
   const int64_t lk = k.size(2);
   const auto eye = at::eye(lk, q.options()).expand({q.size(0), q.size(1), lk, lk});
-  return fourier_attention(q, k, eye, R, power, causal, phi);
+  const auto weights = fourier_attention(q, k, eye, R, power, causal, phi);
+  // Causal: a row that saw a NaN is NaN in every column of v = identity, the masked ones too (the
+  // kernel's NaN weight times a 0 of the identity); those weights are 0 whatever the inputs.
+  return causal ? weights.tril() : weights;
 }
 
 // ---- estimators --------------------------------------------------------------------------------

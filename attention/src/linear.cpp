@@ -24,7 +24,10 @@ torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::
                                        bool causal, const torch::Tensor& floor) {
   auto scores = at::matmul(phi_q, phi_k.transpose(-2, -1));
   if (causal) scores = scores.tril();
-  return scores / at::maximum(scores.sum(-1, /*keepdim=*/true), floor.to(scores.scalar_type()));
+  const auto weights =
+      scores / at::maximum(scores.sum(-1, /*keepdim=*/true), floor.to(scores.scalar_type()));
+  // Causal: a row whose normaliser saw a NaN keeps its zeros above the diagonal (0 / NaN is NaN).
+  return causal ? weights.tril() : weights;
 }
 
 torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::Tensor& phi_k,

@@ -37,7 +37,8 @@ torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k
   // Features first: only they are held through the attention kernel.
   const auto query = feature_map.query_features(quarter_scaled(q));
   const auto key = feature_map.key_features(quarter_scaled(k), causal);
-  return kernels::normalized_linear_attention(query, key, v, causal, eps);
+  return kernels::normalized_linear_attention(query, key, v, causal,
+                                              favor_floor(query, favor_key_mass(key, causal), eps));
 }
 
 PerformerAttentionImpl::PerformerAttentionImpl(PerformerAttentionOptions options_)
@@ -71,9 +72,10 @@ torch::Tensor PerformerAttentionImpl::forward(const torch::Tensor& q, const torc
 torch::Tensor PerformerAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
                                                   const AttentionCall& call) {
   check_call("PerformerAttention::materialize", q, k, {}, call.causal);
-  return feature_attention_matrix(feature_map->query_features(quarter_scaled(q)),
-                                  feature_map->key_features(quarter_scaled(k), call.causal),
-                                  call.causal, options.eps());
+  const auto query = feature_map->query_features(quarter_scaled(q));
+  const auto key = feature_map->key_features(quarter_scaled(k), call.causal);
+  return feature_attention_matrix(
+      query, key, call.causal, favor_floor(query, favor_key_mass(key, call.causal), options.eps()));
 }
 
 void PerformerAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& k,
@@ -89,7 +91,9 @@ torch::Tensor PerformerAttentionImpl::read(const LinearAttentionState& state,
                                            const torch::Tensor& q) const {
   state.check_queries("PerformerAttention::read", q);
   check_dims_against("PerformerAttention::read", options.heads(), options.head_dim(), q);
-  return state.read(feature_map->query_features(quarter_scaled(q)), options.eps());
+  const auto query = feature_map->query_features(quarter_scaled(q));
+  return state.read(query,
+                    favor_floor(query, state.normaliser.sum(-2, /*keepdim=*/true), options.eps()));
 }
 
 }  // namespace flt::attention

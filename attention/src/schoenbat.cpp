@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flt/attention/linear.h"
+#include "flt/kernels/causal_matmul.h"
 #include "flt/kernels/linear_attention.h"
 
 namespace flt::attention {
@@ -81,9 +82,16 @@ torch::Tensor schoenberg_kernel(const std::string& kernel, const torch::Tensor& 
 torch::Tensor kernelized_attention(const torch::Tensor& q, const torch::Tensor& k,
                                    const torch::Tensor& v, const std::string& kernel, bool causal) {
   check_qkv("kernelized_attention", q, k, v, causal);
-  auto weights = schoenberg_kernel(kernel, at::matmul(q, k.transpose(-2, -1)));
-  if (causal) weights = weights.tril();
-  return at::matmul(weights, v) / weights.sum(-1, /*keepdim=*/true);
+  if (!causal) {
+    const auto weights = schoenberg_kernel(kernel, at::matmul(q, k.transpose(-2, -1)));
+    return at::matmul(weights, v) / weights.sum(-1, /*keepdim=*/true);
+  }
+  // The masked pairs are never read (causal_matmul.h): a NaN reaches only the rows that see it.
+  const int64_t length = q.size(2);
+  const auto future = at::ones({length, length}, q.options().dtype(at::kBool)).triu(1);
+  const auto weights = schoenberg_kernel(kernel, kernels::causal_scores(q, k, /*fill=*/0.0))
+                           .masked_fill(future, 0.0);
+  return kernels::causal_matmul(weights, v) / weights.sum(-1, /*keepdim=*/true);
 }
 
 torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps) {
@@ -125,7 +133,8 @@ torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps) {
   // had a 1e15 Jacobian there that swamped the true gradient of x_0 through the later positions'
   // statistics).
   const auto norm2 = (standard * standard).sum(-1, /*keepdim=*/true);
-  const auto nonzero = norm2 > 0;
+  // != 0, not > 0: a NaN row (its statistics saw a NaN) stays NaN instead of becoming 0.
+  const auto nonzero = norm2 != 0;
   const auto norm = at::where(nonzero, norm2, at::ones_like(norm2)).sqrt();
   const auto unit = at::where(nonzero, standard / norm, at::zeros_like(standard));
   return (unit * std::pow(static_cast<double>(x.size(3)), -0.25)).to(x.scalar_type());

@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "flt/kernels/causal_matmul.h"
 #include "fourier_attention_cpu.h"
 #include "kernel_dispatch.h"
 
@@ -249,10 +250,20 @@ torch::Tensor fourier_attention_composite(const torch::Tensor& q, const torch::T
   const double small = q.scalar_type() == at::kDouble ? fourier::Precision<double>::kSmall
                                                       : fourier::Precision<float>::kSmall;
   // x: (B, H, Lq, Lk, D) = R_d (q_id - k_jd)
-  const auto x = r.view({1, r.size(0), 1, 1, r.size(1)}) * (q.unsqueeze(3) - k.unsqueeze(2));
+  auto x = r.view({1, r.size(0), 1, 1, r.size(1)}) * (q.unsqueeze(3) - k.unsqueeze(2));
+  const int64_t length = q.size(2);
+  at::Tensor future;  // (Lq, Lk): causal, true for the keys a query does not see
+  if (causal) {
+    future = at::ones({length, length}, q.options().dtype(at::kBool)).triu(1);
+    // A masked pair's difference is set to 0 before any function of it: its weight is masked
+    // below, and its (zero) gradient is not multiplied by derivatives at a NaN of q_i or k_j.
+    x = x.masked_fill(future.unsqueeze(-1), 0.0);
+  }
   const auto near_zero = x.abs() < small;
   const auto x_safe = at::where(near_zero, at::ones_like(x), x);  // no 0/0 in either branch
-  const auto x2 = x * x;
+  // The series' argument, 0 where the series is not taken: there it overflowed float (x^14 / 15!
+  // from |x| ~ 4e3), and its derivative, times the unused branch's zero gradient, gave NaN.
+  const auto x2 = at::where(near_zero, x * x, at::zeros_like(x));
   // s(x) near 0 from its Taylor series sum_n (-1)^n x^2n / (2n+1)! (n <= 7: below double
   // rounding for |x| < 0.5), so autograd differentiates a polynomial there, never 0/0.
   auto s_series = at::zeros_like(x2);
@@ -285,11 +296,7 @@ torch::Tensor fourier_attention_composite(const torch::Tensor& q, const torch::T
     }
     case FourierPhi::kSigmoid: log_w = at::log_sigmoid(s).sum(-1); break;
   }
-  if (causal) {
-    const int64_t length = q.size(2);
-    const auto future = at::ones({length, length}, q.options().dtype(at::kBool)).triu(1);
-    log_w = log_w.masked_fill(future, -std::numeric_limits<double>::infinity());
-  }
+  if (causal) log_w = log_w.masked_fill(future, -std::numeric_limits<double>::infinity());
   // Max shift; a row with every weight 0 (log -inf) gets shift 0 and weight sum 0.
   auto shift = std::get<0>(log_w.max(-1, /*keepdim=*/true)).detach();
   shift = at::where(at::isfinite(shift), shift, at::zeros_like(shift));
@@ -297,7 +304,9 @@ torch::Tensor fourier_attention_composite(const torch::Tensor& q, const torch::T
   if (sign.defined()) w = w * sign;
   const auto total = w.sum(-1, /*keepdim=*/true);
   const auto vanished = total == 0;
-  const auto out = at::matmul(w, v) / at::where(vanished, at::ones_like(total), total);
+  // Causal: row i reads v_j for j <= i only, so a NaN in v_j stays out of the rows before j.
+  const auto weighted = causal ? causal_matmul(w, v) : at::matmul(w, v);
+  const auto out = weighted / at::where(vanished, at::ones_like(total), total);
   return at::where(vanished, at::zeros_like(out), out);
 }
 

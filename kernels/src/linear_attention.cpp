@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "flt/kernels/causal_matmul.h"
 #include "kernel_dispatch.h"
 
 namespace flt::kernels {
@@ -107,11 +108,14 @@ torch::Tensor linear_attention_numerator_composite(const torch::Tensor& phi_q,
     // (B, H, M, Dv): the whole key/value summary, then one matmul per query block.
     return at::matmul(phi_q, at::matmul(phi_k.transpose(-2, -1), v));
   }
+  // Within a chunk the masked (C, C) scores go through causal_matmul.h, which never reads the
+  // masked pairs: a NaN in one token reaches only the outputs that see it.
+  const auto local_causal = [](const at::Tensor& q_blk, const at::Tensor& k_blk,
+                               const at::Tensor& v_blk) {
+    return causal_matmul(causal_scores(q_blk, k_blk, /*fill=*/0.0), v_blk);
+  };
   const int64_t length = phi_q.size(2);
-  if (length <= kCausalChunk) {
-    const auto scores = at::matmul(phi_q, phi_k.transpose(-2, -1)).tril();
-    return at::matmul(scores, v);
-  }
+  if (length <= kCausalChunk) return local_causal(phi_q, phi_k, v);
   auto state = at::zeros({phi_k.size(0), phi_k.size(1), phi_k.size(3), v.size(3)}, v.options());
   std::vector<torch::Tensor> outputs;
   outputs.reserve((length + kCausalChunk - 1) / kCausalChunk);
@@ -120,8 +124,7 @@ torch::Tensor linear_attention_numerator_composite(const torch::Tensor& phi_q,
     const auto q_blk = phi_q.narrow(2, start, size);
     const auto k_blk = phi_k.narrow(2, start, size);
     const auto v_blk = v.narrow(2, start, size);
-    const auto local = at::matmul(at::matmul(q_blk, k_blk.transpose(-2, -1)).tril(), v_blk);
-    outputs.push_back(local + at::matmul(q_blk, state));
+    outputs.push_back(local_causal(q_blk, k_blk, v_blk) + at::matmul(q_blk, state));
     state = state + at::matmul(k_blk.transpose(-2, -1), v_blk);
   }
   return at::cat(outputs, 2);

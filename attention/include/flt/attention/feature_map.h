@@ -39,8 +39,27 @@
 namespace flt::attention {
 
 /// Default floor of the normaliser of the FAVOR+ variants (Performer, FLT; options and functional
-/// forms): the shifted features keep the normaliser far above it unless it underflows.
+/// forms), relative (`favor_floor`): the shifted features keep the normaliser far above it unless
+/// it underflows.
 constexpr double kFavorEps = 1e-30;
+
+/// The normaliser floor of the FAVOR+ variants (Performer and FLT: forward, materialize and
+/// streaming read), per query i: eps * max(1, max_m phi_q_im * mass_i), where mass_i = sum_m z_im
+/// is the feature mass of the keys query i sees (z_i = sum_{j visible} phi_k_j). For positive
+/// features the normaliser phi_q_i . z_i is at most max_m phi_q_im * mass_i (Hoelder), so the floor
+/// is eps relative to the largest value it can take. An absolute floor let a causal query whose
+/// features miss those of the keys (their shift is the first key's, and a later key reaches e^70)
+/// divide by about eps: its output stayed finite, but d out / d phi_q, about e^70 / eps, overflowed
+/// float and turned the gradients of q into inf and NaN (|q|, |k| of 1e2 and more). Relative to the
+/// mass, d out / d phi_q_im <= |g| (|v| + |out|) / (eps max_m phi_q_im), whatever the shifts.
+/// Signed (trigonometric) features whose mass cancels keep eps. No gradient (a guard, like the
+/// shifts). Ordinary inputs never reach it: their outputs are those of the absolute floor.
+/// phi_q: (B, H, Lq, M)  key_mass: broadcastable to (B, H, Lq, 1) -> (B, H, Lq, 1)
+torch::Tensor favor_floor(const torch::Tensor& phi_q, const torch::Tensor& key_mass, double eps);
+/// The key mass of `favor_floor` for a batch of keys: sum_m phi_k_jm summed over the keys each
+/// query sees (a streaming state's is its normaliser summed over m).
+/// phi_k: (B, H, Lk, M) -> (B, H, Lk, 1) causal (prefix sums), else (B, H, 1, 1)
+torch::Tensor favor_key_mass(const torch::Tensor& phi_k, bool causal);
 
 enum class FeatureKind {
   kPositive,       ///< FAVOR+ exp(Wx - |x|^2/2) (default)
@@ -193,6 +212,8 @@ struct LinearAttentionState {
   void append(const torch::Tensor& phi_k, const torch::Tensor& v);
   /// phi_q: (B, H, T, M) -> (B, H, T, Dv): phi_q S / max(phi_q z, eps) over everything appended.
   torch::Tensor read(const torch::Tensor& phi_q, double eps) const;
+  /// The same with a floor per query (`favor_floor`). floor: broadcastable to (B, H, T, 1)
+  torch::Tensor read(const torch::Tensor& phi_q, const torch::Tensor& floor) const;
   /// S <- factor S, z <- factor z (e.g. e^{-tau} before each append, for a forgetting memory).
   /// factor: a scalar or broadcastable to (B, H, 1, 1)
   void decay(const torch::Tensor& factor);
@@ -204,6 +225,9 @@ struct LinearAttentionState {
   /// Throws, naming `fn` and both shapes, unless queries q: (B, H, T, *) can read the state
   /// (something appended; same B, H, dtype, device).
   void check_queries(const char* fn, const torch::Tensor& q) const;
+
+ private:
+  void check_read(const torch::Tensor& phi_q) const;
 };
 
 }  // namespace flt::attention

@@ -140,7 +140,8 @@ struct FLTAttentionOptions {
   /// and the features are sized by D, so a module used alone needs both.
   TORCH_ARG(int64_t, heads) = 0;
   TORCH_ARG(int64_t, head_dim) = 0;
-  /// Floor of the normaliser (only reached by underflow).
+  /// Floor of the normaliser, relative to the keys' feature mass (`favor_floor`; only reached by
+  /// underflow).
   TORCH_ARG(double, eps) = kFavorEps;
   /// A spectrum owned elsewhere and shared by several FLT modules (layers of one model share their
   /// RPE this way: `TransformerOptions::share_rpe`). The module uses it without registering it, so

@@ -23,7 +23,8 @@ struct PerformerAttentionOptions {
   /// by D, so a module used alone needs head_dim.
   TORCH_ARG(int64_t, heads) = 0;
   TORCH_ARG(int64_t, head_dim) = 0;
-  /// Floor of the normaliser; the shifted features keep it far above this unless it underflows.
+  /// Floor of the normaliser, relative to the keys' feature mass (`favor_floor`); the shifted
+  /// features keep the normaliser far above it unless it underflows.
   TORCH_ARG(double, eps) = kFavorEps;
 };
 

@@ -48,7 +48,8 @@ constexpr double kSbnEps = 1e-5;
 
 /// ppSBN pre-normalisation: standardise per feature over batch and length (prefix only when
 /// causal; statistics in double), unit rows, times D^{-1/4}. A row that standardises to exactly 0
-/// (one token in its statistics) stays 0 with zero gradient. eps > 0, finite.
+/// (one token in its statistics) stays 0 with zero gradient; one whose statistics saw a NaN is NaN.
+/// eps > 0, finite.
 /// x: (B, H, L, D) -> (B, H, L, D)
 torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps = kSbnEps);
 
