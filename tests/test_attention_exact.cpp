@@ -106,9 +106,6 @@ TEST_F(ExactAttention, Softmax_LargeLogitsStayFinite) {
 // gradient by q_i and k_j. The gradient of v never reads v, so a NaN in v leaves it finite.
 TEST_F(ExactAttention, Softmax_CausalNaNReachesExactlyTheRowsThatReadIt) {
   const int64_t len = 6, bad = 2;
-  const auto reads = [](int input, int64_t row, int64_t position) {
-    return input == 0 ? position == row : position <= row;
-  };
   for (int which = 0; which < 3; ++which) {  // the NaN in q, k or v
     std::vector<torch::Tensor> in = {torch::randn({2, 2, len, 4}), torch::randn({2, 2, len, 4}),
                                      torch::randn({2, 2, len, 3})};
@@ -118,16 +115,14 @@ TEST_F(ExactAttention, Softmax_CausalNaNReachesExactlyTheRowsThatReadIt) {
     (out * torch::randn_like(out)).sum().backward();
     const std::string label = std::string("NaN in ") + "qkv"[which];
     for (int64_t i = 0; i < len; ++i) {
-      const bool tainted = reads(which, i, bad);
+      const bool tainted = causal_reads(which, i, bad);
       for (int64_t c = 0; c < 3; ++c) {  // a NaN in v reaches its own column only
         EXPECT_EQ(out[1][1][i][c].isnan().item<bool>(), tainted && (which != 2 || c == 0))
             << label << " row " << i << " column " << c;
       }
       for (int input = 0; input < 3; ++input) {
-        bool shared = false;
-        for (int64_t row = 0; row < len; ++row)
-          shared = shared || (reads(which, row, bad) && reads(input, row, i));
-        const bool expected = shared && !(which == 2 && input == 2);
+        const bool expected =
+            causal_rows_share(which, bad, input, i, len) && !(which == 2 && input == 2);
         const auto g = in[input].grad()[1][1][i];
         EXPECT_EQ(g.isnan().any().item<bool>(), expected) << label << ": gradient of "
                                                           << "qkv"[input] << " at " << i;

@@ -165,23 +165,34 @@ Tolerance tolerance(torch::Dtype dtype) {
   return dtype == torch::kDouble ? Tolerance{1e-10, 1e-12} : Tolerance{1e-4, 1e-5};
 }
 
-void expect_prodigy_matches_reference(const fo::ProdigyOptions& first,
-                                      const fo::ProdigyOptions& second, torch::Dtype dtype) {
-  const auto [rtol, atol] = tolerance(dtype);
-  const Quadratic f({3, 5, 4, 2});
-  auto params = f.start(dtype);
-  ProdigyReference reference(as_double(params), first.d0());
-  fo::Prodigy opt(two_groups(params, first, second));
+/// Twelve steps of `opt` over `params` (two groups: `first`, `second`) and of its double-precision
+/// `reference` on the same quadratic `f`, `compare()` after each.
+template <typename Optimizer, typename Reference, typename Options, typename Compare>
+void step_beside_reference(const Quadratic& f, const std::vector<torch::Tensor>& params,
+                           Optimizer& opt, Reference& reference, const Options& first,
+                           const Options& second, Compare&& compare) {
   for (int step = 1; step <= 12; ++step) {
     f.set_gradients(params);
     opt.step();
     reference.step(f, {first, second});
     SCOPED_TRACE("step " + std::to_string(step));
+    compare();
+  }
+}
+
+void expect_prodigy_matches_reference(const fo::ProdigyOptions& first,
+                                      const fo::ProdigyOptions& second, torch::Dtype dtype) {
+  const double rtol = tolerance(dtype).rtol, atol = tolerance(dtype).atol;
+  const Quadratic f({3, 5, 4, 2});
+  auto params = f.start(dtype);
+  ProdigyReference reference(as_double(params), first.d0());
+  fo::Prodigy opt(two_groups(params, first, second));
+  step_beside_reference(f, params, opt, reference, first, second, [&] {
     for (size_t i = 0; i < params.size(); ++i) {
       EXPECT_TRUE(all_close(params[i], reference.x[i], rtol, atol)) << "tensor " << i;
     }
     EXPECT_NEAR(opt.d(), reference.d, rtol * reference.d);
-  }
+  });
   EXPECT_GT(opt.d(), 2.0 * first.d0());  // the estimate moved
 }
 
@@ -225,22 +236,18 @@ TEST_F(BaselineOptimizers, ScheduleFree_MatchesDoublePrecisionReference) {
                           .weight_lr_power(1.0);
   for (auto dtype : {torch::kDouble, torch::kFloat}) {
     SCOPED_TRACE(dtype == torch::kDouble ? "double" : "float");
-    const auto [rtol, atol] = tolerance(dtype);
+    const double rtol = tolerance(dtype).rtol, atol = tolerance(dtype).atol;
     const Quadratic f({3, 5, 4, 2});
     auto params = f.start(dtype);
     ScheduleFreeReference reference(as_double(params));
     fo::ScheduleFreeAdamW opt(two_groups(params, first, second));
-    for (int step = 1; step <= 12; ++step) {
-      f.set_gradients(params);
-      opt.step();
-      reference.step(f, {first, second});
-      SCOPED_TRACE("step " + std::to_string(step));
+    step_beside_reference(f, params, opt, reference, first, second, [&] {
       for (size_t i = 0; i < params.size(); ++i) {
         EXPECT_TRUE(all_close(params[i], reference.y[i], rtol, atol)) << "y of tensor " << i;
         EXPECT_TRUE(all_close(sf_state(opt, params[i]).z(), reference.z[i], rtol, atol));
         EXPECT_TRUE(all_close(sf_state(opt, params[i]).x(), reference.x[i], rtol, atol));
       }
-    }
+    });
   }
 }
 

@@ -590,7 +590,7 @@ TEST_F(FLT, SaveLoadRedrawAndParameterCount) {
   flt->redraw(42);
   const auto second = flt(q, q, v);
   EXPECT_FALSE(torch::equal(first, second));
-  const std::string path = ::testing::TempDir() + "flt_module.pt";
+  const std::string path = temp_path("flt_module.pt");
   torch::save(flt, path);
   auto loaded = make_flt(base_options().seed(9));
   torch::load(loaded, path);

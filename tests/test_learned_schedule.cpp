@@ -12,8 +12,7 @@
 #include "test_util.h"
 
 namespace fo = flt::optim;
-using flt::testing::all_close;
-using flt::testing::expect_error;
+using namespace flt::testing;
 using Impl = fo::LearnedScheduleImpl;
 
 namespace {
@@ -247,7 +246,7 @@ TEST_F(LearnedSchedule, SaveLoad_ContinuesExactly) {
 }
 
 TEST_F(LearnedSchedule, WeightsFile_RoundTripAndErrors) {
-  const auto path = ::testing::TempDir() + "/schedule.pt";
+  const auto path = temp_path("schedule.pt");
   auto schedule = perturbed(fo::Memory::kPerformer, 1);
   fo::save_schedule(schedule, path);
   auto loaded = fo::load_schedule(path);
@@ -260,7 +259,7 @@ TEST_F(LearnedSchedule, WeightsFile_RoundTripAndErrors) {
   EXPECT_EQ(by_path.schedule()->options.memory(), fo::Memory::kPerformer);
   expect_error([] { fo::load_schedule("/nonexistent/schedule.pt"); },
                {"cannot open", "/nonexistent/schedule.pt"});
-  const auto first_design = ::testing::TempDir() + "/first_design.pt";
+  const auto first_design = temp_path("first_design.pt");
   fo::save_model(fo::LearnedOptimizerModel(), first_design);
   expect_error([&] { fo::load_schedule(first_design); }, {"not a schedule", "tensor-schedule"});
 }

@@ -381,7 +381,7 @@ TEST_F(Performer, RedrawOnlyOnRequestAndSaveLoad) {
   performer->redraw(1);
   EXPECT_TRUE(torch::equal(first, performer(q, q, v)));  // the seed fixes the draw
   performer->redraw(99);
-  const std::string path = ::testing::TempDir() + "performer_module.pt";
+  const std::string path = temp_path("performer_module.pt");
   torch::save(performer, path);
   auto loaded = make_performer(8, 16, fa::FeatureKind::kPositive, /*seed=*/5);
   torch::load(loaded, path);

@@ -254,7 +254,7 @@ TEST_F(Swarm, TwoFunnelTaskIsTheLowerOfTwoRastrigins) {
 
 TEST_F(Swarm, WeightsRoundTrip) {
   fo::SwarmModel model(fo::SwarmModelOptions().variant(fo::SwarmVariant::kLSTM).hidden(8));
-  const auto path = ::testing::TempDir() + "swarm_weights_round_trip.pt";
+  const auto path = temp_path("swarm_weights_round_trip.pt");
   model->save(path);
   auto loaded = fo::SwarmModelImpl::load_file(path);
   EXPECT_EQ(loaded->options.hidden(), 8);

@@ -61,6 +61,40 @@ inline ::testing::AssertionResult all_close(const torch::Tensor& a, const torch:
          << " (rtol " << rtol << ", atol " << atol << ")";
 }
 
+// ---- where a NaN may go in causal attention: output row i reads q_i and k_j, v_j for j <= i ----
+
+/// Whether causal attention's output row `row` reads input `input` (0 q, 1 k, 2 v) at `position`.
+inline bool causal_reads(int input, int64_t row, int64_t position) {
+  return input == 0 ? position == row : position <= row;
+}
+
+/// Whether some output row of a causal attention over `length` tokens reads both input `a` at
+/// `position_a` and input `b` at `position_b`: only then can a NaN at the one reach the gradient
+/// of the other.
+inline bool causal_rows_share(int a, int64_t position_a, int b, int64_t position_b,
+                              int64_t length) {
+  for (int64_t row = 0; row < length; ++row) {
+    if (causal_reads(a, row, position_a) && causal_reads(b, row, position_b)) return true;
+  }
+  return false;
+}
+
+/// After a backward pass through causal attention over `inputs` (q, k, v: (1, 1, L, .)) whose
+/// input `which` held a NaN at position `bad`: the gradient of every input at every position that
+/// shares no output row with the NaN is finite.
+inline void expect_finite_gradients_apart_from(const std::vector<torch::Tensor>& inputs, int which,
+                                               int64_t bad, const std::string& label) {
+  const int64_t length = inputs[0].size(2);
+  for (int input = 0; input < 3; ++input) {
+    for (int64_t i = 0; i < length; ++i) {
+      if (causal_rows_share(which, bad, input, i, length)) continue;
+      EXPECT_TRUE(inputs[input].grad()[0][0][i].isfinite().all().item<bool>())
+          << label << ": gradient of "
+          << "qkv"[input] << " at " << i;
+    }
+  }
+}
+
 /// Checks autograd gradients of sum(fn(inputs) * w) for a fixed random w against central finite
 /// differences on every input entry. Inputs must be double tensors with requires_grad set.
 inline void expect_gradients_match(

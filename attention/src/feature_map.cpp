@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "flt/attention/linear.h"
+#include "flt/detail/random.h"
 
 namespace flt::attention {
 namespace {
@@ -109,11 +110,9 @@ torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bo
   for (int64_t done = 0; done < m; done += dim) {
     // Reduced QR of a (dim, b) Gaussian block: b orthonormal directions at O(dim b^2) cost.
     const int64_t b = std::min(dim, m - done);
-    const auto gaussian = at::randn({dim, b}, gen, options);
-    const auto [q, r] = at::linalg_qr(gaussian);
-    // Householder QR leaves a sign pattern in Q; fixing sign(diag R) > 0 makes Q Haar-distributed,
-    // so every direction is uniform on the sphere (without it FAVOR+ is biased).
-    const auto haar = q * at::sign(at::diagonal(r)).unsqueeze(0);
+    // Haar-distributed, so every direction is uniform on the sphere (Householder QR's sign
+    // pattern left in would bias FAVOR+).
+    const auto haar = flt::detail::haar_columns(at::randn({dim, b}, gen, options));
     blocks.push_back(haar.transpose(0, 1));
   }
   // chi_dim norms: each row gets the length of an independent Gaussian vector, so every row is

@@ -208,7 +208,8 @@ torch::Tensor RpeSpectrumImpl::f(const torch::Tensor& delta) const {
 
 // ---- FLT attention ------------------------------------------------------------------------------
 
-FLTAttentionImpl::FLTAttentionImpl(FLTAttentionOptions options_) : options(std::move(options_)) {
+FLTAttentionImpl::FLTAttentionImpl(FLTAttentionOptions options_)
+    : AttentionModule(std::move(options_)) {
   reset();
 }
 

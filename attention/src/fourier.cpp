@@ -206,7 +206,7 @@ torch::Tensor fourier_regression_estimate(const torch::Tensor& points, const tor
 }
 
 FourierAttentionImpl::FourierAttentionImpl(FourierAttentionOptions options_)
-    : options(std::move(options_)) {
+    : AttentionModule(std::move(options_)) {
   reset();
 }
 

@@ -36,7 +36,7 @@ torch::Tensor feature_attention_matrix(const torch::Tensor& phi_q, const torch::
 }
 
 LinearAttentionImpl::LinearAttentionImpl(LinearAttentionOptions options_)
-    : options(std::move(options_)) {
+    : AttentionModule(std::move(options_)) {
   reset();
 }
 

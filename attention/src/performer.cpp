@@ -42,7 +42,7 @@ torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k
 }
 
 PerformerAttentionImpl::PerformerAttentionImpl(PerformerAttentionOptions options_)
-    : options(std::move(options_)) {
+    : AttentionModule(std::move(options_)) {
   reset();
 }
 

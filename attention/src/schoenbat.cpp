@@ -141,7 +141,7 @@ torch::Tensor ppsbn_pre(const torch::Tensor& x, bool causal, double eps) {
 }
 
 SchoenbAttentionImpl::SchoenbAttentionImpl(SchoenbAttentionOptions options_)
-    : options(std::move(options_)) {
+    : AttentionModule(std::move(options_)) {
   reset();
 }
 

@@ -64,7 +64,7 @@ torch::Tensor softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
 }
 
 SoftmaxAttentionImpl::SoftmaxAttentionImpl(SoftmaxAttentionOptions options_)
-    : options(std::move(options_)) {
+    : AttentionModule(std::move(options_)) {
   reset();
 }
 

@@ -71,36 +71,12 @@ void LearnedOptimizerModelImpl::reset() {
       options.controller_target() > kMinTarget && std::isfinite(options.controller_target()),
       "LearnedOptimizerModel: controller_target must be finite and > ", kMinTarget, ", got ",
       options.controller_target());
-  const int64_t dk = options.key_dim();
-  query = key = value = nullptr;
-  flt = nullptr;
-  feature_map = nullptr;
-  lstm = nullptr;
-  if (options.memory() == Memory::kFLT || options.memory() == Memory::kPerformer) {
-    query = register_module("query", torch::nn::Linear(kFeatures, dk));
-    key = register_module("key", torch::nn::Linear(kFeatures, dk));
-    value = register_module("value", torch::nn::Linear(kFeatures, options.value_dim()));
-    discount_logit = register_parameter("discount_logit", torch::full({1}, std::log(9.0)));  // 0.9
-  }
-  if (options.memory() == Memory::kFLT) {
-    // One head; the step index is a 1-D position. The mixture's initial width 0.02 in frequency
-    // gives f a length scale of about 1 / (2 pi 0.02) ~ 8 steps; the proposal matches it.
-    flt = register_module("flt", attention::FLTAttention(attention::FLTAttentionOptions()
-                                                             .features(options.features())
-                                                             .rpe_features(options.rpe_features())
-                                                             .heads(1)
-                                                             .head_dim(dk)
-                                                             .rpe_scale(0.02)
-                                                             .proposal_sigma(0.03)
-                                                             .seed(options.seed())));
-  } else if (options.memory() == Memory::kPerformer) {
-    feature_map = register_module(
-        "feature_map",
-        attention::FeatureMap(
-            attention::FeatureMapOptions(dk, options.features()).seed(options.seed())));
-  } else if (options.memory() == Memory::kLSTM) {
-    lstm = register_module("lstm", torch::nn::LSTMCell(kFeatures, dk));
-  }
+  // One head; the step index is a 1-D position. The mixture's initial width 0.02 in frequency
+  // gives f a length scale of about 1 / (2 pi 0.02) ~ 8 steps; the proposal matches it. gamma
+  // starts at 0.9.
+  detail::register_step_memory(*this, kFeatures,
+                               {/*discount_logit=*/std::log(9.0), /*rpe_scale=*/0.02,
+                                /*proposal_sigma=*/0.03});
   head_in =
       register_module("head_in", torch::nn::Linear(kFeatures + read_size(), options.hidden()));
   head_out = register_module("head_out", torch::nn::Linear(options.hidden(), 2));
@@ -210,17 +186,7 @@ std::pair<torch::Tensor, torch::Tensor> attend_step(const StepMemory& memory,
 }  // namespace detail
 
 detail::StepMemory LearnedOptimizerModelImpl::step_memory() const {
-  return {options.memory(),
-          options.key_dim(),
-          options.value_dim(),
-          options.features(),
-          query,
-          key,
-          value,
-          flt,
-          feature_map,
-          discount_logit,
-          lstm};
+  return detail::step_memory_of(*this);
 }
 
 LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const torch::Tensor& param,

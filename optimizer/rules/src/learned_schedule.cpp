@@ -101,39 +101,13 @@ void LearnedScheduleImpl::reset() {
   TORCH_CHECK(options.scale_floor() > 0 && std::isfinite(options.scale_floor()),
               "LearnedSchedule: scale_floor must be positive and finite, got ",
               options.scale_floor());
-  const int64_t dk = options.key_dim();
-  query = key = value = nullptr;
-  flt = nullptr;
-  feature_map = nullptr;
-  lstm = nullptr;
-  const auto kind = options.memory();
-  if (kind == Memory::kFLT || kind == Memory::kPerformer) {
-    query = register_module("query", torch::nn::Linear(kFeatures, dk));
-    key = register_module("key", torch::nn::Linear(kFeatures, dk));
-    value = register_module("value", torch::nn::Linear(kFeatures, options.value_dim()));
-    // Slow forgetting (0.999: a half-life of ~700 steps) so the memory can span the run; the RPE
-    // and the learned discount decide what of it is read.
-    discount_logit = register_parameter("discount_logit", torch::full({1}, std::log(999.0)));
-  }
-  if (kind == Memory::kFLT) {
-    // The step index is a 1-D position; an initial spectrum width 0.002 in frequency gives f a
-    // length scale of ~80 steps, and the proposal covers 100 to 1000s of steps.
-    flt = register_module("flt", attention::FLTAttention(attention::FLTAttentionOptions()
-                                                             .features(options.features())
-                                                             .rpe_features(options.rpe_features())
-                                                             .heads(1)
-                                                             .head_dim(dk)
-                                                             .rpe_scale(0.002)
-                                                             .proposal_sigma(0.003)
-                                                             .seed(options.seed())));
-  } else if (kind == Memory::kPerformer) {
-    feature_map = register_module(
-        "feature_map",
-        attention::FeatureMap(
-            attention::FeatureMapOptions(dk, options.features()).seed(options.seed())));
-  } else if (kind == Memory::kLSTM) {
-    lstm = register_module("lstm", torch::nn::LSTMCell(kFeatures, dk));
-  }
+  // Slow forgetting (gamma 0.999: a half-life of ~700 steps) so the memory can span the run; the
+  // RPE and the learned discount decide what of it is read. The step index is a 1-D position; an
+  // initial spectrum width 0.002 in frequency gives f a length scale of ~80 steps, and the
+  // proposal covers 100 to 1000s of steps.
+  detail::register_step_memory(*this, kFeatures,
+                               {/*discount_logit=*/std::log(999.0), /*rpe_scale=*/0.002,
+                                /*proposal_sigma=*/0.003});
   head_in = register_module(
       "head_in", torch::nn::Linear(kFeatures + step_memory().read_size(), options.hidden()));
   head_out = register_module("head_out", torch::nn::Linear(options.hidden(), 3));
@@ -156,17 +130,7 @@ void LearnedScheduleImpl::pretty_print(std::ostream& stream) const {
 }
 
 detail::StepMemory LearnedScheduleImpl::step_memory() const {
-  return {options.memory(),
-          options.key_dim(),
-          options.value_dim(),
-          options.features(),
-          query,
-          key,
-          value,
-          flt,
-          feature_map,
-          discount_logit,
-          lstm};
+  return detail::step_memory_of(*this);
 }
 
 int64_t LearnedScheduleImpl::history_size() const {
@@ -465,13 +429,7 @@ void write_schedule(torch::serialize::OutputArchive& archive, const LearnedSched
   const auto& o = schedule.options;
   archive.write("format", torch::IValue(std::string(kScheduleFormat)));
   archive.write("version", torch::IValue(kScheduleVersion));
-  archive.write("memory", torch::IValue(memory_name(o.memory())));
-  archive.write("key_dim", torch::IValue(o.key_dim()));
-  archive.write("value_dim", torch::IValue(o.value_dim()));
-  archive.write("features", torch::IValue(o.features()));
-  archive.write("rpe_features", torch::IValue(o.rpe_features()));
-  archive.write("hidden", torch::IValue(o.hidden()));
-  archive.write("seed", torch::IValue(static_cast<int64_t>(o.seed())));
+  detail::write_shape_options(archive, o);
   torch::serialize::OutputArchive weights(archive.compilation_unit());
   schedule.save(weights);
   archive.write("weights", weights);
@@ -487,18 +445,7 @@ LearnedSchedule read_schedule(torch::serialize::InputArchive& archive, const std
   TORCH_CHECK(value.toInt() == kScheduleVersion, "learned schedule weights: ", source,
               " has format version ", value.toInt(), ", this build reads ", kScheduleVersion);
   LearnedScheduleOptions o;
-  const auto read_int = [&](const char* name) {
-    archive.read(name, value);
-    return value.toInt();
-  };
-  archive.read("memory", value);
-  o.memory(memory_from_name(value.toStringRef()));
-  o.key_dim(read_int("key_dim"));
-  o.value_dim(read_int("value_dim"));
-  o.features(read_int("features"));
-  o.rpe_features(read_int("rpe_features"));
-  o.hidden(read_int("hidden"));
-  o.seed(static_cast<uint64_t>(read_int("seed")));
+  detail::read_shape_options(archive, o);
   LearnedSchedule schedule(o);
   torch::serialize::InputArchive weights;
   archive.read("weights", weights);

@@ -25,13 +25,7 @@ void write_options(torch::serialize::OutputArchive& archive,
                    const LearnedOptimizerModelOptions& o) {
   archive.write("format", torch::IValue(std::string("flt-learned-optimizer")));
   archive.write("version", torch::IValue(kFormatVersion));
-  archive.write("memory", torch::IValue(memory_name(o.memory())));
-  archive.write("key_dim", torch::IValue(o.key_dim()));
-  archive.write("value_dim", torch::IValue(o.value_dim()));
-  archive.write("features", torch::IValue(o.features()));
-  archive.write("rpe_features", torch::IValue(o.rpe_features()));
-  archive.write("hidden", torch::IValue(o.hidden()));
-  archive.write("seed", torch::IValue(static_cast<int64_t>(o.seed())));
+  detail::write_shape_options(archive, o);
 }
 
 LearnedOptimizerModelOptions read_options(torch::serialize::InputArchive& archive,
@@ -49,20 +43,7 @@ LearnedOptimizerModelOptions read_options(torch::serialize::InputArchive& archiv
                     "flt-metatrain)"
                   : "");
   LearnedOptimizerModelOptions o;
-  archive.read("memory", value);
-  o.memory(memory_from_name(value.toStringRef()));
-  archive.read("key_dim", value);
-  o.key_dim(value.toInt());
-  archive.read("value_dim", value);
-  o.value_dim(value.toInt());
-  archive.read("features", value);
-  o.features(value.toInt());
-  archive.read("rpe_features", value);
-  o.rpe_features(value.toInt());
-  archive.read("hidden", value);
-  o.hidden(value.toInt());
-  archive.read("seed", value);
-  o.seed(static_cast<uint64_t>(value.toInt()));
+  detail::read_shape_options(archive, o);
   return o;
 }
 

@@ -5,10 +5,13 @@
 
 #include <c10/util/Exception.h>
 #include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include <cstddef>
 #include <fstream>
 #include <string>
+
+#include "flt/optim/learned_model.h"
 
 namespace flt::optim::detail {
 
@@ -32,6 +35,38 @@ inline void read_weights_file(torch::serialize::InputArchive& archive, const std
     TORCH_CHECK(false, what, ": ", path, " is corrupt or not a weights file (",
                 e.what_without_backtrace(), ")");
   }
+}
+
+/// The shape options both learned designs' weights files hold, by name: the memory kind, its key,
+/// value and feature dims, the RPE features, the hidden width and the seed
+/// (LearnedOptimizerModelOptions and LearnedScheduleOptions have them all).
+template <typename Options>
+void write_shape_options(torch::serialize::OutputArchive& archive, const Options& o) {
+  archive.write("memory", torch::IValue(memory_name(o.memory())));
+  archive.write("key_dim", torch::IValue(o.key_dim()));
+  archive.write("value_dim", torch::IValue(o.value_dim()));
+  archive.write("features", torch::IValue(o.features()));
+  archive.write("rpe_features", torch::IValue(o.rpe_features()));
+  archive.write("hidden", torch::IValue(o.hidden()));
+  archive.write("seed", torch::IValue(static_cast<int64_t>(o.seed())));
+}
+
+/// Reads what write_shape_options wrote into `o`.
+template <typename Options>
+void read_shape_options(torch::serialize::InputArchive& archive, Options& o) {
+  torch::IValue value;
+  const auto read_int = [&](const char* name) {
+    archive.read(name, value);
+    return value.toInt();
+  };
+  archive.read("memory", value);
+  o.memory(memory_from_name(value.toStringRef()));
+  o.key_dim(read_int("key_dim"));
+  o.value_dim(read_int("value_dim"));
+  o.features(read_int("features"));
+  o.rpe_features(read_int("rpe_features"));
+  o.hidden(read_int("hidden"));
+  o.seed(static_cast<uint64_t>(read_int("seed")));
 }
 
 }  // namespace flt::optim::detail

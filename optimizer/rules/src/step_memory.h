@@ -32,6 +32,59 @@ struct StepMemory {
   int64_t read_size() const;
 };
 
+/// The memory's initial time scale, each design its own: the discount's logit (gamma =
+/// sigmoid) and the FLT spectrum's initial width and proposal scale (rpe_scale, proposal_sigma).
+struct StepMemoryInit {
+  double discount_logit = 0.0, rpe_scale = 0.0, proposal_sigma = 0.0;
+};
+
+/// Registers the memory of `module.options.memory()` on `module` (LearnedOptimizerModelImpl,
+/// LearnedScheduleImpl: the same member and option names), reading `inputs` features per step:
+/// query, key, value and discount_logit for the attention memories, then flt (one head over the
+/// 1-D step index), feature_map or lstm; the others are left null.
+template <typename Module>
+void register_step_memory(Module& module, int64_t inputs, const StepMemoryInit& init) {
+  const auto& o = module.options;
+  const int64_t dk = o.key_dim();
+  module.query = module.key = module.value = nullptr;
+  module.flt = nullptr;
+  module.feature_map = nullptr;
+  module.lstm = nullptr;
+  if (o.memory() == Memory::kFLT || o.memory() == Memory::kPerformer) {
+    module.query = module.register_module("query", torch::nn::Linear(inputs, dk));
+    module.key = module.register_module("key", torch::nn::Linear(inputs, dk));
+    module.value = module.register_module("value", torch::nn::Linear(inputs, o.value_dim()));
+    module.discount_logit =
+        module.register_parameter("discount_logit", torch::full({1}, init.discount_logit));
+  }
+  if (o.memory() == Memory::kFLT) {
+    module.flt = module.register_module(
+        "flt", attention::FLTAttention(attention::FLTAttentionOptions()
+                                           .features(o.features())
+                                           .rpe_features(o.rpe_features())
+                                           .heads(1)
+                                           .head_dim(dk)
+                                           .rpe_scale(init.rpe_scale)
+                                           .proposal_sigma(init.proposal_sigma)
+                                           .seed(o.seed())));
+  } else if (o.memory() == Memory::kPerformer) {
+    module.feature_map = module.register_module(
+        "feature_map",
+        attention::FeatureMap(attention::FeatureMapOptions(dk, o.features()).seed(o.seed())));
+  } else if (o.memory() == Memory::kLSTM) {
+    module.lstm = module.register_module("lstm", torch::nn::LSTMCell(inputs, dk));
+  }
+}
+
+/// The memory `module` holds (as registered by register_step_memory).
+template <typename Module>
+StepMemory step_memory_of(const Module& module) {
+  const auto& o = module.options;
+  return {o.memory(), o.key_dim(),  o.value_dim(), o.features(),       module.query,
+          module.key, module.value, module.flt,    module.feature_map, module.discount_logit,
+          module.lstm};
+}
+
 /// One step t >= 1 of N independent memories (rows), each seeing one token per step: the
 /// attention memories decay their state by gamma, append this step's key and value and read with
 /// its query (FLT: with the RPE features of the step index, so the learned spectrum weighs steps by

@@ -24,16 +24,20 @@ void check_count(const char* fn, const char* what, int64_t value, int64_t least)
 
 }  // namespace
 
+void SeededBoxSearch::start(const SearchBox& box, const char* fn) {
+  box.check(fn);
+  box_ = box;
+  generator_ = at::make_generator<at::CPUGeneratorImpl>(seed_);
+}
+
 // ---- random search ------------------------------------------------------------------------------
 
-RandomSearch::RandomSearch(int64_t batch, uint64_t seed) : batch_(batch), seed_(seed) {
+RandomSearch::RandomSearch(int64_t batch, uint64_t seed) : SeededBoxSearch(seed), batch_(batch) {
   check_count("RandomSearch", "batch", batch, 1);
 }
 
 void RandomSearch::reset(const SearchBox& box) {
-  box.check("RandomSearch::reset");
-  box_ = box;
-  generator_ = at::make_generator<at::CPUGeneratorImpl>(seed_);
+  start(box, "RandomSearch::reset");
   best_x_ = torch::Tensor();
   best_value_ = INFINITY;
 }
@@ -58,14 +62,12 @@ constexpr double kAcceleration = kPhi / 2.0;
 }  // namespace
 
 ParticleSwarm::ParticleSwarm(int64_t particles, uint64_t seed)
-    : particles_(particles), seed_(seed) {
+    : SeededBoxSearch(seed), particles_(particles) {
   check_count("ParticleSwarm", "particles", particles, 2);
 }
 
 void ParticleSwarm::reset(const SearchBox& box) {
-  box.check("ParticleSwarm::reset");
-  box_ = box;
-  generator_ = at::make_generator<at::CPUGeneratorImpl>(seed_);
+  start(box, "ParticleSwarm::reset");
   x_ = uniform_in(box_, particles_, generator_);
   // Initial velocities: half the way to another uniform point of the box (SPSO 2011).
   v_ = (uniform_in(box_, particles_, generator_) - x_) * 0.5;
@@ -100,15 +102,13 @@ void ParticleSwarm::tell(const torch::Tensor& values, const torch::Tensor& gradi
 
 // ---- CMA-ES -------------------------------------------------------------------------------------
 
-CmaEs::CmaEs(int64_t lambda, uint64_t seed) : lambda_option_(lambda), seed_(seed) {
+CmaEs::CmaEs(int64_t lambda, uint64_t seed) : SeededBoxSearch(seed), lambda_option_(lambda) {
   TORCH_CHECK(lambda == 0 || lambda >= 2, "CmaEs: lambda must be 0 (default) or >= 2, got ",
               lambda);
 }
 
 void CmaEs::reset(const SearchBox& box) {
-  box.check("CmaEs::reset");
-  box_ = box;
-  generator_ = at::make_generator<at::CPUGeneratorImpl>(seed_);
+  start(box, "CmaEs::reset");
   const int64_t n = box.dims();
   const double nd = static_cast<double>(n);
   // Hansen's tutorial, Table 1 (default strategy parameters).
@@ -183,7 +183,7 @@ void CmaEs::tell(const torch::Tensor& values, const torch::Tensor& gradients) {
 // ---- Adam restarts ------------------------------------------------------------------------------
 
 AdamRestarts::AdamRestarts(int64_t particles, double lr, int64_t patience, uint64_t seed)
-    : particles_(particles), patience_(patience), lr_(lr), seed_(seed) {
+    : SeededBoxSearch(seed), particles_(particles), patience_(patience), lr_(lr) {
   check_count("AdamRestarts", "particles", particles, 1);
   check_count("AdamRestarts", "patience", patience, 1);
   TORCH_CHECK(std::isfinite(lr) && lr > 0, "AdamRestarts: lr must be positive and finite, got ",
@@ -191,9 +191,7 @@ AdamRestarts::AdamRestarts(int64_t particles, double lr, int64_t patience, uint6
 }
 
 void AdamRestarts::reset(const SearchBox& box) {
-  box.check("AdamRestarts::reset");
-  box_ = box;
-  generator_ = at::make_generator<at::CPUGeneratorImpl>(seed_);
+  start(box, "AdamRestarts::reset");
   x_ = uniform_in(box_, particles_, generator_);
   m_ = torch::zeros_like(x_);
   v_ = torch::zeros_like(x_);

@@ -25,6 +25,7 @@
 #include <torch/types.h>
 
 #include <string>
+#include <utility>
 
 namespace flt::attention {
 
@@ -79,12 +80,16 @@ void check_dims_options(const char* fn, int64_t heads, int64_t head_dim, bool ne
 /// q: (B, H, L, D) against nonzero heads and head_dim options.
 void check_dims_against(const char* fn, int64_t heads, int64_t head_dim, const torch::Tensor& q);
 
-/// Base of the attention modules: a `torch::nn::Cloneable` that also implements `Attention`.
-/// `Derived` has a public `options` with `heads()` and `head_dim()`.
-template <typename Derived>
+/// Base of the attention modules: a `torch::nn::Cloneable` that also implements `Attention`, and
+/// what every variant's module has the same: its options (`Options::kName` is the variant's name)
+/// and the checks of a call against them. `Options` has `heads()` and `head_dim()`; `Derived`'s
+/// constructor calls its `reset()`.
+template <typename Derived, typename Options>
 class AttentionModule : public torch::nn::Cloneable<Derived>, public Attention {
  public:
-  using torch::nn::Cloneable<Derived>::Cloneable;
+  explicit AttentionModule(Options options) : options(std::move(options)) {}
+
+  std::string name() const override { return Options::kName; }
 
   int64_t parameter_count() const override {
     int64_t count = 0;
@@ -94,13 +99,14 @@ class AttentionModule : public torch::nn::Cloneable<Derived>, public Attention {
     return count;
   }
 
+  Options options;
+
  protected:
   /// check_qkv, then q against the options' nonzero heads and head_dim.
   void check_call(const char* fn, const torch::Tensor& q, const torch::Tensor& k,
                   const torch::Tensor& v, bool causal) const {
     check_qkv(fn, q, k, v, causal);
-    const auto& o = static_cast<const Derived&>(*this).options;
-    check_dims_against(fn, o.heads(), o.head_dim(), q);
+    check_dims_against(fn, options.heads(), options.head_dim(), q);
   }
 };
 

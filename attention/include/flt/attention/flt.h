@@ -149,7 +149,7 @@ struct FLTAttentionOptions {
   TORCH_ARG(RpeSpectrum, shared_spectrum) = nullptr;
 };
 
-class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
+class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl, FLTAttentionOptions> {
  public:
   explicit FLTAttentionImpl(FLTAttentionOptions options = {});
   void reset() override;
@@ -161,7 +161,6 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
   /// The approximate attention matrix. q: (B, H, L, D)  k: (B, H, L, D) -> (B, H, L, L)
   torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
                             const AttentionCall& call = {}) override;
-  std::string name() const override { return FLTAttentionOptions::kName; }
 
   /// Draws attention and RPE random features again from `seed`.
   void redraw(uint64_t seed);
@@ -198,7 +197,6 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl> {
   torch::Tensor read(const LinearAttentionState& state, const torch::Tensor& q,
                      const torch::Tensor& positions = {}) const;
 
-  FLTAttentionOptions options;
   RpeSpectrum rpe{nullptr};
   FeatureMap feature_map{nullptr};
   torch::Tensor base_frequencies;    ///< z: (H, r, l) standard draws of the proposal (buffer)

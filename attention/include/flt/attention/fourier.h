@@ -100,7 +100,7 @@ struct FourierAttentionOptions {
   TORCH_ARG(FourierPhi, phi) = FourierPhi::kPower;
 };
 
-class FourierAttentionImpl : public AttentionModule<FourierAttentionImpl> {
+class FourierAttentionImpl : public AttentionModule<FourierAttentionImpl, FourierAttentionOptions> {
  public:
   explicit FourierAttentionImpl(FourierAttentionOptions options = {});
   void reset() override;
@@ -112,9 +112,7 @@ class FourierAttentionImpl : public AttentionModule<FourierAttentionImpl> {
   /// q: (B, H, Lq, D)  k: (B, H, Lk, D) -> (B, H, Lq, Lk)
   torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
                             const AttentionCall& call = {}) override;
-  std::string name() const override { return FourierAttentionOptions::kName; }
 
-  FourierAttentionOptions options;
   /// R as learned (sign included; used through |R|): (1), (D), (H, 1) or (H, D).
   torch::Tensor R;
 };

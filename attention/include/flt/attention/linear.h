@@ -29,7 +29,7 @@ struct LinearAttentionOptions {
   TORCH_ARG(int64_t, head_dim) = 0;
 };
 
-class LinearAttentionImpl : public AttentionModule<LinearAttentionImpl> {
+class LinearAttentionImpl : public AttentionModule<LinearAttentionImpl, LinearAttentionOptions> {
  public:
   explicit LinearAttentionImpl(LinearAttentionOptions options = {});
   void reset() override;
@@ -39,9 +39,6 @@ class LinearAttentionImpl : public AttentionModule<LinearAttentionImpl> {
                         const AttentionCall& call = {}) override;
   torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
                             const AttentionCall& call = {}) override;
-  std::string name() const override { return LinearAttentionOptions::kName; }
-
-  LinearAttentionOptions options;
 };
 TORCH_MODULE(LinearAttention);
 

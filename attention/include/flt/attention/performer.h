@@ -35,7 +35,8 @@ torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k
                                   const torch::Tensor& v, const FeatureMapImpl& feature_map,
                                   bool causal = false, double eps = kFavorEps);
 
-class PerformerAttentionImpl : public AttentionModule<PerformerAttentionImpl> {
+class PerformerAttentionImpl
+    : public AttentionModule<PerformerAttentionImpl, PerformerAttentionOptions> {
  public:
   explicit PerformerAttentionImpl(PerformerAttentionOptions options = {});
   void reset() override;
@@ -45,7 +46,6 @@ class PerformerAttentionImpl : public AttentionModule<PerformerAttentionImpl> {
                         const AttentionCall& call = {}) override;
   torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
                             const AttentionCall& call = {}) override;
-  std::string name() const override { return PerformerAttentionOptions::kName; }
 
   /// Draws the random features again (the only way they change).
   void redraw(uint64_t seed) { feature_map->redraw(seed); }
@@ -57,7 +57,6 @@ class PerformerAttentionImpl : public AttentionModule<PerformerAttentionImpl> {
   /// q: (B, H, T, D) -> (B, H, T, Dv)
   torch::Tensor read(const LinearAttentionState& state, const torch::Tensor& q) const;
 
-  PerformerAttentionOptions options;
   FeatureMap feature_map{nullptr};
 };
 TORCH_MODULE(PerformerAttention);

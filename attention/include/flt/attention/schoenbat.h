@@ -78,7 +78,7 @@ struct SchoenbAttentionOptions {
   TORCH_ARG(int64_t, head_dim) = 0;
 };
 
-class SchoenbAttentionImpl : public AttentionModule<SchoenbAttentionImpl> {
+class SchoenbAttentionImpl : public AttentionModule<SchoenbAttentionImpl, SchoenbAttentionOptions> {
  public:
   explicit SchoenbAttentionImpl(SchoenbAttentionOptions options = {});
   void reset() override;
@@ -89,7 +89,6 @@ class SchoenbAttentionImpl : public AttentionModule<SchoenbAttentionImpl> {
   /// Approximate attention matrix (before the post power, which acts on outputs, not weights).
   torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
                             const AttentionCall& call = {}) override;
-  std::string name() const override { return SchoenbAttentionOptions::kName; }
 
   void redraw(uint64_t seed);
 
@@ -101,7 +100,6 @@ class SchoenbAttentionImpl : public AttentionModule<SchoenbAttentionImpl> {
   /// gamma sign(x) |x|^beta per head. x: (B, H, L, Dv) -> (B, H, L, Dv)
   torch::Tensor post(const torch::Tensor& x) const;
 
-  SchoenbAttentionOptions options;
   torch::Tensor rademacher;    ///< (F, P, D) +-1 buffer
   torch::Tensor degree_mask;   ///< (F, P) 1 where j < N_f (the factors used), buffer
   torch::Tensor coefficients;  ///< (F) sqrt(a_N / (F P[N])), buffer

@@ -28,7 +28,7 @@ struct SoftmaxAttentionOptions {
   TORCH_ARG(int64_t, head_dim) = 0;
 };
 
-class SoftmaxAttentionImpl : public AttentionModule<SoftmaxAttentionImpl> {
+class SoftmaxAttentionImpl : public AttentionModule<SoftmaxAttentionImpl, SoftmaxAttentionOptions> {
  public:
   explicit SoftmaxAttentionImpl(SoftmaxAttentionOptions options = {});
   void reset() override;
@@ -38,9 +38,6 @@ class SoftmaxAttentionImpl : public AttentionModule<SoftmaxAttentionImpl> {
                         const AttentionCall& call = {}) override;
   torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
                             const AttentionCall& call = {}) override;
-  std::string name() const override { return SoftmaxAttentionOptions::kName; }
-
-  SoftmaxAttentionOptions options;
 };
 TORCH_MODULE(SoftmaxAttention);
 

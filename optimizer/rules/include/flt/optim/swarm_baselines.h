@@ -9,8 +9,22 @@
 
 namespace flt::optim {
 
+/// What the baselines share: the box they search and a generator restarted from their seed at
+/// every reset, so that a run is a function of the seed.
+class SeededBoxSearch : public PopulationSearch {
+ protected:
+  explicit SeededBoxSearch(uint64_t seed) : seed_(seed) {}
+  /// The first thing every reset does: checks `box` (naming `fn`), keeps it and restarts the
+  /// generator.
+  void start(const SearchBox& box, const char* fn);
+
+  uint64_t seed_;
+  SearchBox box_;
+  at::Generator generator_;
+};
+
 /// Uniform random points in the box, `batch` per ask.
-class RandomSearch : public PopulationSearch {
+class RandomSearch : public SeededBoxSearch {
  public:
   explicit RandomSearch(int64_t batch = 16, uint64_t seed = 0);
   void reset(const SearchBox& box) override;
@@ -20,16 +34,13 @@ class RandomSearch : public PopulationSearch {
 
  private:
   int64_t batch_;
-  uint64_t seed_;
-  SearchBox box_;
-  at::Generator generator_;
   torch::Tensor asked_;
 };
 
 /// Global-best PSO with Clerc-Kennedy constriction: v <- chi (v + c1 r1 (p - x) + c2 r2 (g - x)),
 /// chi = 0.7298, c1 = c2 = 2.05 (the inertia-weight form w = 0.7298, c = 1.4962); velocities
 /// clamped to the box width, positions clipped to the box.
-class ParticleSwarm : public PopulationSearch {
+class ParticleSwarm : public SeededBoxSearch {
  public:
   explicit ParticleSwarm(int64_t particles = 16, uint64_t seed = 0);
   void reset(const SearchBox& box) override;
@@ -40,9 +51,6 @@ class ParticleSwarm : public PopulationSearch {
 
  private:
   int64_t particles_;
-  uint64_t seed_;
-  SearchBox box_;
-  at::Generator generator_;
   torch::Tensor x_, v_, personal_best_, personal_value_;
   bool first_ = true;
 };
@@ -51,7 +59,7 @@ class ParticleSwarm : public PopulationSearch {
 /// from Hansen's tutorial (arXiv:1604.00772, Table 1 defaults). lambda = 4 + floor(3 ln n) unless
 /// given; sigma_0 = 0.3 of the box width, mean at a uniform point of the box. Samples are clipped
 /// to the box before evaluation and the clipped points enter the update.
-class CmaEs : public PopulationSearch {
+class CmaEs : public SeededBoxSearch {
  public:
   explicit CmaEs(int64_t lambda = 0, uint64_t seed = 0);
   void reset(const SearchBox& box) override;
@@ -63,9 +71,6 @@ class CmaEs : public PopulationSearch {
 
  private:
   int64_t lambda_option_, lambda_ = 0, mu_ = 0;
-  uint64_t seed_;
-  SearchBox box_;
-  at::Generator generator_;
   torch::Tensor weights_, mean_, path_sigma_, path_c_, covariance_, basis_, scales_, asked_;
   double sigma_ = 0.0, mu_eff_ = 0.0, c_sigma_ = 0.0, d_sigma_ = 0.0, c_c_ = 0.0, c_1_ = 0.0,
          c_mu_ = 0.0, chi_n_ = 0.0;
@@ -74,7 +79,7 @@ class CmaEs : public PopulationSearch {
 
 /// P independent Adam runs from uniform random starts; a run restarts from a new random point when
 /// its value has not improved for `patience` steps. Needs gradients. lr is in box widths per step.
-class AdamRestarts : public PopulationSearch {
+class AdamRestarts : public SeededBoxSearch {
  public:
   explicit AdamRestarts(int64_t particles = 16, double lr = 0.01, int64_t patience = 50,
                         uint64_t seed = 0);
@@ -89,9 +94,6 @@ class AdamRestarts : public PopulationSearch {
   void restart(const torch::Tensor& which);
   int64_t particles_, patience_;
   double lr_;
-  uint64_t seed_;
-  SearchBox box_;
-  at::Generator generator_;
   torch::Tensor x_, m_, v_, steps_, run_best_, stale_;
 };
 
