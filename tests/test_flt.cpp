@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "attention_module_util.h"
 #include "flt/attention/flt.h"
 #include "flt/attention/multihead.h"
 #include "flt/kernels/linear_attention.h"
@@ -422,14 +423,7 @@ TEST_F(FLT, SpectrumGradientsNonZeroAtInitAndMatchFiniteDifferences) {
 TEST_F(FLT, GradientsForInputsMatchFiniteDifferences) {
   for (bool causal : {false, true}) {
     auto flt = make_flt(base_options().head_dim(3).features(8).rpe_features(4));
-    auto q = torch::randn({1, 2, 6, 3}, torch::kDouble).requires_grad_();
-    auto k = torch::randn({1, 2, 6, 3}, torch::kDouble).requires_grad_();
-    auto v = torch::randn({1, 2, 6, 2}, torch::kDouble).requires_grad_();
-    fa::AttentionCall call;
-    call.causal = causal;
-    expect_gradients_match(
-        [&](const std::vector<torch::Tensor>& x) { return flt(x[0], x[1], x[2], call); },
-        {q, k, v});
+    expect_module_gradients(flt, {1, 2, 6, 3}, 2, causal);
   }
 }
 
@@ -478,31 +472,8 @@ TEST_F(FLT, LargeInputs_FiniteGradients) {
   fa::FLTAttention flt(base_options());
   for (double scale : {1e2, 1e4}) {
     for (bool causal : {false, true}) {
-      const auto label = "scale " + std::to_string(scale) + (causal ? " causal" : "");
-      flt->zero_grad();
-      const auto q = (torch::randn({2, 2, 12, 4}) * scale).requires_grad_();
-      const auto k = (torch::randn({2, 2, 12, 4}) * scale).requires_grad_();
-      const auto v = torch::randn({2, 2, 12, 3}).requires_grad_();
-      fa::AttentionCall call;
-      call.causal = causal;
-      const auto out = flt(q, k, v, call);
-      EXPECT_TRUE(out.isfinite().all().item<bool>()) << label;
-      (out * torch::randn_like(out)).sum().backward();
-      for (const auto& t : {q, k, v}) EXPECT_TRUE(t.grad().isfinite().all().item<bool>()) << label;
-      for (const auto& p : flt->named_parameters()) {
-        EXPECT_TRUE(p.value().grad().isfinite().all().item<bool>()) << label << " " << p.key();
-      }
-      torch::NoGradGuard no_grad;
-      EXPECT_TRUE(all_close(torch::matmul(flt->materialize(q, k, call), v), out, 1e-5, 1e-6))
-          << label;
-      if (!causal) continue;
-      fa::LinearAttentionState state;
-      std::vector<torch::Tensor> outs;
-      for (int64_t t = 0; t < 12; ++t) {
-        flt->append(state, k.narrow(2, t, 1), v.narrow(2, t, 1));
-        outs.push_back(flt->read(state, q.narrow(2, t, 1)));
-      }
-      EXPECT_TRUE(all_close(torch::cat(outs, 2), out, 1e-5, 1e-6)) << label;
+      expect_finite_and_consistent_at_scale(
+          flt, 4, scale, causal, "scale " + std::to_string(scale) + (causal ? " causal" : ""));
     }
   }
 }
@@ -585,16 +556,7 @@ TEST_F(FLT, SaveLoadRedrawAndParameterCount) {
   auto flt = make_flt(base_options());
   const auto q = torch::randn({1, 2, 10, 4}, torch::kDouble);
   const auto v = torch::randn({1, 2, 10, 3}, torch::kDouble);
-  const auto first = flt(q, q, v);
-  EXPECT_TRUE(torch::equal(first, flt(q, q, v)));
-  flt->redraw(42);
-  const auto second = flt(q, q, v);
-  EXPECT_FALSE(torch::equal(first, second));
-  const std::string path = temp_path("flt_module.pt");
-  torch::save(flt, path);
-  auto loaded = make_flt(base_options().seed(9));
-  torch::load(loaded, path);
-  EXPECT_TRUE(torch::equal(loaded(q, q, v), second));
+  expect_redraw_only_on_request(flt, make_flt(base_options().seed(9)), q, v, "flt_module.pt");
   // RPE parameters: (2 + l) T per head for the mixture; under 0.03M in a paper-sized configuration
   // (12 heads, T = 16 components, 3-D positions: 12 * 16 * 5 = 960).
   EXPECT_EQ(flt->rpe_parameter_count(), 2 * (2 + 1) * 2);

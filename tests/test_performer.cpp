@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "attention_module_util.h"
 #include "flt/attention/feature_map.h"
 #include "flt/attention/linear.h"
 #include "flt/attention/multihead.h"
@@ -373,19 +374,11 @@ TEST_F(Performer, RedrawOnlyOnRequestAndSaveLoad) {
   auto performer = make_performer(8, 16);
   const auto q = torch::randn({1, 2, 12, 8}, torch::kDouble);
   const auto v = torch::randn({1, 2, 12, 4}, torch::kDouble);
-  const auto first = performer(q, q, v);
-  EXPECT_TRUE(torch::equal(first, performer(q, q, v)));  // no silent redraw
-  performer->redraw(99);
-  const auto second = performer(q, q, v);
-  EXPECT_FALSE(torch::equal(first, second));
+  const auto first = expect_redraw_only_on_request(
+      performer, make_performer(8, 16, fa::FeatureKind::kPositive, /*seed=*/5), q, v,
+      "performer_module.pt");
   performer->redraw(1);
   EXPECT_TRUE(torch::equal(first, performer(q, q, v)));  // the seed fixes the draw
-  performer->redraw(99);
-  const std::string path = temp_path("performer_module.pt");
-  torch::save(performer, path);
-  auto loaded = make_performer(8, 16, fa::FeatureKind::kPositive, /*seed=*/5);
-  torch::load(loaded, path);
-  EXPECT_TRUE(torch::equal(loaded(q, q, v), second));  // buffers saved
 }
 
 TEST_F(Performer, OptionsAndContainers) {
@@ -530,30 +523,10 @@ TEST_F(Performer, LargeInputs_FiniteGradients) {
         fa::PerformerAttentionOptions().head_dim(8).features(16).kind(kind));
     for (double scale : {1e2, 1e4}) {
       for (bool causal : {false, true}) {
-        const auto label = fa::feature_kind_name(kind) + " scale " + std::to_string(scale) +
-                           (causal ? " causal" : "");
-        const auto q = (torch::randn({2, 2, 12, 8}) * scale).requires_grad_();
-        const auto k = (torch::randn({2, 2, 12, 8}) * scale).requires_grad_();
-        const auto v = torch::randn({2, 2, 12, 3}).requires_grad_();
-        fa::AttentionCall call;
-        call.causal = causal;
-        const auto out = performer(q, k, v, call);
-        EXPECT_TRUE(out.isfinite().all().item<bool>()) << label;
-        (out * torch::randn_like(out)).sum().backward();
-        for (const auto& t : {q, k, v})
-          EXPECT_TRUE(t.grad().isfinite().all().item<bool>()) << label;
-        torch::NoGradGuard no_grad;
-        EXPECT_TRUE(
-            all_close(torch::matmul(performer->materialize(q, k, call), v), out, 1e-5, 1e-6))
-            << label;
-        if (!causal) continue;
-        fa::LinearAttentionState state;
-        std::vector<torch::Tensor> outs;
-        for (int64_t t = 0; t < 12; ++t) {
-          performer->append(state, k.narrow(2, t, 1), v.narrow(2, t, 1));
-          outs.push_back(performer->read(state, q.narrow(2, t, 1)));
-        }
-        EXPECT_TRUE(all_close(torch::cat(outs, 2), out, 1e-5, 1e-6)) << label;
+        expect_finite_and_consistent_at_scale(performer, 8, scale, causal,
+                                              fa::feature_kind_name(kind) + " scale " +
+                                                  std::to_string(scale) +
+                                                  (causal ? " causal" : ""));
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <complex>
 #include <cstdio>
 
+#include "attention_module_util.h"
 #include "flt/attention/multihead.h"
 #include "flt/attention/schoenbat.h"
 #include "test_util.h"
@@ -256,14 +257,7 @@ TEST_F(SchoenbAt, GradientsMatchFiniteDifferences) {
                                .beta(0.8)
                                .gamma(1.2));
     s->to(torch::kDouble);
-    auto q = torch::randn({2, 1, 5, 3}, torch::kDouble).requires_grad_();
-    auto k = torch::randn({2, 1, 5, 3}, torch::kDouble).requires_grad_();
-    auto v = torch::randn({2, 1, 5, 2}, torch::kDouble).requires_grad_();
-    fa::AttentionCall call;
-    call.causal = causal;
-    expect_gradients_match(
-        [&](const std::vector<torch::Tensor>& x) { return s(x[0], x[1], x[2], call); },
-        {q, k, v, s->gamma, s->beta}, 1e-6, 1e-4, 1e-7);
+    expect_module_gradients(s, {2, 1, 5, 3}, 2, causal, {s->gamma, s->beta}, 1e-6, 1e-4, 1e-7);
   }
 }
 
@@ -281,14 +275,7 @@ TEST_F(SchoenbAt, PpsbnCausalBatchOneGradientAtFirstPosition) {
   fa::SchoenbAttention s(
       fa::SchoenbAttentionOptions().kernel("exp").features(6).max_degree(3).heads(1).head_dim(2));
   s->to(torch::kDouble);
-  auto q = torch::randn({1, 1, 4, 2}, torch::kDouble).requires_grad_();
-  auto k = torch::randn({1, 1, 4, 2}, torch::kDouble).requires_grad_();
-  auto v = torch::randn({1, 1, 4, 2}, torch::kDouble).requires_grad_();
-  fa::AttentionCall call;
-  call.causal = true;
-  expect_gradients_match(
-      [&](const std::vector<torch::Tensor>& in) { return s(in[0], in[1], in[2], call); }, {q, k, v},
-      1e-6, 1e-4, 1e-7);
+  expect_module_gradients(s, {1, 1, 4, 2}, 2, /*causal=*/true, {}, 1e-6, 1e-4, 1e-7);
 }
 
 // ppSBN is scale-invariant up to its variance floor: huge float inputs (1e19..1e30) give the
@@ -385,16 +372,8 @@ TEST_F(SchoenbAt, SaveLoadAndRedraw) {
   auto s = make_schoenbat("sqrt", 4, 16);
   const auto q = torch::randn({1, 2, 10, 4}, torch::kDouble);
   const auto v = torch::randn({1, 2, 10, 3}, torch::kDouble);
-  const auto first = s(q, q, v);
-  EXPECT_TRUE(torch::equal(first, s(q, q, v)));
-  s->redraw(77);
-  const auto second = s(q, q, v);
-  EXPECT_FALSE(torch::equal(first, second));
-  const std::string path = temp_path("schoenbat_module.pt");
-  torch::save(s, path);
-  auto loaded = make_schoenbat("sqrt", 4, 16, 2, 9);
-  torch::load(loaded, path);
-  EXPECT_TRUE(torch::equal(loaded(q, q, v), second));
+  expect_redraw_only_on_request(s, make_schoenbat("sqrt", 4, 16, 2, 9), q, v,
+                                "schoenbat_module.pt");
 }
 
 TEST_F(SchoenbAt, OptionsAndContainers) {

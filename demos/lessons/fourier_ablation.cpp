@@ -19,7 +19,6 @@ void run_fourier_ablation(const LessonSettings& settings, LessonResult& result) 
   const TextCorpus& corpus = text_corpus();
   CharLmSetup setup;
   setup.embed_dim = quick ? 32 : 48;
-  setup.heads = 4;
   setup.layers = quick ? 1 : 2;
   setup.context = quick ? 32 : 64;
   setup.batch = 8;

@@ -17,10 +17,7 @@ void run_text_lm(const LessonSettings& settings, LessonResult& result) {
   namespace fa = flt::attention;
   const bool quick = settings.quick;
   const TextCorpus& corpus = text_corpus();
-  CharLmSetup setup;
-  setup.embed_dim = 64;
-  setup.heads = 4;
-  setup.layers = 2;
+  CharLmSetup setup;  // the default model: E 64, 4 heads, 2 layers
   setup.context = quick ? 48 : 96;
   setup.batch = quick ? 8 : 12;
   setup.steps = quick ? 60 : 300;

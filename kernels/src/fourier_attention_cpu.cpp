@@ -376,38 +376,26 @@ FLT_DEFINE_ITEMS(double, FactorMode::kPowerOdd, double_odd)
 FLT_DEFINE_ITEMS(double, FactorMode::kRelu, double_relu)
 #undef FLT_DEFINE_ITEMS
 
+// The clones of one element type by mode (kAbs is even in q - k, as kPowerEven).
 template <typename T>
 struct ItemTable;
-template <>
-struct ItemTable<float> {
-  using Fwd = decltype(&forward_float_even);
-  using Bwd = decltype(&backward_float_even);
-  static Fwd forward(FactorMode m) {
-    return m == FactorMode::kPowerOdd ? forward_float_odd
-           : m == FactorMode::kRelu   ? forward_float_relu
-                                      : forward_float_even;
-  }
-  static Bwd backward(FactorMode m) {
-    return m == FactorMode::kPowerOdd ? backward_float_odd
-           : m == FactorMode::kRelu   ? backward_float_relu
-                                      : backward_float_even;
-  }
-};
-template <>
-struct ItemTable<double> {
-  using Fwd = decltype(&forward_double_even);
-  using Bwd = decltype(&backward_double_even);
-  static Fwd forward(FactorMode m) {
-    return m == FactorMode::kPowerOdd ? forward_double_odd
-           : m == FactorMode::kRelu   ? forward_double_relu
-                                      : forward_double_even;
-  }
-  static Bwd backward(FactorMode m) {
-    return m == FactorMode::kPowerOdd ? backward_double_odd
-           : m == FactorMode::kRelu   ? backward_double_relu
-                                      : backward_double_even;
-  }
-};
+#define FLT_ITEM_TABLE(T)                                          \
+  template <>                                                      \
+  struct ItemTable<T> {                                            \
+    static decltype(&forward_##T##_even) forward(FactorMode m) {   \
+      return m == FactorMode::kPowerOdd ? forward_##T##_odd        \
+             : m == FactorMode::kRelu   ? forward_##T##_relu       \
+                                        : forward_##T##_even;        \
+    }                                                              \
+    static decltype(&backward_##T##_even) backward(FactorMode m) { \
+      return m == FactorMode::kPowerOdd ? backward_##T##_odd       \
+             : m == FactorMode::kRelu   ? backward_##T##_relu      \
+                                        : backward_##T##_even;       \
+    }                                                              \
+  };
+FLT_ITEM_TABLE(float)
+FLT_ITEM_TABLE(double)
+#undef FLT_ITEM_TABLE
 
 int64_t tiles_of(int64_t length) {
   return (length + kQueryTile - 1) / kQueryTile;

@@ -110,6 +110,26 @@ class AttentionModule : public torch::nn::Cloneable<Derived>, public Attention {
   }
 };
 
+/// The convention's heads and head_dim options (see the top of this file), one line in every
+/// variant's options struct.
+#define FLT_ATTENTION_DIMS_OPTIONS \
+  TORCH_ARG(int64_t, heads) = 0;   \
+  TORCH_ARG(int64_t, head_dim) = 0
+
+/// The members every variant's module declares and defines in its source file: the constructor
+/// from its options (it calls reset()), reset() (checks the options, makes the parameters and
+/// buffers), pretty_print(), and the Attention interface above (forward and materialize, an empty
+/// AttentionCall by default).
+#define FLT_ATTENTION_MODULE_MEMBERS(Impl, Options)                                             \
+ public:                                                                                        \
+  explicit Impl(Options options = {});                                                          \
+  void reset() override;                                                                        \
+  void pretty_print(std::ostream& stream) const override;                                       \
+  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, \
+                        const AttentionCall& call = {}) override;                               \
+  torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,                     \
+                            const AttentionCall& call = {}) override
+
 /// Checks the positions of a call against q's batch and length; returns them as (B or 1, L, l)
 /// in q's dtype, or token indices 0..L-1 as (1, L, 1) when undefined.
 torch::Tensor resolve_positions(const char* fn, const torch::Tensor& positions,

@@ -138,8 +138,7 @@ struct FLTAttentionOptions {
   TORCH_ARG(uint64_t, seed) = 0;
   /// Heads H and head dim D; 0 means "set by the container" (attention.h). The spectrum is per head
   /// and the features are sized by D, so a module used alone needs both.
-  TORCH_ARG(int64_t, heads) = 0;
-  TORCH_ARG(int64_t, head_dim) = 0;
+  FLT_ATTENTION_DIMS_OPTIONS;
   /// Floor of the normaliser, relative to the keys' feature mass (`favor_floor`; only reached by
   /// underflow).
   TORCH_ARG(double, eps) = kFavorEps;
@@ -150,17 +149,9 @@ struct FLTAttentionOptions {
 };
 
 class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl, FLTAttentionOptions> {
- public:
-  explicit FLTAttentionImpl(FLTAttentionOptions options = {});
-  void reset() override;
-  void pretty_print(std::ostream& stream) const override;
-
-  /// Positions from `call.positions` ((L, l) or (B, L, l); token indices when undefined).
-  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const AttentionCall& call = {}) override;
-  /// The approximate attention matrix. q: (B, H, L, D)  k: (B, H, L, D) -> (B, H, L, L)
-  torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
-                            const AttentionCall& call = {}) override;
+  /// forward and materialize (the approximate attention matrix) take their positions from
+  /// `call.positions`: (L, l) or (B, L, l), token indices when undefined.
+  FLT_ATTENTION_MODULE_MEMBERS(FLTAttentionImpl, FLTAttentionOptions);
 
   /// Draws attention and RPE random features again from `seed`.
   void redraw(uint64_t seed);

@@ -85,8 +85,7 @@ struct FourierAttentionOptions {
   static constexpr const char* kName = "fourier";
   /// Heads H and head dim D; 0 means "set by the container" (attention.h). A per-head R needs
   /// heads, a per-dimension R needs head_dim.
-  TORCH_ARG(int64_t, heads) = 0;
-  TORCH_ARG(int64_t, head_dim) = 0;
+  FLT_ATTENTION_DIMS_OPTIONS;
   /// Initial R, positive and finite (2 for language models, 1 for images; Table 8 of the
   /// supplement).
   TORCH_ARG(double, r_init) = 2.0;
@@ -101,17 +100,7 @@ struct FourierAttentionOptions {
 };
 
 class FourierAttentionImpl : public AttentionModule<FourierAttentionImpl, FourierAttentionOptions> {
- public:
-  explicit FourierAttentionImpl(FourierAttentionOptions options = {});
-  void reset() override;
-  void pretty_print(std::ostream& stream) const override;
-
-  /// q: (B, H, Lq, D)  k: (B, H, Lk, D)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
-  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const AttentionCall& call = {}) override;
-  /// q: (B, H, Lq, D)  k: (B, H, Lk, D) -> (B, H, Lq, Lk)
-  torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
-                            const AttentionCall& call = {}) override;
+  FLT_ATTENTION_MODULE_MEMBERS(FourierAttentionImpl, FourierAttentionOptions);
 
   /// R as learned (sign included; used through |R|): (1), (D), (H, 1) or (H, D).
   torch::Tensor R;

@@ -25,20 +25,11 @@ struct LinearAttentionOptions {
   /// Floor of the normaliser phi(q_i)^T z (it is positive; the floor only guards underflow).
   TORCH_ARG(double, eps) = kLinearAttentionEps;
   /// Heads H and head dim D; 0 means "set by the container" (attention.h; unused by the math).
-  TORCH_ARG(int64_t, heads) = 0;
-  TORCH_ARG(int64_t, head_dim) = 0;
+  FLT_ATTENTION_DIMS_OPTIONS;
 };
 
 class LinearAttentionImpl : public AttentionModule<LinearAttentionImpl, LinearAttentionOptions> {
- public:
-  explicit LinearAttentionImpl(LinearAttentionOptions options = {});
-  void reset() override;
-  void pretty_print(std::ostream& stream) const override;
-
-  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const AttentionCall& call = {}) override;
-  torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
-                            const AttentionCall& call = {}) override;
+  FLT_ATTENTION_MODULE_MEMBERS(LinearAttentionImpl, LinearAttentionOptions);
 };
 TORCH_MODULE(LinearAttention);
 

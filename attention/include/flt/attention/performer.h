@@ -21,8 +21,7 @@ struct PerformerAttentionOptions {
   TORCH_ARG(uint64_t, seed) = 0;
   /// Heads H and head dim D; 0 means "set by the container" (attention.h). The features are sized
   /// by D, so a module used alone needs head_dim.
-  TORCH_ARG(int64_t, heads) = 0;
-  TORCH_ARG(int64_t, head_dim) = 0;
+  FLT_ATTENTION_DIMS_OPTIONS;
   /// Floor of the normaliser, relative to the keys' feature mass (`favor_floor`); the shifted
   /// features keep the normaliser far above it unless it underflows.
   TORCH_ARG(double, eps) = kFavorEps;
@@ -37,15 +36,7 @@ torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k
 
 class PerformerAttentionImpl
     : public AttentionModule<PerformerAttentionImpl, PerformerAttentionOptions> {
- public:
-  explicit PerformerAttentionImpl(PerformerAttentionOptions options = {});
-  void reset() override;
-  void pretty_print(std::ostream& stream) const override;
-
-  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const AttentionCall& call = {}) override;
-  torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
-                            const AttentionCall& call = {}) override;
+  FLT_ATTENTION_MODULE_MEMBERS(PerformerAttentionImpl, PerformerAttentionOptions);
 
   /// Draws the random features again (the only way they change).
   void redraw(uint64_t seed) { feature_map->redraw(seed); }

@@ -74,21 +74,13 @@ struct SchoenbAttentionOptions {
   TORCH_ARG(uint64_t, seed) = 0;
   /// Heads H and head dim D; 0 means "set by the container" (attention.h). gamma and beta are per
   /// head and the features are sized by D, so a module used alone needs both.
-  TORCH_ARG(int64_t, heads) = 0;
-  TORCH_ARG(int64_t, head_dim) = 0;
+  FLT_ATTENTION_DIMS_OPTIONS;
 };
 
 class SchoenbAttentionImpl : public AttentionModule<SchoenbAttentionImpl, SchoenbAttentionOptions> {
- public:
-  explicit SchoenbAttentionImpl(SchoenbAttentionOptions options = {});
-  void reset() override;
-  void pretty_print(std::ostream& stream) const override;
-
-  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const AttentionCall& call = {}) override;
-  /// Approximate attention matrix (before the post power, which acts on outputs, not weights).
-  torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
-                            const AttentionCall& call = {}) override;
+  /// materialize gives the approximate attention matrix before the post power (which acts on
+  /// outputs, not weights).
+  FLT_ATTENTION_MODULE_MEMBERS(SchoenbAttentionImpl, SchoenbAttentionOptions);
 
   void redraw(uint64_t seed);
 

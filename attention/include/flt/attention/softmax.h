@@ -24,20 +24,11 @@ struct SoftmaxAttentionOptions {
   /// Logit scale; 0 (default) means 1 / sqrt(D).
   TORCH_ARG(double, scale) = 0.0;
   /// Heads H and head dim D; 0 means "set by the container" (attention.h; unused by the math).
-  TORCH_ARG(int64_t, heads) = 0;
-  TORCH_ARG(int64_t, head_dim) = 0;
+  FLT_ATTENTION_DIMS_OPTIONS;
 };
 
 class SoftmaxAttentionImpl : public AttentionModule<SoftmaxAttentionImpl, SoftmaxAttentionOptions> {
- public:
-  explicit SoftmaxAttentionImpl(SoftmaxAttentionOptions options = {});
-  void reset() override;
-  void pretty_print(std::ostream& stream) const override;
-
-  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const AttentionCall& call = {}) override;
-  torch::Tensor materialize(const torch::Tensor& q, const torch::Tensor& k,
-                            const AttentionCall& call = {}) override;
+  FLT_ATTENTION_MODULE_MEMBERS(SoftmaxAttentionImpl, SoftmaxAttentionOptions);
 };
 TORCH_MODULE(SoftmaxAttention);
 
