@@ -11,10 +11,12 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli_checks.h"
+#include "flt/detail/progress.h"
 #include "flt/metatrain/meta_train.h"
 #include "flt/metatrain/schedule_meta_train.h"
 #include "flt/optim/mnemosyne.h"
@@ -188,20 +190,20 @@ int main(int argc, char** argv) {
                    static_cast<long long>(o.iterations), static_cast<long long>(o.pairs),
                    static_cast<long long>(o.unroll), static_cast<long long>(o.min_horizon),
                    static_cast<long long>(o.max_horizon), o.rescale);
-      const bool progress = options.progress;
+      // Made at the first iteration of this run, so that a resumed run's ETA counts only its own
+      // iterations.
+      std::optional<flt::detail::ProgressBar> bar;
       const auto history =
           fo::meta_train_schedule(schedule, o, [&](const fo::ScheduleMetaProgress& p) {
-            if (!progress) return;
-            const double eta = p.seconds / std::max<int64_t>(1, p.iteration - 0) *
-                               static_cast<double>(p.iterations - p.iteration);
-            std::fprintf(stderr,
-                         "\r  iteration %lld/%lld  episode %lld (horizon %lld)  "
-                         "meta-loss %+.4f  %.0f s, about %.0f s to go   ",
-                         static_cast<long long>(p.iteration), static_cast<long long>(p.iterations),
-                         static_cast<long long>(p.episode), static_cast<long long>(p.horizon),
-                         p.meta_loss, p.seconds, eta);
+            const double total = static_cast<double>(p.iterations);
+            if (!bar) bar.emplace("meta-training", options.progress, (p.iteration - 1) / total);
+            char text[64];
+            std::snprintf(text, sizeof(text), "episode %lld (horizon %lld) %+.4f",
+                          static_cast<long long>(p.episode), static_cast<long long>(p.horizon),
+                          p.meta_loss);
+            bar->update(p.iteration / total, text);
           });
-      if (progress) std::fprintf(stderr, "\n");
+      if (bar) bar->finish();
       fo::save_schedule(schedule, out);
       std::printf("wrote %s (%zu iterations this run)\n", out.c_str(), history.size());
       return 0;
