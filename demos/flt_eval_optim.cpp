@@ -192,7 +192,12 @@ void run_real_suite(const RealSuiteOptions& options) {
   }
   for (const auto& c : contenders) learned.push_back(c.name);
   for (auto& c : fo::baseline_contenders()) contenders.push_back(std::move(c));
-  for (auto& c : fo::untuned_baseline_contenders()) contenders.push_back(std::move(c));
+  // What a user picks to avoid tuning: Adam at its default and the self-tuning optimizers.
+  std::vector<std::string> no_tuning = {"adam-1e-3"};
+  for (auto& c : fo::untuned_baseline_contenders()) {
+    no_tuning.push_back(c.name);
+    contenders.push_back(std::move(c));
+  }
   std::fprintf(stderr,
                "real training runs: %zu runs x %zu optimizers, %lld evaluation seeds, lr tuned on "
                "%lld other seeds%s%s\n",
@@ -213,12 +218,12 @@ void run_real_suite(const RealSuiteOptions& options) {
   TORCH_CHECK(csv, "flt-eval-optim: cannot write ", options.out, "/eval-real.csv");
   std::fprintf(csv,
                "task,family,optimizer,steps,lr,lr_from_cache,seeds,median_final,median_best,"
-               "late_rise,diverged,seconds_per_run,vs_adam_1e-3,vs_best_tuned,"
-               "speedup_vs_adam_cosine\n");
+               "median_final_error,late_rise,diverged,seconds_per_run,vs_adam_1e-3,vs_best_tuned,"
+               "vs_best_no_tuning,ratio_to_best_no_tuning,speedup_vs_adam_cosine\n");
   struct Tally {
-    int vs_default[3] = {0, 0, 0}, vs_tuned[3] = {0, 0, 0};  // win, tie, loss
+    int vs_default[3] = {0, 0, 0}, vs_tuned[3] = {0, 0, 0}, vs_peer[3] = {0, 0, 0};  // W, T, L
     int late_rise = 0, diverged = 0;
-    std::vector<double> speedups;
+    std::vector<double> speedups, peer_ratios;
   };
   std::map<std::string, Tally> tally;
   for (const auto& run : runs) {
@@ -232,29 +237,44 @@ void run_real_suite(const RealSuiteOptions& options) {
                 static_cast<long long>(run.batch), static_cast<long long>(options.eval.eval_seeds),
                 run.loss == fo::LossKind::kCrossEntropy ? "cross-entropy" : "MSE",
                 static_cast<long long>(run.eval_every));
-    std::printf("  %-26s %8s %10s %10s %6s %6s %8s %8s %8s %7s\n", "optimizer", "lr", "final",
-                "best", "rise", "div", "vs 1e-3", "vs tuned", "speed-up", "s/run");
+    std::printf("  %-26s %8s %10s %10s %6s %6s %6s %8s %8s %8s %8s %7s\n", "optimizer", "lr",
+                "final", "best", "error", "rise", "div", "vs 1e-3", "vs tuned", "vs peer",
+                "speed-up", "s/run");
     for (const auto& c : contenders) {
       const auto& r = find(run.name, c.name);
+      // The best no-tuning optimizer on this run, the contender itself left out.
+      double peer = INFINITY;
+      for (const auto& name : no_tuning) {
+        if (name != c.name) peer = std::min(peer, find(run.name, name).median_final);
+      }
       const int vs_default = fo::compare_finals(r.median_final, adam.median_final);
       const int vs_tuned = fo::compare_finals(r.median_final, best_tuned.median_final);
+      const int vs_peer = fo::compare_finals(r.median_final, peer);
+      const double peer_ratio = r.median_final / peer;
       const double speed = fo::speedup(r, adam_cosine);
+      char error[16] = "-";
+      if (std::isfinite(r.median_final_error)) {
+        std::snprintf(error, sizeof(error), "%.1f%%", 100.0 * r.median_final_error);
+      }
       std::printf(
-          "  %-26s %8.2g %10.4g %10.4g %4lld/%lld %4lld/%lld %8s %8s %8s %7.1f\n",
-          r.contender.c_str(), r.lr, r.median_final, r.median_best,
+          "  %-26s %8.2g %10.4g %10.4g %6s %4lld/%lld %4lld/%lld %8s %8s %8s %8s %7.1f\n",
+          r.contender.c_str(), r.lr, r.median_final, r.median_best, error,
           static_cast<long long>(r.late_rise), static_cast<long long>(options.eval.eval_seeds),
           static_cast<long long>(r.diverged), static_cast<long long>(options.eval.eval_seeds),
           r.contender == "adam-1e-3" ? "-" : verdict(vs_default).c_str(), verdict(vs_tuned).c_str(),
-          speedup_text(speed).c_str(), r.seconds);
-      std::fprintf(csv, "%s,%s,%s,%lld,%g,%d,%lld,%.6g,%.6g,%lld,%lld,%.3f,%s,%s,%g\n",
+          verdict(vs_peer).c_str(), speedup_text(speed).c_str(), r.seconds);
+      std::fprintf(csv, "%s,%s,%s,%lld,%g,%d,%lld,%.6g,%.6g,%.6g,%lld,%lld,%.3f,%s,%s,%s,%.6g,%g\n",
                    r.task.c_str(), r.family.c_str(), r.contender.c_str(),
                    static_cast<long long>(r.steps), r.lr, r.tuned_from_cache ? 1 : 0,
                    static_cast<long long>(options.eval.eval_seeds), r.median_final, r.median_best,
-                   static_cast<long long>(r.late_rise), static_cast<long long>(r.diverged),
-                   r.seconds, verdict(vs_default).c_str(), verdict(vs_tuned).c_str(), speed);
+                   r.median_final_error, static_cast<long long>(r.late_rise),
+                   static_cast<long long>(r.diverged), r.seconds, verdict(vs_default).c_str(),
+                   verdict(vs_tuned).c_str(), verdict(vs_peer).c_str(), peer_ratio, speed);
       auto& t = tally[c.name];
       t.vs_default[1 - vs_default] += 1;
       t.vs_tuned[1 - vs_tuned] += 1;
+      t.vs_peer[1 - vs_peer] += 1;
+      t.peer_ratios.push_back(peer_ratio);
       t.late_rise += r.late_rise > 0 ? 1 : 0;
       t.diverged += r.diverged > 0 ? 1 : 0;
       t.speedups.push_back(speed);
@@ -266,22 +286,28 @@ void run_real_suite(const RealSuiteOptions& options) {
       "\nsummary over %zu runs (median final held-out loss per run; a tie is within %.0f%% "
       "relative;\n\"best tuned\" = the better of adam-cosine and adamw-cosine on each run; "
       "speed-up = steps tuned\nadam-cosine needs to reach the optimizer's final held-out loss / "
-      "its steps, \"never\" = not within\nits budget, so > 1):\n",
+      "its steps, \"never\" = not within\nits budget, so > 1; \"peer\" = the best of the other "
+      "no-tuning optimizers\n(adam-1e-3, prodigy, prodigy-cosine, schedule-free-adamw with and "
+      "without warm-up) on each run,\nratio = final loss / the peer's, median and worst over "
+      "runs):\n",
       runs.size(), 100 * fo::kRunTieTolerance);
-  std::printf("  %-26s %16s %16s %11s %11s %16s\n", "optimizer", "vs adam-1e-3 W/T/L",
-              "vs tuned W/T/L", "late rise", "diverged", "median speed-up");
+  std::printf("  %-26s %16s %16s %16s %13s %11s %11s %16s\n", "optimizer", "vs adam-1e-3 W/T/L",
+              "vs tuned W/T/L", "vs peer W/T/L", "ratio med/max", "late rise", "diverged",
+              "median speed-up");
+  const auto wtl = [](const int(&counts)[3]) {
+    return std::to_string(counts[0]) + "/" + std::to_string(counts[1]) + "/" +
+           std::to_string(counts[2]);
+  };
   for (const auto& c : contenders) {
     auto& t = tally[c.name];
     const double med = flt::detail::median(t.speedups);
-    char vs_default[32], vs_tuned[32];
-    std::snprintf(vs_default, sizeof(vs_default), "%d/%d/%d", t.vs_default[0], t.vs_default[1],
-                  t.vs_default[2]);
-    std::snprintf(vs_tuned, sizeof(vs_tuned), "%d/%d/%d", t.vs_tuned[0], t.vs_tuned[1],
-                  t.vs_tuned[2]);
-    std::printf("  %-26s %16s %16s %7d run%s %7d run%s %16s\n", c.name.c_str(),
-                c.name == "adam-1e-3" ? "-" : vs_default, vs_tuned, t.late_rise,
-                t.late_rise == 1 ? " " : "s", t.diverged, t.diverged == 1 ? " " : "s",
-                speedup_text(med).c_str());
+    char ratios[32];
+    std::snprintf(ratios, sizeof(ratios), "%.2f/%.2f", flt::detail::median(t.peer_ratios),
+                  *std::max_element(t.peer_ratios.begin(), t.peer_ratios.end()));
+    std::printf("  %-26s %16s %16s %16s %13s %7d run%s %7d run%s %16s\n", c.name.c_str(),
+                c.name == "adam-1e-3" ? "-" : wtl(t.vs_default).c_str(), wtl(t.vs_tuned).c_str(),
+                wtl(t.vs_peer).c_str(), ratios, t.late_rise, t.late_rise == 1 ? " " : "s",
+                t.diverged, t.diverged == 1 ? " " : "s", speedup_text(med).c_str());
   }
 
   // Curves: median over seeds at each evaluation step.

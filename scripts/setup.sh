@@ -13,6 +13,7 @@ FLT_PACKAGES=(
   libcli11-dev                               # command-line parsing (header-only)
   libgloo-dev                                # c10d's Gloo headers: distributed meta-training
   zlib1g-dev dataset-fashion-mnist           # real data for training runs (gzip IDX files)
+  python3-sklearn                            # the held-out suite's small tabular sets (CSV files)
   libimgui-dev libglfw3-dev libstb-dev       # flt-lab (ImGui ships the GLFW + OpenGL3 backends)
   xvfb xauth libgl1-mesa-dri                 # windows and screenshots without a display
 )

@@ -116,20 +116,20 @@ TEST_F(TrainingRuns, RunTraining_BadRunsNameTheProblem) {
 
 TEST_F(TrainingRuns, Suite_NamesScalingAndSkippedTabularRuns) {
   const auto names = fo::held_out_training_run_names();
-  EXPECT_EQ(names.size(), 16u);
+  EXPECT_EQ(names.size(), 18u);
   const std::string dir = "/nonexistent/sklearn";
   setenv("FLT_SKLEARN_DATA_DIR", dir.c_str(), 1);
   std::vector<std::string> skipped;
-  const auto runs = fo::held_out_training_runs(0.1, {"fmnist-mlp-tanh", "wine-mlp"}, &skipped);
+  const auto runs = fo::held_out_training_runs(0.1, {"text-gru", "wine-mlp"}, &skipped);
   unsetenv("FLT_SKLEARN_DATA_DIR");
   ASSERT_EQ(runs.size(), 1u);
-  EXPECT_EQ(runs[0].name, "fmnist-mlp-tanh");
+  EXPECT_EQ(runs[0].name, "text-gru");
   EXPECT_EQ(runs[0].steps, 150);  // 1500 x 0.1
   EXPECT_EQ(runs[0].eval_every, 5);
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_NE(skipped[0].find("wine-mlp"), std::string::npos);
   EXPECT_NE(skipped[0].find("python3-sklearn"), std::string::npos);
-  expect_error([] { fo::held_out_training_runs(1.0, {"fmnist-cnnn"}); }, {"\"fmnist-cnnn\""});
+  expect_error([] { fo::held_out_training_runs(1.0, {"digits-cnnn"}); }, {"\"digits-cnnn\""});
   expect_error([] { fo::held_out_training_runs(0.0); }, {"steps_scale", "0"});
 }
 

@@ -44,8 +44,15 @@ torch::Tensor compute_loss(LossKind kind, const torch::Tensor& outputs,
   return F::mse_loss(outputs, targets);
 }
 
-/// Mean held-out loss over the evaluation subset, in chunks so memory stays bounded.
-double held_out_loss(const TrainingRun& run, const TrainableModel& model) {
+/// The held-out loss and, for class (or next-token) targets, the error rate.
+struct HeldOutScore {
+  double loss = 0.0;
+  double error = NAN;  ///< fraction of wrong arg-max predictions; NaN for regression
+};
+
+/// Mean held-out loss (and error rate) over the evaluation subset, in chunks so memory stays
+/// bounded.
+HeldOutScore held_out_score(const TrainingRun& run, const TrainableModel& model) {
   torch::NoGradGuard no_grad;
   torch::Tensor inputs, targets;
   if (run.language_model()) {
@@ -65,15 +72,25 @@ double held_out_loss(const TrainingRun& run, const TrainableModel& model) {
     targets = run.split.test_y.slice(0, 0, n);
   }
   const int64_t chunk = run.language_model() ? 256 : 1000;
-  double total = 0.0;
+  const bool classes = run.loss == LossKind::kCrossEntropy;
+  double total = 0.0, wrong = 0.0;
   const int64_t n = inputs.size(0);
   for (int64_t i = 0; i < n; i += chunk) {
     const int64_t j = std::min(n, i + chunk);
-    const auto loss =
-        compute_loss(run.loss, model.forward(inputs.slice(0, i, j)), targets.slice(0, i, j));
-    total += loss.item<double>() * static_cast<double>(j - i);
+    const auto outputs = model.forward(inputs.slice(0, i, j));
+    const auto chunk_targets = targets.slice(0, i, j);
+    total +=
+        compute_loss(run.loss, outputs, chunk_targets).item<double>() * static_cast<double>(j - i);
+    if (classes) {
+      // Mean over the chunk's predictions (one per example, or per token of a window).
+      wrong += outputs.argmax(-1).ne(chunk_targets).to(torch::kDouble).mean().item<double>() *
+               static_cast<double>(j - i);
+    }
   }
-  return total / static_cast<double>(n);
+  HeldOutScore score;
+  score.loss = total / static_cast<double>(n);
+  if (classes) score.error = wrong / static_cast<double>(n);
+  return score;
 }
 
 /// `run.batch` windows of L + 1 tokens at random starts of the training stream: inputs (B, L),
@@ -253,6 +270,7 @@ TrainingCurve run_training(const TrainingRun& run, uint64_t seed, const Optimize
     curve.train_loss.push_back(train_loss);
     if (curve.diverged) {
       curve.held_out.push_back(INFINITY);
+      curve.held_out_error.push_back(NAN);
       curve.param_norm.push_back(INFINITY);
       return;
     }
@@ -262,7 +280,8 @@ TrainingCurve run_training(const TrainingRun& run, uint64_t seed, const Optimize
       recompute_batch_norm(run, model, evaluation.batch_norm_batches, statistics_batches);
     }
     model.module->eval();
-    double loss = held_out_loss(run, model);
+    const HeldOutScore score = held_out_score(run, model);
+    double loss = score.loss;
     model.module->train();
     const double norm = parameter_norm_sum(params);
     if (evaluation.after) evaluation.after(*optimizer);
@@ -273,6 +292,7 @@ TrainingCurve run_training(const TrainingRun& run, uint64_t seed, const Optimize
       loss = INFINITY;
     }
     curve.held_out.push_back(loss);
+    curve.held_out_error.push_back(std::isfinite(loss) ? score.error : NAN);
     curve.param_norm.push_back(std::isfinite(norm) ? norm : INFINITY);
   };
   record(0, NAN);
@@ -464,13 +484,16 @@ std::vector<RunRow> evaluate_training_runs(const std::vector<TrainingRun>& runs,
         row.lr = best_lr(scores);
       }
       std::vector<TrainingCurve> curves;
-      std::vector<double> finals, bests;
+      std::vector<double> finals, bests, errors;
       for (int64_t s = 0; s < options.eval_seeds; ++s) {
         curves.push_back(run_training(run, kEvalSeedBase + s, contender.make(row.lr),
                                       contender.schedule, contender.evaluation));
         const auto& curve = curves.back();
         finals.push_back(curve.final_loss());
         bests.push_back(curve.best_loss());
+        // A diverged seed counts as all wrong, as its loss counts as +inf.
+        const bool classes = run.loss == LossKind::kCrossEntropy;
+        errors.push_back(curve.diverged && classes ? 1.0 : curve.held_out_error.back());
         row.diverged += curve.diverged ? 1 : 0;
         row.late_rise += curve.final_loss() > kLateRiseFactor * curve.best_loss() ? 1 : 0;
         row.seconds += curve.seconds / static_cast<double>(options.eval_seeds);
@@ -478,6 +501,7 @@ std::vector<RunRow> evaluate_training_runs(const std::vector<TrainingRun>& runs,
       }
       row.median_final = median(finals);
       row.median_best = median(bests);
+      row.median_final_error = median(errors);
       row.curve_steps = curves.front().steps;
       for (size_t i = 0; i < row.curve_steps.size(); ++i) {
         std::vector<double> loss, norm;
