@@ -156,6 +156,7 @@ struct RealSuiteOptions {
   std::string out;
   std::vector<std::string> only;
   std::vector<std::string> weights;  // NAME=FILE
+  fo::MnemosyneDesign design = fo::MnemosyneDesign::kCoordinateMemory;
   fo::RunEvalOptions eval;
   double steps_scale = 1.0;
   bool quick = false;
@@ -177,16 +178,17 @@ void run_real_suite(const RealSuiteOptions& options) {
   std::vector<fo::RunContender> contenders;
   std::vector<std::string> learned;
   if (options.weights.empty()) {
-    contenders.push_back(fo::mnemosyne_contender("mnemosyne"));
+    contenders.push_back(fo::mnemosyne_contender("mnemosyne", "", options.design));
   }
   for (const auto& spec : options.weights) {
     const auto eq = spec.find('=');
-    contenders.push_back(fo::mnemosyne_contender(spec.substr(0, eq), spec.substr(eq + 1)));
+    contenders.push_back(
+        fo::mnemosyne_contender(spec.substr(0, eq), spec.substr(eq + 1), options.design));
   }
   if (options.known_length) {
     // The loop's cosine schedule on lr is MnemosyneOptions::total_steps(run steps): the same
     // half cosine, applied by the loop because an optimizer factory does not see the run.
-    auto told = fo::mnemosyne_contender("mnemosyne-total-steps");
+    auto told = fo::mnemosyne_contender("mnemosyne-total-steps", "", options.design);
     told.schedule = fo::Schedule::kCosine;
     contenders.push_back(std::move(told));
   }
@@ -428,6 +430,12 @@ int main(int argc, char** argv) {
             return v.find('=') == std::string::npos ? "expected NAME=FILE, got " + v : "";
           },
           ""));
+  std::string design = "coordinate-memory";
+  app.add_option("--design", design,
+                 "real suite: the learned optimizer's design (MnemosyneOptions::design) of the "
+                 "default and the --weights contenders")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"coordinate-memory", "tensor-schedule"}));
   app.add_flag("--no-baselines-sgd", no_sgd, "leave SGD-momentum out");
   app.add_flag("--tune-learned", tune_learned,
                "also run the FLT rule with its step multiplier tuned on 0.1..10");
@@ -455,6 +463,7 @@ int main(int argc, char** argv) {
   real.out = out;
   real.quick = quick;
   real.weights = weights;
+  real.design = fo::design_from_name(design);
   if (quick) {
     if (app.count("--seeds") == 0) options.eval_seeds = 3;
     if (app.count("--tuning-seeds") == 0) options.tuning_seeds = 2;

@@ -395,13 +395,15 @@ std::vector<RunContender> untuned_baseline_contenders() {
   return {prodigy, prodigy_cosine, schedule_free, schedule_free_warmup};
 }
 
-RunContender mnemosyne_contender(const std::string& name, const std::string& weights) {
+RunContender mnemosyne_contender(const std::string& name, const std::string& weights,
+                                 MnemosyneDesign design) {
   RunContender c;
   c.name = name;
   c.fixed_lr = 1.0;
-  c.make = [weights](double lr) -> OptimizerFactory {
-    return [lr, weights](std::vector<torch::Tensor> p) {
-      return std::make_unique<Mnemosyne>(std::move(p), MnemosyneOptions(lr).weights(weights));
+  c.make = [weights, design](double lr) -> OptimizerFactory {
+    return [lr, weights, design](std::vector<torch::Tensor> p) {
+      return std::make_unique<Mnemosyne>(std::move(p),
+                                         MnemosyneOptions(lr).design(design).weights(weights));
     };
   };
   return c;

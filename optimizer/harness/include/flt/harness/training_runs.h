@@ -21,6 +21,7 @@
 
 #include "flt/harness/evaluate.h"
 #include "flt/metatrain/datasets.h"
+#include "flt/optim/mnemosyne.h"
 
 namespace flt::optim {
 
@@ -137,10 +138,12 @@ std::vector<RunContender> baseline_contenders();
 /// first 5% of the steps).
 std::vector<RunContender> untuned_baseline_contenders();
 
-/// Mnemosyne untuned (lr 1, constant), with the weights file `weights` (empty: the shipped ones),
-/// used as a user would: `Mnemosyne(params, MnemosyneOptions().weights(weights))`.
+/// Mnemosyne untuned (lr 1, constant), of `design`, with the weights file `weights` (empty: the
+/// shipped ones), used as a user would:
+/// `Mnemosyne(params, MnemosyneOptions().design(design).weights(weights))`.
 RunContender mnemosyne_contender(const std::string& name = "mnemosyne",
-                                 const std::string& weights = "");
+                                 const std::string& weights = "",
+                                 MnemosyneDesign design = MnemosyneDesign::kCoordinateMemory);
 
 struct RunEvalOptions {
   int64_t eval_seeds = 5;    ///< seeds 0.. for the reported numbers
