@@ -1,5 +1,6 @@
 #include "lessons/common.h"
 
+#include <malloc.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
@@ -54,6 +55,9 @@ const std::vector<Lesson>& lessons() {
              "SchoenbAt paper, Fig. 4-5 (Sec. 4.1)", run_schoenbat),
       lesson("swarm", "FLT Fig. 3 (right): swarm optimizers on Rastrigin-like functions",
              "FLT paper, Fig. 3 right (Sec. 5.4)", run_swarm),
+      lesson("attention-training",
+             "Every variant trained in the same small models: held-out loss, time, memory",
+             "each paper's claim of parity with softmax", run_attention_training),
   };
   return list;
 }
@@ -167,6 +171,11 @@ torch::Tensor windows(const std::vector<int64_t>& data, const std::vector<int64_
 
 }  // namespace
 
+double heap_bytes_in_use() {
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<double>(info.uordblks + info.hblkhd);
+}
+
 CharLmRun train_char_lm(const TextCorpus& corpus, const attention::AttentionOptions& attention,
                         const CharLmSetup& setup, uint64_t seed,
                         const std::function<void(int64_t)>& on_step) {
@@ -201,7 +210,10 @@ CharLmRun train_char_lm(const TextCorpus& corpus, const attention::AttentionOpti
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
     std::vector<int64_t> starts(setup.batch);
     for (auto& s : starts) s = pick(rng);
-    const auto loss = loss_of(windows(corpus.train, starts, setup.context));
+    const auto batch = windows(corpus.train, starts, setup.context);
+    const double heap_before = step == 0 ? heap_bytes_in_use() : 0.0;
+    const auto loss = loss_of(batch);
+    if (step == 0) run.forward_bytes = heap_bytes_in_use() - heap_before;
     const double value = loss.item<double>();
     if (!std::isfinite(value)) {
       run.diverged = true;

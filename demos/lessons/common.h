@@ -89,7 +89,13 @@ struct CharLmRun {
   std::vector<double> loss;  ///< training loss per step (smoothed over 10 steps)
   double seconds = 0.0;
   int64_t parameters = 0;
+  /// Heap bytes the first training step's forward pass left allocated (what autograd keeps for
+  /// backward, the logits and loss), from glibc's allocator statistics.
+  double forward_bytes = 0.0;
 };
+
+/// Bytes the process's heap has allocated now (glibc mallinfo2: arena and mmap'ed blocks in use).
+double heap_bytes_in_use();
 
 /// Trains a causal TransformerLM with `attention` on the corpus with Adam (cosine decay), from
 /// `seed`, and returns its validation perplexity. `on_step(step)` is called after every step.
@@ -111,5 +117,7 @@ void run_fourier_ablation(const LessonSettings& settings,
 void run_density(const LessonSettings& settings, LessonResult& result);    // density.cpp
 void run_schoenbat(const LessonSettings& settings, LessonResult& result);  // schoenbat.cpp
 void run_swarm(const LessonSettings& settings, LessonResult& result);      // swarm.cpp
+void run_attention_training(const LessonSettings& settings,
+                            LessonResult& result);  // attention_training.cpp
 
 }  // namespace flt::demos

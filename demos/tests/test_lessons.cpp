@@ -129,6 +129,22 @@ TEST(Lessons, Swarm_QuickRunsTheSwarms) {
   EXPECT_EQ(r.panels[0].series.size(), 4u);
 }
 
+// Every variant at its defaults trains finitely in both models (quick: 30 steps each) and ends
+// below the loss of a uniform guess (log of the alphabet's size; log 10 classes).
+TEST(Lessons, AttentionTraining_EveryVariantTrainsFinitely) {
+  auto r = run_quick("attention-training");
+  for (const char* variant :
+       {"softmax", "linear", "performer", "fourier", "schoenbat", "flt_absolute", "flt_rpe"}) {
+    for (const auto& [task, uniform] : {std::pair<std::string, double>{"text", std::log(60.0)},
+                                        std::pair<std::string, double>{"images", std::log(10.0)}}) {
+      const std::string key = task + "_" + variant;
+      EXPECT_EQ(r.metrics.at("non_finite_" + key), 0.0) << key;
+      EXPECT_LT(r.metrics.at("cross_entropy_" + key), uniform) << key;
+      EXPECT_GT(r.metrics.at("forward_mb_" + key), 0.0) << key;
+    }
+  }
+}
+
 // A caller (flt-lab closing its window) can stop a lesson between units of work.
 TEST(Lessons, CancelledStopsAtTheNextUnitOfWork) {
   fd::LessonSettings settings;
@@ -139,9 +155,9 @@ TEST(Lessons, CancelledStopsAtTheNextUnitOfWork) {
 
 TEST(Lessons, ListInIssueOrder) {
   const auto& list = fd::lessons();
-  ASSERT_EQ(list.size(), 7u);
+  ASSERT_EQ(list.size(), 8u);
   EXPECT_EQ(list.front().key, "rpe-error");
-  EXPECT_EQ(list.back().key, "swarm");
+  EXPECT_EQ(list.back().key, "attention-training");
   EXPECT_EQ(fd::find_lesson("nope"), nullptr);
   EXPECT_EQ(fd::format_number(NAN), "NaN");
   EXPECT_EQ(fd::format_number(1.29e-5), "1.29e-05");
