@@ -2,12 +2,14 @@
 // numerics near the singular points, the module, and input validation.
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
+#include <torch/serialize.h>
 
 #include <cmath>
 #include <limits>
 
 #include "flt/attention/fourier.h"
 #include "flt/attention/multihead.h"
+#include "flt/attention/softmax.h"
 #include "flt/attention/transformer.h"
 #include "flt/kernels/fourier_attention.h"
 #include "test_util.h"
@@ -490,8 +492,8 @@ TEST_F(FourierAttention, Validation_NamesTheBadArgument) {
         fa::fourier_attention(q, q, v, torch::tensor({1.f, 0.f, 2.f, 3.f}));
       },
       {"R must be finite and nonzero", "got 0"});
-  expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_init(0.0)); },
-               {"FourierAttention: r_init must be positive and finite", "got 0"});
+  expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_init(-1.0)); },
+               {"FourierAttention: r_init must be positive and finite", "got -1"});
   expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_init(INFINITY)); },
                {"FourierAttention: r_init must be positive and finite", "got inf"});
   expect_error([&] { fa::FourierAttention(fa::FourierAttentionOptions().r_init(NAN)); },
@@ -589,4 +591,54 @@ TEST_F(FourierAttention, ManyKeysAndThreadCounts_AgreeWithComposite) {
     EXPECT_TRUE(all_close(one[t], composite[t], 1e-10, floor)) << "1 thread, tensor " << t;
     EXPECT_TRUE(all_close(two[t], composite[t], 1e-10, floor)) << "2 threads, tensor " << t;
   }
+}
+
+// The default R matches softmax's temperature: near q = k the kernel is
+// exp(-(c/6) R^2 |q - k|^2), so over keys of one norm its weights are softmax's with scale
+// 1/sqrt(D). At |q|, |k| of 0.05 sqrt(D) the higher orders are below 1e-3 of the logits.
+TEST_F(FourierAttention, DefaultR_MatchesSoftmaxTemperature) {
+  const int64_t dim = 16;
+  EXPECT_NEAR(fa::fourier_softmax_matched_r(dim), std::sqrt(3.0 / (4.0 * 4.0)), 1e-15);
+  EXPECT_NEAR(fa::fourier_softmax_matched_r(64, 2), std::sqrt(3.0 / (2.0 * 8.0)), 1e-15);
+  auto q = torch::randn({1, 2, 5, dim}, torch::kDouble);
+  auto k = torch::randn({1, 2, 7, dim}, torch::kDouble);
+  const double norm = 0.05 * std::sqrt(static_cast<double>(dim));
+  q = q / q.norm(2, -1, true) * norm;
+  k = k / k.norm(2, -1, true) * norm;
+  for (auto phi : {fa::FourierPhi::kPower, fa::FourierPhi::kSigmoid}) {
+    const double r = fa::fourier_softmax_matched_r(dim, 4, phi);
+    const auto fourier =
+        fa::fourier_attention_weights(q, k, torch::full({}, r, torch::kDouble), 4, false, phi);
+    const auto softmax = fa::softmax_attention_weights(q, k);
+    // Logit differences of 0.05^2 * 16 / 4 = 0.01 at most: compare the deviations from uniform,
+    // to 0.2% of each and of the largest (the x^4 terms do not shrink with a small deviation).
+    const auto uniform = 1.0 / 7.0;
+    const double largest = (softmax - uniform).abs().max().item<double>();
+    EXPECT_TRUE(all_close(fourier - uniform, softmax - uniform, 2e-3, 2e-3 * largest))
+        << fk::fourier_phi_name(phi);
+  }
+  expect_error([] { fa::fourier_softmax_matched_r(0); }, {"head_dim must be positive", "got 0"});
+}
+
+// r_init 0 without head_dim: R comes from the first call's D, once, and survives save and load.
+TEST_F(FourierAttention, DefaultR_FromTheFirstCallWithoutHeadDim) {
+  fa::FourierAttention module;
+  const auto q = torch::randn({1, 2, 4, 9});
+  module(q, q, q);
+  EXPECT_NEAR(module->R.item<double>(), fa::fourier_softmax_matched_r(9), 1e-6);
+  {
+    torch::NoGradGuard no_grad;
+    module->R.fill_(0.7);  // as training would move it
+  }
+  module(q, q, q);
+  EXPECT_NEAR(module->R.item<double>(), 0.7, 1e-7);
+  const std::string path = temp_path("fourier_pending.pt");
+  torch::save(module, path);
+  fa::FourierAttention loaded;
+  torch::load(loaded, path);
+  loaded(q, q, q);
+  EXPECT_NEAR(loaded->R.item<double>(), 0.7, 1e-7);
+  // With head_dim the value is set at construction.
+  fa::FourierAttention sized(fa::FourierAttentionOptions().head_dim(16));
+  EXPECT_NEAR(sized->R.item<double>(), fa::fourier_softmax_matched_r(16), 1e-7);
 }

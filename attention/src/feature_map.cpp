@@ -400,6 +400,13 @@ torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x,
   return compute(x, Shift::kGiven, shift);
 }
 
+void check_attention_feature_kind(const char* fn, FeatureKind kind) {
+  TORCH_CHECK(kind != FeatureKind::kTrigonometric, fn, ": kind ", feature_kind_name(kind),
+              " gives a signed estimate of the softmax normaliser that reaches 0 and below, and "
+              "attention on it diverges in training; use positive or hyperbolic (FAVOR+), or a "
+              "FeatureMap for kernel estimates");
+}
+
 torch::Tensor favor_floor(const torch::Tensor& phi_q, const torch::Tensor& key_mass, double eps) {
   torch::NoGradGuard no_grad;
   const auto largest = at::amax(phi_q, -1, /*keepdim=*/true);

@@ -230,6 +230,7 @@ void FLTAttentionImpl::reset() {
   check_positive(kFn, "components (T)", options.components());
   check_positive(kFn, "smoothness (k)", options.smoothness());
   check_positive_finite(kFn, "proposal_sigma", options.proposal_sigma());
+  check_attention_feature_kind(kFn, options.kind());
   check_positive_finite(kFn, "rpe_scale (sigma / radius / length scale)", options.rpe_scale());
   check_finite(kFn, "rpe_weight", options.rpe_weight());
   check_dims_options(kFn, options.heads(), options.head_dim(), true, true);

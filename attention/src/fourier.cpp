@@ -205,6 +205,14 @@ torch::Tensor fourier_regression_estimate(const torch::Tensor& points, const tor
   return out.reshape({count, targets.size(1)});
 }
 
+double fourier_softmax_matched_r(int64_t head_dim, int64_t power, FourierPhi phi) {
+  TORCH_CHECK(head_dim > 0, "fourier_softmax_matched_r: head_dim must be positive, got ", head_dim);
+  check_power("fourier_softmax_matched_r", power, phi);
+  const double curvature =
+      phi == FourierPhi::kSigmoid ? 1.0 - 1.0 / (1.0 + std::exp(-1.0)) : static_cast<double>(power);
+  return std::sqrt(3.0 / (curvature * std::sqrt(static_cast<double>(head_dim))));
+}
+
 FourierAttentionImpl::FourierAttentionImpl(FourierAttentionOptions options_)
     : AttentionModule(std::move(options_)) {
   reset();
@@ -212,7 +220,10 @@ FourierAttentionImpl::FourierAttentionImpl(FourierAttentionOptions options_)
 
 void FourierAttentionImpl::reset() {
   const auto& o = options;
-  check_positive_finite("FourierAttention", "r_init", o.r_init());
+  TORCH_CHECK(o.r_init() == 0.0 || (o.r_init() > 0.0 && std::isfinite(o.r_init())),
+              "FourierAttention: r_init must be positive and finite, or 0 for R matched to "
+              "softmax's temperature, got ",
+              o.r_init());
   check_dims_options("FourierAttention", o.heads(), o.head_dim(), false, false);
   check_power("FourierAttention", o.power(), o.phi());
   const bool needs_dim = o.r_shape() == FourierRShape::kPerDimension ||
@@ -230,27 +241,46 @@ void FourierAttentionImpl::reset() {
     case FourierRShape::kPerHead: shape = {o.heads(), 1}; break;
     case FourierRShape::kPerHeadDimension: shape = {o.heads(), o.head_dim()}; break;
   }
-  const auto init = torch::full(shape, o.r_init());
+  const bool automatic = o.r_init() == 0.0;
+  const double r = !automatic         ? o.r_init()
+                   : o.head_dim() > 0 ? fourier_softmax_matched_r(o.head_dim(), o.power(), o.phi())
+                                      : 1.0;  // replaced at the first call (r_pending_)
+  const auto init = torch::full(shape, r);
   R = o.learn_r() ? register_parameter("R", init) : register_buffer("R", init);
+  if (automatic && o.head_dim() == 0) r_pending_ = register_buffer("r_pending", torch::ones({1}));
+}
+
+void FourierAttentionImpl::resolve_r(const torch::Tensor& q) {
+  if (!r_pending_.defined() || r_pending_.item<double>() == 0.0) return;
+  torch::NoGradGuard no_grad;
+  R.fill_(fourier_softmax_matched_r(q.size(-1), options.power(), options.phi()));
+  r_pending_.zero_();
 }
 
 void FourierAttentionImpl::pretty_print(std::ostream& stream) const {
   static const char* shapes[] = {"scalar", "per-dimension", "per-head", "per-head-dimension"};
   stream << "flt::attention::FourierAttention(phi=" << kernels::fourier_phi_name(options.phi());
   if (options.phi() != FourierPhi::kSigmoid) stream << ", power=" << options.power();
-  stream << ", R=" << shapes[static_cast<int>(options.r_shape())] << " init " << options.r_init()
-         << (options.learn_r() ? " learnable" : " fixed") << ")";
+  stream << ", R=" << shapes[static_cast<int>(options.r_shape())] << " init ";
+  if (options.r_init() > 0.0) {
+    stream << options.r_init();
+  } else {
+    stream << "matched to softmax";
+  }
+  stream << (options.learn_r() ? " learnable" : " fixed") << ")";
 }
 
 torch::Tensor FourierAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v, const AttentionCall& call) {
   check_call("FourierAttention", q, k, v, call.causal);
+  resolve_r(q);
   return fourier_attention(q, k, v, R, options.power(), call.causal, options.phi());
 }
 
 torch::Tensor FourierAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
                                                 const AttentionCall& call) {
   check_call("FourierAttention::materialize", q, k, {}, call.causal);
+  resolve_r(q);
   return fourier_attention_weights(q, k, R, options.power(), call.causal, options.phi());
 }
 

@@ -50,6 +50,7 @@ void PerformerAttentionImpl::reset() {
   check_positive("PerformerAttention", "features (m)", options.features());
   check_dims_options("PerformerAttention", options.heads(), options.head_dim(), false, true);
   check_positive_finite("PerformerAttention", "eps", options.eps());
+  check_attention_feature_kind("PerformerAttention", options.kind());
   feature_map = register_module("feature_map",
                                 FeatureMap(FeatureMapOptions(options.head_dim(), options.features())
                                                .kind(options.kind())

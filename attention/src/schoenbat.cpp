@@ -21,11 +21,22 @@ void check_kernel(const std::string& kernel) {
               "\" (expected exp, inv, logi, trigh or sqrt)");
 }
 
-// Pre-normalised q.k lies in [-1/sqrt(D), 1/sqrt(D)]; every kernel here is increasing, so its
-// smallest exact value is K(-1/sqrt(D)) > 0.
-double smallest_kernel_value(const std::string& kernel, int64_t dim) {
-  const auto t = torch::full({1}, -1.0 / std::sqrt(static_cast<double>(dim)), torch::kDouble);
-  return schoenberg_kernel(kernel, t).item<double>();
+// The bound on |q.k| the inputs of RMFA keep: 1/sqrt(D) after ppSBN, kRawInputRadius^2 = 1/2
+// after the radial clip of raw inputs.
+double inner_product_bound(const SchoenbAttentionOptions& o) {
+  return o.ppsbn() ? 1.0 / std::sqrt(static_cast<double>(o.head_dim()))
+                   : kRawInputRadius * kRawInputRadius;
+}
+
+// Every kernel here is increasing, so its smallest exact value over the bound is K(-bound) > 0.
+double smallest_kernel_value(const std::string& kernel, double bound) {
+  return schoenberg_kernel(kernel, torch::full({1}, -bound, torch::kDouble)).item<double>();
+}
+
+// Rows of x (..., D) longer than kRawInputRadius scaled back to it; shorter rows unchanged.
+torch::Tensor clip_to_radius(const torch::Tensor& x) {
+  const auto norm = x.norm(2, -1, /*keepdim=*/true);
+  return x * (kRawInputRadius / norm.clamp_min(kRawInputRadius));
 }
 
 // The floor of the estimated normaliser of each query: fraction * n_i * K(-1/sqrt(D)).
@@ -34,9 +45,7 @@ torch::Tensor normaliser_floor(const SchoenbAttentionOptions& o, int64_t lq, int
                                bool causal, const torch::TensorOptions& tensor_options) {
   const auto seen = causal ? torch::arange(1, lq + 1, tensor_options).view({1, 1, lq, 1})
                            : torch::full({1, 1, 1, 1}, static_cast<double>(lk), tensor_options);
-  // Without ppSBN the inputs may leave the radius of convergence: no bound, only avoid 1/0.
-  const double smallest = o.ppsbn() ? smallest_kernel_value(o.kernel(), o.head_dim()) : 1e-6;
-  return seen * (o.normaliser_floor() * smallest);
+  return seen * (o.normaliser_floor() * smallest_kernel_value(o.kernel(), inner_product_bound(o)));
 }
 
 }  // namespace
@@ -271,7 +280,7 @@ torch::Tensor SchoenbAttentionImpl::post(const torch::Tensor& x) const {
 torch::Tensor SchoenbAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v, const AttentionCall& call) {
   check_call("SchoenbAttention", q, k, v, call.causal);
-  if (!options.ppsbn()) return rmfa(q, k, v, call.causal);
+  if (!options.ppsbn()) return rmfa(clip_to_radius(q), clip_to_radius(k), v, call.causal);
   const auto out = rmfa(ppsbn_pre(q, call.causal, options.sbn_eps()),
                         ppsbn_pre(k, call.causal, options.sbn_eps()), v, call.causal);
   return post(out);
@@ -280,8 +289,10 @@ torch::Tensor SchoenbAttentionImpl::forward(const torch::Tensor& q, const torch:
 torch::Tensor SchoenbAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
                                                 const AttentionCall& call) {
   check_call("SchoenbAttention::materialize", q, k, {}, call.causal);
-  const auto qn = options.ppsbn() ? ppsbn_pre(q, call.causal, options.sbn_eps()) : q;
-  const auto kn = options.ppsbn() ? ppsbn_pre(k, call.causal, options.sbn_eps()) : k;
+  const auto qn =
+      options.ppsbn() ? ppsbn_pre(q, call.causal, options.sbn_eps()) : clip_to_radius(q);
+  const auto kn =
+      options.ppsbn() ? ppsbn_pre(k, call.causal, options.sbn_eps()) : clip_to_radius(k);
   return feature_attention_matrix(
       features(qn), features(kn), call.causal,
       normaliser_floor(options, q.size(2), k.size(2), call.causal, q.options()));

@@ -74,6 +74,10 @@ enum class FeatureKind {
 std::string feature_kind_name(FeatureKind kind);
 /// Inverse of `feature_kind_name`; throws naming the unknown name.
 FeatureKind feature_kind_from_name(const std::string& name);
+/// The feature kinds attention may normalise by: all but kTrigonometric, whose signed estimate of
+/// the softmax normaliser reaches 0 and below, so that attention on it diverged in the first steps
+/// of training (the reason FAVOR+ has positive features). Throws naming `fn` and the kind.
+void check_attention_feature_kind(const char* fn, FeatureKind kind);
 
 /// Draws m rows of dimension `dim`: blocks of `dim` orthogonal directions (QR of a Gaussian block),
 /// each row rescaled to the norm of an independent N(0, I_dim) vector, so rows are marginally

@@ -19,6 +19,16 @@ using kernels::FourierPhi;
 /// and every functional form.
 constexpr int64_t kFourierPower = 4;
 
+/// The R at which Fourier attention has softmax attention's temperature on the same q and k:
+/// phi(sin x / x) = exp(-(c/6) x^2 + O(x^4)) with c = p for x^p, |x|^p and relu(x)^p and
+/// c = 1 - sigmoid(1) for the sigmoid, so the kernel is exp(-(c/6) R^2 |q - k|^2) near q = k, whose
+/// q.k term exp((c/3) R^2 q.k) equals softmax's exp(q.k / sqrt(D)) when R = sqrt(3 / (c sqrt(D))).
+/// 0.43 for p = 4, D = 16. A bandwidth in q - k's own units, like a KDE's rule: the paper's R = 2
+/// (for its q and k) is 21x softmax's temperature here, and a character LM trained with it was 24%
+/// behind softmax; with this R it was 3% ahead (docs/reproductions.md, lesson 8).
+double fourier_softmax_matched_r(int64_t head_dim, int64_t power = kFourierPower,
+                                 FourierPhi phi = FourierPhi::kPower);
+
 /// How many R values the module learns.
 enum class FourierRShape {
   kScalar,            ///< one R for all heads and dimensions (the paper's main setting)
@@ -86,9 +96,10 @@ struct FourierAttentionOptions {
   /// Heads H and head dim D; 0 means "set by the container" (attention.h). A per-head R needs
   /// heads, a per-dimension R needs head_dim.
   FLT_ATTENTION_DIMS_OPTIONS;
-  /// Initial R, positive and finite (2 for language models, 1 for images; Table 8 of the
-  /// supplement).
-  TORCH_ARG(double, r_init) = 2.0;
+  /// Initial R, positive and finite; 0 (default): fourier_softmax_matched_r of the head dim, phi
+  /// and power (the head dim from head_dim, or from q at the first call when head_dim is 0). The
+  /// paper's values (2 for language, 1 for images, supplement Table 8) assume its q and k scale.
+  TORCH_ARG(double, r_init) = 0.0;
   /// Scalar, per-dimension, per-head or per-head-and-dimension R.
   TORCH_ARG(FourierRShape, r_shape) = FourierRShape::kScalar;
   /// Whether R is a trainable parameter (else a buffer).
@@ -104,6 +115,12 @@ class FourierAttentionImpl : public AttentionModule<FourierAttentionImpl, Fourie
 
   /// R as learned (sign included; used through |R|): (1), (D), (H, 1) or (H, D).
   torch::Tensor R;
+
+ private:
+  /// r_init 0 without head_dim: R takes its value from the first call's D. A buffer (saved and
+  /// loaded with R), present only then.
+  torch::Tensor r_pending_;
+  void resolve_r(const torch::Tensor& q);
 };
 TORCH_MODULE(FourierAttention);
 

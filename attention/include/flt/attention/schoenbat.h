@@ -45,6 +45,8 @@ torch::Tensor kernelized_attention(const torch::Tensor& q, const torch::Tensor& 
 
 /// Default variance floor of the ppSBN pre-normalisation (options and functional form).
 constexpr double kSbnEps = 1e-5;
+/// Without ppSBN, q and k rows longer than this are scaled back to it: |<q, k>| <= 1/2.
+constexpr double kRawInputRadius = 0.70710678118654752;
 
 /// ppSBN pre-normalisation: standardise per feature over batch and length (prefix only when
 /// causal; statistics in double), unit rows, times D^{-1/4}. A row that standardises to exactly 0
@@ -61,7 +63,10 @@ struct SchoenbAttentionOptions {
   TORCH_ARG(int64_t, features) = 64;
   /// Truncation degree P of the series (>= 1).
   TORCH_ARG(int64_t, max_degree) = 8;
-  /// Apply ppSBN (pre and post); off gives plain RMFA on the raw q, k (diverges outside radius 1).
+  /// Apply ppSBN (pre and post). Off gives plain RMFA on q and k as given inside the ball of
+  /// radius kRawInputRadius and radially clipped to it outside (|<q, k>| <= 1/2: every kernel's
+  /// series converges there and the estimate stays bounded; unclipped raw inputs made training
+  /// loss non-finite within a few hundred steps).
   TORCH_ARG(bool, ppsbn) = true;
   /// Variance floor of the pre-normalisation (positive, finite).
   TORCH_ARG(double, sbn_eps) = kSbnEps;
