@@ -129,6 +129,19 @@ class Mnemosyne(torch.optim.Optimizer):
         state_dict = dict(state_dict)
         rule = state_dict.pop("rule", None)
         saved_state = state_dict.get("state", {})
+        for key, entry in saved_state.items():
+            missing = [k for k in _STATE_KEYS if k not in entry]
+            if missing:
+                raise RuntimeError(
+                    f"Mnemosyne.load_state_dict: the state of parameter {key} has the keys "
+                    f"{sorted(entry)}, a Mnemosyne state has {list(_STATE_KEYS)} (is it another "
+                    f"optimizer's?)")
+        for index, group in enumerate(state_dict.get("param_groups", [])):
+            if "total_steps" not in group:
+                raise RuntimeError(
+                    f"Mnemosyne.load_state_dict: parameter group {index} has the options "
+                    f"{sorted(k for k in group if k != 'params')}, a Mnemosyne group has lr and "
+                    f"total_steps (is it another optimizer's?)")
         # The groups: PyTorch's checks and lr, total_steps. It also casts the state's tensors to
         # each parameter's dtype; the library's own dtypes are restored from saved_state below.
         super().load_state_dict(state_dict)
@@ -140,12 +153,6 @@ class Mnemosyne(torch.optim.Optimizer):
             entry = saved_state.get(saved_id)
             if entry is None:
                 continue
-            missing = [k for k in _STATE_KEYS if k not in entry]
-            if missing:
-                raise RuntimeError(
-                    f"Mnemosyne.load_state_dict: the state of parameter {saved_id} has the keys "
-                    f"{sorted(entry)}, a Mnemosyne state has {list(_STATE_KEYS)} (missing "
-                    f"{missing})")
             self._impl.set_state(
                 gi, pi, int(entry["step"]),
                 entry["state"].detach().to(device=p.device, dtype=torch.float32, copy=True),
