@@ -55,3 +55,15 @@ foreach(path IN LISTS programs)
     run_step(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "${path}" --help)
   endif()
 endforeach()
+
+# The Python package (when built): installed under the prefix, importable from there by the python3
+# it was built for, its extension finding libflt through its RPATH (no LD_LIBRARY_PATH).
+if(FLT_PYTHON_EXECUTABLE)
+  set(site "${prefix}/${FLT_PYTHON_INSTALL_DIR}")
+  if(NOT EXISTS "${site}/fltlab/__init__.py")
+    message(FATAL_ERROR "fltlab was not installed (expected ${site}/fltlab)")
+  endif()
+  run_step(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "PYTHONPATH=${site}"
+           "${FLT_PYTHON_EXECUTABLE}" -c
+           "import fltlab, torch; p = torch.nn.Parameter(torch.ones(3)); o = fltlab.optim.Mnemosyne([p]); p.grad = torch.ones(3); o.step(); assert fltlab.__file__.startswith('${site}'), fltlab.__file__; print('fltlab', fltlab.__version__, 'from', fltlab.__file__)")
+endif()
