@@ -44,17 +44,17 @@ class Options {
     T converted;
     try {
       if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-        TORCH_CHECK(py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value), fn_,
-                    ": ", name, " must be an integer, got ", py::repr(value).cast<std::string>());
+        TORCH_CHECK(py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value), fn_, ": ",
+                    name, " must be an integer, got ", py::repr(value).cast<std::string>());
       }
       if constexpr (std::is_same_v<T, bool>) {
-        TORCH_CHECK(py::isinstance<py::bool_>(value), fn_, ": ", name, " must be True or False, got ",
-                    py::repr(value).cast<std::string>());
+        TORCH_CHECK(py::isinstance<py::bool_>(value), fn_, ": ", name,
+                    " must be True or False, got ", py::repr(value).cast<std::string>());
       }
       converted = value.cast<T>();
     } catch (const py::cast_error&) {
-      TORCH_CHECK(false, fn_, ": ", name, " has the wrong type: ",
-                  py::repr(value).cast<std::string>());
+      TORCH_CHECK(false, fn_, ": ", name,
+                  " has the wrong type: ", py::repr(value).cast<std::string>());
     }
     set(converted);
   }
@@ -89,11 +89,12 @@ Enum parse_enum(const char* what, const std::string& name,
 }
 
 fa::FourierRShape r_shape_from_name(const std::string& name) {
-  return parse_enum<fa::FourierRShape>("Fourier r_shape", name,
-                                       {{"scalar", fa::FourierRShape::kScalar},
-                                        {"per_dimension", fa::FourierRShape::kPerDimension},
-                                        {"per_head", fa::FourierRShape::kPerHead},
-                                        {"per_head_dimension", fa::FourierRShape::kPerHeadDimension}});
+  return parse_enum<fa::FourierRShape>(
+      "Fourier r_shape", name,
+      {{"scalar", fa::FourierRShape::kScalar},
+       {"per_dimension", fa::FourierRShape::kPerDimension},
+       {"per_head", fa::FourierRShape::kPerHead},
+       {"per_head_dimension", fa::FourierRShape::kPerHeadDimension}});
 }
 
 fa::FourierPhi phi_from_name(const std::string& name) {
@@ -266,16 +267,14 @@ Pairs to_pairs(const torch::OrderedDict<std::string, at::Tensor>& items) {
 
 void bind_nn(py::module_& m) {
   py::class_<Module>(m, "Module")
-      .def("named_parameters", [](const Module& self) {
-        return to_pairs(self.module->named_parameters());
-      })
-      .def("named_buffers", [](const Module& self) { return to_pairs(self.module->named_buffers()); })
+      .def("named_parameters",
+           [](const Module& self) { return to_pairs(self.module->named_parameters()); })
+      .def("named_buffers",
+           [](const Module& self) { return to_pairs(self.module->named_buffers()); })
       // The module's own tensor `name` takes the data of `tensor` (after module.to(...) replaced
       // it on the Python side): the library's handles keep their identity.
-      .def("set_data",
-           [](Module& self, const std::string& name, const at::Tensor& tensor) {
-             self.named(name).set_data(tensor);
-           })
+      .def("set_data", [](Module& self, const std::string& name,
+                          const at::Tensor& tensor) { self.named(name).set_data(tensor); })
       .def("train", [](Module& self, bool mode) { self.module->train(mode); })
       .def("__repr__",
            [](const Module& self) {
@@ -447,11 +446,10 @@ void bind_nn(py::module_& m) {
       },
       py::arg("q"), py::arg("k"), py::arg("R"), py::arg("power") = fa::kFourierPower,
       py::arg("causal") = false, py::arg("phi") = "power");
-  f.def("kernelized_attention", &fa::kernelized_attention, py::arg("q"), py::arg("k"),
-        py::arg("v"), py::arg("kernel"), py::arg("causal") = false);
+  f.def("kernelized_attention", &fa::kernelized_attention, py::arg("q"), py::arg("k"), py::arg("v"),
+        py::arg("kernel"), py::arg("causal") = false);
   f.def("schoenberg_kernel", &fa::schoenberg_kernel, py::arg("kernel"), py::arg("t"));
-  f.def("ppsbn_pre", &fa::ppsbn_pre, py::arg("x"), py::arg("causal"),
-        py::arg("eps") = fa::kSbnEps);
+  f.def("ppsbn_pre", &fa::ppsbn_pre, py::arg("x"), py::arg("causal"), py::arg("eps") = fa::kSbnEps);
 }
 
 }  // namespace flt::python

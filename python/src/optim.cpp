@@ -229,10 +229,8 @@ void bind_optim(py::module_& m) {
            }),
            py::arg("particles"), py::arg("variant"), py::arg("initial_sigma"),
            py::arg("use_gradients"), py::arg("budget"), py::arg("seed"), py::arg("weights"))
-      .def("reset",
-           [](fo::Swarm& swarm, const at::Tensor& lower, const at::Tensor& upper) {
-             swarm.reset(search_box(lower, upper));
-           })
+      .def("reset", [](fo::Swarm& swarm, const at::Tensor& lower,
+                       const at::Tensor& upper) { swarm.reset(search_box(lower, upper)); })
       .def("ask", &fo::Swarm::ask)
       .def("tell",
            [](fo::Swarm& swarm, const at::Tensor& values, const c10::optional<at::Tensor>& grads) {
@@ -244,8 +242,7 @@ void bind_optim(py::module_& m) {
              return search_result(swarm.minimize(f, search_box(lower, upper), budget));
            })
       .def("minimize_around",
-           [](fo::Swarm& swarm, const fo::BatchObjective& f, const at::Tensor& x0,
-              int64_t budget) {
+           [](fo::Swarm& swarm, const fo::BatchObjective& f, const at::Tensor& x0, int64_t budget) {
              return search_result(swarm.minimize(f, x0.to(at::kDouble), budget));
            })
       .def("set_budget", &fo::Swarm::set_budget)

@@ -39,8 +39,8 @@ int trajectory(const std::string& out, const std::string& design, int64_t steps,
   const auto x = torch::randn({64, 16}), y = torch::randn({64, 4});
   auto params = leaves({torch::randn({32, 16}) * 0.25, torch::randn({32}) * 0.1,
                         torch::randn({4, 32}) * 0.25, torch::randn({4}) * 0.1});
-  fo::Mnemosyne opt(params, fo::MnemosyneOptions(1.0).total_steps(steps).design(
-                                fo::design_from_name(design)));
+  fo::Mnemosyne opt(
+      params, fo::MnemosyneOptions(1.0).total_steps(steps).design(fo::design_from_name(design)));
   auto loss_of = [&] {
     const auto hidden = torch::tanh(F::linear(x, params[0], params[1]));
     return F::mse_loss(F::linear(hidden, params[2], params[3]), y);
