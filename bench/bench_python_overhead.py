@@ -2,7 +2,9 @@
 """What the Python wrapper adds to a Mnemosyne step: fltlab.optim.Mnemosyne.step() against the same
 step in C++ (bench_mnemosyne_step: flt::optim::Mnemosyne on the same 1M-parameter model), in
 alternating rounds, plus the library's step called straight through the extension (fltlab._C), which
-isolates the Python optimizer's own bookkeeping. Medians of the rounds, ms per step.
+isolates the Python optimizer's own bookkeeping. Medians of the rounds, ms per step; and the
+wrapper's fixed cost per call alone (step() when no parameter has a gradient), which the machine's
+noise does not hide.
 
     PYTHONPATH=build/python python3 bench/bench_python_overhead.py [--rounds 7] [--steps 50]
 """
@@ -65,6 +67,15 @@ def main():
         wrapper.append(per_step_ms(optimizer.step, args.steps))
         extension.append(per_step_ms(direct, args.steps))
 
+    # The wrapper's own cost, without the machine's noise in a 70 ms step: step() on the same
+    # optimizer when no parameter has a gradient (the library then only walks the groups).
+    grads = [p.grad for p in params]
+    for p in params:
+        p.grad = None
+    empty = statistics.median(per_step_ms(optimizer.step, 2000) for _ in range(5))
+    for p, g in zip(params, grads):
+        p.grad = g
+
     c, w, e = (statistics.median(x) for x in (cpp, wrapper, extension))
     count = sum(p.numel() for p in params)
     print(f"Mnemosyne step, {count:,} parameters, {args.threads} threads, "
@@ -73,6 +84,8 @@ def main():
     print(f"  fltlab.optim.Mnemosyne.step()       {w:9.3f}   {100 * (w / c - 1):+.1f}% vs C++")
     print(f"  fltlab._C step (no Python wrapper)  {e:9.3f}   wrapper {100 * (w / e - 1):+.1f}% "
           f"vs it")
+    print(f"  step() without gradients            {1e3 * empty:9.1f} us  "
+          f"{100 * empty / c:.3f}% of the C++ step")
     print(f"  rounds C++: {', '.join(f'{x:.2f}' for x in cpp)}")
     print(f"  rounds Python: {', '.join(f'{x:.2f}' for x in wrapper)}")
 
