@@ -63,7 +63,11 @@ if(FLT_PYTHON_EXECUTABLE)
   if(NOT EXISTS "${site}/fltlab/__init__.py")
     message(FATAL_ERROR "fltlab was not installed (expected ${site}/fltlab)")
   endif()
+  # No ';' in the program: run_step's arguments pass through a CMake list.
+  string(CONCAT program "import fltlab, torch\nimport os\np = torch.nn.Parameter(torch.ones(3))\n"
+         "o = fltlab.optim.Mnemosyne([p])\np.grad = torch.ones(3)\no.step()\n"
+         "assert os.path.realpath(fltlab.__file__).startswith(os.path.realpath('${site}')), fltlab.__file__\n"
+         "print('fltlab', fltlab.__version__, 'from', fltlab.__file__)")
   run_step(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "PYTHONPATH=${site}"
-           "${FLT_PYTHON_EXECUTABLE}" -c
-           "import fltlab, torch; p = torch.nn.Parameter(torch.ones(3)); o = fltlab.optim.Mnemosyne([p]); p.grad = torch.ones(3); o.step(); assert fltlab.__file__.startswith('${site}'), fltlab.__file__; print('fltlab', fltlab.__version__, 'from', fltlab.__file__)")
+           "${FLT_PYTHON_EXECUTABLE}" -c "${program}")
 endif()
