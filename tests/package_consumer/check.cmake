@@ -55,3 +55,19 @@ foreach(path IN LISTS programs)
     run_step(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "${path}" --help)
   endif()
 endforeach()
+
+# The Python package (when built): installed under the prefix, importable from there by the python3
+# it was built for, its extension finding libflt through its RPATH (no LD_LIBRARY_PATH).
+if(FLT_PYTHON_EXECUTABLE)
+  set(site "${prefix}/${FLT_PYTHON_INSTALL_DIR}")
+  if(NOT EXISTS "${site}/fltlab/__init__.py")
+    message(FATAL_ERROR "fltlab was not installed (expected ${site}/fltlab)")
+  endif()
+  # No ';' in the program: run_step's arguments pass through a CMake list.
+  string(CONCAT program "import fltlab, torch\nimport os\np = torch.nn.Parameter(torch.ones(3))\n"
+         "o = fltlab.optim.Mnemosyne([p])\np.grad = torch.ones(3)\no.step()\n"
+         "assert os.path.realpath(fltlab.__file__).startswith(os.path.realpath('${site}')), fltlab.__file__\n"
+         "print('fltlab', fltlab.__version__, 'from', fltlab.__file__)")
+  run_step(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "PYTHONPATH=${site}"
+           "${FLT_PYTHON_EXECUTABLE}" -c "${program}")
+endif()

@@ -47,15 +47,6 @@ LearnedOptimizerModelOptions read_options(torch::serialize::InputArchive& archiv
   return o;
 }
 
-LearnedOptimizerModel model_from_archive(torch::serialize::InputArchive& archive,
-                                         const std::string& source) {
-  LearnedOptimizerModel model(read_options(archive, source));
-  torch::serialize::InputArchive weights;
-  archive.read("weights", weights);
-  model->load(weights);
-  return model;
-}
-
 // The archive's own keys, sorted, without the "training" flag every archive carries.
 std::string key_list(torch::serialize::InputArchive& archive) {
   auto keys = archive.keys();
@@ -114,19 +105,32 @@ LearnedSchedule default_schedule(const MnemosyneOptions& options) {
 
 // ---- weights files -------------------------------------------------------------------------
 
+void write_model(torch::serialize::OutputArchive& archive, const LearnedOptimizerModelImpl& model) {
+  write_options(archive, model.options);
+  torch::serialize::OutputArchive weights(archive.compilation_unit());
+  model.save(weights);
+  archive.write("weights", weights);
+}
+
+LearnedOptimizerModel read_model(torch::serialize::InputArchive& archive,
+                                 const std::string& source) {
+  LearnedOptimizerModel model(read_options(archive, source));
+  torch::serialize::InputArchive weights;
+  archive.read("weights", weights);
+  model->load(weights);
+  return model;
+}
+
 void save_model(const LearnedOptimizerModel& model, const std::string& path) {
   torch::serialize::OutputArchive archive;
-  write_options(archive, model->options);
-  torch::serialize::OutputArchive weights;
-  model->save(weights);
-  archive.write("weights", weights);
+  write_model(archive, *model);
   archive.save_to(path);
 }
 
 LearnedOptimizerModel load_model(const std::string& path) {
   torch::serialize::InputArchive archive;
   detail::read_weights_file(archive, path, "learned optimizer weights");
-  return model_from_archive(archive, path);
+  return read_model(archive, path);
 }
 
 LearnedOptimizerModel load_pretrained_model(Memory memory) {
@@ -137,7 +141,7 @@ LearnedOptimizerModel load_pretrained_model(Memory memory) {
               ".pt); train them with flt-metatrain or pass MnemosyneOptions().weights(path)");
   torch::serialize::InputArchive archive;
   archive.load_from(reinterpret_cast<const char*>(blob.data), blob.size);
-  return model_from_archive(archive, "the pretrained weights for \"" + name + "\"");
+  return read_model(archive, "the pretrained weights for \"" + name + "\"");
 }
 
 std::vector<Memory> pretrained_memories() {
@@ -592,10 +596,7 @@ void Mnemosyne::save(torch::serialize::OutputArchive& archive) const {
     return;
   }
   torch::serialize::OutputArchive model_archive(archive.compilation_unit());
-  write_options(model_archive, model_->options);
-  torch::serialize::OutputArchive weights(archive.compilation_unit());
-  model_->save(weights);
-  model_archive.write("weights", weights);
+  write_model(model_archive, *model_);
   archive.write("learned_model", model_archive);
 }
 
@@ -610,7 +611,7 @@ void Mnemosyne::load(torch::serialize::InputArchive& archive) {
   }
   torch::serialize::InputArchive model_archive;
   if (archive.try_read("learned_model", model_archive)) {
-    model_ = model_from_archive(model_archive, "the optimizer archive");
+    model_ = read_model(model_archive, "the optimizer archive");
     schedule_ = nullptr;
     replicas_.clear();  // replicas of the old rule
   }

@@ -99,6 +99,11 @@ LearnedOptimizerModel load_pretrained_model(Memory memory);
 LearnedOptimizerModel load_model(const std::string& path);
 /// Saves the model's options and weights.
 void save_model(const LearnedOptimizerModel& model, const std::string& path);
+/// The same into and out of an archive (an optimizer's state holds its model, as it does its
+/// schedule: write_schedule); `source` names the archive in errors.
+void write_model(torch::serialize::OutputArchive& archive, const LearnedOptimizerModelImpl& model);
+LearnedOptimizerModel read_model(torch::serialize::InputArchive& archive,
+                                 const std::string& source);
 /// Memory kinds whose pretrained weights ship with this build.
 std::vector<Memory> pretrained_memories();
 

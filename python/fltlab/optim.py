@@ -1,0 +1,248 @@
+"""The library's optimizers as PyTorch optimizers.
+
+``Mnemosyne`` is a ``torch.optim.Optimizer``: its parameter groups are PyTorch's (their ``lr`` and
+``total_steps`` are read at every step, so ``torch.optim.lr_scheduler`` works), and each step is the
+C++ ``flt::optim::Mnemosyne`` step on the model's own tensors: the same trajectory as a C++ loop.
+``Swarm`` is the population-based learned optimizer, for a Python objective.
+"""
+
+import itertools
+from typing import Callable, List, NamedTuple, Optional
+
+import torch
+
+from . import _C
+
+__all__ = ["Mnemosyne", "Swarm", "SearchResult", "pretrained_memories"]
+
+# The keys of a parameter's state (flt::optim::MnemosyneParamState).
+_STATE_KEYS = ("step", "state", "controller", "skipped", "last_step_size")
+
+
+def pretrained_memories() -> List[str]:
+    """Memory kinds whose meta-trained weights ship with the library ("flt", ...)."""
+    return _C.pretrained_memories()
+
+
+def _total_steps(value) -> int:
+    return 0 if value is None else int(value)
+
+
+class Mnemosyne(torch.optim.Optimizer):
+    """The learned optimizer Mnemosyne (flt::optim::Mnemosyne).
+
+    Args:
+        params: parameters or parameter groups, as for any torch.optim optimizer.
+        lr: multiplier on the learned step (1: the step the meta-trained rule chose); per group.
+        total_steps: the run's length when known (None: unknown); the step then anneals to 0 along
+            a half cosine at that step. Per group.
+        memory: the memory cell whose pretrained weights are used: "flt" (default), "performer",
+            "lstm" or "none" (pretrained_memories() lists those shipped).
+        weights: a weights file written by flt-metatrain, instead of the pretrained weights.
+        design: "coordinate-memory" (default) or "tensor-schedule", the second design, which also
+            reads the training loss (a closure's, or report_loss) and report_validation.
+
+    ``state_dict()`` holds each parameter's state and the learned rule itself ("rule", bytes), so
+    ``load_state_dict`` continues exactly, whatever weights the new optimizer was made with.
+    """
+
+    def __init__(self, params, lr: float = 1.0, total_steps: Optional[int] = None,
+                 memory: str = "flt", weights: Optional[str] = None,
+                 design: str = "coordinate-memory"):
+        self._impl = None
+        self._memory, self._weights, self._design = memory, weights or "", design
+        super().__init__(params, dict(lr=lr, total_steps=total_steps))
+        self._impl = self._build(rule=None)
+        self._reads_loss = self._impl.design() == "tensor-schedule"
+
+    def _build(self, rule):
+        groups = self.param_groups
+        return _C.Mnemosyne([g["params"] for g in groups], [float(g["lr"]) for g in groups],
+                            [_total_steps(g["total_steps"]) for g in groups], self._memory,
+                            self._weights, self._design, rule)
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        if self._impl is None:
+            return  # the constructor's groups: the library's optimizer is made with all of them
+        group = self.param_groups[-1]
+        try:
+            self._impl.add_group(group["params"], float(group["lr"]),
+                                 _total_steps(group["total_steps"]))
+        except Exception:
+            self.param_groups.pop()
+            raise
+
+    def step(self, closure: Optional[Callable] = None):
+        """One step of every parameter with a gradient; returns the closure's loss (or None)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+            if self._reads_loss and loss is not None and (
+                    not isinstance(loss, torch.Tensor) or loss.numel() == 1):
+                self._impl.report_loss(float(loss))
+        groups = self.param_groups
+        self._impl.step([float(g["lr"]) for g in groups],
+                        [_total_steps(g["total_steps"]) for g in groups])
+        return loss
+
+    def report_loss(self, loss: float) -> None:
+        """The training loss of the coming step, for loops that call step() without a closure."""
+        self._impl.report_loss(float(loss))
+
+    def report_validation(self, metric: float) -> None:
+        """A validation metric (lower is better), whenever the loop evaluates one."""
+        self._impl.report_validation(float(metric))
+
+    @property
+    def design(self) -> str:
+        return self._impl.design()
+
+    def skipped(self) -> int:
+        """Coordinate updates skipped so far because their gradient was not finite."""
+        return self._impl.skipped()
+
+    def step_sizes(self) -> List[float]:
+        """The step size each parameter took at its last step (lr included), in order."""
+        return self._impl.step_sizes()
+
+    def _params(self):
+        return [(gi, pi, p) for gi, g in enumerate(self.param_groups)
+                for pi, p in enumerate(g["params"])]
+
+    def _sync_state(self):
+        # The library's per-parameter state into self.state (tensors shared, scalars copied).
+        for (_, _, p), entry in zip(self._params(), self._impl.states()):
+            if entry is None:
+                self.state.pop(p, None)
+            else:
+                self.state[p] = entry
+
+    def state_dict(self):
+        self._sync_state()
+        state_dict = super().state_dict()
+        state_dict["rule"] = self._impl.rule()
+        return state_dict
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        rule = state_dict.pop("rule", None)
+        saved_state = state_dict.get("state", {})
+        for key, entry in saved_state.items():
+            missing = [k for k in _STATE_KEYS if k not in entry]
+            if missing:
+                raise RuntimeError(
+                    f"Mnemosyne.load_state_dict: the state of parameter {key} has the keys "
+                    f"{sorted(entry)}, a Mnemosyne state has {list(_STATE_KEYS)} (is it another "
+                    f"optimizer's?)")
+        for index, group in enumerate(state_dict.get("param_groups", [])):
+            if "total_steps" not in group:
+                raise RuntimeError(
+                    f"Mnemosyne.load_state_dict: parameter group {index} has the options "
+                    f"{sorted(k for k in group if k != 'params')}, a Mnemosyne group has lr and "
+                    f"total_steps (is it another optimizer's?)")
+        # The groups: PyTorch's checks and lr, total_steps. It also casts the state's tensors to
+        # each parameter's dtype; the library's own dtypes are restored from saved_state below.
+        super().load_state_dict(state_dict)
+        saved_ids = itertools.chain.from_iterable(g["params"] for g in state_dict["param_groups"])
+        self._impl = self._build(rule if rule is not None else self._impl.rule())
+        self._reads_loss = self._impl.design() == "tensor-schedule"
+        for (gi, pi, p), saved_id in zip(self._params(), saved_ids):
+            self.state.pop(p, None)
+            entry = saved_state.get(saved_id)
+            if entry is None:
+                continue
+            self._impl.set_state(
+                gi, pi, int(entry["step"]),
+                entry["state"].detach().to(device=p.device, dtype=torch.float32, copy=True),
+                entry["controller"].detach().to(device="cpu", copy=True),
+                int(entry["skipped"]), float(entry["last_step_size"]))
+        self._sync_state()
+
+
+class SearchResult(NamedTuple):
+    best_x: torch.Tensor
+    best_value: float
+    evaluations: int
+    best_history: List[float]
+    evaluation_history: List[int]
+
+
+def _box(values):
+    return torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+
+
+class Swarm:
+    """The population-based learned optimizer (flt::optim::Swarm): P particles in a box that attend
+    to each other through FLT attention. Derivative-free unless ``use_gradients``.
+
+    Ask/tell::
+
+        swarm = fltlab.optim.Swarm(particles=16)
+        swarm.reset(lower=[-5, -5], upper=[5, 5])
+        for _ in range(50):
+            x = swarm.ask()                 # (P, n) float64
+            swarm.tell(f(x))                # (P) values; NaN and inf rank last
+        swarm.best_x, swarm.best_value
+
+    or ``swarm.minimize(f, lower=..., upper=..., budget=...)`` (or ``x0=``: the box x0 +- 5).
+    """
+
+    def __init__(self, particles: int = 16, variant: str = "flt", initial_sigma: float = 1.0,
+                 use_gradients: bool = False, budget: int = 0, seed: int = 0,
+                 weights: Optional[str] = None):
+        self._impl = _C.Swarm(particles, variant, initial_sigma, use_gradients, budget, seed,
+                              weights or "")
+
+    def reset(self, lower, upper) -> None:
+        """Starts a new search in the box [lower, upper] (each (n))."""
+        self._impl.reset(_box(lower), _box(upper))
+
+    def ask(self) -> torch.Tensor:
+        return self._impl.ask()
+
+    def tell(self, values, gradients: Optional[torch.Tensor] = None) -> None:
+        self._impl.tell(torch.as_tensor(values, dtype=torch.float64), gradients)
+
+    def set_budget(self, budget: int) -> None:
+        self._impl.set_budget(int(budget))
+
+    def minimize(self, f: Callable, x0=None, *, lower=None, upper=None,
+                 budget: Optional[int] = None) -> SearchResult:
+        """Minimises f: (P, n) float64 -> (P) over the box [lower, upper] or x0 +- 5, spending
+        ``budget`` evaluations (default 200 per dimension)."""
+        def objective(x):
+            return torch.as_tensor(f(x), dtype=torch.float64)
+
+        if x0 is not None:
+            x0 = _box(x0)
+            n = x0.numel()
+        else:
+            if lower is None or upper is None:
+                raise RuntimeError("Swarm.minimize: give x0, or lower and upper")
+            lower, upper = _box(lower), _box(upper)
+            n = lower.numel()
+        if budget is None:
+            budget = _C.swarm_default_budget_per_dim * n
+        if x0 is not None:
+            result = self._impl.minimize_around(objective, x0, int(budget))
+        else:
+            result = self._impl.minimize(objective, lower, upper, int(budget))
+        return SearchResult(**result)
+
+    @property
+    def best_x(self) -> torch.Tensor:
+        return self._impl.best_x()
+
+    @property
+    def best_value(self) -> float:
+        return self._impl.best_value()
+
+    @property
+    def name(self) -> str:
+        return self._impl.name()
+
+    def attention_weights(self) -> torch.Tensor:
+        """Attention among the particles at the current state: (H, P, P)."""
+        return self._impl.attention_weights()

@@ -1,0 +1,455 @@
+// fltlab._C: the attention modules, MultiheadAttention, TransformerLM and the functional forms for
+// python/fltlab/nn. The modules are the library's own torch::nn modules; the Python side adopts
+// their parameter and buffer tensors (the same TensorImpl objects, so autograd, optimizers and
+// state_dict reach what the library computes with).
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "bindings.h"
+#include "flt/attention.h"
+
+namespace flt::python {
+namespace {
+
+namespace fa = flt::attention;
+
+// ---- options from Python keyword arguments ------------------------------------------------------
+
+// Reads keyword arguments into an options struct, naming the function, the option and the value
+// when one does not convert; finish() names any option the variant does not have.
+class Options {
+ public:
+  Options(std::string fn, const py::dict& kwargs) : fn_(std::move(fn)) {
+    for (const auto& item : kwargs) {
+      TORCH_CHECK(py::isinstance<py::str>(item.first), fn_, ": option names must be strings");
+      left_[item.first.cast<std::string>()] = py::reinterpret_borrow<py::object>(item.second);
+    }
+  }
+
+  /// Calls set(value) when `name` was given.
+  template <typename T, typename Set>
+  void take(const char* name, Set set) {
+    const auto it = left_.find(name);
+    if (it == left_.end()) return;
+    const py::object value = it->second;
+    left_.erase(it);
+    T converted;
+    try {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        TORCH_CHECK(py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value), fn_, ": ",
+                    name, " must be an integer, got ", py::repr(value).cast<std::string>());
+      }
+      if constexpr (std::is_same_v<T, bool>) {
+        TORCH_CHECK(py::isinstance<py::bool_>(value), fn_, ": ", name,
+                    " must be True or False, got ", py::repr(value).cast<std::string>());
+      }
+      converted = value.cast<T>();
+    } catch (const py::cast_error&) {
+      TORCH_CHECK(false, fn_, ": ", name,
+                  " has the wrong type: ", py::repr(value).cast<std::string>());
+    }
+    set(converted);
+  }
+
+  /// An option given by name (enums): parse(name) throws naming an unknown one.
+  template <typename Parse, typename Set>
+  void take_name(const char* name, Parse parse, Set set) {
+    take<std::string>(name, [&](const std::string& value) { set(parse(value)); });
+  }
+
+  void finish() const {
+    if (left_.empty()) return;
+    std::string names;
+    for (const auto& item : left_) names += (names.empty() ? "" : ", ") + item.first;
+    TORCH_CHECK(false, fn_, ": unknown option(s) ", names);
+  }
+
+ private:
+  std::string fn_;
+  std::map<std::string, py::object> left_;
+};
+
+template <typename Enum>
+Enum parse_enum(const char* what, const std::string& name,
+                const std::vector<std::pair<const char*, Enum>>& table) {
+  std::string known;
+  for (const auto& [text, value] : table) {
+    if (name == text) return value;
+    known += (known.empty() ? "" : ", ") + std::string(text);
+  }
+  TORCH_CHECK(false, "unknown ", what, " \"", name, "\" (expected one of ", known, ")");
+}
+
+fa::FourierRShape r_shape_from_name(const std::string& name) {
+  return parse_enum<fa::FourierRShape>(
+      "Fourier r_shape", name,
+      {{"scalar", fa::FourierRShape::kScalar},
+       {"per_dimension", fa::FourierRShape::kPerDimension},
+       {"per_head", fa::FourierRShape::kPerHead},
+       {"per_head_dimension", fa::FourierRShape::kPerHeadDimension}});
+}
+
+fa::FourierPhi phi_from_name(const std::string& name) {
+  std::vector<std::pair<const char*, fa::FourierPhi>> table;
+  for (auto phi : {fa::FourierPhi::kPower, fa::FourierPhi::kAbs, fa::FourierPhi::kRelu,
+                   fa::FourierPhi::kSigmoid})
+    table.emplace_back(kernels::fourier_phi_name(phi), phi);
+  return parse_enum("Fourier phi", name, table);
+}
+
+fa::ProposalKind proposal_from_name(const std::string& name) {
+  return parse_enum<fa::ProposalKind>(
+      "FLT proposal", name,
+      {{"gaussian", fa::ProposalKind::kGaussian}, {"cauchy", fa::ProposalKind::kCauchy}});
+}
+
+// Every variant's options have heads and head_dim.
+template <typename O>
+void take_dims(Options& in, O& o) {
+  in.take<int64_t>("heads", [&](int64_t v) { o.heads(v); });
+  in.take<int64_t>("head_dim", [&](int64_t v) { o.head_dim(v); });
+}
+
+fa::AttentionOptions attention_options(const std::string& variant, const py::dict& kwargs) {
+  Options in(variant, kwargs);
+  fa::AttentionOptions result;
+  if (variant == "softmax") {
+    fa::SoftmaxAttentionOptions o;
+    in.take<double>("scale", [&](double v) { o.scale(v); });
+    take_dims(in, o);
+    result = o;
+  } else if (variant == "linear") {
+    fa::LinearAttentionOptions o;
+    in.take<double>("eps", [&](double v) { o.eps(v); });
+    take_dims(in, o);
+    result = o;
+  } else if (variant == "performer") {
+    fa::PerformerAttentionOptions o;
+    in.take<int64_t>("features", [&](int64_t v) { o.features(v); });
+    in.take_name("kind", fa::feature_kind_from_name, [&](fa::FeatureKind v) { o.kind(v); });
+    in.take<bool>("orthogonal", [&](bool v) { o.orthogonal(v); });
+    in.take<uint64_t>("seed", [&](uint64_t v) { o.seed(v); });
+    in.take<double>("eps", [&](double v) { o.eps(v); });
+    take_dims(in, o);
+    result = o;
+  } else if (variant == "fourier") {
+    fa::FourierAttentionOptions o;
+    in.take<double>("r_init", [&](double v) { o.r_init(v); });
+    in.take_name("r_shape", r_shape_from_name, [&](fa::FourierRShape v) { o.r_shape(v); });
+    in.take<bool>("learn_r", [&](bool v) { o.learn_r(v); });
+    in.take<int64_t>("power", [&](int64_t v) { o.power(v); });
+    in.take_name("phi", phi_from_name, [&](fa::FourierPhi v) { o.phi(v); });
+    take_dims(in, o);
+    result = o;
+  } else if (variant == "flt") {
+    fa::FLTAttentionOptions o;
+    in.take<int64_t>("features", [&](int64_t v) { o.features(v); });
+    in.take<int64_t>("rpe_features", [&](int64_t v) { o.rpe_features(v); });
+    in.take<int64_t>("position_dim", [&](int64_t v) { o.position_dim(v); });
+    in.take_name("family", fa::spectrum_family_from_name,
+                 [&](fa::SpectrumFamily v) { o.family(v); });
+    in.take<int64_t>("components", [&](int64_t v) { o.components(v); });
+    in.take<int64_t>("smoothness", [&](int64_t v) { o.smoothness(v); });
+    in.take<double>("rpe_scale", [&](double v) { o.rpe_scale(v); });
+    in.take<double>("rpe_weight", [&](double v) { o.rpe_weight(v); });
+    in.take_name("proposal", proposal_from_name, [&](fa::ProposalKind v) { o.proposal(v); });
+    in.take<double>("proposal_sigma", [&](double v) { o.proposal_sigma(v); });
+    in.take<bool>("learn_proposal", [&](bool v) { o.learn_proposal(v); });
+    in.take_name("kind", fa::feature_kind_from_name, [&](fa::FeatureKind v) { o.kind(v); });
+    in.take<uint64_t>("seed", [&](uint64_t v) { o.seed(v); });
+    in.take<double>("eps", [&](double v) { o.eps(v); });
+    take_dims(in, o);
+    result = o;
+  } else if (variant == "schoenbat") {
+    fa::SchoenbAttentionOptions o;
+    in.take<std::string>("kernel", [&](const std::string& v) { o.kernel(v); });
+    in.take<int64_t>("features", [&](int64_t v) { o.features(v); });
+    in.take<int64_t>("max_degree", [&](int64_t v) { o.max_degree(v); });
+    in.take<bool>("ppsbn", [&](bool v) { o.ppsbn(v); });
+    in.take<double>("sbn_eps", [&](double v) { o.sbn_eps(v); });
+    in.take<double>("normaliser_floor", [&](double v) { o.normaliser_floor(v); });
+    in.take<double>("gamma", [&](double v) { o.gamma(v); });
+    in.take<double>("beta", [&](double v) { o.beta(v); });
+    in.take<uint64_t>("seed", [&](uint64_t v) { o.seed(v); });
+    take_dims(in, o);
+    result = o;
+  } else {
+    TORCH_CHECK(false, "unknown attention variant \"", variant,
+                "\" (expected softmax, linear, performer, fourier, flt or schoenbat)");
+  }
+  in.finish();
+  return result;
+}
+
+// ---- the modules --------------------------------------------------------------------------------
+
+template <typename Holder>
+std::pair<std::shared_ptr<torch::nn::Module>, fa::Attention*> attention_module(Holder holder) {
+  auto impl = holder.ptr();
+  return {impl, impl.get()};
+}
+
+// Any library module the Python side wraps: an attention variant (with its common interface), a
+// FeatureMap, MultiheadAttention or TransformerLM.
+struct Module {
+  std::shared_ptr<torch::nn::Module> module;
+  fa::Attention* attention = nullptr;
+
+  template <typename Impl>
+  Impl& as(const char* what) const {
+    auto* impl = dynamic_cast<Impl*>(module.get());
+    TORCH_CHECK(impl != nullptr, what, " is not available on ", module->name());
+    return *impl;
+  }
+  fa::Attention& variant() const {
+    TORCH_CHECK(attention != nullptr, module->name(), " is not an attention variant");
+    return *attention;
+  }
+
+  /// The tensor registered under a dotted name: a handle to the module's own TensorImpl (set_data
+  /// through it reaches every handle the module holds).
+  at::Tensor named(const std::string& name) const {
+    const auto parameters = module->named_parameters();
+    if (const auto* p = parameters.find(name)) return *p;
+    const auto buffers = module->named_buffers();
+    const auto* b = buffers.find(name);
+    TORCH_CHECK(b != nullptr, module->name(), " has no parameter or buffer \"", name, "\"");
+    return *b;
+  }
+};
+
+Module make_attention_module(const std::string& variant, const py::dict& kwargs) {
+  const auto options = attention_options(variant, kwargs);
+  auto [module, attention] = std::visit(
+      [](const auto& o) -> std::pair<std::shared_ptr<torch::nn::Module>, fa::Attention*> {
+        using O = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<O, fa::SoftmaxAttentionOptions>)
+          return attention_module(fa::SoftmaxAttention(o));
+        else if constexpr (std::is_same_v<O, fa::LinearAttentionOptions>)
+          return attention_module(fa::LinearAttention(o));
+        else if constexpr (std::is_same_v<O, fa::PerformerAttentionOptions>)
+          return attention_module(fa::PerformerAttention(o));
+        else if constexpr (std::is_same_v<O, fa::FourierAttentionOptions>)
+          return attention_module(fa::FourierAttention(o));
+        else if constexpr (std::is_same_v<O, fa::FLTAttentionOptions>)
+          return attention_module(fa::FLTAttention(o));
+        else
+          return attention_module(fa::SchoenbAttention(o));
+      },
+      options);
+  return {module, attention};
+}
+
+fa::AttentionCall call_of(bool causal, const c10::optional<at::Tensor>& positions) {
+  fa::AttentionCall call;
+  call.causal = causal;
+  if (positions) call.positions = *positions;
+  return call;
+}
+
+using Pairs = std::vector<std::pair<std::string, at::Tensor>>;
+
+Pairs to_pairs(const torch::OrderedDict<std::string, at::Tensor>& items) {
+  Pairs out;
+  for (const auto& item : items) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+}  // namespace
+
+void bind_nn(py::module_& m) {
+  py::class_<Module>(m, "Module")
+      .def("named_parameters",
+           [](const Module& self) { return to_pairs(self.module->named_parameters()); })
+      .def("named_buffers",
+           [](const Module& self) { return to_pairs(self.module->named_buffers()); })
+      // The module's own tensor `name` takes the data of `tensor` (after module.to(...) replaced
+      // it on the Python side): the library's handles keep their identity.
+      .def("set_data", [](Module& self, const std::string& name,
+                          const at::Tensor& tensor) { self.named(name).set_data(tensor); })
+      .def("train", [](Module& self, bool mode) { self.module->train(mode); })
+      .def("__repr__",
+           [](const Module& self) {
+             std::ostringstream out;
+             self.module->pretty_print(out);
+             return out.str();
+           })
+      .def("name", [](const Module& self) { return self.module->name(); })
+      // ---- attention variants
+      .def(
+          "forward",
+          [](Module& self, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+             bool causal, const c10::optional<at::Tensor>& positions) {
+            auto& attention = self.variant();
+            const auto call = call_of(causal, positions);
+            py::gil_scoped_release release;
+            return attention.forward(q, k, v, call);
+          },
+          py::arg("q"), py::arg("k"), py::arg("v"), py::arg("causal"), py::arg("positions"))
+      .def(
+          "materialize",
+          [](Module& self, const at::Tensor& q, const at::Tensor& k, bool causal,
+             const c10::optional<at::Tensor>& positions) {
+            auto& attention = self.variant();
+            const auto call = call_of(causal, positions);
+            py::gil_scoped_release release;
+            return attention.materialize(q, k, call);
+          },
+          py::arg("q"), py::arg("k"), py::arg("causal"), py::arg("positions"))
+      .def("variant_name", [](const Module& self) { return self.variant().name(); })
+      .def("redraw",
+           [](Module& self, uint64_t seed) {
+             if (auto* p = dynamic_cast<fa::PerformerAttentionImpl*>(self.module.get()))
+               p->redraw(seed);
+             else if (auto* f = dynamic_cast<fa::FLTAttentionImpl*>(self.module.get()))
+               f->redraw(seed);
+             else if (auto* s = dynamic_cast<fa::SchoenbAttentionImpl*>(self.module.get()))
+               s->redraw(seed);
+             else if (auto* map = dynamic_cast<fa::FeatureMapImpl*>(self.module.get()))
+               map->redraw(seed);
+             else
+               TORCH_CHECK(false, self.module->name(), " has no random features to redraw");
+           })
+      // ---- FLT: the RPE it learns
+      .def("rpe_function",
+           [](Module& self, const at::Tensor& delta) {
+             return self.as<fa::FLTAttentionImpl>("rpe_function").rpe_function(delta);
+           })
+      .def("exact_mask",
+           [](Module& self, const at::Tensor& positions) {
+             return self.as<fa::FLTAttentionImpl>("exact_mask").exact_mask(positions);
+           })
+      // ---- MultiheadAttention
+      .def(
+          "multihead_forward",
+          [](Module& self, const at::Tensor& x, bool causal,
+             const c10::optional<at::Tensor>& positions) {
+            auto& mha = self.as<fa::MultiheadAttentionImpl>("forward(x)");
+            const auto call = call_of(causal, positions);
+            py::gil_scoped_release release;
+            return mha.forward(x, call);
+          },
+          py::arg("x"), py::arg("causal"), py::arg("positions"))
+      .def("multihead_attention_weights",
+           [](Module& self, const at::Tensor& x, bool causal,
+              const c10::optional<at::Tensor>& positions) {
+             return self.as<fa::MultiheadAttentionImpl>("attention_weights")
+                 .attention_weights(x, call_of(causal, positions));
+           })
+      // ---- TransformerLM
+      .def("lm_forward",
+           [](Module& self, const at::Tensor& tokens) {
+             auto& lm = self.as<fa::TransformerLMImpl>("forward(tokens)");
+             py::gil_scoped_release release;
+             return lm.forward(tokens);
+           })
+      .def("lm_attention_maps",
+           [](Module& self, const at::Tensor& tokens) {
+             return self.as<fa::TransformerLMImpl>("attention_maps").attention_maps(tokens);
+           })
+      // ---- FeatureMap
+      .def("query_features",
+           [](Module& self, const at::Tensor& x) {
+             return self.as<fa::FeatureMapImpl>("query_features").query_features(x);
+           })
+      .def("key_features",
+           [](Module& self, const at::Tensor& x, bool causal) {
+             return self.as<fa::FeatureMapImpl>("key_features").key_features(x, causal);
+           })
+      .def("unshifted_features", [](Module& self, const at::Tensor& x) {
+        return self.as<fa::FeatureMapImpl>("unshifted_features").unshifted_features(x);
+      });
+
+  m.def("attention", &make_attention_module, py::arg("variant"), py::arg("options"));
+  m.def(
+      "multihead_attention",
+      [](int64_t embed_dim, int64_t heads, const std::string& variant, bool bias,
+         const py::dict& options) {
+        fa::MultiheadAttentionOptions o(embed_dim, heads);
+        o.attention(attention_options(variant, options)).bias(bias);
+        return Module{fa::MultiheadAttention(o).ptr(), nullptr};
+      },
+      py::arg("embed_dim"), py::arg("heads"), py::arg("variant"), py::arg("bias"),
+      py::arg("options"));
+  m.def(
+      "transformer_lm",
+      [](int64_t vocab_size, int64_t embed_dim, int64_t heads, int64_t layers, int64_t max_length,
+         int64_t ff_dim, bool tie_weights, bool share_rpe, const std::string& variant,
+         const py::dict& options) {
+        fa::TransformerOptions o(vocab_size, embed_dim, heads, layers);
+        o.max_length(max_length)
+            .ff_dim(ff_dim)
+            .tie_weights(tie_weights)
+            .share_rpe(share_rpe)
+            .attention(attention_options(variant, options));
+        return Module{fa::TransformerLM(o).ptr(), nullptr};
+      },
+      py::arg("vocab_size"), py::arg("embed_dim"), py::arg("heads"), py::arg("layers"),
+      py::arg("max_length"), py::arg("ff_dim"), py::arg("tie_weights"), py::arg("share_rpe"),
+      py::arg("variant"), py::arg("options"));
+  m.def(
+      "feature_map",
+      [](int64_t input_dim, int64_t features, const std::string& kind, bool orthogonal,
+         uint64_t seed) {
+        fa::FeatureMapOptions o(input_dim, features);
+        o.kind(fa::feature_kind_from_name(kind)).orthogonal(orthogonal).seed(seed);
+        return Module{fa::FeatureMap(o).ptr(), nullptr};
+      },
+      py::arg("input_dim"), py::arg("features"), py::arg("kind"), py::arg("orthogonal"),
+      py::arg("seed"));
+
+  // ---- functional forms: the library's names, arguments and defaults ----------------------------
+  auto f = m.def_submodule("functional");
+  f.def("softmax_attention", &fa::softmax_attention, py::arg("q"), py::arg("k"), py::arg("v"),
+        py::arg("causal") = false, py::arg("scale") = 0.0);
+  f.def(
+      "softmax_attention_weights",
+      [](const at::Tensor& q, const at::Tensor& k, bool causal, double scale,
+         const c10::optional<at::Tensor>& bias) {
+        return fa::softmax_attention_weights(q, k, causal, scale, bias.value_or(at::Tensor()));
+      },
+      py::arg("q"), py::arg("k"), py::arg("causal") = false, py::arg("scale") = 0.0,
+      py::arg("bias") = py::none());
+  f.def("linear_attention", &fa::linear_attention, py::arg("q"), py::arg("k"), py::arg("v"),
+        py::arg("causal") = false, py::arg("eps") = fa::kLinearAttentionEps);
+  f.def("elu_feature_map", &fa::elu_feature_map, py::arg("x"));
+  f.def(
+      "performer_attention",
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Module& feature_map,
+         bool causal, double eps) {
+        return fa::performer_attention(
+            q, k, v, feature_map.as<fa::FeatureMapImpl>("performer_attention"), causal, eps);
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("feature_map"), py::arg("causal") = false,
+      py::arg("eps") = fa::kFavorEps);
+  f.def(
+      "fourier_attention",
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& R,
+         int64_t power, bool causal, const std::string& phi) {
+        return fa::fourier_attention(q, k, v, R, power, causal, phi_from_name(phi));
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("R"), py::arg("power") = fa::kFourierPower,
+      py::arg("causal") = false, py::arg("phi") = "power");
+  f.def(
+      "fourier_attention_weights",
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& R, int64_t power, bool causal,
+         const std::string& phi) {
+        return fa::fourier_attention_weights(q, k, R, power, causal, phi_from_name(phi));
+      },
+      py::arg("q"), py::arg("k"), py::arg("R"), py::arg("power") = fa::kFourierPower,
+      py::arg("causal") = false, py::arg("phi") = "power");
+  f.def("kernelized_attention", &fa::kernelized_attention, py::arg("q"), py::arg("k"), py::arg("v"),
+        py::arg("kernel"), py::arg("causal") = false);
+  f.def("schoenberg_kernel", &fa::schoenberg_kernel, py::arg("kernel"), py::arg("t"));
+  f.def("ppsbn_pre", &fa::ppsbn_pre, py::arg("x"), py::arg("causal"), py::arg("eps") = fa::kSbnEps);
+}
+
+}  // namespace flt::python

@@ -1,0 +1,278 @@
+"""fltlab.optim: Mnemosyne as a torch.optim.Optimizer (the C++ trajectory, groups, schedulers,
+closures, state_dict) and Swarm."""
+
+import copy
+import io
+import math
+
+import pytest
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+import fltlab
+from fltlab.optim import Mnemosyne, Swarm
+
+
+def regression_problem(seed):
+    """The model and data of `flt_python_reference trajectory`: the same draws in the same order."""
+    torch.manual_seed(seed)
+    x, y = torch.randn(64, 16), torch.randn(64, 4)
+    values = [torch.randn(32, 16) * 0.25, torch.randn(32) * 0.1, torch.randn(4, 32) * 0.25,
+              torch.randn(4) * 0.1]
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4))  # (draws its own init)
+    with torch.no_grad():
+        for p, value in zip(model.parameters(), values):
+            p.copy_(value)
+    return model, x, y
+
+
+@pytest.mark.parametrize("design", ["coordinate-memory", "tensor-schedule"])
+def test_trajectory_equals_the_cpp_optimizer(design, reference, tmp_path):
+    steps, seed = 30, 7
+    out = tmp_path / "cpp.bin"
+    reference("trajectory", out, design, steps, seed)
+    blob = out.read_bytes()
+    cpp_losses = torch.frombuffer(bytearray(blob[:steps * 8]), dtype=torch.float64)
+    cpp_params = torch.frombuffer(bytearray(blob[steps * 8:]), dtype=torch.float32)
+
+    model, x, y = regression_problem(seed)
+    opt = Mnemosyne(model.parameters(), total_steps=steps, design=design)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)
+    losses = []
+    for t in range(steps):
+        if t == 15:
+            # Halfway, a new optimizer and scheduler continue from saved states (deep-copied and
+            # through torch.save): the trajectory must not notice.
+            buffer = io.BytesIO()
+            torch.save(copy.deepcopy(opt.state_dict()), buffer)
+            scheduler_state = scheduler.state_dict()
+            opt = Mnemosyne(model.parameters(), lr=0.123, total_steps=5, memory="none")
+            opt.load_state_dict(torch.load(io.BytesIO(buffer.getvalue())))
+            scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)
+            scheduler.load_state_dict(scheduler_state)
+
+        def closure():
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+        losses.append(opt.step(closure).item())
+        scheduler.step()
+        if t % 5 == 4:
+            with torch.no_grad():
+                opt.report_validation(F.mse_loss(model(x), y).item())
+
+    assert opt.design == design
+    assert torch.equal(torch.tensor(losses, dtype=torch.float64), cpp_losses)
+    params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    assert torch.equal(params, cpp_params)
+    assert losses[-1] < 0.8 * losses[0]
+
+
+def test_steps_the_models_own_tensors():
+    model, x, y = regression_problem(0)
+    weight = model[0].weight
+    address = weight.data_ptr()
+    before = weight.detach().clone()
+    opt = Mnemosyne(model.parameters())
+    assert opt.param_groups[0]["params"][0] is weight
+    F.mse_loss(model(x), y).backward()
+    opt.step()
+    assert model[0].weight is weight and weight.data_ptr() == address
+    assert not torch.equal(weight, before)
+
+
+def test_lr_is_read_at_every_step_and_groups_have_their_own():
+    model, x, y = regression_problem(1)
+    opt = Mnemosyne([{"params": model[0].parameters()},
+                     {"params": model[2].parameters(), "lr": 0.0}], lr=0.5)
+    assert [g["lr"] for g in opt.param_groups] == [0.5, 0.0]
+    frozen = model[2].weight.detach().clone()
+    moved = model[0].weight.detach().clone()
+    F.mse_loss(model(x), y).backward()
+    opt.step()
+    assert torch.equal(model[2].weight, frozen)  # lr 0: no step
+    assert not torch.equal(model[0].weight, moved)
+    opt.param_groups[1]["lr"] = 1.0  # as a scheduler would
+    opt.zero_grad()
+    F.mse_loss(model(x), y).backward()
+    opt.step()
+    assert not torch.equal(model[2].weight, frozen)
+    assert opt.step_sizes()[2] > 0
+
+
+def test_add_param_group_and_zero_grad():
+    model, x, y = regression_problem(2)
+    opt = Mnemosyne(model[0].parameters())
+    opt.add_param_group({"params": model[2].parameters(), "lr": 0.25, "total_steps": 100})
+    assert opt.param_groups[1]["lr"] == 0.25
+    F.mse_loss(model(x), y).backward()
+    before = model[2].weight.detach().clone()
+    opt.step()
+    assert not torch.equal(model[2].weight, before)
+    opt.zero_grad()
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+    with pytest.raises(RuntimeError, match="Long"):
+        opt.add_param_group({"params": [torch.zeros(3, dtype=torch.long)]})
+    assert len(opt.param_groups) == 2
+
+
+def test_closure_loss_is_returned():
+    model, x, y = regression_problem(3)
+    opt = Mnemosyne(model.parameters())
+    seen = []
+
+    def closure():
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        seen.append(loss)
+        return loss
+
+    assert opt.step(closure) is seen[0]
+    assert opt.step() is None
+
+
+def run(opt, model, x, y, steps):
+    for _ in range(steps):
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+
+
+def test_state_dict_is_plain_and_load_continues_exactly():
+    model, x, y = regression_problem(4)
+    twin = copy.deepcopy(model)
+    opt = Mnemosyne(model.parameters(), lr=0.7, total_steps=20)
+    run(opt, model, x, y, 5)
+    state = opt.state_dict()
+    assert type(state) is dict and type(state["state"]) is dict
+    assert set(state["state"][0]) == {"step", "state", "controller", "skipped", "last_step_size"}
+    assert state["state"][0]["step"] == 5
+    assert state["param_groups"][0]["lr"] == 0.7
+    copied = copy.deepcopy(state)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+
+    # The twin catches up with the same first 5 steps, then takes the saved state: both go on alike.
+    twin_opt = Mnemosyne(twin.parameters(), lr=0.7, total_steps=20)
+    run(twin_opt, twin, x, y, 5)
+    fresh = Mnemosyne(twin.parameters(), memory="performer")
+    fresh.load_state_dict(torch.load(io.BytesIO(buffer.getvalue())))
+    assert fresh.param_groups[0]["lr"] == 0.7 and fresh.param_groups[0]["total_steps"] == 20
+    run(opt, model, x, y, 5)
+    run(fresh, twin, x, y, 5)
+    for a, b in zip(model.parameters(), twin.parameters()):
+        assert torch.equal(a, b)
+    # The deep copy was not touched by the steps since.
+    assert copied["state"][0]["step"] == 5
+    assert torch.equal(copied["state"][0]["state"], torch.load(io.BytesIO(buffer.getvalue()))[
+        "state"][0]["state"])
+
+
+def test_double_parameters_and_the_schedule_state_keep_their_dtypes():
+    torch.manual_seed(5)
+    p = nn.Parameter(torch.randn(10, dtype=torch.float64))
+    opt = Mnemosyne([p], design="tensor-schedule")
+    for _ in range(3):
+        opt.zero_grad()
+        (p ** 2).sum().backward()
+        opt.report_loss(float((p ** 2).sum()))
+        opt.step()
+    state = opt.state_dict()
+    assert state["state"][0]["state"].dtype == torch.float32
+    assert state["state"][0]["controller"].dtype == torch.float64
+    other = Mnemosyne([p], design="tensor-schedule")
+    other.load_state_dict(copy.deepcopy(state))
+    assert other.state_dict()["state"][0]["controller"].dtype == torch.float64
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(lr=-1.0), "lr must be finite and >= 0, got -1"),
+    (dict(lr=math.nan), "lr must be finite and >= 0, got nan"),
+    (dict(total_steps=-3), "total_steps must be >= 0 .*got -3"),
+    (dict(memory="lsmt"), "lsmt"),
+    (dict(design="tensor-shedule"), "tensor-shedule"),
+    (dict(weights="/nonexistent/weights.pt"), "/nonexistent/weights.pt"),
+])
+def test_bad_options_raise_runtime_error_naming_the_value(kwargs, message):
+    with pytest.raises(RuntimeError, match=message):
+        Mnemosyne([nn.Parameter(torch.zeros(3))], **kwargs)
+
+
+def test_bad_lr_set_between_steps_is_named():
+    p = nn.Parameter(torch.ones(3))
+    opt = Mnemosyne([p])
+    opt.param_groups[0]["lr"] = -0.5
+    p.grad = torch.ones(3)
+    with pytest.raises(RuntimeError, match="got -0.5"):
+        opt.step()
+
+
+def test_loading_another_optimizers_state_is_named():
+    p = nn.Parameter(torch.ones(3))
+    adam = torch.optim.Adam([p])
+    p.grad = torch.ones(3)
+    adam.step()
+    with pytest.raises(RuntimeError, match="exp_avg"):
+        Mnemosyne([p]).load_state_dict(adam.state_dict())
+
+
+def test_wrong_state_shape_is_named_at_the_next_step():
+    p = nn.Parameter(torch.ones(4))
+    opt = Mnemosyne([p])
+    p.grad = torch.ones(4)
+    opt.step()
+    state = opt.state_dict()
+    state["state"][0]["state"] = torch.zeros(3, 3)
+    opt.load_state_dict(state)
+    with pytest.raises(RuntimeError, match=r"must be \(\d+, 4\), got \[3, 3\]"):
+        opt.step()
+
+
+def sphere(x):
+    return ((x - 1.5) ** 2).sum(dim=1)
+
+
+def test_swarm_minimize_and_ask_tell():
+    result = Swarm(particles=16, seed=3).minimize(sphere, lower=[-5, -5], upper=[5, 5],
+                                                  budget=800)
+    assert result.evaluations == 800
+    assert result.best_value < 1e-2
+    assert torch.allclose(result.best_x, torch.tensor([1.5, 1.5], dtype=torch.float64),
+                          atol=0.1)
+    assert result.best_history[-1] == result.best_value
+
+    swarm = Swarm(particles=8, seed=1, budget=400)
+    swarm.reset(lower=[-5.0] * 3, upper=[5.0] * 3)
+    first = None
+    for _ in range(50):
+        x = swarm.ask()
+        assert x.shape == (8, 3) and x.dtype == torch.float64
+        swarm.tell(sphere(x))
+        first = swarm.best_value if first is None else first
+    assert swarm.best_value < first
+    assert swarm.attention_weights().shape[-2:] == (8, 8)
+    around = Swarm(seed=2).minimize(sphere, x0=[0.0, 0.0], budget=200)
+    assert around.evaluations == 200
+
+
+def test_swarm_errors():
+    with pytest.raises(RuntimeError, match="lstmm"):
+        Swarm(variant="lstmm")
+    swarm = Swarm()
+    with pytest.raises(RuntimeError, match="lower"):
+        swarm.reset(lower=[1.0, 0.0], upper=[0.0, 1.0])
+
+    def broken(x):
+        raise ValueError("objective failed at " + str(x.shape[0]))
+
+    with pytest.raises(ValueError, match="objective failed"):
+        swarm.minimize(broken, lower=[0, 0], upper=[1, 1], budget=50)
+
+
+def test_package_lists_what_ships():
+    assert "flt" in fltlab.optim.pretrained_memories()
+    assert fltlab.__version__
