@@ -135,7 +135,8 @@ class PerformerAttention(_Attention):
 
 
 class FourierAttention(_Attention):
-    """FourierFormer attention. Options: r_init=2.0, r_shape="scalar" ("per_dimension",
+    """FourierFormer attention. Options: r_init=0 (R matched to softmax's temperature from the head
+    dim: fourier_softmax_matched_r), r_shape="scalar" ("per_dimension",
     "per_head", "per_head_dimension"), learn_r=True, power=4, phi="power", heads, head_dim."""
     _variant = "fourier"
 
