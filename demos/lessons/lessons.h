@@ -71,7 +71,7 @@ struct Lesson {
   std::function<LessonResult(const LessonSettings&)> run;
 };
 
-/// Every lesson, in the order of the table in docs/reproductions.md (1-7).
+/// Every lesson, in the order of the table in docs/reproductions.md (1-8).
 const std::vector<Lesson>& lessons();
 /// The lesson with this key, or nullptr.
 const Lesson* find_lesson(const std::string& key);
