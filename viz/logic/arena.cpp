@@ -236,7 +236,7 @@ void step_racer(const ArenaLevel& level, const std::vector<std::array<double, 2>
     racer.advice = diverged_advice(racer.kind, runner.lr, runner.momentum);
     return;
   }
-  if (level.max_swings >= 0) {  // count the big reversals across the level's swing axis
+  if (level.max_swings >= 0 && !racer.path.empty()) {  // big reversals across the swing axis
     const int axis = level.swing_axis;
     const double delta = (axis == 0 ? x : y) - racer.path.back()[axis];
     if (delta != 0.0) {

@@ -170,7 +170,8 @@ std::vector<int> legend_rows(const std::vector<float>& widths, float available, 
 }
 
 std::vector<float> block_mean(const std::vector<float>& values, int rows, int cols, int factor,
-                              int* out_rows, int* out_cols, float (*transform)(float)) {
+                              int* out_rows, int* out_cols,
+                              const std::function<float(float)>& transform) {
   factor = std::max(1, factor);
   const int r_out = (rows + factor - 1) / factor, c_out = (cols + factor - 1) / factor;
   std::vector<float> out(static_cast<size_t>(r_out) * c_out, 0.0f);

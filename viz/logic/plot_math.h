@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,8 @@ std::vector<int> legend_rows(const std::vector<float>& widths, float available, 
 /// of transform(value): an anti-aliased downsample (picking every factor-th value instead leaves
 /// spikes where a narrow valley falls on a picked cell).
 std::vector<float> block_mean(const std::vector<float>& values, int rows, int cols, int factor,
-                              int* out_rows, int* out_cols, float (*transform)(float) = nullptr);
+                              int* out_rows, int* out_cols,
+                              const std::function<float(float)>& transform = nullptr);
 
 /// Where a 3-D surface is drawn: the unit height field (x, y in [-1, 1], z in [-0.5, 0.5]) seen
 /// from `yaw` and `pitch`, scaled and centred so that its whole bounding box fits a width x height

@@ -14,7 +14,8 @@
 //   tab SCENE           show SCENE's tab (scene key: arena, training, ...)
 //   move X Y            put the mouse at (X, Y)
 //   click X Y           move there, press and release the left button (two frames)
-//   key NAME            press and release a key (SPACE, S, R, RIGHT)
+//   key NAME            press and release a key (SPACE, S, R, RIGHT), a frame each
+//   tap NAME            press and release a key between two frames (needs the key callback)
 //   frames N            render N frames with the current input
 //   sleep MS            wait (the training worker runs meanwhile)
 //   save NAME           render a frame and write OUT_DIR/NAME.png
@@ -117,6 +118,11 @@ int run(const std::string& script_path, const std::string& out) {
       input.keys_down = {key_code(name)};
       frame();
       input.keys_down.clear();
+      frame();
+    } else if (command == "tap") {
+      std::string name;
+      words >> name;
+      app.state().keys.press(key_code(name));
       frame();
     } else if (command == "frames") {
       int n = 0;
