@@ -65,6 +65,10 @@ struct AppState {
 /// Shows `message` as the fading confirmation (and in the status line).
 void confirm(AppState& s, const std::string& message);
 
+/// Writes what the export dialog describes to its path (folders created; a PNG after the next
+/// render) and confirms the absolute path, or says why it could not.
+void run_export(AppState& s);
+
 /// The window, GL context and ImGui context; one per process.
 class App {
  public:

@@ -132,15 +132,15 @@ void show_arena_map(LabState& lab, ArenaView& view, ImVec2 size) {
   }
 }
 
-// The landscape as a 3-D surface on the map's log scale (block means of log f over 4 x 4 cells,
-// floored where the map's colours stop, so a narrow valley is not a row of spikes), with every
+// The landscape as a 3-D surface on a log scale (block means of log f over 3 x 3 cells, floored
+// 3 decades under the top, so a valley narrower than a cell is not a row of spikes), with every
 // racer's path and current point on it.
 void show_arena_surface(const ArenaGame& game, ArenaView& view, ImVec2 size) {
   const auto& grid = game.grid();
   const auto& level = game.level();
-  const float floor = grid.lo;
+  const float floor = std::max(grid.lo, grid.hi * 1e-3f);
   int rows = 0, cols = 0;
-  const auto small = block_mean(grid.values, grid.rows, grid.cols, 4, &rows, &cols,
+  const auto small = block_mean(grid.values, grid.rows, grid.cols, 3, &rows, &cols,
                                 [floor](float v) { return std::log10(std::max(v, floor)); });
   std::vector<SurfacePath> paths;
   for (const auto& racer : game.racers()) {
@@ -151,7 +151,7 @@ void show_arena_surface(const ArenaGame& game, ArenaView& view, ImVec2 size) {
       const float u = static_cast<float>((p[0] - level.lo_x) / (level.hi_x - level.lo_x));
       const float v = static_cast<float>((level.hi_y - p[1]) / (level.hi_y - level.lo_y));
       if (u < 0 || u > 1 || v < 0 || v > 1) continue;  // off the map: not on the surface
-      const float h = std::log10(std::max(static_cast<float>(racer.values[i]), grid.lo));
+      const float h = std::log10(std::max(static_cast<float>(racer.values[i]), floor));
       path.points.push_back({u, v, h});
     }
     paths.push_back(std::move(path));

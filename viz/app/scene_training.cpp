@@ -2,6 +2,7 @@
 // probe sequence, all read from the training worker's snapshots (the UI never waits on a step).
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,8 +78,10 @@ void show_training(LabState& lab, TrainingView& view) {
     ImGui::SameLine();
     if (ImGui::SmallButton("forget")) lab.training.session.clear_previous();
     for (const auto& run : snap.previous) {
-      ImGui::TextDisabled("  %s: %zu steps, loss %.4f", run.label.c_str(), run.loss.size(),
-                          run.loss.empty() ? 0.0f : run.loss.back());
+      char line[200];
+      std::snprintf(line, sizeof(line), "  %s: %zu steps, loss %.4f", run.label.c_str(),
+                    run.loss.size(), run.loss.empty() ? 0.0f : run.loss.back());
+      fitted_text(line, ImGui::GetContentRegionAvail().x, /*disabled=*/true);
     }
   }
   if (details("model_details")) {

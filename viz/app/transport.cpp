@@ -75,8 +75,9 @@ void request_export(AppState& s, ExportDialog::Kind kind) {
   s.export_dialog.open_requested = true;
 }
 
-// Writes the export the dialog describes (PNGs after the next render), confirming where.
-void export_now(AppState& s) {
+}  // namespace
+
+void run_export(AppState& s) {
   std::string error;
   const std::string path = prepare_path(s.export_dialog.path, &error);
   if (path.empty()) {
@@ -100,6 +101,8 @@ void export_now(AppState& s) {
   }
 }
 
+namespace {
+
 void export_dialog(AppState& s) {
   if (s.export_dialog.open_requested) {
     ImGui::OpenPopup("Export");
@@ -119,7 +122,7 @@ void export_dialog(AppState& s) {
   ImGui::TextDisabled("(a relative path starts in the folder flt-lab was started from)");
   if (ImGui::Button("Save", ImVec2(100, 0)) || enter) {
     ImGui::CloseCurrentPopup();
-    export_now(s);
+    run_export(s);
   }
   ImGui::SameLine();
   if (ImGui::Button("Cancel", ImVec2(100, 0)) || ImGui::IsKeyPressed(GLFW_KEY_ESCAPE, false))

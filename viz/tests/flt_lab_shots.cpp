@@ -14,7 +14,7 @@
 //   tab SCENE           show SCENE's tab (scene key: arena, training, ...)
 //   move X Y            put the mouse at (X, Y)
 //   click X Y           move there, press and release the left button (two frames)
-//   key NAME            press and release a key (SPACE, S, R, RIGHT), a frame each
+//   key NAME            press and release a key (SPACE, S, R, RIGHT, ENTER), a frame each
 //   tap NAME            press and release a key between two frames (needs the key callback)
 //   frames N            render N frames with the current input
 //   sleep MS            wait (the training worker runs meanwhile)
@@ -47,6 +47,7 @@ int key_code(const std::string& name) {
   if (name == "S") return GLFW_KEY_S;
   if (name == "R") return GLFW_KEY_R;
   if (name == "RIGHT") return GLFW_KEY_RIGHT;
+  if (name == "ENTER") return GLFW_KEY_ENTER;
   throw std::invalid_argument("unknown key " + name);
 }
 
