@@ -253,7 +253,11 @@ bool lab_animating(const LabState& lab) {
   const SceneId visible = lab.scenario.scene;
   if (lab.training.session.status().playing) return true;  // its curves grow on every tab
   if (lab.lessons.progress->running || lab.lessons.run_requested) return true;
-  if (lab.attention.job.busy() || lab.kernel.estimates.busy() || lab.rpe.curves.busy()) return true;
+  // a computation counts on its own tab only: another tab's result is taken when it is shown
+  const bool busy = (visible == SceneId::kAttention && lab.attention.job.busy()) ||
+                    (visible == SceneId::kKernel && lab.kernel.estimates.busy()) ||
+                    (visible == SceneId::kRpe && lab.rpe.curves.busy());
+  if (busy) return true;
   if (const DrawTransport* t = draw_transport(lab, visible)) return t->playing || t->dirty;
   return visible == SceneId::kArena && lab.arena.playing;
 }

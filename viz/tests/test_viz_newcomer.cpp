@@ -350,6 +350,12 @@ TEST_F(VizLogic, TheWindowAnimatesOnlyWhileSomethingRuns) {
   EXPECT_TRUE(lab_animating(lab));  // dirty since the scenario was applied
   settle_scene(lab, SceneId::kKernel, 0);
   EXPECT_FALSE(lab_animating(lab));
+  // a computation posted on a tab that is no longer shown does not keep the window drawing
+  lab.scenario.scene = SceneId::kAttention;
+  update_scene(lab, SceneId::kAttention, 0.0);  // posts it
+  lab.scenario.scene = SceneId::kArena;
+  EXPECT_FALSE(lab_animating(lab));
+  lab.attention.job.wait();
 }
 
 TEST_F(VizLogic, AttentionLabDefaultsGiveErrorsThatMeanSomething) {
