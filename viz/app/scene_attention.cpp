@@ -30,11 +30,14 @@ void show_attention(LabState& lab, AttentionView& view) {
   changed |= ImGui::SliderInt("length L", &settings.length, 4, 256);
   changed |= ImGui::SliderInt("head dim D", &settings.head_dim, 2, 64);
   changed |= ImGui::SliderInt("heads", &settings.heads, 1, 4);
+  ImGui::BeginDisabled(settings.input == AttentionInput::kLiveModel);
   changed |= slider_double("q,k scale", &settings.input_scale, 0.1, 4.0, "%.2f", true);
-  if (ImGui::IsItemHovered())
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip(
         "q and k are multiplied by this before attention. Larger: sharper softmax, and the\n"
-        "random-feature estimates' variance grows fast (Performer's error passes 1 at 1.0).");
+        "random-feature estimates' variance grows fast (Performer's error passes 1 at 1.0).\n"
+        "The live model's q and k are used as the model computes them (no scale).");
   // the chosen variant's own options
   const std::string& variant = variant_name(settings.variant);
   if (variant == "softmax") {

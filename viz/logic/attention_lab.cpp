@@ -122,8 +122,12 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
         k = torch::tensor(live->k).view({heads, length, dim});
         break;
     }
-    q = (q * settings.input_scale).unsqueeze(0);  // (1, H, L, D)
-    k = (k * settings.input_scale).unsqueeze(0);
+    // the live model's q and k are shown as the model computes them: the scale is for the
+    // synthetic inputs only
+    const double scale =
+        settings.input == AttentionInput::kLiveModel ? 1.0 : settings.input_scale;
+    q = (q * scale).unsqueeze(0);  // (1, H, L, D)
+    k = (k * scale).unsqueeze(0);
     auto v = at::randn({1, heads, length, dim}, gen);
     auto options = variant_options(settings.variant);
     std::visit(

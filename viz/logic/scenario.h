@@ -66,7 +66,8 @@ struct AttentionLabSettings {
   int heads = 2;
   AttentionInput input = AttentionInput::kRandom;
   bool causal = false;
-  /// q and k are multiplied by this (sharper or flatter softmax). 0.5 by default: at 1 the
+  /// q and k of the synthetic inputs are multiplied by this (sharper or flatter softmax; the live
+  /// model's are used as they are). 0.5 by default: at 1 the
   /// random-feature estimates' variance swamps them (Performer's error above 1 at 64 features).
   double input_scale = 0.5;
   // The variants' own options (their TORCH_ARG fields).
