@@ -32,8 +32,7 @@ constexpr double kMinFrameSeconds = 1.0 / 60.0;
 constexpr int kSettleFrames = 3;
 
 double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void glfw_error(int code, const char* description) {
@@ -118,9 +117,8 @@ void show_main_window(AppState& s, double dt) {
                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBringToFrontOnFocus);
   show_title_line(s);
   show_transport(s);
-  const float status_height =
-      ImGui::GetFrameHeightWithSpacing() +
-      (s.details_open ? 2 * ImGui::GetTextLineHeightWithSpacing() : 0.0f);
+  const float status_height = ImGui::GetFrameHeightWithSpacing() +
+                              (s.details_open ? 2 * ImGui::GetTextLineHeightWithSpacing() : 0.0f);
   LabState& lab = s.lab;
   const bool training = lab.training.session.status().playing;
   if (ImGui::BeginTabBar("scenes")) {

@@ -53,7 +53,7 @@ struct AppState {
   std::string runtime_line;  ///< flt::runtime_summary
   std::string gl_renderer;   ///< GL_RENDERER
   bool headless = false;
-  std::string export_dir = "out";      ///< exports default to DIR/flt-lab-SCENE-TIME.EXT
+  std::string export_dir = "out";  ///< exports default to DIR/flt-lab-SCENE-TIME.EXT
   ExportDialog export_dialog;
   std::string pending_screenshot;      ///< written after the next render
   bool screenshot_panel_only = false;  ///< crop it to the scene panel

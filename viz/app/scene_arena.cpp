@@ -313,8 +313,8 @@ void show_arena(LabState& lab, ArenaView& view) {
   const auto& levels = arena_levels();
   ImGui::SetNextItemWidth(280);
   const char* kSwarmLevel = "Swarm: populations on 2-D Rastrigin";
-  const std::string preview = fitted(
-      settings.swarm ? kSwarmLevel : levels[game.level_index()].name, 280 - ImGui::GetFrameHeight());
+  const std::string preview = fitted(settings.swarm ? kSwarmLevel : levels[game.level_index()].name,
+                                     280 - ImGui::GetFrameHeight());
   if (ImGui::BeginCombo("level", preview.c_str())) {
     if (ImGui::Selectable(kSwarmLevel, settings.swarm)) {
       settings.swarm = true;

@@ -36,8 +36,9 @@ void show_kernel(LabState& lab, KernelView& view) {
   changed |= enum_combo("phi", &settings.phi, kKernelPhiCount, kernel_phi_label);
   changed |= ImGui::Checkbox("view follows R", &settings.follow_r);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("The plots cover |x| <= 4 pi / R: the main lobe and three side lobes,\n"
-                      "whatever R is. Untick to set the extent yourself.");
+    ImGui::SetTooltip(
+        "The plots cover |x| <= 4 pi / R: the main lobe and three side lobes,\n"
+        "whatever R is. Untick to set the extent yourself.");
   ImGui::BeginDisabled(settings.follow_r);
   ImGui::SetNextItemWidth(170);
   changed |= slider_double("extent", &settings.extent, 0.5, 20.0, "%.2g", true);
@@ -113,9 +114,9 @@ void show_kernel(LabState& lab, KernelView& view) {
   ImGui::EndGroup();
   ImGui::SameLine();
   ImGui::BeginGroup();
-  fitted_text("regression: f(x) = sin 2x, N = " + std::to_string(settings.samples) +
-                  " noisy samples",
-              plot_w);
+  fitted_text(
+      "regression: f(x) = sin 2x, N = " + std::to_string(settings.samples) + " noisy samples",
+      plot_w);
   if (est.valid) {
     line_plot("regression",
               {{"samples", est.reg_sample_y, IM_COL32(150, 150, 160, 150), est.reg_sample_x, true},

@@ -106,8 +106,8 @@ void show_training(LabState& lab, TrainingView& view) {
   }
   const std::string now = snap.previous.empty() || !view.compare ? "" : " (" + snap.label + ")";
   loss.push_back({"loss (raw)", snap.loss, IM_COL32(255, 140, 60, 90)});
-  loss.push_back({"loss" + now, smooth_ema(snap.loss, settings.smoothing),
-                  IM_COL32(255, 140, 60, 255)});
+  loss.push_back(
+      {"loss" + now, smooth_ema(snap.loss, settings.smoothing), IM_COL32(255, 140, 60, 255)});
   accuracy.push_back({"accuracy (raw)", snap.accuracy, IM_COL32(80, 200, 255, 90)});
   accuracy.push_back({"accuracy" + now, smooth_ema(snap.accuracy, settings.smoothing),
                       IM_COL32(80, 200, 255, 255)});

@@ -11,10 +11,9 @@
 #include <fstream>
 #include <system_error>
 
-#include "app/widgets.h"
-
 #include "app/app.h"
 #include "app/panels.h"
+#include "app/widgets.h"
 
 namespace flt::viz {
 namespace {
@@ -117,8 +116,7 @@ void export_dialog(AppState& s) {
   const bool enter = ImGui::InputText("##path", s.export_dialog.path, sizeof(s.export_dialog.path),
                                       ImGuiInputTextFlags_EnterReturnsTrue);
   std::error_code ec;
-  ImGui::TextDisabled("= %s",
-                      std::filesystem::absolute(s.export_dialog.path, ec).string().c_str());
+  ImGui::TextDisabled("= %s", std::filesystem::absolute(s.export_dialog.path, ec).string().c_str());
   ImGui::TextDisabled("(a relative path starts in the folder flt-lab was started from)");
   if (ImGui::Button("Save", ImVec2(100, 0)) || enter) {
     ImGui::CloseCurrentPopup();
@@ -187,7 +185,7 @@ void show_transport(AppState& s) {
     const char* clip = ImGui::GetClipboardText();
     apply_state_string(lab, clip ? clip : "");
     confirm(s, lab.message == "state applied" ? "Applied the state string from the clipboard"
-                                               : lab.message);
+                                              : lab.message);
   }
   ImGui::SameLine();
   export_buttons(s);

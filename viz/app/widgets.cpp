@@ -39,7 +39,8 @@ void job_status(bool busy, const std::string& error) {
 }
 
 std::string fitted(const std::string& text, float width) {
-  return fit_text(text, width, [](const std::string& t) { return ImGui::CalcTextSize(t.c_str()).x; });
+  return fit_text(text, width,
+                  [](const std::string& t) { return ImGui::CalcTextSize(t.c_str()).x; });
 }
 
 bool fitted_text(const std::string& text, float width, bool disabled) {

@@ -48,8 +48,8 @@ struct Racer {
   std::string name;
   RacerKind kind = RacerKind::kAdam;
   RacerStatus status = RacerStatus::kReady;  ///< ready until its first step
-  std::string note;    ///< e.g. why it is unavailable, where it diverged
-  std::string advice;  ///< a diverged racer: why, and what to try
+  std::string note;                          ///< e.g. why it is unavailable, where it diverged
+  std::string advice;                        ///< a diverged racer: why, and what to try
   std::array<uint8_t, 3> color{255, 255, 255};
   std::vector<std::array<double, 2>> path;  ///< positions, path[0] = start
   std::vector<double> values;               ///< f along the path
@@ -57,8 +57,8 @@ struct Racer {
   int steps_to_epsilon = -1;  ///< -1 until reached
   double distance = 0.0;      ///< to the nearest global minimiser
   double best_value = 0.0;
-  int swings = 0;             ///< big reversals along the level's swing axis (see ArenaLevel)
-  double last_delta = 0.0;    ///< the last nonzero move along that axis
+  int swings = 0;           ///< big reversals along the level's swing axis (see ArenaLevel)
+  double last_delta = 0.0;  ///< the last nonzero move along that axis
 };
 
 /// 1 to 3 stars for reaching epsilon within par, 2 par, or the budget; 0 when not reached.

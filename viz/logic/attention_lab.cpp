@@ -61,7 +61,8 @@ const std::string& schoenbat_kernel_name(int index) {
 }
 
 std::string attention_error_hint(const std::string& variant) {
-  if (variant == "softmax") return "Exact: 0 by construction. The logit scale sharpens or flattens it.";
+  if (variant == "softmax")
+    return "Exact: 0 by construction. The logit scale sharpens or flattens it.";
   if (variant == "linear")
     return "A different kernel, not an estimate: no knob of its own shrinks the error; smaller "
            "q,k scale (flatter softmax) does.";
@@ -124,8 +125,7 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
     }
     // the live model's q and k are shown as the model computes them: the scale is for the
     // synthetic inputs only
-    const double scale =
-        settings.input == AttentionInput::kLiveModel ? 1.0 : settings.input_scale;
+    const double scale = settings.input == AttentionInput::kLiveModel ? 1.0 : settings.input_scale;
     q = (q * scale).unsqueeze(0);  // (1, H, L, D)
     k = (k * scale).unsqueeze(0);
     auto v = at::randn({1, heads, length, dim}, gen);

@@ -60,7 +60,7 @@ std::vector<float> block_mean(const std::vector<float>& values, int rows, int co
 /// rectangle (minus `margin` on each side) at every rotation.
 struct SurfaceCamera {
   float yaw = 0.0f, pitch = 0.0f;
-  float scale = 1.0f;            ///< pixels per unit
+  float scale = 1.0f;                      ///< pixels per unit
   float center_x = 0.0f, center_y = 0.0f;  ///< where the origin lands, relative to the rectangle
   struct Point {
     float x, y;   ///< relative to the rectangle's top-left corner

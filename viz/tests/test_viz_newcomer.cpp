@@ -255,7 +255,7 @@ TEST_F(VizLogic, AQuickKeyPressIsNotLost) {
   keys.press(32);  // pressed and released between two frames: ImGui never sees it down
   EXPECT_EQ(presses_this_frame(keys.take(32), /*imgui_pressed=*/false), 1);
   EXPECT_EQ(keys.take(32), 0);  // taken once
-  keys.press(32);  // pressed and still held: counted once, not twice
+  keys.press(32);               // pressed and still held: counted once, not twice
   EXPECT_EQ(presses_this_frame(keys.take(32), /*imgui_pressed=*/true), 1);
   EXPECT_EQ(presses_this_frame(keys.take(32), /*imgui_pressed=*/true), 1);  // scripted input
   keys.press(83);
@@ -274,7 +274,7 @@ TEST_F(VizLogic, LongNamesAreShortenedToFitWithTheFullNameKept) {
   EXPECT_LE(width(fitted), 140.0f);
   EXPECT_EQ(fitted.substr(fitted.size() - 3), "...");
   EXPECT_EQ(title.rfind(fitted.substr(0, fitted.size() - 3), 0), 0u);  // a prefix of the title
-  EXPECT_GT(fitted.size(), 12u);  // as much as fits
+  EXPECT_GT(fitted.size(), 12u);                                       // as much as fits
   EXPECT_EQ(fit_text(title, 10, width), "...");
 }
 
