@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
+#include <thread>
 
 #include "app/display.h"
 #include "app/widgets.h"
@@ -25,6 +26,14 @@ namespace {
 
 // Headless and scripted frames advance by a fixed 1/60 s so renders are reproducible.
 constexpr double kFixedFrameSeconds = 1.0 / 60.0;
+// Interactive: at most 60 frames a second while something moves (vsync does not throttle every
+// display, e.g. Xvfb); after input, a few frames so hover and popups settle.
+constexpr double kMinFrameSeconds = 1.0 / 60.0;
+constexpr int kSettleFrames = 3;
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 void glfw_error(int code, const char* description) {
   std::fprintf(stderr, "GLFW error %d: %s\n", code, description);
@@ -41,6 +50,64 @@ void show_scene(AppState& s, SceneId scene) {
   }
 }
 
+// The title line: the app, the seed, and what keeps running on other tabs (training goes on while
+// another tab's bar says Play), with a button that pauses it from here.
+void show_title_line(AppState& s) {
+  LabState& lab = s.lab;
+  ImGui::TextColored(kHeadingColor, "FLT Lab");
+  ImGui::SameLine();
+  ImGui::TextDisabled("| seed %llu", static_cast<unsigned long long>(lab.scenario.seed));
+  const auto running = background_activity(lab, lab.scenario.scene);
+  for (const auto& line : running) {
+    ImGui::SameLine();
+    ImGui::TextColored(kRunningColor, "| %s", line.c_str());
+    if (line.rfind("Live Training", 0) == 0) {
+      ImGui::SameLine();
+      if (ImGui::SmallButton("Pause training")) set_scene_playing(lab, SceneId::kTraining, false);
+      ImGui::SameLine();
+      if (ImGui::SmallButton("Show")) {
+        lab.scenario.scene = SceneId::kTraining;
+        lab.scene_changed = true;
+      }
+    }
+  }
+}
+
+// The status line: the last message, and the technical readouts behind "details".
+void show_status_line(AppState& s) {
+  ImGui::Separator();
+  ImGui::SetNextItemOpen(s.details_open);
+  s.details_open = ImGui::TreeNodeEx("details", ImGuiTreeNodeFlags_NoTreePushOnOpen);
+  ImGui::SameLine();
+  ImGui::TextDisabled("| %s", s.lab.message.c_str());
+  if (s.details_open) {
+    ImGui::TextDisabled("%s", s.runtime_line.c_str());
+    ImGui::TextDisabled("%.1f FPS | Dear ImGui %s | GL %s", ImGui::GetIO().Framerate, IMGUI_VERSION,
+                        s.gl_renderer.c_str());
+  }
+}
+
+// The confirmation of copy and export: a box at the bottom right that fades out.
+void show_toast(AppState& s) {
+  const double now = now_seconds();
+  if (!s.toast.visible(now)) return;
+  const ImGuiViewport* viewport = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(ImVec2(viewport->WorkPos.x + viewport->WorkSize.x - 12,
+                                 viewport->WorkPos.y + viewport->WorkSize.y - 40),
+                          ImGuiCond_Always, ImVec2(1.0f, 1.0f));
+  ImGui::SetNextWindowBgAlpha(0.95f * s.toast.alpha(now));
+  ImGui::PushStyleVar(ImGuiStyleVar_Alpha, std::max(0.05f, s.toast.alpha(now)));
+  ImGui::Begin("##toast", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_AlwaysAutoResize |
+                   ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing |
+                   ImGuiWindowFlags_NoNav | ImGuiWindowFlags_NoInputs);
+  ImGui::PushTextWrapPos(ImGui::GetFontSize() * 50.0f);
+  ImGui::TextColored(kRunningColor, "%s", s.toast.text.c_str());
+  ImGui::PopTextWrapPos();
+  ImGui::End();
+  ImGui::PopStyleVar();
+}
+
 void show_main_window(AppState& s, double dt) {
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(viewport->WorkPos);
@@ -48,19 +115,22 @@ void show_main_window(AppState& s, double dt) {
   ImGui::Begin("FLT Lab", nullptr,
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBringToFrontOnFocus);
-  ImGui::TextColored(kHeadingColor, "FLT Lab");
-  ImGui::SameLine();
-  ImGui::TextDisabled("| %s | seed %llu", s.runtime_line.c_str(),
-                      static_cast<unsigned long long>(s.lab.scenario.seed));
+  show_title_line(s);
   show_transport(s);
-  const float status_height = ImGui::GetFrameHeightWithSpacing();
+  const float status_height = ImGui::GetFrameHeightWithSpacing() +
+                              (s.details_open ? 2 * ImGui::GetTextLineHeightWithSpacing() : 0.0f);
   LabState& lab = s.lab;
+  const bool training = lab.training.session.status().playing;
   if (ImGui::BeginTabBar("scenes")) {
     for (int i = 0; i < kSceneCount; ++i) {
       const auto scene = static_cast<SceneId>(i);
       const ImGuiTabItemFlags flags =
           lab.scene_changed && scene == lab.scenario.scene ? ImGuiTabItemFlags_SetSelected : 0;
-      if (ImGui::BeginTabItem(scene_title(scene), nullptr, flags)) {
+      // the Live Training tab says so while it trains (on every tab); the ### id stays the same
+      const std::string label = std::string(scene_title(scene)) +
+                                (scene == SceneId::kTraining && training ? " (training)" : "") +
+                                "###" + scene_key(scene);
+      if (ImGui::BeginTabItem(label.c_str(), nullptr, flags)) {
         if (!lab.scene_changed) lab.scenario.scene = scene;
         ImGui::BeginChild("scene", ImVec2(0, -status_height), false);
         s.probe.scene_min = ImGui::GetWindowPos();
@@ -75,11 +145,9 @@ void show_main_window(AppState& s, double dt) {
     ImGui::EndTabBar();
   }
   lab.scene_changed = false;
-  // status bar
-  ImGui::Separator();
-  ImGui::TextDisabled("%.1f FPS | Dear ImGui %s | %s", ImGui::GetIO().Framerate, IMGUI_VERSION,
-                      lab.message.c_str());
+  show_status_line(s);
   ImGui::End();
+  show_toast(s);
 }
 
 }  // namespace
@@ -105,6 +173,22 @@ bool write_png(const std::string& path, const std::vector<uint8_t>& rgba, int wi
   return stbi_write_png(path.c_str(), width, height, 4, rgba.data(), width * 4) != 0;
 }
 
+void confirm(AppState& s, const std::string& message) {
+  s.lab.message = message;
+  s.toast.show(message, now_seconds());
+}
+
+void App::on_event(GLFWwindow* window) {
+  if (auto* app = static_cast<App*>(glfwGetWindowUserPointer(window))) app->events_ += 1;
+}
+
+void App::on_key(GLFWwindow* window, int key, int scancode, int action, int mods) {
+  auto* app = static_cast<App*>(glfwGetWindowUserPointer(window));
+  if (app == nullptr) return;
+  app->events_ += 1;
+  if (action == GLFW_PRESS) app->state_->keys.press(key);  // kept even if released this frame
+}
+
 App::App(int width, int height, bool hidden) : state_(std::make_unique<AppState>()) {
   // 1. GLFW and an OpenGL 3 context (as in Dear ImGui's example_glfw_opengl3)
   if (!display_available()) {
@@ -126,6 +210,18 @@ App::App(int width, int height, bool hidden) : state_(std::make_unique<AppState>
   }
   glfwMakeContextCurrent(window_);
   glfwSwapInterval(hidden ? 0 : 1);  // vsync on screen; as fast as possible headless
+  // Our callbacks go in first: Dear ImGui's backend chains to them. They count input (the idle
+  // loop redraws on it) and keep key presses that come and go within one frame.
+  glfwSetWindowUserPointer(window_, this);
+  glfwSetKeyCallback(window_, on_key);
+  glfwSetMouseButtonCallback(window_, [](GLFWwindow* w, int, int, int) { on_event(w); });
+  glfwSetScrollCallback(window_, [](GLFWwindow* w, double, double) { on_event(w); });
+  glfwSetCharCallback(window_, [](GLFWwindow* w, unsigned int) { on_event(w); });
+  glfwSetWindowFocusCallback(window_, [](GLFWwindow* w, int) { on_event(w); });
+  glfwSetCursorEnterCallback(window_, [](GLFWwindow* w, int) { on_event(w); });
+  glfwSetCursorPosCallback(window_, [](GLFWwindow* w, double, double) { on_event(w); });
+  glfwSetWindowSizeCallback(window_, [](GLFWwindow* w, int, int) { on_event(w); });
+  glfwSetWindowRefreshCallback(window_, on_event);
 
   // 2. Dear ImGui context, style and backends
   IMGUI_CHECKVERSION();
@@ -134,11 +230,14 @@ App::App(int width, int height, bool hidden) : state_(std::make_unique<AppState>
   io.IniFilename = nullptr;  // the state string, not imgui.ini, is the saved state
   ImGui::StyleColorsDark();
   ImGui::GetStyle().FrameRounding = 3.0f;
+  // opaque popups: a combo's list must not show the text under it
+  ImGui::GetStyle().Colors[ImGuiCol_PopupBg].w = 1.0f;
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
   ImGui_ImplOpenGL3_Init("#version 130");
 
   state_->headless = hidden;
   state_->runtime_line = flt::runtime_summary(flt::init(/*quiet=*/true));
+  state_->gl_renderer = renderer();
   apply_scenario(state_->lab, Scenario{});
 }
 
@@ -153,8 +252,39 @@ App::~App() {
 }
 
 void App::start_worker() {
+  // a step taken while paused (Step on the Live Training tab) wakes the idle loop to draw it
+  state_->lab.training.session.set_on_change([this] {
+    events_ += 1;
+    glfwPostEmptyEvent();
+  });
   state_->lab.training.session.start_worker();
   state_->lab.training.worker = true;
+}
+
+bool App::animating() const {
+  return lab_animating(state_->lab) || state_->toast.visible(now_seconds()) ||
+         !state_->pending_screenshot.empty();
+}
+
+void App::run() {
+  int settle = kSettleFrames;
+  auto last = std::chrono::steady_clock::now();
+  while (!should_close()) {
+    const bool animate = animating();
+    if (!animate && settle == 0) {
+      const int64_t seen = events_;
+      glfwWaitEventsTimeout(10.0);  // input, a worker's wake-up, or a slow heartbeat
+      if (events_ == seen && !animating()) continue;  // nothing changed: draw nothing
+      settle = kSettleFrames;
+    }
+    if (animate) {  // pace continuous drawing (the swap may not wait for the display)
+      const auto next = last + std::chrono::duration<double>(kMinFrameSeconds);
+      std::this_thread::sleep_until(next);
+    }
+    last = std::chrono::steady_clock::now();
+    frame();
+    if (settle > 0) --settle;
+  }
 }
 
 double App::frame(const InputOverride* input, bool swap) {
@@ -166,6 +296,7 @@ double App::frame(const InputOverride* input, bool swap) {
   ImGui_ImplGlfw_NewFrame();
   ImGuiIO& io = ImGui::GetIO();
   if (input != nullptr) {  // scripted input replaces the real mouse (the GLFW backend just set it)
+    for (int key : input->key_taps) state_->keys.press(key);
     io.MousePos = input->mouse;
     io.MouseDown[0] = input->left_down;
     for (int key = 0; key < IM_ARRAYSIZE(io.KeysDown); ++key) {
@@ -192,7 +323,7 @@ double App::frame(const InputOverride* input, bool swap) {
     if (state_->screenshot_panel_only)
       pixels = crop(pixels, w, state_->probe.scene_min, state_->probe.scene_max, &w, &h);
     const bool ok = write_png(path, pixels, w, h);
-    state_->lab.message = ok ? "wrote " + path : "could not write " + path;
+    confirm(*state_, ok ? "Wrote " + path : "Could not write " + path);
   }
   // 4. present
   if (swap) glfwSwapBuffers(window_);

@@ -5,11 +5,13 @@
 
 #include <imgui.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "app/panels.h"
+#include "logic/interaction.h"
 #include "logic/lab.h"
 
 struct GLFWwindow;
@@ -27,6 +29,15 @@ struct InputOverride {
   ImVec2 mouse{0, 0};
   bool left_down = false;
   std::vector<int> keys_down;  ///< GLFW key codes held this frame (all others up)
+  std::vector<int> key_taps;   ///< keys pressed and released since the last frame (then cleared)
+};
+
+/// The export dialog: which file, where (the user may edit the path).
+struct ExportDialog {
+  enum class Kind { kWindowPng, kPanelPng, kCsv };
+  Kind kind = Kind::kWindowPng;
+  bool open_requested = false;
+  char path[1024] = {};
 };
 
 /// Everything the panels read and write.
@@ -40,11 +51,23 @@ struct AppState {
   LessonsView lessons_view;
   UiProbe probe;
   std::string runtime_line;  ///< flt::runtime_summary
+  std::string gl_renderer;   ///< GL_RENDERER
   bool headless = false;
-  std::string export_dir = ".";
+  std::string export_dir = "out";  ///< exports default to DIR/flt-lab-SCENE-TIME.EXT
+  ExportDialog export_dialog;
   std::string pending_screenshot;      ///< written after the next render
   bool screenshot_panel_only = false;  ///< crop it to the scene panel
+  KeyPresses keys;                     ///< presses since the last frame (GLFW's key callback)
+  Toast toast;                         ///< the visible confirmation of copy and export
+  bool details_open = false;           ///< the status bar's technical details
 };
+
+/// Shows `message` as the fading confirmation (and in the status line).
+void confirm(AppState& s, const std::string& message);
+
+/// Writes what the export dialog describes to its path (folders created; a PNG after the next
+/// render) and confirms the absolute path, or says why it could not.
+void run_export(AppState& s);
 
 /// The window, GL context and ImGui context; one per process.
 class App {
@@ -64,6 +87,12 @@ class App {
   /// Renders a few frames and writes the window to `path` (PNG); false on failure.
   bool screenshot(const std::string& path);
 
+  /// Whether the next frame may differ without input: the lab animates or a confirmation fades.
+  bool animating() const;
+  /// The interactive loop: draws while something changes and otherwise sleeps until input (or a
+  /// training step taken while paused) arrives, so an idle window costs next to no CPU.
+  void run();
+
   /// Vertical sync on or off (profiling measures frames with it off).
   void set_vsync(bool on);
   /// GL_RENDERER of the context, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)".
@@ -76,6 +105,10 @@ class App {
  private:
   GLFWwindow* window_ = nullptr;
   std::unique_ptr<AppState> state_;
+  std::atomic<int64_t> events_{0};  ///< input and wake-ups seen (GLFW callbacks, the worker)
+
+  static void on_key(GLFWwindow* window, int key, int scancode, int action, int mods);
+  static void on_event(GLFWwindow* window);
 };
 
 /// The [min, max) rectangle (screen pixels) of an RGBA image `width` wide.

@@ -185,8 +185,8 @@ int main(int argc, char** argv) {
     flt::viz::App app(kWidth, kHeight, /*hidden=*/false);  // 1-2. window, GL context, ImGui
     flt::viz::apply_scenario(app.lab(), scenario);
     app.start_worker();  // training runs on its own thread; the UI only reads snapshots
-    while (!app.should_close()) app.frame();  // 3-4. poll, new frame, panels, render, swap
-    return 0;                                 // 5. teardown in ~App
+    app.run();           // 3-4. poll (or wait when idle), new frame, panels, render, swap
+    return 0;            // 5. teardown in ~App
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";
     return 1;

@@ -32,6 +32,7 @@ struct ArenaView {
 
 struct TrainingView {
   int layer = 0;
+  bool compare = true;  ///< earlier runs (TrainingSnapshot::previous) as faint curves
   std::vector<std::unique_ptr<Texture>> head_textures;
 };
 

@@ -44,10 +44,45 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton("plot", size);
-  const float left = 58.0f, bottom = 34.0f, top = 8.0f, right = 10.0f;
+  const float left = 58.0f, bottom = 34.0f, right = 10.0f;
+  // the legend sits in rows above the plot area, never over the data
+  constexpr float kSwatch = 26.0f, kSpacing = 14.0f;
+  std::vector<const Series*> entries;
+  std::vector<float> widths;
+  for (const auto& s : series) {
+    if (s.label.empty()) continue;
+    entries.push_back(&s);
+    widths.push_back(kSwatch + ImGui::CalcTextSize(s.label.c_str()).x);
+  }
+  const float legend_left = origin.x + left;
+  const float legend_width = size.x - left - right;
+  const auto rows = legend_rows(widths, legend_width, kSpacing);
+  const float line_h = ImGui::GetTextLineHeight() + 2.0f;
+  const float legend_h = rows.empty() ? 0.0f : (rows.back() + 1) * line_h;
+  const float top = 8.0f + legend_h;
   const ImVec2 min(origin.x + left, origin.y + top),
       max(origin.x + size.x - right, origin.y + size.y - bottom);
   draw->AddRectFilled(min, max, IM_COL32(25, 25, 32, 255));
+  {
+    float lx = legend_left;
+    int row = 0;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      if (rows[k] != row) {
+        row = rows[k];
+        lx = legend_left;
+      }
+      const Series& s = *entries[k];
+      const float ly = origin.y + 4.0f + row * line_h;
+      const float mid = ly + 0.5f * ImGui::GetTextLineHeight();
+      if (s.markers) {
+        draw->AddCircleFilled(ImVec2(lx + 10, mid), 3.0f, s.color, 8);
+      } else {
+        draw->AddLine(ImVec2(lx, mid), ImVec2(lx + 20, mid), s.color, 2.5f);
+      }
+      draw->AddText(ImVec2(lx + kSwatch, ly), kText, s.label.c_str());
+      lx += widths[k] + kSpacing;
+    }
+  }
 
   // data ranges (finite values; positive ones on a log axis)
   const auto x_of = [](const Series& s, size_t i) {
@@ -116,7 +151,11 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
     const ImVec2 ts = ImGui::CalcTextSize(x_label);
     draw->AddText(ImVec2(0.5f * (min.x + max.x) - 0.5f * ts.x, max.y + 18), kText, x_label);
   }
-  if (y_label) draw->AddText(ImVec2(origin.x + 2, origin.y - 2), kText, y_label);
+  if (y_label) {  // rotated text is not available: the label sits above the axis, left of the plot
+    const ImVec2 ts = ImGui::CalcTextSize(y_label);
+    draw->AddText(ImVec2(std::max(origin.x + 2, min.x - ts.x - 4), min.y - ts.y - 2), kText,
+                  y_label);
+  }
 
   // series (lines decimated to about one point per pixel)
   draw->PushClipRect(min, max, true);
@@ -141,22 +180,6 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
   }
   draw->PopClipRect();
 
-  // legend, top right
-  float ly = min.y + 6;
-  for (const auto& s : series) {
-    if (s.label.empty()) continue;
-    const ImVec2 ts = ImGui::CalcTextSize(s.label.c_str());
-    const float lx = max.x - ts.x - 34;
-    draw->AddRectFilled(ImVec2(lx - 4, ly - 2), ImVec2(max.x - 4, ly + ts.y + 2),
-                        IM_COL32(20, 20, 26, 200));
-    if (s.markers) {
-      draw->AddCircleFilled(ImVec2(lx + 10, ly + ts.y * 0.5f), 3.0f, s.color, 8);
-    } else {
-      draw->AddLine(ImVec2(lx, ly + ts.y * 0.5f), ImVec2(lx + 20, ly + ts.y * 0.5f), s.color, 2.5f);
-    }
-    draw->AddText(ImVec2(lx + 26, ly), kText, s.label.c_str());
-    ly += ts.y + 4;
-  }
   ImGui::PopID();
 }
 
@@ -239,7 +262,8 @@ void draw_contours(ImDrawList* draw, const std::vector<Segment>& segments, int r
 }
 
 void surface_plot(const char* id, const std::vector<float>& heights, int rows, int cols,
-                  ImVec2 size, float* yaw, float* pitch, Colormap map, bool log) {
+                  ImVec2 size, float* yaw, float* pitch, Colormap map, bool log,
+                  const std::vector<SurfacePath>& paths, float floor) {
   ImGui::PushID(id);
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -254,29 +278,26 @@ void surface_plot(const char* id, const std::vector<float>& heights, int rows, i
     ImGui::PopID();
     return;
   }
-  const auto tf = [log](float v) { return log ? std::log10(std::max(v, 1e-6f)) : v; };
+  const auto tf = [log, floor](float v) { return log ? std::log10(std::max(v, floor)) : v; };
   float lo = INFINITY, hi = -INFINITY;
   for (float v : heights) {
     lo = std::min(lo, tf(v));
     hi = std::max(hi, tf(v));
   }
   const float span = hi - lo > 0 ? hi - lo : 1.0f;
-  const float cy = std::cos(*yaw), syaw = std::sin(*yaw), cp = std::cos(*pitch),
-              sp = std::sin(*pitch);
-  const float scale = 0.42f * std::min(size.x, size.y);
-  const ImVec2 center(origin.x + 0.5f * size.x, origin.y + 0.55f * size.y);
+  // the whole box [-1, 1]^2 x [-0.5, 0.5] fits the rectangle at this angle (never cut off)
+  const SurfaceCamera camera = fit_surface_camera(*yaw, *pitch, size.x, size.y, 18.0f);
   struct P {
     ImVec2 screen;
     float depth;
   };
+  const auto project_xyz = [&](float x, float y, float h) {
+    const auto p = camera.project(x, y, (tf(h) - lo) / span - 0.5f);
+    return P{ImVec2(origin.x + p.x, origin.y + p.y), p.depth};
+  };
   const auto project = [&](int r, int c) {
-    const float x = 2.0f * c / (cols - 1) - 1.0f, y = 2.0f * r / (rows - 1) - 1.0f;
-    const float z = (tf(heights[static_cast<size_t>(r) * cols + c]) - lo) / span - 0.5f;
-    const float xr = cy * x - syaw * y, yr = syaw * x + cy * y;  // yaw about the vertical axis
-    // camera elevated by `pitch`: farther points (larger yr) sit higher on screen and draw first
-    const float up = z * cp + yr * sp;
-    const float depth = yr * cp - z * sp;
-    return P{ImVec2(center.x + scale * xr, center.y - scale * up), depth};
+    return project_xyz(2.0f * c / (cols - 1) - 1.0f, 2.0f * r / (rows - 1) - 1.0f,
+                       heights[static_cast<size_t>(r) * cols + c]);
   };
   struct Quad {
     ImVec2 p[4];
@@ -304,6 +325,21 @@ void surface_plot(const char* id, const std::vector<float>& heights, int rows, i
   for (const auto& q : quads) {
     draw->AddConvexPolyFilled(q.p, 4, to_imu32(colormap(map, q.t)));
     draw->AddPolyline(q.p, 4, IM_COL32(0, 0, 0, 60), ImDrawFlags_Closed, 1.0f);
+  }
+  // paths on top (a dark outline keeps them visible on any colour), a dot at the current point
+  for (const auto& path : paths) {
+    if (path.points.empty()) continue;
+    std::vector<ImVec2> screen;
+    screen.reserve(path.points.size());
+    for (const auto& p : path.points)
+      screen.push_back(project_xyz(2.0f * p[0] - 1.0f, 2.0f * p[1] - 1.0f, p[2]).screen);
+    if (screen.size() >= 2) {
+      draw->AddPolyline(screen.data(), static_cast<int>(screen.size()), IM_COL32(0, 0, 0, 200), 0,
+                        4.0f);
+      draw->AddPolyline(screen.data(), static_cast<int>(screen.size()), path.color, 0, 2.0f);
+    }
+    draw->AddCircleFilled(screen.back(), 5.5f, path.color);
+    draw->AddCircle(screen.back(), 5.5f, IM_COL32(0, 0, 0, 255), 0, 1.5f);
   }
   draw->PopClipRect();
   draw->AddText(ImVec2(origin.x + 6, origin.y + 4), kText, "drag to rotate");

@@ -5,6 +5,7 @@
 
 #include <imgui.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -68,9 +69,19 @@ void colorbar(ImDrawList* draw, ImVec2 min, ImVec2 max, float lo, float hi, Colo
 void draw_contours(ImDrawList* draw, const std::vector<Segment>& segments, int rows, int cols,
                    ImVec2 min, ImVec2 max, ImU32 color);
 
-/// A rotatable 3-D surface of a rows x cols height field (painter's algorithm, filled quads).
+/// A path drawn over a surface: points as (u, v, height) with u the column and v the row as
+/// fractions of the grid in [0, 1], the height in the surface's units.
+struct SurfacePath {
+  std::vector<std::array<float, 3>> points;
+  ImU32 color;
+};
+
+/// A rotatable 3-D surface of a rows x cols height field (painter's algorithm, filled quads),
+/// scaled to fit `size` whole at every angle, with `paths` drawn over it (a dot at each end).
+/// With `log`, heights are shown as log10(max(h, floor)).
 void surface_plot(const char* id, const std::vector<float>& heights, int rows, int cols,
-                  ImVec2 size, float* yaw, float* pitch, Colormap map, bool log);
+                  ImVec2 size, float* yaw, float* pitch, Colormap map, bool log,
+                  const std::vector<SurfacePath>& paths = {}, float floor = 1e-6f);
 
 ImU32 to_imu32(const Rgba& c, uint8_t alpha = 255);
 

@@ -132,6 +132,34 @@ void show_arena_map(LabState& lab, ArenaView& view, ImVec2 size) {
   }
 }
 
+// The landscape as a 3-D surface on a log scale (block means of log f over 3 x 3 cells, floored
+// 3 decades under the top, so a valley narrower than a cell is not a row of spikes), with every
+// racer's path and current point on it.
+void show_arena_surface(const ArenaGame& game, ArenaView& view, ImVec2 size) {
+  const auto& grid = game.grid();
+  const auto& level = game.level();
+  const float floor = std::max(grid.lo, grid.hi * 1e-3f);
+  int rows = 0, cols = 0;
+  const auto small = block_mean(grid.values, grid.rows, grid.cols, 3, &rows, &cols,
+                                [floor](float v) { return std::log10(std::max(v, floor)); });
+  std::vector<SurfacePath> paths;
+  for (const auto& racer : game.racers()) {
+    if (racer.status == RacerStatus::kUnavailable) continue;
+    SurfacePath path{{}, rgb(racer.color)};
+    for (size_t i = 0; i < racer.path.size(); ++i) {
+      const auto& p = racer.path[i];
+      const float u = static_cast<float>((p[0] - level.lo_x) / (level.hi_x - level.lo_x));
+      const float v = static_cast<float>((level.hi_y - p[1]) / (level.hi_y - level.lo_y));
+      if (u < 0 || u > 1 || v < 0 || v > 1) continue;  // off the map: not on the surface
+      const float h = std::log10(std::max(static_cast<float>(racer.values[i]), floor));
+      path.points.push_back({u, v, h});
+    }
+    paths.push_back(std::move(path));
+  }
+  surface_plot("surface", small, rows, cols, size, &view.yaw, &view.pitch, Colormap::kViridis,
+               /*log=*/false, paths);
+}
+
 // The swarm level: every population's current points over the contour map of 2-D Rastrigin, the
 // FLT swarm's attention as lines between its particles (width and opacity grow with the weight
 // above uniform), each racer's best so far as a ring.
@@ -201,7 +229,11 @@ void show_swarm_leaderboard(const SwarmRace& race) {
     ImGui::TableNextColumn();
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(rgb(r.color)), "%s", r.name.c_str());
     ImGui::TableNextColumn();
-    ImGui::Text("%.4g", r.best_value);
+    if (std::isfinite(r.best_value)) {
+      ImGui::Text("%.4g", r.best_value);
+    } else {
+      ImGui::TextDisabled("ready");  // no evaluation yet: Play or Step starts the race
+    }
     ImGui::TableNextColumn();
     ImGui::Text("%lld", static_cast<long long>(r.evaluations));
   }
@@ -247,8 +279,15 @@ void show_leaderboard(const ArenaGame& game) {
       ImGui::TextDisabled("-");
     }
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(racer_status_name(row.status));
-    if (!racer.note.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", racer.note.c_str());
+    if (row.status == RacerStatus::kDiverged) {
+      ImGui::TextColored(kWarningColor, "%s (?)", racer_status_name(row.status));
+    } else {
+      ImGui::TextUnformatted(racer_status_name(row.status));
+    }
+    if (!racer.note.empty() && ImGui::IsItemHovered()) {
+      ImGui::SetTooltip("%s%s%s", racer.note.c_str(), racer.advice.empty() ? "" : "\n",
+                        racer.advice.c_str());
+    }
   }
   ImGui::EndTable();
 }
@@ -264,18 +303,7 @@ void show_arena(LabState& lab, ArenaView& view) {
   if (settings.swarm) {
     show_swarm_map(view, lab.arena.swarm, ImVec2(map_size + 70, map_size));
   } else if (settings.surface) {
-    // a downsampled copy of the grid as a 3-D surface
-    const auto& grid = game.grid();
-    const int stride = std::max(1, grid.rows / 48);
-    std::vector<float> small;
-    int rows = 0, cols = 0;
-    for (int r = 0; r < grid.rows; r += stride, ++rows) {
-      cols = 0;
-      for (int c = 0; c < grid.cols; c += stride, ++cols)
-        small.push_back(grid.values[static_cast<size_t>(r) * grid.cols + c]);
-    }
-    surface_plot("surface", small, rows, cols, ImVec2(map_size + 70, map_size), &view.yaw,
-                 &view.pitch, Colormap::kViridis, true);
+    show_arena_surface(game, view, ImVec2(map_size + 70, map_size));
   } else {
     show_arena_map(lab, view, ImVec2(map_size + 70, map_size));
   }
@@ -283,10 +311,11 @@ void show_arena(LabState& lab, ArenaView& view) {
   ImGui::SameLine();
   ImGui::BeginChild("arena_right", ImVec2(0, avail.y - 4), false);
   const auto& levels = arena_levels();
-  ImGui::SetNextItemWidth(240);
+  ImGui::SetNextItemWidth(280);
   const char* kSwarmLevel = "Swarm: populations on 2-D Rastrigin";
-  if (ImGui::BeginCombo("level",
-                        settings.swarm ? kSwarmLevel : levels[game.level_index()].name.c_str())) {
+  const std::string preview = fitted(settings.swarm ? kSwarmLevel : levels[game.level_index()].name,
+                                     280 - ImGui::GetFrameHeight());
+  if (ImGui::BeginCombo("level", preview.c_str())) {
     if (ImGui::Selectable(kSwarmLevel, settings.swarm)) {
       settings.swarm = true;
       rebuild_scene(lab, SceneId::kArena);
@@ -295,7 +324,7 @@ void show_arena(LabState& lab, ArenaView& view) {
       const bool unlocked = lab.arena.progress.unlocked(i) || i <= settings.level;
       std::string label = levels[i].name + "  " +
                           std::string(static_cast<size_t>(lab.arena.progress.best_stars[i]), '*');
-      if (!unlocked) label += "  (locked: earn a star on the level before)";
+      if (!unlocked) label += "  (locked: a star on the level before opens it)";
       if (ImGui::Selectable(label.c_str(), !settings.swarm && i == settings.level,
                             unlocked ? 0 : ImGuiSelectableFlags_Disabled)) {
         settings.swarm = false;
@@ -314,7 +343,11 @@ void show_arena(LabState& lab, ArenaView& view) {
         "swarm's attention, wider where a particle weighs another more than uniformly; its RPE "
         "f(x_i - x_j) is learned (see RPE Studio). Rings: each population's best point.",
         race.weights_note().c_str());
-    ImGui::Text("step %d   %s", race.step_count(), race.finished() ? "race over" : "");
+    if (race.step_count() == 0) {
+      ImGui::TextDisabled("Ready: press Play (Space) or Step (S).");
+    } else {
+      ImGui::Text("step %d   %s", race.step_count(), race.finished() ? "race over" : "");
+    }
     ImGui::Checkbox("attention lines", &view.attention_lines);
     section("Leaderboard (best value so far)");
     show_swarm_leaderboard(race);
@@ -323,8 +356,13 @@ void show_arena(LabState& lab, ArenaView& view) {
   }
   const auto& level = game.level();
   ImGui::TextWrapped("%s", level.hint.c_str());
-  ImGui::Text("step %d / %d   par %d (the house Adam's steps to eps=%.0e)", game.step_count(),
-              level.max_steps, game.par(), level.epsilon);
+  ImGui::Text("step %d / %d", game.step_count(), level.max_steps);
+  ImGui::SameLine();
+  if (game.par_reached()) {
+    ImGui::TextUnformatted(game.par_text().c_str());
+  } else {
+    ImGui::TextWrapped("%s", game.par_text().c_str());
+  }
   const int stars = game.stars();
   ImGui::Text("stars: ");
   ImGui::SameLine();
@@ -356,6 +394,13 @@ void show_arena(LabState& lab, ArenaView& view) {
   }
   section("Leaderboard (click a header to sort)");
   show_leaderboard(game);
+  if (game.step_count() == 0) ImGui::TextDisabled("Ready: press Play (Space) or Step (S).");
+  const std::string coach = game.coach_line();
+  if (!coach.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, kWarningColor);
+    ImGui::TextWrapped("%s", coach.c_str());
+    ImGui::PopStyleColor();
+  }
   if (game.finished()) {
     ImGui::TextColored(
         ImVec4(1.0f, 0.85f, 0.2f, 1), "Race over: %d star%s. %s", stars, stars == 1 ? "" : "s",

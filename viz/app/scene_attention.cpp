@@ -30,7 +30,14 @@ void show_attention(LabState& lab, AttentionView& view) {
   changed |= ImGui::SliderInt("length L", &settings.length, 4, 256);
   changed |= ImGui::SliderInt("head dim D", &settings.head_dim, 2, 64);
   changed |= ImGui::SliderInt("heads", &settings.heads, 1, 4);
+  ImGui::BeginDisabled(settings.input == AttentionInput::kLiveModel);
   changed |= slider_double("q,k scale", &settings.input_scale, 0.1, 4.0, "%.2f", true);
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip(
+        "q and k are multiplied by this before attention. Larger: sharper softmax, and the\n"
+        "random-feature estimates' variance grows fast (Performer's error passes 1 at 1.0).\n"
+        "The live model's q and k are used as the model computes them (no scale).");
   // the chosen variant's own options
   const std::string& variant = variant_name(settings.variant);
   if (variant == "softmax") {
@@ -64,13 +71,19 @@ void show_attention(LabState& lab, AttentionView& view) {
   const auto& result = lab.attention.job.result();
   job_status(lab.attention.job.busy(), result.error);
   if (result.valid) {
-    ImGui::Text("relative error ||A - A_exact||_F / ||A_exact||_F");
-    ImGui::TextDisabled("(exact: %s)", result.reference.c_str());
+    ImGui::Text("relative error vs exact %s", result.reference.c_str());
     ImGui::Text("  %.4g", result.relative_error);
-    ImGui::Text("max |difference| %.4g", result.diff_max_abs);
-    ImGui::Text("forward: %s %.3f ms, softmax %.3f ms", result.variant.c_str(), result.variant_ms,
-                result.softmax_ms);
-    ImGui::TextDisabled("(median of 5 calls, B=1, H=%d, L=%d)", result.heads, result.length);
+    ImGui::PushStyleColor(ImGuiCol_Text, kHeadingColor);
+    ImGui::TextWrapped("%s", attention_error_hint(result.variant).c_str());
+    ImGui::PopStyleColor();
+    if (details("attention_details")) {
+      ImGui::TextDisabled("||A - A_exact||_F / ||A_exact||_F");
+      ImGui::TextDisabled("max |difference| %.4g", result.diff_max_abs);
+      ImGui::TextDisabled("forward: %s %.3f ms, softmax %.3f ms", result.variant.c_str(),
+                          result.variant_ms, result.softmax_ms);
+      ImGui::TextDisabled("(median of 5 calls, B=1, H=%d, L=%d)", result.heads, result.length);
+      ImGui::TreePop();
+    }
   }
   ImGui::EndChild();
   ImGui::SameLine();

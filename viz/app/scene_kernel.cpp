@@ -34,8 +34,15 @@ void show_kernel(LabState& lab, KernelView& view) {
   changed |= slider_double("R", &settings.R, 0.1, 20.0, "%.3g", true);
   ImGui::SetNextItemWidth(170);
   changed |= enum_combo("phi", &settings.phi, kKernelPhiCount, kernel_phi_label);
+  changed |= ImGui::Checkbox("view follows R", &settings.follow_r);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "The plots cover |x| <= 4 pi / R: the main lobe and three side lobes,\n"
+        "whatever R is. Untick to set the extent yourself.");
+  ImGui::BeginDisabled(settings.follow_r);
   ImGui::SetNextItemWidth(170);
   changed |= slider_double("extent", &settings.extent, 0.5, 20.0, "%.2g", true);
+  ImGui::EndDisabled();
   section("Estimators (FourierFormer Sec. 3)");
   ImGui::SetNextItemWidth(170);
   changed |= ImGui::SliderInt("samples N", &settings.samples, 10, 5000, "%d",
@@ -62,12 +69,18 @@ void show_kernel(LabState& lab, KernelView& view) {
     if (est.density_error.empty()) {
       ImGui::Text("  Fourier  %.3e", est.fourier_mise);
     } else {
-      ImGui::TextWrapped("  Fourier: %s", est.density_error.c_str());
+      ImGui::TextDisabled("  Fourier  none for this phi (see the map)");
     }
     ImGui::Text("  KDE      %.3e", est.kde_mise);
     ImGui::Text("regression MSE  %.3e", est.reg_mse);
     ImGui::TextDisabled("theory: R ~ N^(1/4) for 2-D density\n(N^(1/4) = %.2f here)",
                         std::pow(static_cast<double>(settings.samples), 0.25));
+    if (!est.density_error.empty() && details("kernel_details")) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+      ImGui::TextWrapped("the library: %s", est.density_error.c_str());
+      ImGui::PopStyleColor();
+      ImGui::TreePop();
+    }
   }
   ImGui::EndChild();
   ImGui::SameLine();
@@ -81,8 +94,11 @@ void show_kernel(LabState& lab, KernelView& view) {
   const float map_side = std::max(60.0f, std::min(row_h, region.x * 0.28f - 62));
   const float plot_w = (region.x - map_side - 62 - 24) * 0.5f;
   ImGui::BeginGroup();
-  ImGui::Text("K(x) = phi(s(R x)) / phi(1), phi = %s, R = %.3g", kernel_phi_label(settings.phi),
-              settings.R);
+  // titles are shortened to their plot's width (full text in a tooltip): a long one must not push
+  // the plots beside it off the window
+  fitted_text(std::string("K(x) = phi(s(R x)) / phi(1), phi = ") + kernel_phi_label(settings.phi) +
+                  ", R = " + tick_label(settings.R),
+              plot_w);
   line_plot("kernel1d", {{"kernel", c.kernel_1d, IM_COL32(255, 170, 60, 255), c.xs}},
             ImVec2(plot_w, row_h), false, "x", nullptr);
   ImGui::EndGroup();
@@ -93,12 +109,14 @@ void show_kernel(LabState& lab, KernelView& view) {
                     Colormap::kViridis, false);
     heatmap("kernel2d", view.kernel_map, c.kernel_2d, c.grid, c.grid, c.lo, c.hi,
             Colormap::kViridis, false, ImVec2(map_side + 62, map_side),
-            "2-D kernel K(x, y) / K(0, 0)");
+            fitted("2-D kernel K(x, y) / K(0, 0)", map_side + 62).c_str());
   }
   ImGui::EndGroup();
   ImGui::SameLine();
   ImGui::BeginGroup();
-  ImGui::Text("regression: f(x) = sin 2x, N = %d noisy samples", settings.samples);
+  fitted_text(
+      "regression: f(x) = sin 2x, N = " + std::to_string(settings.samples) + " noisy samples",
+      plot_w);
   if (est.valid) {
     line_plot("regression",
               {{"samples", est.reg_sample_y, IM_COL32(150, 150, 160, 150), est.reg_sample_x, true},
@@ -143,7 +161,7 @@ void show_kernel(LabState& lab, KernelView& view) {
     } else {
       ImGui::TextUnformatted("Fourier estimate");
       ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + side);
-      ImGui::TextColored(kWarningColor, "%s", est.density_error.c_str());
+      ImGui::TextColored(kWarningColor, "%s", est.density_hint.c_str());
       ImGui::PopTextWrapPos();
       ImGui::Dummy(ImVec2(side + 62, 0));
     }

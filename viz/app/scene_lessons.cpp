@@ -36,7 +36,7 @@ void lesson_plot(const char* id, const flt::demos::PlotPanel& panel, ImVec2 size
     out.markers = out.xs.size() == 1;
     if (!out.xs.empty()) series.push_back(std::move(out));
   }
-  ImGui::TextUnformatted(panel.title.c_str());
+  fitted_text(panel.title, size.x);
   line_plot(id, series, size, panel.log_y, panel.x_label.c_str(), panel.y_label.c_str(),
             panel.log_x);
 }
@@ -82,10 +82,14 @@ void show_lessons(LabState& lab, LessonsView& view) {
   for (size_t i = 0; i < list.size(); ++i) {
     ImGui::BeginDisabled(running);
     const std::string label = std::to_string(i + 1) + ". " + list[i].title;
-    if (ImGui::Selectable(label.c_str(), settings.lesson == static_cast<int>(i),
-                          ImGuiSelectableFlags_None, ImVec2(280, 0)))
+    const std::string shown = fitted(label, 280);  // the full title in a tooltip when shortened
+    if (ImGui::Selectable((shown + "##lesson" + std::to_string(i)).c_str(),
+                          settings.lesson == static_cast<int>(i), ImGuiSelectableFlags_None,
+                          ImVec2(280, 0)))
       settings.lesson = static_cast<int>(i);
     ImGui::EndDisabled();
+    if (shown != label && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("%s", label.c_str());
   }
   ImGui::Separator();
   const auto& lesson = list.at(static_cast<size_t>(settings.lesson));
@@ -111,7 +115,10 @@ void show_lessons(LabState& lab, LessonsView& view) {
     ImGui::TextColored(kWarningColor, "the lesson failed: %s", outcome.error.c_str());
   } else {
     const auto& r = outcome.result;
-    ImGui::TextColored(kHeadingColor, "%s  (quick, %.1f s)", lesson.title.c_str(), r.seconds);
+    ImGui::PushStyleColor(ImGuiCol_Text, kHeadingColor);
+    fitted_text(lesson.title + "  (quick, " + tick_label(r.seconds) + " s)",
+                ImGui::GetContentRegionAvail().x);
+    ImGui::PopStyleColor();
     for (const auto& line : r.setup) ImGui::TextDisabled("%s", line.c_str());
     result_table(r);
     const ImVec2 region = ImGui::GetContentRegionAvail();

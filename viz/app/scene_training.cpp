@@ -2,6 +2,7 @@
 // probe sequence, all read from the training worker's snapshots (the UI never waits on a step).
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,30 +50,70 @@ void show_training(LabState& lab, TrainingView& view) {
   ImGui::SliderFloat("smoothing", &settings.smoothing, 0.0f, 0.99f, "%.2f");
   ImGui::Checkbox("log loss axis", &settings.log_loss);
   ImGui::Separator();
-  ImGui::TextWrapped("%s", snap.model.c_str());
-  ImGui::Text("step %lld   %.1f steps/s", static_cast<long long>(snap.step), snap.steps_per_second);
+  if (snap.playing) {
+    ImGui::TextColored(kRunningColor, "training");
+  } else {
+    ImGui::TextDisabled("paused");
+  }
+  ImGui::SameLine();
+  if (snap.steps_per_second > 0.0f) {
+    ImGui::Text("step %lld   %.1f steps/s", static_cast<long long>(snap.step),
+                snap.steps_per_second);
+  } else {
+    ImGui::Text("step %lld", static_cast<long long>(snap.step));
+  }
   if (!snap.loss.empty())
     ImGui::Text("loss %.4f   accuracy %.3f", snap.loss.back(), snap.accuracy.back());
   if (ImGui::Button("Break it (inject NaN)")) lab.training.session.inject_nan_at(snap.step + 1);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("Poisons the next step's loss to show the NaN guard.");
+  ImGui::Separator();
+  ImGui::Checkbox("compare with earlier runs", &view.compare);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "The last run of each optimizer stays on the plots as a faint curve:\n"
+        "train with Adam, switch the optimizer to Mnemosyne, and both share the plots.\n"
+        "Changing the task forgets them.");
+  if (!snap.previous.empty()) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton("forget")) lab.training.session.clear_previous();
+    for (const auto& run : snap.previous) {
+      char line[200];
+      std::snprintf(line, sizeof(line), "  %s: %zu steps, loss %.4f", run.label.c_str(),
+                    run.loss.size(), run.loss.empty() ? 0.0f : run.loss.back());
+      fitted_text(line, ImGui::GetContentRegionAvail().x, /*disabled=*/true);
+    }
+  }
+  if (details("model_details")) {
+    ImGui::TextWrapped("%s", snap.model.c_str());
+    ImGui::TreePop();
+  }
   ImGui::EndChild();
   ImGui::SameLine();
 
   ImGui::BeginChild("train_plots", ImVec2(0, avail.y - 4), false);
   const ImVec2 right = ImGui::GetContentRegionAvail();
-  const float plot_w = right.x * 0.5f - 8, plot_h = 230;
-  line_plot(
-      "loss",
-      {{"loss (raw)", snap.loss, IM_COL32(255, 140, 60, 90)},
-       {"loss (smoothed)", smooth_ema(snap.loss, settings.smoothing), IM_COL32(255, 140, 60, 255)}},
-      ImVec2(plot_w, plot_h), settings.log_loss, "step", "loss");
+  const float plot_w = right.x * 0.5f - 8, plot_h = 250;
+  // earlier runs first (faint, smoothed, a colour per optimizer), the current run on top
+  std::vector<Series> loss, accuracy;
+  if (view.compare) {
+    for (const auto& run : snap.previous) {
+      const bool adam = run.optimizer == TrainingOptimizer::kAdam;
+      const ImU32 color = adam ? IM_COL32(230, 230, 120, 150) : IM_COL32(200, 130, 255, 170);
+      loss.push_back({run.label, smooth_ema(run.loss, settings.smoothing), color});
+      accuracy.push_back({run.label, smooth_ema(run.accuracy, settings.smoothing), color});
+    }
+  }
+  const std::string now = snap.previous.empty() || !view.compare ? "" : " (" + snap.label + ")";
+  loss.push_back({"loss (raw)", snap.loss, IM_COL32(255, 140, 60, 90)});
+  loss.push_back(
+      {"loss" + now, smooth_ema(snap.loss, settings.smoothing), IM_COL32(255, 140, 60, 255)});
+  accuracy.push_back({"accuracy (raw)", snap.accuracy, IM_COL32(80, 200, 255, 90)});
+  accuracy.push_back({"accuracy" + now, smooth_ema(snap.accuracy, settings.smoothing),
+                      IM_COL32(80, 200, 255, 255)});
+  line_plot("loss", loss, ImVec2(plot_w, plot_h), settings.log_loss, "step", "loss");
   ImGui::SameLine();
-  line_plot("accuracy",
-            {{"accuracy (raw)", snap.accuracy, IM_COL32(80, 200, 255, 90)},
-             {"accuracy (smoothed)", smooth_ema(snap.accuracy, settings.smoothing),
-              IM_COL32(80, 200, 255, 255)}},
-            ImVec2(plot_w, plot_h), false, "step", "accuracy");
+  line_plot("accuracy", accuracy, ImVec2(plot_w, plot_h), false, "step", "accuracy");
   // attention maps of the probe sequence, one per head of the chosen layer
   if (snap.layers > 0) {
     view.layer = std::clamp(view.layer, 0, snap.layers - 1);

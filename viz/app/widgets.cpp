@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "logic/interaction.h"
+
 namespace flt::viz {
 
 ImU32 rgb(const std::array<uint8_t, 3>& c, uint8_t alpha) {
@@ -34,6 +36,30 @@ bool combo(const char* label, int* index, const std::vector<std::string>& items)
 void job_status(bool busy, const std::string& error) {
   if (busy) ImGui::TextColored(kWarningColor, "computing...");
   if (!error.empty()) ImGui::TextWrapped("error: %s", error.c_str());
+}
+
+std::string fitted(const std::string& text, float width) {
+  return fit_text(text, width,
+                  [](const std::string& t) { return ImGui::CalcTextSize(t.c_str()).x; });
+}
+
+bool fitted_text(const std::string& text, float width, bool disabled) {
+  const std::string shown = fitted(text, width);
+  if (disabled) {
+    ImGui::TextDisabled("%s", shown.c_str());
+  } else {
+    ImGui::TextUnformatted(shown.c_str());
+  }
+  const bool shortened = shown != text;
+  if (shortened && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", text.c_str());
+  return shortened;
+}
+
+bool details(const char* id) {
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  const bool open = ImGui::TreeNode(id, "details");
+  ImGui::PopStyleColor();
+  return open;
 }
 
 }  // namespace flt::viz

@@ -13,6 +13,7 @@ namespace flt::viz {
 
 inline const ImVec4 kHeadingColor(0.55f, 0.8f, 1.0f, 1.0f);
 inline const ImVec4 kWarningColor(1.0f, 0.8f, 0.3f, 1.0f);
+inline const ImVec4 kRunningColor(0.45f, 0.95f, 0.55f, 1.0f);  ///< "training", confirmations
 inline constexpr ImU32 kBannerRed = IM_COL32(200, 40, 40, 255);
 
 /// A racer's or series' colour.
@@ -42,5 +43,15 @@ bool enum_combo(const char* label, Enum* value, int count, const char* (*name_of
 
 /// "computing..." while a scene's worker is busy, and the error it reported, if any.
 void job_status(bool busy, const std::string& error);
+
+/// `text` shortened with "..." to fit `width` pixels (fit_text); the full text as a tooltip when
+/// shortened. Returns whether it was shortened.
+bool fitted_text(const std::string& text, float width, bool disabled = false);
+/// The shortened form of `text` for `width` pixels (for labels of selectables and combos).
+std::string fitted(const std::string& text, float width);
+
+/// A "details" line that opens to show technical readouts; returns whether it is open (then the
+/// caller draws them and calls ImGui::TreePop()).
+bool details(const char* id);
 
 }  // namespace flt::viz

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "flt/metatrain/landscapes.h"
@@ -53,8 +54,19 @@ const std::vector<ArenaLevel>& arena_levels() {
   static const std::vector<ArenaLevel> kLevels = {
       make_level("1. Bowl", "A round bowl: any sane step size wins. Try a huge one.",
                  Landscape::kSphere, -4.0, 3.5, 5.12, 0.3, 0.05, 400),
-      make_level("2. Narrow valley", "Curvature 100x steeper across than along: momentum helps.",
-                 Landscape::kIllConditioned, -4.5, 3.0, 5.12, 0.1, 0.01, 600),
+      [] {
+        // Curvature 100 across (y), 1 along (x): a step size the steep walls allow crawls along
+        // the valley floor; momentum carries it. Racing there by bouncing from wall to wall is
+        // not the lesson: more than 4 swings across of over 2 units earn 1 star at most.
+        auto level = make_level("2. Narrow valley",
+                                "Curvature 100x steeper across than along: momentum helps, "
+                                "bouncing from wall to wall does not (1 star at most).",
+                                Landscape::kIllConditioned, -4.5, 3.0, 5.12, 0.1, 0.01, 600);
+        level.max_swings = 4;
+        level.swing_axis = 1;
+        level.swing_size = 2.0;
+        return level;
+      }(),
       make_level("3. Banana", "Rosenbrock's curved valley: easy to find, slow to follow.",
                  Landscape::kRosenbrock, -1.5, 1.5, 2.048, 0.05, 5e-4, 1500),
       make_level("4. Four valleys", "Himmelblau: four equal minima; which one will you reach?",
@@ -75,6 +87,7 @@ const std::vector<ArenaLevel>& arena_levels() {
 
 const char* racer_status_name(RacerStatus status) {
   switch (status) {
+    case RacerStatus::kReady: return "ready";
     case RacerStatus::kRunning: return "running";
     case RacerStatus::kReached: return "reached";
     case RacerStatus::kDiverged: return "diverged";
@@ -89,6 +102,35 @@ int stars_for(int steps_to_epsilon, int par) {
   if (steps_to_epsilon <= par) return 3;
   if (steps_to_epsilon <= 2 * par) return 2;
   return 1;
+}
+
+std::string diverged_advice(RacerKind kind, double lr, double momentum) {
+  char text[320];
+  switch (kind) {
+    case RacerKind::kLearned:
+      return "The learned rule's steps overshoot here: it was meta-trained on other functions. "
+             "Nothing to tune; compare it on another level.";
+    case RacerKind::kAdam:
+      std::snprintf(text, sizeof(text),
+                    "Adam's step (lr %.3g) is too long for this landscape; try lr %.3g.", lr,
+                    lr / 10);
+      return text;
+    case RacerKind::kHuman:
+    case RacerKind::kSgdMomentum:
+      if (momentum >= 0.95) {
+        std::snprintf(text, sizeof(text),
+                      "Each step grew instead of shrinking: momentum %.2f keeps adding up "
+                      "overshoots. Try momentum 0.9, or learning rate %.3g.",
+                      momentum, lr / 10);
+      } else {
+        std::snprintf(text, sizeof(text),
+                      "Each step grew instead of shrinking: learning rate %.3g is too large for "
+                      "how steep this landscape is. Try %.3g.",
+                      lr, lr / 10);
+      }
+      return text;
+  }
+  return {};
 }
 
 LevelProgress::LevelProgress() : best_stars(arena_levels().size(), 0) {}
@@ -111,6 +153,7 @@ namespace {
 // A racer's live optimisation state: the point, its optimizer and its noise stream.
 struct Runner {
   torch::Tensor x;  // (2,) double, requires grad
+  double lr = 0.0, momentum = 0.0;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   at::Generator generator;
 };
@@ -119,6 +162,8 @@ Runner make_runner(RacerKind kind, double x0, double y0, double lr, double momen
                    flt::optim::Memory memory = flt::optim::Memory::kFLT) {
   Runner runner;
   runner.x = torch::tensor({x0, y0}, torch::kDouble).requires_grad_(true);
+  runner.lr = lr;
+  runner.momentum = momentum;
   if (kind == RacerKind::kLearned) {
     // The shipped meta-trained rule at its own step size (lr multiplies the learned step).
     runner.optimizer = std::make_unique<flt::optim::Mnemosyne>(
@@ -161,6 +206,7 @@ std::vector<std::array<double, 2>> minima_of(const ArenaLevel& level) {
 // outside the view box, ends the racer as diverged instead of letting NaN spread.
 void step_racer(const ArenaLevel& level, const std::vector<std::array<double, 2>>& minima,
                 Racer& racer, Runner& runner) {
+  if (racer.status == RacerStatus::kReady) racer.status = RacerStatus::kRunning;
   if (racer.status != RacerStatus::kRunning) return;
   const auto landscape = as_landscape(level.landscape);
   runner.optimizer->zero_grad();
@@ -171,6 +217,7 @@ void step_racer(const ArenaLevel& level, const std::vector<std::array<double, 2>
   if (!runner.x.grad().isfinite().all().item<bool>()) {
     racer.status = RacerStatus::kDiverged;
     racer.note = "non-finite gradient at step " + std::to_string(racer.steps + 1);
+    racer.advice = diverged_advice(racer.kind, runner.lr, runner.momentum);
     return;
   }
   runner.optimizer->step();
@@ -186,7 +233,16 @@ void step_racer(const ArenaLevel& level, const std::vector<std::array<double, 2>
     racer.status = RacerStatus::kDiverged;
     racer.note = far ? "left the map at step " + std::to_string(racer.steps)
                      : "non-finite value at step " + std::to_string(racer.steps);
+    racer.advice = diverged_advice(racer.kind, runner.lr, runner.momentum);
     return;
+  }
+  if (level.max_swings >= 0 && !racer.path.empty()) {  // big reversals across the swing axis
+    const int axis = level.swing_axis;
+    const double delta = (axis == 0 ? x : y) - racer.path.back()[axis];
+    if (delta != 0.0) {
+      if (delta * racer.last_delta < 0.0 && std::abs(delta) > level.swing_size) racer.swings += 1;
+      racer.last_delta = delta;
+    }
   }
   racer.path.push_back({x, y});
   racer.values.push_back(value);
@@ -210,6 +266,7 @@ struct ArenaGame::Impl {
   std::vector<Runner> runners;  // parallel to racers (unused for unavailable ones)
   int steps = 0;
   int par = 0;
+  bool par_reached = false;
   StepClock clock{kStepsPerSecond, kMaxStepsPerAdvance};
   LandscapeGrid grid;
   std::vector<std::array<double, 2>> minima;
@@ -285,8 +342,10 @@ void ArenaGame::load(const ArenaSettings& settings, uint64_t seed) {
     Racer probe;
     probe.best_value = clean_value(s.level, x0, y0);
     Runner runner = make_runner(RacerKind::kAdam, x0, y0, s.level.adam_lr, 0.0, seed);
-    while (probe.status == RacerStatus::kRunning) step_racer(s.level, s.minima, probe, runner);
-    s.par = probe.steps_to_epsilon > 0 ? probe.steps_to_epsilon : s.level.max_steps;
+    while (probe.status == RacerStatus::kReady || probe.status == RacerStatus::kRunning)
+      step_racer(s.level, s.minima, probe, runner);
+    s.par_reached = probe.steps_to_epsilon > 0;
+    s.par = s.par_reached ? probe.steps_to_epsilon : s.level.max_steps;
   }
 
   s.add_racer("Adam", RacerKind::kAdam, {255, 120, 60}, s.level.adam_lr, 0.0, seed, x0, y0);
@@ -332,7 +391,7 @@ int ArenaGame::step_count() const {
 
 bool ArenaGame::finished() const {
   for (const auto& racer : impl_->racers) {
-    if (racer.status == RacerStatus::kRunning) return false;
+    if (racer.status == RacerStatus::kReady || racer.status == RacerStatus::kRunning) return false;
   }
   return true;
 }
@@ -347,20 +406,60 @@ int ArenaGame::par() const {
   return impl_->par;
 }
 
+bool ArenaGame::par_reached() const {
+  return impl_->par_reached;
+}
+
+std::string ArenaGame::par_text() const {
+  const auto& s = *impl_;
+  char text[200];
+  if (s.par_reached) {
+    std::snprintf(text, sizeof(text), "par %d (the house Adam's steps to eps=%.0e)", s.par,
+                  s.level.epsilon);
+  } else {
+    std::snprintf(text, sizeof(text),
+                  "no par: the house Adam does not reach eps=%.0e in %d steps, so reaching it "
+                  "at all earns 3 stars",
+                  s.level.epsilon, s.level.max_steps);
+  }
+  return text;
+}
+
+int ArenaGame::racer_stars(const Racer& racer) const {
+  const int stars = stars_for(racer.steps_to_epsilon, impl_->par);
+  const auto& level = impl_->level;
+  if (level.max_swings >= 0 && racer.swings > level.max_swings) return std::min(stars, 1);
+  return stars;
+}
+
 int ArenaGame::stars() const {
   int best = 0;
   bool human = false;
   for (const auto& racer : impl_->racers) {
     if (racer.kind == RacerKind::kHuman) {
       human = true;
-      best = stars_for(racer.steps_to_epsilon, impl_->par);
+      best = racer_stars(racer);
     }
   }
   if (!human) {
-    for (const auto& racer : impl_->racers)
-      best = std::max(best, stars_for(racer.steps_to_epsilon, impl_->par));
+    for (const auto& racer : impl_->racers) best = std::max(best, racer_stars(racer));
   }
   return best;
+}
+
+std::string ArenaGame::coach_line() const {
+  const auto& level = impl_->level;
+  for (const auto& racer : impl_->racers) {
+    if (racer.kind != RacerKind::kHuman) continue;
+    if (racer.status == RacerStatus::kDiverged)
+      return "Your racer diverged (" + racer.note + "). " + racer.advice;
+    if (level.max_swings >= 0 && racer.swings > level.max_swings) {
+      return "Your racer bounced across the valley " + std::to_string(racer.swings) +
+             " times: 1 star at most here. Lower the learning rate until it stops bouncing and let "
+             "momentum carry it along the valley.";
+    }
+  }
+  return {};
 }
 
 const std::vector<Racer>& ArenaGame::racers() const {

@@ -25,20 +25,31 @@ struct ArenaLevel {
   int max_steps = 600;                              ///< race budget
   double adam_lr = 0.1;  ///< the house optimizers' settings for this level
   double sgd_lr = 0.01, sgd_momentum = 0.9;
+  /// A level that teaches a smooth descent (the narrow valley) caps the stars of a racer that
+  /// swings across it: more than `max_swings` reversals along `swing_axis` (0 = x, 1 = y) by more
+  /// than `swing_size` each earn at most 1 star. -1: no such rule.
+  int max_swings = -1;
+  int swing_axis = 1;
+  double swing_size = 0.0;
 };
 
 /// The levels in order of rising difficulty.
 const std::vector<ArenaLevel>& arena_levels();
 
 enum class RacerKind { kAdam, kSgdMomentum, kHuman, kLearned };
-enum class RacerStatus { kRunning, kReached, kDiverged, kOutOfSteps, kUnavailable };
+enum class RacerStatus { kReady, kRunning, kReached, kDiverged, kOutOfSteps, kUnavailable };
 const char* racer_status_name(RacerStatus status);
+
+/// What to try after a racer of `kind` stepping with `lr` and `momentum` diverged: one sentence
+/// that says why and suggests a smaller value.
+std::string diverged_advice(RacerKind kind, double lr, double momentum);
 
 struct Racer {
   std::string name;
   RacerKind kind = RacerKind::kAdam;
-  RacerStatus status = RacerStatus::kRunning;
-  std::string note;  ///< e.g. why it is unavailable
+  RacerStatus status = RacerStatus::kReady;  ///< ready until its first step
+  std::string note;                          ///< e.g. why it is unavailable, where it diverged
+  std::string advice;                        ///< a diverged racer: why, and what to try
   std::array<uint8_t, 3> color{255, 255, 255};
   std::vector<std::array<double, 2>> path;  ///< positions, path[0] = start
   std::vector<double> values;               ///< f along the path
@@ -46,6 +57,8 @@ struct Racer {
   int steps_to_epsilon = -1;  ///< -1 until reached
   double distance = 0.0;      ///< to the nearest global minimiser
   double best_value = 0.0;
+  int swings = 0;           ///< big reversals along the level's swing axis (see ArenaLevel)
+  double last_delta = 0.0;  ///< the last nonzero move along that axis
 };
 
 /// 1 to 3 stars for reaching epsilon within par, 2 par, or the budget; 0 when not reached.
@@ -102,9 +115,20 @@ class ArenaGame {
   bool finished() const;  ///< no racer running
   const ArenaLevel& level() const;
   int level_index() const;
+  /// Par: the house Adam's steps to eps from this start, or the budget when it never gets there.
   int par() const;
+  /// Whether the house Adam reached eps (else there is no par: reaching eps at all is 3 stars).
+  bool par_reached() const;
+  /// "par 91 (the house Adam's steps to eps=1e-03)", or the no-par sentence.
+  std::string par_text() const;
+  /// Stars of one racer: stars_for(steps to eps, par), capped at 1 when it swung across a level
+  /// that teaches a smooth descent.
+  int racer_stars(const Racer& racer) const;
   /// Stars of the human racer (or of the best racer when the human does not race).
   int stars() const;
+  /// A line for the player about their racer: why it diverged and what to try, or why the stars
+  /// were capped; empty when there is nothing to say.
+  std::string coach_line() const;
   const std::vector<Racer>& racers() const;
   std::vector<LeaderboardRow> leaderboard() const;
   const LandscapeGrid& grid() const;

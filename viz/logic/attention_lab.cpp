@@ -60,6 +60,27 @@ const std::string& schoenbat_kernel_name(int index) {
   return names[std::clamp<size_t>(std::max(index, 0), 0, names.size() - 1)];
 }
 
+std::string attention_error_hint(const std::string& variant) {
+  if (variant == "softmax")
+    return "Exact: 0 by construction. The logit scale sharpens or flattens it.";
+  if (variant == "linear")
+    return "A different kernel, not an estimate: no knob of its own shrinks the error; smaller "
+           "q,k scale (flatter softmax) does.";
+  if (variant == "performer")
+    return "An unbiased estimate of softmax: the error falls like 1/sqrt(m) with features m, and "
+           "grows fast with q,k scale.";
+  if (variant == "fourier")
+    return "FourierFormer's own kernel, not an estimate of softmax: the error says how different "
+           "they are. R sets the kernel's width.";
+  if (variant == "flt")
+    return "Estimates RPE-masked softmax: features m for the softmax part, RPE features r for the "
+           "mask; raise r when more m stops helping.";
+  if (variant == "schoenbat")
+    return "A dot-product kernel fitted to exp: features D help little here; q,k scale decides how "
+           "close the fit is.";
+  return "Relative Frobenius error against the exact attention on the same q and k.";
+}
+
 const char* attention_input_label(AttentionInput input) {
   switch (input) {
     case AttentionInput::kRandom: return "random";
@@ -102,8 +123,11 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
         k = torch::tensor(live->k).view({heads, length, dim});
         break;
     }
-    q = (q * settings.input_scale).unsqueeze(0);  // (1, H, L, D)
-    k = (k * settings.input_scale).unsqueeze(0);
+    // the live model's q and k are shown as the model computes them: the scale is for the
+    // synthetic inputs only
+    const double scale = settings.input == AttentionInput::kLiveModel ? 1.0 : settings.input_scale;
+    q = (q * scale).unsqueeze(0);  // (1, H, L, D)
+    k = (k * scale).unsqueeze(0);
     auto v = at::randn({1, heads, length, dim}, gen);
     auto options = variant_options(settings.variant);
     std::visit(

@@ -26,6 +26,9 @@ const std::vector<std::string>& schoenbat_kernel_names();
 /// schoenbat_kernel_names()[index], clamped to the list.
 const std::string& schoenbat_kernel_name(int index);
 
+/// One line under a variant's error: what the number measures and the knob that moves it.
+std::string attention_error_hint(const std::string& variant);
+
 /// "random", "local (near-diagonal)", "periodic", "live model (layer 0)".
 const char* attention_input_label(AttentionInput input);
 

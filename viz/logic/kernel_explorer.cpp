@@ -92,6 +92,8 @@ KernelEstimates compute_kernel_estimates(const KernelSettings& settings, uint64_
     } catch (const std::exception& ex) {
       const std::string what = ex.what();
       out.density_error = what.substr(0, what.find('\n'));
+      out.density_hint = density_error_hint(settings.phi);
+      if (out.density_hint.empty()) out.density_hint = out.density_error;
     }
     out.lo = lo;
     out.hi = hi;
@@ -153,11 +155,31 @@ const char* kernel_phi_label(int choice) {
   return kLabels[std::clamp(choice, 0, kKernelPhiCount - 1)];
 }
 
+double kernel_view_extent(const KernelSettings& settings) {
+  if (!settings.follow_r) return settings.extent;
+  const double r = std::max(std::abs(settings.R), 1e-3);
+  return std::clamp(4.0 * 3.14159265358979323846 / r, 0.05, 200.0);
+}
+
+std::string density_error_hint(int phi) {
+  FourierPhi kind;
+  int64_t power;
+  kernel_phi_choice(phi, &kind, &power);
+  if (kind == FourierPhi::kPower) return {};  // s^p: A is finite for every power offered
+  const char* why = kind == FourierPhi::kSigmoid ? "sigmoid(sin z / z) tends to 1/2"
+                                                 : "it falls off only like 1/|z|";
+  return std::string("No density estimate for phi = ") + kernel_phi_label(phi) +
+         ": the estimator divides by A = integral of phi(sin z / z) dz, which is infinite here (" +
+         why +
+         "). Choose s^2, s^4 or s^6 for a density; the kernel and the regression work with every "
+         "phi.";
+}
+
 KernelCurves compute_kernel_curves(const KernelSettings& settings, int points, int grid) {
   KernelCurves out;
   try {
     const auto opts = at::TensorOptions().dtype(at::kDouble);
-    const double e = settings.extent;
+    const double e = kernel_view_extent(settings);
     const at::Tensor xs = at::linspace(-e, e, points, opts);
     out.xs = to_vector(xs);
     out.kernel_1d = to_vector(kernel_ratio(xs.unsqueeze(1), settings.R, settings.phi));

@@ -46,7 +46,8 @@ struct KernelEstimates {
   float lo = 0.0f, hi = 0.0f;  ///< common colour range of the three maps
   double fourier_mise = 0.0, kde_mise = 0.0;
   std::vector<float> samples_xy;  ///< the 2-D samples, x0 y0 x1 y1 ...
-  std::string density_error;      ///< set when the density estimator rejects phi
+  std::string density_error;      ///< the library's message when the estimator rejects phi
+  std::string density_hint;       ///< the same in words a reader can act on (density_error_hint)
   // regression on [-kRegressionExtent, kRegressionExtent]
   std::vector<float> reg_x, reg_truth, reg_fourier;
   std::vector<float> reg_sample_x, reg_sample_y;
@@ -57,6 +58,14 @@ struct KernelEstimates {
 
 inline constexpr double kDensityExtent = 3.5;
 inline constexpr double kRegressionExtent = 3.0;
+
+/// The half-width of the kernel plots: 4 pi / |R| (the main lobe and three side lobes each way)
+/// when the view follows R, else the extent knob.
+double kernel_view_extent(const KernelSettings& settings);
+
+/// Why the density estimator has no estimate for `phi` (a kernel_phi_label index), in words a
+/// reader can act on; empty when it has one.
+std::string density_error_hint(int phi);
 
 /// The true density of the scene's correlated Gaussian N(0, [[1, rho], [rho, 1]]).
 double correlated_gaussian_density(double x, double y, double rho);

@@ -1,5 +1,6 @@
 #include "logic/lab.h"
 
+#include <cstdio>
 #include <stdexcept>
 #include <utility>
 
@@ -158,7 +159,7 @@ void set_speed(LabState& lab, float speed) {
 bool scene_playing(const LabState& lab, SceneId scene) {
   if (scene == SceneId::kArena) return lab.arena.playing;
   if (scene == SceneId::kLessons) return lab.lessons.progress->running;
-  if (scene == SceneId::kTraining) return lab.training.session.snapshot().playing;
+  if (scene == SceneId::kTraining) return lab.training.session.status().playing;
   return draw_transport(lab, scene)->playing;
 }
 
@@ -246,6 +247,41 @@ void update_scene(LabState& lab, SceneId scene, double dt) {
       if (lab.lessons.job.poll()) lab.lessons.version += 1;
       break;
   }
+}
+
+bool lab_animating(const LabState& lab) {
+  const SceneId visible = lab.scenario.scene;
+  if (lab.training.session.status().playing) return true;  // its curves grow on every tab
+  if (lab.lessons.progress->running || lab.lessons.run_requested) return true;
+  // a computation counts on its own tab only: another tab's result is taken when it is shown
+  const bool busy = (visible == SceneId::kAttention && lab.attention.job.busy()) ||
+                    (visible == SceneId::kKernel && lab.kernel.estimates.busy()) ||
+                    (visible == SceneId::kRpe && lab.rpe.curves.busy());
+  if (busy) return true;
+  if (const DrawTransport* t = draw_transport(lab, visible)) return t->playing || t->dirty;
+  return visible == SceneId::kArena && lab.arena.playing;
+}
+
+std::vector<std::string> background_activity(const LabState& lab, SceneId visible) {
+  std::vector<std::string> lines;
+  char text[160];
+  const TrainingStatus training = lab.training.session.status();
+  if (training.playing && visible != SceneId::kTraining) {
+    std::snprintf(text, sizeof(text), "Live Training is training: step %lld, %.1f steps/s",
+                  static_cast<long long>(training.step), training.steps_per_second);
+    lines.emplace_back(text);
+  }
+  if (lab.lessons.progress->running && visible != SceneId::kLessons) {
+    const auto& list = flt::demos::lessons();
+    const int index = lab.lessons.job.busy() ? lab.scenario.lessons.lesson : -1;
+    std::snprintf(text, sizeof(text), "Lessons: running %s (%.0f%%)",
+                  index >= 0 && index < static_cast<int>(list.size())
+                      ? list[static_cast<size_t>(index)].title.c_str()
+                      : "a lesson",
+                  100.0f * lab.lessons.progress->done.load());
+    lines.emplace_back(text);
+  }
+  return lines;
 }
 
 void settle_scene(LabState& lab, SceneId scene, int steps) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lessons/lessons.h"
 #include "logic/arena.h"
@@ -155,6 +156,15 @@ void step_scene(LabState& lab, SceneId scene);
 /// anew when a playing draw scene's clock ticks, posts the computations of changed scenes and
 /// takes the finished ones. Never waits.
 void update_scene(LabState& lab, SceneId scene, double dt);
+
+/// Whether anything changes without input: a playing scene (the visible one; training on any tab),
+/// a computation, a lesson or a posted request under way. Only then does the window redraw
+/// continuously; otherwise it waits for input.
+bool lab_animating(const LabState& lab);
+
+/// What keeps running while `visible` is shown, one line each ("Live Training: step 412, 18.3
+/// steps/s"); empty when nothing does.
+std::vector<std::string> background_activity(const LabState& lab, SceneId visible);
 
 /// Brings `scene` to a rendered state synchronously (headless PNGs, tests): `steps` race or
 /// training steps (RPE Studio: training steps of an FLT live model, for its learned spectra), and

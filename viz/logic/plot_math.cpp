@@ -154,4 +154,76 @@ std::vector<Segment> contour_segments(const std::vector<float>& values, int rows
   return out;
 }
 
+std::vector<int> legend_rows(const std::vector<float>& widths, float available, float spacing) {
+  std::vector<int> rows;
+  int row = 0;
+  float used = 0.0f;
+  for (float w : widths) {
+    if (used > 0.0f && used + spacing + w > available) {
+      row += 1;
+      used = 0.0f;
+    }
+    used += (used > 0.0f ? spacing : 0.0f) + w;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::vector<float> block_mean(const std::vector<float>& values, int rows, int cols, int factor,
+                              int* out_rows, int* out_cols,
+                              const std::function<float(float)>& transform) {
+  factor = std::max(1, factor);
+  const int r_out = (rows + factor - 1) / factor, c_out = (cols + factor - 1) / factor;
+  std::vector<float> out(static_cast<size_t>(r_out) * c_out, 0.0f);
+  for (int r = 0; r < r_out; ++r) {
+    for (int c = 0; c < c_out; ++c) {
+      double sum = 0.0;
+      int count = 0;
+      for (int i = r * factor; i < std::min(rows, (r + 1) * factor); ++i) {
+        for (int j = c * factor; j < std::min(cols, (c + 1) * factor); ++j) {
+          const float v = values[static_cast<size_t>(i) * cols + j];
+          sum += transform ? transform(v) : v;
+          ++count;
+        }
+      }
+      out[static_cast<size_t>(r) * c_out + c] = static_cast<float>(sum / std::max(1, count));
+    }
+  }
+  *out_rows = r_out;
+  *out_cols = c_out;
+  return out;
+}
+
+SurfaceCamera::Point SurfaceCamera::project(float x, float y, float z) const {
+  const float cy = std::cos(yaw), sy = std::sin(yaw), cp = std::cos(pitch), sp = std::sin(pitch);
+  const float xr = cy * x - sy * y, yr = sy * x + cy * y;  // yaw about the vertical axis
+  // camera elevated by `pitch`: farther points (larger yr) sit higher on screen
+  const float up = z * cp + yr * sp;
+  const float depth = yr * cp - z * sp;
+  return {center_x + scale * xr, center_y - scale * up, depth};
+}
+
+SurfaceCamera fit_surface_camera(float yaw, float pitch, float width, float height, float margin) {
+  SurfaceCamera camera;
+  camera.yaw = yaw;
+  camera.pitch = pitch;
+  float lo_x = INFINITY, hi_x = -INFINITY, lo_y = INFINITY, hi_y = -INFINITY;
+  for (float x : {-1.0f, 1.0f}) {  // the corners of the bounding box at unit scale
+    for (float y : {-1.0f, 1.0f}) {
+      for (float z : {-0.5f, 0.5f}) {
+        const auto p = camera.project(x, y, z);
+        lo_x = std::min(lo_x, p.x);
+        hi_x = std::max(hi_x, p.x);
+        lo_y = std::min(lo_y, p.y);
+        hi_y = std::max(hi_y, p.y);
+      }
+    }
+  }
+  const float w = std::max(1.0f, width - 2 * margin), h = std::max(1.0f, height - 2 * margin);
+  camera.scale = std::min(w / std::max(1e-6f, hi_x - lo_x), h / std::max(1e-6f, hi_y - lo_y));
+  camera.center_x = 0.5f * width - camera.scale * 0.5f * (lo_x + hi_x);
+  camera.center_y = 0.5f * height - camera.scale * 0.5f * (lo_y + hi_y);
+  return camera;
+}
+
 }  // namespace flt::viz

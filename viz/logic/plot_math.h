@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,31 @@ struct Segment {
 /// Marching squares over a rows x cols grid: the segments where `values` crosses each level.
 std::vector<Segment> contour_segments(const std::vector<float>& values, int rows, int cols,
                                       const std::vector<float>& levels);
+
+/// A legend laid out in rows above a plot (never over its data): the row of each entry, left to
+/// right, wrapping when the next entry would pass `available` (a wider entry gets its own row).
+std::vector<int> legend_rows(const std::vector<float>& widths, float available, float spacing);
+
+/// Block means of a rows x cols grid over factor x factor blocks (the last ones may be smaller),
+/// of transform(value): an anti-aliased downsample (picking every factor-th value instead leaves
+/// spikes where a narrow valley falls on a picked cell).
+std::vector<float> block_mean(const std::vector<float>& values, int rows, int cols, int factor,
+                              int* out_rows, int* out_cols,
+                              const std::function<float(float)>& transform = nullptr);
+
+/// Where a 3-D surface is drawn: the unit height field (x, y in [-1, 1], z in [-0.5, 0.5]) seen
+/// from `yaw` and `pitch`, scaled and centred so that its whole bounding box fits a width x height
+/// rectangle (minus `margin` on each side) at every rotation.
+struct SurfaceCamera {
+  float yaw = 0.0f, pitch = 0.0f;
+  float scale = 1.0f;                      ///< pixels per unit
+  float center_x = 0.0f, center_y = 0.0f;  ///< where the origin lands, relative to the rectangle
+  struct Point {
+    float x, y;   ///< relative to the rectangle's top-left corner
+    float depth;  ///< larger is farther (drawn first)
+  };
+  Point project(float x, float y, float z) const;
+};
+SurfaceCamera fit_surface_camera(float yaw, float pitch, float width, float height, float margin);
 
 }  // namespace flt::viz

@@ -43,6 +43,16 @@ std::string format_double(double value) {
   return buffer;
 }
 
+std::string format_float(float value) {
+  // a float setting written as the float it is (0.6, not 0.6000000238418579 from its double)
+  char buffer[40];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", digits, static_cast<double>(value));
+    if (std::strtof(buffer, nullptr) == value) break;
+  }
+  return buffer;
+}
+
 double parse_double(const std::string& key, const std::string& text) {
   errno = 0;
   char* end = nullptr;
@@ -140,7 +150,7 @@ const std::vector<Field>& fields() {
          }
          s.seed = seed;
        }},
-      {"speed", [](const Scenario& s) { return format_double(s.speed); },
+      {"speed", [](const Scenario& s) { return format_float(s.speed); },
        [](Scenario& s, const std::string& v) {
          const double speed = parse_double("speed", v);
          if (speed < 0.25 || speed > 64.0) {
@@ -171,7 +181,7 @@ const std::vector<Field>& fields() {
       enum_field("t.opt", &Scenario::training, &TrainingSettings::optimizer,
                  kTrainingOptimizerCount),
       double_field("t.llr", &Scenario::training, &TrainingSettings::learned_lr),
-      {"t.smooth", [](const Scenario& s) { return format_double(s.training.smoothing); },
+      {"t.smooth", [](const Scenario& s) { return format_float(s.training.smoothing); },
        [](Scenario& s, const std::string& v) {
          const double smoothing = parse_double("t.smooth", v);
          if (smoothing < 0.0 || smoothing >= 1.0) {
@@ -204,6 +214,7 @@ const std::vector<Field>& fields() {
       double_field("k.R", &Scenario::kernel, &KernelSettings::R),
       int_field("k.phi", &Scenario::kernel, &KernelSettings::phi, 0, kKernelPhiCount - 1),
       double_field("k.extent", &Scenario::kernel, &KernelSettings::extent),
+      bool_field("k.follow", &Scenario::kernel, &KernelSettings::follow_r),
       int_field("k.n", &Scenario::kernel, &KernelSettings::samples, 1, 20000),
       double_field("k.rho", &Scenario::kernel, &KernelSettings::rho),
       double_field("k.h", &Scenario::kernel, &KernelSettings::bandwidth),

@@ -66,11 +66,14 @@ struct AttentionLabSettings {
   int heads = 2;
   AttentionInput input = AttentionInput::kRandom;
   bool causal = false;
-  double input_scale = 1.0;  ///< q and k are multiplied by this (sharper or flatter softmax)
+  /// q and k of the synthetic inputs are multiplied by this (sharper or flatter softmax; the live
+  /// model's are used as they are). 0.5 by default: at 1 the
+  /// random-feature estimates' variance swamps them (Performer's error above 1 at 64 features).
+  double input_scale = 0.5;
   // The variants' own options (their TORCH_ARG fields).
   double softmax_scale = 0.0;  ///< SoftmaxAttentionOptions::scale (0: 1 / sqrt(D))
   double linear_eps = 1e-6;    ///< LinearAttentionOptions::eps
-  int features = 64;           ///< random features m (Performer, FLT) or D (SchoenbAt)
+  int features = 256;          ///< random features m (Performer, FLT) or D (SchoenbAt)
   double fourier_r = 2.0;      ///< FourierAttentionOptions::r_init (R)
   int fourier_phi = 1;     ///< phi, index into kernel_phi_label (s^2, s^4, s^6, |s|, relu, sigmoid)
   int flt_family = 0;      ///< FLTAttentionOptions::family, index into rpe_family_labels()
@@ -84,7 +87,8 @@ struct AttentionLabSettings {
 struct KernelSettings {
   double R = 2.0;           ///< the kernel's R (|R| is used)
   int phi = 1;              ///< index into kernel_phi_label: s^2, s^4, s^6, |s|, relu, sigmoid
-  double extent = 6.0;      ///< plots cover [-extent, extent] (per axis)
+  double extent = 6.0;      ///< plots cover [-extent, extent] (per axis) unless follow_r
+  bool follow_r = true;     ///< the view follows R: [-4 pi / R, 4 pi / R], four lobes a side
   int samples = 400;        ///< N for the density and regression estimators
   double rho = 0.7;         ///< correlation of the 2-D Gaussian the density estimators see
   double bandwidth = 0.35;  ///< the Gaussian KDE's h (Scott's rule at N = 400: 0.37)

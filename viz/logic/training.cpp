@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <deque>
+#include <cstdio>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -23,8 +23,10 @@
 #include "flt/attention/flt.h"
 #include "flt/attention/transformer.h"
 #include "flt/optim/mnemosyne.h"
+#include "logic/step_rate.h"
 #include "logic/tensors.h"
 #include "logic/variant_options.h"
+#include "logic/variants.h"
 
 namespace flt::viz {
 namespace {
@@ -52,6 +54,18 @@ const char* task_name(TrainingTask task) {
 
 const char* optimizer_name(TrainingOptimizer optimizer) {
   return optimizer == TrainingOptimizer::kMnemosyne ? "Mnemosyne (learned, FLT memory)" : "Adam";
+}
+
+std::string run_label(const TrainingSettings& settings) {
+  char text[160];
+  if (settings.optimizer == TrainingOptimizer::kMnemosyne) {
+    std::snprintf(text, sizeof(text), "Mnemosyne x%.3g, %s", settings.learned_lr,
+                  variant_name(settings.variant).c_str());
+  } else {
+    std::snprintf(text, sizeof(text), "Adam lr %.3g, %s", settings.lr,
+                  variant_name(settings.variant).c_str());
+  }
+  return text;
 }
 
 bool task_uses_classifier(TrainingTask task) {
@@ -146,6 +160,9 @@ struct TrainingSession::Impl {
   uint64_t pending_seed = 1;
   int64_t nan_inject_step = -1;
   TrainingSnapshot snap;
+  std::vector<PreviousRun> previous;  // runs kept for comparison
+  TrainingTask previous_task = TrainingTask::kCopy;
+  std::function<void()> on_change;
   std::vector<float> probe_q, probe_k;
   int probe_heads = 0, probe_length = 0, probe_dim = 0;
 
@@ -160,7 +177,34 @@ struct TrainingSession::Impl {
   int64_t spectrum_interval = 10;  // steps between recorded spectrum frames (doubles when full)
   torch::Tensor probe;
   int64_t step = 0;
-  std::deque<Clock::time_point> recent_steps;
+  StepRate rate;
+
+  // Keeps the run in `snap` (guarded by mutex, held by the caller) for comparison when it took a
+  // step; a new task drops the earlier runs, whose losses mean something else.
+  void archive_run(const TrainingSettings& next) {
+    if (next.task != previous_task) previous.clear();
+    previous_task = next.task;
+    if (snap.loss.empty()) return;
+    PreviousRun run{snap.label, snap_optimizer, snap.loss, snap.accuracy};
+    const auto same = std::find_if(previous.begin(), previous.end(), [&](const PreviousRun& p) {
+      return p.optimizer == run.optimizer;
+    });
+    if (same != previous.end()) {
+      *same = std::move(run);
+    } else {
+      previous.push_back(std::move(run));
+    }
+  }
+  TrainingOptimizer snap_optimizer = TrainingOptimizer::kAdam;  // guarded by mutex
+
+  void changed() {
+    std::function<void()> notify;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      notify = on_change;
+    }
+    if (notify) notify();
+  }
 
   flt::attention::TransformerStack& stack() {
     return !classifier.is_empty() ? classifier->stack : lm->stack;
@@ -197,7 +241,7 @@ struct TrainingSession::Impl {
     spectrum_interval = 10;
     probe = torch::tensor(probe_batch.tokens, torch::kLong).view({1, probe_batch.length});
     step = 0;
-    recent_steps.clear();
+    rate.reset();
     int64_t count = 0;
     for (const auto& p : parameters) count += p.numel();
     std::ostringstream model;
@@ -209,6 +253,8 @@ struct TrainingSession::Impl {
       std::lock_guard<std::mutex> lock(mutex);
       snap = TrainingSnapshot{};
       snap.model = model.str();
+      snap.label = run_label(s);
+      snap_optimizer = s.optimizer;
       snap.playing = playing;
       snap.speed = speed;
       snap.probe_tokens = probe_batch.tokens;
@@ -350,20 +396,13 @@ struct TrainingSession::Impl {
     }
     optimizer->step();
     step += 1;
-    const auto now = Clock::now();
-    recent_steps.push_back(now);
-    while (!recent_steps.empty() && now - recent_steps.front() > std::chrono::seconds(1))
-      recent_steps.pop_front();
-    const double window = recent_steps.size() > 1
-                              ? std::chrono::duration<double>(now - recent_steps.front()).count()
-                              : 0.0;
+    rate.record(Clock::now());
     {
       std::lock_guard<std::mutex> lock(mutex);
       snap.step = step;
       snap.loss.push_back(static_cast<float>(loss_value));
       snap.accuracy.push_back(accuracy.item<float>());
-      snap.steps_per_second =
-          window > 0 ? static_cast<float>((recent_steps.size() - 1) / window) : 0.0f;
+      snap.steps_per_second = static_cast<float>(rate.per_second());
     }
     if (step % kMapEvery == 0) refresh_maps();
     return true;
@@ -398,11 +437,13 @@ struct TrainingSession::Impl {
       }
       if (do_rebuild) {
         rebuild(s, sd);
+        changed();
         continue;
       }
       if (!do_step) continue;
       const auto start = Clock::now();
       train_step();
+      changed();
       const auto interval = std::chrono::duration<double>(1.0 / (kStepsPerSecond * pace));
       const auto spent = Clock::now() - start;
       if (spent < interval) {
@@ -426,11 +467,16 @@ TrainingSession::~TrainingSession() {
 
 void TrainingSession::configure(const TrainingSettings& settings, uint64_t seed) {
   if (!impl_->worker_started) {
+    {
+      std::lock_guard<std::mutex> lock(impl_->mutex);
+      impl_->archive_run(settings);
+    }
     impl_->rebuild(settings, seed);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->archive_run(settings);
     impl_->pending_settings = settings;
     impl_->pending_seed = seed;
     impl_->rebuild_requested = true;
@@ -442,6 +488,16 @@ void TrainingSession::configure(const TrainingSettings& settings, uint64_t seed)
     impl_->snap.banner.clear();
   }
   impl_->wake.notify_all();
+}
+
+void TrainingSession::clear_previous() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->previous.clear();
+}
+
+void TrainingSession::set_on_change(std::function<void()> on_change) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->on_change = std::move(on_change);
 }
 
 void TrainingSession::start_worker() {
@@ -494,7 +550,14 @@ void TrainingSession::run_steps(int n) {
 
 TrainingSnapshot TrainingSession::snapshot() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->snap;
+  TrainingSnapshot snap = impl_->snap;
+  snap.previous = impl_->previous;
+  return snap;
+}
+
+TrainingStatus TrainingSession::status() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return {impl_->snap.step, impl_->snap.steps_per_second, impl_->playing};
 }
 
 std::string TrainingSession::curves_csv() const {

@@ -3,6 +3,7 @@
 // on a synthetic task on a worker thread. The UI reads snapshots and never waits on a step.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ struct SpectrumFrame {
   std::vector<float> g, f;
 };
 
+/// A finished run kept for comparison: the last run of each optimizer since the task was chosen.
+struct PreviousRun {
+  std::string label;  ///< e.g. "Adam lr 0.003, softmax"
+  TrainingOptimizer optimizer = TrainingOptimizer::kAdam;
+  std::vector<float> loss, accuracy;
+};
+
 struct TrainingSnapshot {
   int64_t step = 0;
   std::vector<float> loss, accuracy;  ///< one entry per step
@@ -55,9 +63,22 @@ struct TrainingSnapshot {
   std::vector<float> spectrum_xi, spectrum_delta;
   std::vector<SpectrumFrame> spectra;
   std::string model;  ///< one-line description
+  std::string label;  ///< the current run's short name, as PreviousRun::label
+  /// Earlier runs to compare with (the last of each optimizer; cleared when the task changes).
+  std::vector<PreviousRun> previous;
 };
 
+/// The short name of a run with these settings ("Adam lr 0.003, softmax").
+std::string run_label(const TrainingSettings& settings);
+
 inline constexpr int kSpectrumFrames = 8;
+
+/// The few numbers other tabs show about training, without copying its curves.
+struct TrainingStatus {
+  int64_t step = 0;
+  float steps_per_second = 0.0f;
+  bool playing = false;
+};
 
 class TrainingSession {
  public:
@@ -67,7 +88,13 @@ class TrainingSession {
   TrainingSession& operator=(const TrainingSession&) = delete;
 
   /// Builds a fresh model and optimizer for these settings (takes effect before the next step).
+  /// The run so far, if it took a step, is kept in TrainingSnapshot::previous (replacing the
+  /// earlier run of its optimizer), unless the task changes: then the earlier runs are dropped.
   void configure(const TrainingSettings& settings, uint64_t seed);
+  /// Forgets the kept runs.
+  void clear_previous();
+  /// Called (on the training thread) after each step and rebuild, e.g. to wake an idle UI.
+  void set_on_change(std::function<void()> on_change);
   /// Starts the worker thread (once); without it, use run_steps.
   void start_worker();
   void set_playing(bool playing);
@@ -79,6 +106,7 @@ class TrainingSession {
   /// Runs n steps on the calling thread (no worker running); stops early on NaN.
   void run_steps(int n);
   TrainingSnapshot snapshot() const;
+  TrainingStatus status() const;
   /// "step,loss,accuracy" rows.
   std::string curves_csv() const;
 

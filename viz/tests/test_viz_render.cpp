@@ -9,6 +9,7 @@
 #include <GLFW/glfw3.h>
 
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -124,7 +125,14 @@ TEST_F(VizRender, TrainingShowsCurvesAndAttentionMaps) {
 }
 
 TEST_F(VizRender, AttentionLabShowsHeatmapsAndTheDivergingDifference) {
-  const Image image = render(SceneId::kAttention, 0);
+  Scenario scenario;
+  scenario.scene = SceneId::kAttention;
+  scenario.attention.input_scale = 1.0;  // a sharp softmax: mostly small weights, a few large
+  apply_scenario(app_->lab(), scenario);
+  settle_scene(app_->lab(), SceneId::kAttention, 0);
+  const std::string path = (out_ / "attention_sharp.png").string();
+  ASSERT_TRUE(app_->screenshot(path));
+  const Image image = load_png(path);
   EXPECT_GT(count_near(image, 370, 100, 1280, 600, kViridisLow), 2000);
   // the diverging map's white middle: near-zero differences
   EXPECT_GT(count_near(image, 900, 100, 1280, 600, colormap(Colormap::kDiverging, 0.5f), 20), 2000);
@@ -259,4 +267,69 @@ TEST_F(VizRender, KeyboardTransportStepsAndPlays) {
   app_->frame(&input);
   EXPECT_EQ(app_->lab().arena.game.step_count(), 0);
   EXPECT_FALSE(app_->lab().arena.playing);
+}
+
+// Issue 34: a press of Space released before the next frame starts still plays (Dear ImGui 1.86
+// sees only keys that are down when a frame starts; the key callback counts the press).
+TEST_F(VizRender, AQuickSpacePressIsNotLost) {
+  Scenario scenario;
+  scenario.scene = SceneId::kArena;
+  apply_scenario(app_->lab(), scenario);
+  InputOverride input{ImVec2(5, 790), false, {}};
+  app_->frame(&input);
+  input.key_taps = {GLFW_KEY_SPACE};  // down and up between frames: never down at a frame start
+  app_->frame(&input);
+  input.key_taps.clear();
+  EXPECT_TRUE(app_->lab().arena.playing);
+  app_->frame(&input);
+  EXPECT_TRUE(app_->lab().arena.playing) << "counted once, not again on the next frame";
+  input.key_taps = {GLFW_KEY_SPACE};
+  app_->frame(&input);
+  EXPECT_FALSE(app_->lab().arena.playing);
+}
+
+// The 3-D view draws the racers' paths and points on the surface, and the surface is not cut off.
+TEST_F(VizRender, ArenaThreeDimensionalViewShowsTheRace) {
+  Scenario scenario;
+  scenario.scene = SceneId::kArena;
+  scenario.arena.level = 2;  // Rosenbrock
+  scenario.arena.surface = true;
+  apply_scenario(app_->lab(), scenario);
+  settle_scene(app_->lab(), SceneId::kArena, 60);
+  const std::string path = (out_ / "arena_3d.png").string();
+  ASSERT_TRUE(app_->screenshot(path));
+  const Image image = load_png(path);
+  // Adam's orange and SGD-momentum's blue paths (neither colour is in viridis)
+  EXPECT_GT(count_near(image, 10, 90, 750, 760, {255, 120, 60, 255}, 40), 10);
+  EXPECT_GT(count_near(image, 10, 90, 750, 760, {80, 200, 255, 255}, 40), 10);
+  // the surface's top rows are inside the panel: the background shows above them
+  EXPECT_GT(count_near(image, 10, 90, 750, 100, {20, 20, 26, 255}, 6), 1000);
+}
+
+TEST_F(VizRender, PopupsAreOpaque) {
+  EXPECT_EQ(ImGui::GetStyle().Colors[ImGuiCol_PopupBg].w, 1.0f);
+}
+
+// Export writes to the chosen path (its folders created) and says where, visibly.
+TEST_F(VizRender, ExportWritesTheChosenFileAndConfirmsWhere) {
+  Scenario scenario;
+  scenario.scene = SceneId::kArena;
+  apply_scenario(app_->lab(), scenario);
+  app_->frame();
+  auto& s = app_->state();
+  const std::string target = (out_ / "new" / "folder" / "race.csv").string();
+  s.export_dialog.kind = ExportDialog::Kind::kCsv;
+  std::snprintf(s.export_dialog.path, sizeof(s.export_dialog.path), "%s", target.c_str());
+  run_export(s);
+  EXPECT_TRUE(std::filesystem::exists(target));
+  EXPECT_NE(s.toast.text.find(target), std::string::npos) << s.toast.text;
+  EXPECT_TRUE(app_->animating()) << "the confirmation is on screen, fading";
+  const std::string png = (out_ / "other" / "window.png").string();
+  s.export_dialog.kind = ExportDialog::Kind::kWindowPng;
+  std::snprintf(s.export_dialog.path, sizeof(s.export_dialog.path), "%s", png.c_str());
+  run_export(s);
+  app_->frame();  // written after the render
+  EXPECT_EQ(load_png(png).width, 1280);
+  EXPECT_EQ(s.toast.text, "Wrote " + png);
+  EXPECT_EQ(s.export_dir, "out") << "by default exports go to out/ of the working directory";
 }

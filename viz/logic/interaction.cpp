@@ -1,0 +1,52 @@
+#include "logic/interaction.h"
+
+#include <algorithm>
+
+namespace flt::viz {
+
+int KeyPresses::take(int key) {
+  const auto it = counts_.find(key);
+  if (it == counts_.end()) return 0;
+  const int count = it->second;
+  counts_.erase(it);
+  return count;
+}
+
+std::string fit_text(const std::string& text, float max_width,
+                     const std::function<float(const std::string&)>& width_of) {
+  if (width_of(text) <= max_width) return text;
+  // the longest prefix (whole UTF-8 characters) that fits with the ellipsis
+  size_t lo = 0, hi = text.size();
+  const auto fits = [&](size_t n) { return width_of(text.substr(0, n) + "...") <= max_width; };
+  while (lo < hi) {
+    const size_t mid = (lo + hi + 1) / 2;
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  while (lo > 0 && (static_cast<unsigned char>(text[lo]) & 0xC0) == 0x80) --lo;
+  while (lo > 0 && text[lo - 1] == ' ') --lo;
+  return text.substr(0, lo) + "...";
+}
+
+float Toast::alpha(double now) const {
+  const double left = seconds - (now - shown_at);
+  if (left <= 0) return 0.0f;
+  return static_cast<float>(std::min(1.0, left / 0.5));
+}
+
+std::string default_export_path(const std::string& dir, const std::string& scene,
+                                const std::string& what, const std::string& extension,
+                                std::time_t when) {
+  std::tm local{};
+  localtime_r(&when, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
+  std::string name = "flt-lab-" + scene;
+  if (!what.empty()) name += "-" + what;
+  return (dir.empty() ? std::string() : dir + "/") + name + "-" + stamp + "." + extension;
+}
+
+}  // namespace flt::viz
