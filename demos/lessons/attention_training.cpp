@@ -73,8 +73,8 @@ const TokenImages& token_images(bool quick) {
     return TokenImages{tokens(split.train_x), split.train_y, tokens(split.test_x), split.test_y};
   }();
   static const TokenImages small = [] {
-    return TokenImages{full.train_x.slice(0, 0, 1000), full.train_y.slice(0, 0, 1000),
-                       full.test_x.slice(0, 0, 500), full.test_y.slice(0, 0, 500)};
+    return TokenImages{full.train_x.slice(0, 0, 500), full.train_y.slice(0, 0, 500),
+                       full.test_x.slice(0, 0, 250), full.test_y.slice(0, 0, 250)};
   }();
   return quick ? small : full;
 }
@@ -152,9 +152,9 @@ void run_attention_training(const LessonSettings& settings, LessonResult& result
   CharLmSetup text;  // E 64, 4 heads, 2 layers
   text.context = quick ? 32 : 64;
   text.batch = quick ? 8 : 16;
-  text.steps = quick ? 30 : 800;
+  text.steps = quick ? 20 : 800;
   text.eval_batches = quick ? 4 : 32;
-  const int64_t image_steps = quick ? 30 : 600;
+  const int64_t image_steps = quick ? 20 : 600;
   const auto list = variants();
 
   result.setup = {
@@ -164,9 +164,8 @@ void run_attention_training(const LessonSettings& settings, LessonResult& result
           std::to_string(text.steps) + " Adam steps (lr 3e-3, cosine to 10%, clip 1).",
       "Images: a SequenceClassifier (2 layers, E 64, 4 heads, mean pooling) on Fashion-MNIST "
       "averaged to 7x7 and quantised to 16 grey levels (49 tokens), " +
-          std::to_string(quick ? 1000 : 8000) + " training / " +
-          std::to_string(quick ? 500 : 2000) + " held-out images, batch 32, " +
-          std::to_string(image_steps) + " Adam steps (the same).",
+          std::to_string(quick ? 500 : 8000) + " training / " + std::to_string(quick ? 250 : 2000) +
+          " held-out images, batch 32, " + std::to_string(image_steps) + " Adam steps (the same).",
       "Each variant at its defaults; all but 'FLT, RPE alone' read learned absolute positions. " +
           std::to_string(seeds) + " seed" + (seeds > 1 ? "s" : "") + " from " +
           std::to_string(settings.seed) +

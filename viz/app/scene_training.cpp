@@ -71,8 +71,9 @@ void show_training(LabState& lab, TrainingView& view) {
   ImGui::Checkbox("compare with earlier runs", &view.compare);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
-        "The last run of each optimizer stays on the plots as a faint curve:\n"
-        "train with Adam, switch the optimizer to Mnemosyne, and both share the plots.\n"
+        "The last run of each optimizer and attention variant stays on the plots as a\n"
+        "faint curve: train with Adam, switch to Mnemosyne (or to another attention\n"
+        "variant), and both share the plots.\n"
         "Changing the task forgets them.");
   if (!snap.previous.empty()) {
     ImGui::SameLine();

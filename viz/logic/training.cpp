@@ -185,9 +185,9 @@ struct TrainingSession::Impl {
     if (next.task != previous_task) previous.clear();
     previous_task = next.task;
     if (snap.loss.empty()) return;
-    PreviousRun run{snap.label, snap_optimizer, snap.loss, snap.accuracy};
+    PreviousRun run{snap.label, snap_optimizer, snap_variant, snap.loss, snap.accuracy};
     const auto same = std::find_if(previous.begin(), previous.end(), [&](const PreviousRun& p) {
-      return p.optimizer == run.optimizer;
+      return p.optimizer == run.optimizer && p.variant == run.variant;
     });
     if (same != previous.end()) {
       *same = std::move(run);
@@ -196,6 +196,7 @@ struct TrainingSession::Impl {
     }
   }
   TrainingOptimizer snap_optimizer = TrainingOptimizer::kAdam;  // guarded by mutex
+  int snap_variant = 0;                                         // guarded by mutex
 
   void changed() {
     std::function<void()> notify;
@@ -255,6 +256,7 @@ struct TrainingSession::Impl {
       snap.model = model.str();
       snap.label = run_label(s);
       snap_optimizer = s.optimizer;
+      snap_variant = s.variant;
       snap.playing = playing;
       snap.speed = speed;
       snap.probe_tokens = probe_batch.tokens;

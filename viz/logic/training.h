@@ -35,10 +35,12 @@ struct SpectrumFrame {
   std::vector<float> g, f;
 };
 
-/// A finished run kept for comparison: the last run of each optimizer since the task was chosen.
+/// A finished run kept for comparison: the last run of each optimizer with each attention variant
+/// since the task was chosen (Adam against Mnemosyne, or one variant after another, on one plot).
 struct PreviousRun {
   std::string label;  ///< e.g. "Adam lr 0.003, softmax"
   TrainingOptimizer optimizer = TrainingOptimizer::kAdam;
+  int variant = 0;  ///< TrainingSettings::variant
   std::vector<float> loss, accuracy;
 };
 
@@ -64,7 +66,8 @@ struct TrainingSnapshot {
   std::vector<SpectrumFrame> spectra;
   std::string model;  ///< one-line description
   std::string label;  ///< the current run's short name, as PreviousRun::label
-  /// Earlier runs to compare with (the last of each optimizer; cleared when the task changes).
+  /// Earlier runs to compare with (the last of each optimizer and variant; cleared when the task
+  /// changes).
   std::vector<PreviousRun> previous;
 };
 
@@ -89,7 +92,8 @@ class TrainingSession {
 
   /// Builds a fresh model and optimizer for these settings (takes effect before the next step).
   /// The run so far, if it took a step, is kept in TrainingSnapshot::previous (replacing the
-  /// earlier run of its optimizer), unless the task changes: then the earlier runs are dropped.
+  /// earlier run of its optimizer and attention variant), unless the task changes: then the
+  /// earlier runs are dropped.
   void configure(const TrainingSettings& settings, uint64_t seed);
   /// Forgets the kept runs.
   void clear_previous();

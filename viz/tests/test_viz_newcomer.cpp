@@ -198,6 +198,19 @@ TEST_F(VizLogic, TrainingKeepsThePreviousRunOfEachOptimizer) {
   session.run_steps(1);
   session.configure(other_task, 1);
   EXPECT_EQ(session.snapshot().previous.size(), 1u);
+  // One attention variant after another with one optimizer: each variant's run is kept.
+  TrainingSettings other_variant = other_task;
+  other_variant.variant = (other_task.variant + 1) % 6;
+  session.run_steps(2);
+  session.configure(other_variant, 1);
+  snap = session.snapshot();
+  ASSERT_EQ(snap.previous.size(), 1u);  // the same run, rerun: replaced
+  session.run_steps(2);
+  session.configure(other_task, 1);
+  snap = session.snapshot();
+  ASSERT_EQ(snap.previous.size(), 2u);
+  EXPECT_EQ(snap.previous[1].variant, other_variant.variant);
+  EXPECT_EQ(snap.previous[1].label, run_label(other_variant));
   session.clear_previous();
   EXPECT_TRUE(session.snapshot().previous.empty());
 }
