@@ -15,12 +15,13 @@
 
 namespace flt::testing {
 
-/// Autograd against central differences for `module`'s forward (double) with respect to q, k
-/// (`qk_shape`, (B, H, L, D)), v (width `dv`) and `parameters`.
-template <typename Module>
-void expect_module_gradients(Module module, std::vector<int64_t> qk_shape, int64_t dv, bool causal,
-                             std::vector<torch::Tensor> parameters = {}, double step = 1e-6,
-                             double rtol = 1e-5, double atol = 1e-7) {
+/// Autograd against central differences for attention (a module or any callable
+/// `attend(q, k, v, call)`, in double) with respect to q, k (`qk_shape`, (B, H, L, D)), v (width
+/// `dv`) and `parameters`.
+template <typename Attend>
+void expect_attention_gradients(Attend attend, std::vector<int64_t> qk_shape, int64_t dv,
+                                bool causal, std::vector<torch::Tensor> parameters = {},
+                                double step = 1e-6, double rtol = 1e-5, double atol = 1e-7) {
   auto q = torch::randn(qk_shape, torch::kDouble).requires_grad_();
   auto k = torch::randn(qk_shape, torch::kDouble).requires_grad_();
   qk_shape.back() = dv;
@@ -30,7 +31,7 @@ void expect_module_gradients(Module module, std::vector<int64_t> qk_shape, int64
   std::vector<torch::Tensor> inputs = {q, k, v};
   inputs.insert(inputs.end(), parameters.begin(), parameters.end());
   expect_gradients_match(
-      [&](const std::vector<torch::Tensor>& x) { return module(x[0], x[1], x[2], call); }, inputs,
+      [&](const std::vector<torch::Tensor>& x) { return attend(x[0], x[1], x[2], call); }, inputs,
       step, rtol, atol);
 }
 

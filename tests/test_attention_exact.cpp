@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention_module_util.h"
 #include "flt/attention/linear.h"
 #include "flt/attention/softmax.h"
 #include "flt/kernels/linear_attention.h"
@@ -186,30 +187,20 @@ TEST_F(ExactAttention, CausalOutputsIgnoreFutureTokens) {
   }
 }
 
-TEST_F(ExactAttention, Softmax_GradientsMatchFiniteDifferences) {
+// Linear attention at L = 70 crosses a causal chunk boundary, so the state's gradient is checked
+// too.
+TEST_F(ExactAttention, SoftmaxAndLinear_GradientsMatchFiniteDifferences) {
   for (bool causal : {false, true}) {
-    auto q = torch::randn({1, 2, 5, 3}, torch::kDouble).requires_grad_();
-    auto k = torch::randn({1, 2, 5, 3}, torch::kDouble).requires_grad_();
-    auto v = torch::randn({1, 2, 5, 2}, torch::kDouble).requires_grad_();
-    expect_gradients_match(
-        [causal](const std::vector<torch::Tensor>& x) {
-          return fa::softmax_attention(x[0], x[1], x[2], causal);
+    expect_attention_gradients(
+        [](const auto& q, const auto& k, const auto& v, const fa::AttentionCall& call) {
+          return fa::softmax_attention(q, k, v, call.causal);
         },
-        {q, k, v});
-  }
-}
-
-TEST_F(ExactAttention, Linear_GradientsMatchFiniteDifferences) {
-  for (bool causal : {false, true}) {
-    // L = 70 crosses a causal chunk boundary, so the state's gradient is checked too.
-    auto q = torch::randn({1, 1, 70, 2}, torch::kDouble).requires_grad_();
-    auto k = torch::randn({1, 1, 70, 2}, torch::kDouble).requires_grad_();
-    auto v = torch::randn({1, 1, 70, 2}, torch::kDouble).requires_grad_();
-    expect_gradients_match(
-        [causal](const std::vector<torch::Tensor>& x) {
-          return fa::linear_attention(x[0], x[1], x[2], causal);
+        {1, 2, 5, 3}, 2, causal);
+    expect_attention_gradients(
+        [](const auto& q, const auto& k, const auto& v, const fa::AttentionCall& call) {
+          return fa::linear_attention(q, k, v, call.causal);
         },
-        {q, k, v});
+        {1, 1, 70, 2}, 2, causal);
   }
 }
 

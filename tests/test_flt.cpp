@@ -423,7 +423,7 @@ TEST_F(FLT, SpectrumGradientsNonZeroAtInitAndMatchFiniteDifferences) {
 TEST_F(FLT, GradientsForInputsMatchFiniteDifferences) {
   for (bool causal : {false, true}) {
     auto flt = make_flt(base_options().head_dim(3).features(8).rpe_features(4));
-    expect_module_gradients(flt, {1, 2, 6, 3}, 2, causal);
+    expect_attention_gradients(flt, {1, 2, 6, 3}, 2, causal);
   }
 }
 

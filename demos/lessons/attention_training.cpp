@@ -25,6 +25,9 @@ namespace {
 
 namespace fa = flt::attention;
 
+/// The image task's sequences: 7x7 pixels of 16 grey levels, 10 classes.
+constexpr int64_t kImageTokens = 49, kGreyLevels = 16, kClasses = 10;
+
 /// Every variant at its defaults; those without a position signal of their own read learned
 /// absolute positions (as the transformer's default for them would need), FLT once with them and
 /// once with its relative encoding alone.
@@ -79,8 +82,6 @@ const TokenImages& token_images(bool quick) {
   return quick ? small : full;
 }
 
-constexpr int64_t kImageTokens = 49, kGreyLevels = 16, kClasses = 10;
-
 /// A SequenceClassifier (E 64, 4 heads, 2 layers) trained with Adam 3e-3 (cosine to 10%, gradient
 /// norm clipped at 1, as train_char_lm) on minibatches of 32; returns the held-out cross-entropy.
 CharLmRun train_image_classifier(const TokenImages& data, const Variant& variant, int64_t steps,
@@ -97,7 +98,6 @@ CharLmRun train_image_classifier(const TokenImages& data, const Variant& variant
   std::mt19937_64 rng(seed * 7919 + 29);
   std::uniform_int_distribution<int64_t> pick(0, data.train_x.size(0) - 1);
   CharLmRun run;
-  double smooth = NAN;
   model->train();
   for (int64_t step = 0; step < steps; ++step) {
     const double lr = 3e-3 * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(M_PI * step / steps)));
@@ -109,18 +109,7 @@ CharLmRun train_image_classifier(const TokenImages& data, const Variant& variant
     const auto loss = F::cross_entropy(model->forward(data.train_x.index_select(0, index)),
                                        data.train_y.index_select(0, index));
     if (step == 0) run.forward_bytes = heap_bytes_in_use() - heap_before;
-    const double value = loss.item<double>();
-    if (!std::isfinite(value)) {
-      run.diverged = true;
-      run.diverged_step = step;
-      break;
-    }
-    optimizer.zero_grad();
-    loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
-    optimizer.step();
-    smooth = std::isnan(smooth) ? value : 0.9 * smooth + 0.1 * value;
-    run.loss.push_back(smooth);
+    if (!lesson_step(optimizer, loss, step, run)) break;
     on_step();
   }
   run.seconds = watch.seconds();

@@ -171,6 +171,26 @@ torch::Tensor windows(const std::vector<int64_t>& data, const std::vector<int64_
 
 }  // namespace
 
+bool lesson_step(torch::optim::Optimizer& optimizer, const torch::Tensor& loss, int64_t step,
+                 CharLmRun& run) {
+  const double value = loss.item<double>();
+  if (!std::isfinite(value)) {
+    run.diverged = true;
+    run.diverged_step = step;
+    return false;
+  }
+  optimizer.zero_grad();
+  loss.backward();
+  std::vector<torch::Tensor> parameters;
+  for (const auto& group : optimizer.param_groups()) {
+    parameters.insert(parameters.end(), group.params().begin(), group.params().end());
+  }
+  torch::nn::utils::clip_grad_norm_(parameters, 1.0);
+  optimizer.step();
+  run.loss.push_back(run.loss.empty() ? value : 0.9 * run.loss.back() + 0.1 * value);
+  return true;
+}
+
 double heap_bytes_in_use() {
   const struct mallinfo2 info = mallinfo2();
   return static_cast<double>(info.uordblks + info.hblkhd);
@@ -200,7 +220,6 @@ CharLmRun train_char_lm(const TextCorpus& corpus, const attention::AttentionOpti
     const auto logits = model->forward(inputs);  // (B, L, V)
     return F::cross_entropy(logits.reshape({-1, corpus.vocab()}), targets.reshape({-1}));
   };
-  double smooth = NAN;
   model->train();
   for (int64_t step = 0; step < setup.steps; ++step) {
     // Half-cosine decay to 10% of the learning rate over the run.
@@ -214,18 +233,7 @@ CharLmRun train_char_lm(const TextCorpus& corpus, const attention::AttentionOpti
     const double heap_before = step == 0 ? heap_bytes_in_use() : 0.0;
     const auto loss = loss_of(batch);
     if (step == 0) run.forward_bytes = heap_bytes_in_use() - heap_before;
-    const double value = loss.item<double>();
-    if (!std::isfinite(value)) {
-      run.diverged = true;
-      run.diverged_step = step;
-      break;
-    }
-    optimizer.zero_grad();
-    loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
-    optimizer.step();
-    smooth = std::isnan(smooth) ? value : 0.9 * smooth + 0.1 * value;
-    run.loss.push_back(smooth);
+    if (!lesson_step(optimizer, loss, step, run)) break;
     if (on_step) on_step(step);
   }
   if (run.diverged) {

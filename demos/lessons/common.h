@@ -2,6 +2,7 @@
 // What the lessons share: progress reporting, timing, a log-log slope, the text corpus and the
 // small character language model that lessons 3 and 4 train. Internal to demos/lessons.
 
+#include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
 #include <chrono>
@@ -93,6 +94,13 @@ struct CharLmRun {
   /// backward, the logits and loss), from glibc's allocator statistics.
   double forward_bytes = 0.0;
 };
+
+/// One training step as the lessons take it, after the forward pass: a non-finite `loss` marks the
+/// run diverged at `step` and returns false; otherwise zero_grad, backward, the gradient norm
+/// clipped at 1, the optimizer's step, and the loss smoothed over about 10 steps appended to
+/// run.loss.
+bool lesson_step(torch::optim::Optimizer& optimizer, const torch::Tensor& loss, int64_t step,
+                 CharLmRun& run);
 
 /// Bytes the process's heap has allocated now (glibc mallinfo2: arena and mmap'ed blocks in use).
 double heap_bytes_in_use();

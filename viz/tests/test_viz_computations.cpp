@@ -45,8 +45,7 @@ TEST_F(VizLogic, TrainingLearnsCopyAndTheNanGuardPauses) {
   settings.task = TrainingTask::kCopy;
   settings.length = 4;
   settings.lr = 3e-3;
-  session.configure(settings, 5);
-  session.run_steps(150);
+  train(session, settings, 5, 150);
   auto snap = session.snapshot();
   ASSERT_EQ(snap.step, 150);
   // averages over the first and last 10 steps: the model learns to copy (behaviour, step budget
@@ -173,8 +172,7 @@ TEST_F(VizLogic, LiveModelInputReproducesTheModelsOwnAttention) {
   TrainingSession session;
   TrainingSettings settings;
   settings.length = 5;
-  session.configure(settings, 9);
-  session.run_steps(5);
+  train(session, settings, 9, 5);
   LiveQueriesKeys live;
   ASSERT_TRUE(session.probe_queries_keys(&live.q, &live.k, &live.heads, &live.length, &live.dim));
   AttentionLabSettings lab;

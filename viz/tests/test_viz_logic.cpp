@@ -465,8 +465,7 @@ TEST_F(VizLogic, CsvExports) {
   TrainingSession session;
   TrainingSettings settings;
   settings.length = 3;
-  session.configure(settings, 1);
-  session.run_steps(3);
+  train(session, settings, 1, 3);
   const std::string curves = session.curves_csv();
   EXPECT_EQ(curves.rfind("step,loss,accuracy\n1,", 0), 0u) << curves;
   EXPECT_NE(curves.find("\n3,"), std::string::npos);

@@ -165,8 +165,7 @@ TEST_F(VizLogic, TrainingKeepsThePreviousRunOfEachOptimizer) {
   TrainingSession session;
   TrainingSettings adam;
   adam.length = 3;
-  session.configure(adam, 1);
-  session.run_steps(3);
+  train(session, adam, 1, 3);
   TrainingSettings learned = adam;
   learned.optimizer = TrainingOptimizer::kMnemosyne;
   session.configure(learned, 1);  // switching the optimizer keeps the Adam curves

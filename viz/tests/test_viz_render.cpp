@@ -80,6 +80,16 @@ class VizRender : public ::testing::Test {
     std::filesystem::remove_all(out_);
   }
 
+  /// The arena shown, the pointer parked in the status bar, one frame drawn: input for key tests.
+  InputOverride arena_with_pointer_parked() {
+    Scenario scenario;
+    scenario.scene = SceneId::kArena;
+    apply_scenario(app_->lab(), scenario);
+    InputOverride input{ImVec2(5, 790), false, {}};
+    app_->frame(&input);
+    return input;
+  }
+
   Image render(SceneId scene, int steps) {
     Scenario scenario;
     scenario.scene = scene;
@@ -247,11 +257,7 @@ TEST_F(VizRender, PanelExportCropsToTheScene) {
 }
 
 TEST_F(VizRender, KeyboardTransportStepsAndPlays) {
-  Scenario scenario;
-  scenario.scene = SceneId::kArena;
-  apply_scenario(app_->lab(), scenario);
-  InputOverride input{ImVec2(5, 790), false, {}};
-  app_->frame(&input);
+  InputOverride input = arena_with_pointer_parked();
   input.keys_down = {GLFW_KEY_S};  // S: one step
   app_->frame(&input);
   input.keys_down = {};
@@ -272,11 +278,7 @@ TEST_F(VizRender, KeyboardTransportStepsAndPlays) {
 // Issue 34: a press of Space released before the next frame starts still plays (Dear ImGui 1.86
 // sees only keys that are down when a frame starts; the key callback counts the press).
 TEST_F(VizRender, AQuickSpacePressIsNotLost) {
-  Scenario scenario;
-  scenario.scene = SceneId::kArena;
-  apply_scenario(app_->lab(), scenario);
-  InputOverride input{ImVec2(5, 790), false, {}};
-  app_->frame(&input);
+  InputOverride input = arena_with_pointer_parked();
   input.key_taps = {GLFW_KEY_SPACE};  // down and up between frames: never down at a frame start
   app_->frame(&input);
   input.key_taps.clear();

@@ -357,26 +357,29 @@ std::vector<RunContender> baseline_contenders() {
   return {adam, adam_cosine, adamw_cosine};
 }
 
-std::vector<RunContender> untuned_baseline_contenders() {
-  RunContender prodigy;
-  prodigy.name = "prodigy";
-  prodigy.fixed_lr = 1.0;
-  prodigy.make = [](double lr) -> OptimizerFactory {
-    return [lr](std::vector<torch::Tensor> p) {
-      return std::make_unique<Prodigy>(std::move(p), ProdigyOptions(lr));
+namespace {
+/// A contender at its authors' fixed lr: `Optimizer(params, Options(lr))`.
+template <typename Optimizer, typename Options>
+RunContender untuned_contender(const char* name, double lr) {
+  RunContender c;
+  c.name = name;
+  c.fixed_lr = lr;
+  c.make = [](double rate) -> OptimizerFactory {
+    return [rate](std::vector<torch::Tensor> p) {
+      return std::make_unique<Optimizer>(std::move(p), Options(rate));
     };
   };
+  return c;
+}
+}  // namespace
+
+std::vector<RunContender> untuned_baseline_contenders() {
+  RunContender prodigy = untuned_contender<Prodigy, ProdigyOptions>("prodigy", 1.0);
   RunContender prodigy_cosine = prodigy;
   prodigy_cosine.name = "prodigy-cosine";
   prodigy_cosine.schedule = Schedule::kCosine;
-  RunContender schedule_free;
-  schedule_free.name = "schedule-free-adamw";
-  schedule_free.fixed_lr = 0.0025;
-  schedule_free.make = [](double lr) -> OptimizerFactory {
-    return [lr](std::vector<torch::Tensor> p) {
-      return std::make_unique<ScheduleFreeAdamW>(std::move(p), ScheduleFreeAdamWOptions(lr));
-    };
-  };
+  RunContender schedule_free =
+      untuned_contender<ScheduleFreeAdamW, ScheduleFreeAdamWOptions>("schedule-free-adamw", 0.0025);
   // Judged at x, the average, with BatchNorm statistics recomputed there (its authors' direction;
   // 10 batches, about the window of BatchNorm's own running average at momentum 0.1).
   schedule_free.evaluation.before = [](torch::optim::Optimizer& o) {

@@ -430,9 +430,7 @@ void write_schedule(torch::serialize::OutputArchive& archive, const LearnedSched
   archive.write("format", torch::IValue(std::string(kScheduleFormat)));
   archive.write("version", torch::IValue(kScheduleVersion));
   detail::write_shape_options(archive, o);
-  torch::serialize::OutputArchive weights(archive.compilation_unit());
-  schedule.save(weights);
-  archive.write("weights", weights);
+  detail::write_module_weights(archive, schedule);
 }
 
 LearnedSchedule read_schedule(torch::serialize::InputArchive& archive, const std::string& source) {
@@ -447,22 +445,17 @@ LearnedSchedule read_schedule(torch::serialize::InputArchive& archive, const std
   LearnedScheduleOptions o;
   detail::read_shape_options(archive, o);
   LearnedSchedule schedule(o);
-  torch::serialize::InputArchive weights;
-  archive.read("weights", weights);
-  schedule->load(weights);
+  detail::read_module_weights(archive, *schedule);
   return schedule;
 }
 
 void save_schedule(const LearnedSchedule& schedule, const std::string& path) {
-  torch::serialize::OutputArchive archive;
-  write_schedule(archive, *schedule);
-  archive.save_to(path);
+  detail::save_weights_file(path, [&](auto& archive) { write_schedule(archive, *schedule); });
 }
 
 LearnedSchedule load_schedule(const std::string& path) {
-  torch::serialize::InputArchive archive;
-  detail::read_weights_file(archive, path, "learned schedule weights");
-  return read_schedule(archive, path);
+  return detail::load_weights_file(path, "learned schedule weights",
+                                   [&](auto& archive) { return read_schedule(archive, path); });
 }
 
 }  // namespace flt::optim

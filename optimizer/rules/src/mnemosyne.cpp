@@ -107,30 +107,23 @@ LearnedSchedule default_schedule(const MnemosyneOptions& options) {
 
 void write_model(torch::serialize::OutputArchive& archive, const LearnedOptimizerModelImpl& model) {
   write_options(archive, model.options);
-  torch::serialize::OutputArchive weights(archive.compilation_unit());
-  model.save(weights);
-  archive.write("weights", weights);
+  detail::write_module_weights(archive, model);
 }
 
 LearnedOptimizerModel read_model(torch::serialize::InputArchive& archive,
                                  const std::string& source) {
   LearnedOptimizerModel model(read_options(archive, source));
-  torch::serialize::InputArchive weights;
-  archive.read("weights", weights);
-  model->load(weights);
+  detail::read_module_weights(archive, *model);
   return model;
 }
 
 void save_model(const LearnedOptimizerModel& model, const std::string& path) {
-  torch::serialize::OutputArchive archive;
-  write_model(archive, *model);
-  archive.save_to(path);
+  detail::save_weights_file(path, [&](auto& archive) { write_model(archive, *model); });
 }
 
 LearnedOptimizerModel load_model(const std::string& path) {
-  torch::serialize::InputArchive archive;
-  detail::read_weights_file(archive, path, "learned optimizer weights");
-  return read_model(archive, path);
+  return detail::load_weights_file(path, "learned optimizer weights",
+                                   [&](auto& archive) { return read_model(archive, path); });
 }
 
 LearnedOptimizerModel load_pretrained_model(Memory memory) {

@@ -37,6 +37,38 @@ inline void read_weights_file(torch::serialize::InputArchive& archive, const std
   }
 }
 
+/// A module's parameters and buffers as the sub-archive "weights" (how both designs' files and the
+/// optimizer's own archive hold them), and back.
+inline void write_module_weights(torch::serialize::OutputArchive& archive,
+                                 const torch::nn::Module& module) {
+  torch::serialize::OutputArchive weights(archive.compilation_unit());
+  module.save(weights);
+  archive.write("weights", weights);
+}
+inline void read_module_weights(torch::serialize::InputArchive& archive,
+                                torch::nn::Module& module) {
+  torch::serialize::InputArchive weights;
+  archive.read("weights", weights);
+  module.load(weights);
+}
+
+/// Saves the archive `write(archive)` fills to `path`.
+template <typename Write>
+void save_weights_file(const std::string& path, const Write& write) {
+  torch::serialize::OutputArchive archive;
+  write(archive);
+  archive.save_to(path);
+}
+
+/// What `read(archive)` makes of the weights file at `path` (read_weights_file's checks, `what` in
+/// their messages).
+template <typename Read>
+auto load_weights_file(const std::string& path, const char* what, const Read& read) {
+  torch::serialize::InputArchive archive;
+  read_weights_file(archive, path, what);
+  return read(archive);
+}
+
 /// The shape options both learned designs' weights files hold, by name: the memory kind, its key,
 /// value and feature dims, the RPE features, the hidden width and the seed
 /// (LearnedOptimizerModelOptions and LearnedScheduleOptions have them all).

@@ -452,16 +452,15 @@ std::shared_ptr<SwarmModelImpl> model_from_archive(torch::serialize::InputArchiv
 }  // namespace
 
 void SwarmModelImpl::save(const std::string& path) const {
-  torch::serialize::OutputArchive archive;
-  archive.write("swarm_sizes", sizes_of(options));
-  archive.write("swarm_weights", flat_parameters());
-  archive.save_to(path);
+  detail::save_weights_file(path, [&](auto& archive) {
+    archive.write("swarm_sizes", sizes_of(options));
+    archive.write("swarm_weights", flat_parameters());
+  });
 }
 
 std::shared_ptr<SwarmModelImpl> SwarmModelImpl::load_file(const std::string& path) {
-  torch::serialize::InputArchive archive;
-  detail::read_weights_file(archive, path, "swarm weights");
-  return model_from_archive(archive, path);
+  return detail::load_weights_file(
+      path, "swarm weights", [&](auto& archive) { return model_from_archive(archive, path); });
 }
 
 bool has_pretrained_swarm(SwarmVariant variant) {
