@@ -192,12 +192,18 @@ void SequenceClassifierImpl::pretty_print(std::ostream& stream) const {
          << ", attention=" << attention_name(options.attention()) << ")";
 }
 
-torch::Tensor SequenceClassifierImpl::forward(const torch::Tensor& tokens) {
-  return head(stack(tokens).mean(1));
+torch::Tensor SequenceClassifierImpl::forward(const torch::Tensor& tokens,
+                                              const torch::Tensor& positions) {
+  AttentionCall call;
+  call.positions = positions;
+  return head(stack(tokens, call).mean(1));
 }
 
-std::vector<torch::Tensor> SequenceClassifierImpl::attention_maps(const torch::Tensor& tokens) {
-  return stack->attention_maps(tokens);
+std::vector<torch::Tensor> SequenceClassifierImpl::attention_maps(const torch::Tensor& tokens,
+                                                                  const torch::Tensor& positions) {
+  AttentionCall call;
+  call.positions = positions;
+  return stack->attention_maps(tokens, call);
 }
 
 }  // namespace flt::attention

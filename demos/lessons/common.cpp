@@ -251,6 +251,20 @@ CharLmRun train_char_lm(const TextCorpus& corpus, const attention::AttentionOpti
       total += loss_of(windows(corpus.valid, starts, setup.context)).item<double>();
     }
     const double mean = total / static_cast<double>(setup.eval_batches);
+    if (setup.measure_attention) {
+      std::vector<int64_t> starts(setup.batch);
+      for (int64_t i = 0; i < setup.batch; ++i) starts[i] = i * span / count;
+      const auto inputs = windows(corpus.valid, starts, setup.context).slice(1, 0, setup.context);
+      double keys = 0.0;
+      const auto maps = model->attention_maps(inputs);
+      for (const auto& map : maps) {
+        const auto rows = map.slice(2, setup.context / 2).to(torch::kDouble).clamp_min(0.0);
+        const auto p = rows / rows.sum(-1, true);
+        const auto entropy = -at::xlogy(p, p).sum(-1);
+        keys += entropy.exp().mean().item<double>();
+      }
+      run.attention_keys = keys / static_cast<double>(maps.size());
+    }
     run.valid_perplexity = std::isfinite(mean) ? std::exp(mean) : NAN;
     run.diverged = !std::isfinite(mean);
   }

@@ -81,6 +81,8 @@ struct CharLmSetup {
   int64_t eval_batches = 16;
   /// FLT attention: one RPE spectrum per head shared by the layers (FLT paper).
   bool share_rpe = false;
+  /// Measure how sharp the trained attention is (CharLmRun::attention_keys).
+  bool measure_attention = false;
 };
 
 struct CharLmRun {
@@ -93,6 +95,11 @@ struct CharLmRun {
   /// Heap bytes the first training step's forward pass left allocated (what autograd keeps for
   /// backward, the logits and loss), from glibc's allocator statistics.
   double forward_bytes = 0.0;
+  /// With CharLmSetup::measure_attention: the effective number of keys a query attends to,
+  /// exp(entropy) of its attention row (negative weights of approximate variants clipped to 0),
+  /// averaged over layers, heads and the second half of the rows of held-out windows (where
+  /// context / 2 to context keys are visible). NaN otherwise.
+  double attention_keys = NAN;
 };
 
 /// One training step as the lessons take it, after the forward pass: a non-finite `loss` marks the

@@ -119,10 +119,13 @@ class SequenceClassifierImpl : public torch::nn::Cloneable<SequenceClassifierImp
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
 
-  /// tokens: (B, L) int64 -> (B, C)
-  torch::Tensor forward(const torch::Tensor& tokens);
+  /// tokens: (B, L) int64 -> (B, C). positions: (L, l) or (B, L, l), the tokens' positions for
+  /// variants with relative encodings (FLT with position_dim l, e.g. (row, column) of an image's
+  /// pixels or patches); undefined (default) means token indices. Other variants ignore them.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions = {});
   /// Per layer (B, H, L, L).
-  std::vector<torch::Tensor> attention_maps(const torch::Tensor& tokens);
+  std::vector<torch::Tensor> attention_maps(const torch::Tensor& tokens,
+                                            const torch::Tensor& positions = {});
 
   TransformerOptions options;
   TransformerStack stack{nullptr};
