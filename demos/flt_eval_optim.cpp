@@ -76,14 +76,26 @@ int draw_legend(flt::demos::Canvas& canvas, int width, const std::vector<std::st
   return y + row + 6;
 }
 
+/// A learned rule's memory over the step index, as the views below read it (both designs'
+/// modules name these members alike).
+struct MemoryView {
+  std::string name;
+  fo::Memory memory = fo::Memory::kNone;
+  torch::Tensor discount_logit;
+  flt::attention::FLTAttention flt{nullptr};
+};
+
+template <typename Module>
+MemoryView memory_view(const std::string& name, const Module& module) {
+  return {name, module->options.memory(), module->discount_logit, module->flt};
+}
+
 /// What the learned rules' memories see of the past: for every attention memory (FLT, Performer),
 /// the discount gamma per step (an entry Delta steps old weighs gamma^Delta) and, for FLT, the
-/// learned RPE f(Delta) over the step distance, and the two together. Writes DIR/memory.csv and
-/// DIR/memory-rpe.png; prints a line per rule.
-void write_memory_views(
-    const std::string& out,
-    const std::vector<std::pair<std::string, fo::LearnedOptimizerModel>>& rules) {
-  constexpr int64_t kMaxDistance = 100;
+/// learned RPE f(Delta) over the step distance, and the two together, for Delta up to
+/// `max_distance`. Writes DIR/memory.csv and DIR/memory-rpe.png; prints a line per rule.
+void write_memory_views(const std::string& out, const std::vector<MemoryView>& rules,
+                        int64_t max_distance) {
   torch::NoGradGuard no_grad;
   std::FILE* csv = std::fopen((out + "/memory.csv").c_str(), "w");
   TORCH_CHECK(csv, "flt-eval-optim: cannot write ", out, "/memory.csv");
@@ -93,18 +105,17 @@ void write_memory_views(
   std::printf(
       "\nwhat the memories see (an entry Delta steps old weighs gamma^Delta, times f(Delta) "
       "for FLT):\n");
-  for (const auto& [name, model] : rules) {
-    const auto memory = model->options.memory();
+  for (const auto& [name, memory, discount_logit, flt_memory] : rules) {
     if (memory != fo::Memory::kFLT && memory != fo::Memory::kPerformer) continue;
-    const double gamma = torch::sigmoid(model->discount_logit).item<double>();
-    const auto delta = torch::arange(kMaxDistance + 1, torch::kFloat).view({-1, 1});
-    std::vector<double> rpe(kMaxDistance + 1, 1.0), weight(kMaxDistance + 1);
+    const double gamma = torch::sigmoid(discount_logit).item<double>();
+    const auto delta = torch::arange(max_distance + 1, torch::kFloat).view({-1, 1});
+    std::vector<double> rpe(max_distance + 1, 1.0), weight(max_distance + 1);
     if (memory == fo::Memory::kFLT) {
-      const auto f = model->flt->rpe_function(delta).to(torch::kDouble).reshape({-1});
-      for (int64_t d = 0; d <= kMaxDistance; ++d) rpe[d] = f[d].item<double>();
+      const auto f = flt_memory->rpe_function(delta).to(torch::kDouble).contiguous();
+      std::copy(f.data_ptr<double>(), f.data_ptr<double>() + max_distance + 1, rpe.begin());
     }
     int64_t half_life = -1;
-    for (int64_t d = 0; d <= kMaxDistance; ++d) {
+    for (int64_t d = 0; d <= max_distance; ++d) {
       weight[d] = std::pow(gamma, static_cast<double>(d)) * rpe[d];
       if (half_life < 0 && std::abs(weight[d]) < 0.5 * std::abs(weight[0])) half_life = d;
       std::fprintf(csv, "%s,%s,%.6g,%lld,%.6g,%.6g\n", name.c_str(),
@@ -136,7 +147,7 @@ void write_memory_views(
   for (int panel = 0; panel < 2; ++panel) {
     canvas.text(panel * panel_w + 60, legend_h + panel_h - 10, "Delta = 0", {0, 0, 0});
     canvas.text(panel * panel_w + panel_w - 80, legend_h + panel_h - 10,
-                std::to_string(kMaxDistance) + " steps", {0, 0, 0});
+                std::to_string(max_distance) + " steps", {0, 0, 0});
   }
   canvas.save(out + "/memory-rpe.png");
 }
@@ -369,10 +380,25 @@ void run_real_suite(const RealSuiteOptions& options) {
                            runs[i].name, series(runs[i].name, false), true);
   }
   overview.save(options.out + "/eval-real.png");
+  // The second design's memories span the run: their view reaches the longest run's length.
+  if (options.design == fo::MnemosyneDesign::kTensorSchedule) {
+    std::vector<MemoryView> views;
+    for (const auto& c : contenders) {
+      if (std::find(learned.begin(), learned.end(), c.name) == learned.end()) continue;
+      const auto optimizer = c.make(1.0)({torch::zeros({1}, torch::requires_grad())});
+      const auto* mnemosyne = dynamic_cast<const fo::Mnemosyne*>(optimizer.get());
+      if (mnemosyne != nullptr) views.push_back(memory_view(c.name, mnemosyne->schedule()));
+    }
+    int64_t longest = 0;
+    for (const auto& run : runs) longest = std::max(longest, run.steps);
+    write_memory_views(options.out, views, longest);
+  }
   std::printf(
-      "\nwrote %s/eval-real.csv, eval-real-curves.csv, eval-real.png and one "
-      "eval-real-TASK.png per run\n",
-      options.out.c_str());
+      "\nwrote %s/eval-real.csv, eval-real-curves.csv, eval-real.png, one eval-real-TASK.png per "
+      "run%s\n",
+      options.out.c_str(),
+      options.design == fo::MnemosyneDesign::kTensorSchedule ? ", memory.csv and memory-rpe.png"
+                                                             : "");
 }
 
 }  // namespace
@@ -420,7 +446,9 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->check(CLI::IsMember(task_names));
   app.add_option("--weights", weights,
-                 "a learned optimizer's weights file, instead of the pretrained ones (repeatable)")
+                 "a learned optimizer's weights file, instead of the pretrained ones (repeatable; "
+                 "real suite: an empty FILE, as in untrained=, is the design's default weights, "
+                 "untrained for the second design, which ships none)")
       ->type_name("NAME=FILE")
       ->expected(1)
       ->allow_extra_args(false)
@@ -635,7 +663,9 @@ int main(int argc, char** argv) {
                              panel_w, panel_h, tasks[t].name, series, /*log_y=*/true);
     }
     canvas.save(out + "/eval.png");
-    write_memory_views(out, rules);
+    std::vector<MemoryView> views;
+    for (const auto& [name, model] : rules) views.push_back(memory_view(name, model));
+    write_memory_views(out, views, /*max_distance=*/100);
     std::printf("\nwrote %s/eval.csv, eval.png, memory.csv and memory-rpe.png\n", out.c_str());
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-eval-optim: %s\n", e.what_without_backtrace());
