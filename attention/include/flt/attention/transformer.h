@@ -54,7 +54,8 @@ struct TransformerOptions {
   /// Number of layers.
   TORCH_ARG(int64_t, layers);
   /// Learned absolute position embeddings for up to this many tokens; 0 (default) means none, for
-  /// variants that encode positions themselves (FLT) or position-free tasks.
+  /// position-free tasks or FLT's relative encoding alone. FLT's RPE works on top of them too, and
+  /// trained the character LM of docs/reproductions.md (section 8) better with both.
   TORCH_ARG(int64_t, max_length) = 0;
   /// Feed-forward width; 0 means 4 E.
   TORCH_ARG(int64_t, ff_dim) = 0;
