@@ -34,6 +34,20 @@ template <typename T>
 cudaError_t fourier_forward(const FourierDims& dims, const T* q, const T* k, const T* v, const T* r,
                             T* out, T* row_max, T* row_sum, T* workspace, cudaStream_t stream);
 
+/// Forward kernels side by side (the harness checks and times each): 0 "naive", a thread per
+/// query (the reference); the others tile queries and keys in shared memory with a register tile
+/// of (query, key) pairs per thread (fourier_tiled.h). fourier_forward runs the default tiled
+/// variant where it supports the shape, else the naive one.
+int fourier_forward_variants();
+const char* fourier_forward_variant_name(int variant);
+/// Whether `variant` runs this shape and element type on the current device (shared memory, Dv).
+bool fourier_forward_variant_supported(int variant, const FourierDims& dims, size_t element_size);
+/// fourier_forward through one variant; cudaErrorInvalidValue where it is not supported.
+template <typename T>
+cudaError_t fourier_forward_variant(int variant, const FourierDims& dims, const T* q, const T* k,
+                                    const T* v, const T* r, T* out, T* row_max, T* row_sum,
+                                    T* workspace, cudaStream_t stream);
+
 /// Gradients dq, dk, dv and dr (H, D) (with respect to |R|) from the forward's outputs.
 template <typename T>
 cudaError_t fourier_backward(const FourierDims& dims, const T* q, const T* k, const T* v,

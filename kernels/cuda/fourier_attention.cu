@@ -1,7 +1,10 @@
 // Fourier attention on CUDA: forward and backward without the (L, L, D) tensor and without atomics.
 //
-//   forward   grid (query blocks, B*H), a thread per query, key tiles in shared memory, online
-//             max-shift normalisation in base 2 (as the CPU kernel: weight = m * 2^e).
+//   forward   variants (fourier_forward_variant_name): 0 "naive", the reference: grid (query
+//             blocks, B*H), a thread per query, key tiles in shared memory, online max-shift
+//             normalisation in base 2 (as the CPU kernel: weight = m * 2^e); the others tile
+//             queries and keys, a register tile of pairs per thread (fourier_tiled.h, shared with
+//             the host emulation test). fourier_forward runs kDefaultForward where it fits.
 //   backward  1. dq and per-block partial dR: a thread per query, key tiles in shared memory;
 //             2. dk and dv: a thread per key, query tiles in shared memory (no atomics: each
 //                thread owns its key's gradients); 3. dR: a deterministic sum of the partials.
@@ -12,6 +15,7 @@
 
 #include "flt/kernels/fourier_series.h"
 #include "flt_cuda_kernels.h"
+#include "fourier_tiled.h"
 
 namespace flt::kernels::cuda {
 namespace {
@@ -394,21 +398,141 @@ cudaError_t launch_sincos(const FourierDims& p, const T* q, const T* k, const T*
   return cudaGetLastError();
 }
 
-}  // namespace
+// ---- the tiled forward (fourier_tiled.h) ----------------------------------------------------
 
-size_t fourier_forward_workspace(const FourierDims& p) {
-  return 2 * p.batch * p.heads * (p.lq + p.lk) * p.dim;
+// Tables (B*H, D, L) of a = r x, sin a, cos a for the tiled forward.
+template <typename T>
+__global__ void table_kernel(int64_t total, int64_t heads, int64_t length, int64_t dim,
+                             const T* __restrict__ x, const T* __restrict__ r, T* __restrict__ a,
+                             T* __restrict__ s, T* __restrict__ c) {
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (idx >= total) return;
+  tiled::table_entry(idx, heads, length, dim, x, r, a, s, c);
 }
 
-size_t fourier_backward_workspace(const FourierDims& p) {
-  return fourier_forward_workspace(p) + p.batch * p.heads * p.lq +
-         p.batch * p.heads * blocks_of(p.lq, kThreads) * p.dim;
+// Runs the block's phases as one thread: each phase, then a block barrier.
+template <class Block>
+struct DeviceExec {
+  typename Block::Regs regs;
+  template <class F>
+  __device__ __forceinline__ void phase(F&& f) {
+    f(static_cast<int>(threadIdx.x), regs);
+    __syncthreads();
+  }
+};
+
+template <class Cfg, typename T, FactorMode kMode>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    fourier_tiled_forward_kernel(tiled::ForwardArgs<T> args) {
+  extern __shared__ __align__(16) unsigned char tiled_shared[];
+  using Block = tiled::ForwardBlock<Cfg, T, kMode>;
+  DeviceExec<Block> ex;
+  Block::run(ex, tiled_shared, args, blockIdx.x, blockIdx.y);
 }
+
+// Shared memory a block may use on the current device (opt-in limit).
+size_t shared_limit() {
+  int device = 0, bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess) {
+    return kSharedBudget;
+  }
+  return static_cast<size_t>(bytes);
+}
+
+// A tiled variant: Cfg with one value chunk (Dv <= 4 kThreadsX) and with two.
+template <class Cfg1>
+struct TiledVariant {
+  using Cfg2 = tiled::TileConfig<Cfg1::kThreadsX, Cfg1::kThreadsY, Cfg1::kRows, Cfg1::kKeys, 2,
+                                 Cfg1::kFastDivide, Cfg1::kMinBlocks>;
+  template <typename T>
+  static bool supported(const FourierDims& p) {
+    using Block = tiled::ForwardBlock<Cfg2, T, FactorMode::kPowerEven>;
+    const bool one = p.dv <= Cfg1::kMaxValues;
+    const size_t bytes = one ? tiled::ForwardBlock<Cfg1, T, FactorMode::kPowerEven>::shared_bytes(
+                                   static_cast<int>(p.dim), static_cast<int>(p.dv))
+                             : Block::shared_bytes(static_cast<int>(p.dim), static_cast<int>(p.dv));
+    return Block::supports(static_cast<int>(p.dim), static_cast<int>(p.dv)) &&
+           bytes <= shared_limit();
+  }
+
+  template <class Cfg, typename T, FactorMode kMode>
+  static cudaError_t launch_mode(const FourierDims& p, const tiled::ForwardArgs<T>& args,
+                                 cudaStream_t stream) {
+    using Block = tiled::ForwardBlock<Cfg, T, kMode>;
+    const size_t bytes = Block::shared_bytes(args.dim, args.dv);
+    const auto kernel = fourier_tiled_forward_kernel<Cfg, T, kMode>;
+    FLT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(bytes)));
+    const dim3 grid(static_cast<unsigned>(blocks_of(p.lq, Cfg::kBlockQueries)),
+                    static_cast<unsigned>(p.batch * p.heads));
+    kernel<<<grid, Cfg::kThreads, bytes, stream>>>(args);
+    return cudaGetLastError();
+  }
+
+  template <class Cfg, typename T>
+  static cudaError_t launch_cfg(const FourierDims& p, const tiled::ForwardArgs<T>& args,
+                                cudaStream_t stream) {
+    switch (static_cast<FactorMode>(p.mode)) {
+      case FactorMode::kPowerOdd:
+        return launch_mode<Cfg, T, FactorMode::kPowerOdd>(p, args, stream);
+      case FactorMode::kRelu: return launch_mode<Cfg, T, FactorMode::kRelu>(p, args, stream);
+      default:  // kPowerEven and kAbs: |s|^p
+        return launch_mode<Cfg, T, FactorMode::kPowerEven>(p, args, stream);
+    }
+  }
+
+  template <typename T>
+  static cudaError_t launch(const FourierDims& p, const T* q, const T* k, const T* v, const T* r,
+                            T* out, T* row_max, T* row_sum, T* ws, cudaStream_t stream) {
+    const int64_t nq = p.batch * p.heads * p.lq * p.dim, nk = p.batch * p.heads * p.lk * p.dim;
+    table_kernel<T><<<blocks_of(nq, 256), 256, 0, stream>>>(nq, p.heads, p.lq, p.dim, q, r, ws,
+                                                            ws + nq, ws + 2 * nq);
+    FLT_CUDA_TRY(cudaGetLastError());
+    T* kt = ws + 3 * nq;
+    table_kernel<T><<<blocks_of(nk, 256), 256, 0, stream>>>(nk, p.heads, p.lk, p.dim, k, r, kt,
+                                                            kt + nk, kt + 2 * nk);
+    FLT_CUDA_TRY(cudaGetLastError());
+    tiled::ForwardArgs<T> args;
+    args.lq = p.lq, args.lk = p.lk, args.dim = static_cast<int>(p.dim);
+    args.dv = static_cast<int>(p.dv), args.power = p.power, args.causal = p.causal;
+    args.qa = ws, args.qs = ws + nq, args.qc = ws + 2 * nq;
+    args.ka = kt, args.ks = kt + nk, args.kc = kt + 2 * nk;
+    args.v = v, args.out = out, args.row_max = row_max, args.row_sum = row_sum;
+    return p.dv <= Cfg1::kMaxValues ? launch_cfg<Cfg1, T>(p, args, stream)
+                                    : launch_cfg<Cfg2, T>(p, args, stream);
+  }
+};
+
+// The variants: (threads x, threads y, rows, keys per thread, value chunks, fast divide, blocks
+// per SM). 8 pairs per thread fit 128 registers: two blocks of 256 threads per SM, which the
+// shared memory allows at D = 64 (about 100 KB each); 16 pairs per thread take one block.
+using TiledQ32K64 = TiledVariant<tiled::TileConfig<16, 16, 2, 4, 1, false, 2>>;
+using TiledQ64K64 = TiledVariant<tiled::TileConfig<16, 16, 4, 4, 1, false>>;
+using TiledQ64K32 = TiledVariant<tiled::TileConfig<16, 16, 4, 2, 1, false, 2>>;
+using TiledQ32K64T128 = TiledVariant<tiled::TileConfig<16, 8, 4, 4, 1, false, 2>>;
+using TiledQ32K64Fast = TiledVariant<tiled::TileConfig<16, 16, 2, 4, 1, true, 2>>;
+using TiledQ64K64Fast = TiledVariant<tiled::TileConfig<16, 16, 4, 4, 1, true>>;
+// Double (variant 1 only): 64-bit registers; two blocks per SM would spill (odd and ReLU modes).
+using TiledQ32K64Double = TiledVariant<tiled::TileConfig<16, 16, 2, 4, 1, false, 1>>;
+
+constexpr int kVariants = 7;
+constexpr const char* kVariantNames[kVariants] = {"naive",
+                                                  "tiled_q32_k64_2x4",
+                                                  "tiled_q64_k64_4x4",
+                                                  "tiled_q64_k32_4x2",
+                                                  "tiled_q32_k64_4x4_t128",
+                                                  "tiled_q32_k64_2x4_fastdiv",
+                                                  "tiled_q64_k64_4x4_fastdiv"};
+// What fourier_forward runs where it fits (else the naive kernel). Chosen before any device
+// timing (issue 32): the 2x4 tile keeps two blocks per SM at D = 64; revisit with the harness.
+constexpr int kDefaultForward = 1;
 
 template <typename T>
-cudaError_t fourier_forward(const FourierDims& p, const T* q, const T* k, const T* v, const T* r,
-                            T* out, T* row_max, T* row_sum, T* ws, cudaStream_t stream) {
-  FLT_CUDA_TRY(check_dims(p));
+cudaError_t launch_naive_forward(const FourierDims& p, const T* q, const T* k, const T* v,
+                                 const T* r, T* out, T* row_max, T* row_sum, T* ws,
+                                 cudaStream_t stream) {
   FLT_CUDA_TRY(launch_sincos(p, q, k, r, ws, stream));
   const int64_t nq = p.batch * p.heads * p.lq * p.dim, nk = p.batch * p.heads * p.lk * p.dim;
   const int tile = tile_rows<T>(p);
@@ -417,6 +541,76 @@ cudaError_t fourier_forward(const FourierDims& p, const T* q, const T* k, const 
   fourier_forward_kernel<T><<<grid, kThreads, tile_bytes<T>(p, tile), stream>>>(
       p, tile, q, ws, ws + nq, k, ws + 2 * nq, ws + 2 * nq + nk, v, r, out, row_max, row_sum);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+size_t fourier_forward_workspace(const FourierDims& p) {
+  return 3 * p.batch * p.heads * (p.lq + p.lk) * p.dim;  // tiled: a, sin, cos; naive: sin, cos
+}
+
+size_t fourier_backward_workspace(const FourierDims& p) {
+  return fourier_forward_workspace(p) + p.batch * p.heads * p.lq +
+         p.batch * p.heads * blocks_of(p.lq, kThreads) * p.dim;
+}
+
+int fourier_forward_variants() {
+  return kVariants;
+}
+
+const char* fourier_forward_variant_name(int variant) {
+  return variant >= 0 && variant < kVariants ? kVariantNames[variant] : "unknown";
+}
+
+bool fourier_forward_variant_supported(int variant, const FourierDims& p, size_t element_size) {
+  if (check_dims(p) != cudaSuccess ||
+      (element_size != sizeof(float) && element_size != sizeof(double))) {
+    return false;
+  }
+  const bool single = element_size == sizeof(float);
+  switch (variant) {
+    case 0: return true;
+    case 1:
+      return single ? TiledQ32K64::supported<float>(p) : TiledQ32K64Double::supported<double>(p);
+    case 2: return single && TiledQ64K64::supported<float>(p);
+    case 3: return single && TiledQ64K32::supported<float>(p);
+    case 4: return single && TiledQ32K64T128::supported<float>(p);
+    case 5: return single && TiledQ32K64Fast::supported<float>(p);
+    case 6: return single && TiledQ64K64Fast::supported<float>(p);
+    default: return false;
+  }
+}
+
+template <typename T>
+cudaError_t fourier_forward_variant(int variant, const FourierDims& p, const T* q, const T* k,
+                                    const T* v, const T* r, T* out, T* row_max, T* row_sum, T* ws,
+                                    cudaStream_t stream) {
+  if (!fourier_forward_variant_supported(variant, p, sizeof(T))) return cudaErrorInvalidValue;
+  if constexpr (sizeof(T) == sizeof(double)) {
+    if (variant == 1) {
+      return TiledQ32K64Double::launch<T>(p, q, k, v, r, out, row_max, row_sum, ws, stream);
+    }
+  } else {
+    switch (variant) {
+      case 1: return TiledQ32K64::launch<T>(p, q, k, v, r, out, row_max, row_sum, ws, stream);
+      case 2: return TiledQ64K64::launch<T>(p, q, k, v, r, out, row_max, row_sum, ws, stream);
+      case 3: return TiledQ64K32::launch<T>(p, q, k, v, r, out, row_max, row_sum, ws, stream);
+      case 4: return TiledQ32K64T128::launch<T>(p, q, k, v, r, out, row_max, row_sum, ws, stream);
+      case 5: return TiledQ32K64Fast::launch<T>(p, q, k, v, r, out, row_max, row_sum, ws, stream);
+      case 6: return TiledQ64K64Fast::launch<T>(p, q, k, v, r, out, row_max, row_sum, ws, stream);
+      default: break;
+    }
+  }
+  return launch_naive_forward(p, q, k, v, r, out, row_max, row_sum, ws, stream);
+}
+
+template <typename T>
+cudaError_t fourier_forward(const FourierDims& p, const T* q, const T* k, const T* v, const T* r,
+                            T* out, T* row_max, T* row_sum, T* ws, cudaStream_t stream) {
+  FLT_CUDA_TRY(check_dims(p));
+  const int variant =
+      fourier_forward_variant_supported(kDefaultForward, p, sizeof(T)) ? kDefaultForward : 0;
+  return fourier_forward_variant<T>(variant, p, q, k, v, r, out, row_max, row_sum, ws, stream);
 }
 
 template <typename T>
@@ -459,6 +653,13 @@ template cudaError_t fourier_forward<float>(const FourierDims&, const float*, co
 template cudaError_t fourier_forward<double>(const FourierDims&, const double*, const double*,
                                              const double*, const double*, double*, double*,
                                              double*, double*, cudaStream_t);
+template cudaError_t fourier_forward_variant<float>(int, const FourierDims&, const float*,
+                                                    const float*, const float*, const float*,
+                                                    float*, float*, float*, float*, cudaStream_t);
+template cudaError_t fourier_forward_variant<double>(int, const FourierDims&, const double*,
+                                                     const double*, const double*, const double*,
+                                                     double*, double*, double*, double*,
+                                                     cudaStream_t);
 template cudaError_t fourier_backward<float>(const FourierDims&, const float*, const float*,
                                              const float*, const float*, const float*, const float*,
                                              const float*, const float*, float*, float*, float*,
