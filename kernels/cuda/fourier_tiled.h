@@ -271,45 +271,53 @@ struct ForwardBlock {
     const int tx = t % kX, ty = t / kX;
     T num[kR][kK], den[kR][kK];
     int ex[kR][kK];
-    bool neg[kR][kK];
+    Bits neg[kR][kK];  // the sign bit: an odd number of negative factors (kRelu: any)
     FLT_UNROLL
     for (int r = 0; r < kR; ++r) {
       FLT_UNROLL
-      for (int c = 0; c < kK; ++c) num[r][c] = den[r][c] = T(1), ex[r][c] = 0, neg[r][c] = false;
+      for (int c = 0; c < kK; ++c) num[r][c] = den[r][c] = T(1), ex[r][c] = 0, neg[r][c] = 0;
     }
-    const int dim = a.dim;
-    for (int d0 = 0; d0 < dim; d0 += kEvery) {
+    // One dimension for every pair of the register tile; tables at q + u * kBQ, k + u * kBK.
+    auto dimension = [&](const T* q, const T* k, int u) {
+      const auto qa = load_vec<T, kR>(q + u * kBQ);
+      const auto qs = load_vec<T, kR>(q + (u + a.dim) * kBQ);
+      const auto qc = load_vec<T, kR>(q + (u + 2 * a.dim) * kBQ);
+      const auto ka = load_vec<T, kK>(k + u * kBK);
+      const auto ks = load_vec<T, kK>(k + (u + a.dim) * kBK);
+      const auto kc = load_vec<T, kK>(k + (u + 2 * a.dim) * kBK);
       FLT_UNROLL
-      for (int u = 0; u < kEvery; ++u) {
-        const int d = d0 + u;
-        if (d < dim) {
-          const auto qa = load_vec<T, kR>(s.qa + d * kBQ + ty * kR);
-          const auto qs = load_vec<T, kR>(s.qs + d * kBQ + ty * kR);
-          const auto qc = load_vec<T, kR>(s.qc + d * kBQ + ty * kR);
-          const auto ka = load_vec<T, kK>(s.ka + d * kBK + tx * kK);
-          const auto ks = load_vec<T, kK>(s.ks + d * kBK + tx * kK);
-          const auto kc = load_vec<T, kK>(s.kc + d * kBK + tx * kK);
-          FLT_UNROLL
-          for (int r = 0; r < kR; ++r) {
-            FLT_UNROLL
-            for (int c = 0; c < kK; ++c) {
-              const T x = qa.v[r] - ka.v[c];
-              const T x2 = x * x;
-              const T sin_x = qs.v[r] * kc.v[c] - qc.v[r] * ks.v[c];
-              num[r][c] *= hd_fmax(hd_fabs(sin_x), x2 * kPoly + kTiny);
-              den[r][c] *= hd_fmax(hd_fabs(x), kTiny);
-              if constexpr (kSigned) {
-                // s(x) < 0 where sin x and x differ in sign; below t, s > 0 (rounding aside).
-                const bool flips = x2 >= kTiny2 && ((sin_x < T(0)) != (x < T(0)));
-                if constexpr (kMode == FactorMode::kPowerOdd) {
-                  neg[r][c] = neg[r][c] != flips;
-                } else {
-                  neg[r][c] = neg[r][c] || flips;
-                }
-              }
+      for (int r = 0; r < kR; ++r) {
+        FLT_UNROLL
+        for (int c = 0; c < kK; ++c) {
+          const T x = qa.v[r] - ka.v[c];
+          const T x2 = x * x;
+          const T sin_x = qs.v[r] * kc.v[c] - qc.v[r] * ks.v[c];
+          num[r][c] *= hd_fmax(hd_fabs(sin_x), x2 * kPoly + kTiny);
+          den[r][c] *= hd_fmax(hd_fabs(x), kTiny);
+          if constexpr (kSigned) {
+            // The sign bit of s(x): sin x and x differ in sign, counted where |x| >= t (the sign
+            // bit of x^2 - t^2 clear); below t, s > 0 whatever the rounding of sin x. Integer
+            // bits, not bools: 3 instructions and no predicate registers.
+            const Bits flip = (bits_of(sin_x) ^ bits_of(x)) & ~bits_of(x2 - kTiny2);
+            if constexpr (kMode == FactorMode::kPowerOdd) {
+              neg[r][c] ^= flip;
+            } else {
+              neg[r][c] |= flip;
             }
           }
         }
+      }
+    };
+    // The tables are (3 D, tile) arrays (a, sin, cos one after another: carve), walked by pointer
+    // so that every load of a group is an immediate offset from one register.
+    const T* q = s.qa + ty * kR;
+    const T* k = s.ka + tx * kK;
+    for (int d0 = 0; d0 < a.dim; d0 += kEvery, q += kEvery * kBQ, k += kEvery * kBK) {
+      if (d0 + kEvery <= a.dim) {
+        FLT_UNROLL
+        for (int u = 0; u < kEvery; ++u) dimension(q, k, u);
+      } else {
+        for (int u = 0; u < a.dim - d0; ++u) dimension(q, k, u);  // the last, partial group
       }
       FLT_UNROLL
       for (int r = 0; r < kR; ++r) {
@@ -334,8 +342,9 @@ struct ForwardBlock {
         for (int e = 1; e < a.power; ++e) m *= ratio;
         const bool nan = m != m;
         bool zero = m == T(0) || j_base + c >= a.lk || (a.causal && j_base + c > i_base + r);
-        if constexpr (kMode == FactorMode::kRelu) zero = zero || (neg[r][c] && !nan);
-        if constexpr (kMode == FactorMode::kPowerOdd) m = neg[r][c] ? -m : m;
+        const bool negative = (neg[r][c] >> (8 * sizeof(Bits) - 1)) != 0;
+        if constexpr (kMode == FactorMode::kRelu) zero = zero || (negative && !nan);
+        if constexpr (kMode == FactorMode::kPowerOdd) m = negative ? -m : m;
         g.mant[r][c] = zero ? T(0) : m;
         g.expo[r][c] = zero ? kNone : a.power * ex[r][c];
         row_top = g.expo[r][c] > row_top ? g.expo[r][c] : row_top;
