@@ -433,9 +433,13 @@ struct ForwardBlock {
         load_table(t, s.ka, ka, j0, a.lk, dim, kBK);
         load_table(t, s.ks, ks, j0, a.lk, dim, kBK);
         load_table(t, s.kc, kc, j0, a.lk, dim, kBK);
+        // Element e = kk * stride + c walked without a division per element.
+        const int step_rows = Cfg::kThreads / stride, step_cols = Cfg::kThreads % stride;
+        int kk = t / stride, c = t % stride;
         for (int e = t; e < kBK * stride; e += Cfg::kThreads) {
-          const int kk = e / stride, c = e % stride;
           s.v[e] = j0 + kk < a.lk && c < dv ? v[(j0 + kk) * dv + c] : T(0);
+          kk += step_rows, c += step_cols;
+          if (c >= stride) c -= stride, ++kk;
         }
       });
       ex.phase([&](int t, Regs& g) { pair_weights(t, g, s, a, i0, j0); });
