@@ -1,6 +1,6 @@
-// The tiled CUDA forward (kernels/cuda/fourier_tiled.h) run on the CPU: the same block code the
-// kernel runs, its threads emulated one after another between barriers, against the double
-// reference the nvcc harness uses. Catches tiling mistakes (ragged tiles, causal masks, the
+// The tiled CUDA forward and backward (kernels/cuda/fourier_tiled.h) run on the CPU: the same
+// block code the kernels run, their threads emulated one after another between barriers, against
+// the double reference the nvcc harness uses. Catches tiling mistakes (ragged tiles, causal masks, the
 // online max shift, the per-thread register tiles) without a GPU or nvcc.
 #include <gtest/gtest.h>
 
@@ -69,6 +69,81 @@ Outputs run_tiled(const ref::Problem& p, const std::vector<double>& q, const std
   }
   return {
       {out.begin(), out.end()}, {row_max.begin(), row_max.end()}, {row_sum.begin(), row_sum.end()}};
+}
+
+// The tiled backward over every block of both grids (dq and dR's partials: query blocks; dk and
+// dv: key blocks), from the tiled forward's outputs, as the launcher sets it up.
+struct Gradients {
+  std::vector<double> dq, dk, dv, dr;
+};
+
+template <class CfgQ, class CfgK, class CfgF, typename T, FactorMode kMode>
+Gradients run_tiled_backward(const ref::Problem& p, const std::vector<double>& q,
+                             const std::vector<double>& k, const std::vector<double>& v,
+                             const std::vector<double>& r, const std::vector<double>& w) {
+  const Outputs fwd = run_tiled<CfgF, T, kMode>(p, q, k, v, r);
+  const int64_t bh_count = p.B * p.H, n = bh_count * p.L * p.D, rows = bh_count * p.L;
+  const std::vector<T> qt(q.begin(), q.end()), kt(k.begin(), k.end()), vt(v.begin(), v.end()),
+      rt(r.begin(), r.end()), gt(w.begin(), w.end());
+  const std::vector<T> out(fwd.out.begin(), fwd.out.end()),
+      row_max(fwd.row_max.begin(), fwd.row_max.end()),
+      row_sum(fwd.row_sum.begin(), fwd.row_sum.end());
+  std::vector<T> tables(6 * n), delta(rows);
+  for (int64_t idx = 0; idx < n; ++idx) {
+    tiled::table_entry(idx, p.H, p.L, p.D, qt.data(), rt.data(), &tables[0], &tables[n],
+                       &tables[2 * n]);
+    tiled::table_entry(idx, p.H, p.L, p.D, kt.data(), rt.data(), &tables[3 * n], &tables[4 * n],
+                       &tables[5 * n]);
+  }
+  for (int64_t i = 0; i < rows; ++i) {  // row_dot_kernel
+    T acc = 0;
+    for (int64_t c = 0; c < p.Dv; ++c) acc += gt[i * p.Dv + c] * out[i * p.Dv + c];
+    delta[i] = acc;
+  }
+  const int64_t qblocks = (p.L + CfgQ::kBlockOwned - 1) / CfgQ::kBlockOwned;
+  const int64_t kblocks = (p.L + CfgK::kBlockOwned - 1) / CfgK::kBlockOwned;
+  std::vector<T> dq(n, T(-7)), dk(n, T(-7)), dv(bh_count * p.L * p.Dv, T(-7)),
+      partial(bh_count * qblocks * p.D, T(-7)), dr(p.H * p.D, T(-7));
+  tiled::BackwardArgs<T> a;
+  a.heads = p.H, a.lq = a.lk = p.L;
+  a.dim = static_cast<int>(p.D), a.dv = static_cast<int>(p.Dv), a.power = p.power;
+  a.causal = p.causal;
+  a.qa = &tables[0], a.qs = &tables[n], a.qc = &tables[2 * n];
+  a.ka = &tables[3 * n], a.ks = &tables[4 * n], a.kc = &tables[5 * n];
+  a.v = vt.data(), a.g = gt.data(), a.row_max = row_max.data(), a.row_sum = row_sum.data();
+  a.delta = delta.data(), a.r = rt.data();
+  a.dv_out = dv.data(), a.dr_partial = partial.data();
+  {
+    using Block = tiled::BackwardBlock<CfgQ, T, kMode, /*kOwnKeys=*/false>;
+    EXPECT_TRUE(Block::supports(a.dim, a.dv));
+    std::vector<double> shared((Block::shared_bytes(a.dim, a.dv) + 7) / 8 + 2, std::nan(""));
+    a.grad = dq.data();
+    for (int64_t bh = 0; bh < bh_count; ++bh) {
+      for (int64_t b = 0; b < qblocks; ++b) {
+        HostExec<Block> ex(CfgQ::kThreads);
+        Block::run(ex, shared.data(), a, b, bh);
+      }
+    }
+  }
+  {
+    using Block = tiled::BackwardBlock<CfgK, T, kMode, /*kOwnKeys=*/true>;
+    EXPECT_TRUE(Block::supports(a.dim, a.dv));
+    std::vector<double> shared((Block::shared_bytes(a.dim, a.dv) + 7) / 8 + 2, std::nan(""));
+    a.grad = dk.data();
+    for (int64_t bh = 0; bh < bh_count; ++bh) {
+      for (int64_t b = 0; b < kblocks; ++b) {
+        HostExec<Block> ex(CfgK::kThreads);
+        Block::run(ex, shared.data(), a, b, bh);
+      }
+    }
+  }
+  for (int64_t idx = 0; idx < p.H * p.D; ++idx) {
+    tiled::dr_entry(idx, p.B, p.H, qblocks, a.dim, p.power, partial.data(), rt.data(), dr.data());
+  }
+  return {{dq.begin(), dq.end()},
+          {dk.begin(), dk.end()},
+          {dv.begin(), dv.end()},
+          {dr.begin(), dr.end()}};
 }
 
 struct Inputs {
@@ -240,6 +315,84 @@ TEST(FourierTiledEmulation, VanishedReluRowOutputsZero) {
   for (int64_t c = 0; c < p.Dv; ++c) EXPECT_EQ(got.out[2 * p.Dv + c], 0.0);
   EXPECT_EQ(got.row_sum[2], 0.0);
   expect_matches<Small, float, FactorMode::kRelu>(p, kFloatTol, 9);
+}
+
+// ---- the backward ----------------------------------------------------------------------------
+
+template <class CfgQ, class CfgK, typename T, FactorMode kMode>
+void expect_gradients(const ref::Problem& p, double tolerance, unsigned seed = 7) {
+  const Inputs in = make_inputs<T>(p, seed);
+  std::vector<double> out, dq, dk, dv, dr;
+  ref::fourier(p, in.q, in.k, in.v, in.r, in.w, out, dq, dk, dv, dr);
+  const Gradients got =
+      run_tiled_backward<CfgQ, CfgK, Q32K64Chunks2, T, kMode>(p, in.q, in.k, in.v, in.r, in.w);
+  const double errors[] = {ref::scaled_error(got.dq, dq), ref::scaled_error(got.dk, dk),
+                           ref::scaled_error(got.dv, dv), ref::scaled_error(got.dr, dr)};
+  const char* names[] = {"dq", "dk", "dv", "dR"};
+  const std::string what =
+      "L=" + std::to_string(p.L) + " D=" + std::to_string(p.D) + " Dv=" + std::to_string(p.Dv) +
+      " p=" + std::to_string(p.power) + " causal=" + std::to_string(p.causal) +
+      " mode=" + std::to_string(static_cast<int>(kMode)) +
+      " tiles=" + std::to_string(CfgQ::kBlockOwned) + "x" + std::to_string(CfgQ::kBlockStreamed) +
+      "," + std::to_string(CfgK::kBlockOwned) + "x" + std::to_string(CfgK::kBlockStreamed);
+  std::printf("  %-72s", what.c_str());
+  for (int e = 0; e < 4; ++e) {
+    std::printf(" %s %.2e", names[e], errors[e]);
+    EXPECT_LE(errors[e], tolerance) << names[e] << " " << what;
+  }
+  std::printf("\n");
+}
+
+// The configurations fourier_attention.cu launches (dq: 32 queries x 64 keys; dk, dv: 32 keys x
+// 32 queries; wide: D or Dv above 64) and a small one.
+using BwdQ = tiled::BackwardConfig<16, 16, 2, 4, 4, 1, false>;
+using BwdK = tiled::BackwardConfig<16, 16, 2, 2, 4, 1, false>;
+using BwdQWide = tiled::BackwardConfig<16, 16, 2, 4, 8, 2, false>;
+using BwdKWide = tiled::BackwardConfig<16, 16, 2, 2, 8, 2, false>;
+using BwdSmall = tiled::BackwardConfig<4, 2, 2, 2, 4, 2, false>;  // D <= 16, Dv <= 32
+
+constexpr double kFloatGradTol = 2e-4;  // the harness allows 1e-3 on the device
+constexpr double kDoubleGradTol = 1e-9;
+
+TEST(FourierTiledEmulation, BackwardEvenPower) {
+  const ref::Problem p{1, 2, 150, 16, 8, 4, false, true};
+  expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerEven>(p, kFloatGradTol);
+  expect_gradients<BwdSmall, BwdSmall, float, FactorMode::kPowerEven>(p, kFloatGradTol);
+  expect_gradients<BwdQ, BwdK, double, FactorMode::kPowerEven>(p, kDoubleGradTol);
+}
+
+TEST(FourierTiledEmulation, BackwardCausalOddRagged) {
+  const ref::Problem p{2, 3, 77, 13, 7, 3, true, true};
+  expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerOdd>(p, kFloatGradTol);
+  expect_gradients<BwdSmall, BwdSmall, float, FactorMode::kPowerOdd>(p, kFloatGradTol);
+  expect_gradients<BwdQ, BwdK, double, FactorMode::kPowerOdd>(p, kDoubleGradTol);
+  const ref::Problem scalar{1, 2, 133, 16, 8, 4, true, false};
+  expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerEven>(scalar, kFloatGradTol);
+}
+
+TEST(FourierTiledEmulation, BackwardReluAbsAndWide) {
+  ref::Problem relu{1, 2, 90, 16, 12, 4, true, true};
+  relu.mode = static_cast<int>(FactorMode::kRelu);
+  expect_gradients<BwdQ, BwdK, float, FactorMode::kRelu>(relu, kFloatGradTol);
+  expect_gradients<BwdQ, BwdK, double, FactorMode::kRelu>(relu, kDoubleGradTol);
+  ref::Problem abs{1, 1, 70, 16, 12, 3, false, true};
+  abs.mode = static_cast<int>(FactorMode::kAbs);
+  expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerEven>(abs, kFloatGradTol);
+  expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerEven>({1, 1, 100, 64, 64, 4, false, true},
+                                                              kFloatGradTol);
+  expect_gradients<BwdQWide, BwdKWide, float, FactorMode::kPowerEven>(
+      {1, 1, 70, 100, 128, 6, true, true}, kFloatGradTol);
+  expect_gradients<BwdQWide, BwdKWide, double, FactorMode::kPowerEven>(
+      {1, 1, 40, 128, 100, 2, false, true}, kDoubleGradTol);
+}
+
+TEST(FourierTiledEmulation, BackwardTinyLengths) {
+  for (int64_t L : {1, 2, 5}) {
+    expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerEven>({1, 2, L, 3, 2, 4, false, true},
+                                                                kFloatGradTol);
+    expect_gradients<BwdSmall, BwdSmall, double, FactorMode::kPowerOdd>(
+        {1, 1, L, 3, 5, 3, true, true}, kDoubleGradTol);
+  }
 }
 
 }  // namespace
