@@ -55,6 +55,19 @@ cudaError_t fourier_backward(const FourierDims& dims, const T* q, const T* k, co
                              const T* grad_out, T* dq, T* dk, T* dv, T* dr, T* workspace,
                              cudaStream_t stream);
 
+/// Backward kernels side by side: 0 "naive" (a thread per query, then per key: the reference), 1
+/// "tiled_q32_k32" (fourier_tiled.h: register tiles of pairs, the weights recomputed, no
+/// atomics). fourier_backward runs the tiled one where it supports the shape.
+int fourier_backward_variants();
+const char* fourier_backward_variant_name(int variant);
+bool fourier_backward_variant_supported(int variant, const FourierDims& dims, size_t element_size);
+/// fourier_backward through one variant; cudaErrorInvalidValue where it is not supported.
+template <typename T>
+cudaError_t fourier_backward_variant(int variant, const FourierDims& dims, const T* q, const T* k,
+                                     const T* v, const T* r, const T* out, const T* row_max,
+                                     const T* row_sum, const T* grad_out, T* dq, T* dk, T* dv,
+                                     T* dr, T* workspace, cudaStream_t stream);
+
 /// Whether an (M features, E values) scan state fits the scan kernel's shared memory.
 bool causal_linear_scan_supported(int64_t features, int64_t values, size_t element_size);
 

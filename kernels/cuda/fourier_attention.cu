@@ -5,13 +5,17 @@
 //             normalisation in base 2 (as the CPU kernel: weight = m * 2^e); the others tile
 //             queries and keys, a register tile of pairs per thread (fourier_tiled.h, shared with
 //             the host emulation test). fourier_forward runs kDefaultForward where it fits.
-//   backward  1. dq and per-block partial dR: a thread per query, key tiles in shared memory;
-//             2. dk and dv: a thread per key, query tiles in shared memory (no atomics: each
-//                thread owns its key's gradients); 3. dR: a deterministic sum of the partials.
+//   backward  variants (fourier_backward_variant_name): 0 "naive": 1. dq and per-block partial dR:
+//             a thread per query, key tiles in shared memory; 2. dk and dv: a thread per key,
+//             query tiles in shared memory (no atomics: each thread owns its key's gradients);
+//             3. dR: a deterministic sum of the partials. 1 "tiled_q32_k32": the same split
+//             (dq and dR partials by query blocks, dk and dv by key blocks, then dR) with register
+//             tiles of pairs (fourier_tiled.h); fourier_backward runs it where it fits.
 // Any L (tiles loop over the whole length), D and Dv up to kFourierMaxDim, r always (H, D).
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <type_traits>
 
 #include "flt/kernels/fourier_series.h"
 #include "flt_cuda_kernels.h"
@@ -529,6 +533,139 @@ constexpr const char* kVariantNames[kVariants] = {"naive",
 // timing (issue 32): the 2x4 tile keeps two blocks per SM at D = 64; revisit with the harness.
 constexpr int kDefaultForward = 1;
 
+// ---- the tiled backward (fourier_tiled.h) ---------------------------------------------------
+
+constexpr int64_t kMinQueryBlock = 16;  // the smallest query block of a tiled dq kernel
+
+// Signed modes keep a sign word per pair: one block per SM (more registers) where two would spill.
+template <class Cfg, FactorMode kMode>
+constexpr int backward_min_blocks() {
+  return kMode == FactorMode::kPowerEven ? Cfg::kMinBlocks : 1;
+}
+
+template <class Cfg, typename T, FactorMode kMode, bool kOwnKeys>
+__global__ void __launch_bounds__(Cfg::kThreads, (backward_min_blocks<Cfg, kMode>()))
+    fourier_tiled_backward_kernel(tiled::BackwardArgs<T> args) {
+  extern __shared__ __align__(16) unsigned char tiled_shared[];
+  using Block = tiled::BackwardBlock<Cfg, T, kMode, kOwnKeys>;
+  DeviceExec<Block> ex;
+  Block::run(ex, tiled_shared, args, blockIdx.x, blockIdx.y);
+}
+
+template <typename T>
+__global__ void tiled_dr_kernel(int64_t batch, int64_t heads, int64_t blocks, int dim, int power,
+                                const T* __restrict__ partial, const T* __restrict__ r,
+                                T* __restrict__ dr) {
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (idx >= heads * dim) return;
+  tiled::dr_entry(idx, batch, heads, blocks, dim, power, partial, r, dr);
+}
+
+// The tiled backward: dq (and dR's partial sums) with query blocks of CfgQ, dk and dv with key
+// blocks of CfgK; the wide pair (D or Dv above 64) where the narrow one cannot hold the shape.
+template <class CfgQ, class CfgK, class CfgQWide, class CfgKWide>
+struct TiledBackward {
+  static_assert(CfgQ::kBlockOwned >= kMinQueryBlock && CfgQWide::kBlockOwned >= kMinQueryBlock,
+                "fourier_backward_workspace holds dR's partial sums of kMinQueryBlock queries");
+  template <class Cfg, bool kOwnKeys, typename T>
+  static bool fits(const FourierDims& p) {
+    using Block = tiled::BackwardBlock<Cfg, T, FactorMode::kPowerEven, kOwnKeys>;
+    const int dim = static_cast<int>(p.dim), dv = static_cast<int>(p.dv);
+    return Block::supports(dim, dv) && Block::shared_bytes(dim, dv) <= shared_limit();
+  }
+  static bool narrow(const FourierDims& p) {
+    return p.dim <= CfgQ::kMaxDim && p.dv <= CfgQ::kMaxValues && p.dim <= CfgK::kMaxDim &&
+           p.dv <= CfgK::kMaxValues;
+  }
+  template <typename T>
+  static bool supported(const FourierDims& p) {
+    return narrow(p) ? fits<CfgQ, false, T>(p) && fits<CfgK, true, T>(p)
+                     : fits<CfgQWide, false, T>(p) && fits<CfgKWide, true, T>(p);
+  }
+
+  template <class Cfg, bool kOwnKeys, typename T, FactorMode kMode>
+  static cudaError_t launch_mode(const FourierDims& p, const tiled::BackwardArgs<T>& args,
+                                 cudaStream_t stream) {
+    using Block = tiled::BackwardBlock<Cfg, T, kMode, kOwnKeys>;
+    const size_t bytes = Block::shared_bytes(args.dim, args.dv);
+    const auto kernel = fourier_tiled_backward_kernel<Cfg, T, kMode, kOwnKeys>;
+    FLT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(bytes)));
+    const dim3 grid(static_cast<unsigned>(blocks_of(kOwnKeys ? p.lk : p.lq, Cfg::kBlockOwned)),
+                    static_cast<unsigned>(p.batch * p.heads));
+    kernel<<<grid, Cfg::kThreads, bytes, stream>>>(args);
+    return cudaGetLastError();
+  }
+
+  template <class Cfg, bool kOwnKeys, typename T>
+  static cudaError_t launch_block(const FourierDims& p, const tiled::BackwardArgs<T>& args,
+                                  cudaStream_t stream) {
+    switch (static_cast<FactorMode>(p.mode)) {
+      case FactorMode::kPowerOdd:
+        return launch_mode<Cfg, kOwnKeys, T, FactorMode::kPowerOdd>(p, args, stream);
+      case FactorMode::kRelu:
+        return launch_mode<Cfg, kOwnKeys, T, FactorMode::kRelu>(p, args, stream);
+      default:  // kPowerEven and kAbs: |s|^p
+        return launch_mode<Cfg, kOwnKeys, T, FactorMode::kPowerEven>(p, args, stream);
+    }
+  }
+
+  template <typename T>
+  static cudaError_t launch(const FourierDims& p, const T* q, const T* k, const T* v, const T* r,
+                            const T* out, const T* row_max, const T* row_sum, const T* grad_out,
+                            T* dq, T* dk, T* dv, T* dr, T* ws, cudaStream_t stream) {
+    const int64_t nq = p.batch * p.heads * p.lq * p.dim, nk = p.batch * p.heads * p.lk * p.dim;
+    const int64_t rows = p.batch * p.heads * p.lq;
+    T* kt = ws + 3 * nq;
+    T* delta = ws + fourier_forward_workspace(p);
+    T* partial = delta + rows;
+    table_kernel<T><<<blocks_of(nq, 256), 256, 0, stream>>>(nq, p.heads, p.lq, p.dim, q, r, ws,
+                                                            ws + nq, ws + 2 * nq);
+    FLT_CUDA_TRY(cudaGetLastError());
+    table_kernel<T><<<blocks_of(nk, 256), 256, 0, stream>>>(nk, p.heads, p.lk, p.dim, k, r, kt,
+                                                            kt + nk, kt + 2 * nk);
+    FLT_CUDA_TRY(cudaGetLastError());
+    row_dot_kernel<T><<<blocks_of(rows, 256), 256, 0, stream>>>(rows, p.dv, grad_out, out, delta);
+    FLT_CUDA_TRY(cudaGetLastError());
+    tiled::BackwardArgs<T> args;
+    args.heads = p.heads, args.lq = p.lq, args.lk = p.lk, args.dim = static_cast<int>(p.dim);
+    args.dv = static_cast<int>(p.dv), args.power = p.power, args.causal = p.causal;
+    args.qa = ws, args.qs = ws + nq, args.qc = ws + 2 * nq;
+    args.ka = kt, args.ks = kt + nk, args.kc = kt + 2 * nk;
+    args.v = v, args.g = grad_out, args.row_max = row_max, args.row_sum = row_sum;
+    args.delta = delta, args.r = r, args.dv_out = dv, args.dr_partial = partial;
+    const bool is_narrow = narrow(p);
+    args.grad = dq;
+    const cudaError_t dq_err = is_narrow ? launch_block<CfgQ, false, T>(p, args, stream)
+                                         : launch_block<CfgQWide, false, T>(p, args, stream);
+    FLT_CUDA_TRY(dq_err);
+    args.grad = dk;
+    const cudaError_t dk_err = is_narrow ? launch_block<CfgK, true, T>(p, args, stream)
+                                         : launch_block<CfgKWide, true, T>(p, args, stream);
+    FLT_CUDA_TRY(dk_err);
+    const int64_t query_blocks =
+        blocks_of(p.lq, is_narrow ? CfgQ::kBlockOwned : CfgQWide::kBlockOwned);
+    tiled_dr_kernel<T><<<blocks_of(p.heads * p.dim, 256), 256, 0, stream>>>(
+        p.batch, p.heads, query_blocks, static_cast<int>(p.dim), p.power, partial, r, dr);
+    return cudaGetLastError();
+  }
+};
+
+// (threads x, threads y, owned rows, streamed columns per thread, dims per thread, dv chunks,
+// fast divide, blocks per SM). dq: 32 queries x 64 keys; dk, dv: 32 keys x 32 queries (both
+// about 100 KB of shared memory at D = 64: two blocks per SM in float).
+using TiledBackwardFloat = TiledBackward<tiled::BackwardConfig<16, 16, 2, 4, 4, 1, false, 2>,
+                                         tiled::BackwardConfig<16, 16, 2, 2, 4, 1, false, 2>,
+                                         tiled::BackwardConfig<16, 16, 2, 4, 8, 2, false, 1>,
+                                         tiled::BackwardConfig<16, 16, 2, 2, 8, 2, false, 1>>;
+// Double: one owned row per thread (64-bit registers; two rows spill).
+using TiledBackwardDouble = TiledBackward<tiled::BackwardConfig<16, 16, 1, 4, 4, 1, false, 1>,
+                                          tiled::BackwardConfig<16, 16, 1, 2, 4, 1, false, 1>,
+                                          tiled::BackwardConfig<16, 16, 1, 4, 8, 2, false, 1>,
+                                          tiled::BackwardConfig<16, 16, 1, 2, 8, 2, false, 1>>;
+constexpr int kBackwardVariants = 2;
+constexpr const char* kBackwardVariantNames[kBackwardVariants] = {"naive", "tiled_q32_k32"};
+
 template <typename T>
 cudaError_t launch_naive_forward(const FourierDims& p, const T* q, const T* k, const T* v,
                                  const T* r, T* out, T* row_max, T* row_sum, T* ws,
@@ -543,6 +680,40 @@ cudaError_t launch_naive_forward(const FourierDims& p, const T* q, const T* k, c
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t launch_naive_backward(const FourierDims& p, const T* q, const T* k, const T* v,
+                                  const T* r, const T* out, const T* row_max, const T* row_sum,
+                                  const T* grad_out, T* dq, T* dk, T* dv, T* dr, T* ws,
+                                  cudaStream_t stream) {
+  FLT_CUDA_TRY(launch_sincos(p, q, k, r, ws, stream));
+  const int64_t nq = p.batch * p.heads * p.lq * p.dim, nk = p.batch * p.heads * p.lk * p.dim;
+  const T* q_sin = ws;
+  const T* q_cos = ws + nq;
+  const T* k_sin = ws + 2 * nq;
+  const T* k_cos = ws + 2 * nq + nk;
+  T* delta = ws + fourier_forward_workspace(p);
+  T* partial = delta + p.batch * p.heads * p.lq;
+  const int64_t rows = p.batch * p.heads * p.lq;
+  row_dot_kernel<T><<<blocks_of(rows, 256), 256, 0, stream>>>(rows, p.dv, grad_out, out, delta);
+  FLT_CUDA_TRY(cudaGetLastError());
+  const int tile = tile_rows<T>(p);
+  const size_t shared = tile_bytes<T>(p, tile);
+  const int64_t query_blocks = blocks_of(p.lq, kThreads);
+  const dim3 grid_q(static_cast<unsigned>(query_blocks), static_cast<unsigned>(p.batch * p.heads));
+  fourier_dq_kernel<T><<<grid_q, kThreads, shared, stream>>>(p, tile, q, q_sin, q_cos, k, k_sin,
+                                                             k_cos, v, r, row_max, row_sum, delta,
+                                                             grad_out, dq, partial);
+  FLT_CUDA_TRY(cudaGetLastError());
+  const dim3 grid_k(static_cast<unsigned>(blocks_of(p.lk, kThreads)),
+                    static_cast<unsigned>(p.batch * p.heads));
+  fourier_dkdv_kernel<T><<<grid_k, kThreads, shared, stream>>>(
+      p, tile, q, q_sin, q_cos, k, k_sin, k_cos, v, r, row_max, row_sum, delta, grad_out, dk, dv);
+  FLT_CUDA_TRY(cudaGetLastError());
+  dr_reduce_kernel<T><<<blocks_of(p.heads * p.dim, 256), 256, 0, stream>>>(
+      p.batch, p.heads, query_blocks, p.dim, p.power, partial, dr);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 size_t fourier_forward_workspace(const FourierDims& p) {
@@ -550,8 +721,10 @@ size_t fourier_forward_workspace(const FourierDims& p) {
 }
 
 size_t fourier_backward_workspace(const FourierDims& p) {
+  // Tables, delta, and dR's partial sums per query block (kMinQueryBlock: the smallest block
+  // of the tiled dq kernels; the naive one uses kThreads).
   return fourier_forward_workspace(p) + p.batch * p.heads * p.lq +
-         p.batch * p.heads * blocks_of(p.lq, kThreads) * p.dim;
+         p.batch * p.heads * blocks_of(p.lq, kMinQueryBlock) * p.dim;
 }
 
 int fourier_forward_variants() {
@@ -613,38 +786,49 @@ cudaError_t fourier_forward(const FourierDims& p, const T* q, const T* k, const 
   return fourier_forward_variant<T>(variant, p, q, k, v, r, out, row_max, row_sum, ws, stream);
 }
 
+int fourier_backward_variants() {
+  return kBackwardVariants;
+}
+
+const char* fourier_backward_variant_name(int variant) {
+  return variant >= 0 && variant < kBackwardVariants ? kBackwardVariantNames[variant] : "unknown";
+}
+
+bool fourier_backward_variant_supported(int variant, const FourierDims& p, size_t element_size) {
+  if (check_dims(p) != cudaSuccess ||
+      (element_size != sizeof(float) && element_size != sizeof(double))) {
+    return false;
+  }
+  if (variant == 0) return true;
+  if (variant != 1) return false;
+  return element_size == sizeof(float) ? TiledBackwardFloat::supported<float>(p)
+                                       : TiledBackwardDouble::supported<double>(p);
+}
+
+template <typename T>
+cudaError_t fourier_backward_variant(int variant, const FourierDims& p, const T* q, const T* k,
+                                     const T* v, const T* r, const T* out, const T* row_max,
+                                     const T* row_sum, const T* grad_out, T* dq, T* dk, T* dv,
+                                     T* dr, T* ws, cudaStream_t stream) {
+  if (!fourier_backward_variant_supported(variant, p, sizeof(T))) return cudaErrorInvalidValue;
+  if (variant == 1) {
+    using Tiled =
+        std::conditional_t<sizeof(T) == sizeof(float), TiledBackwardFloat, TiledBackwardDouble>;
+    return Tiled::template launch<T>(p, q, k, v, r, out, row_max, row_sum, grad_out, dq, dk, dv, dr,
+                                     ws, stream);
+  }
+  return launch_naive_backward(p, q, k, v, r, out, row_max, row_sum, grad_out, dq, dk, dv, dr, ws,
+                               stream);
+}
+
 template <typename T>
 cudaError_t fourier_backward(const FourierDims& p, const T* q, const T* k, const T* v, const T* r,
                              const T* out, const T* row_max, const T* row_sum, const T* grad_out,
                              T* dq, T* dk, T* dv, T* dr, T* ws, cudaStream_t stream) {
   FLT_CUDA_TRY(check_dims(p));
-  FLT_CUDA_TRY(launch_sincos(p, q, k, r, ws, stream));
-  const int64_t nq = p.batch * p.heads * p.lq * p.dim, nk = p.batch * p.heads * p.lk * p.dim;
-  const T* q_sin = ws;
-  const T* q_cos = ws + nq;
-  const T* k_sin = ws + 2 * nq;
-  const T* k_cos = ws + 2 * nq + nk;
-  T* delta = ws + fourier_forward_workspace(p);
-  T* partial = delta + p.batch * p.heads * p.lq;
-  const int64_t rows = p.batch * p.heads * p.lq;
-  row_dot_kernel<T><<<blocks_of(rows, 256), 256, 0, stream>>>(rows, p.dv, grad_out, out, delta);
-  FLT_CUDA_TRY(cudaGetLastError());
-  const int tile = tile_rows<T>(p);
-  const size_t shared = tile_bytes<T>(p, tile);
-  const int64_t query_blocks = blocks_of(p.lq, kThreads);
-  const dim3 grid_q(static_cast<unsigned>(query_blocks), static_cast<unsigned>(p.batch * p.heads));
-  fourier_dq_kernel<T><<<grid_q, kThreads, shared, stream>>>(p, tile, q, q_sin, q_cos, k, k_sin,
-                                                             k_cos, v, r, row_max, row_sum, delta,
-                                                             grad_out, dq, partial);
-  FLT_CUDA_TRY(cudaGetLastError());
-  const dim3 grid_k(static_cast<unsigned>(blocks_of(p.lk, kThreads)),
-                    static_cast<unsigned>(p.batch * p.heads));
-  fourier_dkdv_kernel<T><<<grid_k, kThreads, shared, stream>>>(
-      p, tile, q, q_sin, q_cos, k, k_sin, k_cos, v, r, row_max, row_sum, delta, grad_out, dk, dv);
-  FLT_CUDA_TRY(cudaGetLastError());
-  dr_reduce_kernel<T><<<blocks_of(p.heads * p.dim, 256), 256, 0, stream>>>(
-      p.batch, p.heads, query_blocks, p.dim, p.power, partial, dr);
-  return cudaGetLastError();
+  const int variant = fourier_backward_variant_supported(1, p, sizeof(T)) ? 1 : 0;
+  return fourier_backward_variant<T>(variant, p, q, k, v, r, out, row_max, row_sum, grad_out, dq,
+                                     dk, dv, dr, ws, stream);
 }
 
 template cudaError_t fourier_forward<float>(const FourierDims&, const float*, const float*,
@@ -660,6 +844,16 @@ template cudaError_t fourier_forward_variant<double>(int, const FourierDims&, co
                                                      const double*, const double*, const double*,
                                                      double*, double*, double*, double*,
                                                      cudaStream_t);
+template cudaError_t fourier_backward_variant<float>(int, const FourierDims&, const float*,
+                                                     const float*, const float*, const float*,
+                                                     const float*, const float*, const float*,
+                                                     const float*, float*, float*, float*, float*,
+                                                     float*, cudaStream_t);
+template cudaError_t fourier_backward_variant<double>(int, const FourierDims&, const double*,
+                                                      const double*, const double*, const double*,
+                                                      const double*, const double*, const double*,
+                                                      const double*, double*, double*, double*,
+                                                      double*, double*, cudaStream_t);
 template cudaError_t fourier_backward<float>(const FourierDims&, const float*, const float*,
                                              const float*, const float*, const float*, const float*,
                                              const float*, const float*, float*, float*, float*,

@@ -790,23 +790,27 @@ struct BackwardBlock {
   }
 
   // Phase "gradient": acc += G c(x) over the tile's streamed rows; keys owned: dv += A g.
+  // Streamed rows in groups of kGroup (vector loads); 2 for double, whose registers are 64-bit.
+  static constexpr int kGroup = sizeof(T) == 4 ? 4 : 2;
   static FLT_HD_INLINE void gradient(int t, Regs& reg, const Smem& s, int dim, int stride) {
     const int tx = t % kX, ty = t / kX;
-    for (int i0 = 0; i0 < kBS; i0 += 4) {
-      Vec<T, 4> cpl[kR];
+    for (int i0 = 0; i0 < kBS; i0 += kGroup) {
+      Vec<T, kGroup> cpl[kR];
       FLT_UNROLL
-      for (int r = 0; r < kR; ++r) cpl[r] = load_vec<T, 4>(s.coupling + (ty * kR + r) * kBS + i0);
+      for (int r = 0; r < kR; ++r) {
+        cpl[r] = load_vec<T, kGroup>(s.coupling + (ty * kR + r) * kBS + i0);
+      }
       FLT_UNROLL
       for (int u = 0; u < kDims; ++u) {
         const int d = tx + kX * u;
         if (d >= dim) continue;
-        const auto sa = load_vec<T, 4>(s.st + d * kBS + i0);
-        const auto ss = load_vec<T, 4>(s.st + (dim + d) * kBS + i0);
-        const auto sc = load_vec<T, 4>(s.st + (2 * dim + d) * kBS + i0);
+        const auto sa = load_vec<T, kGroup>(s.st + d * kBS + i0);
+        const auto ss = load_vec<T, kGroup>(s.st + (dim + d) * kBS + i0);
+        const auto sc = load_vec<T, kGroup>(s.st + (2 * dim + d) * kBS + i0);
         FLT_UNROLL
         for (int r = 0; r < kR; ++r) {
           FLT_UNROLL
-          for (int i = 0; i < 4; ++i) {
+          for (int i = 0; i < kGroup; ++i) {
             const T x = reg.oa[r][u] - sa.v[i];
             const T x2 = x * x;
             const T sin_x = reg.os[r][u] * sc.v[i] - reg.oc[r][u] * ss.v[i];

@@ -1,7 +1,7 @@
 // The tiled CUDA forward and backward (kernels/cuda/fourier_tiled.h) run on the CPU: the same
 // block code the kernels run, their threads emulated one after another between barriers, against
-// the double reference the nvcc harness uses. Catches tiling mistakes (ragged tiles, causal masks, the
-// online max shift, the per-thread register tiles) without a GPU or nvcc.
+// the double reference the nvcc harness uses. Catches tiling mistakes (ragged tiles, causal masks,
+// the online max shift, the per-thread register tiles) without a GPU or nvcc.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -349,6 +349,8 @@ using BwdQ = tiled::BackwardConfig<16, 16, 2, 4, 4, 1, false>;
 using BwdK = tiled::BackwardConfig<16, 16, 2, 2, 4, 1, false>;
 using BwdQWide = tiled::BackwardConfig<16, 16, 2, 4, 8, 2, false>;
 using BwdKWide = tiled::BackwardConfig<16, 16, 2, 2, 8, 2, false>;
+using BwdQDouble = tiled::BackwardConfig<16, 16, 1, 4, 4, 1, false>;  // double: one row each
+using BwdKDouble = tiled::BackwardConfig<16, 16, 1, 2, 4, 1, false>;
 using BwdSmall = tiled::BackwardConfig<4, 2, 2, 2, 4, 2, false>;  // D <= 16, Dv <= 32
 
 constexpr double kFloatGradTol = 2e-4;  // the harness allows 1e-3 on the device
@@ -359,6 +361,7 @@ TEST(FourierTiledEmulation, BackwardEvenPower) {
   expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerEven>(p, kFloatGradTol);
   expect_gradients<BwdSmall, BwdSmall, float, FactorMode::kPowerEven>(p, kFloatGradTol);
   expect_gradients<BwdQ, BwdK, double, FactorMode::kPowerEven>(p, kDoubleGradTol);
+  expect_gradients<BwdQDouble, BwdKDouble, double, FactorMode::kPowerEven>(p, kDoubleGradTol);
 }
 
 TEST(FourierTiledEmulation, BackwardCausalOddRagged) {
@@ -366,6 +369,7 @@ TEST(FourierTiledEmulation, BackwardCausalOddRagged) {
   expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerOdd>(p, kFloatGradTol);
   expect_gradients<BwdSmall, BwdSmall, float, FactorMode::kPowerOdd>(p, kFloatGradTol);
   expect_gradients<BwdQ, BwdK, double, FactorMode::kPowerOdd>(p, kDoubleGradTol);
+  expect_gradients<BwdQDouble, BwdKDouble, double, FactorMode::kPowerOdd>(p, kDoubleGradTol);
   const ref::Problem scalar{1, 2, 133, 16, 8, 4, true, false};
   expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerEven>(scalar, kFloatGradTol);
 }

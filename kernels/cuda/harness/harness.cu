@@ -239,6 +239,76 @@ bool check_forward_variants(const Problem& p, double tolerance) {
   return ok;
 }
 
+// Every backward variant against the reference's dq, dk, dv, dR (from the default forward's out
+// and row statistics), as check_fourier does for the defaults.
+template <typename T>
+bool check_backward_variants(const Problem& p, double tolerance) {
+  std::mt19937 gen(13);
+  std::normal_distribution<double> normal(0.0, 0.6);
+  std::uniform_real_distribution<double> uniform(1.0, 2.5);
+  auto fill = [&](size_t n, auto& dist) {
+    std::vector<double> x(n);
+    for (auto& e : x) e = T(dist(gen));
+    return x;
+  };
+  const auto q = fill(p.B * p.H * p.L * p.D, normal), k = fill(p.B * p.H * p.L * p.D, normal);
+  const auto v = fill(p.B * p.H * p.L * p.Dv, normal), w = fill(p.B * p.H * p.L * p.Dv, normal);
+  std::vector<double> r(p.H * p.D);
+  const double scalar_r = T(uniform(gen));
+  for (auto& e : r) e = p.per_dim_r ? T(uniform(gen)) : scalar_r;
+  std::vector<double> out, dq, dk, dv, dr;
+  fc::reference::fourier(p, q, k, v, r, w, out, dq, dk, dv, dr);
+
+  fc::FourierDims dims;
+  dims.batch = p.B, dims.heads = p.H, dims.lq = p.L, dims.lk = p.L, dims.dim = p.D, dims.dv = p.Dv;
+  dims.power = p.power;
+  dims.mode = fc::reference::mode_of(p);
+  dims.causal = p.causal;
+  T *q_d = upload<T>(q), *k_d = upload<T>(k), *v_d = upload<T>(v), *r_d = upload<T>(r),
+    *w_d = upload<T>(w);
+  T *out_d, *max_d, *sum_d, *dq_d, *dk_d, *dv_d, *dr_d, *ws;
+  const size_t rows = p.B * p.H * p.L;
+  CHECK_CUDA(cudaMalloc(&out_d, out.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&max_d, rows * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&sum_d, rows * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&dq_d, q.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&dk_d, k.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&dv_d, v.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&dr_d, r.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&ws, fc::fourier_backward_workspace(dims) * sizeof(T)));
+  CHECK_CUDA(fc::fourier_forward<T>(dims, q_d, k_d, v_d, r_d, out_d, max_d, sum_d, ws, nullptr));
+  bool ok = true;
+  for (int variant = 0; variant < fc::fourier_backward_variants(); ++variant) {
+    if (!fc::fourier_backward_variant_supported(variant, dims, sizeof(T))) continue;
+    // NaN everywhere first: every element must be written.
+    CHECK_CUDA(cudaMemset(dq_d, 0xff, q.size() * sizeof(T)));
+    CHECK_CUDA(cudaMemset(dk_d, 0xff, k.size() * sizeof(T)));
+    CHECK_CUDA(cudaMemset(dv_d, 0xff, v.size() * sizeof(T)));
+    CHECK_CUDA(fc::fourier_backward_variant<T>(variant, dims, q_d, k_d, v_d, r_d, out_d, max_d,
+                                               sum_d, w_d, dq_d, dk_d, dv_d, dr_d, ws, nullptr));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const double errors[] = {
+        scaled_error(download(dq_d, dq.size()), dq), scaled_error(download(dk_d, dk.size()), dk),
+        scaled_error(download(dv_d, dv.size()), dv), scaled_error(download(dr_d, dr.size()), dr)};
+    bool pass = true;
+    std::printf(
+        "backward %-14s %-6s L=%-5ld D=%-3ld Dv=%-3ld power=%d mode=%d causal=%d R=%-6s "
+        "errors (dq dk dv dR):",
+        fc::fourier_backward_variant_name(variant), sizeof(T) == 4 ? "float" : "double",
+        static_cast<long>(p.L), static_cast<long>(p.D), static_cast<long>(p.Dv), p.power, dims.mode,
+        p.causal, p.per_dim_r ? "vector" : "scalar");
+    for (double e : errors) {
+      std::printf(" %.2e", e);
+      pass = pass && e <= tolerance;
+    }
+    std::printf("  %s\n", pass ? "ok" : "FAIL");
+    ok = ok && pass;
+  }
+  for (T* ptr : {q_d, k_d, v_d, r_d, w_d, out_d, max_d, sum_d, dq_d, dk_d, dv_d, dr_d, ws})
+    cudaFree(ptr);
+  return ok;
+}
+
 // Peak FP32 rate of device 0 in GFLOP/s: SMs x FP32 lanes x 2 (FMA) x clock; 0 if unknown.
 double peak_gflops(std::string* how) {
   int sms = 0, clock_khz = 0, major = 0, minor = 0;
@@ -276,10 +346,11 @@ double median_ms(F&& f, int reps) {
   return ms[reps / 2];
 }
 
-// Every forward variant (and the backward) at B=4, H=8, D=Dv=64, power 4, fp32, L in {1024, 2048,
+// Every forward and backward variant at B=4, H=8, D=Dv=64, power 4, fp32, L in {1024, 2048,
 // 4096}; q, k ~ 0.5 N(0, 1), v ~ N(0, 1), R = 2 (bench/bench_gpu.cpp's data). GFLOP/s counts 6
-// FP32 operations per (query, key, dimension) of the forward (the issue's fixed count), for every
-// row: a fwd+bwd row's rate is that forward count over the fwd+bwd time. Each variant's output
+// FP32 operations per (query, key, dimension) of the forward (the issue's fixed count) for every
+// row, backward and fwd+bwd rows included (their rate is that forward count over their time).
+// "x naive" compares with the naive kernel of the same pass. Each variant's output (backward: dq)
 // is also compared with the naive one's at that size (scaled error <= 1e-3).
 bool time_variants() {
   std::string how;
@@ -314,11 +385,12 @@ bool time_variants() {
     double naive_ms = 0, best_ms = 0;
     std::vector<double> naive_out;
     std::string best;
-    auto row = [&](const std::string& name, double ms, const std::string& diff) {
+    // One table row; naive: the naive kernel's time for the same pass (the ratio's reference).
+    auto row = [&](const std::string& name, double ms, double naive, const std::string& diff) {
       const double rate = gflop / (ms * 1e-3);
       std::printf("| %s B4 H8 L%ld D64 fp32 | %.3f | %.0f | %.1f%% | %.3f | %.2fx | %s |\n",
                   name.c_str(), static_cast<long>(L), ms, rate, peak > 0 ? 100 * rate / peak : 0.0,
-                  naive_ms, naive_ms > 0 ? naive_ms / ms : 0.0, diff.c_str());
+                  naive, naive > 0 ? naive / ms : 0.0, diff.c_str());
     };
     for (int variant = 0; variant < fc::fourier_forward_variants(); ++variant) {
       if (!fc::fourier_forward_variant_supported(variant, dims, sizeof(float))) continue;
@@ -342,20 +414,47 @@ bool time_variants() {
       }
       if (variant > 0 && (best.empty() || ms < best_ms))
         best_ms = ms, best = fc::fourier_forward_variant_name(variant);
-      row(std::string("fourier fwd ") + fc::fourier_forward_variant_name(variant), ms, diff);
+      row(std::string("fourier fwd ") + fc::fourier_forward_variant_name(variant), ms, naive_ms,
+          diff);
     }
     const double default_ms = median_ms(
         [&] { return fc::fourier_forward<float>(dims, q, k, v, r, out, mx, sm, ws, nullptr); },
         reps);
-    row("fourier fwd default (fourier_forward)", default_ms, "");
+    row("fourier fwd default (fourier_forward)", default_ms, naive_ms, "");
+    // Backward variants: the naive one is about 3x its forward, so fewer repetitions at 4096.
+    std::vector<double> naive_dq;
+    double naive_bwd_ms = 0;
+    for (int variant = 0; variant < fc::fourier_backward_variants(); ++variant) {
+      if (!fc::fourier_backward_variant_supported(variant, dims, sizeof(float))) continue;
+      const double ms = median_ms(
+          [&] {
+            return fc::fourier_backward_variant<float>(variant, dims, q, k, v, r, out, mx, sm, g,
+                                                       dq, dk, dv, dr, ws, nullptr);
+          },
+          variant == 0 ? (L >= 4096 ? 1 : 3) : reps);
+      const auto got = download(dq, n);
+      std::string diff = "(reference)";
+      if (variant == 0) {
+        naive_bwd_ms = ms;
+        naive_dq = got;
+      } else {
+        const double err = scaled_error(got, naive_dq);
+        ok = ok && err <= 1e-3;
+        char text[64];
+        std::snprintf(text, sizeof text, "dq %.1e %s", err, err <= 1e-3 ? "ok" : "FAIL");
+        diff = text;
+      }
+      row(std::string("fourier bwd ") + fc::fourier_backward_variant_name(variant), ms,
+          naive_bwd_ms, diff);
+    }
     const double bwd_ms = median_ms(
         [&] {
           return fc::fourier_backward<float>(dims, q, k, v, r, out, mx, sm, g, dq, dk, dv, dr, ws,
                                              nullptr);
         },
-        L >= 4096 ? 1 : 3);
-    row("fourier bwd (naive kernels)", bwd_ms, "");
-    row("fourier fwd+bwd default", default_ms + bwd_ms, "");
+        reps);
+    row("fourier bwd default (fourier_backward)", bwd_ms, naive_bwd_ms, "");
+    row("fourier fwd+bwd default", default_ms + bwd_ms, naive_ms + naive_bwd_ms, "");
     std::printf("| fastest forward at L%ld: %s | %.3f | | | | %.2fx | |\n", static_cast<long>(L),
                 best.c_str(), best_ms, best_ms > 0 ? naive_ms / best_ms : 0.0);
     for (float* ptr : {q, k, v, g, r, out, mx, sm, dq, dk, dv, dr, ws}) cudaFree(ptr);
@@ -400,6 +499,17 @@ int main() {
   ok &= check_forward_variants<float>({1, 2, 400, 16, 12, 4, false, true, /*mode=*/3}, 1e-3);
   ok &= check_forward_variants<float>({1, 2, 400, 16, 12, 3, true, true, /*mode=*/2}, 1e-3);
   ok &= check_forward_variants<double>({1, 2, 150, 16, 12, 3, true, true, /*mode=*/3}, 1e-9);
+  // Every backward variant against the reference (gradients of every input).
+  for (bool causal : {false, true}) {
+    ok &= check_backward_variants<float>({1, 2, 1100, 16, 8, 4, causal, true}, 1e-3);
+    ok &= check_backward_variants<double>({1, 2, 500, 16, 8, 4, causal, false}, 1e-9);
+  }
+  ok &= check_backward_variants<float>({2, 3, 333, 13, 7, 3, true, true}, 1e-3);
+  ok &= check_backward_variants<float>({1, 2, 400, 64, 64, 4, false, true}, 1e-3);
+  ok &= check_backward_variants<float>({1, 1, 200, 100, 128, 6, true, true}, 1e-3);
+  ok &= check_backward_variants<double>({1, 1, 60, 128, 100, 2, false, true}, 1e-9);
+  ok &= check_backward_variants<float>({1, 2, 300, 16, 12, 4, true, true, /*mode=*/3}, 1e-3);
+  ok &= check_backward_variants<double>({1, 2, 150, 16, 12, 3, false, true, /*mode=*/2}, 1e-9);
   time_fourier();
   ok &= time_variants();
   std::printf("%s\n", ok ? "ALL CHECKS PASSED" : "SOME CHECKS FAILED");
