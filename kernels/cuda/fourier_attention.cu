@@ -425,8 +425,14 @@ struct DeviceExec {
   }
 };
 
+// Signed modes with two value chunks keep one block per SM where two would spill (-Xptxas -v).
+template <class Cfg, FactorMode kMode>
+constexpr int forward_min_blocks() {
+  return kMode == FactorMode::kPowerEven || Cfg::kValueChunks == 1 ? Cfg::kMinBlocks : 1;
+}
+
 template <class Cfg, typename T, FactorMode kMode>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+__global__ void __launch_bounds__(Cfg::kThreads, (forward_min_blocks<Cfg, kMode>()))
     fourier_tiled_forward_kernel(tiled::ForwardArgs<T> args) {
   extern __shared__ __align__(16) unsigned char tiled_shared[];
   using Block = tiled::ForwardBlock<Cfg, T, kMode>;
