@@ -57,7 +57,8 @@ cudaError_t fourier_backward(const FourierDims& dims, const T* q, const T* k, co
 
 /// Backward kernels side by side: 0 "naive" (a thread per query, then per key: the reference), 1
 /// "tiled_q32_k32" (fourier_tiled.h: register tiles of pairs, the weights recomputed, no
-/// atomics). fourier_backward runs the tiled one where it supports the shape.
+/// atomics), 2 the same with __fdividef (float only). fourier_backward runs 1 where it supports
+/// the shape.
 int fourier_backward_variants();
 const char* fourier_backward_variant_name(int variant);
 bool fourier_backward_variant_supported(int variant, const FourierDims& dims, size_t element_size);

@@ -664,13 +664,19 @@ using TiledBackwardFloat = TiledBackward<tiled::BackwardConfig<16, 16, 2, 4, 4, 
                                          tiled::BackwardConfig<16, 16, 2, 2, 4, 1, false, 2>,
                                          tiled::BackwardConfig<16, 16, 2, 4, 8, 2, false, 1>,
                                          tiled::BackwardConfig<16, 16, 2, 2, 8, 2, false, 1>>;
+// The same with c(x)'s division and the weight's num / den by __fdividef.
+using TiledBackwardFloatFast = TiledBackward<tiled::BackwardConfig<16, 16, 2, 4, 4, 1, true, 2>,
+                                             tiled::BackwardConfig<16, 16, 2, 2, 4, 1, true, 2>,
+                                             tiled::BackwardConfig<16, 16, 2, 4, 8, 2, true, 1>,
+                                             tiled::BackwardConfig<16, 16, 2, 2, 8, 2, true, 1>>;
 // Double: one owned row per thread (64-bit registers; two rows spill).
 using TiledBackwardDouble = TiledBackward<tiled::BackwardConfig<16, 16, 1, 4, 4, 1, false, 1>,
                                           tiled::BackwardConfig<16, 16, 1, 2, 4, 1, false, 1>,
                                           tiled::BackwardConfig<16, 16, 1, 4, 8, 2, false, 1>,
                                           tiled::BackwardConfig<16, 16, 1, 2, 8, 2, false, 1>>;
-constexpr int kBackwardVariants = 2;
-constexpr const char* kBackwardVariantNames[kBackwardVariants] = {"naive", "tiled_q32_k32"};
+constexpr int kBackwardVariants = 3;
+constexpr const char* kBackwardVariantNames[kBackwardVariants] = {"naive", "tiled_q32_k32",
+                                                                  "tiled_q32_k32_fastdiv"};
 
 template <typename T>
 cudaError_t launch_naive_forward(const FourierDims& p, const T* q, const T* k, const T* v,
@@ -805,10 +811,14 @@ bool fourier_backward_variant_supported(int variant, const FourierDims& p, size_
       (element_size != sizeof(float) && element_size != sizeof(double))) {
     return false;
   }
-  if (variant == 0) return true;
-  if (variant != 1) return false;
-  return element_size == sizeof(float) ? TiledBackwardFloat::supported<float>(p)
-                                       : TiledBackwardDouble::supported<double>(p);
+  switch (variant) {
+    case 0: return true;
+    case 1:
+      return element_size == sizeof(float) ? TiledBackwardFloat::supported<float>(p)
+                                           : TiledBackwardDouble::supported<double>(p);
+    case 2: return element_size == sizeof(float) && TiledBackwardFloatFast::supported<float>(p);
+    default: return false;
+  }
 }
 
 template <typename T>
@@ -822,6 +832,12 @@ cudaError_t fourier_backward_variant(int variant, const FourierDims& p, const T*
         std::conditional_t<sizeof(T) == sizeof(float), TiledBackwardFloat, TiledBackwardDouble>;
     return Tiled::template launch<T>(p, q, k, v, r, out, row_max, row_sum, grad_out, dq, dk, dv, dr,
                                      ws, stream);
+  }
+  if constexpr (sizeof(T) == sizeof(float)) {
+    if (variant == 2) {
+      return TiledBackwardFloatFast::launch<T>(p, q, k, v, r, out, row_max, row_sum, grad_out, dq,
+                                               dk, dv, dr, ws, stream);
+    }
   }
   return launch_naive_backward(p, q, k, v, r, out, row_max, row_sum, grad_out, dq, dk, dv, dr, ws,
                                stream);
