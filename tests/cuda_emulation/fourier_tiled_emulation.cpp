@@ -38,24 +38,27 @@ template <class Cfg, typename T, FactorMode kMode>
 Outputs run_tiled(const ref::Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                   const std::vector<double>& v, const std::vector<double>& r) {
   using Block = tiled::ForwardBlock<Cfg, T, kMode>;
-  const int64_t bh_count = p.B * p.H, n = bh_count * p.L * p.D;
+  const int64_t bh_count = p.B * p.H, lk = ref::keys_of(p);
+  const int64_t nq = bh_count * p.L * p.D, nk = bh_count * lk * p.D;
   const std::vector<T> qt(q.begin(), q.end()), kt(k.begin(), k.end()), vt(v.begin(), v.end()),
       rt(r.begin(), r.end());
-  std::vector<T> tables(6 * n);
-  for (int64_t idx = 0; idx < n; ++idx) {
-    tiled::table_entry(idx, p.H, p.L, p.D, qt.data(), rt.data(), &tables[0], &tables[n],
-                       &tables[2 * n]);
-    tiled::table_entry(idx, p.H, p.L, p.D, kt.data(), rt.data(), &tables[3 * n], &tables[4 * n],
-                       &tables[5 * n]);
+  std::vector<T> tables(3 * (nq + nk));
+  T* kbase = &tables[3 * nq];
+  for (int64_t idx = 0; idx < nq; ++idx) {
+    tiled::table_entry(idx, p.H, p.L, p.D, qt.data(), rt.data(), &tables[0], &tables[nq],
+                       &tables[2 * nq]);
+  }
+  for (int64_t idx = 0; idx < nk; ++idx) {
+    tiled::table_entry(idx, p.H, lk, p.D, kt.data(), rt.data(), kbase, kbase + nk, kbase + 2 * nk);
   }
   std::vector<T> out(bh_count * p.L * p.Dv, T(-7)), row_max(bh_count * p.L, T(-7)),
       row_sum(bh_count * p.L, T(-7));
   tiled::ForwardArgs<T> a;
-  a.lq = a.lk = p.L;
+  a.lq = p.L, a.lk = lk;
   a.dim = static_cast<int>(p.D), a.dv = static_cast<int>(p.Dv), a.power = p.power;
   a.causal = p.causal;
-  a.qa = &tables[0], a.qs = &tables[n], a.qc = &tables[2 * n];
-  a.ka = &tables[3 * n], a.ks = &tables[4 * n], a.kc = &tables[5 * n];
+  a.qa = &tables[0], a.qs = &tables[nq], a.qc = &tables[2 * nq];
+  a.ka = kbase, a.ks = kbase + nk, a.kc = kbase + 2 * nk;
   a.v = vt.data(), a.out = out.data(), a.row_max = row_max.data(), a.row_sum = row_sum.data();
   EXPECT_TRUE(Block::supports(a.dim, a.dv));
   // Shared memory as the device gets it: 16-byte aligned, filled with garbage first.
@@ -82,18 +85,21 @@ Gradients run_tiled_backward(const ref::Problem& p, const std::vector<double>& q
                              const std::vector<double>& k, const std::vector<double>& v,
                              const std::vector<double>& r, const std::vector<double>& w) {
   const Outputs fwd = run_tiled<CfgF, T, kMode>(p, q, k, v, r);
-  const int64_t bh_count = p.B * p.H, n = bh_count * p.L * p.D, rows = bh_count * p.L;
+  const int64_t bh_count = p.B * p.H, lk = ref::keys_of(p), rows = bh_count * p.L;
+  const int64_t nq = bh_count * p.L * p.D, nk = bh_count * lk * p.D;
   const std::vector<T> qt(q.begin(), q.end()), kt(k.begin(), k.end()), vt(v.begin(), v.end()),
       rt(r.begin(), r.end()), gt(w.begin(), w.end());
   const std::vector<T> out(fwd.out.begin(), fwd.out.end()),
       row_max(fwd.row_max.begin(), fwd.row_max.end()),
       row_sum(fwd.row_sum.begin(), fwd.row_sum.end());
-  std::vector<T> tables(6 * n), delta(rows);
-  for (int64_t idx = 0; idx < n; ++idx) {
-    tiled::table_entry(idx, p.H, p.L, p.D, qt.data(), rt.data(), &tables[0], &tables[n],
-                       &tables[2 * n]);
-    tiled::table_entry(idx, p.H, p.L, p.D, kt.data(), rt.data(), &tables[3 * n], &tables[4 * n],
-                       &tables[5 * n]);
+  std::vector<T> tables(3 * (nq + nk)), delta(rows);
+  T* kbase = &tables[3 * nq];
+  for (int64_t idx = 0; idx < nq; ++idx) {
+    tiled::table_entry(idx, p.H, p.L, p.D, qt.data(), rt.data(), &tables[0], &tables[nq],
+                       &tables[2 * nq]);
+  }
+  for (int64_t idx = 0; idx < nk; ++idx) {
+    tiled::table_entry(idx, p.H, lk, p.D, kt.data(), rt.data(), kbase, kbase + nk, kbase + 2 * nk);
   }
   for (int64_t i = 0; i < rows; ++i) {  // row_dot_kernel
     T acc = 0;
@@ -101,15 +107,15 @@ Gradients run_tiled_backward(const ref::Problem& p, const std::vector<double>& q
     delta[i] = acc;
   }
   const int64_t qblocks = (p.L + CfgQ::kBlockOwned - 1) / CfgQ::kBlockOwned;
-  const int64_t kblocks = (p.L + CfgK::kBlockOwned - 1) / CfgK::kBlockOwned;
-  std::vector<T> dq(n, T(-7)), dk(n, T(-7)), dv(bh_count * p.L * p.Dv, T(-7)),
+  const int64_t kblocks = (lk + CfgK::kBlockOwned - 1) / CfgK::kBlockOwned;
+  std::vector<T> dq(nq, T(-7)), dk(nk, T(-7)), dv(bh_count * lk * p.Dv, T(-7)),
       partial(bh_count * qblocks * p.D, T(-7)), dr(p.H * p.D, T(-7));
   tiled::BackwardArgs<T> a;
-  a.heads = p.H, a.lq = a.lk = p.L;
+  a.heads = p.H, a.lq = p.L, a.lk = lk;
   a.dim = static_cast<int>(p.D), a.dv = static_cast<int>(p.Dv), a.power = p.power;
   a.causal = p.causal;
-  a.qa = &tables[0], a.qs = &tables[n], a.qc = &tables[2 * n];
-  a.ka = &tables[3 * n], a.ks = &tables[4 * n], a.kc = &tables[5 * n];
+  a.qa = &tables[0], a.qs = &tables[nq], a.qc = &tables[2 * nq];
+  a.ka = kbase, a.ks = kbase + nk, a.kc = kbase + 2 * nk;
   a.v = vt.data(), a.g = gt.data(), a.row_max = row_max.data(), a.row_sum = row_sum.data();
   a.delta = delta.data(), a.r = rt.data();
   a.dv_out = dv.data(), a.dr_partial = partial.data();
@@ -162,8 +168,8 @@ Inputs make_inputs(const ref::Problem& p, unsigned seed) {
   };
   Inputs in;
   in.q = fill(p.B * p.H * p.L * p.D, normal);
-  in.k = fill(p.B * p.H * p.L * p.D, normal);
-  in.v = fill(p.B * p.H * p.L * p.Dv, normal);
+  in.k = fill(p.B * p.H * ref::keys_of(p) * p.D, normal);
+  in.v = fill(p.B * p.H * ref::keys_of(p) * p.Dv, normal);
   in.w = fill(p.B * p.H * p.L * p.Dv, normal);
   in.r.resize(p.H * p.D);
   const double scalar_r = T(uniform(gen));
@@ -189,15 +195,16 @@ void expect_matches(const ref::Problem& p, double tolerance, unsigned seed = 7) 
     stat_err = std::max(
         stat_err, std::fabs(std::log2(std::fabs(got.row_sum[i])) + got.row_max[i] - log2_total[i]));
   }
-  const std::string what =
-      "L=" + std::to_string(p.L) + " D=" + std::to_string(p.D) + " Dv=" + std::to_string(p.Dv) +
-      " p=" + std::to_string(p.power) + " causal=" + std::to_string(p.causal) +
-      " mode=" + std::to_string(static_cast<int>(kMode)) +
-      " tile=" + std::to_string(Cfg::kBlockQueries) + "x" + std::to_string(Cfg::kBlockKeys);
+  const std::string what = "L=" + std::to_string(p.L) + " Lk=" + std::to_string(ref::keys_of(p)) +
+                           " D=" + std::to_string(p.D) + " Dv=" + std::to_string(p.Dv) +
+                           " p=" + std::to_string(p.power) + " causal=" + std::to_string(p.causal) +
+                           " mode=" + std::to_string(static_cast<int>(kMode)) +
+                           " tile=" + std::to_string(Cfg::kBlockQueries) + "x" +
+                           std::to_string(Cfg::kBlockKeys);
   EXPECT_LE(err, tolerance) << what;
   // log2 of a row total: float keeps ~2^-20 relative per weight; 1e-4 in log2 is 7e-5 relative.
   EXPECT_LE(stat_err, sizeof(T) == 4 ? 1e-4 : 1e-10) << what;
-  std::printf("  %-70s out %.2e  log2 total %.2e\n", what.c_str(), err, stat_err);
+  std::printf("  %-78s out %.2e  log2 total %.2e\n", what.c_str(), err, stat_err);
 }
 
 // The variants the .cu file builds (threads x, threads y, rows, keys, value chunks, fast divide),
@@ -330,12 +337,13 @@ void expect_gradients(const ref::Problem& p, double tolerance, unsigned seed = 7
                            ref::scaled_error(got.dv, dv), ref::scaled_error(got.dr, dr)};
   const char* names[] = {"dq", "dk", "dv", "dR"};
   const std::string what =
-      "L=" + std::to_string(p.L) + " D=" + std::to_string(p.D) + " Dv=" + std::to_string(p.Dv) +
+      "L=" + std::to_string(p.L) + " Lk=" + std::to_string(ref::keys_of(p)) +
+      " D=" + std::to_string(p.D) + " Dv=" + std::to_string(p.Dv) +
       " p=" + std::to_string(p.power) + " causal=" + std::to_string(p.causal) +
       " mode=" + std::to_string(static_cast<int>(kMode)) +
       " tiles=" + std::to_string(CfgQ::kBlockOwned) + "x" + std::to_string(CfgQ::kBlockStreamed) +
       "," + std::to_string(CfgK::kBlockOwned) + "x" + std::to_string(CfgK::kBlockStreamed);
-  std::printf("  %-72s", what.c_str());
+  std::printf("  %-80s", what.c_str());
   for (int e = 0; e < 4; ++e) {
     std::printf(" %s %.2e", names[e], errors[e]);
     EXPECT_LE(errors[e], tolerance) << names[e] << " " << what;
@@ -396,6 +404,21 @@ TEST(FourierTiledEmulation, BackwardTinyLengths) {
                                                                 kFloatGradTol);
     expect_gradients<BwdSmall, BwdSmall, double, FactorMode::kPowerOdd>(
         {1, 1, L, 3, 5, 3, true, true}, kDoubleGradTol);
+  }
+}
+
+// Cross attention: fewer or more keys than queries (the regression estimate's shape), causal too.
+TEST(FourierTiledEmulation, MoreOrFewerKeysThanQueries) {
+  for (const int64_t lk : {37, 201}) {
+    for (const bool causal : {false, true}) {
+      ref::Problem p{1, 2, 90, 16, 8, 4, causal, true};
+      p.Lk = lk;
+      expect_matches<Q32K64, float, FactorMode::kPowerEven>(p, kFloatTol);
+      expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerEven>(p, kFloatGradTol);
+      p.power = 3;  // odd: the signed kernels
+      expect_matches<Small, double, FactorMode::kPowerOdd>(p, kDoubleTol);
+      expect_gradients<BwdSmall, BwdSmall, double, FactorMode::kPowerOdd>(p, kDoubleGradTol);
+    }
   }
 }
 

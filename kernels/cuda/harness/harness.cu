@@ -188,8 +188,9 @@ bool check_forward_variants(const Problem& p, double tolerance) {
     for (auto& e : x) e = T(dist(gen));
     return x;
   };
-  const auto q = fill(p.B * p.H * p.L * p.D, normal), k = fill(p.B * p.H * p.L * p.D, normal);
-  const auto v = fill(p.B * p.H * p.L * p.Dv, normal), w = fill(p.B * p.H * p.L * p.Dv, normal);
+  const int64_t lk = fc::reference::keys_of(p);
+  const auto q = fill(p.B * p.H * p.L * p.D, normal), k = fill(p.B * p.H * lk * p.D, normal);
+  const auto v = fill(p.B * p.H * lk * p.Dv, normal), w = fill(p.B * p.H * p.L * p.Dv, normal);
   std::vector<double> r(p.H * p.D);
   const double scalar_r = T(uniform(gen));
   for (auto& e : r) e = p.per_dim_r ? T(uniform(gen)) : scalar_r;
@@ -197,7 +198,7 @@ bool check_forward_variants(const Problem& p, double tolerance) {
   fc::reference::fourier(p, q, k, v, r, w, out, dq, dk, dv, dr, &log2_total);
 
   fc::FourierDims dims;
-  dims.batch = p.B, dims.heads = p.H, dims.lq = p.L, dims.lk = p.L, dims.dim = p.D, dims.dv = p.Dv;
+  dims.batch = p.B, dims.heads = p.H, dims.lq = p.L, dims.lk = lk, dims.dim = p.D, dims.dv = p.Dv;
   dims.power = p.power;
   dims.mode = fc::reference::mode_of(p);
   dims.causal = p.causal;
@@ -229,11 +230,12 @@ bool check_forward_variants(const Problem& p, double tolerance) {
     const bool pass = err <= tolerance && stat_err <= (sizeof(T) == 4 ? 1e-3 : 1e-8);
     ok = ok && pass;
     std::printf(
-        "forward %-26s %-6s L=%-5ld D=%-3ld Dv=%-3ld power=%d mode=%d causal=%d R=%-6s "
+        "forward %-26s %-6s L=%-5ld Lk=%-5ld D=%-3ld Dv=%-3ld power=%d mode=%d causal=%d R=%-6s "
         "error out %.2e, log2 row total %.2e  %s\n",
         fc::fourier_forward_variant_name(variant), sizeof(T) == 4 ? "float" : "double",
-        static_cast<long>(p.L), static_cast<long>(p.D), static_cast<long>(p.Dv), p.power, dims.mode,
-        p.causal, p.per_dim_r ? "vector" : "scalar", err, stat_err, pass ? "ok" : "FAIL");
+        static_cast<long>(p.L), static_cast<long>(lk), static_cast<long>(p.D),
+        static_cast<long>(p.Dv), p.power, dims.mode, p.causal, p.per_dim_r ? "vector" : "scalar",
+        err, stat_err, pass ? "ok" : "FAIL");
   }
   for (T* ptr : {q_d, k_d, v_d, r_d, out_d, max_d, sum_d, ws}) cudaFree(ptr);
   return ok;
@@ -251,8 +253,9 @@ bool check_backward_variants(const Problem& p, double tolerance) {
     for (auto& e : x) e = T(dist(gen));
     return x;
   };
-  const auto q = fill(p.B * p.H * p.L * p.D, normal), k = fill(p.B * p.H * p.L * p.D, normal);
-  const auto v = fill(p.B * p.H * p.L * p.Dv, normal), w = fill(p.B * p.H * p.L * p.Dv, normal);
+  const int64_t lk = fc::reference::keys_of(p);
+  const auto q = fill(p.B * p.H * p.L * p.D, normal), k = fill(p.B * p.H * lk * p.D, normal);
+  const auto v = fill(p.B * p.H * lk * p.Dv, normal), w = fill(p.B * p.H * p.L * p.Dv, normal);
   std::vector<double> r(p.H * p.D);
   const double scalar_r = T(uniform(gen));
   for (auto& e : r) e = p.per_dim_r ? T(uniform(gen)) : scalar_r;
@@ -260,7 +263,7 @@ bool check_backward_variants(const Problem& p, double tolerance) {
   fc::reference::fourier(p, q, k, v, r, w, out, dq, dk, dv, dr);
 
   fc::FourierDims dims;
-  dims.batch = p.B, dims.heads = p.H, dims.lq = p.L, dims.lk = p.L, dims.dim = p.D, dims.dv = p.Dv;
+  dims.batch = p.B, dims.heads = p.H, dims.lq = p.L, dims.lk = lk, dims.dim = p.D, dims.dv = p.Dv;
   dims.power = p.power;
   dims.mode = fc::reference::mode_of(p);
   dims.causal = p.causal;
@@ -292,11 +295,11 @@ bool check_backward_variants(const Problem& p, double tolerance) {
         scaled_error(download(dv_d, dv.size()), dv), scaled_error(download(dr_d, dr.size()), dr)};
     bool pass = true;
     std::printf(
-        "backward %-14s %-6s L=%-5ld D=%-3ld Dv=%-3ld power=%d mode=%d causal=%d R=%-6s "
+        "backward %-14s %-6s L=%-5ld Lk=%-5ld D=%-3ld Dv=%-3ld power=%d mode=%d causal=%d R=%-6s "
         "errors (dq dk dv dR):",
         fc::fourier_backward_variant_name(variant), sizeof(T) == 4 ? "float" : "double",
-        static_cast<long>(p.L), static_cast<long>(p.D), static_cast<long>(p.Dv), p.power, dims.mode,
-        p.causal, p.per_dim_r ? "vector" : "scalar");
+        static_cast<long>(p.L), static_cast<long>(lk), static_cast<long>(p.D),
+        static_cast<long>(p.Dv), p.power, dims.mode, p.causal, p.per_dim_r ? "vector" : "scalar");
     for (double e : errors) {
       std::printf(" %.2e", e);
       pass = pass && e <= tolerance;
@@ -498,6 +501,8 @@ int main() {
   ok &= check_forward_variants<double>({1, 1, 37, 128, 128, 6, false, true}, 1e-9);
   ok &= check_forward_variants<float>({1, 2, 400, 16, 12, 4, false, true, /*mode=*/3}, 1e-3);
   ok &= check_forward_variants<float>({1, 2, 400, 16, 12, 3, true, true, /*mode=*/2}, 1e-3);
+  ok &= check_forward_variants<float>({1, 2, 300, 16, 8, 4, true, true, -1, /*Lk=*/777}, 1e-3);
+  ok &= check_forward_variants<float>({2, 2, 700, 16, 8, 3, false, true, -1, /*Lk=*/99}, 1e-3);
   ok &= check_forward_variants<double>({1, 2, 150, 16, 12, 3, true, true, /*mode=*/3}, 1e-9);
   // Every backward variant against the reference (gradients of every input).
   for (bool causal : {false, true}) {
@@ -509,6 +514,8 @@ int main() {
   ok &= check_backward_variants<float>({1, 1, 200, 100, 128, 6, true, true}, 1e-3);
   ok &= check_backward_variants<double>({1, 1, 60, 128, 100, 2, false, true}, 1e-9);
   ok &= check_backward_variants<float>({1, 2, 300, 16, 12, 4, true, true, /*mode=*/3}, 1e-3);
+  ok &= check_backward_variants<float>({1, 2, 300, 16, 8, 4, true, true, -1, /*Lk=*/777}, 1e-3);
+  ok &= check_backward_variants<float>({2, 2, 700, 16, 8, 3, false, true, -1, /*Lk=*/99}, 1e-3);
   ok &= check_backward_variants<double>({1, 2, 150, 16, 12, 3, false, true, /*mode=*/2}, 1e-9);
   time_fourier();
   ok &= time_variants();
