@@ -558,6 +558,8 @@ struct BackwardBlock {
   static constexpr int kX = Cfg::kThreadsX, kY = Cfg::kThreadsY, kR = Cfg::kRows, kK = Cfg::kKeys,
                        kU = Cfg::kValueChunks, kDims = Cfg::kDims;
   static constexpr int kBO = Cfg::kBlockOwned, kBS = Cfg::kBlockStreamed;
+  static_assert(3 * kBS >= kBO, "dR's reduction fits over the streamed tables");
+  static_assert((kBS & (kBS - 1)) == 0, "the gradient pass rotates within a power-of-2 tile");
   static_assert(kBO % 4 == 0 && kBS % 4 == 0, "tile sides keep shared arrays 16-byte aligned");
 
   struct Regs {
@@ -576,8 +578,7 @@ struct BackwardBlock {
     const size_t keys_owned = kOwnKeys ? static_cast<size_t>(kBS) * values_stride(dv) + 3 * kBS +
                                              static_cast<size_t>(kBS) * kBO
                                        : 0;
-    return tables + dots + keys_owned + static_cast<size_t>(kBO) * kBS +
-           static_cast<size_t>(kBO) * dim;
+    return tables + dots + keys_owned + static_cast<size_t>(kBO) * kBS;
   }
   static size_t shared_bytes(int dim, int dv) { return shared_elements(dim, dv) * sizeof(T); }
   static bool supports(int dim, int dv) {
@@ -585,7 +586,8 @@ struct BackwardBlock {
   }
 
   struct Smem {
-    T *ot, *st, *od, *sd, *sgr, *sstat, *coupling, *weights, *red;
+    T *ot, *st, *od, *sd, *sgr, *sstat, *coupling, *weights;
+    T* red;  // (kBO, D), over st (3 D kBS >= kBO D)
   };
   static FLT_HD_INLINE Smem carve(void* base, int dim, int dv) {
     Smem s;
@@ -595,7 +597,7 @@ struct BackwardBlock {
     s.od = p, p += dv * kBO;
     s.sd = p, p += dv * kBS;
     s.coupling = p, p += kBO * kBS;
-    s.red = p, p += kBO * dim;
+    s.red = s.st;  // dR's reduction after the last tile: the streamed tables are free by then
     s.sgr = s.sstat = s.weights = nullptr;
     if (kOwnKeys) {
       s.sgr = p, p += kBS * values_stride(dv);
@@ -605,13 +607,15 @@ struct BackwardBlock {
     return s;
   }
 
-  // Rows [l0, l0 + width) of the three (D, L) tables into (3 D, width); zeros past L.
+  // Rows [l0, l0 + width) of the three (D, L) tables into (3 D, width) with rows `stride` apart;
+  // zeros past L.
   static FLT_HD_INLINE void load_tables(int t, T* dst, const T* a, const T* sn, const T* cs,
-                                        int64_t l0, int64_t length, int dim, int width) {
+                                        int64_t l0, int64_t length, int dim, int width,
+                                        int stride) {
     for (int e = t; e < 3 * dim * width; e += Cfg::kThreads) {
-      const int which = e / (dim * width), d = (e / width) % dim, l = e % width;
+      const int row = e / width, which = row / dim, d = row % dim, l = e % width;
       const T* src = which == 0 ? a : (which == 1 ? sn : cs);
-      dst[e] = l0 + l < length ? src[d * length + l0 + l] : T(0);
+      dst[row * stride + l] = l0 + l < length ? src[d * length + l0 + l] : T(0);
     }
   }
   // Rows [l0, l0 + width) of a (L, dv) array transposed into (dv, width); zeros past L.
@@ -678,12 +682,12 @@ struct BackwardBlock {
           reg.delta[r] = in ? stats_delta[o] : T(0);
         }
       }
-      load_tables(t, s.ot, oa, os, oc, o0, owned_len, dim, kBO);
+      load_tables(t, s.ot, oa, os, oc, o0, owned_len, dim, kBO, kBO);
       load_transposed(t, s.od, kOwnKeys ? v : g, o0, owned_len, dv, kBO);
     });
     for (int64_t s0 = s_begin; s0 < s_end; s0 += kBS) {
       ex.phase([&](int t, Regs&) {
-        load_tables(t, s.st, sa, ss, sc, s0, streamed_len, dim, kBS);
+        load_tables(t, s.st, sa, ss, sc, s0, streamed_len, dim, kBS, kBS);
         load_transposed(t, s.sd, kOwnKeys ? g : v, s0, streamed_len, dv, kBS);
         if (kOwnKeys) {
           for (int e = t; e < kBS * stride; e += Cfg::kThreads) {
@@ -794,7 +798,11 @@ struct BackwardBlock {
   static constexpr int kGroup = sizeof(T) == 4 ? 4 : 2;
   static FLT_HD_INLINE void gradient(int t, Regs& reg, const Smem& s, int dim, int stride) {
     const int tx = t % kX, ty = t / kX;
-    for (int i0 = 0; i0 < kBS; i0 += kGroup) {
+    // The 16 threads of a row read 16 dimensions' rows of the streamed tables at once; rows kBS
+    // floats apart share a bank group, so each thread starts kGroup tx items further on (2-way
+    // instead of 16-way conflicts; the coupling loads stop being broadcasts).
+    for (int step = 0; step < kBS; step += kGroup) {
+      const int i0 = (step + kGroup * tx) & (kBS - 1);
       Vec<T, kGroup> cpl[kR];
       FLT_UNROLL
       for (int r = 0; r < kR; ++r) {
