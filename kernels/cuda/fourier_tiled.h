@@ -1,11 +1,13 @@
 #pragma once
-// The tiled Fourier-attention forward (issue 32): the arithmetic of one thread block, written once
-// as __host__ __device__ code so that the CUDA kernel (fourier_attention.cu) and a host emulation
-// compiled by g++ (tests/cuda_emulation) run the same tiling logic. Plain C++: no CUDA headers.
+// The tiled Fourier-attention forward and backward (issue 32): the arithmetic of one thread block,
+// written once as __host__ __device__ code so that the CUDA kernels (fourier_attention.cu) and a
+// host emulation compiled by g++ (tests/cuda_emulation) run the same tiling logic. Plain C++: no
+// CUDA headers. The backward (BackwardBlock, further down) reuses the forward's pair_tile.
 //
-// A block owns kBlockQueries queries of one (batch, head) and loops over tiles of kBlockKeys keys.
-// Threads form a (kThreadsY, kThreadsX) grid; thread (ty, tx) owns the kRows x kKeys register tile
-// of (query, key) pairs with queries ty * kRows + r and keys tx * kKeys + c. Per key tile:
+// Forward: a block owns kBlockQueries queries of one (batch, head) and loops over tiles of
+// kBlockKeys keys. Threads form a (kThreadsY, kThreadsX) grid; thread (ty, tx) owns the kRows x
+// kKeys register tile of (query, key) pairs with queries ty * kRows + r and keys tx * kKeys + c.
+// Per key tile:
 //   load     the key tables (x = r k, sin x, cos x; transposed: (D, keys)) and the values V
 //   weights  every pair's weight as mant * 2^expo over all D dimensions; partial row maxima
 //   scale    each row's new largest exponent (online, base 2); weights w = mant * 2^(expo - top)
