@@ -359,8 +359,9 @@ bool time_variants() {
   std::string how;
   const double peak = peak_gflops(&how);
   std::printf(
-      "\nFourier forward variants, B=4 H=8 D=64 Dv=64 power 4 fp32 (peak %.0f GFLOP/s: %s)\n", peak,
-      how.c_str());
+      "\nFourier kernel variants (forward and backward), B=4 H=8 D=64 Dv=64 power 4 fp32 "
+      "(peak %.0f GFLOP/s: %s)\n",
+      peak, how.c_str());
   std::printf(
       "| harness: fourier kernel | ms | GFLOP/s (6 per q,k,d fwd) | %% FP32 peak | naive ms "
       "| x naive | max diff to naive |\n|---|---|---|---|---|---|---|\n");
