@@ -36,8 +36,9 @@ cudaError_t fourier_forward(const FourierDims& dims, const T* q, const T* k, con
 
 /// Forward kernels side by side (the harness checks and times each): 0 "naive", a thread per
 /// query (the reference); the others tile queries and keys in shared memory with a register tile
-/// of (query, key) pairs per thread (fourier_tiled.h). fourier_forward runs the default tiled
-/// variant where it supports the shape, else the naive one.
+/// of (query, key) pairs per thread (fourier_tiled.h). fourier_forward runs the default variant
+/// (the naive one until a device run has checked and timed the tiled ones) where it supports the
+/// shape, else the naive one.
 int fourier_forward_variants();
 const char* fourier_forward_variant_name(int variant);
 /// Whether `variant` runs this shape and element type on the current device (shared memory, Dv).
