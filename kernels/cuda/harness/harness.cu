@@ -1,7 +1,9 @@
 // Standalone check of the CUDA kernels against plain double-precision CPU loops (no LibTorch):
 // Fourier attention forward and backward (scalar R expanded and per-dimension R, causal and not,
-// more than 1024 keys, float and double, even and odd powers) and the causal linear scan (forward
-// and reverse). Then times the Fourier forward + backward at B=4, H=8, L=2048, D=64 in float.
+// more than 1024 keys, float and double, even and odd powers), every forward variant alone (every
+// factor mode, ragged shapes) and the causal linear scan (forward and reverse). Then times the
+// Fourier forward + backward at B=4, H=8, L=2048, D=64 in float, and every forward variant at
+// L = 1024, 2048, 4096 (the table scripts/gpu-check copies into its summary).
 //
 //   build: cmake --build build --target flt_cuda_check   (or flt_cuda_harness)
 //   run:   ./build/flt_cuda_harness        exit status 0 when every comparison passes
@@ -11,11 +13,15 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "flt_cuda_kernels.h"
+#include "fourier_reference.h"
 
 namespace fc = flt::kernels::cuda;
+using fc::reference::Problem;
+using fc::reference::scaled_error;
 
 namespace {
 
@@ -27,78 +33,6 @@ namespace {
       std::exit(2);                                                                                \
     }                                                                                              \
   } while (0)
-
-double sinc(double x) {
-  return std::fabs(x) < 1e-4 ? 1 - x * x / 6 + x * x * x * x / 120 : std::sin(x) / x;
-}
-double cot_minus_inv(double x) {
-  if (std::fabs(x) < 1e-2) return -x / 3 - x * x * x / 45 - 2 * std::pow(x, 5) / 945;
-  const double s = std::sin(x);
-  return s == 0 ? 0 : std::cos(x) / s - 1 / x;
-}
-
-struct Problem {
-  int64_t B, H, L, D, Dv;
-  int power;
-  bool causal, per_dim_r;
-};
-
-// Plain double loops: out, dq, dk, dv, dr for sum(out * w).
-void reference(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
-               const std::vector<double>& v, const std::vector<double>& r,
-               const std::vector<double>& w, std::vector<double>& out, std::vector<double>& dq,
-               std::vector<double>& dk, std::vector<double>& dv, std::vector<double>& dr) {
-  const int64_t L = p.L, D = p.D, Dv = p.Dv;
-  out.assign(p.B * p.H * L * Dv, 0);
-  dq.assign(q.size(), 0);
-  dk.assign(k.size(), 0);
-  dv.assign(v.size(), 0);
-  dr.assign(r.size(), 0);
-  std::vector<double> logw(L), a(L);
-  for (int64_t bh = 0; bh < p.B * p.H; ++bh) {
-    const double* rh = &r[(bh % p.H) * D];
-    for (int64_t i = 0; i < L; ++i) {
-      const int64_t n = p.causal ? i + 1 : L;
-      double top = -INFINITY;
-      std::vector<int> sign(n, 1);
-      for (int64_t j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int64_t d = 0; d < D; ++d) {
-          const double s = sinc(rh[d] * (q[(bh * L + i) * D + d] - k[(bh * L + j) * D + d]));
-          acc += p.power * std::log(std::fabs(s));
-          if (s < 0 && p.power % 2 == 1) sign[j] = -sign[j];
-        }
-        logw[j] = acc;
-        top = std::max(top, acc);
-      }
-      double total = 0;
-      for (int64_t j = 0; j < n; ++j) total += a[j] = sign[j] * std::exp(logw[j] - top);
-      double delta = 0;
-      for (int64_t c = 0; c < Dv; ++c) {
-        double o = 0;
-        for (int64_t j = 0; j < n; ++j) o += a[j] * v[(bh * L + j) * Dv + c];
-        out[(bh * L + i) * Dv + c] = o / total;
-        delta += w[(bh * L + i) * Dv + c] * o / total;
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        const double aj = a[j] / total;
-        double gv = 0;
-        for (int64_t c = 0; c < Dv; ++c) {
-          gv += w[(bh * L + i) * Dv + c] * v[(bh * L + j) * Dv + c];
-          dv[(bh * L + j) * Dv + c] += aj * w[(bh * L + i) * Dv + c];
-        }
-        const double coupling = aj * (gv - delta);
-        for (int64_t d = 0; d < D; ++d) {
-          const double diff = q[(bh * L + i) * D + d] - k[(bh * L + j) * D + d];
-          const double t = coupling * p.power * cot_minus_inv(rh[d] * diff);
-          dq[(bh * L + i) * D + d] += t * rh[d];
-          dk[(bh * L + j) * D + d] -= t * rh[d];
-          dr[(bh % p.H) * D + d] += t * diff;
-        }
-      }
-    }
-  }
-}
 
 template <typename T>
 T* upload(const std::vector<double>& host) {
@@ -117,17 +51,6 @@ std::vector<double> download(const T* device, size_t n) {
   return {host.begin(), host.end()};
 }
 
-// max |a - b| / (max |b|): error relative to the tensor's scale.
-double scaled_error(const std::vector<double>& a, const std::vector<double>& b) {
-  double err = 0, scale = 1e-300;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    err = std::max(err, std::fabs(a[i] - b[i]));
-    scale = std::max(scale, std::fabs(b[i]));
-  }
-  return err / scale;
-}
-
 template <typename T>
 bool check_fourier(const Problem& p, double tolerance) {
   std::mt19937 gen(7);
@@ -144,7 +67,7 @@ bool check_fourier(const Problem& p, double tolerance) {
   const double scalar_r = T(uniform(gen));
   for (auto& e : r) e = p.per_dim_r ? T(uniform(gen)) : scalar_r;  // scalar R: expanded to (H, D)
   std::vector<double> out, dq, dk, dv, dr;
-  reference(p, q, k, v, r, w, out, dq, dk, dv, dr);
+  fc::reference::fourier(p, q, k, v, r, w, out, dq, dk, dv, dr);
 
   fc::FourierDims dims;
   dims.batch = p.B, dims.heads = p.H, dims.lq = p.L, dims.lk = p.L, dims.dim = p.D, dims.dv = p.Dv;
@@ -251,6 +174,299 @@ void time_fourier() {
       ms[0], ms[1], ms[0] + ms[1]);
 }
 
+// ---- the forward variants (issue 32): each against the double reference, then timed ----------
+
+// Forward of every variant that supports the shape: out against the reference (scaled error) and
+// the row statistics (log2 row_sum + row_max = log2 of the row's total weight).
+template <typename T>
+bool check_forward_variants(const Problem& p, double tolerance) {
+  std::mt19937 gen(11);
+  std::normal_distribution<double> normal(0.0, 0.6);
+  std::uniform_real_distribution<double> uniform(1.0, 2.5);
+  auto fill = [&](size_t n, auto& dist) {
+    std::vector<double> x(n);
+    for (auto& e : x) e = T(dist(gen));
+    return x;
+  };
+  const int64_t lk = fc::reference::keys_of(p);
+  const auto q = fill(p.B * p.H * p.L * p.D, normal), k = fill(p.B * p.H * lk * p.D, normal);
+  const auto v = fill(p.B * p.H * lk * p.Dv, normal), w = fill(p.B * p.H * p.L * p.Dv, normal);
+  std::vector<double> r(p.H * p.D);
+  const double scalar_r = T(uniform(gen));
+  for (auto& e : r) e = p.per_dim_r ? T(uniform(gen)) : scalar_r;
+  std::vector<double> out, dq, dk, dv, dr, log2_total;
+  fc::reference::fourier(p, q, k, v, r, w, out, dq, dk, dv, dr, &log2_total);
+
+  fc::FourierDims dims;
+  dims.batch = p.B, dims.heads = p.H, dims.lq = p.L, dims.lk = lk, dims.dim = p.D, dims.dv = p.Dv;
+  dims.power = p.power;
+  dims.mode = fc::reference::mode_of(p);
+  dims.causal = p.causal;
+  T *q_d = upload<T>(q), *k_d = upload<T>(k), *v_d = upload<T>(v), *r_d = upload<T>(r);
+  T *out_d, *max_d, *sum_d, *ws;
+  const size_t rows = p.B * p.H * p.L;
+  CHECK_CUDA(cudaMalloc(&out_d, out.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&max_d, rows * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&sum_d, rows * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&ws, fc::fourier_forward_workspace(dims) * sizeof(T)));
+  bool ok = true;
+  for (int variant = 0; variant < fc::fourier_forward_variants(); ++variant) {
+    if (!fc::fourier_forward_variant_supported(variant, dims, sizeof(T))) continue;
+    CHECK_CUDA(cudaMemset(out_d, 0xff, out.size() * sizeof(T)));  // NaN: every element written
+    CHECK_CUDA(fc::fourier_forward_variant<T>(variant, dims, q_d, k_d, v_d, r_d, out_d, max_d,
+                                              sum_d, ws, nullptr));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const double err = scaled_error(download(out_d, out.size()), out);
+    const auto row_max = download(max_d, rows), row_sum = download(sum_d, rows);
+    double stat_err = 0;
+    for (size_t i = 0; i < rows; ++i) {
+      if (std::isinf(log2_total[i])) {
+        stat_err = std::max(stat_err, std::fabs(row_sum[i]));
+        continue;
+      }
+      stat_err = std::max(stat_err,
+                          std::fabs(std::log2(std::fabs(row_sum[i])) + row_max[i] - log2_total[i]));
+    }
+    const bool pass = err <= tolerance && stat_err <= (sizeof(T) == 4 ? 1e-3 : 1e-8);
+    ok = ok && pass;
+    std::printf(
+        "forward %-26s %-6s L=%-5ld Lk=%-5ld D=%-3ld Dv=%-3ld power=%d mode=%d causal=%d R=%-6s "
+        "error out %.2e, log2 row total %.2e  %s\n",
+        fc::fourier_forward_variant_name(variant), sizeof(T) == 4 ? "float" : "double",
+        static_cast<long>(p.L), static_cast<long>(lk), static_cast<long>(p.D),
+        static_cast<long>(p.Dv), p.power, dims.mode, p.causal, p.per_dim_r ? "vector" : "scalar",
+        err, stat_err, pass ? "ok" : "FAIL");
+  }
+  for (T* ptr : {q_d, k_d, v_d, r_d, out_d, max_d, sum_d, ws}) cudaFree(ptr);
+  return ok;
+}
+
+// Every backward variant against the reference's dq, dk, dv, dR (from the default forward's out
+// and row statistics), as check_fourier does for the defaults.
+template <typename T>
+bool check_backward_variants(const Problem& p, double tolerance) {
+  std::mt19937 gen(13);
+  std::normal_distribution<double> normal(0.0, 0.6);
+  std::uniform_real_distribution<double> uniform(1.0, 2.5);
+  auto fill = [&](size_t n, auto& dist) {
+    std::vector<double> x(n);
+    for (auto& e : x) e = T(dist(gen));
+    return x;
+  };
+  const int64_t lk = fc::reference::keys_of(p);
+  const auto q = fill(p.B * p.H * p.L * p.D, normal), k = fill(p.B * p.H * lk * p.D, normal);
+  const auto v = fill(p.B * p.H * lk * p.Dv, normal), w = fill(p.B * p.H * p.L * p.Dv, normal);
+  std::vector<double> r(p.H * p.D);
+  const double scalar_r = T(uniform(gen));
+  for (auto& e : r) e = p.per_dim_r ? T(uniform(gen)) : scalar_r;
+  std::vector<double> out, dq, dk, dv, dr;
+  fc::reference::fourier(p, q, k, v, r, w, out, dq, dk, dv, dr);
+
+  fc::FourierDims dims;
+  dims.batch = p.B, dims.heads = p.H, dims.lq = p.L, dims.lk = lk, dims.dim = p.D, dims.dv = p.Dv;
+  dims.power = p.power;
+  dims.mode = fc::reference::mode_of(p);
+  dims.causal = p.causal;
+  T *q_d = upload<T>(q), *k_d = upload<T>(k), *v_d = upload<T>(v), *r_d = upload<T>(r),
+    *w_d = upload<T>(w);
+  T *out_d, *max_d, *sum_d, *dq_d, *dk_d, *dv_d, *dr_d, *ws;
+  const size_t rows = p.B * p.H * p.L;
+  CHECK_CUDA(cudaMalloc(&out_d, out.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&max_d, rows * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&sum_d, rows * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&dq_d, q.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&dk_d, k.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&dv_d, v.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&dr_d, r.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&ws, fc::fourier_backward_workspace(dims) * sizeof(T)));
+  CHECK_CUDA(fc::fourier_forward<T>(dims, q_d, k_d, v_d, r_d, out_d, max_d, sum_d, ws, nullptr));
+  bool ok = true;
+  for (int variant = 0; variant < fc::fourier_backward_variants(); ++variant) {
+    if (!fc::fourier_backward_variant_supported(variant, dims, sizeof(T))) continue;
+    // NaN everywhere first: every element must be written.
+    CHECK_CUDA(cudaMemset(dq_d, 0xff, q.size() * sizeof(T)));
+    CHECK_CUDA(cudaMemset(dk_d, 0xff, k.size() * sizeof(T)));
+    CHECK_CUDA(cudaMemset(dv_d, 0xff, v.size() * sizeof(T)));
+    CHECK_CUDA(fc::fourier_backward_variant<T>(variant, dims, q_d, k_d, v_d, r_d, out_d, max_d,
+                                               sum_d, w_d, dq_d, dk_d, dv_d, dr_d, ws, nullptr));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const double errors[] = {
+        scaled_error(download(dq_d, dq.size()), dq), scaled_error(download(dk_d, dk.size()), dk),
+        scaled_error(download(dv_d, dv.size()), dv), scaled_error(download(dr_d, dr.size()), dr)};
+    bool pass = true;
+    std::printf(
+        "backward %-14s %-6s L=%-5ld Lk=%-5ld D=%-3ld Dv=%-3ld power=%d mode=%d causal=%d R=%-6s "
+        "errors (dq dk dv dR):",
+        fc::fourier_backward_variant_name(variant), sizeof(T) == 4 ? "float" : "double",
+        static_cast<long>(p.L), static_cast<long>(lk), static_cast<long>(p.D),
+        static_cast<long>(p.Dv), p.power, dims.mode, p.causal, p.per_dim_r ? "vector" : "scalar");
+    for (double e : errors) {
+      std::printf(" %.2e", e);
+      pass = pass && e <= tolerance;
+    }
+    std::printf("  %s\n", pass ? "ok" : "FAIL");
+    ok = ok && pass;
+  }
+  for (T* ptr : {q_d, k_d, v_d, r_d, w_d, out_d, max_d, sum_d, dq_d, dk_d, dv_d, dr_d, ws})
+    cudaFree(ptr);
+  return ok;
+}
+
+// Peak FP32 rate of device 0 in GFLOP/s: SMs x FP32 lanes x 2 (FMA) x clock; 0 if unknown.
+double peak_gflops(std::string* how) {
+  int sms = 0, clock_khz = 0, major = 0, minor = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  int lanes = 0;  // FP32 lanes per SM (as bench/bench_gpu.cpp)
+  if (major == 7) lanes = 64;
+  if (major == 8) lanes = minor == 0 ? 64 : 128;
+  if (major == 9 || major == 10) lanes = 128;
+  *how = std::to_string(sms) + " SMs x " + std::to_string(lanes) + " lanes x 2 x " +
+         std::to_string(clock_khz / 1000) + " MHz";
+  return lanes == 0 ? 0.0 : 2.0 * sms * lanes * clock_khz * 1e-6;
+}
+
+// Median of `reps` timed calls of f (after one warm-up call), in ms.
+template <class F>
+double median_ms(F&& f, int reps) {
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  CHECK_CUDA(f());
+  std::vector<float> ms(reps);
+  for (auto& m : ms) {
+    CHECK_CUDA(cudaEventRecord(start));
+    CHECK_CUDA(f());
+    CHECK_CUDA(cudaEventRecord(stop));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    CHECK_CUDA(cudaEventElapsedTime(&m, start, stop));
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[reps / 2];
+}
+
+// Every forward and backward variant at B=4, H=8, D=Dv=64, power 4, fp32, L in {1024, 2048,
+// 4096}; q, k ~ 0.5 N(0, 1), v ~ N(0, 1), R = 2 (bench/bench_gpu.cpp's data). GFLOP/s counts 6
+// FP32 operations per (query, key, dimension) of the forward (the issue's fixed count) for every
+// row, backward and fwd+bwd rows included (their rate is that forward count over their time).
+// "x naive" compares with the naive kernel of the same pass. Each variant's output (backward: dq)
+// is also compared with the naive one's at that size (scaled error <= 1e-3).
+bool time_variants() {
+  std::string how;
+  const double peak = peak_gflops(&how);
+  std::printf(
+      "\nFourier kernel variants (forward and backward), B=4 H=8 D=64 Dv=64 power 4 fp32 "
+      "(peak %.0f GFLOP/s: %s)\n",
+      peak, how.c_str());
+  std::printf(
+      "| harness: fourier kernel | ms | GFLOP/s (6 per q,k,d fwd) | %% FP32 peak | naive ms "
+      "| x naive | max diff to naive |\n|---|---|---|---|---|---|---|\n");
+  bool ok = true;
+  for (const int64_t L : {1024, 2048, 4096}) {
+    fc::FourierDims dims;
+    dims.batch = 4, dims.heads = 8, dims.lq = L, dims.lk = L, dims.dim = 64, dims.dv = 64;
+    dims.power = 4, dims.mode = 0, dims.causal = false;
+    const size_t n = dims.batch * dims.heads * L * dims.dim;
+    std::mt19937 gen(1);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<double> qh(n), kh(n), vh(n), rh(dims.heads * dims.dim, 2.0);
+    for (auto& e : qh) e = 0.5 * normal(gen);
+    for (auto& e : kh) e = 0.5 * normal(gen);
+    for (auto& e : vh) e = normal(gen);
+    float *q = upload<float>(qh), *k = upload<float>(kh), *v = upload<float>(vh),
+          *g = upload<float>(vh), *r = upload<float>(rh);
+    float *out, *mx, *sm, *dq, *dk, *dv, *dr, *ws;
+    for (float** p : {&out, &dq, &dk, &dv}) CHECK_CUDA(cudaMalloc(p, n * sizeof(float)));
+    for (float** p : {&mx, &sm}) CHECK_CUDA(cudaMalloc(p, n / dims.dim * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&dr, dims.heads * dims.dim * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&ws, fc::fourier_backward_workspace(dims) * sizeof(float)));
+    const double gflop = 6.0 * dims.batch * dims.heads * double(L) * double(L) * dims.dim * 1e-9;
+    const int reps = L >= 4096 ? 3 : 5;
+    double naive_ms = 0, best_ms = 0;
+    std::vector<double> naive_out;
+    std::string best;
+    // One table row; naive: the naive kernel's time for the same pass (the ratio's reference).
+    auto row = [&](const std::string& name, double ms, double naive, const std::string& diff) {
+      const double rate = gflop / (ms * 1e-3);
+      std::printf("| %s B4 H8 L%ld D64 fp32 | %.3f | %.0f | %.1f%% | %.3f | %.2fx | %s |\n",
+                  name.c_str(), static_cast<long>(L), ms, rate, peak > 0 ? 100 * rate / peak : 0.0,
+                  naive, naive > 0 ? naive / ms : 0.0, diff.c_str());
+    };
+    for (int variant = 0; variant < fc::fourier_forward_variants(); ++variant) {
+      if (!fc::fourier_forward_variant_supported(variant, dims, sizeof(float))) continue;
+      const double ms = median_ms(
+          [&] {
+            return fc::fourier_forward_variant<float>(variant, dims, q, k, v, r, out, mx, sm, ws,
+                                                      nullptr);
+          },
+          reps);
+      const auto got = download(out, n);
+      std::string diff = "(reference)";
+      if (variant == 0) {
+        naive_ms = ms;
+        naive_out = got;
+      } else {
+        const double err = scaled_error(got, naive_out);
+        ok = ok && err <= 1e-3;
+        char text[64];
+        std::snprintf(text, sizeof text, "%.1e %s", err, err <= 1e-3 ? "ok" : "FAIL");
+        diff = text;
+      }
+      if (variant > 0 && (best.empty() || ms < best_ms))
+        best_ms = ms, best = fc::fourier_forward_variant_name(variant);
+      row(std::string("fourier fwd ") + fc::fourier_forward_variant_name(variant), ms, naive_ms,
+          diff);
+    }
+    const double default_ms = median_ms(
+        [&] { return fc::fourier_forward<float>(dims, q, k, v, r, out, mx, sm, ws, nullptr); },
+        reps);
+    row("fourier fwd default (fourier_forward)", default_ms, naive_ms, "");
+    // Backward variants: the naive one is about 3x its forward, so fewer repetitions at 4096.
+    std::vector<double> naive_dq;
+    double naive_bwd_ms = 0;
+    for (int variant = 0; variant < fc::fourier_backward_variants(); ++variant) {
+      if (!fc::fourier_backward_variant_supported(variant, dims, sizeof(float))) continue;
+      const double ms = median_ms(
+          [&] {
+            return fc::fourier_backward_variant<float>(variant, dims, q, k, v, r, out, mx, sm, g,
+                                                       dq, dk, dv, dr, ws, nullptr);
+          },
+          variant == 0 ? (L >= 4096 ? 1 : 3) : reps);
+      const auto got = download(dq, n);
+      std::string diff = "(reference)";
+      if (variant == 0) {
+        naive_bwd_ms = ms;
+        naive_dq = got;
+      } else {
+        const double err = scaled_error(got, naive_dq);
+        ok = ok && err <= 1e-3;
+        char text[64];
+        std::snprintf(text, sizeof text, "dq %.1e %s", err, err <= 1e-3 ? "ok" : "FAIL");
+        diff = text;
+      }
+      row(std::string("fourier bwd ") + fc::fourier_backward_variant_name(variant), ms,
+          naive_bwd_ms, diff);
+    }
+    const double bwd_ms = median_ms(
+        [&] {
+          return fc::fourier_backward<float>(dims, q, k, v, r, out, mx, sm, g, dq, dk, dv, dr, ws,
+                                             nullptr);
+        },
+        reps);
+    row("fourier bwd default (fourier_backward)", bwd_ms, naive_bwd_ms, "");
+    row("fourier fwd+bwd default", default_ms + bwd_ms, naive_ms + naive_bwd_ms, "");
+    std::printf("| fastest forward at L%ld: %s | %.3f | | | | %.2fx | |\n", static_cast<long>(L),
+                best.c_str(), best_ms, best_ms > 0 ? naive_ms / best_ms : 0.0);
+    for (float* ptr : {q, k, v, g, r, out, mx, sm, dq, dk, dv, dr, ws}) cudaFree(ptr);
+  }
+  std::printf("\n");
+  return ok;
+}
+
 }  // namespace
 
 int main() {
@@ -273,7 +489,37 @@ int main() {
     ok &= check_scan<float>(3, 1000, 64, 64, reverse, 1e-4);
     ok &= check_scan<double>(3, 777, 32, 70, reverse, 1e-11);
   }
+  // Every forward variant against the reference: ragged L, odd D, causal, every factor mode,
+  // two value chunks (Dv > 64), D = 128 (the variants whose shared memory cannot hold it skip it).
+  for (bool causal : {false, true}) {
+    ok &= check_forward_variants<float>({1, 2, 1500, 16, 8, 4, causal, true}, 1e-3);
+    ok &= check_forward_variants<double>({1, 2, 700, 16, 8, 4, causal, false}, 1e-9);
+  }
+  ok &= check_forward_variants<float>({2, 3, 333, 13, 7, 3, true, true}, 1e-3);
+  ok &= check_forward_variants<float>({1, 2, 555, 64, 64, 4, false, true}, 1e-3);
+  ok &= check_forward_variants<float>({1, 1, 300, 33, 100, 2, true, true}, 1e-3);
+  ok &= check_forward_variants<float>({1, 1, 200, 128, 128, 6, false, true}, 1e-3);
+  ok &= check_forward_variants<double>({1, 1, 37, 128, 128, 6, false, true}, 1e-9);
+  ok &= check_forward_variants<float>({1, 2, 400, 16, 12, 4, false, true, /*mode=*/3}, 1e-3);
+  ok &= check_forward_variants<float>({1, 2, 400, 16, 12, 3, true, true, /*mode=*/2}, 1e-3);
+  ok &= check_forward_variants<float>({1, 2, 300, 16, 8, 4, true, true, -1, /*Lk=*/777}, 1e-3);
+  ok &= check_forward_variants<float>({2, 2, 700, 16, 8, 3, false, true, -1, /*Lk=*/99}, 1e-3);
+  ok &= check_forward_variants<double>({1, 2, 150, 16, 12, 3, true, true, /*mode=*/3}, 1e-9);
+  // Every backward variant against the reference (gradients of every input).
+  for (bool causal : {false, true}) {
+    ok &= check_backward_variants<float>({1, 2, 1100, 16, 8, 4, causal, true}, 1e-3);
+    ok &= check_backward_variants<double>({1, 2, 500, 16, 8, 4, causal, false}, 1e-9);
+  }
+  ok &= check_backward_variants<float>({2, 3, 333, 13, 7, 3, true, true}, 1e-3);
+  ok &= check_backward_variants<float>({1, 2, 400, 64, 64, 4, false, true}, 1e-3);
+  ok &= check_backward_variants<float>({1, 1, 200, 100, 128, 6, true, true}, 1e-3);
+  ok &= check_backward_variants<double>({1, 1, 60, 128, 100, 2, false, true}, 1e-9);
+  ok &= check_backward_variants<float>({1, 2, 300, 16, 12, 4, true, true, /*mode=*/3}, 1e-3);
+  ok &= check_backward_variants<float>({1, 2, 300, 16, 8, 4, true, true, -1, /*Lk=*/777}, 1e-3);
+  ok &= check_backward_variants<float>({2, 2, 700, 16, 8, 3, false, true, -1, /*Lk=*/99}, 1e-3);
+  ok &= check_backward_variants<double>({1, 2, 150, 16, 12, 3, false, true, /*mode=*/2}, 1e-9);
   time_fourier();
+  ok &= time_variants();
   std::printf("%s\n", ok ? "ALL CHECKS PASSED" : "SOME CHECKS FAILED");
   return ok ? 0 : 1;
 }
