@@ -12,6 +12,7 @@ if(FLT_NVCC)
   endforeach()
   file(GLOB _cuda_kernels CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu)
   file(GLOB _cuda_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.h
+                                            ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cuh
                                             ${PROJECT_SOURCE_DIR}/kernels/cuda/harness/*.h
                                             ${PROJECT_SOURCE_DIR}/kernels/include/flt/kernels/fourier_series.h)
   set(_objects "")

@@ -276,8 +276,10 @@ TEST_F(Transformer, Models_ShapesOptionsAndErrors) {
 // is given, so reading the tokens in another order with their positions changes nothing (mean
 // pooling, no absolute positions), while the default positions (token indices) do depend on order.
 TEST_F(Transformer, SequenceClassifier_PositionsReachTheRelativeEncoding) {
-  fa::SequenceClassifier clf(fa::TransformerOptions(16, 16, 2, 2).classes(3).attention(
-      fa::FLTAttentionOptions().position_dim(2).rpe_scale(0.5)));
+  fa::SequenceClassifier clf(
+      fa::TransformerOptions(16, 16, 2, 2)
+          .classes(3)
+          .attention(fa::FLTAttentionOptions().position_dim(2).rpe_scale(0.5)));
   const auto tokens = torch::randint(0, 16, {2, 9}, torch::kLong);
   const auto index = torch::arange(9, torch::kFloat);
   const auto grid = torch::stack({(index / 3).floor(), index.remainder(3)}, 1);  // (9, 2)
@@ -287,8 +289,9 @@ TEST_F(Transformer, SequenceClassifier_PositionsReachTheRelativeEncoding) {
                               expected, 1e-5, 1e-6));
   EXPECT_EQ(clf->attention_maps(tokens, grid)[1].sizes(), torch::IntArrayRef({2, 2, 9, 9}));
 
-  fa::SequenceClassifier by_index(fa::TransformerOptions(16, 16, 2, 2).classes(3).attention(
-      fa::FLTAttentionOptions().rpe_scale(0.5)));
+  fa::SequenceClassifier by_index(fa::TransformerOptions(16, 16, 2, 2)
+                                      .classes(3)
+                                      .attention(fa::FLTAttentionOptions().rpe_scale(0.5)));
   const auto plain = by_index(tokens);
   EXPECT_FALSE(torch::allclose(by_index(tokens.index_select(1, order)), plain, 1e-3, 1e-4));
   expect_error([&] { clf(tokens, torch::zeros({9, 3})); }, {"dimension 3", "position_dim is 2"});

@@ -78,8 +78,8 @@ struct Measured {
   double seconds_per_step = 0.0, forward_bytes = 0.0;
   int non_finite = 0;
   std::vector<double> attention_keys;  ///< text: effective keys per query per seed (CharLmRun)
-  double lr = 0.0;                   ///< the learning rate chosen on the tuning seed
-  std::vector<double> tuning_losses;  ///< the tuning seed's held-out loss at each rate
+  double lr = 0.0;                     ///< the learning rate chosen on the tuning seed
+  std::vector<double> tuning_losses;   ///< the tuning seed's held-out loss at each rate
 };
 
 // ---- image-like task: Fashion-MNIST at 7x7, 16 grey levels, as 49 tokens ------------------------
@@ -111,7 +111,8 @@ const TokenImages& token_images(bool quick) {
 /// gradient norm clipped at 1, as train_char_lm) on minibatches of 32; returns the held-out
 /// cross-entropy.
 CharLmRun train_image_classifier(const TokenImages& data, const Variant& variant, double lr_max,
-                                 int64_t steps, uint64_t seed, const std::function<void()>& on_step) {
+                                 int64_t steps, uint64_t seed,
+                                 const std::function<void()>& on_step) {
   namespace F = torch::nn::functional;
   Stopwatch watch;
   torch::manual_seed(seed);
@@ -205,8 +206,12 @@ void run_attention_training(const LessonSettings& settings, LessonResult& result
           std::to_string(text.context / 2) + " to " + std::to_string(text.context) +
           " keys are visible), averaged over layers, heads and seeds.",
   };
-  result.csv_columns = {"task",         "variant",          "seed",
-                        "learning_rate", "held_out_cross_entropy", "seconds_per_step",
+  result.csv_columns = {"task",
+                        "variant",
+                        "seed",
+                        "learning_rate",
+                        "held_out_cross_entropy",
+                        "seconds_per_step",
                         "forward_megabytes"};
 
   Progress progress(settings, static_cast<double>(list.size() * (tuning_runs + seeds) *
@@ -288,10 +293,10 @@ void run_attention_training(const LessonSettings& settings, LessonResult& result
         sharpness = ", " + format_number(keys) + " keys";
       }
       char here[240];
-      std::snprintf(here, sizeof(here), "%.3f +- %.3f (%+.1f%%) at lr %g, %.0f ms/step, %.1f MB%s%s",
-                    mean, spread, 100.0 * relative, m.lr, 1e3 * m.seconds_per_step,
-                    m.forward_bytes / 1e6, sharpness.c_str(),
-                    tuning_non_finite > 0 ? " (a tuning rate went non-finite)" : "");
+      std::snprintf(
+          here, sizeof(here), "%.3f +- %.3f (%+.1f%%) at lr %g, %.0f ms/step, %.1f MB%s%s", mean,
+          spread, 100.0 * relative, m.lr, 1e3 * m.seconds_per_step, m.forward_bytes / 1e6,
+          sharpness.c_str(), tuning_non_finite > 0 ? " (a tuning rate went non-finite)" : "");
       std::string verdict = v == 0                       ? "baseline"
                             : m.non_finite > 0           ? "non-finite training"
                             : std::abs(relative) <= 0.05 ? "within 5% of softmax"

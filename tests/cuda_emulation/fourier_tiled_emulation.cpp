@@ -29,9 +29,42 @@ struct HostExec {
   }
 };
 
+// Block over a grid of `blocks` x `bh_count` blocks, one after another, as the launcher runs it.
+// Shared memory as the device gets it: 16-byte aligned, filled with garbage (NaN) first.
+template <class Block, class Args>
+void emulate_grid(const Args& a, int threads, int64_t blocks, int64_t bh_count) {
+  EXPECT_TRUE(Block::supports(a.dim, a.dv));
+  std::vector<double> shared((Block::shared_bytes(a.dim, a.dv) + 7) / 8 + 2, std::nan(""));
+  for (int64_t bh = 0; bh < bh_count; ++bh) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      HostExec<Block> ex(threads);
+      Block::run(ex, shared.data(), a, b, bh);
+    }
+  }
+}
+
 struct Outputs {
   std::vector<double> out, row_max, row_sum;
 };
+
+// The launcher's table kernel on the host: a = r x, sin a and cos a of the queries (three blocks
+// of B*H*L*D), then of the keys.
+template <typename T>
+std::vector<T> host_tables(const ref::Problem& p, const std::vector<T>& q, const std::vector<T>& k,
+                           const std::vector<T>& r) {
+  const int64_t bh_count = p.B * p.H, lk = ref::keys_of(p);
+  const int64_t nq = bh_count * p.L * p.D, nk = bh_count * lk * p.D;
+  std::vector<T> tables(3 * (nq + nk));
+  T* kbase = &tables[3 * nq];
+  for (int64_t idx = 0; idx < nq; ++idx) {
+    tiled::table_entry(idx, p.H, p.L, p.D, q.data(), r.data(), &tables[0], &tables[nq],
+                       &tables[2 * nq]);
+  }
+  for (int64_t idx = 0; idx < nk; ++idx) {
+    tiled::table_entry(idx, p.H, lk, p.D, k.data(), r.data(), kbase, kbase + nk, kbase + 2 * nk);
+  }
+  return tables;
+}
 
 // The tiled forward over every block of the grid (B*H, query tiles), as the launcher sets it up.
 template <class Cfg, typename T, FactorMode kMode>
@@ -42,15 +75,8 @@ Outputs run_tiled(const ref::Problem& p, const std::vector<double>& q, const std
   const int64_t nq = bh_count * p.L * p.D, nk = bh_count * lk * p.D;
   const std::vector<T> qt(q.begin(), q.end()), kt(k.begin(), k.end()), vt(v.begin(), v.end()),
       rt(r.begin(), r.end());
-  std::vector<T> tables(3 * (nq + nk));
+  std::vector<T> tables = host_tables(p, qt, kt, rt);
   T* kbase = &tables[3 * nq];
-  for (int64_t idx = 0; idx < nq; ++idx) {
-    tiled::table_entry(idx, p.H, p.L, p.D, qt.data(), rt.data(), &tables[0], &tables[nq],
-                       &tables[2 * nq]);
-  }
-  for (int64_t idx = 0; idx < nk; ++idx) {
-    tiled::table_entry(idx, p.H, lk, p.D, kt.data(), rt.data(), kbase, kbase + nk, kbase + 2 * nk);
-  }
   std::vector<T> out(bh_count * p.L * p.Dv, T(-7)), row_max(bh_count * p.L, T(-7)),
       row_sum(bh_count * p.L, T(-7));
   tiled::ForwardArgs<T> a;
@@ -60,16 +86,8 @@ Outputs run_tiled(const ref::Problem& p, const std::vector<double>& q, const std
   a.qa = &tables[0], a.qs = &tables[nq], a.qc = &tables[2 * nq];
   a.ka = kbase, a.ks = kbase + nk, a.kc = kbase + 2 * nk;
   a.v = vt.data(), a.out = out.data(), a.row_max = row_max.data(), a.row_sum = row_sum.data();
-  EXPECT_TRUE(Block::supports(a.dim, a.dv));
-  // Shared memory as the device gets it: 16-byte aligned, filled with garbage first.
-  std::vector<double> shared((Block::shared_bytes(a.dim, a.dv) + 7) / 8 + 2, std::nan(""));
   const int64_t qblocks = (p.L + Cfg::kBlockQueries - 1) / Cfg::kBlockQueries;
-  for (int64_t bh = 0; bh < bh_count; ++bh) {
-    for (int64_t qb = 0; qb < qblocks; ++qb) {
-      HostExec<Block> ex(Cfg::kThreads);
-      Block::run(ex, shared.data(), a, qb, bh);
-    }
-  }
+  emulate_grid<Block>(a, Cfg::kThreads, qblocks, bh_count);
   return {
       {out.begin(), out.end()}, {row_max.begin(), row_max.end()}, {row_sum.begin(), row_sum.end()}};
 }
@@ -92,15 +110,8 @@ Gradients run_tiled_backward(const ref::Problem& p, const std::vector<double>& q
   const std::vector<T> out(fwd.out.begin(), fwd.out.end()),
       row_max(fwd.row_max.begin(), fwd.row_max.end()),
       row_sum(fwd.row_sum.begin(), fwd.row_sum.end());
-  std::vector<T> tables(3 * (nq + nk)), delta(rows);
+  std::vector<T> tables = host_tables(p, qt, kt, rt), delta(rows);
   T* kbase = &tables[3 * nq];
-  for (int64_t idx = 0; idx < nq; ++idx) {
-    tiled::table_entry(idx, p.H, p.L, p.D, qt.data(), rt.data(), &tables[0], &tables[nq],
-                       &tables[2 * nq]);
-  }
-  for (int64_t idx = 0; idx < nk; ++idx) {
-    tiled::table_entry(idx, p.H, lk, p.D, kt.data(), rt.data(), kbase, kbase + nk, kbase + 2 * nk);
-  }
   for (int64_t i = 0; i < rows; ++i) {  // row_dot_kernel
     T acc = 0;
     for (int64_t c = 0; c < p.Dv; ++c) acc += gt[i * p.Dv + c] * out[i * p.Dv + c];
@@ -119,30 +130,12 @@ Gradients run_tiled_backward(const ref::Problem& p, const std::vector<double>& q
   a.v = vt.data(), a.g = gt.data(), a.row_max = row_max.data(), a.row_sum = row_sum.data();
   a.delta = delta.data(), a.r = rt.data();
   a.dv_out = dv.data(), a.dr_partial = partial.data();
-  {
-    using Block = tiled::BackwardBlock<CfgQ, T, kMode, /*kOwnKeys=*/false>;
-    EXPECT_TRUE(Block::supports(a.dim, a.dv));
-    std::vector<double> shared((Block::shared_bytes(a.dim, a.dv) + 7) / 8 + 2, std::nan(""));
-    a.grad = dq.data();
-    for (int64_t bh = 0; bh < bh_count; ++bh) {
-      for (int64_t b = 0; b < qblocks; ++b) {
-        HostExec<Block> ex(CfgQ::kThreads);
-        Block::run(ex, shared.data(), a, b, bh);
-      }
-    }
-  }
-  {
-    using Block = tiled::BackwardBlock<CfgK, T, kMode, /*kOwnKeys=*/true>;
-    EXPECT_TRUE(Block::supports(a.dim, a.dv));
-    std::vector<double> shared((Block::shared_bytes(a.dim, a.dv) + 7) / 8 + 2, std::nan(""));
-    a.grad = dk.data();
-    for (int64_t bh = 0; bh < bh_count; ++bh) {
-      for (int64_t b = 0; b < kblocks; ++b) {
-        HostExec<Block> ex(CfgK::kThreads);
-        Block::run(ex, shared.data(), a, b, bh);
-      }
-    }
-  }
+  a.grad = dq.data();
+  emulate_grid<tiled::BackwardBlock<CfgQ, T, kMode, /*kOwnKeys=*/false>>(a, CfgQ::kThreads, qblocks,
+                                                                         bh_count);
+  a.grad = dk.data();
+  emulate_grid<tiled::BackwardBlock<CfgK, T, kMode, /*kOwnKeys=*/true>>(a, CfgK::kThreads, kblocks,
+                                                                        bh_count);
   for (int64_t idx = 0; idx < p.H * p.D; ++idx) {
     tiled::dr_entry(idx, p.B, p.H, qblocks, a.dim, p.power, partial.data(), rt.data(), dr.data());
   }
@@ -219,30 +212,27 @@ using Small = tiled::TileConfig<4, 2, 2, 2, 2, false>;  // 4 x 8 tiles, Dv <= 32
 constexpr double kFloatTol = 1e-4;  // the harness allows 1e-3 on the device
 constexpr double kDoubleTol = 1e-9;
 
+/// Every forward tile shape in float (Dv <= 32 for Small) and the default shape in double.
+template <FactorMode kMode>
+void expect_every_tile_shape(const ref::Problem& p) {
+  expect_matches<Q32K64, float, kMode>(p, kFloatTol);
+  expect_matches<Q64K64, float, kMode>(p, kFloatTol);
+  expect_matches<Q64K32, float, kMode>(p, kFloatTol);
+  expect_matches<Q32K64T128, float, kMode>(p, kFloatTol);
+  expect_matches<Small, float, kMode>(p, kFloatTol);
+  expect_matches<Q32K64, double, kMode>(p, kDoubleTol);
+}
+
 TEST(FourierTiledEmulation, EvenPowerEveryTileShape) {
-  const ref::Problem p{1, 2, 150, 16, 8, 4, false, true};
-  expect_matches<Q32K64, float, FactorMode::kPowerEven>(p, kFloatTol);
-  expect_matches<Q64K64, float, FactorMode::kPowerEven>(p, kFloatTol);
-  expect_matches<Q64K32, float, FactorMode::kPowerEven>(p, kFloatTol);
-  expect_matches<Q32K64T128, float, FactorMode::kPowerEven>(p, kFloatTol);
-  expect_matches<Small, float, FactorMode::kPowerEven>(p, kFloatTol);
-  expect_matches<Q32K64, double, FactorMode::kPowerEven>(p, kDoubleTol);
+  expect_every_tile_shape<FactorMode::kPowerEven>({1, 2, 150, 16, 8, 4, false, true});
 }
 
 TEST(FourierTiledEmulation, CausalScalarR) {
-  const ref::Problem p{2, 1, 133, 16, 8, 4, true, false};
-  expect_matches<Q32K64, float, FactorMode::kPowerEven>(p, kFloatTol);
-  expect_matches<Q64K32, float, FactorMode::kPowerEven>(p, kFloatTol);
-  expect_matches<Small, float, FactorMode::kPowerEven>(p, kFloatTol);
-  expect_matches<Q32K64, double, FactorMode::kPowerEven>(p, kDoubleTol);
+  expect_every_tile_shape<FactorMode::kPowerEven>({2, 1, 133, 16, 8, 4, true, false});
 }
 
 TEST(FourierTiledEmulation, OddPowerOddDimensionRagged) {
-  const ref::Problem p{2, 3, 77, 13, 7, 3, true, true};
-  expect_matches<Q32K64, float, FactorMode::kPowerOdd>(p, kFloatTol);
-  expect_matches<Q64K64, float, FactorMode::kPowerOdd>(p, kFloatTol);
-  expect_matches<Small, float, FactorMode::kPowerOdd>(p, kFloatTol);
-  expect_matches<Q32K64, double, FactorMode::kPowerOdd>(p, kDoubleTol);
+  expect_every_tile_shape<FactorMode::kPowerOdd>({2, 3, 77, 13, 7, 3, true, true});
   const ref::Problem one{1, 1, 45, 5, 3, 1, false, true};  // power 1: the sign alone
   expect_matches<Q32K64, float, FactorMode::kPowerOdd>(one, kFloatTol);
 }
@@ -364,20 +354,21 @@ using BwdSmall = tiled::BackwardConfig<4, 2, 2, 2, 4, 2, false>;  // D <= 16, Dv
 constexpr double kFloatGradTol = 2e-4;  // the harness allows 1e-3 on the device
 constexpr double kDoubleGradTol = 1e-9;
 
+/// Every backward tile pair (Dv <= 32 for BwdSmall) in float and double.
+template <FactorMode kMode>
+void expect_every_gradient_tile(const ref::Problem& p) {
+  expect_gradients<BwdQ, BwdK, float, kMode>(p, kFloatGradTol);
+  expect_gradients<BwdSmall, BwdSmall, float, kMode>(p, kFloatGradTol);
+  expect_gradients<BwdQ, BwdK, double, kMode>(p, kDoubleGradTol);
+  expect_gradients<BwdQDouble, BwdKDouble, double, kMode>(p, kDoubleGradTol);
+}
+
 TEST(FourierTiledEmulation, BackwardEvenPower) {
-  const ref::Problem p{1, 2, 150, 16, 8, 4, false, true};
-  expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerEven>(p, kFloatGradTol);
-  expect_gradients<BwdSmall, BwdSmall, float, FactorMode::kPowerEven>(p, kFloatGradTol);
-  expect_gradients<BwdQ, BwdK, double, FactorMode::kPowerEven>(p, kDoubleGradTol);
-  expect_gradients<BwdQDouble, BwdKDouble, double, FactorMode::kPowerEven>(p, kDoubleGradTol);
+  expect_every_gradient_tile<FactorMode::kPowerEven>({1, 2, 150, 16, 8, 4, false, true});
 }
 
 TEST(FourierTiledEmulation, BackwardCausalOddRagged) {
-  const ref::Problem p{2, 3, 77, 13, 7, 3, true, true};
-  expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerOdd>(p, kFloatGradTol);
-  expect_gradients<BwdSmall, BwdSmall, float, FactorMode::kPowerOdd>(p, kFloatGradTol);
-  expect_gradients<BwdQ, BwdK, double, FactorMode::kPowerOdd>(p, kDoubleGradTol);
-  expect_gradients<BwdQDouble, BwdKDouble, double, FactorMode::kPowerOdd>(p, kDoubleGradTol);
+  expect_every_gradient_tile<FactorMode::kPowerOdd>({2, 3, 77, 13, 7, 3, true, true});
   const ref::Problem scalar{1, 2, 133, 16, 8, 4, true, false};
   expect_gradients<BwdQ, BwdK, float, FactorMode::kPowerEven>(scalar, kFloatGradTol);
 }
