@@ -162,14 +162,15 @@ struct BackwardBlock {
         s_end = a.lk < o0 + kBO ? a.lk : o0 + kBO;
       }
     }
+    // Load the owned rows' tables into registers (thread t: rows ty kR + r, dimensions
+    // tx + kX u) and zero the accumulators.
     ex.phase([&](int t, Regs& reg) {
-      const int tx = t % kX, ty = t / kX;
       FLT_UNROLL
       for (int r = 0; r < kR; ++r) {
-        const int64_t o = o0 + ty * kR + r;
+        const int64_t o = o0 + (t / kX) * kR + r;
         FLT_UNROLL
         for (int u = 0; u < kDims; ++u) {
-          const int d = tx + kX * u;
+          const int d = t % kX + kX * u;
           const bool in = o < owned_len && d < dim;
           reg.oa[r][u] = in ? oa[d * owned_len + o] : T(0);
           reg.os[r][u] = in ? os[d * owned_len + o] : T(0);
@@ -336,8 +337,7 @@ struct BackwardBlock {
       }
     }
     if (kOwnKeys) {
-      add_weighted_rows<T, kR, kU, kX>(reg.acc_v, s.weights + ty * kR, kBO, s.sgr, stride, kBS,
-                                       tx);
+      add_weighted_rows<T, kR, kU, kX>(reg.acc_v, s.weights + ty * kR, kBO, s.sgr, stride, kBS, tx);
     }
   }
 };

@@ -212,9 +212,8 @@ void time_fourier() {
 // Forward of every variant that supports the shape: out against the reference (scaled error) and
 // the row statistics (log2 row_sum + row_max = log2 of the row's total weight).
 template <typename T>
-bool check_forward_variants(const Problem& p, double tolerance) {
-  const ReferenceCase c = reference_case<T>(p, 11);
-  const DeviceCase<T> d(c);
+bool check_forward_variants(const Problem& p, const ReferenceCase& c, const DeviceCase<T>& d,
+                            double tolerance) {
   const size_t rows = p.B * p.H * p.L;
   bool ok = true;
   for (int variant = 0; variant < fc::fourier_forward_variants(); ++variant) {
@@ -250,9 +249,8 @@ bool check_forward_variants(const Problem& p, double tolerance) {
 // Every backward variant against the reference's dq, dk, dv, dR (from the default forward's out
 // and row statistics), as check_fourier does for the defaults.
 template <typename T>
-bool check_backward_variants(const Problem& p, double tolerance) {
-  const ReferenceCase c = reference_case<T>(p, 13);
-  const DeviceCase<T> d(c);
+bool check_backward_variants(const Problem& p, const ReferenceCase& c, const DeviceCase<T>& d,
+                             double tolerance) {
   CHECK_CUDA(fc::fourier_forward<T>(c.dims, d.q, d.k, d.v, d.r, d.out, d.row_max, d.row_sum, d.ws,
                                     nullptr));
   bool ok = true;
@@ -440,13 +438,15 @@ bool time_variants() {
 
 }  // namespace
 
-// Every forward and every backward variant on one problem (float within 1e-3 of the double
-// reference, scaled; double within 1e-9).
+// Every forward and every backward variant on one problem's inputs (float within 1e-3 of the
+// double reference, scaled; double within 1e-9).
 template <typename T>
 bool check_variants(const Problem& p) {
   const double tolerance = sizeof(T) == sizeof(float) ? 1e-3 : 1e-9;
-  const bool forward = check_forward_variants<T>(p, tolerance);
-  return check_backward_variants<T>(p, tolerance) && forward;
+  const ReferenceCase c = reference_case<T>(p, 11);
+  const DeviceCase<T> d(c);
+  const bool forward = check_forward_variants<T>(p, c, d, tolerance);
+  return check_backward_variants<T>(p, c, d, tolerance) && forward;
 }
 
 int main() {
