@@ -10,6 +10,7 @@
 // and rank 0 writes --out, --checkpoint and --csv; the weights are those of one process.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -117,6 +118,24 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint", options.checkpoint,
                  "checkpoint file: written at every restart boundary, resumed from if present");
   app.add_option("--csv", options.csv, "per-iteration log (appended on resume)");
+  // Meta-validation (tensor-schedule design): selects the weights that ship.
+  fo::ScheduleMetaTrainOptions validation;
+  app.add_option("--validate-every", validation.validate_every,
+                 "tensor-schedule: iterations between meta-validations (0 = none); each trains "
+                 "fixed unseen instances and scores their held-out loss against the untrained "
+                 "schedule's")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
+  count(app.add_option("--validation-tasks", validation.validation_tasks,
+                       "tensor-schedule: meta-validation instances (Fashion-MNIST logistic and "
+                       "MLP, synthetic MLP classification, in turn)"));
+  count(app.add_option("--validation-horizon", validation.validation_horizon,
+                       "tensor-schedule: steps of each meta-validation run"));
+  app.add_option("--best", validation.best,
+                 "tensor-schedule: weights file of the best meta-validation score (the untrained "
+                 "schedule's until beaten)");
+  app.add_option("--validation-csv", validation.validation_csv,
+                 "tensor-schedule: meta-validation log (appended on resume)");
   app.add_flag_callback(
       "--quiet", [&] { options.progress = false; }, "no progress bar");
   count(app.add_option("--threads", threads, "intra-op threads"));
@@ -158,7 +177,9 @@ int main(int argc, char** argv) {
                     " applies to the coordinate-memory design only (the tensor-schedule design "
                     "always uses PES with its own late weighting)");
       TORCH_CHECK(world_size == 1, "the tensor-schedule design meta-trains in one process");
-      fo::ScheduleMetaTrainOptions o;
+      TORCH_CHECK(validation.validate_every == 0 || !validation.best.empty(),
+                  "--validate-every needs --best, the file its selection is written to");
+      fo::ScheduleMetaTrainOptions o = validation;
       o.families = options.families;
       o.sampling = options.sampling;
       o.iterations = options.iterations;
@@ -197,10 +218,17 @@ int main(int argc, char** argv) {
           fo::meta_train_schedule(schedule, o, [&](const fo::ScheduleMetaProgress& p) {
             const double total = static_cast<double>(p.iterations);
             if (!bar) bar.emplace("meta-training", options.progress, (p.iteration - 1) / total);
-            char text[64];
-            std::snprintf(text, sizeof(text), "episode %lld (horizon %lld) %+.4f",
-                          static_cast<long long>(p.episode), static_cast<long long>(p.horizon),
-                          p.meta_loss);
+            char text[96];
+            const int n = std::snprintf(text, sizeof(text), "episode %lld (horizon %lld) %+.4f",
+                                        static_cast<long long>(p.episode),
+                                        static_cast<long long>(p.horizon), p.meta_loss);
+            if (std::isfinite(p.best_validation))
+              std::snprintf(text + n, sizeof(text) - n, ", best validation %+.3f",
+                            p.best_validation);
+            if (std::isfinite(p.validation))
+              std::fprintf(stderr, "\nmeta-validation at iteration %lld: %+.4f (best %+.4f)\n",
+                           static_cast<long long>(p.iteration - 1), p.validation,
+                           p.best_validation);
             bar->update(p.iteration / total, text);
           });
       if (bar) bar->finish();
@@ -208,6 +236,9 @@ int main(int argc, char** argv) {
       std::printf("wrote %s (%zu iterations this run)\n", out.c_str(), history.size());
       return 0;
     }
+    for (const char* flag : {"--validate-every", "--validation-tasks", "--validation-horizon",
+                             "--best", "--validation-csv", "--rescale"})
+      TORCH_CHECK(app.count(flag) == 0, flag, " applies to the tensor-schedule design only");
     // Every rank builds the rule's shape; meta_train then gives all ranks rank 0's values.
     flt::optim::LearnedOptimizerModel model =
         init.empty() ? flt::optim::LearnedOptimizerModel(model_options) : fo::load_model(init);

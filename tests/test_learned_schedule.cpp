@@ -264,7 +264,47 @@ TEST_F(LearnedSchedule, WeightsFile_RoundTripAndErrors) {
   expect_error([&] { fo::load_schedule(first_design); }, {"not a schedule", "tensor-schedule"});
 }
 
+TEST_F(LearnedSchedule, LearnedDecisions_StayWithinTheirBounds) {
+  // However large the head's weights, the step stays within [e^low, e^high] of the untrained rule's
+  // and the decay within (0, max_shrink]; a zero head gives exactly the untrained rule.
+  const auto options =
+      fo::LearnedScheduleOptions().log_step_low(-2.0).log_step_high(0.5).max_shrink(1e-3);
+  fo::LearnedSchedule untrained(options), wild(options);
+  {
+    torch::NoGradGuard no_grad;
+    wild->head_out->weight.normal_(0.0, 100.0);
+    wild->head_out->bias.normal_(0.0, 100.0);
+  }
+  auto histories = torch::stack({untrained->initial_history(torch::randn({5, 3})),
+                                 untrained->initial_history(torch::randn({7}) * 10),
+                                 untrained->initial_history(torch::zeros({4}))});
+  histories = Impl::record(histories, torch::rand({3, Impl::kStatistics}) * 4,
+                           torch::tensor({15.0, 7.0, 4.0}, torch::kDouble));
+  for (int64_t t : {1, 50, 2000}) {
+    const auto base = untrained->decide(histories, t, {}).first;
+    const auto learned = wild->decide(histories, t, {}).first;
+    const auto log_ratio = (learned.step_size / base.step_size).log();
+    EXPECT_TRUE((log_ratio >= -2.0 - 1e-9).all().item<bool>()) << log_ratio;
+    EXPECT_TRUE((log_ratio <= 0.5 + 1e-9).all().item<bool>()) << log_ratio;
+    EXPECT_TRUE((learned.shrink > 0).all().item<bool>() &&
+                (learned.shrink <= 1e-3).all().item<bool>())
+        << learned.shrink;
+    EXPECT_NEAR(base.shrink[0].item<double>(), 1.0 / (1.0 + std::exp(11.0)), 1e-12);
+  }
+  // Saved and loaded, the bounds come back with the weights.
+  const auto path = temp_path("bounded_schedule.pt");
+  fo::save_schedule(wild, path);
+  const auto loaded = fo::load_schedule(path);
+  EXPECT_EQ(loaded->options.log_step_low(), -2.0);
+  EXPECT_EQ(loaded->options.log_step_high(), 0.5);
+  EXPECT_EQ(loaded->options.max_shrink(), 1e-3);
+}
+
 TEST_F(LearnedSchedule, BadInput_NamesTheProblem) {
+  expect_error([] { fo::LearnedSchedule(fo::LearnedScheduleOptions().log_step_low(0.5)); },
+               {"log_step_low < 0 < log_step_high", "0.5"});
+  expect_error([] { fo::LearnedSchedule(fo::LearnedScheduleOptions().max_shrink(2.0)); },
+               {"max_shrink", "2"});
   expect_error([] { fo::design_from_name("schedule"); }, {"unknown Mnemosyne design", "schedule"});
   expect_error([] { fo::LearnedSchedule(fo::LearnedScheduleOptions().hidden(0)); },
                {"hidden must be positive", "0"});

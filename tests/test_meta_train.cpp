@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <numeric>
+#include <sstream>
 
 #include "flt/metatrain/meta_train.h"
 #include "flt/metatrain/schedule_meta_train.h"
@@ -265,6 +267,52 @@ TEST_F(MetaTrain, Schedule_IsDeterministicAndResumesExactly) {
   EXPECT_EQ(rest.back(), history.back());
 }
 
+TEST_F(MetaTrain, Schedule_MetaValidationKeepsTheBestWeights) {
+  // Validation at every episode boundary (iterations 0, 3, 6) and at the end: the first score is
+  // the untrained schedule's own (0), the best file holds the weights of the lowest score, and
+  // scoring that file again gives that score.
+  const auto best = temp_path("schedule_best.pt"), log = temp_path("schedule_validation.csv");
+  std::remove(best.c_str());
+  std::remove(log.c_str());
+  auto options = tiny_schedule_meta(6);
+  options.validate_every = 3;
+  options.validation_families = {fo::TaskFamily::kNoisyQuadratic, fo::TaskFamily::kMLPRegression};
+  options.validation_tasks = 2;
+  options.validation_horizon = 20;
+  options.best = best;
+  options.validation_csv = log;
+  options.meta_lr = 0.05;  // large enough that the weights move the validation score
+  torch::manual_seed(1);
+  fo::LearnedSchedule schedule;
+  std::vector<double> reported;
+  fo::meta_train_schedule(schedule, options, [&](const fo::ScheduleMetaProgress& p) {
+    if (std::isfinite(p.validation)) reported.push_back(p.validation);
+  });
+  std::ifstream in(log);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "iteration,score,worst_log_ratio,best_score,best_iteration");
+  std::vector<double> scores;
+  std::vector<int64_t> at;
+  while (std::getline(in, line)) {
+    std::stringstream fields(line);
+    std::string field;
+    std::getline(fields, field, ',');
+    at.push_back(std::stoll(field));
+    std::getline(fields, field, ',');
+    scores.push_back(std::stod(field));
+  }
+  ASSERT_EQ(at, (std::vector<int64_t>{0, 3, 6}));
+  EXPECT_EQ(scores[0], 0.0) << "the untrained weights against themselves";
+  ASSERT_EQ(reported.size(), 2u) << "iterations 0 and 3 report through the progress callback";
+  const double lowest = std::min({scores[0], scores[1], scores[2]});
+  const auto selected = fo::load_schedule(best);
+  const auto ratio = fo::validation_log_losses(selected, options) -
+                     fo::validation_log_losses(fo::LearnedSchedule(selected->options), options);
+  EXPECT_NEAR(ratio.mean().item<double>(), lowest, 1e-5);
+  for (double score : scores) EXPECT_TRUE(std::isfinite(score));
+}
+
 TEST_F(MetaTrain, Schedule_BadOptionsNameTheValue) {
   fo::LearnedSchedule schedule;
   auto o = tiny_schedule_meta(1);
@@ -277,4 +325,8 @@ TEST_F(MetaTrain, Schedule_BadOptionsNameTheValue) {
   o = tiny_schedule_meta(1);
   o.families.clear();
   expect_error([&] { fo::meta_train_schedule(schedule, o); }, {"no task families"});
+  o = tiny_schedule_meta(1);
+  o.validate_every = 1;
+  o.validation_horizon = 0;
+  expect_error([&] { fo::meta_train_schedule(schedule, o); }, {"validation_horizon >= 1", "0"});
 }

@@ -162,7 +162,13 @@ double unroll(Particle& particle, const Pair& pair, int64_t t0, int64_t steps, i
 struct Checkpoint {
   torch::Tensor theta, adam_m, adam_v;
   int64_t iteration = 0, episode = 0, adam_step = 0;
+  // Meta-validation: the best score so far and when it and the last validation ran (-1: never).
+  double best_score = 0.0;
+  int64_t best_iteration = -1, validated_at = -1;
 };
+
+// The validation instances' own stream, the same for every campaign seed so that campaigns compare.
+constexpr uint64_t kValidationStream = 0x7A11DA7E;
 
 void save_checkpoint(const std::string& path, const LearnedSchedule& schedule,
                      const Checkpoint& c) {
@@ -176,6 +182,9 @@ void save_checkpoint(const std::string& path, const LearnedSchedule& schedule,
   archive.write("adam_step", torch::IValue(c.adam_step));
   archive.write("iteration", torch::IValue(c.iteration));
   archive.write("episode", torch::IValue(c.episode));
+  archive.write("best_score", torch::IValue(c.best_score));
+  archive.write("best_iteration", torch::IValue(c.best_iteration));
+  archive.write("validated_at", torch::IValue(c.validated_at));
   const auto temporary = path + ".tmp";
   archive.save_to(temporary);
   std::filesystem::rename(temporary, path);  // a crash mid-write keeps the previous checkpoint
@@ -203,10 +212,56 @@ bool load_checkpoint(const std::string& path, LearnedSchedule& schedule, Checkpo
   c.iteration = value.toInt();
   archive.read("episode", value);
   c.episode = value.toInt();
+  // Checkpoints of the first campaign have no meta-validation state.
+  if (archive.try_read("validated_at", value)) {
+    c.validated_at = value.toInt();
+    archive.read("best_iteration", value);
+    c.best_iteration = value.toInt();
+    archive.read("best_score", value);
+    c.best_score = value.toDouble();
+  }
   return true;
 }
 
 }  // namespace
+
+torch::Tensor validation_log_losses(const LearnedSchedule& schedule,
+                                    const ScheduleMetaTrainOptions& options) {
+  TORCH_CHECK(!options.validation_families.empty() && options.validation_tasks >= 1 &&
+                  options.validation_horizon >= 1,
+              "meta_train_schedule: meta-validation needs families, validation_tasks >= 1 and "
+              "validation_horizon >= 1; got ",
+              options.validation_families.size(), " families, ", options.validation_tasks, ", ",
+              options.validation_horizon);
+  torch::NoGradGuard no_grad;
+  auto out = torch::empty({options.validation_tasks}, at::kDouble);
+  for (int64_t i = 0; i < options.validation_tasks; ++i) {
+    auto gen = generator_for(kValidationStream, static_cast<uint64_t>(i), 0);
+    const auto family =
+        options.validation_families[static_cast<size_t>(i) % options.validation_families.size()];
+    const auto task = sample_task(family, gen, options.sampling);
+    const auto initial = task->initial(gen);
+    const double log_initial = std::log(std::max(task->eval_loss(initial).item<double>(), 1e-12));
+    Particle run;
+    start_particle(run, *task, initial, schedule,
+                   static_cast<uint64_t>(at::randint(1LL << 62, {1}, gen).item<int64_t>()),
+                   /*total_steps=*/0);
+    double result = log_initial + std::log(kDivergence);  // a diverged run
+    bool finite = true;
+    for (int64_t step = 0; step < options.validation_horizon && finite; ++step) {
+      run.optimizer->zero_grad();
+      at::AutoGradMode grad(true);
+      const auto loss = task->loss(flat_of(run.tensors), run.batches);
+      loss.backward();
+      finite = std::isfinite(loss.item<double>());
+      run.optimizer->step();  // a plain loop: no loss, no length, no validation metric
+    }
+    const double end = task->eval_loss(flat_of(run.tensors).detach()).item<double>();
+    if (finite && std::isfinite(end)) result = std::min(result, std::log(std::max(end, 1e-12)));
+    out[i] = result;
+  }
+  return out;
+}
 
 std::vector<double> meta_train_schedule(
     LearnedSchedule schedule, const ScheduleMetaTrainOptions& options,
@@ -234,8 +289,39 @@ std::vector<double> meta_train_schedule(
   std::vector<Pair> pairs(options.pairs);
   int64_t horizon = 0, t = 0;  // the episode's length and the steps done in it
   auto episode = state.episode;
+  // Meta-validation against the untrained schedule (made afresh: same options, same seed).
+  torch::Tensor reference;
+  double validated_now = std::numeric_limits<double>::quiet_NaN();
+  const auto validate = [&](int64_t iteration) {
+    const LearnedSchedule untrained(schedule->options);
+    if (!reference.defined()) reference = validation_log_losses(untrained, options);
+    if (state.validated_at < 0) {  // the untrained weights are the best until beaten
+      state.best_score = 0.0;
+      if (!options.best.empty()) save_schedule(untrained, options.best);
+    }
+    const auto ratios = vector_of(schedule).equal(vector_of(untrained))
+                            ? torch::zeros_like(reference)
+                            : validation_log_losses(schedule, options) - reference;
+    validated_now = ratios.mean().item<double>();
+    if (validated_now < state.best_score) {
+      state.best_score = validated_now;
+      state.best_iteration = iteration;
+      if (!options.best.empty()) save_schedule(schedule, options.best);
+    }
+    state.validated_at = iteration;
+    if (!options.validation_csv.empty()) {
+      std::ofstream csv(options.validation_csv, std::ios::app);
+      if (csv.tellp() == 0) csv << "iteration,score,worst_log_ratio,best_score,best_iteration\n";
+      csv << iteration << "," << validated_now << "," << ratios.max().item<double>() << ","
+          << state.best_score << "," << state.best_iteration << "\n";
+    }
+  };
   for (int64_t iteration = state.iteration; iteration < options.iterations; ++iteration) {
+    validated_now = std::numeric_limits<double>::quiet_NaN();
     if (t == 0) {  // a new episode: draw its horizon and every pair's task
+      if (options.validate_every > 0 &&
+          (state.validated_at < 0 || iteration - state.validated_at >= options.validate_every))
+        validate(iteration);
       if (!options.checkpoint.empty() && iteration > state.iteration) {
         state.iteration = iteration;
         state.episode = episode;
@@ -323,8 +409,12 @@ std::vector<double> meta_train_schedule(
           << "\n";
     }
     if (on_iteration)
-      on_iteration({iteration + 1, options.iterations, episode, horizon, meta_loss, seconds});
+      on_iteration(
+          {iteration + 1, options.iterations, episode, horizon, meta_loss, seconds, validated_now,
+           state.validated_at < 0 ? std::numeric_limits<double>::quiet_NaN() : state.best_score});
   }
+  if (options.validate_every > 0 && !history.empty() && state.validated_at < options.iterations)
+    validate(options.iterations);
   if (!options.checkpoint.empty() && t == 0) {
     state.iteration = options.iterations;
     state.episode = episode;

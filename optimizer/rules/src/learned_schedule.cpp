@@ -49,6 +49,8 @@ constexpr double kFeatureClip = 5.0;
 // with the weights feeds back on itself (the first design's logistic regressions drove their
 // weights outward this way).
 constexpr double kMaxScaleGrowth = detail::kMaxScaleGrowth;
+// The decoupled decay of an untrained head: sigmoid(-11), AdamW's 0.01 x lr 1e-3.
+const double kUntrainedShrink = 1.0 / (1.0 + std::exp(11.0));
 
 double clip(double x) {
   return std::clamp(x, -kFeatureClip, kFeatureClip);
@@ -101,6 +103,13 @@ void LearnedScheduleImpl::reset() {
   TORCH_CHECK(options.scale_floor() > 0 && std::isfinite(options.scale_floor()),
               "LearnedSchedule: scale_floor must be positive and finite, got ",
               options.scale_floor());
+  TORCH_CHECK(options.log_step_low() < 0 && options.log_step_high() > 0 &&
+                  std::isfinite(options.log_step_low()) && std::isfinite(options.log_step_high()),
+              "LearnedSchedule: need log_step_low < 0 < log_step_high (finite), got ",
+              options.log_step_low(), ", ", options.log_step_high());
+  TORCH_CHECK(options.max_shrink() > kUntrainedShrink && options.max_shrink() <= 1,
+              "LearnedSchedule: max_shrink must be in (", kUntrainedShrink, ", 1], got ",
+              options.max_shrink());
   // Slow forgetting (gamma 0.999: a half-life of ~700 steps) so the memory can span the run; the
   // RPE and the learned discount decide what of it is read. The step index is a 1-D position; an
   // initial spectrum width 0.002 in frequency gives f a length scale of ~80 steps, and the
@@ -210,10 +219,17 @@ std::pair<ScheduleDecision, torch::Tensor> LearnedScheduleImpl::decide(
   auto [read, stepped] = detail::attend_step(step_memory(), x, memory, t, detail::kReadFloor);
   next.narrow(1, kHistory, memory_size).copy_(stepped.to(at::kDouble));
   const auto out = head_out(at::tanh(head_in(at::cat({x, read}, 1)))).to(at::kDouble);  // (S, 3)
-  // Log step multiplier in (-10, 2), 0 for an untrained head (sigmoid(log 5) = 5 / 6).
-  const auto log_multiplier = 12.0 * at::sigmoid(out.select(1, 0) + std::log(5.0)) - 10.0;
-  // Decoupled weight decay per step: sigmoid(-11) = 1.7e-5 untrained (AdamW's 0.01 x lr 1e-3).
-  const auto shrink = at::sigmoid(out.select(1, 1) - 11.0);
+  // Log step multiplier in (low, high), 0 for an untrained head: low + (high - low) sigmoid(o + c)
+  // with sigmoid(c) = -low / (high - low).
+  const double low = options.log_step_low(), high = options.log_step_high();
+  const auto log_multiplier =
+      low + (high - low) * at::sigmoid(out.select(1, 0) + std::log(-low / high));
+  // Decoupled weight decay per step in (0, max_shrink), kUntrainedShrink for an untrained head
+  // (AdamW's 0.01 x lr 1e-3).
+  const double max_shrink = options.max_shrink();
+  const auto shrink =
+      max_shrink *
+      at::sigmoid(out.select(1, 1) + std::log(kUntrainedShrink / (max_shrink - kUntrainedShrink)));
   const auto gain = at::tanh(out.select(1, 2));
   auto scale = torch::empty({count}, torch::kDouble);
   for (int64_t s = 0; s < count; ++s)
@@ -422,7 +438,9 @@ Impl::FusedPass LearnedScheduleImpl::fused_coordinate_step_(torch::Tensor param,
 
 namespace {
 constexpr const char* kScheduleFormat = "flt-learned-schedule";
-constexpr int64_t kScheduleVersion = 1;
+// Version 2 stores the bounds of the step multiplier and of the decay; version 1 (the stopped
+// campaign's files) had them fixed at (-10, 2) and 1.
+constexpr int64_t kScheduleVersion = 2;
 }  // namespace
 
 void write_schedule(torch::serialize::OutputArchive& archive, const LearnedScheduleImpl& schedule) {
@@ -430,6 +448,9 @@ void write_schedule(torch::serialize::OutputArchive& archive, const LearnedSched
   archive.write("format", torch::IValue(std::string(kScheduleFormat)));
   archive.write("version", torch::IValue(kScheduleVersion));
   detail::write_shape_options(archive, o);
+  archive.write("log_step_low", torch::IValue(o.log_step_low()));
+  archive.write("log_step_high", torch::IValue(o.log_step_high()));
+  archive.write("max_shrink", torch::IValue(o.max_shrink()));
   detail::write_module_weights(archive, schedule);
 }
 
@@ -440,10 +461,22 @@ LearnedSchedule read_schedule(torch::serialize::InputArchive& archive, const std
               "learned schedule weights: ", source,
               " is not a schedule written by flt-metatrain --design tensor-schedule");
   archive.read("version", value);
-  TORCH_CHECK(value.toInt() == kScheduleVersion, "learned schedule weights: ", source,
-              " has format version ", value.toInt(), ", this build reads ", kScheduleVersion);
+  const auto version = value.toInt();
+  TORCH_CHECK(version == 1 || version == kScheduleVersion, "learned schedule weights: ", source,
+              " has format version ", version, ", this build reads 1 to ", kScheduleVersion);
   LearnedScheduleOptions o;
   detail::read_shape_options(archive, o);
+  if (version == 1) {
+    o.log_step_low(-10.0).log_step_high(2.0).max_shrink(1.0);
+  } else {
+    const auto read_double = [&](const char* name) {
+      archive.read(name, value);
+      return value.toDouble();
+    };
+    o.log_step_low(read_double("log_step_low"))
+        .log_step_high(read_double("log_step_high"))
+        .max_shrink(read_double("max_shrink"));
+  }
   LearnedSchedule schedule(o);
   detail::read_module_weights(archive, *schedule);
   return schedule;

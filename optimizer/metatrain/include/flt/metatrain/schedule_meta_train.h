@@ -16,10 +16,20 @@
 // from its inputs alone) and the noise-free loss otherwise, w(t) = 2 t / H (the end of the run
 // weighs most, the speed on the way still counts). A run whose loss becomes non-finite or exceeds
 // 1e6 L_0 stops and scores log(1e6) for the rest of its episode.
+// Meta-validation picks the weights that ship: every `validate_every` iterations (at the next
+// episode boundary) the current weights train `validation_tasks` fixed task instances (their own
+// seed stream, never drawn for training) for `validation_horizon` steps each in a plain loop that
+// tells the optimizer nothing, as users' loops do; the score is the mean over them of
+// log(final held-out loss / the untrained schedule's on the same instance), so 0 is the untrained
+// rule and below 0 is better. The best-scoring weights are written to `best` (the untrained
+// weights until a checkpoint beats them): PES on the training families fits noise that does not
+// carry to unseen runs (the first campaign got worse on the held-out suite as it went on), and
+// this is where that shows.
 // Checkpoints are written at episode boundaries (every particle restarts there), so a resumed run
 // continues bit for bit; the CSV log is appended.
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -41,13 +51,29 @@ struct ScheduleMetaTrainOptions {
   double clip = 1.0;                         ///< meta-gradient norm clip
   int64_t score_every = 5;                   ///< inner steps between scored losses (and the last)
   uint64_t seed = 0;
-  std::string checkpoint;  ///< written at episode boundaries; resumed from when present
-  std::string csv;         ///< iteration, episode, horizon, meta-loss, seconds (appended)
+  std::string checkpoint;      ///< written at episode boundaries; resumed from when present
+  std::string csv;             ///< iteration, episode, horizon, meta-loss, seconds (appended)
+  int64_t validate_every = 0;  ///< iterations between meta-validations; 0 = none
+  std::vector<TaskFamily> validation_families = {
+      TaskFamily::kFashionLogistic, TaskFamily::kFashionMLP, TaskFamily::kMLPClassification};
+  int64_t validation_tasks = 6;       ///< instances, cycling through validation_families
+  int64_t validation_horizon = 2000;  ///< steps each
+  std::string best;                   ///< weights file of the best meta-validation score so far
+  std::string validation_csv;         ///< iteration, score, worst log ratio, best score (appended)
 };
+
+/// One meta-validation: the per-instance log(final held-out loss) of `schedule` on the options'
+/// validation instances (log(1e6 x initial) when a run diverges). -> (validation_tasks) float64
+torch::Tensor validation_log_losses(const LearnedSchedule& schedule,
+                                    const ScheduleMetaTrainOptions& options);
 
 struct ScheduleMetaProgress {
   int64_t iteration = 0, iterations = 0, episode = 0, horizon = 0;
   double meta_loss = 0.0, seconds = 0.0;
+  /// The meta-validation score of this iteration's weights when one ran, and the best so far
+  /// (NaN otherwise).
+  double validation = std::numeric_limits<double>::quiet_NaN();
+  double best_validation = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// Meta-trains `schedule` in place (resuming from `options.checkpoint` when it exists); returns the

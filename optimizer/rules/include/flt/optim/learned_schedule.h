@@ -18,7 +18,8 @@
 //                 its running averages and its minimum, the run's fraction when total_steps is
 //                 known, a validation metric against its minimum and average (each with a mask)
 //   memory        the FLT cell of learned_model.h run over the step index, one state per tensor
-//   head          MLP([f_t, read]) -> (log step multiplier L, shrink logit, correction gain)
+//   head          MLP([f_t, read]) -> (log step multiplier L in (-3, log 4), decay in (0, 1e-3),
+//                 correction gain in (-1, 1)): bounded around the untrained rule
 //   step size     eta = lr rho sqrt(mean p^2 + floor^2) exp(L) anneal(t, total_steps)
 // Per coordinate (Adam's moments, two floats of state):
 //   a = m_hat / (sqrt(v_hat) + eps), b = g / (sqrt(v_hat) + eps)   (clipped to +-10)
@@ -62,6 +63,13 @@ struct LearnedScheduleOptions {
   /// tensors): both meta-parameters.
   TORCH_ARG(double, relative_step) = 0.02;
   TORCH_ARG(double, scale_floor) = 1e-2;
+  /// Bounds of the learned log step multiplier L, around the untrained rule's 0: the head can
+  /// anneal a tensor's step to exp(-3) = 1/20 of the untrained rule's or raise it 4x, no further
+  /// (weights files of format version 1 were trained with (-10, 2) and load with those).
+  TORCH_ARG(double, log_step_low) = -3.0;
+  TORCH_ARG(double, log_step_high) = 1.3862943611198906;  // log 4
+  /// Upper bound of the learned decoupled weight decay per step (version 1 files: 1).
+  TORCH_ARG(double, max_shrink) = 1e-3;
   /// Seed of the random features.
   TORCH_ARG(uint64_t, seed) = 0;
 };
