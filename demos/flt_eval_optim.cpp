@@ -108,15 +108,13 @@ void write_memory_views(const std::string& out, const std::vector<MemoryView>& r
   for (const auto& [name, memory, discount_logit, flt_memory] : rules) {
     if (memory != fo::Memory::kFLT && memory != fo::Memory::kPerformer) continue;
     const double gamma = torch::sigmoid(discount_logit).item<double>();
-    const auto delta = torch::arange(max_distance + 1, torch::kFloat).view({-1, 1});
-    std::vector<double> rpe(max_distance + 1, 1.0), weight(max_distance + 1);
-    if (memory == fo::Memory::kFLT) {
-      const auto f = flt_memory->rpe_function(delta).to(torch::kDouble).contiguous();
-      std::copy(f.data_ptr<double>(), f.data_ptr<double>() + max_distance + 1, rpe.begin());
-    }
+    const auto weights =
+        fo::memory_weights(memory, discount_logit, flt_memory, max_distance).contiguous();
+    const double* w = weights.data_ptr<double>();
+    const std::vector<double> rpe(w, w + max_distance + 1),
+        weight(w + max_distance + 1, w + 2 * (max_distance + 1));
     int64_t half_life = -1;
     for (int64_t d = 0; d <= max_distance; ++d) {
-      weight[d] = std::pow(gamma, static_cast<double>(d)) * rpe[d];
       if (half_life < 0 && std::abs(weight[d]) < 0.5 * std::abs(weight[0])) half_life = d;
       std::fprintf(csv, "%s,%s,%.6g,%lld,%.6g,%.6g\n", name.c_str(),
                    fo::memory_name(memory).c_str(), gamma, static_cast<long long>(d), rpe[d],

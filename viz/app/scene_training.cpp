@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,58 @@
 #include "logic/variants.h"
 
 namespace flt::viz {
+
+namespace {
+
+// The second design's schedule as it trains: the step size of every tensor over the run (coloured
+// by the part of the model it belongs to) and what the schedule's memory weighs an entry Delta
+// steps back, over the run so far.
+void show_schedule(const ScheduleTrace& trace, int64_t step, float plot_w) {
+  constexpr ImU32 kGroupColors[] = {IM_COL32(120, 200, 255, 200), IM_COL32(255, 150, 80, 200),
+                                    IM_COL32(140, 230, 120, 200), IM_COL32(200, 200, 200, 160),
+                                    IM_COL32(230, 110, 230, 200)};
+  std::vector<Series> sizes;
+  bool named[std::size(kScheduleGroupNames)] = {};
+  for (size_t i = 0; i < trace.tensors.size(); ++i) {
+    const int group = trace.groups[i];
+    sizes.push_back({named[group] ? "" : kScheduleGroupNames[group], trace.sizes[i],
+                     kGroupColors[group], trace.steps});
+    named[group] = true;
+  }
+  line_plot("schedule_sizes", sizes, ImVec2(plot_w, 200), true, "step", "step size");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Step size per tensor: the second design's step for each of the model's %zu\n"
+        "tensors (lr included), coloured by the part of the model it belongs to,\n"
+        "decided every step from the run's history; recorded every %lld steps.",
+        trace.tensors.size(), static_cast<long long>(trace.interval));
+  ImGui::SameLine();
+  if (trace.weight.empty()) {
+    ImGui::TextDisabled("(this schedule's %s memory has no step-distance weights)",
+                        trace.memory.c_str());
+    return;
+  }
+  // Over the run so far (at least 200 steps back), up to the trace's 2000.
+  const size_t shown =
+      std::min(trace.delta.size(), static_cast<size_t>(std::max<int64_t>(201, step + 1)));
+  const auto head = [&](const std::vector<float>& v) {
+    return std::vector<float>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(shown));
+  };
+  char weight_label[64];
+  std::snprintf(weight_label, sizeof(weight_label), "x gamma^Delta (%.4f)", trace.discount);
+  line_plot("schedule_memory",
+            {{"f(Delta)", head(trace.rpe), IM_COL32(255, 210, 90, 255), head(trace.delta)},
+             {weight_label, head(trace.weight), IM_COL32(120, 220, 255, 255), head(trace.delta)}},
+            ImVec2(plot_w, 200), false, "steps back (Delta)", "memory weight");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "The schedule's %s memory reads the run's history: an entry Delta steps old\n"
+        "weighs gamma^Delta f(Delta) before the content match (f: the RPE learned over\n"
+        "step distance). Fixed by the schedule's weights; shown over the run so far.",
+        trace.memory.c_str());
+}
+
+}  // namespace
 
 void show_training(LabState& lab, TrainingView& view) {
   auto& settings = lab.scenario.training;
@@ -37,12 +90,14 @@ void show_training(LabState& lab, TrainingView& view) {
   }
   changed |= ImGui::SliderInt("payload length", &settings.length, 2, 16);
   changed |= enum_combo("optimizer", &settings.optimizer, kTrainingOptimizerCount, optimizer_name);
-  if (settings.optimizer == TrainingOptimizer::kMnemosyne) {
+  if (settings.optimizer != TrainingOptimizer::kAdam) {
     changed |= slider_double("lr scale", &settings.learned_lr, 0.05, 10.0, "%.3g", true);
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip(
-          "flt::optim::Mnemosyne with the shipped pretrained meta-weights;\n"
-          "1 = the step size the meta-trained rule chose");
+      ImGui::SetTooltip(settings.optimizer == TrainingOptimizer::kMnemosyne
+                            ? "flt::optim::Mnemosyne with the shipped pretrained meta-weights;\n"
+                              "1 = the step size the meta-trained rule chose"
+                            : "flt::optim::Mnemosyne, second design: a per-tensor schedule whose\n"
+                              "FLT memory spans the run, over Adam's moments; 1 = its own step");
   } else {
     changed |= slider_double("Adam lr", &settings.lr, 1e-4, 1e-1, "%.2e", true);
   }
@@ -115,6 +170,7 @@ void show_training(LabState& lab, TrainingView& view) {
   line_plot("loss", loss, ImVec2(plot_w, plot_h), settings.log_loss, "step", "loss");
   ImGui::SameLine();
   line_plot("accuracy", accuracy, ImVec2(plot_w, plot_h), false, "step", "accuracy");
+  if (!snap.schedule.tensors.empty()) show_schedule(snap.schedule, snap.step, plot_w);
   // attention maps of the probe sequence, one per head of the chosen layer
   if (snap.layers > 0) {
     view.layer = std::clamp(view.layer, 0, snap.layers - 1);

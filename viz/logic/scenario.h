@@ -38,8 +38,10 @@ struct ArenaSettings {
 enum class TrainingTask { kCopy = 0, kReverse, kAssociativeRecall, kPositionMatch };
 inline constexpr int kTrainingTaskCount = 4;
 
-enum class TrainingOptimizer { kAdam = 0, kMnemosyne };
-inline constexpr int kTrainingOptimizerCount = 2;
+/// kMnemosyne: the learned rule's first design (shipped weights); kLearnedSchedule: its second
+/// design, a learned per-tensor schedule whose FLT memory spans the run.
+enum class TrainingOptimizer { kAdam = 0, kMnemosyne, kLearnedSchedule };
+inline constexpr int kTrainingOptimizerCount = 3;
 
 struct TrainingSettings {
   TrainingTask task = TrainingTask::kCopy;
@@ -51,7 +53,7 @@ struct TrainingSettings {
   int batch = 32;
   double lr = 3e-3;  ///< Adam learning rate
   TrainingOptimizer optimizer = TrainingOptimizer::kAdam;
-  double learned_lr = 1.0;  ///< Mnemosyne's multiplier on its learned step (1 = as meta-trained)
+  double learned_lr = 1.0;  ///< Mnemosyne's multiplier on its learned step (either design)
   float smoothing = 0.6f;   ///< EMA smoothing of the curves (display only)
   bool log_loss = true;     ///< log y axis for the loss curve
 };

@@ -35,8 +35,9 @@ constexpr int kContentVocab = 16;              // payload tokens 0..15
 constexpr int64_t kSeparator = kContentVocab;  // LM tasks add SEP
 constexpr int kLmVocab = kContentVocab + 1;
 constexpr int64_t kIgnore = -100;
-constexpr double kStepsPerSecond = 20.0;  // worker pace at x1
-constexpr int kMapEvery = 5;              // refresh the probe's attention maps every 5 steps
+constexpr double kStepsPerSecond = 20.0;   // worker pace at x1
+constexpr int kMapEvery = 5;               // refresh the probe's attention maps every 5 steps
+constexpr int64_t kMemoryDistance = 2000;  // the schedule memory's view: Delta = 0..2000 steps back
 
 using Clock = std::chrono::steady_clock;
 
@@ -53,14 +54,29 @@ const char* task_name(TrainingTask task) {
 }
 
 const char* optimizer_name(TrainingOptimizer optimizer) {
-  return optimizer == TrainingOptimizer::kMnemosyne ? "Mnemosyne (learned, FLT memory)" : "Adam";
+  switch (optimizer) {
+    case TrainingOptimizer::kAdam: return "Adam";
+    case TrainingOptimizer::kMnemosyne: return "Mnemosyne (learned, FLT memory)";
+    case TrainingOptimizer::kLearnedSchedule: return "Mnemosyne, learned schedule (2nd design)";
+  }
+  return "?";
+}
+
+int schedule_group(const std::string& name) {
+  const auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  if (has("embedding")) return 0;
+  if (has("norm")) return 3;
+  if (has("ff1") || has("ff2")) return 2;
+  if (has("attention") || has("rpe")) return 1;
+  return 4;
 }
 
 std::string run_label(const TrainingSettings& settings) {
   char text[160];
-  if (settings.optimizer == TrainingOptimizer::kMnemosyne) {
-    std::snprintf(text, sizeof(text), "Mnemosyne x%.3g, %s", settings.learned_lr,
-                  variant_name(settings.variant).c_str());
+  if (settings.optimizer != TrainingOptimizer::kAdam) {
+    std::snprintf(text, sizeof(text), "%s x%.3g, %s",
+                  settings.optimizer == TrainingOptimizer::kMnemosyne ? "Mnemosyne" : "Schedule",
+                  settings.learned_lr, variant_name(settings.variant).c_str());
   } else {
     std::snprintf(text, sizeof(text), "Adam lr %.3g, %s", settings.lr,
                   variant_name(settings.variant).c_str());
@@ -224,18 +240,40 @@ struct TrainingSession::Impl {
             .classes(2);
     lm = nullptr;
     classifier = nullptr;
-    std::vector<torch::Tensor> parameters;
+    torch::OrderedDict<std::string, torch::Tensor> named;
     if (use_classifier) {
       classifier = flt::attention::SequenceClassifier(options);
-      parameters = classifier->parameters();
+      named = classifier->named_parameters();
     } else {
       lm = flt::attention::TransformerLM(options);
-      parameters = lm->parameters();
+      named = lm->named_parameters();
     }
+    const std::vector<torch::Tensor> parameters = named.values();
+    ScheduleTrace trace;
     if (s.optimizer == TrainingOptimizer::kMnemosyne) {
       // the shipped pretrained meta-weights load by default
       optimizer = std::make_unique<flt::optim::Mnemosyne>(
           parameters, flt::optim::MnemosyneOptions(s.learned_lr));
+    } else if (s.optimizer == TrainingOptimizer::kLearnedSchedule) {
+      auto learned = std::make_unique<flt::optim::Mnemosyne>(
+          parameters, flt::optim::MnemosyneOptions(s.learned_lr)
+                          .design(flt::optim::MnemosyneDesign::kTensorSchedule));
+      const auto schedule = learned->schedule();
+      for (const auto& item : named) {
+        trace.tensors.push_back(item.key());
+        trace.groups.push_back(schedule_group(item.key()));
+      }
+      trace.sizes.resize(trace.tensors.size());
+      trace.memory = flt::optim::memory_name(schedule->options.memory());
+      const auto weights = flt::optim::memory_weights(
+          schedule->options.memory(), schedule->discount_logit, schedule->flt, kMemoryDistance);
+      if (weights.defined()) {
+        trace.delta = to_vector(torch::arange(kMemoryDistance + 1, torch::kFloat));
+        trace.rpe = to_vector(weights[0].to(torch::kFloat));
+        trace.weight = to_vector(weights[1].to(torch::kFloat));
+        trace.discount = torch::sigmoid(schedule->discount_logit).item<float>();
+      }
+      optimizer = std::move(learned);
     } else {
       optimizer = std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(s.lr));
     }
@@ -260,6 +298,7 @@ struct TrainingSession::Impl {
       snap.playing = playing;
       snap.speed = speed;
       snap.probe_tokens = probe_batch.tokens;
+      snap.schedule = std::move(trace);
     }
     refresh_maps();
   }
@@ -346,6 +385,26 @@ struct TrainingSession::Impl {
     return true;
   }
 
+  // Adds this step's step sizes to the schedule trace (mutex held) when the step is on the
+  // recording grid; a full trace keeps every other record and doubles the interval.
+  void record_schedule(const std::vector<double>& sizes) {
+    auto& trace = snap.schedule;
+    if (step % trace.interval != 0 || sizes.size() != trace.sizes.size()) return;
+    trace.steps.push_back(static_cast<float>(step));
+    for (size_t i = 0; i < sizes.size(); ++i)
+      trace.sizes[i].push_back(static_cast<float>(sizes[i]));
+    if (static_cast<int>(trace.steps.size()) < kScheduleRecords) return;
+    trace.interval *= 2;
+    const auto thin = [&](std::vector<float>& records) {
+      std::vector<float> kept;
+      for (size_t r = 0; r < records.size(); ++r)
+        if (static_cast<int64_t>(trace.steps[r]) % trace.interval == 0) kept.push_back(records[r]);
+      records = std::move(kept);
+    };
+    for (auto& records : trace.sizes) thin(records);
+    thin(trace.steps);  // last: the others read it
+  }
+
   // One optimisation step; returns false when the NaN guard paused training.
   bool train_step() {
     const auto batch =
@@ -405,6 +464,8 @@ struct TrainingSession::Impl {
       snap.loss.push_back(static_cast<float>(loss_value));
       snap.accuracy.push_back(accuracy.item<float>());
       snap.steps_per_second = static_cast<float>(rate.per_second());
+      if (settings.optimizer == TrainingOptimizer::kLearnedSchedule)
+        record_schedule(static_cast<const flt::optim::Mnemosyne&>(*optimizer).step_sizes());
     }
     if (step % kMapEvery == 0) refresh_maps();
     return true;

@@ -13,7 +13,7 @@
 namespace flt::viz {
 
 const char* task_name(TrainingTask task);
-/// "Adam", "Mnemosyne (learned, FLT memory)".
+/// "Adam", "Mnemosyne (learned, FLT memory)", "Mnemosyne, learned schedule (2nd design)".
 const char* optimizer_name(TrainingOptimizer optimizer);
 /// True for the tasks trained with the sequence classifier (the rest use the causal LM).
 bool task_uses_classifier(TrainingTask task);
@@ -34,6 +34,27 @@ struct SpectrumFrame {
   int64_t step = 0;
   std::vector<float> g, f;
 };
+
+/// The second design's schedule over the run (TrainingOptimizer::kLearnedSchedule; empty
+/// otherwise): the step size each tensor took (lr included), recorded every `interval` steps (the
+/// interval doubles whenever kScheduleRecords are kept, so the whole run stays in view), and what
+/// its memory weighs an entry Delta steps old (fixed by the schedule's weights).
+struct ScheduleTrace {
+  std::vector<std::string> tensors;       ///< parameter names
+  std::vector<int> groups;                ///< schedule_group of each tensor
+  std::vector<float> steps;               ///< x of each record
+  std::vector<std::vector<float>> sizes;  ///< per tensor, per record
+  int64_t interval = 1;
+  std::vector<float> delta, rpe, weight;  ///< Delta, f(Delta), gamma^Delta f(Delta)
+  float discount = 0.0f;                  ///< gamma
+  std::string memory;                     ///< "flt", "performer", ...
+};
+inline constexpr int kScheduleRecords = 512;
+/// The part of the model a parameter belongs to, from its name: 0 embeddings, 1 attention, 2
+/// feed-forward, 3 normalisation, 4 output head.
+int schedule_group(const std::string& parameter_name);
+inline constexpr const char* kScheduleGroupNames[] = {"embed", "attention", "ffn", "norms",
+                                                      "output"};
 
 /// A finished run kept for comparison: the last run of each optimizer with each attention variant
 /// since the task was chosen (Adam against Mnemosyne, or one variant after another, on one plot).
@@ -64,8 +85,9 @@ struct TrainingSnapshot {
   int spectrum_heads = 0;
   std::vector<float> spectrum_xi, spectrum_delta;
   std::vector<SpectrumFrame> spectra;
-  std::string model;  ///< one-line description
-  std::string label;  ///< the current run's short name, as PreviousRun::label
+  ScheduleTrace schedule;  ///< the second design's step sizes and memory (empty otherwise)
+  std::string model;       ///< one-line description
+  std::string label;       ///< the current run's short name, as PreviousRun::label
   /// Earlier runs to compare with (the last of each optimizer and variant; cleared when the task
   /// changes).
   std::vector<PreviousRun> previous;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -365,6 +366,51 @@ TEST_F(VizLogic, TrainingWithTheLearnedOptimizerLowersTheLoss) {
   }()));
   EXPECT_EQ(back.training.optimizer, TrainingOptimizer::kMnemosyne);
   EXPECT_EQ(back.training.learned_lr, 0.5);
+}
+
+TEST_F(VizLogic, TrainingWithTheLearnedScheduleTracesItsStepsAndMemory) {
+  TrainingSession session;
+  TrainingSettings settings;
+  settings.task = TrainingTask::kCopy;
+  settings.length = 4;
+  settings.optimizer = TrainingOptimizer::kLearnedSchedule;
+  session.configure(settings, 5);
+  session.run_steps(600);  // past a thinning of the trace (512 records at interval 1)
+  const auto snap = session.snapshot();
+  ASSERT_EQ(snap.step, 600);
+  EXPECT_LT(snap.loss.back(), 0.5f * snap.loss.front());
+  const auto& trace = snap.schedule;
+  ASSERT_FALSE(trace.tensors.empty());
+  EXPECT_EQ(trace.sizes.size(), trace.tensors.size());
+  EXPECT_EQ(trace.interval, 2);
+  EXPECT_LT(static_cast<int>(trace.steps.size()), kScheduleRecords);
+  for (size_t r = 0; r < trace.steps.size(); ++r)
+    EXPECT_EQ(static_cast<int64_t>(trace.steps[r]) % trace.interval, 0) << r;
+  EXPECT_EQ(trace.steps.back(), 600.0f);
+  for (size_t i = 0; i < trace.tensors.size(); ++i) {
+    ASSERT_EQ(trace.sizes[i].size(), trace.steps.size()) << trace.tensors[i];
+    for (float size : trace.sizes[i])
+      EXPECT_TRUE(std::isfinite(size) && size > 0) << trace.tensors[i];
+  }
+  // Every part of the LM is there, named by the parameter names (its output head is tied to the
+  // embedding).
+  std::set<int> groups(trace.groups.begin(), trace.groups.end());
+  EXPECT_EQ(groups, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(schedule_group("head.weight"), 4);
+  EXPECT_EQ(schedule_group("stack.layer0.attention.q_proj.weight"), 1);
+  EXPECT_EQ(schedule_group("stack.final_norm.bias"), 3);
+  // The FLT memory's weights over 0..2000 steps back: f(0) = c > 0, gamma^Delta f decays.
+  EXPECT_EQ(trace.memory, "flt");
+  ASSERT_EQ(trace.weight.size(), 2001u);
+  EXPECT_GT(trace.rpe[0], 0.0f);
+  EXPECT_EQ(trace.weight[0], trace.rpe[0]);
+  EXPECT_NEAR(trace.weight[1000], std::pow(trace.discount, 1000.0f) * trace.rpe[1000], 1e-5f);
+  EXPECT_GT(trace.discount, 0.99f);
+  // The first design and Adam keep no trace.
+  settings.optimizer = TrainingOptimizer::kAdam;
+  session.configure(settings, 5);
+  session.run_steps(3);
+  EXPECT_TRUE(session.snapshot().schedule.tensors.empty());
 }
 
 TEST_F(VizLogic, TrainingRecordsTheLearnedSpectraOfFltHeads) {

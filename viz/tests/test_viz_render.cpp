@@ -134,6 +134,22 @@ TEST_F(VizRender, TrainingShowsCurvesAndAttentionMaps) {
   EXPECT_GT(count_near(image, 320, 340, 1280, 780, kViridisLow), 2000);
 }
 
+TEST_F(VizRender, TrainingWithTheLearnedScheduleShowsItsStepsAndMemory) {
+  Scenario scenario;
+  scenario.scene = SceneId::kTraining;
+  scenario.training.optimizer = TrainingOptimizer::kLearnedSchedule;
+  apply_scenario(app_->lab(), scenario);
+  settle_scene(app_->lab(), SceneId::kTraining, 30);
+  const std::string path = (out_ / "training_schedule.png").string();
+  ASSERT_TRUE(app_->screenshot(path));
+  const Image image = load_png(path);
+  // second row: the attention tensors' step sizes (orange) and the memory's f (yellow) and
+  // gamma^Delta f (cyan)
+  EXPECT_GT(count_near(image, 320, 320, 800, 580, {255, 150, 80, 255}, 40), 30);
+  EXPECT_GT(count_near(image, 800, 320, 1280, 580, {255, 210, 90, 255}, 30), 30);
+  EXPECT_GT(count_near(image, 800, 320, 1280, 580, {120, 220, 255, 255}, 30), 30);
+}
+
 TEST_F(VizRender, AttentionLabShowsHeatmapsAndTheDivergingDifference) {
   Scenario scenario;
   scenario.scene = SceneId::kAttention;

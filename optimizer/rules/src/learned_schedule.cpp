@@ -482,6 +482,20 @@ LearnedSchedule read_schedule(torch::serialize::InputArchive& archive, const std
   return schedule;
 }
 
+torch::Tensor memory_weights(Memory memory, const torch::Tensor& discount_logit,
+                             const attention::FLTAttention& flt, int64_t max_distance) {
+  TORCH_CHECK(max_distance >= 0, "memory_weights: max_distance must be >= 0, got ", max_distance);
+  if (memory != Memory::kFLT && memory != Memory::kPerformer) return {};
+  torch::NoGradGuard no_grad;
+  const auto delta = torch::arange(max_distance + 1, torch::kDouble);
+  const auto rpe = memory == Memory::kFLT ? flt->rpe_function(delta.to(torch::kFloat).view({-1, 1}))
+                                                .to(torch::kDouble)
+                                                .reshape({-1})
+                                          : torch::ones_like(delta);
+  const double gamma = torch::sigmoid(discount_logit.to(torch::kDouble)).item<double>();
+  return torch::stack({rpe, at::pow(gamma, delta) * rpe});
+}
+
 void save_schedule(const LearnedSchedule& schedule, const std::string& path) {
   detail::save_weights_file(path, [&](auto& archive) { write_schedule(archive, *schedule); });
 }

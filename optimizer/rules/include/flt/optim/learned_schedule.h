@@ -165,6 +165,14 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
 };
 TORCH_MODULE(LearnedSchedule);
 
+/// How a step memory weighs an entry Delta steps old, Delta = 0..max_distance: row 0 the learned
+/// RPE f(Delta) (1 for a Performer memory), row 1 gamma^Delta f(Delta) with the learned discount
+/// gamma = sigmoid(discount_logit). Both designs' modules name these members alike:
+/// memory_weights(m->options.memory(), m->discount_logit, m->flt, D). Undefined (an empty tensor)
+/// for the LSTM and for no memory. -> (2, max_distance + 1) float64
+torch::Tensor memory_weights(Memory memory, const torch::Tensor& discount_logit,
+                             const attention::FLTAttention& flt, int64_t max_distance);
+
 /// Saves / loads a schedule's options and weights (flt-metatrain --design tensor-schedule writes
 /// them); load throws naming the path when it is missing or not a schedule of this library.
 void save_schedule(const LearnedSchedule& schedule, const std::string& path);
