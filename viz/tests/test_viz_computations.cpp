@@ -341,12 +341,20 @@ TEST_F(VizLogic, KernelExplorerMiseFallsWithSamplesAtTheTheoreticalRadius) {
   EXPECT_LT(many, 0.6 * few) << few / 3 << " vs " << many / 3;
 }
 
-TEST_F(VizLogic, TrainingWithTheLearnedOptimizerLowersTheLoss) {
-  TrainingSession session;
+namespace {
+/// The copy task with payload 4, trained by `optimizer` at its defaults.
+TrainingSettings copy_task(TrainingOptimizer optimizer) {
   TrainingSettings settings;
   settings.task = TrainingTask::kCopy;
   settings.length = 4;
-  settings.optimizer = TrainingOptimizer::kMnemosyne;
+  settings.optimizer = optimizer;
+  return settings;
+}
+}  // namespace
+
+TEST_F(VizLogic, TrainingWithTheLearnedOptimizerLowersTheLoss) {
+  TrainingSession session;
+  auto settings = copy_task(TrainingOptimizer::kMnemosyne);
   session.configure(settings, 5);
   EXPECT_NE(session.snapshot().model.find("Mnemosyne"), std::string::npos);
   session.run_steps(60);
@@ -370,10 +378,7 @@ TEST_F(VizLogic, TrainingWithTheLearnedOptimizerLowersTheLoss) {
 
 TEST_F(VizLogic, TrainingWithTheLearnedScheduleTracesItsStepsAndMemory) {
   TrainingSession session;
-  TrainingSettings settings;
-  settings.task = TrainingTask::kCopy;
-  settings.length = 4;
-  settings.optimizer = TrainingOptimizer::kLearnedSchedule;
+  auto settings = copy_task(TrainingOptimizer::kLearnedSchedule);
   session.configure(settings, 5);
   session.run_steps(600);  // past a thinning of the trace (512 records at interval 1)
   const auto snap = session.snapshot();

@@ -90,18 +90,22 @@ class VizRender : public ::testing::Test {
     return input;
   }
 
-  Image render(SceneId scene, int steps) {
-    Scenario scenario;
-    scenario.scene = scene;
+  /// The picture of `scenario`'s scene after `steps` race or training steps, saved as NAME.png.
+  Image render(const Scenario& scenario, int steps, const std::string& name) {
     apply_scenario(app_->lab(), scenario);
-    settle_scene(app_->lab(), scene, steps);
-    const std::string path = (out_ / (std::string(scene_key(scene)) + ".png")).string();
+    settle_scene(app_->lab(), scenario.scene, steps);
+    const std::string path = (out_ / (name + ".png")).string();
     EXPECT_TRUE(app_->screenshot(path));
     Image image = load_png(path);
     EXPECT_EQ(image.width, 1280);
     EXPECT_EQ(image.height, 800);
-    EXPECT_GT(distinct_colors(image), 30) << "blank-looking render of " << scene_key(scene);
+    EXPECT_GT(distinct_colors(image), 30) << "blank-looking render of " << name;
     return image;
+  }
+  Image render(SceneId scene, int steps) {
+    Scenario scenario;
+    scenario.scene = scene;
+    return render(scenario, steps, scene_key(scene));
   }
 
   static std::unique_ptr<App> app_;
@@ -138,11 +142,7 @@ TEST_F(VizRender, TrainingWithTheLearnedScheduleShowsItsStepsAndMemory) {
   Scenario scenario;
   scenario.scene = SceneId::kTraining;
   scenario.training.optimizer = TrainingOptimizer::kLearnedSchedule;
-  apply_scenario(app_->lab(), scenario);
-  settle_scene(app_->lab(), SceneId::kTraining, 30);
-  const std::string path = (out_ / "training_schedule.png").string();
-  ASSERT_TRUE(app_->screenshot(path));
-  const Image image = load_png(path);
+  const Image image = render(scenario, 30, "training_schedule");
   // second row: the attention tensors' step sizes (orange) and the memory's f (yellow) and
   // gamma^Delta f (cyan)
   EXPECT_GT(count_near(image, 320, 320, 800, 580, {255, 150, 80, 255}, 40), 30);
@@ -154,11 +154,7 @@ TEST_F(VizRender, AttentionLabShowsHeatmapsAndTheDivergingDifference) {
   Scenario scenario;
   scenario.scene = SceneId::kAttention;
   scenario.attention.input_scale = 1.0;  // a sharp softmax: mostly small weights, a few large
-  apply_scenario(app_->lab(), scenario);
-  settle_scene(app_->lab(), SceneId::kAttention, 0);
-  const std::string path = (out_ / "attention_sharp.png").string();
-  ASSERT_TRUE(app_->screenshot(path));
-  const Image image = load_png(path);
+  const Image image = render(scenario, 0, "attention_sharp");
   EXPECT_GT(count_near(image, 370, 100, 1280, 600, kViridisLow), 2000);
   // the diverging map's white middle: near-zero differences
   EXPECT_GT(count_near(image, 900, 100, 1280, 600, colormap(Colormap::kDiverging, 0.5f), 20), 2000);
@@ -312,11 +308,7 @@ TEST_F(VizRender, ArenaThreeDimensionalViewShowsTheRace) {
   scenario.scene = SceneId::kArena;
   scenario.arena.level = 2;  // Rosenbrock
   scenario.arena.surface = true;
-  apply_scenario(app_->lab(), scenario);
-  settle_scene(app_->lab(), SceneId::kArena, 60);
-  const std::string path = (out_ / "arena_3d.png").string();
-  ASSERT_TRUE(app_->screenshot(path));
-  const Image image = load_png(path);
+  const Image image = render(scenario, 60, "arena_3d");
   // Adam's orange and SGD-momentum's blue paths (neither colour is in viridis)
   EXPECT_GT(count_near(image, 10, 90, 750, 760, {255, 120, 60, 255}, 40), 10);
   EXPECT_GT(count_near(image, 10, 90, 750, 760, {80, 200, 255, 255}, 40), 10);
