@@ -47,6 +47,24 @@ namespace fo = flt::optim;
 
 namespace {
 
+/// The second design untuned (lr 1), with the schedule weights file `file` (empty: its default,
+/// the untrained schedule).
+fo::Contender learned_schedule(const std::string& name, const std::string& file) {
+  fo::Contender c;
+  c.name = name;
+  c.tune = false;
+  c.fixed_lr = 1.0;
+  if (!file.empty()) fo::load_schedule(file);  // a bad file fails here, before any run
+  c.make = [file](double lr) -> fo::OptimizerFactory {
+    return [file, lr](std::vector<torch::Tensor> params) {
+      return std::make_unique<fo::Mnemosyne>(
+          std::move(params),
+          fo::MnemosyneOptions(lr).design(fo::MnemosyneDesign::kTensorSchedule).weights(file));
+    };
+  };
+  return c;
+}
+
 fo::Contender learned(const std::string& name, fo::LearnedOptimizerModel model) {
   fo::Contender c;
   c.name = name;
@@ -88,6 +106,20 @@ struct MemoryView {
 template <typename Module>
 MemoryView memory_view(const std::string& name, const Module& module) {
   return {name, module->options.memory(), module->discount_logit, module->flt};
+}
+
+/// The memories of the second-design contenders (each makes an optimizer for one scalar to read
+/// its schedule); the others are left out.
+template <typename Contender>
+std::vector<MemoryView> schedule_views(const std::vector<Contender>& contenders) {
+  std::vector<MemoryView> views;
+  for (const auto& c : contenders) {
+    const auto optimizer = c.make(1.0)({torch::zeros({1}, torch::requires_grad())});
+    const auto* mnemosyne = dynamic_cast<const fo::Mnemosyne*>(optimizer.get());
+    if (mnemosyne != nullptr && mnemosyne->schedule())
+      views.push_back(memory_view(c.name, mnemosyne->schedule()));
+  }
+  return views;
 }
 
 /// What the learned rules' memories see of the past: for every attention memory (FLT, Performer),
@@ -380,13 +412,7 @@ void run_real_suite(const RealSuiteOptions& options) {
   overview.save(options.out + "/eval-real.png");
   // The second design's memories span the run: their view reaches the longest run's length.
   if (options.design == fo::MnemosyneDesign::kTensorSchedule) {
-    std::vector<MemoryView> views;
-    for (const auto& c : contenders) {
-      if (std::find(learned.begin(), learned.end(), c.name) == learned.end()) continue;
-      const auto optimizer = c.make(1.0)({torch::zeros({1}, torch::requires_grad())});
-      const auto* mnemosyne = dynamic_cast<const fo::Mnemosyne*>(optimizer.get());
-      if (mnemosyne != nullptr) views.push_back(memory_view(c.name, mnemosyne->schedule()));
-    }
+    const auto views = schedule_views(contenders);
     int64_t longest = 0;
     for (const auto& run : runs) longest = std::max(longest, run.steps);
     write_memory_views(options.out, views, longest);
@@ -458,8 +484,8 @@ int main(int argc, char** argv) {
           ""));
   std::string design = "coordinate-memory";
   app.add_option("--design", design,
-                 "real suite: the learned optimizer's design (MnemosyneOptions::design) of the "
-                 "default and the --weights contenders")
+                 "the learned optimizer's design (MnemosyneOptions::design) of the default and "
+                 "the --weights contenders (the second, tensor-schedule, untuned at lr 1)")
       ->capture_default_str()
       ->check(CLI::IsMember({"coordinate-memory", "tensor-schedule"}));
   app.add_flag("--no-baselines-sgd", no_sgd, "leave SGD-momentum out");
@@ -490,6 +516,12 @@ int main(int argc, char** argv) {
   real.quick = quick;
   real.weights = weights;
   real.design = fo::design_from_name(design);
+  if (tune_learned && real.design != fo::MnemosyneDesign::kCoordinateMemory) {
+    std::fprintf(stderr,
+                 "flt-eval-optim: --tune-learned tunes the first design's FLT rule; "
+                 "leave out --design tensor-schedule\n");
+    return 1;
+  }
   if (quick) {
     if (app.count("--seeds") == 0) options.eval_seeds = 3;
     if (app.count("--tuning-seeds") == 0) options.tuning_seeds = 2;
@@ -535,14 +567,22 @@ int main(int argc, char** argv) {
       contenders.push_back(sgd);
     }
     std::vector<std::pair<std::string, fo::LearnedOptimizerModel>> rules;
-    if (weights.empty()) {
+    if (real.design == fo::MnemosyneDesign::kTensorSchedule) {
+      if (weights.empty()) contenders.push_back(learned_schedule("mnemosyne-schedule", ""));
+      for (const auto& spec : weights) {
+        const auto eq = spec.find('=');
+        contenders.push_back(learned_schedule(spec.substr(0, eq), spec.substr(eq + 1)));
+      }
+    } else if (weights.empty()) {
       for (auto memory : fo::pretrained_memories())
         rules.emplace_back("mnemosyne-" + fo::memory_name(memory),
                            fo::load_pretrained_model(memory));
     }
-    for (const auto& spec : weights) {
-      const auto eq = spec.find('=');
-      rules.emplace_back(spec.substr(0, eq), fo::load_model(spec.substr(eq + 1)));
+    if (real.design == fo::MnemosyneDesign::kCoordinateMemory) {
+      for (const auto& spec : weights) {
+        const auto eq = spec.find('=');
+        rules.emplace_back(spec.substr(0, eq), fo::load_model(spec.substr(eq + 1)));
+      }
     }
     for (const auto& [name, model] : rules) contenders.push_back(learned(name, model));
     // The untuned baselines of the real suite, with the same factories, schedules and hooks.
@@ -661,9 +701,9 @@ int main(int argc, char** argv) {
                              panel_w, panel_h, tasks[t].name, series, /*log_y=*/true);
     }
     canvas.save(out + "/eval.png");
-    std::vector<MemoryView> views;
+    auto views = schedule_views(contenders);  // the second design's; the first's below
     for (const auto& [name, model] : rules) views.push_back(memory_view(name, model));
-    write_memory_views(out, views, /*max_distance=*/100);
+    write_memory_views(out, views, /*max_distance=*/rules.empty() ? 300 : 100);
     std::printf("\nwrote %s/eval.csv, eval.png, memory.csv and memory-rpe.png\n", out.c_str());
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-eval-optim: %s\n", e.what_without_backtrace());
