@@ -269,4 +269,18 @@ inline void plot_xy_panel(Canvas& canvas, int x, int y, int w, int h, const std:
   }
 }
 
+/// Legend on top of a figure: entries flow left to right and wrap. Returns the legend's height.
+inline int draw_legend(Canvas& canvas, int width, const std::vector<std::string>& names) {
+  const int row = 22;
+  int x = 8, y = 8;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const int w = 20 + 2 * stb_easy_font_width(const_cast<char*>(names[i].c_str())) + 24;
+    if (x > 8 && x + w > width) x = 8, y += row;
+    canvas.rect(x, y, x + 14, y + 14, series_color(i));
+    canvas.text(x + 20, y, names[i], {0, 0, 0}, 2);
+    x += w;
+  }
+  return y + row + 6;
+}
+
 }  // namespace flt::demos
