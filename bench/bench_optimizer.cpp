@@ -1,7 +1,8 @@
 // Optimizer step time: flt::optim::Mnemosyne (each memory kind) vs torch::optim::Adam and SGD on
 // an MLP with about 1M parameters and on a small model of 30 tensors (gradients fixed, so only the
 // optimizer's step is timed). The mnemosyne_KIND rows time the shipped rules; mnemosyne_flt_hiddenH
-// the FLT rule's shape with a head of width H; schedule_KIND the second design.
+// the FLT rule's shape with a head of width H; schedule_KIND the second design (untrained, its
+// default; schedule_flt_trained: a trained one's cost).
 //   build/bench/bench_optimizer
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
@@ -79,16 +80,24 @@ BENCHMARK_CAPTURE(run, step / mnemosyne_performer, mnemosyne(fo::Memory::kPerfor
     ->Apply(config);
 BENCHMARK_CAPTURE(run, step / mnemosyne_none, mnemosyne(fo::Memory::kNone))->Apply(config);
 BENCHMARK_CAPTURE(run, step / mnemosyne_lstm, mnemosyne(fo::Memory::kLSTM))->Apply(config);
-// The second design (learned_schedule.h): the untrained schedule has the shape and so the cost of
-// any meta-trained one.
-auto schedule = [](fo::Memory memory) {
-  return [memory](std::vector<torch::Tensor> p) {
+// The second design (learned_schedule.h): its default, the untrained schedule, whose head cannot
+// read the memory, so the memory is not stepped; and a trained one's cost (the same shape with a
+// non-zero head: the memory steps every step).
+auto schedule = [](fo::Memory memory, bool trained) {
+  return [memory, trained](std::vector<torch::Tensor> p) {
+    fo::LearnedSchedule rule(fo::LearnedScheduleOptions().memory(memory));
+    if (trained) {
+      torch::NoGradGuard no_grad;
+      rule->head_out->weight.normal_(0.0, 0.01);
+    }
     return std::make_unique<fo::Mnemosyne>(
-        p, fo::MnemosyneOptions().design(fo::MnemosyneDesign::kTensorSchedule).memory(memory));
+        p, fo::MnemosyneOptions().design(fo::MnemosyneDesign::kTensorSchedule), rule);
   };
 };
-BENCHMARK_CAPTURE(run, step / schedule_flt, schedule(fo::Memory::kFLT))->Apply(config);
-BENCHMARK_CAPTURE(run, step / schedule_none, schedule(fo::Memory::kNone))->Apply(config);
+BENCHMARK_CAPTURE(run, step / schedule_flt, schedule(fo::Memory::kFLT, false))->Apply(config);
+BENCHMARK_CAPTURE(run, step / schedule_flt_trained, schedule(fo::Memory::kFLT, true))
+    ->Apply(config);
+BENCHMARK_CAPTURE(run, step / schedule_none, schedule(fo::Memory::kNone, false))->Apply(config);
 BENCHMARK_CAPTURE(run, step / mnemosyne_flt_hidden32, mnemosyne_flt_hidden(32))->Apply(config);
 BENCHMARK_CAPTURE(run, step / mnemosyne_flt_hidden16, mnemosyne_flt_hidden(16))->Apply(config);
 

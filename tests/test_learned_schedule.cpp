@@ -178,6 +178,29 @@ TEST_F(LearnedSchedule, FLTMemory_ReachesBackHundredsOfSteps) {
   }
 }
 
+TEST_F(LearnedSchedule, UntrainedHead_LeavesTheMemoryUnsteppedAndDecidesAlike) {
+  // With the head's last layer zero the decisions cannot depend on the memory: it is not stepped
+  // (its slots keep their state), and the decisions equal those of the same schedule whose memory
+  // is stepped (made to by a last layer that is zero but for one weight, scaled to 0 on the way).
+  fo::LearnedSchedule schedule;
+  auto h = schedule->initial_history(torch::randn({6})).unsqueeze(0);
+  const auto memory_slots = [&](const torch::Tensor& x) {
+    return x.narrow(1, Impl::kHistory, schedule->history_size() - Impl::kHistory);
+  };
+  const auto sums = torch::tensor({{0.1, 1.0, 1.0, 4.0}}, torch::kDouble);
+  torch::NoGradGuard no_grad;
+  for (int64_t t = 1; t <= 5; ++t) {
+    auto [decision, next] = schedule->decide(h, t, {});
+    EXPECT_TRUE(torch::equal(memory_slots(next), memory_slots(h))) << "step " << t;
+    schedule->head_out->weight[0][0] = 1e-30;  // reads the memory; the decision moves by ~1e-30
+    auto [stepped_decision, stepped] = schedule->decide(h, t, {});
+    schedule->head_out->weight.zero_();
+    EXPECT_FALSE(torch::equal(memory_slots(stepped), memory_slots(h))) << "step " << t;
+    EXPECT_TRUE(all_close(decision.step_size, stepped_decision.step_size, 1e-12, 0.0));
+    h = Impl::record(next, sums, torch::tensor({6.0}));
+  }
+}
+
 // ---- signals, contract, save and load ----------------------------------------------------------
 
 TEST_F(LearnedSchedule, Signals_ReachTheFeatures) {

@@ -215,9 +215,19 @@ std::pair<ScheduleDecision, torch::Tensor> LearnedScheduleImpl::decide(
   const auto x = features(histories, t, signals).to(at::kFloat);  // (S, F)
   const int64_t count = x.size(0), memory_size = step_memory().size();
   auto next = histories.clone();
-  const auto memory = histories.narrow(1, kHistory, memory_size).to(at::kFloat);
-  auto [read, stepped] = detail::attend_step(step_memory(), x, memory, t, detail::kReadFloor);
-  next.narrow(1, kHistory, memory_size).copy_(stepped.to(at::kDouble));
+  // A head whose last layer is zero (the untrained schedule, the design's default) decides the
+  // same whatever the memory reads, so the memory is not stepped then and keeps its state: that
+  // is ~0.6 ms a step of small tensor operations, most of the per-step cost on small models.
+  torch::Tensor read;
+  if (head_out->weight.count_nonzero().item<int64_t>() == 0) {
+    read = torch::zeros({count, step_memory().read_size()}, x.options());
+  } else {
+    const auto memory = histories.narrow(1, kHistory, memory_size).to(at::kFloat);
+    auto [memory_read, stepped] =
+        detail::attend_step(step_memory(), x, memory, t, detail::kReadFloor);
+    read = memory_read;
+    next.narrow(1, kHistory, memory_size).copy_(stepped.to(at::kDouble));
+  }
   const auto out = head_out(at::tanh(head_in(at::cat({x, read}, 1)))).to(at::kDouble);  // (S, 3)
   // Log step multiplier in (low, high), 0 for an untrained head: low + (high - low) sigmoid(o + c)
   // with sigmoid(c) = -low / (high - low).
