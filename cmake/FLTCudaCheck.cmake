@@ -14,7 +14,8 @@ if(FLT_NVCC)
   file(GLOB _cuda_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.h
                                             ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cuh
                                             ${PROJECT_SOURCE_DIR}/kernels/cuda/harness/*.h
-                                            ${PROJECT_SOURCE_DIR}/kernels/include/flt/kernels/fourier_series.h)
+                                            ${PROJECT_SOURCE_DIR}/kernels/include/flt/kernels/fourier_series.h
+                                            ${PROJECT_SOURCE_DIR}/kernels/include/flt/kernels/schedule_rule.h)
   set(_objects "")
   foreach(source IN LISTS _cuda_kernels)
     get_filename_component(name ${source} NAME_WE)

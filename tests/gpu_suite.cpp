@@ -1,7 +1,7 @@
-// GPU test suite: every attention variant, both fused kernels and Mnemosyne on CUDA tensors against
-// CPU double-precision references (forward and every gradient), with L > 1024 keys and
-// non-contiguous inputs; float16 and bfloat16 where an operator claims them (the fused operators'
-// composite fallback: kernels/include/flt/kernels/*.h); tensors on a second device.
+// GPU test suite: every attention variant, both fused kernels and Mnemosyne (both designs) on CUDA
+// tensors against CPU double-precision references (forward and every gradient), with L > 1024 keys
+// and non-contiguous inputs; float16 and bfloat16 where an operator claims them (the fused
+// operators' composite fallback: kernels/include/flt/kernels/*.h); tensors on a second device.
 //
 // A plain program, not GoogleTest: the GPU machine (scripts/gpu-check) has no GoogleTest, and one
 // small translation unit keeps the CPU build's cost low. Every check prints its worst error as a
@@ -12,6 +12,7 @@
 #include <torch/cuda.h>
 #include <torch/types.h>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -388,6 +389,58 @@ void check_mnemosyne(torch::Device device) {
   });
 }
 
+/// The second design (learned_schedule.h) on `device`: its fused pass (the contiguous float32
+/// tensors, all in one call) and its composite step (the transposed view) against the CPU
+/// composite step, with a schedule whose head and corrector are not zero (an untrained one
+/// multiplies the corrector by zero and leaves its FLT memory unstepped) and a NaN gradient in one
+/// coordinate; and the device's run repeated, bitwise alike.
+void check_schedule(torch::Device device) {
+  constexpr int kSteps = 30;
+  const std::string name = "Mnemosyne tensor-schedule " + std::to_string(kSteps) +
+                           " steps, fused pass on " + device.str() + " vs CPU composite step";
+  run_case(name, [&] {
+    namespace fo = flt::optim;
+    torch::manual_seed(kSeed);
+    fo::LearnedSchedule rule;
+    {
+      torch::NoGradGuard no_grad;
+      rule->head_out->weight.normal_(0.0, 0.1);
+      rule->corrector_out->weight.normal_(0.0, 0.5);
+    }
+    const auto options = fo::MnemosyneOptions(1.0).total_steps(kSteps);
+    struct Run {
+      Tensors params;
+      int64_t skipped;
+    };
+    const auto run = [&](torch::Device where, bool fused) {
+      auto params = mnemosyne_params(where);
+      fo::Mnemosyne opt(
+          params, fo::MnemosyneOptions(options).fused(fused),
+          fo::LearnedSchedule(std::dynamic_pointer_cast<fo::LearnedScheduleImpl>(rule->clone())));
+      for (int step = 1; step <= kSteps; ++step) {
+        for (auto& p : params) p.mutable_grad() = loss_gradient(p);
+        if (step == 5) params[0].mutable_grad()[3] = std::nan("");
+        opt.report_loss(0.5 * params[1].detach().pow(2).mean().item<double>());
+        opt.step();
+      }
+      return Run{params, opt.skipped()};
+    };
+    const auto cpu = run(torch::kCPU, /*fused=*/false);
+    const auto dev = run(device, /*fused=*/true);
+    const auto again = run(device, /*fused=*/true);
+    for (size_t i = 0; i < cpu.params.size(); ++i) {
+      TORCH_CHECK(dev.params[i].device() == device, "parameter ", i, " moved to ",
+                  dev.params[i].device());
+      expect_close(name + " parameter " + std::to_string(i), dev.params[i], cpu.params[i],
+                   kFloat32);
+      record(torch::equal(dev.params[i], again.params[i]),
+             name + " parameter " + std::to_string(i) + " bitwise repeatable", "");
+    }
+    record(dev.skipped == cpu.skipped && cpu.skipped == 1, name + " skipped coordinates",
+           std::to_string(dev.skipped) + " vs " + std::to_string(cpu.skipped) + " (expected 1)");
+  });
+}
+
 // ---- a second device ------------------------------------------------------------------------
 
 /// Everything above on device 1 while device 0 is current: a kernel that assumed device 0 would
@@ -402,6 +455,7 @@ void check_second_device() {
   check_causal_linear(second, torch::kFloat, 64, 65);
   check_variants(second);
   check_mnemosyne(second);
+  check_schedule(second);
 }
 
 }  // namespace
@@ -432,6 +486,7 @@ int main(int argc, char** argv) {
   check_fused_kernels(first);
   check_variants(first);
   check_mnemosyne(first);
+  check_schedule(first);
   if (!dry_run) check_second_device();
   std::printf("\nflt_gpu_tests: %d checks passed, %zu failed\n", report.passed,
               report.failures.size());

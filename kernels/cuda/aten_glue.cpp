@@ -4,6 +4,8 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
+
 #include "../src/kernel_dispatch.h"
 #include "flt_cuda_kernels.h"
 
@@ -95,6 +97,32 @@ at::Tensor causal_linear_scan_cuda(const at::Tensor& q, const at::Tensor& k, con
                "causal linear attention scan (CUDA)");
   });
   return out;
+}
+
+at::Tensor schedule_step_cuda(const std::vector<at::Tensor>& params,
+                              const std::vector<at::Tensor>& grads,
+                              const std::vector<at::Tensor>& moments,
+                              const schedule::RuleConstants& constants,
+                              const std::vector<schedule::TensorDecision>& decisions) {
+  const c10::cuda::CUDAGuard guard(params[0].device());
+  std::vector<cuda::ScheduleTensor> tensors;
+  for (size_t s = 0; s < params.size(); ++s) {
+    float* m = moments[s].data_ptr<float>();
+    tensors.push_back({params[s].data_ptr<float>(), grads[s].data_ptr<float>(), m,
+                       m + params[s].numel(), params[s].numel(), decisions[s]});
+  }
+  const int count = static_cast<int>(tensors.size());
+  const auto doubles = params[0].options().dtype(at::kDouble);
+  auto workspace =
+      at::empty({std::max<int64_t>(
+                    1, static_cast<int64_t>(cuda::schedule_step_workspace(tensors.data(), count)))},
+                doubles);
+  auto sums = at::empty({count, schedule::kSums}, doubles);
+  check_cuda(cuda::schedule_step(constants, tensors.data(), count, sums.data_ptr<double>(),
+                                 workspace.data_ptr<double>(), at::cuda::getCurrentCUDAStream()),
+             "learned schedule step (CUDA)");
+  // The one synchronisation of the step: the per-tensor network reads the sums on the CPU.
+  return sums.cpu();
 }
 
 }  // namespace flt::kernels::detail

@@ -9,6 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "flt/kernels/schedule_rule.h"
+#include "schedule_pass.h"
+
 namespace flt::kernels::cuda {
 
 /// Sizes of a Fourier-attention call. Layouts (contiguous): q (B, H, Lq, D), k (B, H, Lk, D),
@@ -79,5 +82,19 @@ template <typename T>
 cudaError_t causal_linear_scan(int64_t batch_heads, int64_t length, int64_t features,
                                int64_t values, const T* q, const T* k, const T* v, T* out,
                                bool reverse, cudaStream_t stream);
+
+/// One tensor of the learned schedule's fused pass (float32, contiguous, on the current device):
+/// param, grad, the moments m and v, numel and its decisions of this step.
+using ScheduleTensor = schedule_pass::Tensor;
+
+/// Doubles of workspace a pass over these tensors needs.
+size_t schedule_step_workspace(const ScheduleTensor* tensors, int count);
+
+/// The learned schedule's per-coordinate rule (flt/kernels/schedule_rule.h) over `count` tensors
+/// in place, in ceil(count / 48) pairs of launches and no host synchronisation; writes each
+/// tensor's summed statistics to `sums` (count, schedule::kSums) in device memory, every sum in a
+/// fixed order (schedule_pass.h): the same bits run to run.
+cudaError_t schedule_step(const schedule::RuleConstants& constants, const ScheduleTensor* tensors,
+                          int count, double* sums, double* workspace, cudaStream_t stream);
 
 }  // namespace flt::kernels::cuda

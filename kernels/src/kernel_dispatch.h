@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "flt/kernels/fourier_series.h"
+#include "flt/kernels/schedule_rule.h"
 
 namespace flt::kernels::detail {
 
@@ -38,6 +39,13 @@ std::vector<at::Tensor> fourier_backward_cpu(const at::Tensor& q, const at::Tens
 at::Tensor causal_linear_scan_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   bool reverse);
 
+/// Whether this build has the CUDA kernels.
+#if defined(FLT_WITH_CUDA)
+constexpr bool kCudaKernels = true;
+#else
+constexpr bool kCudaKernels = false;
+#endif
+
 #if defined(FLT_WITH_CUDA)
 std::vector<at::Tensor> fourier_forward_cuda(const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v, const at::Tensor& r,
@@ -51,6 +59,13 @@ std::vector<at::Tensor> fourier_backward_cuda(const at::Tensor& q, const at::Ten
 bool causal_linear_scan_cuda_supported(int64_t features, int64_t values, at::ScalarType dtype);
 at::Tensor causal_linear_scan_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    bool reverse);
+/// The learned schedule's fused pass over tensors of one CUDA device (schedule_step.h's contract,
+/// checked by the caller) -> (S, schedule::kSums) float64 on the CPU.
+at::Tensor schedule_step_cuda(const std::vector<at::Tensor>& params,
+                              const std::vector<at::Tensor>& grads,
+                              const std::vector<at::Tensor>& moments,
+                              const schedule::RuleConstants& constants,
+                              const std::vector<schedule::TensorDecision>& decisions);
 #endif
 
 }  // namespace flt::kernels::detail

@@ -1,9 +1,11 @@
 // Standalone check of the CUDA kernels against plain double-precision CPU loops (no LibTorch):
 // Fourier attention forward and backward (scalar R expanded and per-dimension R, causal and not,
 // more than 1024 keys, float and double, even and odd powers), every forward variant alone (every
-// factor mode, ragged shapes) and the causal linear scan (forward and reverse). Then times the
-// Fourier forward + backward at B=4, H=8, L=2048, D=64 in float, and every forward variant at
-// L = 1024, 2048, 4096 (the table scripts/gpu-check copies into its summary).
+// factor mode, ragged shapes), the causal linear scan (forward and reverse) and the learned
+// schedule's fused pass (against the rule on the host, and bitwise run to run). Then times the
+// Fourier forward + backward at B=4, H=8, L=2048, D=64 in float, the schedule pass at 100M
+// coordinates against a plain copy, and every forward variant at L = 1024, 2048, 4096 (the table
+// scripts/gpu-check copies into its summary).
 //
 //   build: cmake --build build --target flt_cuda_check   (or flt_cuda_harness)
 //   run:   ./build/flt_cuda_harness        exit status 0 when every comparison passes
@@ -449,6 +451,156 @@ bool check_variants(const Problem& p) {
   return check_backward_variants<T>(p, c, d, tolerance) && forward;
 }
 
+// ---- the learned schedule's fused pass ----------------------------------------------------------
+
+struct ScheduleCase {
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<float>> param, grad, m, v;
+};
+
+ScheduleCase schedule_case(const std::vector<int64_t>& sizes, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  ScheduleCase c{sizes, {}, {}, {}, {}};
+  for (const int64_t n : sizes) {
+    std::vector<float> p(n), g(n), m(n), v(n);
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] = normal(gen);
+      g[i] = i % 1009 == 3 ? NAN : (i % 1013 == 7 ? INFINITY : normal(gen));
+      m[i] = 0.1f * normal(gen);
+      v[i] = 0.01f + 0.01f * std::fabs(normal(gen));
+    }
+    c.param.push_back(p), c.grad.push_back(g), c.m.push_back(m), c.v.push_back(v);
+  }
+  return c;
+}
+
+flt::kernels::schedule::RuleConstants schedule_constants() {
+  flt::kernels::schedule::RuleConstants k{};
+  for (int j = 0; j < flt::kernels::schedule::kCorrectorHidden; ++j)
+    k.in_a[j] = 0.4f * (j + 1), k.in_b[j] = -0.3f * j, k.bias[j] = 0.1f * (j - 2),
+    k.out[j] = 0.05f * (1 - j);
+  k.out_bias = 0.02f, k.bc1 = 1.0f / (1.0f - 0.729f), k.bc2 = 1.0f / (1.0f - 0.997003f);
+  return k;
+}
+
+/// The pass over a case's tensors on the device: the tensors after it (p, m, v concatenated) and
+/// the sums.
+std::pair<std::vector<double>, std::vector<double>> run_schedule(const ScheduleCase& c) {
+  const auto k = schedule_constants();
+  const int count = static_cast<int>(c.sizes.size());
+  std::vector<fc::ScheduleTensor> tensors;
+  std::vector<float*> buffers;
+  for (int s = 0; s < count; ++s) {
+    const int64_t n = c.sizes[s];
+    float* d = nullptr;
+    CHECK_CUDA(cudaMalloc(&d, std::max<int64_t>(1, 4 * n) * sizeof(float)));
+    const std::vector<float>* parts[] = {&c.param[s], &c.grad[s], &c.m[s], &c.v[s]};
+    for (int part = 0; part < 4; ++part)
+      CHECK_CUDA(
+          cudaMemcpy(d + part * n, parts[part]->data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    tensors.push_back({d, d + n, d + 2 * n, d + 3 * n, n, {1e-3f * (s + 1), 1.0f - 1e-4f, 0.7f}});
+    buffers.push_back(d);
+  }
+  double *sums = nullptr, *ws = nullptr;
+  CHECK_CUDA(
+      cudaMalloc(&sums, std::max(1, count) * flt::kernels::schedule::kSums * sizeof(double)));
+  CHECK_CUDA(cudaMalloc(
+      &ws,
+      std::max<size_t>(1, fc::schedule_step_workspace(tensors.data(), count)) * sizeof(double)));
+  CHECK_CUDA(fc::schedule_step(k, tensors.data(), count, sums, ws, nullptr));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<double> state;
+  for (int s = 0; s < count; ++s) {
+    const int64_t n = c.sizes[s];
+    for (int part : {0, 2, 3}) {
+      const auto x = download(buffers[s] + part * n, n);
+      state.insert(state.end(), x.begin(), x.end());
+    }
+    cudaFree(buffers[s]);
+  }
+  auto out_sums = download(sums, count * flt::kernels::schedule::kSums);
+  cudaFree(sums), cudaFree(ws);
+  return {state, out_sums};
+}
+
+/// The pass against the rule applied on the host (the same function; the device contracts into
+/// FMAs where the host may not, so floats agree to a few units in the last place), its sums against
+/// the host's, and two runs bitwise alike.
+bool check_schedule(const std::vector<int64_t>& sizes) {
+  const auto c = schedule_case(sizes, 11);
+  const auto k = schedule_constants();
+  std::vector<double> state, sums;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    auto p = c.param[s], m = c.m[s], v = c.v[s];
+    double row[flt::kernels::schedule::kSums] = {0, 0, 0, 0, 0};
+    const flt::kernels::schedule::TensorDecision d{1e-3f * (s + 1), 1.0f - 1e-4f, 0.7f};
+    for (int64_t i = 0; i < sizes[s]; ++i) {
+      const auto y = flt::kernels::schedule::step_coordinate(k, d, c.grad[s][i], p[i], m[i], v[i]);
+      p[i] = y.param, m[i] = y.m, v[i] = y.v;
+      row[0] += double(y.grad) * y.d_prev, row[1] += double(y.grad) * y.grad;
+      row[2] += double(y.d_prev) * y.d_prev, row[3] += double(y.param) * y.param;
+      row[4] += y.ok ? 0 : 1;
+    }
+    for (const auto* x : {&p, &m, &v}) state.insert(state.end(), x->begin(), x->end());
+    sums.insert(sums.end(), row, row + flt::kernels::schedule::kSums);
+  }
+  const auto [got_state, got_sums] = run_schedule(c);
+  const auto [again_state, again_sums] = run_schedule(c);
+  const double state_err = scaled_error(got_state, state), sums_err = scaled_error(got_sums, sums);
+  bool skipped_equal = true;
+  for (size_t s = 0; s < sizes.size(); ++s)
+    skipped_equal &= got_sums[s * flt::kernels::schedule::kSums + 4] ==
+                     sums[s * flt::kernels::schedule::kSums + 4];
+  const bool repeatable = got_state == again_state && got_sums == again_sums;
+  const bool ok = state_err <= 1e-6 && sums_err <= 1e-6 && skipped_equal && repeatable;
+  std::printf(
+      "schedule %zu tensors, %s coordinates: state error %.2e, sums error %.2e, skipped %s, "
+      "bitwise repeatable %s  %s\n",
+      sizes.size(), std::to_string(state.size() / 3).c_str(), state_err, sums_err,
+      skipped_equal ? "equal" : "DIFFER", repeatable ? "yes" : "NO", ok ? "ok" : "FAIL");
+  return ok;
+}
+
+/// The pass over 100M coordinates (10 tensors of 10M) against a plain device-to-device copy of the
+/// same 100M floats: the pass moves 28 bytes a coordinate (reads g, p, m, v; writes p, m, v), the
+/// copy 8; issue 32's target is >= 60% of the copy's bandwidth.
+void time_schedule() {
+  constexpr int kTensors = 10;
+  constexpr int64_t kEach = 10000000;
+  float* d = nullptr;
+  CHECK_CUDA(cudaMalloc(&d, 4 * kTensors * kEach * sizeof(float)));
+  CHECK_CUDA(cudaMemset(d, 0, 4 * kTensors * kEach * sizeof(float)));
+  std::vector<fc::ScheduleTensor> tensors;
+  for (int s = 0; s < kTensors; ++s) {
+    float* base = d + 4 * s * kEach;
+    tensors.push_back(
+        {base, base + kEach, base + 2 * kEach, base + 3 * kEach, kEach, {1e-3f, 1.0f, 0.0f}});
+  }
+  double *sums = nullptr, *ws = nullptr;
+  CHECK_CUDA(cudaMalloc(&sums, kTensors * flt::kernels::schedule::kSums * sizeof(double)));
+  CHECK_CUDA(
+      cudaMalloc(&ws, fc::schedule_step_workspace(tensors.data(), kTensors) * sizeof(double)));
+  const auto k = schedule_constants();
+  const double pass_ms = median_ms(
+      [&] { return fc::schedule_step(k, tensors.data(), kTensors, sums, ws, nullptr); }, 20);
+  float *src = d, *dst = d + kTensors * kEach;
+  const double copy_ms = median_ms(
+      [&] {
+        return cudaMemcpyAsync(dst, src, kTensors * kEach * sizeof(float),
+                               cudaMemcpyDeviceToDevice);
+      },
+      20);
+  const double n = double(kTensors) * kEach;
+  const double pass_gbs = 28 * n / (pass_ms * 1e-3) / 1e9,
+               copy_gbs = 8 * n / (copy_ms * 1e-3) / 1e9;
+  std::printf(
+      "| harness: schedule pass 100M coordinates (10 x 10M) | %.3f ms | %.0f GB/s | plain "
+      "copy %.3f ms, %.0f GB/s | %.0f%% of the copy's bandwidth (target >= 60%%) |\n",
+      pass_ms, pass_gbs, copy_ms, copy_gbs, 100 * pass_gbs / copy_gbs);
+  cudaFree(d), cudaFree(sums), cudaFree(ws);
+}
+
 int main() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -496,7 +648,13 @@ int main() {
       {1, 2, 150, 16, 12, 3, false, true, /*mode=*/2},
   };
   for (const Problem& p : double_cases) ok &= check_variants<double>(p);
+  // The learned schedule's pass: empty and ragged tensors, more tensors than one launch takes.
+  ok &= check_schedule({0, 1, 4095, 4096, 4097, 70001, 0, 3});
+  std::vector<int64_t> many;
+  for (int s = 0; s < 101; ++s) many.push_back((s * 7919) % 20000);
+  ok &= check_schedule(many);
   time_fourier();
+  time_schedule();
   ok &= time_variants();
   std::printf("%s\n", ok ? "ALL CHECKS PASSED" : "SOME CHECKS FAILED");
   return ok ? 0 : 1;

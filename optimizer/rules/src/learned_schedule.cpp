@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "flt/detail/cpu_clones.h"  // FLT_CLONES_AVX512
+#include "flt/kernels/schedule_step.h"
 #include "learned_rule.h"
 #include "pretrained_weights.h"
 #include "step_memory.h"
@@ -74,11 +74,6 @@ double cosine(const double* h) {
 double scale_mean_square(const double* h) {
   const double now = h[kCount] > 0.0 ? h[kSumP2] / h[kCount] : h[kInitialMeanSquare];
   return std::min(now, h[kInitialMeanSquare] * kMaxScaleGrowth * kMaxScaleGrowth);
-}
-// softsign: the corrector's unit, exact and cheap in a vectorised loop (no tanh approximation).
-template <typename T>
-T softsign(T x) {
-  return x / (T(1) + std::fabs(x));
 }
 
 }  // namespace
@@ -330,120 +325,48 @@ Impl::CoordinateStep LearnedScheduleImpl::coordinate_step(const torch::Tensor& p
   return {next, at::stack({m, v}, 1), at::stack({g * d, g * g, d * d, p * p}, 1)};
 }
 
-namespace {
-
-// What one pass of the per-coordinate rule reads besides the coordinates (learned_schedule.h).
-struct PassConstants {
-  float in_a[Impl::kCorrectorHidden], in_b[Impl::kCorrectorHidden], bias[Impl::kCorrectorHidden],
-      out[Impl::kCorrectorHidden], out_bias;
-  float bc1, bc2;             // 1 / (1 - beta^t) of the two moments
-  float eta, keep, g_weight;  // step size, 1 - shrink, correction gain
-};
-
-struct PassSums {
-  double gd = 0, g2 = 0, d2 = 0, p2 = 0;
-  int64_t skipped = 0;
-};
-
-// Coordinates [begin, end) of one tensor. Cloned per micro-architecture (AVX-512 first: 16 float
-// lanes per register), and kept free of OpenMP so the clones are plain vector loops.
-FLT_CLONES_AVX512 PassSums coordinate_block(const PassConstants& c, const float* __restrict gr,
-                                            float* __restrict p, float* __restrict m_all,
-                                            float* __restrict v_all, int64_t begin, int64_t end) {
-  const float beta1 = Impl::kBeta1, beta2 = Impl::kBeta2, eps = Impl::kEpsilon,
-              clip_at = Impl::kRatioClip;
-  // The count of skipped coordinates is a double reduction like the sums, added after them: GCC
-  // 12 vectorises this loop neither with an integer reduction beside the double ones nor with the
-  // count added before the sums ("no vectype"), and then it ran scalar, 13x Adam's step on one
-  // thread (bench/NOTES.md, 2026-11-27).
-  double s_gd = 0, s_g2 = 0, s_d2 = 0, s_p2 = 0, skipped = 0;
-#pragma omp simd reduction(+ : s_gd, s_g2, s_d2, s_p2, skipped)
-  for (int64_t i = begin; i < end; ++i) {
-    const float g_raw = gr[i];
-    const bool finite_grad = std::fabs(g_raw) <= FLT_MAX;  // false for NaN and +-Inf
-    const float g = finite_grad ? g_raw : 0.0f;
-    const float m0 = m_all[i], v0 = v_all[i];
-    const float d_prev = m0 / (std::sqrt(v0) + eps);
-    const float m = beta1 * m0 + (1 - beta1) * g;
-    const float v = beta2 * v0 + (1 - beta2) * g * g;
-    const float denominator = std::sqrt(v * c.bc2) + eps;
-    const float a = std::min(std::max(m * c.bc1 / denominator, -clip_at), clip_at);
-    const float b = std::min(std::max(g / denominator, -clip_at), clip_at);
-    float correction = c.out_bias;
-    for (int64_t j = 0; j < Impl::kCorrectorHidden; ++j)
-      correction += c.out[j] * softsign(c.in_a[j] * a + c.in_b[j] * b + c.bias[j]);
-    const float next = c.keep * p[i] - c.eta * (a + c.g_weight * correction);
-    const bool ok = finite_grad && std::fabs(next) <= FLT_MAX;
-    // A coordinate whose gradient or step is not finite keeps its value and its moments.
-    const float p_new = ok ? next : p[i];
-    p[i] = p_new;
-    m_all[i] = ok ? m : m0;
-    v_all[i] = ok ? v : v0;
-    const double gd = g, dd = d_prev, pd = p_new;
-    s_gd += gd * dd;
-    s_g2 += gd * gd;
-    s_d2 += dd * dd;
-    s_p2 += pd * pd;
-    skipped += static_cast<double>(ok ? 0.0f : 1.0f);
-  }
-  return {s_gd, s_g2, s_d2, s_p2, static_cast<int64_t>(skipped)};
-}
-
-}  // namespace
-
-Impl::FusedPass LearnedScheduleImpl::fused_coordinate_step_(torch::Tensor param,
-                                                            const torch::Tensor& grad,
-                                                            torch::Tensor moments, int64_t t,
-                                                            double step_size, double shrink,
-                                                            double gain) const {
-  const int64_t n = param.numel();
-  TORCH_CHECK(param.is_contiguous() && param.scalar_type() == at::kFloat && param.is_cpu() &&
-                  grad.numel() == n && grad.is_contiguous() && grad.scalar_type() == at::kFloat &&
-                  moments.is_contiguous() && moments.scalar_type() == at::kFloat &&
-                  moments.dim() == 2 && moments.size(0) == kMoments && moments.size(1) == n,
-              "LearnedSchedule::fused_coordinate_step_: expected contiguous float32 CPU param (N), "
-              "grad (N) and moments (",
-              kMoments, ", N), got ", param.sizes(), ", ", grad.sizes(), ", ", moments.sizes());
-  PassConstants c{};
-  // The corrector's 17 weights, read once per call.
-  const auto w1 = corrector_in->weight.detach().to(at::kFloat).contiguous();  // (4, 2)
-  const auto b1 = corrector_in->bias.detach().to(at::kFloat).contiguous();
-  const auto w2 = corrector_out->weight.detach().to(at::kFloat).contiguous();  // (1, 4)
+kernels::schedule::RuleConstants LearnedScheduleImpl::rule_constants(int64_t t) const {
+  kernels::schedule::RuleConstants c{};
+  // The corrector's 17 weights, read once per step.
+  const auto w1 = corrector_in->weight.detach().to(at::kFloat).cpu().contiguous();  // (4, 2)
+  const auto b1 = corrector_in->bias.detach().to(at::kFloat).cpu().contiguous();
+  const auto w2 = corrector_out->weight.detach().to(at::kFloat).cpu().contiguous();  // (1, 4)
   for (int64_t j = 0; j < kCorrectorHidden; ++j) {
     c.in_a[j] = w1.data_ptr<float>()[2 * j];
     c.in_b[j] = w1.data_ptr<float>()[2 * j + 1];
     c.bias[j] = b1.data_ptr<float>()[j];
     c.out[j] = w2.data_ptr<float>()[j];
   }
-  c.out_bias = corrector_out->bias.item<float>();
+  c.out_bias = corrector_out->bias.detach().to(at::kFloat).cpu().item<float>();
   const double td = static_cast<double>(t);
   c.bc1 = static_cast<float>(1.0 / (1.0 - std::pow(kBeta1, td)));
   c.bc2 = static_cast<float>(1.0 / (1.0 - std::pow(kBeta2, td)));
-  c.eta = static_cast<float>(step_size);
-  c.keep = static_cast<float>(1.0 - shrink);
-  c.g_weight = static_cast<float>(gain);
-  float* p = param.data_ptr<float>();
-  const float* gr = grad.data_ptr<float>();
-  float* m_all = moments.data_ptr<float>();
-  float* v_all = m_all + n;
-  // Blocks of a fixed size, summed in block order: the statistics do not depend on the thread
-  // count.
-  constexpr int64_t kBlock = 16384;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  std::vector<PassSums> partial(static_cast<size_t>(blocks));
-  at::parallel_for(0, blocks, /*grain_size=*/2, [&](int64_t first, int64_t last) {
-    for (int64_t k = first; k < last; ++k)
-      partial[k] =
-          coordinate_block(c, gr, p, m_all, v_all, k * kBlock, std::min(n, (k + 1) * kBlock));
-  });
+  return c;
+}
+
+kernels::schedule::TensorDecision LearnedScheduleImpl::tensor_decision(double step_size,
+                                                                       double shrink, double gain) {
+  return {static_cast<float>(step_size), static_cast<float>(1.0 - shrink),
+          static_cast<float>(gain)};
+}
+
+Impl::FusedPass LearnedScheduleImpl::fused_coordinate_step_(torch::Tensor param,
+                                                            const torch::Tensor& grad,
+                                                            torch::Tensor moments, int64_t t,
+                                                            double step_size, double shrink,
+                                                            double gain) const {
+  TORCH_CHECK(kernels::schedule_step_supported(param, grad, moments),
+              "LearnedSchedule::fused_coordinate_step_: expected contiguous float32 param (N), "
+              "grad (N) and moments (",
+              kMoments, ", N) on one device with a fused pass, got ", param.sizes(), " ",
+              param.scalar_type(), " on ", param.device(), ", ", grad.sizes(), " ",
+              grad.scalar_type(), ", ", moments.sizes(), " ", moments.scalar_type());
+  const auto sums = kernels::schedule_step_({param}, {grad}, {moments}, rule_constants(t),
+                                            {tensor_decision(step_size, shrink, gain)});
   FusedPass out;
-  for (const auto& s : partial) {
-    out.statistics[0] += s.gd;
-    out.statistics[1] += s.g2;
-    out.statistics[2] += s.d2;
-    out.statistics[3] += s.p2;
-    out.skipped += s.skipped;
-  }
+  const double* s = sums.data_ptr<double>();
+  std::copy(s, s + kStatistics, out.statistics.begin());
+  out.skipped = static_cast<int64_t>(s[kStatistics]);
   return out;
 }
 

@@ -8,8 +8,11 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "flt/detail/optimizer_state.h"
+#include "flt/kernels/schedule_step.h"
 #include "learned_rule.h"
 #include "pretrained_weights.h"
 
@@ -469,6 +472,14 @@ void Mnemosyne::schedule_step(const torch::Tensor& loss) {
     auto numels = torch::zeros({count}, torch::kDouble);
     const auto step_sizes = decision.step_size.contiguous(), shrinks = decision.shrink.contiguous(),
                gains = decision.gain.contiguous();
+    // The fused tensors of each device go through one pass (one call, few launches on CUDA); the
+    // others take the composite reference in chunks.
+    struct FusedBatch {
+      std::vector<torch::Tensor> params, grads, moments;
+      std::vector<kernels::schedule::TensorDecision> decisions;
+      std::vector<int64_t> rows;
+    };
+    std::map<std::string, FusedBatch> fused;
     for (int64_t i = 0; i < count; ++i) {
       auto& e = entries[i];
       const double step_size =
@@ -478,20 +489,32 @@ void Mnemosyne::schedule_step(const torch::Tensor& loss) {
       const auto& p = e.param;
       auto flat_param = p.detach().reshape({-1});
       const auto flat_grad = p.grad().detach().reshape({-1});
-      double* sum = sums.data_ptr<double>() + i * LearnedScheduleImpl::kStatistics;
-      if (e.options->fused() && p.is_contiguous() && p.scalar_type() == at::kFloat &&
-          p.device().is_cpu() && flat_grad.scalar_type() == at::kFloat &&
-          flat_grad.is_contiguous()) {
-        const auto pass = schedule_->fused_coordinate_step_(flat_param, flat_grad, e.st->state(), t,
-                                                            step_size, shrink, gain);
-        std::copy(pass.statistics.begin(), pass.statistics.end(), sum);
-        e.st->skipped(e.st->skipped() + pass.skipped);
-      } else {
-        schedule_composite_step(*e.st, flat_param, flat_grad, t, step_size, shrink, gain,
-                                e.options->chunk_size(), sum);
-        if (!p.is_contiguous()) p.detach().copy_(flat_param.view(p.sizes()));
-      }
       numels.data_ptr<double>()[i] = static_cast<double>(p.numel());
+      if (e.options->fused() && p.is_contiguous() &&
+          kernels::schedule_step_supported(flat_param, flat_grad, e.st->state())) {
+        auto& batch = fused[p.device().str()];
+        batch.params.push_back(flat_param);
+        batch.grads.push_back(flat_grad);
+        batch.moments.push_back(e.st->state());
+        batch.decisions.push_back(LearnedScheduleImpl::tensor_decision(step_size, shrink, gain));
+        batch.rows.push_back(i);
+        continue;
+      }
+      schedule_composite_step(*e.st, flat_param, flat_grad, t, step_size, shrink, gain,
+                              e.options->chunk_size(),
+                              sums.data_ptr<double>() + i * LearnedScheduleImpl::kStatistics);
+      if (!p.is_contiguous()) p.detach().copy_(flat_param.view(p.sizes()));
+    }
+    for (auto& [device, batch] : fused) {
+      const auto pass = kernels::schedule_step_(batch.params, batch.grads, batch.moments,
+                                                schedule_->rule_constants(t), batch.decisions);
+      for (size_t k = 0; k < batch.rows.size(); ++k) {
+        const double* row = pass.data_ptr<double>() + k * kernels::schedule::kSums;
+        std::copy(row, row + LearnedScheduleImpl::kStatistics,
+                  sums.data_ptr<double>() + batch.rows[k] * LearnedScheduleImpl::kStatistics);
+        auto& st = *entries[batch.rows[k]].st;
+        st.skipped(st.skipped() + static_cast<int64_t>(row[LearnedScheduleImpl::kStatistics]));
+      }
     }
     histories = LearnedScheduleImpl::record(histories, sums, numels);
     for (int64_t i = 0; i < count; ++i) entries[i].st->controller().copy_(histories[i]);

@@ -41,6 +41,7 @@
 
 #include "flt/attention/feature_map.h"
 #include "flt/attention/flt.h"
+#include "flt/kernels/schedule_rule.h"
 #include "flt/optim/learned_model.h"
 
 namespace flt::optim {
@@ -104,10 +105,12 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
   /// Per-coordinate statistics a pass adds up for its tensor: g d_prev, g^2, d_prev^2, p_new^2.
   static constexpr int64_t kStatistics = 4;
   /// Hidden units of the per-coordinate corrector.
-  static constexpr int64_t kCorrectorHidden = 4;
+  static constexpr int64_t kCorrectorHidden = kernels::schedule::kCorrectorHidden;
   /// Adam's moments: the per-coordinate state.
   static constexpr int64_t kMoments = 2;
-  static constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEpsilon = 1e-8, kRatioClip = 10.0;
+  static constexpr double kBeta1 = kernels::schedule::kBeta1, kBeta2 = kernels::schedule::kBeta2,
+                          kEpsilon = kernels::schedule::kEpsilon,
+                          kRatioClip = kernels::schedule::kRatioClip;
 
   /// Floats of history per tensor (kHistory + the memory).
   int64_t history_size() const;
@@ -138,9 +141,11 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
   CoordinateStep coordinate_step(const torch::Tensor& param, const torch::Tensor& grad,
                                  const torch::Tensor& moments, int64_t t, double step_size,
                                  double shrink, double gain) const;
-  /// The same for inference, fused (one pass, OpenMP, vectorised): updates `param` and `moments`
-  /// in place; coordinates with a non-finite gradient are left unchanged and counted. Returns the
-  /// summed statistics (in double) and the count skipped.
+  /// The same for inference, fused (flt/kernels/schedule_step.h: one vectorised pass on the CPU,
+  /// one kernel on CUDA): updates `param` and `moments` in place; coordinates with a non-finite
+  /// gradient or step are left unchanged and counted. Returns the summed statistics (in double)
+  /// and the count skipped. An optimizer steps all its tensors in one call of
+  /// kernels::schedule_step_ with rule_constants(t) and each tensor's tensor_decision.
   /// param: (N) contiguous float32  grad: (N) float32  moments: (kMoments, N) contiguous float32
   struct FusedPass {
     std::array<double, kStatistics> statistics{};
@@ -149,6 +154,11 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
   FusedPass fused_coordinate_step_(torch::Tensor param, const torch::Tensor& grad,
                                    torch::Tensor moments, int64_t t, double step_size,
                                    double shrink, double gain) const;
+  /// What the fused pass reads at step t besides the coordinates (the corrector's weights, the
+  /// moments' bias corrections), and one tensor's decisions in the pass's form.
+  kernels::schedule::RuleConstants rule_constants(int64_t t) const;
+  static kernels::schedule::TensorDecision tensor_decision(double step_size, double shrink,
+                                                           double gain);
 
   LearnedScheduleOptions options;
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  ///< attention memories
