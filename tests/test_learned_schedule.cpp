@@ -7,6 +7,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "flt/kernels/schedule_step.h"
 #include "flt/optim/learned_schedule.h"
 #include "flt/optim/mnemosyne.h"
 #include "test_util.h"
@@ -347,6 +348,19 @@ TEST_F(LearnedSchedule, BadInput_NamesTheProblem) {
         Impl::record(torch::zeros({1, 30}, torch::kDouble), torch::zeros({1, 3}), torch::ones({1}));
       },
       {"record", "[1, 3]"});
+  // The fused pass names what it cannot take.
+  expect_error(
+      [] {
+        flt::kernels::schedule_step_({torch::zeros(4)}, {torch::zeros(4, torch::kDouble)},
+                                     {torch::zeros({2, 4})}, {}, {{}});
+      },
+      {"tensor 0 is not one the fused pass takes", "grad [4] Double"});
+  expect_error(
+      [] {
+        flt::kernels::schedule_step_({torch::zeros(4)}, {torch::zeros(4)}, {torch::zeros({2, 4})},
+                                     {}, {});
+      },
+      {"as many gradients, moments and decisions as parameters (1)", "1, 1 and 0"});
   // A first-design state cannot be stepped by the second design.
   auto x = torch::randn({3}).requires_grad_(true);
   fo::Mnemosyne first({x});

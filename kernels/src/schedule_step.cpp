@@ -96,8 +96,8 @@ torch::Tensor schedule_step_(const std::vector<torch::Tensor>& params,
     TORCH_CHECK(
         params[s].device() == device && schedule_step_supported(params[s], grads[s], moments[s]),
         "schedule_step_: tensor ", s,
-        " is not one the fused pass takes (float32 "
-        "contiguous param (N) and grad (N), moments (2, N), all on ",
+        " is not one the fused pass takes (float32 contiguous param (N) and grad (N), moments "
+        "(2, N), all on ",
         device, "): param ", params[s].sizes(), " ", params[s].scalar_type(), " on ",
         params[s].device(), ", grad ", grads[s].sizes(), " ", grads[s].scalar_type(), ", moments ",
         moments[s].sizes(), " ", moments[s].scalar_type());

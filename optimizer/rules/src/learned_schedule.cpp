@@ -350,26 +350,6 @@ kernels::schedule::TensorDecision LearnedScheduleImpl::tensor_decision(double st
           static_cast<float>(gain)};
 }
 
-Impl::FusedPass LearnedScheduleImpl::fused_coordinate_step_(torch::Tensor param,
-                                                            const torch::Tensor& grad,
-                                                            torch::Tensor moments, int64_t t,
-                                                            double step_size, double shrink,
-                                                            double gain) const {
-  TORCH_CHECK(kernels::schedule_step_supported(param, grad, moments),
-              "LearnedSchedule::fused_coordinate_step_: expected contiguous float32 param (N), "
-              "grad (N) and moments (",
-              kMoments, ", N) on one device with a fused pass, got ", param.sizes(), " ",
-              param.scalar_type(), " on ", param.device(), ", ", grad.sizes(), " ",
-              grad.scalar_type(), ", ", moments.sizes(), " ", moments.scalar_type());
-  const auto sums = kernels::schedule_step_({param}, {grad}, {moments}, rule_constants(t),
-                                            {tensor_decision(step_size, shrink, gain)});
-  FusedPass out;
-  const double* s = sums.data_ptr<double>();
-  std::copy(s, s + kStatistics, out.statistics.begin());
-  out.skipped = static_cast<int64_t>(s[kStatistics]);
-  return out;
-}
-
 // ---- weights files -------------------------------------------------------------------------
 
 namespace {

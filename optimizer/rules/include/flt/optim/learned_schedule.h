@@ -35,7 +35,6 @@
 #include <torch/serialize/archive.h>
 #include <torch/types.h>
 
-#include <array>
 #include <optional>
 #include <string>
 
@@ -141,21 +140,10 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
   CoordinateStep coordinate_step(const torch::Tensor& param, const torch::Tensor& grad,
                                  const torch::Tensor& moments, int64_t t, double step_size,
                                  double shrink, double gain) const;
-  /// The same for inference, fused (flt/kernels/schedule_step.h: one vectorised pass on the CPU,
-  /// one kernel on CUDA): updates `param` and `moments` in place; coordinates with a non-finite
-  /// gradient or step are left unchanged and counted. Returns the summed statistics (in double)
-  /// and the count skipped. An optimizer steps all its tensors in one call of
-  /// kernels::schedule_step_ with rule_constants(t) and each tensor's tensor_decision.
-  /// param: (N) contiguous float32  grad: (N) float32  moments: (kMoments, N) contiguous float32
-  struct FusedPass {
-    std::array<double, kStatistics> statistics{};
-    int64_t skipped = 0;
-  };
-  FusedPass fused_coordinate_step_(torch::Tensor param, const torch::Tensor& grad,
-                                   torch::Tensor moments, int64_t t, double step_size,
-                                   double shrink, double gain) const;
-  /// What the fused pass reads at step t besides the coordinates (the corrector's weights, the
-  /// moments' bias corrections), and one tensor's decisions in the pass's form.
+  /// The same for inference, fused: kernels::schedule_step_ (flt/kernels/schedule_step.h) steps
+  /// every tensor of a device in one call, a vectorised pass on the CPU and a few launches on
+  /// CUDA, with what the pass reads at step t besides the coordinates (the corrector's weights, the
+  /// moments' bias corrections) and each tensor's decisions in the pass's form.
   kernels::schedule::RuleConstants rule_constants(int64_t t) const;
   static kernels::schedule::TensorDecision tensor_decision(double step_size, double shrink,
                                                            double gain);
