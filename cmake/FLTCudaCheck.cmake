@@ -14,6 +14,7 @@ if(FLT_NVCC)
   file(GLOB _cuda_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.h
                                             ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cuh
                                             ${PROJECT_SOURCE_DIR}/kernels/cuda/harness/*.h
+                                            ${PROJECT_SOURCE_DIR}/kernels/cuda/harness/*.cu
                                             ${PROJECT_SOURCE_DIR}/kernels/include/flt/kernels/fourier_series.h
                                             ${PROJECT_SOURCE_DIR}/kernels/include/flt/kernels/schedule_rule.h)
   set(_objects "")
@@ -27,11 +28,12 @@ if(FLT_NVCC)
       COMMENT "nvcc (check) ${name}.cu" VERBATIM)
     list(APPEND _objects ${object})
   endforeach()
+  # The harness and its own kernel variants (the candidates the library's kernels were chosen from).
+  file(GLOB _harness_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/harness/*.cu)
   set(_harness ${CMAKE_CURRENT_BINARY_DIR}/flt_cuda_harness)
   add_custom_command(OUTPUT ${_harness}
-    COMMAND ${FLT_NVCC} ${_flags} ${PROJECT_SOURCE_DIR}/kernels/cuda/harness/harness.cu ${_objects}
-            -o ${_harness}
-    DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/harness/harness.cu ${_objects} ${_cuda_headers}
+    COMMAND ${FLT_NVCC} ${_flags} ${_harness_sources} ${_objects} -o ${_harness}
+    DEPENDS ${_harness_sources} ${_objects} ${_cuda_headers}
     COMMENT "nvcc (check) flt_cuda_harness" VERBATIM)
   add_custom_target(flt_cuda_check DEPENDS ${_objects} ${_harness})
 endif()

@@ -1,6 +1,7 @@
 #include "flt/attention/softmax.h"
 
 #include <ATen/ATen.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <limits>
@@ -80,12 +81,19 @@ void SoftmaxAttentionImpl::pretty_print(std::ostream& stream) const {
   } else {
     stream << "1/sqrt(D)";
   }
+  if (options.fused()) stream << ", fused=true";
   stream << ")";
 }
 
 torch::Tensor SoftmaxAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v, const AttentionCall& call) {
   check_call("SoftmaxAttention", q, k, v, call.causal);
+#if TORCH_VERSION_MAJOR >= 2
+  if (options.fused()) {
+    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, call.causal,
+                                            logit_scale(options.scale(), q));
+  }
+#endif
   return softmax_attention(q, k, v, call.causal, options.scale());
 }
 

@@ -37,20 +37,9 @@ template <typename T>
 cudaError_t fourier_forward(const FourierDims& dims, const T* q, const T* k, const T* v, const T* r,
                             T* out, T* row_max, T* row_sum, T* workspace, cudaStream_t stream);
 
-/// Forward kernels side by side (the harness checks and times each): 0 "naive", a thread per
-/// query (the reference); the others tile queries and keys in shared memory with a register tile
-/// of (query, key) pairs per thread (fourier_tiled.h). fourier_forward runs the default variant
-/// (the naive one until a device run has checked and timed the tiled ones) where it supports the
-/// shape, else the naive one.
-int fourier_forward_variants();
-const char* fourier_forward_variant_name(int variant);
-/// Whether `variant` runs this shape and element type on the current device (shared memory, Dv).
-bool fourier_forward_variant_supported(int variant, const FourierDims& dims, size_t element_size);
-/// fourier_forward through one variant; cudaErrorInvalidValue where it is not supported.
-template <typename T>
-cudaError_t fourier_forward_variant(int variant, const FourierDims& dims, const T* q, const T* k,
-                                    const T* v, const T* r, T* out, T* row_max, T* row_sum,
-                                    T* workspace, cudaStream_t stream);
+/// Whether fourier_forward runs the tiled kernel for this shape and element size on the current
+/// device (float, tiles within the shared memory); otherwise it runs the naive one.
+bool fourier_forward_is_tiled(const FourierDims& dims, size_t element_size);
 
 /// Gradients dq, dk, dv and dr (H, D) (with respect to |R|) from the forward's outputs.
 template <typename T>
@@ -59,19 +48,8 @@ cudaError_t fourier_backward(const FourierDims& dims, const T* q, const T* k, co
                              const T* grad_out, T* dq, T* dk, T* dv, T* dr, T* workspace,
                              cudaStream_t stream);
 
-/// Backward kernels side by side: 0 "naive" (a thread per query, then per key: the reference), 1
-/// "tiled_q32_k32" (fourier_tiled.h: register tiles of pairs, the weights recomputed, no
-/// atomics), 2 the same with __fdividef (float only). fourier_backward runs 1 where it supports
-/// the shape.
-int fourier_backward_variants();
-const char* fourier_backward_variant_name(int variant);
-bool fourier_backward_variant_supported(int variant, const FourierDims& dims, size_t element_size);
-/// fourier_backward through one variant; cudaErrorInvalidValue where it is not supported.
-template <typename T>
-cudaError_t fourier_backward_variant(int variant, const FourierDims& dims, const T* q, const T* k,
-                                     const T* v, const T* r, const T* out, const T* row_max,
-                                     const T* row_sum, const T* grad_out, T* dq, T* dk, T* dv,
-                                     T* dr, T* workspace, cudaStream_t stream);
+/// The same for fourier_backward.
+bool fourier_backward_is_tiled(const FourierDims& dims, size_t element_size);
 
 /// Whether an (M features, E values) scan state fits the scan kernel's shared memory.
 bool causal_linear_scan_supported(int64_t features, int64_t values, size_t element_size);

@@ -35,14 +35,23 @@ inline int64_t keys_of(const Problem& p) {
   return p.Lk > 0 ? p.Lk : p.L;
 }
 
+/// A row's sum of weights as a fraction of its sum of absolute weights: sum |w| = 2^log2_abs, sum w
+/// = fraction 2^log2_abs (fraction 1 where no weight is negative; small where signed weights cancel).
+struct RowTotal {
+  double log2_abs = -INFINITY;
+  double fraction = 0;
+};
+
 /// Plain double loops: out, dq, dk, dv, dr for sum(out * w); log2_total (B, H, L), if given, gets
-/// log2 of each row's sum of weights (-inf when every weight vanished; such rows output 0).
+/// log2 of each row's sum of weights (-inf when every weight vanished; such rows output 0), and
+/// row_totals, if given, the same sums against the sums of absolute weights.
 /// Modes: 0 |s|^p (p even), 1 s^p (p odd, signed), 2 |s|^p, 3 max(s, 0)^p.
 inline void fourier(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                     const std::vector<double>& v, const std::vector<double>& r,
                     const std::vector<double>& w, std::vector<double>& out, std::vector<double>& dq,
                     std::vector<double>& dk, std::vector<double>& dv, std::vector<double>& dr,
-                    std::vector<double>* log2_total = nullptr) {
+                    std::vector<double>* log2_total = nullptr,
+                    std::vector<RowTotal>* row_totals = nullptr) {
   const int64_t L = p.L, Lk = keys_of(p), D = p.D, Dv = p.Dv;
   const int mode = mode_of(p);
   out.assign(p.B * p.H * L * Dv, 0);
@@ -51,6 +60,7 @@ inline void fourier(const Problem& p, const std::vector<double>& q, const std::v
   dv.assign(v.size(), 0);
   dr.assign(r.size(), 0);
   if (log2_total) log2_total->assign(p.B * p.H * L, -INFINITY);
+  if (row_totals) row_totals->assign(p.B * p.H * L, RowTotal{});
   std::vector<double> logw(Lk), a(Lk);
   for (int64_t bh = 0; bh < p.B * p.H; ++bh) {
     const double* rh = &r[(bh % p.H) * D];
@@ -70,10 +80,16 @@ inline void fourier(const Problem& p, const std::vector<double>& q, const std::v
         top = std::max(top, logw[j]);
       }
       if (top == -INFINITY) continue;  // every weight vanished: output 0, no gradient
-      double total = 0;
-      for (int64_t j = 0; j < n; ++j) total += a[j] = sign[j] * std::exp(logw[j] - top);
+      double total = 0, abs_total = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        total += a[j] = sign[j] * std::exp(logw[j] - top);
+        abs_total += std::fabs(a[j]);
+      }
       if (log2_total)
         (*log2_total)[bh * L + i] = (top + std::log(std::fabs(total))) / std::log(2.0);
+      if (row_totals) {
+        (*row_totals)[bh * L + i] = {(top + std::log(abs_total)) / std::log(2.0), total / abs_total};
+      }
       double delta = 0;
       for (int64_t c = 0; c < Dv; ++c) {
         double o = 0;

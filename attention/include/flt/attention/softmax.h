@@ -23,6 +23,11 @@ struct SoftmaxAttentionOptions {
   static constexpr const char* kName = "softmax";
   /// Logit scale; 0 (default) means 1 / sqrt(D).
   TORCH_ARG(double, scale) = 0.0;
+  /// forward() through at::scaled_dot_product_attention where LibTorch has it (2.x): O(L) memory,
+  /// flash or memory-efficient kernels on CUDA, for long sequences. A NaN in one value then may
+  /// reach rows that do not attend to it (the fused kernels multiply masked weights by it), which
+  /// the default path never does. LibTorch 1.x has no such function: the default path runs.
+  TORCH_ARG(bool, fused) = false;
   /// Heads H and head dim D; 0 means "set by the container" (attention.h; unused by the math).
   FLT_ATTENTION_DIMS_OPTIONS;
 };

@@ -7,16 +7,17 @@ namespace flt::kernels {
 
 /// Unnormalised linear attention: out_i = sum_j (phi_q_i . phi_k_j) v_j over all j (non-causal) or
 /// j <= i (causal, a prefix sum of phi_k_j v_j^T). Never builds the (L, M, Dv) prefix tensor.
-/// The one dispatch point: non-causal is two matmuls; causal runs the fused scan kernel (CPU float
-/// and double; CUDA in builds with CUDA), an autograd function whose backward is three more scans
-/// (O(M Dv) state per thread, no (L, M, Dv) tensor in forward or backward); other dtypes and
-/// devices take `linear_attention_numerator_composite`.
+/// The one dispatch point: non-causal is two matmuls; causal on the CPU in float and double runs
+/// the fused scan kernel, an autograd function whose backward is three more scans (O(M Dv) state
+/// per thread, no (L, M, Dv) tensor in forward or backward); CUDA tensors and other dtypes take
+/// `linear_attention_numerator_composite`, whose chunks all run at once.
 /// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
 torch::Tensor linear_attention_numerator(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
                                          const torch::Tensor& v, bool causal);
 
-/// The readable composite reference of `linear_attention_numerator` in LibTorch ops (autograd does
-/// the backward): causal works in chunks of `kCausalChunk` keys, carrying the (M, Dv) state.
+/// `linear_attention_numerator` in LibTorch ops (autograd does the backward): causal works in
+/// chunks of `kCausalChunk` keys, the masked scores within a chunk and the (M, Dv) states of the
+/// chunks before it by a cumulative sum, every chunk in one batched matmul (O(L M Dv / C) memory).
 /// phi_q: (B, H, Lq, M)  phi_k: (B, H, Lk, M)  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
 torch::Tensor linear_attention_numerator_composite(const torch::Tensor& phi_q,
                                                    const torch::Tensor& phi_k,
