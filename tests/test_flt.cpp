@@ -3,6 +3,7 @@
 // causality, streaming, positions of any dimension, save/load, options and validation.
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -470,10 +471,24 @@ TEST_F(FLT, CausalIgnoresFutureAndStreamingEqualsBatch) {
 // matrix and streaming use the same floor as the forward.
 TEST_F(FLT, LargeInputs_FiniteGradients) {
   fa::FLTAttention flt(base_options());
+  // The feature map's input columns before q, k are the position features N = trig sqrt(|a_t| / r)
+  // (a_t = g(xi_t) / p(xi_t), Thm 4.1; |trig| <= 1): their largest magnitude enters the rounding
+  // bound of the logits (attention_module_util.h).
+  double position_bound = 0.0;
+  {
+    torch::NoGradGuard no_grad;
+    const auto xi = flt->frequencies();  // (H, r, l)
+    const double r = static_cast<double>(base_options().rpe_features());
+    for (int64_t h = 0; h < xi.size(0); ++h) {
+      const auto a = flt->spectrum(xi[h])[h] / flt->proposal_density(xi[h]);  // (r)
+      position_bound = std::max(position_bound, std::sqrt(a.abs().max().item<double>() / r));
+    }
+  }
   for (double scale : {1e2, 1e4}) {
     for (bool causal : {false, true}) {
       expect_finite_and_consistent_at_scale(
-          flt, 4, scale, causal, "scale " + std::to_string(scale) + (causal ? " causal" : ""));
+          flt, 4, scale, causal, "scale " + std::to_string(scale) + (causal ? " causal" : ""),
+          position_bound);
     }
   }
 }

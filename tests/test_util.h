@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -59,6 +60,80 @@ inline ::testing::AssertionResult all_close(const torch::Tensor& a, const torch:
          << "max scaled error " << worst << " at flat index " << at << ": "
          << ad.flatten()[at].item<double>() << " vs " << bd.flatten()[at].item<double>()
          << " (rtol " << rtol << ", atol " << atol << ")";
+}
+
+/// |a - b| <= bound entry by entry (`bound` broadcasts to a's shape), reported with the worst entry
+/// as a fraction of its bound: for comparisons whose tolerance is derived entry by entry.
+inline ::testing::AssertionResult all_within(const torch::Tensor& a, const torch::Tensor& b,
+                                             const torch::Tensor& bound) {
+  if (a.sizes() != b.sizes()) {
+    return ::testing::AssertionFailure() << "shapes differ: " << a.sizes() << " vs " << b.sizes();
+  }
+  const auto ad = a.to(torch::kDouble);
+  const auto bd = b.to(torch::kDouble);
+  if (!ad.isfinite().all().item<bool>())
+    return ::testing::AssertionFailure() << "non-finite values";
+  const auto ratio = ((ad - bd).abs() / bound.to(torch::kDouble).expand_as(ad)).nan_to_num(0.0);
+  const double worst = ratio.max().item<double>();
+  if (worst <= 1.0) return ::testing::AssertionSuccess();
+  const int64_t at = ratio.argmax().item<int64_t>();
+  return ::testing::AssertionFailure()
+         << "max error " << worst << " of its bound at flat index " << at << ": "
+         << ad.flatten()[at].item<double>() << " vs " << bd.flatten()[at].item<double>()
+         << " (bound " << bound.to(torch::kDouble).expand_as(ad).flatten()[at].item<double>()
+         << ")";
+}
+
+// ---- float error bounds (Higham, Accuracy and Stability of Numerical Algorithms, ch. 2-3) ----
+
+/// The unit roundoff u of a floating dtype: 2^-24 float, 2^-53 double, 2^-11 half, 2^-8 bfloat16
+/// (its 8-bit significand).
+inline double unit_roundoff(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kDouble: return std::ldexp(1.0, -53);
+    case torch::kHalf: return std::ldexp(1.0, -11);
+    case torch::kBFloat16: return std::ldexp(1.0, -8);
+    default: return std::ldexp(1.0, -24);
+  }
+}
+
+/// gamma_n = n u / (1 - n u): a sum or dot product of n terms, in any order and with or without
+/// FMA, is off by at most gamma_n times the sum of the terms' magnitudes.
+inline double rounding_gamma(double n, double u) {
+  return n * u / (1.0 - n * u);
+}
+
+/// A bound, entry by entry, on the rounding error of out_i = sum_j w_ij v_j, attention's weighted
+/// average (w (..., Lq, Lk) the weights a_ij / F_i, v (..., Lk, Dv), out (..., Lq, Dv)), whose
+/// weights a_ij each carry a relative error of at most e = `weight_error` and whose sums of at
+/// most `terms` terms round at unit roundoff `u`. Where the normaliser F_i = sum_j a_ij (the row
+/// sums to 1):
+///   |d out_i| <= e / (1 - e) sum_j w_ij |v_j - out_i| + (gamma_terms + u)(sum_j w_ij |v_j| +
+///   |out_i|),
+/// since weights a_j (1 + e_j) give sum_j w_j e_j (v_j - out) / (1 + sum_j w_j e_j) exactly, and
+/// the second term is the signed numerator's sum, the positive normaliser's and the division. The
+/// spread sum_j w_ij |v_j - out_i| makes it tight where attention concentrates on one key. Where a
+/// floor F_i > sum_j a_ij replaced the normaliser (the row sums to less than 1; the floor comes
+/// from the same features, so it carries e too), e / (1 - e) (sum_j w_ij |v_j| + |out_i|) replaces
+/// the first term. `absolute` is added everywhere (underflow: float rounds below 1.2e-38 in steps
+/// of 1.4e-45, not relatively).
+inline torch::Tensor convex_combination_error_bound(const torch::Tensor& weights,
+                                                    const torch::Tensor& v,
+                                                    const torch::Tensor& out, double weight_error,
+                                                    double terms, double u, double absolute = 0.0) {
+  const auto w = weights.detach().to(torch::kDouble);
+  const auto vd = v.detach().to(torch::kDouble), od = out.detach().to(torch::kDouble);
+  std::vector<torch::Tensor> spread;  // channel by channel: no (..., Lq, Lk, Dv) temporary
+  for (int64_t c = 0; c < vd.size(-1); ++c) {
+    const auto vc = vd.select(-1, c).unsqueeze(-2), oc = od.select(-1, c).unsqueeze(-1);
+    spread.push_back((w * (vc - oc).abs()).sum(-1));
+  }
+  const auto magnitude = torch::matmul(w.abs(), vd.abs()) + od.abs();
+  // A normalised row sums to 1 up to its own rounding, gamma_terms.
+  const auto floored = w.sum(-1, /*keepdim=*/true) < 1.0 - 2.0 * rounding_gamma(terms, u);
+  const double e = weight_error / (1.0 - weight_error);
+  return e * torch::where(floored, magnitude, torch::stack(spread, -1)) +
+         (rounding_gamma(terms, u) + u) * magnitude + absolute;
 }
 
 // ---- where a NaN may go in causal attention: output row i reads q_i and k_j, v_j for j <= i ----
