@@ -198,7 +198,7 @@ torch::Tensor reference_softmax(const torch::Tensor& q, const torch::Tensor& k,
 #endif
 
 // ---- the FLOP count of the Fourier kernel ---------------------------------------------------
-// Issue 32's fixed count, for every FLOP-rate figure: 6 FP32 operations per (query, key,
+// A fixed count, for every FLOP-rate figure: 6 FP32 operations per (query, key,
 // dimension) of the forward (x = q - k scaled, sin x from the tables, the two running products),
 // about 51.5 GFLOP at B4 H8 L2048 D64. The fwd+bwd rate divides the same forward count by the
 // fwd+bwd time: a fixed yardstick, not the work the backward does (it recomputes the weights).
@@ -445,7 +445,7 @@ void transformer_rows(const Sizes& z, int reps, std::vector<Row>& rows) {
 /// Forward time and peak memory of linear, Performer and FLT attention (m = 64 features) beside
 /// SDPA's, B 1, H 8, D 64, causal and not, fp32 and bf16; a failed cell (out of memory, a dtype a
 /// variant does not take) says so. Then, per variant, the length from which it is faster than SDPA
-/// at every longer length measured, and issue 32's targets for FLT and Performer (fp32,
+/// at every longer length measured, and the targets for FLT and Performer (fp32,
 /// non-causal: faster from L = 4096, 10x faster at L = 32768).
 void linear_attention_sweep(const Sizes& z, int reps) {
   namespace fa = flt::attention;

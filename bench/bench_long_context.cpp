@@ -1,8 +1,8 @@
 // Long-context language-model training on the GPU: what a TransformerLM training step costs in time
 // and memory with softmax attention (through at::scaled_dot_product_attention), Performer, FLT and
 // plain linear attention as the sequence grows with the tokens per step held fixed, and what
-// held-out loss each reaches in the same wall-clock budget (a faster variant takes more steps, as in
-// practice). docs/benchmarks.md, "Long context".
+// held-out loss each reaches in the same wall-clock budget (a faster variant takes more steps, as
+// in practice). docs/benchmarks.md, "Long context".
 //
 //   flt_long_context_bench [--device cpu] [--budget S] [--time-limit S] [--text-root DIR]
 //
@@ -120,8 +120,8 @@ torch::Tensor repository_text(const fs::path& root) {
   for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
        ++it) {
     const std::string name = it->path().filename().string();
-    if (it->is_directory() && (name.rfind("build", 0) == 0 || name.rfind('.', 0) == 0 ||
-                               name == "out")) {
+    if (it->is_directory() &&
+        (name.rfind("build", 0) == 0 || name.rfind('.', 0) == 0 || name == "out")) {
       it.disable_recursion_pending();
       continue;
     }
@@ -258,9 +258,10 @@ void step_table(const Sizes& z, const Options& o, const torch::Tensor& train) {
   for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
     const char* dtype_name = dtype == torch::kFloat ? "fp32" : "bf16";
     if (out_of_time(o, dtype == torch::kFloat ? "step table fp32" : "step table bf16")) return;
-    std::printf("\nTraining step, Adam, %s, %lld tokens a step: ms (median of 2 after a warm-up), "
-                "peak MiB of the caching allocator\n\n| L | B |",
-                dtype_name, static_cast<long long>(z.tokens_per_step));
+    std::printf(
+        "\nTraining step, Adam, %s, %lld tokens a step: ms (median of 2 after a warm-up), "
+        "peak MiB of the caching allocator\n\n| L | B |",
+        dtype_name, static_cast<long long>(z.tokens_per_step));
     for (const auto& v : vs) std::printf(" %s |", v.name.c_str());
     std::printf("\n|---|---|");
     for (size_t i = 0; i < vs.size(); ++i) std::printf("---|");
@@ -310,9 +311,10 @@ void optimizer_table(const Sizes& z, const Options& o, const torch::Tensor& trai
              p, fo::MnemosyneOptions().design(fo::MnemosyneDesign::kTensorSchedule));
        }},
   };
-  std::printf("\nOptimizer share, FLT, fp32, L %lld, B %lld: ms a training step (median of 2 after "
-              "a warm-up)\n\n| optimizer | step | x Adam |\n|---|---|---|\n",
-              static_cast<long long>(length), static_cast<long long>(batch));
+  std::printf(
+      "\nOptimizer share, FLT, fp32, L %lld, B %lld: ms a training step (median of 2 after "
+      "a warm-up)\n\n| optimizer | step | x Adam |\n|---|---|---|\n",
+      static_cast<long long>(length), static_cast<long long>(batch));
   double adam_ms = 0;
   for (const auto& [name, make] : optimizers) {
     auto model = make_model(z, flt, torch::kFloat);
@@ -333,9 +335,10 @@ void optimizer_table(const Sizes& z, const Options& o, const torch::Tensor& trai
 void budget_table(const Sizes& z, const Options& o, const torch::Tensor& train,
                   const torch::Tensor& held_out) {
   const auto vs = variants();
-  std::printf("\nHeld-out loss (nats a byte; ln 256 = 5.55 at chance) after %.1f s of training, "
-              "Adam 5e-4, fp32, %lld tokens a step; steps taken in brackets\n\n| L | B |",
-              o.budget_s, static_cast<long long>(z.tokens_per_step));
+  std::printf(
+      "\nHeld-out loss (nats a byte; ln 256 = 5.55 at chance) after %.1f s of training, "
+      "Adam 5e-4, fp32, %lld tokens a step; steps taken in brackets\n\n| L | B |",
+      o.budget_s, static_cast<long long>(z.tokens_per_step));
   for (const auto& v : vs) std::printf(" %s |", v.name.c_str());
   std::printf("\n|---|---|");
   for (size_t i = 0; i < vs.size(); ++i) std::printf("---|");
@@ -414,22 +417,26 @@ int main(int argc, char** argv) {
   g_device = options.dry_run ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
   const Sizes sizes = options.dry_run ? Sizes::dry_run() : Sizes();
   if (options.dry_run) {
-    std::printf("flt_long_context_bench --device cpu: a dry run at small sizes; its numbers mean "
-                "nothing\n");
+    std::printf(
+        "flt_long_context_bench --device cpu: a dry run at small sizes; its numbers mean "
+        "nothing\n");
     options.budget_s = std::min(options.budget_s, 0.5);
   }
   const auto text = repository_text(options.text_root);
   const int64_t split = text.size(0) * 7 / 8;
-  const auto train = text.narrow(0, 0, split), held_out = text.narrow(0, split, text.size(0) - split);
-  std::printf("TransformerLM: bytes (vocabulary 256), E %lld, %lld heads, %lld layers, causal; text "
-              "%lld bytes of the repository's Markdown and C++ (%lld train, %lld held out)\n",
-              static_cast<long long>(sizes.embed), static_cast<long long>(sizes.heads),
-              static_cast<long long>(sizes.layers), static_cast<long long>(text.size(0)),
-              static_cast<long long>(split), static_cast<long long>(text.size(0) - split));
+  const auto train = text.narrow(0, 0, split),
+             held_out = text.narrow(0, split, text.size(0) - split);
+  std::printf(
+      "TransformerLM: bytes (vocabulary 256), E %lld, %lld heads, %lld layers, causal; text "
+      "%lld bytes of the repository's Markdown and C++ (%lld train, %lld held out)\n",
+      static_cast<long long>(sizes.embed), static_cast<long long>(sizes.heads),
+      static_cast<long long>(sizes.layers), static_cast<long long>(text.size(0)),
+      static_cast<long long>(split), static_cast<long long>(text.size(0) - split));
 #if TORCH_VERSION_MAJOR < 2
-  std::printf("LibTorch %d.%d has no scaled_dot_product_attention: 'softmax (SDPA)' runs the "
-              "composite softmax\n",
-              TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR);
+  std::printf(
+      "LibTorch %d.%d has no scaled_dot_product_attention: 'softmax (SDPA)' runs the "
+      "composite softmax\n",
+      TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR);
 #endif
   step_table(sizes, options, train);
   optimizer_table(sizes, options, train);

@@ -317,8 +317,8 @@ void check_fused_kernels(torch::Device device) {
     check_fourier(device, dtype, 16, FourierPhi::kPower, 4, /*causal=*/true, kLength);
     check_causal_linear(device, dtype, 32, 33);
   }
-  // The scan kernel's state in shared memory (M = 64, Dv + 1 = 65 as normalised attention calls
-  // it), and a state too large for it (the composite takes over).
+  // The chunked causal path at the width normalised attention calls it with (M = 64, Dv + 1 = 65)
+  // and a wide one (M = 512, Dv = 513).
   check_causal_linear(device, torch::kFloat, 64, 65);
   check_causal_linear(device, torch::kFloat, 512, 513);
 

@@ -80,25 +80,6 @@ std::vector<at::Tensor> fourier_backward_cuda(const at::Tensor& q, const at::Ten
   return {dq, dk, dv, dr};
 }
 
-bool causal_linear_scan_cuda_supported(int64_t features, int64_t values, at::ScalarType dtype) {
-  return cuda::causal_linear_scan_supported(features, values, c10::elementSize(dtype));
-}
-
-at::Tensor causal_linear_scan_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   bool reverse) {
-  const c10::cuda::CUDAGuard guard(q.device());
-  auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, v.options());
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "causal_linear_scan_cuda", [&] {
-    check_cuda(cuda::causal_linear_scan<scalar_t>(q.size(0) * q.size(1), q.size(2), q.size(3),
-                                                  v.size(3), q.data_ptr<scalar_t>(),
-                                                  k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-                                                  out.data_ptr<scalar_t>(), reverse, stream),
-               "causal linear attention scan (CUDA)");
-  });
-  return out;
-}
-
 at::Tensor schedule_step_cuda(const std::vector<at::Tensor>& params,
                               const std::vector<at::Tensor>& grads,
                               const std::vector<at::Tensor>& moments,

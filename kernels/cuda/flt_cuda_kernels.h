@@ -1,8 +1,8 @@
 #pragma once
-// CUDA kernels of FLT (Fourier attention, causal linear scan): raw device pointers and a stream,
-// no LibTorch, so they compile with nvcc alone (the check target and the harness) and the ATen glue
-// (aten_glue.cpp) is the only part that needs a CUDA LibTorch. Every launcher checks its launches
-// and returns the first CUDA error (cudaSuccess otherwise).
+// CUDA kernels of FLT (Fourier attention, the learned schedule's pass): raw device pointers and a
+// stream, no LibTorch, so they compile with nvcc alone (the check target and the harness) and the
+// ATen glue (aten_glue.cpp) is the only part that needs a CUDA LibTorch. Every launcher checks its
+// launches and returns the first CUDA error (cudaSuccess otherwise).
 
 #include <cuda_runtime_api.h>
 
@@ -50,16 +50,6 @@ cudaError_t fourier_backward(const FourierDims& dims, const T* q, const T* k, co
 
 /// The same for fourier_backward.
 bool fourier_backward_is_tiled(const FourierDims& dims, size_t element_size);
-
-/// Whether an (M features, E values) scan state fits the scan kernel's shared memory.
-bool causal_linear_scan_supported(int64_t features, int64_t values, size_t element_size);
-
-/// out_i = q_i^T sum_{j <= i} k_j v_j^T (j >= i when reverse), chunked through shared memory.
-/// q: (B, H, L, M)  k: (B, H, L, M)  v: (B, H, L, E) -> out (B, H, L, E)
-template <typename T>
-cudaError_t causal_linear_scan(int64_t batch_heads, int64_t length, int64_t features,
-                               int64_t values, const T* q, const T* k, const T* v, T* out,
-                               bool reverse, cudaStream_t stream);
 
 /// One tensor of the learned schedule's fused pass (float32, contiguous, on the current device):
 /// param, grad, the moments m and v, numel and its decisions of this step.

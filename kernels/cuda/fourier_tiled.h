@@ -1,5 +1,5 @@
 #pragma once
-// The tiled Fourier-attention kernels' block code (issue 32), written once as __host__ __device__
+// The tiled Fourier-attention kernels' block code, written once as __host__ __device__
 // code for the CUDA kernels (fourier_attention.cu) and the host emulation (tests/cuda_emulation):
 // the shared arithmetic, the forward's block and the backward's blocks.
 

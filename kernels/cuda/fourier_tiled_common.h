@@ -1,5 +1,5 @@
 #pragma once
-// The tiled Fourier-attention kernels (issue 32): what the forward (fourier_tiled_forward.h) and
+// The tiled Fourier-attention kernels: what the forward (fourier_tiled_forward.h) and
 // the backward (fourier_tiled_backward.h) share: tile shapes, number helpers and pair_tile, the
 // weights of a register tile of (query, key) pairs. Written as __host__ __device__ code so that the
 // CUDA kernels (fourier_attention.cu) and a host emulation compiled by g++ (tests/cuda_emulation)

@@ -55,10 +55,6 @@ std::vector<at::Tensor> fourier_backward_cuda(const at::Tensor& q, const at::Ten
                                               const at::Tensor& out, const at::Tensor& row_max,
                                               const at::Tensor& row_sum, const at::Tensor& grad_out,
                                               int64_t power, fourier::FactorMode mode, bool causal);
-/// Whether the (M, E) state of a scan fits the CUDA kernel's shared memory.
-bool causal_linear_scan_cuda_supported(int64_t features, int64_t values, at::ScalarType dtype);
-at::Tensor causal_linear_scan_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   bool reverse);
 /// The learned schedule's fused pass over tensors of one CUDA device (schedule_step.h's contract,
 /// checked by the caller) -> (S, schedule::kSums) float64 on the CPU.
 at::Tensor schedule_step_cuda(const std::vector<at::Tensor>& params,

@@ -118,8 +118,9 @@ torch::Tensor linear_attention_numerator_composite(const torch::Tensor& phi_q,
                                .to(sum_type);
     const auto before = at::constant_pad_nd(per_chunk.narrow(2, 0, chunks - 1).cumsum(2),
                                             {0, 0, 0, 0, 1, 0});  // S_{c-1}; S_{-1} = 0
-    out = out + at::matmul(q_blk, before.to(v.scalar_type())
-                                      .reshape({batch, heads * chunks, features, values}));
+    out = out +
+          at::matmul(q_blk,
+                     before.to(v.scalar_type()).reshape({batch, heads * chunks, features, values}));
   }
   return out.reshape({batch, heads, padded, values}).narrow(2, 0, length);
 }

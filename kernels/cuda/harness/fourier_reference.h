@@ -36,7 +36,8 @@ inline int64_t keys_of(const Problem& p) {
 }
 
 /// A row's sum of weights as a fraction of its sum of absolute weights: sum |w| = 2^log2_abs, sum w
-/// = fraction 2^log2_abs (fraction 1 where no weight is negative; small where signed weights cancel).
+/// = fraction 2^log2_abs (fraction 1 where no weight is negative; small where signed weights
+/// cancel).
 struct RowTotal {
   double log2_abs = -INFINITY;
   double fraction = 0;
@@ -88,7 +89,8 @@ inline void fourier(const Problem& p, const std::vector<double>& q, const std::v
       if (log2_total)
         (*log2_total)[bh * L + i] = (top + std::log(std::fabs(total))) / std::log(2.0);
       if (row_totals) {
-        (*row_totals)[bh * L + i] = {(top + std::log(abs_total)) / std::log(2.0), total / abs_total};
+        (*row_totals)[bh * L + i] = {(top + std::log(abs_total)) / std::log(2.0),
+                                     total / abs_total};
       }
       double delta = 0;
       for (int64_t c = 0; c < Dv; ++c) {

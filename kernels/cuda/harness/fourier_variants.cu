@@ -2,12 +2,11 @@
 // ones among them (fourier_attention.cu names which): the library carries one forward and one
 // backward, this file the candidates a device run chooses between. Built only with the harness
 // (scripts/cuda-harness, the flt_cuda_check target).
-#include "fourier_variants.h"
-
 #include <type_traits>
 
 #include "fourier_naive.cuh"
 #include "fourier_tiled_launch.cuh"
+#include "fourier_variants.h"
 
 namespace flt::kernels::cuda {
 namespace {
