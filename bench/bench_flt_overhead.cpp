@@ -7,7 +7,7 @@
 //
 // On a machine where page faults are costly (see the machine line), run it with glibc keeping freed
 // memory (MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000) to compare the
-// arithmetic rather than the allocator (bench/NOTES.md, "FLT's page faults"). The last column,
+// arithmetic rather than the allocator (docs/benchmarks.md). The last column,
 // the median count of minor page faults per call, shows how much of a median is the allocator's.
 #include <sys/resource.h>
 #include <torch/types.h>

@@ -1,4 +1,4 @@
-// GPU benchmarks (bench/NOTES.md, "GPU"): the fused CUDA kernels against what a user would
+// GPU benchmarks (docs/benchmarks.md, "GPU"): the fused CUDA kernels against what a user would
 // otherwise call, the learned optimizer's step (both designs) against Adam and against a plain
 // copy's bandwidth, a TransformerLM training step with each optimizer, all measured side by side in
 // one run on one device; the Fourier kernel's achieved fraction of the GPU's peak FP32 rate; and

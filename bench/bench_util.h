@@ -85,7 +85,7 @@ inline double measure_fma_per_second(int threads) {
 /// (malloc, memset, free each round): blocks that large come from mmap and go back to the kernel,
 /// so the second pays a page fault per 4 KB page. On a VM where faults are costly the gap is wide,
 /// and operations that allocate big temporaries (LibTorch's Adam, the attention forwards) time
-/// slower and noisier there than the arithmetic says (bench/NOTES.md).
+/// slower and noisier there than the arithmetic says (docs/benchmarks.md).
 inline std::pair<double, double> measure_write_bandwidth() {
   constexpr size_t kBytes = size_t{64} << 20;
   constexpr int kRounds = 5;

@@ -24,7 +24,7 @@ FLT_CLONES_AVX512 Sums coordinate_block(const schedule::RuleConstants& c,
   // The count of skipped coordinates is a double reduction like the sums, added after them: GCC
   // 12 vectorises this loop neither with an integer reduction beside the double ones nor with the
   // count added before the sums ("no vectype"), and then it ran scalar, 13x Adam's step on one
-  // thread (bench/NOTES.md, 2026-11-27).
+  // thread (2026-11-27).
   double s_gd = 0, s_g2 = 0, s_d2 = 0, s_p2 = 0, skipped = 0;
 #pragma omp simd reduction(+ : s_gd, s_g2, s_d2, s_p2, skipped)
   for (int64_t i = begin; i < end; ++i) {

@@ -4,10 +4,10 @@
 // and the loader picks the clone for the CPU it runs on, so no -march is needed and the library
 // still runs on any x86-64.
 //
-// Two sets, because each was chosen by measurement for its own loops (bench/NOTES.md):
+// Two sets, because each was chosen by measurement for its own loops (2026-11-21..23):
 //   FLT_CLONES         AVX2+FMA (x86-64-v3) and the baseline: the fused attention kernels
 //                      (kernels/src/*_cpu.cpp) and the benchmarks' FMA probe. An AVX-512 clone
-//                      of the kernels was never measured ("not tried" in bench/NOTES.md), and
+//                      of the kernels was never measured, and
 //                      each clone is a code path of its own whose vector widths change the order
 //                      of the sums.
 //   FLT_CLONES_AVX512  AVX-512 (x86-64-v4) first: the learned optimizer's fused step
