@@ -92,11 +92,35 @@ TEST_F(ExactAttention, Softmax_WeightsAreRowStochasticAndCausal) {
   EXPECT_EQ(a.triu(1).abs().max().item<float>(), 0.0f);
 }
 
+// Logits of 1e4 (q, k of scale 100): finite, and within float's rounding of a double reference.
+// The bound: a float logit s_ij = q_i . k_j / sqrt(D) is off by at most gamma_{D+1} S_ij,
+// S_ij = sum_d |q_id k_jd| / sqrt(D); a weight exp(s_ij - max_l s_il) takes that twice (its logit
+// and the row's max), the subtraction's rounding (u |s_ij - max|, at most u 104 for any weight
+// float's exp does not flush to 0) and exp's u: relative error
+// e <= exp(2 gamma_{D+1} max S + 105 u) - 1; convex_combination_error_bound (test_util.h) carries
+// e and the L-term sums to the output.
 TEST_F(ExactAttention, Softmax_LargeLogitsStayFinite) {
   const auto q = 100.0 * torch::randn({1, 1, 16, 8});
   const auto k = 100.0 * torch::randn({1, 1, 16, 8});
   const auto v = torch::randn({1, 1, 16, 8});
-  EXPECT_TRUE(fa::softmax_attention(q, k, v, true).isfinite().all().item<bool>());
+  const auto out = fa::softmax_attention(q, k, v, true);
+  EXPECT_TRUE(out.isfinite().all().item<bool>());
+  const double root = std::sqrt(8.0);
+  const auto qd = q.to(torch::kDouble), kd = k.to(torch::kDouble), vd = v.to(torch::kDouble);
+  const auto scores = torch::matmul(qd, kd.transpose(-2, -1)) / root;
+  const auto future = torch::ones({16, 16}, torch::kBool).triu(1);
+  const auto weights = torch::softmax(scores.masked_fill(future, -INFINITY), -1);
+  const auto reference = torch::matmul(weights, vd);
+  const double u = unit_roundoff(torch::kFloat);
+  const double terms =
+      torch::matmul(qd.abs(), kd.abs().transpose(-2, -1)).max().item<double>() / root;
+  const double weight_error = std::expm1(2.0 * rounding_gamma(9.0, u) * terms + 105.0 * u);
+  // Weights below float's normal range round in absolute steps of 1.4e-45 (normaliser >= 1).
+  const double underflow =
+      16.0 * std::numeric_limits<float>::denorm_min() * 2.0 * v.abs().max().item<double>();
+  EXPECT_TRUE(all_within(
+      out, reference,
+      convex_combination_error_bound(weights, vd, reference, weight_error, 16.0, u, underflow)));
 }
 
 // Causal softmax with one NaN in q, k or v: the NaN shows in exactly the output rows that read it

@@ -92,9 +92,18 @@ TEST_F(CausalLinear, NonContiguousAndOtherDtypes) {
   const auto v = torch::randn({1, 9, 2, 4}).transpose(1, 2);
   EXPECT_TRUE(all_close(fk::linear_attention_numerator(q, k, v, true), cumsum_reference(q, k, v),
                         1e-5, 1e-6));
-  const auto out = fk::linear_attention_numerator(q.to(torch::kBFloat16), k.to(torch::kBFloat16),
-                                                  v.to(torch::kBFloat16), true);
+  const auto qb = q.to(torch::kBFloat16), kb = k.to(torch::kBFloat16), vb = v.to(torch::kBFloat16);
+  const auto out = fk::linear_attention_numerator(qb, kb, vb, true);
   EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
+  // Against the double sums of the same (bfloat16) inputs. Each output entry is a sum of
+  // products q_im k_jm v_jc over m < D and j <= i; whatever the order and the intermediates kept
+  // in bfloat16, that is at most D + L - 2 additions and 2 multiplications on each term's path
+  // plus the output's rounding: error <= gamma_{D+L+1} sum of |terms| (u = 2^-8), the sum of
+  // |terms| being the same numerator of |q|, |k|, |v|.
+  const auto qd = qb.to(torch::kDouble), kd = kb.to(torch::kDouble), vd = vb.to(torch::kDouble);
+  const auto magnitude = cumsum_reference(qd.abs(), kd.abs(), vd.abs());
+  const double gamma = rounding_gamma(3.0 + 9.0 + 1.0, unit_roundoff(torch::kBFloat16));
+  EXPECT_TRUE(all_within(out, cumsum_reference(qd, kd, vd), gamma * magnitude));
 }
 
 // With one NaN in phi_q, phi_k or v, the fused scan and the chunked composite give NaN exactly

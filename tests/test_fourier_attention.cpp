@@ -441,6 +441,27 @@ TEST_F(FourierAttention, SigmoidAndOtherDtypes_UseTheComposite) {
   const auto out = fa::fourier_attention(qb, qb, qb, torch::ones({1}).to(torch::kBFloat16));
   EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
   EXPECT_TRUE(out.isfinite().all().item<bool>());
+  // Against double on the same (bfloat16) inputs: K_ij = prod_d s(x_d)^4, s = sin x / x,
+  // x_d = R (q_id - k_jd). Per weight, to first order in u = 2^-8: x rounds twice (difference,
+  // times R), which moves log s by 2u |x cot x - 1|; sin and the division add 2u to s, the power
+  // takes 4x that; each factor's log and the product add u; the log-domain weight l_ij and its
+  // shift by the row's max round at u (|l_ij| + |l_ij - max_l l_il|); exp adds u. The output is
+  // then within convex_combination_error_bound (test_util.h) with these per-weight errors.
+  const auto xb = qb.to(torch::kDouble);
+  const auto x = xb.unsqueeze(-2) - xb.unsqueeze(-3);  // (1, 1, Lq, Lk, D), R = 1
+  const auto s = torch::where(x == 0, torch::ones_like(x), torch::sin(x) / x);
+  const auto log_k = 4.0 * s.abs().log().sum(-1);  // (1, 1, Lq, Lk)
+  const auto weights = torch::softmax(log_k, -1);
+  const auto reference = torch::matmul(weights, xb);
+  const double u = unit_roundoff(torch::kBFloat16);
+  const auto sensitivity =
+      torch::where(x == 0, torch::zeros_like(x), (x / torch::tan(x) - 1).abs());
+  const auto log_error =
+      (4.0 * (2.0 * u * sensitivity + 2.0 * u) + u).sum(-1) +
+      u * (log_k.abs() + (log_k - std::get<0>(log_k.max(-1, /*keepdim=*/true))).abs()) + 2.0 * u;
+  EXPECT_TRUE(all_within(out, reference,
+                         convex_combination_error_bound(weights, xb, reference, log_error.expm1(),
+                                                        /*terms=*/4.0, u)));
 }
 
 TEST_F(FourierAttention, NonContiguousInputs_AreMadeContiguous) {

@@ -462,15 +462,26 @@ TEST_F(Performer, TrigonometricFeaturesRejectedByAttention) {
       {"FLTAttention", "trigonometric"});
 }
 
+// L = 1000 in float: finite, and within float's rounding (float_rounding_bound, one float
+// evaluation) of a double copy of the module (the same draw of W).
 TEST_F(Performer, FloatLongSequenceStaysFinite) {
   fa::PerformerAttention performer(fa::PerformerAttentionOptions().head_dim(64).features(64));
+  auto in_double = std::dynamic_pointer_cast<fa::PerformerAttentionImpl>(performer->clone());
+  in_double->to(torch::kDouble);
   const auto q = torch::randn({1, 2, 1000, 64}) * 2.0;
   const auto k = torch::randn({1, 2, 1000, 64}) * 2.0;
   const auto v = torch::randn({1, 2, 1000, 8});
   for (bool causal : {false, true}) {
     fa::AttentionCall call;
     call.causal = causal;
-    EXPECT_TRUE(performer(q, k, v, call).isfinite().all().item<bool>()) << "causal=" << causal;
+    const auto out = performer(q, k, v, call);
+    EXPECT_TRUE(out.isfinite().all().item<bool>()) << "causal=" << causal;
+    const auto reference =
+        in_double->forward(q.to(torch::kDouble), k.to(torch::kDouble), v.to(torch::kDouble), call);
+    EXPECT_TRUE(all_within(out, reference,
+                           float_rounding_bound(performer, q, k, v, reference, call,
+                                                /*leading_bound=*/0.0, /*evaluations=*/1)))
+        << "causal=" << causal;
   }
 }
 

@@ -73,6 +73,8 @@ inline ::testing::AssertionResult all_within(const torch::Tensor& a, const torch
   const auto bd = b.to(torch::kDouble);
   if (!ad.isfinite().all().item<bool>())
     return ::testing::AssertionFailure() << "non-finite values";
+  if (!bound.isfinite().all().item<bool>())
+    return ::testing::AssertionFailure() << "the bound is not finite: no bound at these values";
   const auto ratio = ((ad - bd).abs() / bound.to(torch::kDouble).expand_as(ad)).nan_to_num(0.0);
   const double worst = ratio.max().item<double>();
   if (worst <= 1.0) return ::testing::AssertionSuccess();
@@ -108,8 +110,8 @@ inline double rounding_gamma(double n, double u) {
 /// weights a_ij each carry a relative error of at most e = `weight_error` and whose sums of at
 /// most `terms` terms round at unit roundoff `u`. Where the normaliser F_i = sum_j a_ij (the row
 /// sums to 1):
-///   |d out_i| <= e / (1 - e) sum_j w_ij |v_j - out_i| + (gamma_terms + u)(sum_j w_ij |v_j| +
-///   |out_i|),
+///   |d out_i| <= e / (1 - e) sum_j w_ij |v_j - out_i|
+///                + (gamma_terms + u) (sum_j w_ij |v_j| + |out_i|),
 /// since weights a_j (1 + e_j) give sum_j w_j e_j (v_j - out) / (1 + sum_j w_j e_j) exactly, and
 /// the second term is the signed numerator's sum, the positive normaliser's and the division. The
 /// spread sum_j w_ij |v_j - out_i| makes it tight where attention concentrates on one key. Where a
@@ -117,23 +119,43 @@ inline double rounding_gamma(double n, double u) {
 /// from the same features, so it carries e too), e / (1 - e) (sum_j w_ij |v_j| + |out_i|) replaces
 /// the first term. `absolute` is added everywhere (underflow: float rounds below 1.2e-38 in steps
 /// of 1.4e-45, not relatively).
+/// With an error bound per weight (`weight_error` (..., Lq, Lk) broadcasting with `weights`), the
+/// first term is sum_j w_ij e_ij |v_j - out_i| / (1 - sum_j w_ij e_ij), and in floored rows
+/// (sum_j w_ij e_ij |v_j| + e_i |out_i|) / (1 - e_i), e_i = max_j e_ij.
 inline torch::Tensor convex_combination_error_bound(const torch::Tensor& weights,
                                                     const torch::Tensor& v,
-                                                    const torch::Tensor& out, double weight_error,
-                                                    double terms, double u, double absolute = 0.0) {
+                                                    const torch::Tensor& out,
+                                                    const torch::Tensor& weight_error, double terms,
+                                                    double u, double absolute = 0.0) {
   const auto w = weights.detach().to(torch::kDouble);
+  const auto e = weight_error.to(torch::kDouble).expand_as(w);
+  const auto we = w * e;
   const auto vd = v.detach().to(torch::kDouble), od = out.detach().to(torch::kDouble);
   std::vector<torch::Tensor> spread;  // channel by channel: no (..., Lq, Lk, Dv) temporary
   for (int64_t c = 0; c < vd.size(-1); ++c) {
     const auto vc = vd.select(-1, c).unsqueeze(-2), oc = od.select(-1, c).unsqueeze(-1);
-    spread.push_back((w * (vc - oc).abs()).sum(-1));
+    spread.push_back((we * (vc - oc).abs()).sum(-1));
   }
   const auto magnitude = torch::matmul(w.abs(), vd.abs()) + od.abs();
   // A normalised row sums to 1 up to its own rounding, gamma_terms.
   const auto floored = w.sum(-1, /*keepdim=*/true) < 1.0 - 2.0 * rounding_gamma(terms, u);
-  const double e = weight_error / (1.0 - weight_error);
-  return e * torch::where(floored, magnitude, torch::stack(spread, -1)) +
-         (rounding_gamma(terms, u) + u) * magnitude + absolute;
+  const auto row_error = std::get<0>(e.max(-1, /*keepdim=*/true));
+  const auto numerator = torch::where(floored, torch::matmul(we, vd.abs()) + row_error * od.abs(),
+                                      torch::stack(spread, -1));
+  const auto denominator =
+      torch::where(floored, 1.0 - row_error, 1.0 - we.sum(-1, /*keepdim=*/true));
+  // A denominator <= 0 (weights that may be off by 100%) leaves no bound: inf (all_within fails).
+  const auto first = torch::where(denominator > 0, numerator / denominator,
+                                  torch::full({}, INFINITY, torch::kDouble));
+  return first + (rounding_gamma(terms, u) + u) * magnitude + absolute;
+}
+
+inline torch::Tensor convex_combination_error_bound(const torch::Tensor& weights,
+                                                    const torch::Tensor& v,
+                                                    const torch::Tensor& out, double weight_error,
+                                                    double terms, double u, double absolute = 0.0) {
+  return convex_combination_error_bound(
+      weights, v, out, torch::full({}, weight_error, torch::kDouble), terms, u, absolute);
 }
 
 // ---- where a NaN may go in causal attention: output row i reads q_i and k_j, v_j for j <= i ----
