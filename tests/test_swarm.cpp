@@ -153,21 +153,10 @@ TEST_F(Swarm, AttentionPathGradientMatchesFiniteDifferences) {
   const auto readout = [&] {
     return model->attention_readout(state, model->scalar_features(state)).pow(2).sum();
   };
-  for (auto* parameter : {&model->rpe_heights, &model->rpe_log_widths}) {
-    const auto grad = torch::autograd::grad({readout()}, {*parameter})[0];
-    for (int64_t i = 0; i < parameter->numel(); ++i) {
-      const double h = 1e-6;
-      torch::NoGradGuard no_grad;
-      const double keep = (*parameter)[i].item<double>();
-      (*parameter)[i].fill_(keep + h);
-      const double up = readout().item<double>();
-      (*parameter)[i].fill_(keep - h);
-      const double down = readout().item<double>();
-      (*parameter)[i].fill_(keep);
-      const double fd = (up - down) / (2 * h);
-      EXPECT_NEAR(grad[i].item<double>(), fd, 1e-5 + 1e-4 * std::abs(fd)) << "entry " << i;
-    }
-  }
+  // The shared helper (its default step and tolerances): the parameters are the inputs it
+  // perturbs in place.
+  flt::testing::expect_gradients_match([&](const std::vector<torch::Tensor>&) { return readout(); },
+                                       {model->rpe_heights, model->rpe_log_widths});
 }
 
 TEST_F(Swarm, StepSizeFollowsTheSchedule) {
