@@ -46,36 +46,80 @@ TEST_F(Mnemosyne, XOR_ConvergesWithThePretrainedDefault) {
 
 // ---- settling (the rule must settle under noise and past its horizon: docs/design.md section 5)
 
-// 10,000 coordinates fed N(0, 1) gradients for 5000 steps: a rule without a way to settle random-
-// walks outward (the first shipped rule: RMS displacement 0.25 / 1.6 / 3.2 after 10 / 1000 / 5000
-// steps; Adam at 1e-3: 0.004 / 0.03 / 0.07). The controller sees cos(g, previous step) ~ 0 and
-// shrinks the step geometrically, so the displacement converges.
+// 10,000 coordinates fed N(0, 1) gradients for 5000 steps, x_0 = 0. What holds for any weights,
+// shipped or not (learned_rule.h): the step is eta_t = rho * floor * exp(c_t) (x_0 = 0 makes the
+// reference scale the floor: the cap 16 mean(x_0^2) is 0), and c moves by
+// kappa (signal * h - target) a step with kappa >= kMinGain = 0.03, target >= kMinTarget = 0.03,
+// signal in [0, 1] and h = cos(g_t, m1 / sqrt(v) before g_t): g_t is independent of it, so h ~
+// N(0, 1/N) and sum_t h over 5000 steps is N(0, 5000 / 10^4), within 3.5 at 5 sd. Hence
+// log(eta_5000 / eta_1) <= kappa (3.5 - 0.03 * 4999) <= 0.03 * (3.5 - 150) = -4.39. The
+// displacement cannot be bounded without the head's weights (its correction d is unbounded); the
+// settling of the displacement itself is tested on the untrained rule below. The one absolute
+// bound: no further than Adam at lr 1e-3, whose steps m1 / sqrt(v) ~ g walk to
+// 1e-3 sqrt(5000) = 0.0707.
 TEST_F(Mnemosyne, PureNoiseGradients_ParameterNormStaysBounded) {
   torch::manual_seed(0);
   auto x = torch::zeros({10000}).requires_grad_(true);
   fo::Mnemosyne opt({x});  // the shipped default
-  std::vector<double> rms;
-  double first_step = 0.0;
+  double first_step = 0.0, rms = 0.0;
   for (int t = 1; t <= 5000; ++t) {
     x.mutable_grad() = torch::randn({10000});
     opt.step();
     if (t == 1) first_step = opt.step_sizes()[0];
-    if (t == 10 || t == 1000 || t == 5000)
-      rms.push_back(x.detach().pow(2).mean().sqrt().item<double>());
   }
+  rms = x.detach().pow(2).mean().sqrt().item<double>();
+  std::printf("  pure noise: RMS displacement %.4g after 5000 steps, step size %.3g -> %.3g\n", rms,
+              first_step, opt.step_sizes()[0]);
+  EXPECT_LT(rms, 1e-3 * std::sqrt(5000.0)) << "no further than Adam at lr 1e-3";
+  EXPECT_LT(opt.step_sizes()[0], std::exp(-4.39) * first_step) << "the step has annealed";
+}
+
+// The same on the untrained rule (head 0: the step is -eta_t m1 / sqrt(v), Adam's direction, with
+// rho 0.05, floor 0.01, kappa = target = 0.035), independent of the shipped weights:
+//  - c falls kappa * target = 1.225e-3 a step on average (signal = 1 for stationary noise), so
+//    log(eta_5000 / eta_1) = -1.225e-3 * 4999 + kappa sum_t h = -6.12 +- 0.12 (5 sd of the sum,
+//    as above);
+//  - the increments eta_t m1_t / sqrt(v_t) of a noise walk are uncorrelated beyond m1's ~10-step
+//    memory, each of mean square eta_t^2 (m1 / sqrt(v) sums to g / sqrt(v), v ~ E g^2 = 1), so
+//    E[RMS(x_T)^2] = sum_{t <= T} eta_t^2: from the step sizes actually taken, the walk's ratio
+//    RMS(x_5000) / RMS(x_1000) is sqrt(sum_{t <= 5000} eta_t^2 / sum_{t <= 1000} eta_t^2), 1.046
+//    for the decay above, against sqrt(5) = 2.24 for a constant step. The measured ratio differs
+//    from it by the sampling error of 10^4 coordinates: each mean square within sqrt(2 / 10^4) =
+//    1.4% (1 sd), so the ratio sqrt(1 + 0.094) within about 0.0015; 0.03 is 20 sd, far below
+//    the 1.2 a non-settling walk adds. Measured (this test's output): decay -6.106, ratio 1.0467
+//    against the walk's 1.0472.
+TEST_F(Mnemosyne, PureNoiseGradients_UntrainedControllerSettles) {
+  torch::manual_seed(0);
+  auto x = torch::zeros({10000}).requires_grad_(true);
+  auto opt = make_mnemosyne({x}, untrained());
+  std::vector<double> eta;
+  double rms_1000 = 0.0;
+  for (int t = 1; t <= 5000; ++t) {
+    x.mutable_grad() = torch::randn({10000});
+    opt.step();
+    eta.push_back(opt.step_sizes()[0]);
+    if (t == 1000) rms_1000 = x.detach().pow(2).mean().sqrt().item<double>();
+  }
+  const double rms_5000 = x.detach().pow(2).mean().sqrt().item<double>();
+  double squares_1000 = 0.0, squares_5000 = 0.0;
+  for (size_t t = 0; t < eta.size(); ++t) {
+    squares_5000 += eta[t] * eta[t];
+    if (t < 1000) squares_1000 += eta[t] * eta[t];
+  }
+  const double walk_ratio = std::sqrt(squares_5000 / squares_1000);
   std::printf(
-      "  pure noise: RMS displacement %.4g / %.4g / %.4g after 10 / 1000 / 5000 steps, last step "
-      "size %.3g\n",
-      rms[0], rms[1], rms[2], opt.step_sizes()[0]);
-  EXPECT_LT(rms[2], 0.07) << "no further than Adam at lr 1e-3";
-  // A random walk grows sqrt(5) = 2.24x from step 1000 to 5000 (Adam at 1e-3 does). The controller
-  // shrinks the step geometrically (c falls >= 9e-4 a step) while the reference scale may follow
-  // the tensor's RMS up to 4x its start (here from the floor) and the head's magnitude adapts:
-  // measured +18% (0.0438 -> 0.0517, weights of 2026-11-23 morning) and +33% (0.0241 -> 0.0322,
-  // the weights meta-trained with small-data tasks), with the step down to 1e-6..4e-6 by step 5000,
-  // so what is left to go is a convergent tail. The bound sits between those and the random walk.
-  EXPECT_LT(rms[2], 1.6 * rms[1]) << "the displacement has (nearly) stopped growing";
-  EXPECT_LT(opt.step_sizes()[0], 1e-2 * first_step) << "the step has annealed";
+      "  untrained, pure noise: step %.3g -> %.3g (log ratio %.4f), RMS %.4g -> %.4g (ratio %.4f, "
+      "walk with these steps %.4f)\n",
+      eta.front(), eta.back(), std::log(eta.back() / eta.front()), rms_1000, rms_5000,
+      rms_5000 / rms_1000, walk_ratio);
+  EXPECT_NEAR(eta.front(), 0.05 * 0.01, 1e-9) << "rho * floor at x = 0";
+  EXPECT_NEAR(std::log(eta.back() / eta.front()), -0.035 * 0.035 * 4999, 0.12)
+      << "c falls kappa * target a step under noise";
+  EXPECT_NEAR(rms_5000 / rms_1000, walk_ratio, 0.03) << "the displacement is the walk of its steps";
+  // eta_t = eta_1 r^(t-1), r = exp(-kappa * target): the walk ratio in closed form (1.046).
+  const double r2 = std::exp(-2.0 * 0.035 * 0.035);
+  const double settled = std::sqrt((1.0 - std::pow(r2, 5000)) / (1.0 - std::pow(r2, 1000)));
+  EXPECT_LT(rms_5000 / rms_1000, settled + 0.03) << "has the walk stopped? sqrt(5) = 2.24 if not";
 }
 
 // A fitted network (training loss ~0) sends gradients of 1e-8 and less that all point the same
@@ -191,7 +235,7 @@ TEST_F(Mnemosyne, Controller_GrowsOnAConsistentSlopeAndShrinksUnderNoise) {
     if (t == 1) first = on_slope.step_sizes()[0];
   }
   EXPECT_GT(on_slope.step_sizes()[0], 5.0 * first);
-  // Slowly with the untrained gains (kappa 0.03, target 0.03): c falls by ~1e-3 a step while the
+  // Slowly with the untrained gains (kappa 0.035, target 0.035): c falls by ~1e-3 a step while the
   // parameters' own RMS, the step's reference scale, grows from 0 as they random-walk.
   EXPECT_LT(under_noise.step_sizes()[0], 0.5 * first);
 }
