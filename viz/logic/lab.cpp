@@ -220,6 +220,9 @@ void update_scene(LabState& lab, SceneId scene, double dt) {
         break;
       }
       if (arena.playing) arena.game.advance(dt, speed);
+      // A star, once earned, stays (a swing cap lowers stars to 1, never to 0): the next level
+      // opens now, not when the last racer stops. The full count is recorded at the finish.
+      if (arena.game.stars() >= 1) arena.progress.record(arena.game.level_index(), 1);
       if (arena.game.finished()) {
         arena.playing = false;
         if (arena.recorded_level != arena.game.level_index()) {
@@ -253,8 +256,12 @@ bool lab_animating(const LabState& lab) {
   const SceneId visible = lab.scenario.scene;
   if (lab.training.session.status().playing) return true;  // its curves grow on every tab
   if (lab.lessons.progress->running || lab.lessons.run_requested) return true;
-  // a computation counts on its own tab only: another tab's result is taken when it is shown
-  const bool busy = (visible == SceneId::kAttention && lab.attention.job.busy()) ||
+  // a computation counts on its own tab only: another tab's result is taken when it is shown. A
+  // finished lesson counts until its result is taken: its run clears `running` just before the
+  // job's result is ready, and a frame drawn between the two would otherwise let the window sleep
+  // with the last progress on screen.
+  const bool busy = (visible == SceneId::kLessons && lab.lessons.job.busy()) ||
+                    (visible == SceneId::kAttention && lab.attention.job.busy()) ||
                     (visible == SceneId::kKernel && lab.kernel.estimates.busy()) ||
                     (visible == SceneId::kRpe && lab.rpe.curves.busy());
   if (busy) return true;

@@ -428,7 +428,8 @@ struct TrainingSession::Impl {
       std::lock_guard<std::mutex> lock(mutex);
       inject = nan_inject_step;
     }
-    if (inject == step + 1) loss = loss * std::numeric_limits<float>::quiet_NaN();
+    const bool poisoned = inject >= 0 && step + 1 >= inject;
+    if (poisoned) loss = loss * std::numeric_limits<float>::quiet_NaN();
     const double loss_value = loss.item<double>();
     std::string problem;
     if (!std::isfinite(loss_value)) {
@@ -452,7 +453,7 @@ struct TrainingSession::Impl {
       snap.nan_step = step + 1;
       snap.banner = "Training paused: " + problem + " at step " + std::to_string(step + 1) +
                     " (the update was not applied). Lower the learning rate or reset.";
-      if (inject == step + 1) nan_inject_step = -1;
+      if (poisoned) nan_inject_step = -1;
       return false;
     }
     optimizer->step();

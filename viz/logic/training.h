@@ -126,7 +126,9 @@ class TrainingSession {
   void set_playing(bool playing);
   void request_step();          ///< one step while paused
   void set_speed(float speed);  ///< x1 = 20 steps/s, x64 unthrottled in practice
-  /// Test hook and "break it" button: the loss of step `step` is replaced by NaN.
+  /// Test hook and "break it" button: the loss of the first step numbered `step` or later is
+  /// replaced by NaN. The button asks for the shown step + 1; a worker already past it (the shown
+  /// step lags the worker's) poisons its next step rather than never.
   void inject_nan_at(int64_t step);
 
   /// Runs n steps on the calling thread (no worker running); stops early on NaN.

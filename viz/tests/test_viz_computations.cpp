@@ -70,6 +70,28 @@ TEST_F(VizLogic, TrainingLearnsCopyAndTheNanGuardPauses) {
   for (float v : snap.maps) ASSERT_TRUE(std::isfinite(v));
 }
 
+TEST_F(VizLogic, BreakItPoisonsTheNextStepEvenWhenTheWorkerIsPastTheShownStep) {
+  TrainingSession session;
+  session.configure(TrainingSettings{}, 2);
+  session.start_worker();
+  session.set_speed(64.0f);
+  session.set_playing(true);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (session.snapshot().step < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GE(session.snapshot().step, 3);
+  // A click computed from a stale snapshot names a step the worker has already taken.
+  session.inject_nan_at(1);
+  while (!session.snapshot().nan_paused && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const auto snap = session.snapshot();
+  EXPECT_TRUE(snap.nan_paused);
+  EXPECT_GT(snap.nan_step, 3);
+  EXPECT_FALSE(snap.playing);
+}
+
 TEST_F(VizLogic, TrainingWorkerNeverBlocksTheCaller) {
   TrainingSession session;
   session.configure(TrainingSettings{}, 2);

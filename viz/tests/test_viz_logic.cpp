@@ -450,6 +450,24 @@ TEST_F(VizLogic, ArenaPlaysAndRecordsStars) {
   EXPECT_TRUE(lab.arena.progress.unlocked(1));
 }
 
+// The next level opens when the player's racer earns its first star, while others still race.
+TEST_F(VizLogic, ALevelOpensWhenItsStarIsEarnedNotWhenTheRaceEnds) {
+  LabState lab;
+  Scenario scenario;
+  scenario.arena.human_lr = 0.3;
+  scenario.arena.human_momentum = 0.0;
+  scenario.speed = 4.0f;
+  apply_scenario(lab, scenario);
+  set_scene_playing(lab, SceneId::kArena, true);
+  while (lab.arena.game.stars() == 0 && !lab.arena.game.finished()) {
+    update_scene(lab, SceneId::kArena, 0.05);
+  }
+  ASSERT_GE(lab.arena.game.stars(), 1);
+  ASSERT_FALSE(lab.arena.game.finished()) << "every racer stopped with the first star";
+  EXPECT_TRUE(lab.arena.progress.unlocked(1));
+  EXPECT_EQ(lab.arena.progress.best_stars[0], 1);  // the full count waits for the finish
+}
+
 TEST_F(VizLogic, CsvExports) {
   ArenaGame game;
   game.load(ArenaSettings{}, 1);

@@ -6,9 +6,11 @@
 // export names, the state string's floats, when the window needs to redraw.
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "logic/arena.h"
 #include "logic/attention_lab.h"
@@ -368,6 +370,24 @@ TEST_F(VizLogic, TheWindowAnimatesOnlyWhileSomethingRuns) {
   lab.scenario.scene = SceneId::kArena;
   EXPECT_FALSE(lab_animating(lab));
   lab.attention.job.wait();
+}
+
+TEST_F(VizLogic, AFinishedLessonKeepsTheWindowDrawingUntilItsTableIsShown) {
+  LabState lab;
+  apply_scenario(lab, Scenario{});
+  lab.scenario.scene = SceneId::kLessons;
+  lab.lessons.run_requested = true;
+  lab.lessons.progress->cancel = true;        // the run stops at its first unit of work
+  update_scene(lab, SceneId::kLessons, 0.0);  // posts it
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (lab.lessons.progress->running && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_FALSE(lab.lessons.progress->running);
+  // The run is over but its result has not been taken: the window must not go idle now.
+  EXPECT_TRUE(lab_animating(lab));
+  lab.lessons.job.wait();  // takes the result, as the next frame's update does
+  EXPECT_FALSE(lab_animating(lab));
 }
 
 TEST_F(VizLogic, AttentionLabDefaultsGiveErrorsThatMeanSomething) {
