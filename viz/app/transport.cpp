@@ -91,9 +91,7 @@ void run_export(AppState& s) {
       s.screenshot_panel_only = s.export_dialog.kind == ExportDialog::Kind::kPanelPng;
       break;
     case ExportDialog::Kind::kCsv: {
-      const bool ok =
-          write_text(path, scene == SceneId::kArena ? s.lab.arena.game.trajectories_csv()
-                                                    : s.lab.training.session.curves_csv());
+      const bool ok = write_text(path, scene_csv(s.lab, scene));
       confirm(s, ok ? "Wrote " + path : "Could not write " + path);
       break;
     }

@@ -269,6 +269,15 @@ bool lab_animating(const LabState& lab) {
   return visible == SceneId::kArena && lab.arena.playing;
 }
 
+std::string scene_csv(const LabState& lab, SceneId scene) {
+  if (scene == SceneId::kArena) {
+    return lab.scenario.arena.swarm ? lab.arena.swarm.race_csv()
+                                    : lab.arena.game.trajectories_csv();
+  }
+  if (scene == SceneId::kTraining) return lab.training.session.curves_csv();
+  return {};
+}
+
 std::vector<std::string> background_activity(const LabState& lab, SceneId visible) {
   std::vector<std::string> lines;
   char text[160];

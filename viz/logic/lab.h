@@ -162,6 +162,10 @@ void update_scene(LabState& lab, SceneId scene, double dt);
 /// continuously; otherwise it waits for input.
 bool lab_animating(const LabState& lab);
 
+/// The data of what `scene` shows as CSV (Export CSV): the arena's trajectories (the swarm
+/// level's race when it is on), Live Training's curves; empty for scenes without one.
+std::string scene_csv(const LabState& lab, SceneId scene);
+
 /// What keeps running while `visible` is shown, one line each ("Live Training: step 412, 18.3
 /// steps/s"); empty when nothing does.
 std::vector<std::string> background_activity(const LabState& lab, SceneId visible);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "flt/metatrain/landscapes.h"
 #include "flt/optim/swarm.h"
@@ -76,6 +77,8 @@ struct SwarmRace::Impl {
     auto& r = racers[i];
     r.evaluations += x.size(0);
     r.points = to_points(x);
+    const auto f = values.to(torch::kDouble).contiguous();
+    r.values.assign(f.data_ptr<double>(), f.data_ptr<double>() + f.numel());
     r.best_value = s.best_value();
     r.best = to_points(s.best_x().unsqueeze(0))[0];
   }
@@ -132,6 +135,7 @@ void SwarmRace::step() {
   }
   s.read_attention();
   s.steps += 1;
+  for (auto& r : s.racers) r.history.push_back({s.steps, r.evaluations, r.best, r.best_value});
 }
 
 int SwarmRace::advance(double seconds, float speed) {
@@ -163,6 +167,26 @@ const LandscapeGrid& SwarmRace::grid() const {
 }
 const std::string& SwarmRace::weights_note() const {
   return impl_->note;
+}
+
+std::string SwarmRace::race_csv() const {
+  std::ostringstream out;
+  out.precision(10);
+  out << "racer,kind,step,evaluations,member,x,y,f\n";
+  for (const auto& r : impl_->racers) {
+    for (const auto& h : r.history) {
+      out << '"' << r.name << "\",best," << h.step << ',' << h.evaluations << ",," << h.best[0]
+          << ',' << h.best[1] << ',' << h.best_value << '\n';
+    }
+  }
+  for (const auto& r : impl_->racers) {
+    if (r.values.size() != r.points.size()) continue;  // not evaluated yet
+    for (size_t i = 0; i < r.points.size(); ++i) {
+      out << '"' << r.name << "\",particle," << impl_->steps << ',' << r.evaluations << ',' << i
+          << ',' << r.points[i][0] << ',' << r.points[i][1] << ',' << r.values[i] << '\n';
+    }
+  }
+  return out.str();
 }
 
 const SwarmRpeCurve& swarm_rpe_curve() {

@@ -16,13 +16,23 @@
 
 namespace flt::viz {
 
+/// A racer's standing after one step of the race.
+struct SwarmStanding {
+  int step = 0;
+  int64_t evaluations = 0;
+  std::array<double, 2> best{0.0, 0.0};
+  double best_value = 0.0;
+};
+
 struct SwarmRacer {
   std::string name;
   std::array<uint8_t, 3> color{255, 255, 255};
   std::vector<std::array<double, 2>> points;  ///< the population's current points
+  std::vector<double> values;                 ///< f at `points` (empty before the first step)
   std::array<double, 2> best{0.0, 0.0};
   double best_value = 0.0;
   int64_t evaluations = 0;
+  std::vector<SwarmStanding> history;  ///< one entry a step
 };
 
 class SwarmRace {
@@ -50,6 +60,9 @@ class SwarmRace {
   double upper() const { return 5.12; }
   /// Where the swarm's weights came from ("shipped meta-weights" or "untrained").
   const std::string& weights_note() const;
+  /// What the level shows, as CSV: each racer's best point after every step (kind "best"), then
+  /// its current population (kind "particle"): racer,kind,step,evaluations,member,x,y,f.
+  std::string race_csv() const;
 
  private:
   struct Impl;

@@ -468,6 +468,33 @@ TEST_F(VizLogic, ALevelOpensWhenItsStarIsEarnedNotWhenTheRaceEnds) {
   EXPECT_EQ(lab.arena.progress.best_stars[0], 1);  // the full count waits for the finish
 }
 
+// Export CSV on the swarm level holds the swarm race, not the classic racers behind it.
+TEST_F(VizLogic, SwarmLevelCsvHoldsTheRaceItShows) {
+  LabState lab;
+  Scenario scenario;
+  scenario.arena.swarm = true;
+  apply_scenario(lab, scenario);
+  for (int i = 0; i < 3; ++i) lab.arena.swarm.step();
+  const std::string csv = scene_csv(lab, SceneId::kArena);
+  EXPECT_EQ(csv.rfind("racer,kind,step,evaluations,member,x,y,f\n", 0), 0u) << csv.substr(0, 80);
+  size_t best_rows = 0, particle_rows = 0;
+  for (size_t at = csv.find(",best,"); at != std::string::npos; at = csv.find(",best,", at + 1))
+    ++best_rows;
+  for (size_t at = csv.find(",particle,3,"); at != std::string::npos;
+       at = csv.find(",particle,3,", at + 1))
+    ++particle_rows;
+  const size_t racers = lab.arena.swarm.racers().size();
+  EXPECT_EQ(best_rows, 3 * racers);  // every racer's best after each of the 3 steps
+  size_t population = 0;
+  for (const auto& r : lab.arena.swarm.racers()) population += r.points.size();
+  EXPECT_EQ(particle_rows, population);
+  for (const auto& r : lab.arena.swarm.racers()) {
+    EXPECT_NE(csv.find('"' + r.name + "\",best,3,"), std::string::npos) << r.name;
+  }
+  // The classic level's trajectories (their header) are not what this level exports.
+  EXPECT_EQ(csv.find("racer,step,x,y,f"), std::string::npos);
+}
+
 TEST_F(VizLogic, CsvExports) {
   ArenaGame game;
   game.load(ArenaSettings{}, 1);
