@@ -315,7 +315,9 @@ double App::frame(const InputOverride* input, bool swap) {
   glClearColor(0.08f, 0.08f, 0.10f, 1.0f);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-  if (!state_->pending_screenshot.empty()) {
+  if (!state_->pending_screenshot.empty() && state_->screenshot_skip_frames > 0) {
+    state_->screenshot_skip_frames -= 1;
+  } else if (!state_->pending_screenshot.empty()) {
     const std::string path = state_->pending_screenshot;
     state_->pending_screenshot.clear();
     int w = 0, h = 0;

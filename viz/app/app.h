@@ -57,9 +57,12 @@ struct AppState {
   ExportDialog export_dialog;
   std::string pending_screenshot;      ///< written after the next render
   bool screenshot_panel_only = false;  ///< crop it to the scene panel
-  KeyPresses keys;                     ///< presses since the last frame (GLFW's key callback)
-  Toast toast;                         ///< the visible confirmation of copy and export
-  bool details_open = false;           ///< the status bar's technical details
+  /// Renders to let pass before the pending screenshot is read: the export dialog's Save is clicked
+  /// in a frame that still draws the dialog (and dims the scene), so that frame is not the picture.
+  int screenshot_skip_frames = 0;
+  KeyPresses keys;            ///< presses since the last frame (GLFW's key callback)
+  Toast toast;                ///< the visible confirmation of copy and export
+  bool details_open = false;  ///< the status bar's technical details
 };
 
 /// Shows `message` as the fading confirmation (and in the status line).

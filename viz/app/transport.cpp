@@ -87,8 +87,9 @@ void run_export(AppState& s) {
   switch (s.export_dialog.kind) {
     case ExportDialog::Kind::kWindowPng:
     case ExportDialog::Kind::kPanelPng:
-      s.pending_screenshot = path;  // confirmed when written, after this frame renders
+      s.pending_screenshot = path;  // confirmed when written, after the next frame renders
       s.screenshot_panel_only = s.export_dialog.kind == ExportDialog::Kind::kPanelPng;
+      s.screenshot_skip_frames = 1;  // this frame still draws the dialog that asked for it
       break;
     case ExportDialog::Kind::kCsv: {
       const bool ok = write_text(path, scene_csv(s.lab, scene));
