@@ -32,7 +32,8 @@ struct ArenaView {
 
 struct TrainingView {
   int layer = 0;
-  bool compare = true;  ///< earlier runs (TrainingSnapshot::previous) as faint curves
+  bool compare = true;        ///< earlier runs (TrainingSnapshot::previous) as faint curves
+  ImVec2 break_it_min{0, 0};  ///< where "Break it" was drawn (render tests: controls stay put)
   std::vector<std::unique_ptr<Texture>> head_textures;
 };
 

@@ -69,13 +69,7 @@ void show_schedule(const ScheduleTrace& trace, int64_t step, float plot_w) {
 void show_training(LabState& lab, TrainingView& view) {
   auto& settings = lab.scenario.training;
   const auto snap = lab.training.session.snapshot();
-  if (!snap.banner.empty()) {
-    ImGui::PushStyleColor(ImGuiCol_ChildBg, kBannerRed);
-    ImGui::BeginChild("nan_banner", ImVec2(0, 30), true);
-    ImGui::TextUnformatted(snap.banner.c_str());
-    ImGui::EndChild();
-    ImGui::PopStyleColor();
-  }
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   ImGui::BeginChild("train_controls", ImVec2(320, avail.y - 4), true);
   bool changed = false;
@@ -120,6 +114,7 @@ void show_training(LabState& lab, TrainingView& view) {
   if (!snap.loss.empty())
     ImGui::Text("loss %.4f   accuracy %.3f", snap.loss.back(), snap.accuracy.back());
   if (ImGui::Button("Break it (inject NaN)")) lab.training.session.inject_nan_at(snap.step + 1);
+  view.break_it_min = ImGui::GetItemRectMin();
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("Poisons the next step's loss to show the NaN guard.");
   ImGui::Separator();
@@ -200,6 +195,17 @@ void show_training(LabState& lab, TrainingView& view) {
     }
   }
   ImGui::EndChild();
+  if (!snap.banner.empty()) {
+    // Over the top of the plots, drawn last: a row inserted above the controls moved every
+    // control down under the pointer (the next click landed on another widget).
+    const float left = 320 + ImGui::GetStyle().ItemSpacing.x;
+    ImGui::SetCursorScreenPos(ImVec2(origin.x + left, origin.y));
+    ImGui::PushStyleColor(ImGuiCol_ChildBg, kBannerRed);
+    ImGui::BeginChild("nan_banner", ImVec2(avail.x - left, 30), true);
+    ImGui::TextUnformatted(snap.banner.c_str());
+    ImGui::EndChild();
+    ImGui::PopStyleColor();
+  }
 }
 
 }  // namespace flt::viz

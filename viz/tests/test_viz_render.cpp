@@ -298,6 +298,25 @@ TEST_F(VizRender, ExportedPngHoldsTheSceneWithoutTheDialog) {
   EXPECT_LT(differing, a.rgba.size() / 4 / 100) << differing << " pixels differ";
 }
 
+// The NaN banner covers the top of the plots: the controls stay where the pointer expects them.
+TEST_F(VizRender, TheNanBannerMovesNoControl) {
+  Scenario scenario;
+  scenario.scene = SceneId::kTraining;
+  apply_scenario(app_->lab(), scenario);
+  settle_scene(app_->lab(), SceneId::kTraining, 2);
+  for (int i = 0; i < 3; ++i) app_->frame();
+  const ImVec2 before = app_->state().training_view.break_it_min;
+  auto& session = app_->lab().training.session;
+  session.inject_nan_at(session.snapshot().step + 1);
+  session.run_steps(1);
+  ASSERT_FALSE(session.snapshot().banner.empty());
+  for (int i = 0; i < 3; ++i) app_->frame();
+  const ImVec2 after = app_->state().training_view.break_it_min;
+  EXPECT_GT(before.y, 0.0f);
+  EXPECT_EQ(after.x, before.x);
+  EXPECT_EQ(after.y, before.y);
+}
+
 TEST_F(VizRender, KeyboardTransportStepsAndPlays) {
   InputOverride input = arena_with_pointer_parked();
   input.keys_down = {GLFW_KEY_S};  // S: one step
