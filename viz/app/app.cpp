@@ -82,8 +82,12 @@ void show_status_line(AppState& s) {
   ImGui::TextDisabled("| %s", s.lab.message.c_str());
   if (s.details_open) {
     ImGui::TextDisabled("%s", s.runtime_line.c_str());
-    ImGui::TextDisabled("%.1f FPS | Dear ImGui %s | GL %s", ImGui::GetIO().Framerate, IMGUI_VERSION,
-                        s.gl_renderer.c_str());
+    // Idle, the window draws only on input or change: a frame rate averaged over those frames
+    // reads as a slow machine.
+    char rate[48] = "idle: redraws on input or change";
+    if (lab_animating(s.lab))
+      std::snprintf(rate, sizeof(rate), "%.1f FPS", ImGui::GetIO().Framerate);
+    ImGui::TextDisabled("%s | Dear ImGui %s | GL %s", rate, IMGUI_VERSION, s.gl_renderer.c_str());
   }
 }
 
@@ -307,6 +311,11 @@ double App::frame(const InputOverride* input, bool swap) {
   const bool fixed_step = state_->headless || input != nullptr;
   if (fixed_step) io.DeltaTime = static_cast<float>(kFixedFrameSeconds);
   ImGui::NewFrame();
+  // Ctrl+Q quits (outside a text field, where Q is typed).
+  const bool control = io.KeysDown[GLFW_KEY_LEFT_CONTROL] || io.KeysDown[GLFW_KEY_RIGHT_CONTROL];
+  if (control && ImGui::IsKeyPressed(GLFW_KEY_Q, false) && !io.WantTextInput) {
+    glfwSetWindowShouldClose(window_, GLFW_TRUE);
+  }
   show_main_window(*state_, fixed_step ? kFixedFrameSeconds : io.DeltaTime);
   ImGui::Render();
   int width = 0, height = 0;

@@ -34,14 +34,25 @@ void show_kernel(LabState& lab, KernelView& view) {
   changed |= slider_double("R", &settings.R, 0.1, 20.0, "%.3g", true);
   ImGui::SetNextItemWidth(170);
   changed |= enum_combo("phi", &settings.phi, kKernelPhiCount, kernel_phi_label);
-  changed |= ImGui::Checkbox("view follows R", &settings.follow_r);
+  KernelSettings followed = settings;
+  followed.follow_r = true;
+  const double followed_extent = kernel_view_extent(followed);
+  if (ImGui::Checkbox("view follows R", &settings.follow_r)) {
+    changed = true;
+    // unticked: the knob starts from the view on screen, not from a value set long ago
+    if (!settings.follow_r) settings.extent = std::clamp(followed_extent, 0.5, 20.0);
+  }
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
         "The plots cover |x| <= 4 pi / R: the main lobe and three side lobes,\n"
         "whatever R is. Untick to set the extent yourself.");
   ImGui::BeginDisabled(settings.follow_r);
   ImGui::SetNextItemWidth(170);
-  changed |= slider_double("extent", &settings.extent, 0.5, 20.0, "%.2g", true);
+  double extent = settings.follow_r ? followed_extent : settings.extent;  // what the plots use
+  if (slider_double("extent", &extent, 0.5, 20.0, "%.2g", true) && !settings.follow_r) {
+    settings.extent = extent;
+    changed = true;
+  }
   ImGui::EndDisabled();
   section("Estimators (FourierFormer Sec. 3)");
   ImGui::SetNextItemWidth(170);

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "app/app.h"
+#include "flt/attention/flt.h"
 #include "flt/runtime.h"
 #include "logic/variants.h"
 
@@ -178,7 +179,10 @@ TEST_F(VizRender, KernelExplorerShowsKernelsEstimatesAndRegression) {
 }
 
 TEST_F(VizRender, RpeStudioShowsSpectrumFunctionErrorAndTheTwoDimensionalShape) {
-  const Image image = render(SceneId::kRpe, 0);
+  Scenario scenario;
+  scenario.scene = SceneId::kRpe;
+  scenario.rpe.family = static_cast<int>(flt::attention::SpectrumFamily::kLocal);
+  const Image image = render(scenario, 0, "rpe");
   EXPECT_GT(count_near(image, 310, 90, 790, 300, {120, 200, 255, 255}, 40), 150);   // g(xi)
   EXPECT_GT(count_near(image, 790, 90, 1280, 300, {120, 220, 120, 255}, 40), 150);  // exact f
   EXPECT_GT(count_near(image, 790, 90, 1280, 300, {255, 170, 60, 255}, 40), 150);   // estimate
@@ -315,6 +319,23 @@ TEST_F(VizRender, TheNanBannerMovesNoControl) {
   EXPECT_GT(before.y, 0.0f);
   EXPECT_EQ(after.x, before.x);
   EXPECT_EQ(after.y, before.y);
+}
+
+// Ctrl+Q asks the window to close; Q alone does not.
+TEST_F(VizRender, ControlQQuits) {
+  InputOverride input = arena_with_pointer_parked();
+  input.keys_down = {GLFW_KEY_Q};
+  app_->frame(&input);
+  EXPECT_FALSE(app_->should_close());
+  input.keys_down.clear();
+  app_->frame(&input);
+  input.keys_down = {GLFW_KEY_LEFT_CONTROL, GLFW_KEY_Q};
+  app_->frame(&input);
+  EXPECT_TRUE(app_->should_close());
+  glfwSetWindowShouldClose(glfwGetCurrentContext(), GLFW_FALSE);  // the suite's window stays
+  input.keys_down.clear();
+  app_->frame(&input);
+  ASSERT_FALSE(app_->should_close());
 }
 
 TEST_F(VizRender, KeyboardTransportStepsAndPlays) {
