@@ -10,6 +10,7 @@
 
 #include "app/panels.h"
 #include "app/widgets.h"
+#include "logic/plot_math.h"
 #include "logic/variants.h"
 
 namespace flt::viz {
@@ -145,12 +146,14 @@ void show_training(LabState& lab, TrainingView& view) {
   ImGui::BeginChild("train_plots", ImVec2(0, avail.y - 4), false);
   const ImVec2 right = ImGui::GetContentRegionAvail();
   const float plot_w = right.x * 0.5f - 8, plot_h = 250;
-  // earlier runs first (faint, smoothed, a colour per optimizer), the current run on top
+  // earlier runs first (smoothed, a colour each, the legend naming optimizer and variant), the
+  // current run on top
   std::vector<Series> loss, accuracy;
   if (view.compare) {
-    for (const auto& run : snap.previous) {
-      const bool adam = run.optimizer == TrainingOptimizer::kAdam;
-      const ImU32 color = adam ? IM_COL32(230, 230, 120, 150) : IM_COL32(200, 130, 255, 170);
+    for (size_t i = 0; i < snap.previous.size(); ++i) {
+      const auto& run = snap.previous[i];
+      const Rgba c = earlier_run_color(static_cast<int>(i));
+      const ImU32 color = IM_COL32(c[0], c[1], c[2], c[3]);
       loss.push_back({run.label, smooth_ema(run.loss, settings.smoothing), color});
       accuracy.push_back({run.label, smooth_ema(run.accuracy, settings.smoothing), color});
     }

@@ -101,6 +101,21 @@ Rgba interpolate(const float (&table)[N][3], float t) {
 
 }  // namespace
 
+Rgba earlier_run_color(int index) {
+  // Okabe-Ito's colour-blind-safe set without its orange and sky blue (the current run's), with
+  // three more hues.
+  static constexpr std::array<Rgba, 8> kPalette = {{{230, 230, 120, 200},
+                                                    {200, 130, 255, 200},
+                                                    {0, 158, 115, 220},
+                                                    {204, 121, 167, 220},
+                                                    {240, 228, 66, 220},
+                                                    {0, 114, 178, 230},
+                                                    {213, 94, 0, 220},
+                                                    {180, 180, 180, 200}}};
+  const int n = static_cast<int>(kPalette.size());
+  return kPalette[static_cast<size_t>(((index % n) + n) % n)];
+}
+
 Rgba colormap(Colormap map, float t) {
   if (std::isnan(t)) return {255, 0, 255, 255};
   t = std::clamp(t, 0.0f, 1.0f);

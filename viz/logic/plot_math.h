@@ -30,6 +30,11 @@ enum class Colormap { kViridis, kDiverging };
 /// Colour of t in [0, 1] (clamped; NaN gives magenta so bad values stand out).
 Rgba colormap(Colormap map, float t);
 
+/// The colour of earlier run `index` on a comparison plot: eight hues apart from each other and
+/// from the current run's orange loss and blue accuracy, repeating after eight (runs past the
+/// eighth are then told apart by their legend entry alone).
+Rgba earlier_run_color(int index);
+
 /// RGBA8 image of `values` (rows x cols, row-major) mapped from [lo, hi]; log10 first when `log`.
 std::vector<uint8_t> colorize(const std::vector<float>& values, Colormap map, float lo, float hi,
                               bool log = false);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 #include <stdexcept>
 #include <variant>
@@ -493,6 +494,26 @@ TEST_F(VizLogic, SwarmLevelCsvHoldsTheRaceItShows) {
   }
   // The classic level's trajectories (their header) are not what this level exports.
   EXPECT_EQ(csv.find("racer,step,x,y,f"), std::string::npos);
+}
+
+// Earlier runs on the training plots: eight colours told apart from each other and from the
+// current run's orange loss and blue accuracy.
+TEST_F(VizLogic, EarlierRunsEachHaveTheirOwnColour) {
+  const auto distance = [](const Rgba& a, std::array<int, 3> b) {
+    int d = 0;
+    for (int i = 0; i < 3; ++i) d = std::max(d, std::abs(static_cast<int>(a[i]) - b[i]));
+    return d;
+  };
+  for (int i = 0; i < 8; ++i) {
+    const Rgba c = earlier_run_color(i);
+    EXPECT_GE(distance(c, {255, 140, 60}), 40) << i;  // the current loss
+    EXPECT_GE(distance(c, {80, 200, 255}), 40) << i;  // the current accuracy
+    for (int j = 0; j < i; ++j) {
+      const Rgba o = earlier_run_color(j);
+      EXPECT_GE(distance(c, {o[0], o[1], o[2]}), 40) << i << " vs " << j;
+    }
+  }
+  EXPECT_EQ(earlier_run_color(8), earlier_run_color(0));
 }
 
 TEST_F(VizLogic, CsvExports) {
