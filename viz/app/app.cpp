@@ -9,6 +9,7 @@
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
+#include <imgui_internal.h>  // ClosePopupToLevel: Escape closes popups
 #include <stb_image_write.h>
 
 #include <algorithm>
@@ -308,9 +309,25 @@ double App::frame(const InputOverride* input, bool swap) {
                          input->keys_down.end();
     }
   }
+  // Dear ImGui 1.86 reads each key's state once a frame, so Enter or Escape pressed and released
+  // between two frames (a quick tap) was never seen: hold such a key down for one frame (what the
+  // key callback counted), then give it back its real state.
+  for (int key : held_taps_) io.KeysDown[key] = glfwGetKey(window_, key) == GLFW_PRESS;
+  held_taps_.clear();
+  for (int key : {GLFW_KEY_ENTER, GLFW_KEY_KP_ENTER, GLFW_KEY_ESCAPE}) {
+    if (state_->keys.count(key) > 0 && !io.KeysDown[key]) {
+      io.KeysDown[key] = true;
+      held_taps_.push_back(key);
+    }
+  }
   const bool fixed_step = state_->headless || input != nullptr;
   if (fixed_step) io.DeltaTime = static_cast<float>(kFixedFrameSeconds);
   ImGui::NewFrame();
+  // Escape closes an open combo or menu (a text field takes it first: it reverts the edit).
+  if (ImGui::IsKeyPressed(GLFW_KEY_ESCAPE, false) && !io.WantTextInput &&
+      ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId | ImGuiPopupFlags_AnyPopupLevel)) {
+    ImGui::ClosePopupToLevel(0, /*restore_focus_to_window_under_popup=*/true);
+  }
   // Ctrl+Q quits (outside a text field, where Q is typed).
   const bool control = io.KeysDown[GLFW_KEY_LEFT_CONTROL] || io.KeysDown[GLFW_KEY_RIGHT_CONTROL];
   if (control && ImGui::IsKeyPressed(GLFW_KEY_Q, false) && !io.WantTextInput) {

@@ -109,6 +109,7 @@ class App {
   GLFWwindow* window_ = nullptr;
   std::unique_ptr<AppState> state_;
   std::atomic<int64_t> events_{0};  ///< input and wake-ups seen (GLFW callbacks, the worker)
+  std::vector<int> held_taps_;      ///< keys held down for one frame after a quick tap
 
   static void on_key(GLFWwindow* window, int key, int scancode, int action, int mods);
   static void on_event(GLFWwindow* window);

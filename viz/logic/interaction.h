@@ -18,6 +18,11 @@ class KeyPresses {
   void press(int key) { counts_[key] += 1; }
   /// The presses of `key` since the last take (then forgotten).
   int take(int key);
+  /// The presses of `key` since the last take or clear, kept.
+  int count(int key) const {
+    const auto it = counts_.find(key);
+    return it == counts_.end() ? 0 : it->second;
+  }
   void clear() { counts_.clear(); }
 
  private:
