@@ -80,7 +80,8 @@ void show_status_line(AppState& s) {
   ImGui::SetNextItemOpen(s.details_open);
   s.details_open = ImGui::TreeNodeEx("details", ImGuiTreeNodeFlags_NoTreePushOnOpen);
   ImGui::SameLine();
-  ImGui::TextDisabled("| %s", s.lab.message.c_str());
+  // one line: a long message ends in "..." with the whole of it in a tooltip
+  fitted_text("| " + s.lab.message, ImGui::GetContentRegionAvail().x, /*disabled=*/true);
   if (s.details_open) {
     ImGui::TextDisabled("%s", s.runtime_line.c_str());
     // Idle, the window draws only on input or change: a frame rate averaged over those frames

@@ -59,7 +59,10 @@ void line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, b
   const auto rows = legend_rows(widths, legend_width, kSpacing);
   const float line_h = ImGui::GetTextLineHeight() + 2.0f;
   const float legend_h = rows.empty() ? 0.0f : (rows.back() + 1) * line_h;
-  const float top = 8.0f + legend_h;
+  // The y label sits above the axis, left of the plot; one wider than the left margin reaches into
+  // the legend's last row, so it takes a row of its own.
+  const bool y_label_row = y_label != nullptr && ImGui::CalcTextSize(y_label).x > left - 6.0f;
+  const float top = 8.0f + legend_h + (y_label_row ? line_h : 0.0f);
   const ImVec2 min(origin.x + left, origin.y + top),
       max(origin.x + size.x - right, origin.y + size.y - bottom);
   draw->AddRectFilled(min, max, IM_COL32(25, 25, 32, 255));

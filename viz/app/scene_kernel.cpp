@@ -80,7 +80,9 @@ void show_kernel(LabState& lab, KernelView& view) {
     if (est.density_error.empty()) {
       ImGui::Text("  Fourier  %.3e", est.fourier_mise);
     } else {
-      ImGui::TextDisabled("  Fourier  none for this phi (see the map)");
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+      ImGui::TextWrapped("  Fourier  none for this phi (see the map)");
+      ImGui::PopStyleColor();
     }
     ImGui::Text("  KDE      %.3e", est.kde_mise);
     ImGui::Text("regression MSE  %.3e", est.reg_mse);

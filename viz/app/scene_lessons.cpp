@@ -119,7 +119,9 @@ void show_lessons(LabState& lab, LessonsView& view) {
     fitted_text(lesson.title + "  (quick, " + tick_label(r.seconds) + " s)",
                 ImGui::GetContentRegionAvail().x);
     ImGui::PopStyleColor();
-    for (const auto& line : r.setup) ImGui::TextDisabled("%s", line.c_str());
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    for (const auto& line : r.setup) ImGui::TextWrapped("%s", line.c_str());
+    ImGui::PopStyleColor();
     result_table(r);
     const ImVec2 region = ImGui::GetContentRegionAvail();
     const size_t panels = r.panels.size();

@@ -73,6 +73,8 @@ void show_training(LabState& lab, TrainingView& view) {
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   ImGui::BeginChild("train_controls", ImVec2(320, avail.y - 4), true);
+  // fixed widths leave the labels room ("payload length" was cut at the panel edge)
+  ImGui::PushItemWidth(170);
   bool changed = false;
   changed |= enum_combo("task", &settings.task, kTrainingTaskCount, task_name);
   changed |= combo("attention", &settings.variant, variant_names());
@@ -140,6 +142,7 @@ void show_training(LabState& lab, TrainingView& view) {
     ImGui::TextWrapped("%s", snap.model.c_str());
     ImGui::TreePop();
   }
+  ImGui::PopItemWidth();
   ImGui::EndChild();
   ImGui::SameLine();
 

@@ -188,7 +188,9 @@ void show_transport(AppState& s) {
   }
   ImGui::SameLine();
   export_buttons(s);
-  ImGui::TextDisabled("state: %s", encode_state(lab.scenario).c_str());  // always visible
+  // always visible, on one line: the whole string in a tooltip and through Copy state
+  fitted_text("state: " + encode_state(lab.scenario), ImGui::GetContentRegionAvail().x,
+              /*disabled=*/true);
 }
 
 }  // namespace flt::viz
