@@ -71,17 +71,28 @@ TEST_F(VizLogic, TrainingLearnsCopyAndTheNanGuardPauses) {
   for (float v : snap.maps) ASSERT_TRUE(std::isfinite(v));
 }
 
-TEST_F(VizLogic, BreakItPoisonsTheNextStepEvenWhenTheWorkerIsPastTheShownStep) {
-  TrainingSession session;
+namespace {
+
+// The default training task on its worker at x64, once it has taken `steps` steps (a minute at
+// most: on a loaded 2-core machine 4 s once gave only 4 steps).
+void train_on_worker(TrainingSession& session, int64_t steps) {
   session.configure(TrainingSettings{}, 2);
   session.start_worker();
   session.set_speed(64.0f);
   session.set_playing(true);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (session.snapshot().step < 3 && std::chrono::steady_clock::now() < deadline) {
+  while (session.snapshot().step < steps && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+}  // namespace
+
+TEST_F(VizLogic, BreakItPoisonsTheNextStepEvenWhenTheWorkerIsPastTheShownStep) {
+  TrainingSession session;
+  train_on_worker(session, 3);
   ASSERT_GE(session.snapshot().step, 3);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   // A click computed from a stale snapshot names a step the worker has already taken.
   session.inject_nan_at(1);
   while (!session.snapshot().nan_paused && std::chrono::steady_clock::now() < deadline) {
@@ -95,16 +106,7 @@ TEST_F(VizLogic, BreakItPoisonsTheNextStepEvenWhenTheWorkerIsPastTheShownStep) {
 
 TEST_F(VizLogic, TrainingWorkerNeverBlocksTheCaller) {
   TrainingSession session;
-  session.configure(TrainingSettings{}, 2);
-  session.start_worker();
-  session.set_speed(64.0f);
-  session.set_playing(true);
-  // The deadline only guards against a hang: on a loaded 2-core machine (CI with other tests, or
-  // meta-training next to it) 4 s once gave only 4 steps, so wait up to a minute.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (session.snapshot().step < 5 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  train_on_worker(session, 5);
   EXPECT_GE(session.snapshot().step, 5);
   session.set_playing(false);
   session.configure(TrainingSettings{}, 3);  // reset while the worker runs

@@ -433,15 +433,24 @@ TEST_F(VizLogic, PlayingDrawScenesRedrawAndRecompute) {
   EXPECT_GT(lab.attention.version + lab.rpe.version, version);
 }
 
-// The arena plays at 10 steps per second x speed and records the stars of a finished race once.
-TEST_F(VizLogic, ArenaPlaysAndRecordsStars) {
-  LabState lab;
+namespace {
+
+// The first level playing at x4, the player's racer at lr 0.3 without momentum (it reaches eps).
+void play_first_level(LabState& lab) {
   Scenario scenario;
   scenario.arena.human_lr = 0.3;
   scenario.arena.human_momentum = 0.0;
   scenario.speed = 4.0f;
   apply_scenario(lab, scenario);
   set_scene_playing(lab, SceneId::kArena, true);
+}
+
+}  // namespace
+
+// The arena plays at 10 steps per second x speed and records the stars of a finished race once.
+TEST_F(VizLogic, ArenaPlaysAndRecordsStars) {
+  LabState lab;
+  play_first_level(lab);
   update_scene(lab, SceneId::kArena, 0.05);
   EXPECT_EQ(lab.arena.game.step_count(), 2);
   while (!lab.arena.game.finished()) update_scene(lab, SceneId::kArena, 1.0);
@@ -454,12 +463,7 @@ TEST_F(VizLogic, ArenaPlaysAndRecordsStars) {
 // The next level opens when the player's racer earns its first star, while others still race.
 TEST_F(VizLogic, ALevelOpensWhenItsStarIsEarnedNotWhenTheRaceEnds) {
   LabState lab;
-  Scenario scenario;
-  scenario.arena.human_lr = 0.3;
-  scenario.arena.human_momentum = 0.0;
-  scenario.speed = 4.0f;
-  apply_scenario(lab, scenario);
-  set_scene_playing(lab, SceneId::kArena, true);
+  play_first_level(lab);
   while (lab.arena.game.stars() == 0 && !lab.arena.game.finished()) {
     update_scene(lab, SceneId::kArena, 0.05);
   }

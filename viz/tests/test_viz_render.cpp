@@ -91,6 +91,15 @@ class VizRender : public ::testing::Test {
     return input;
   }
 
+  /// The export dialog for `kind` open on `path`, its path field focused (three frames of `input`).
+  void open_export_dialog(ExportDialog::Kind kind, const std::string& path, InputOverride& input) {
+    auto& dialog = app_->state().export_dialog;
+    dialog.kind = kind;
+    std::snprintf(dialog.path, sizeof(dialog.path), "%s", path.c_str());
+    dialog.open_requested = true;
+    for (int i = 0; i < 3; ++i) app_->frame(&input);
+  }
+
   /// The picture of `scenario`'s scene after `steps` race or training steps, saved as NAME.png.
   Image render(const Scenario& scenario, int steps, const std::string& name) {
     apply_scenario(app_->lab(), scenario);
@@ -280,11 +289,7 @@ TEST_F(VizRender, ExportedPngHoldsTheSceneWithoutTheDialog) {
   const std::string before = (out_ / "before-dialog.png").string();
   ASSERT_TRUE(app_->screenshot(before));
   const std::string path = (out_ / "exported.png").string();
-  auto& dialog = app_->state().export_dialog;
-  dialog.kind = ExportDialog::Kind::kWindowPng;
-  std::snprintf(dialog.path, sizeof(dialog.path), "%s", path.c_str());
-  dialog.open_requested = true;
-  for (int i = 0; i < 3; ++i) app_->frame(&input);  // the dialog opens, its path field focused
+  open_export_dialog(ExportDialog::Kind::kWindowPng, path, input);
   input.keys_down = {GLFW_KEY_ENTER};
   app_->frame(&input);  // Enter: Save
   input.keys_down.clear();
@@ -326,12 +331,8 @@ TEST_F(VizRender, TheNanBannerMovesNoControl) {
 TEST_F(VizRender, AQuickEnterInATextFieldIsNotLost) {
   InputOverride input = arena_with_pointer_parked();
   const std::string path = (out_ / "quick-enter.csv").string();
-  auto& dialog = app_->state().export_dialog;
-  dialog.kind = ExportDialog::Kind::kCsv;
-  std::snprintf(dialog.path, sizeof(dialog.path), "%s", path.c_str());
-  dialog.open_requested = true;
-  for (int i = 0; i < 3; ++i) app_->frame(&input);  // the dialog opens, its path field focused
-  input.key_taps = {GLFW_KEY_ENTER};                // down and up before the next frame
+  open_export_dialog(ExportDialog::Kind::kCsv, path, input);
+  input.key_taps = {GLFW_KEY_ENTER};  // down and up before the next frame
   app_->frame(&input);
   input.key_taps.clear();
   app_->frame(&input);
