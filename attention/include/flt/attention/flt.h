@@ -4,9 +4,11 @@
 // The RPE mask N_ij = f(r_i - r_j) is given through the Fourier transform g of f,
 // f(x) = integral g(xi) exp(2 pi i x.xi) dxi. With xi_1..xi_r ~ p and a_t = g(xi_t) / p(xi_t),
 // the real, sign-aware features (real part of Thm 4.1; unbiased for real f, negative g allowed)
-//   N1(r_i) = r^{-1/2} [sgn(a_t) sqrt|a_t| cos(2 pi xi_t.r_i), sgn(a_t) sqrt|a_t| sin(2 pi
-//   xi_t.r_i)]_t N2(r_j) = r^{-1/2} [         sqrt|a_t| cos(2 pi xi_t.r_j),          sqrt|a_t|
-//   sin(2 pi xi_t.r_j)]_t
+// clang-format off
+//   N1(r_i) = r^{-1/2} [s_t sqrt|a_t| cos(2 pi xi_t.r_i), s_t sqrt|a_t| sin(2 pi xi_t.r_i)]_t
+//   N2(r_j) = r^{-1/2} [    sqrt|a_t| cos(2 pi xi_t.r_j),     sqrt|a_t| sin(2 pi xi_t.r_j)]_t
+//   with s_t = sgn(a_t),
+// clang-format on
 // give N1.N2 = (1/r) sum_t a_t cos(2 pi xi_t.(r_i - r_j)) -> Re f(r_i - r_j). FAVOR+ on
 // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] then estimates exp(N^_ij + q_i.k_j / sqrt(D)):
 // RPE-masked softmax attention in O(L (m + r) D). Positions may have any dimension l.
