@@ -109,14 +109,13 @@ TEST_F(RandomFeatureTraining, EachVariantLearnsAbsolutePositionTask) {
 }
 
 // 400 steps, otherwise the same model, no absolute position embeddings: FLT's local RPE sees
-// relative positions, Performer sees a bag of tokens (chance level by construction of the task).
-TEST_F(RandomFeatureTraining, LocalRpeBeatsPerformerWithoutPositions) {
+// relative positions and must learn the task. Chance is 0.5 by the task's construction (balanced
+// labels, the same token multiset in both classes): a model without positional information (a
+// Performer, measured 0.500) cannot beat it, so it is no baseline worth training here. On 1024
+// test sequences an accuracy at chance stays below 0.5 + 5 sqrt(0.25 / 1024) = 0.58 (5 sd); FLT
+// measured 1.000 (seed 7, 2026-11-27); 0.8 sits between the two.
+TEST_F(RandomFeatureTraining, LocalRpeLearnsAdjacentPairsWithoutPositions) {
   const double flt = train_and_evaluate(local_flt(), false, adjacent_pair_task, 400, 3e-3);
-  const double performer = train_and_evaluate(fa::PerformerAttentionOptions().features(32), false,
-                                              adjacent_pair_task, 400, 3e-3);
-  std::printf("adjacent-pair task without absolute positions: FLT local RPE %.3f, Performer %.3f\n",
-              flt, performer);
+  std::printf("adjacent-pair task without absolute positions: FLT local RPE %.3f\n", flt);
   EXPECT_GT(flt, 0.8);
-  EXPECT_LT(performer, 0.6);
-  EXPECT_GT(flt, performer + 0.2);
 }

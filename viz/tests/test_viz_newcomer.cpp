@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <thread>
@@ -390,28 +391,62 @@ TEST_F(VizLogic, AFinishedLessonKeepsTheWindowDrawingUntilItsTableIsShown) {
   EXPECT_FALSE(lab_animating(lab));
 }
 
+// Each variant's error against sources, not bare numbers: uniform attention (every weight 1/L, the
+// approximation that ignores q and k; what a constant or all-zero score gives after normalising;
+// PEERS.md: report errors next to it) must be beaten, and a random-feature estimate must shrink
+// with 4x the features (an unbiased estimator's error falls as 1/sqrt(m): about 2x). Measured
+// (seeds 1, 2; the line this test prints, 2026-11-27): linear 0.227 (uniform 0.248), Performer
+// 0.204 -> 0.083, SchoenbAt 0.195 -> 0.191 (its error against softmax is its kernel's own bias,
+// so more features do not shrink it: only the uniform bound applies), FLT 0.582 -> 0.359 with 4x
+// both m and r (uniform 0.396: at the lab's defaults FLT's estimate is worse than uniform
+// attention, and only 4x its features beat it).
 TEST_F(VizLogic, AttentionLabDefaultsGiveErrorsThatMeanSomething) {
   const AttentionLabSettings defaults;
+  double uniform = 0.0;  // ||1/L - A_exact||_F / ||A_exact||_F, mean over the seeds
   const auto error = [&](const std::string& variant, int features) {
     AttentionLabSettings s = defaults;
     s.variant = variant_index(variant);
     s.features = features;
+    s.flt_rpe_features = defaults.flt_rpe_features * features / defaults.features;  // FLT's r too
     double sum = 0.0;
+    uniform = 0.0;
     for (uint64_t seed = 1; seed <= 2; ++seed) {
       const auto r = compute_attention_lab(s, seed, nullptr);
       EXPECT_TRUE(r.valid) << variant << ": " << r.error;
       sum += r.relative_error;
+      double diff = 0.0, norm = 0.0;
+      for (float a : r.exact) {
+        diff += (a - 1.0 / r.length) * (a - 1.0 / r.length);
+        norm += static_cast<double>(a) * a;
+      }
+      uniform += std::sqrt(diff / norm) / 2;
     }
     return sum / 2;
   };
-  EXPECT_LT(error("softmax", defaults.features), 1e-5);
-  EXPECT_LT(error("linear", defaults.features), 0.5);
-  // the random-feature estimates are close at the default features and closer with more
+  EXPECT_LT(error("softmax", defaults.features), 1e-5);  // the reference itself, in float
+  const int more = 4 * defaults.features;
+  const double linear = error("linear", defaults.features);
+  const double linear_uniform = uniform;
   const double performer = error("performer", defaults.features);
-  EXPECT_LT(performer, 0.4);
-  EXPECT_LT(error("performer", 1024), performer);
+  const double performer_uniform = uniform;
+  const double performer_more = error("performer", more);
+  const double schoenbat = error("schoenbat", defaults.features);
+  const double schoenbat_uniform = uniform;
+  const double schoenbat_more = error("schoenbat", more);
+  const double flt = error("flt", defaults.features);
+  const double flt_uniform = uniform;
+  const double flt_more = error("flt", more);
+  std::printf(
+      "  relative error (uniform attention): linear %.3f (%.3f), performer %.3f -> %.3f at 4x m "
+      "(%.3f), schoenbat %.3f -> %.3f (%.3f), flt %.3f -> %.3f (%.3f)\n",
+      linear, linear_uniform, performer, performer_more, performer_uniform, schoenbat,
+      schoenbat_more, schoenbat_uniform, flt, flt_more, flt_uniform);
+  EXPECT_LT(linear, linear_uniform);
+  EXPECT_LT(performer, performer_uniform);
+  EXPECT_LT(performer_more, performer);
   EXPECT_GT(error("performer", 16), performer);
-  EXPECT_LT(error("schoenbat", defaults.features), 0.4);
-  EXPECT_LT(error("flt", defaults.features), 1.0);
+  EXPECT_LT(schoenbat, schoenbat_uniform);
+  EXPECT_LT(flt_more, flt_uniform);
+  EXPECT_LT(flt_more, flt);
   for (const auto& name : variant_names()) EXPECT_FALSE(attention_error_hint(name).empty()) << name;
 }
