@@ -63,6 +63,31 @@ struct FamilyCase {
   double proposal_sigma;
 };
 
+/// Bernstein's bound on the largest error of an FLT module's RPE estimate over 1-D positions
+/// (Thms 4.1, 4.2): N^(delta) = (1/r) sum_t a_t cos(2 pi xi_t delta) averages r independent terms,
+/// each within c = sup |g| / p of 0 (so within 2c of its mean) and of variance at most
+/// s2 = E[a_t^2] = int g^2 / p; so P(|N^ - N| >= eps) <= 2 exp(-r eps^2 / (2 s2 + 4 c eps / 3)) at
+/// one (head, pair). Over `pairs` of them with a chance `miss` that a correct estimator exceeds it,
+/// with l = ln(2 pairs / miss) / r: eps = (4 c l / 3 + sqrt((4 c l / 3)^2 + 8 s2 l)) / 2. c and s2
+/// are taken on a grid 40 proposal widths wide, which must hold the largest ratio (one still
+/// growing at the grid's edge is unbounded).
+double rpe_bernstein_bound(const fa::FLTAttention& flt, double pairs, double miss) {
+  torch::NoGradGuard no_grad;
+  const double sigma = flt->log_proposal_sigma.exp().item<double>();
+  const auto xi = torch::linspace(-20.0 * sigma, 20.0 * sigma, 40001, torch::kDouble).view({-1, 1});
+  const auto g = flt->spectrum(xi).to(torch::kDouble);          // (H, N)
+  const auto p = flt->proposal_density(xi).to(torch::kDouble);  // (N)
+  const auto ratio = (g / p).abs();
+  const double c = ratio.max().item<double>();
+  const double edge = torch::maximum(ratio.select(1, 0), ratio.select(1, -1)).max().item<double>();
+  EXPECT_LT(edge, c) << "sup |g| / p is not inside the grid (unbounded?)";
+  const double step = 40.0 * sigma / 40000.0;
+  const double s2 = ((g * g / p).sum(1) * step).max().item<double>();
+  const double l = std::log(2.0 * pairs / miss) / static_cast<double>(flt->options.rpe_features());
+  const double linear = 4.0 * c * l / 3.0;
+  return (linear + std::sqrt(linear * linear + 8.0 * s2 * l)) / 2.0;
+}
+
 }  // namespace
 
 // Thm 4.2: ||N^ - N||_max shrinks like r^{-1/2}. For each family with a closed-form f, the mean
@@ -239,7 +264,13 @@ TEST_F(FLT, NegativeSpectrumGivesNegativeMask) {
   const auto approx = flt->approximate_mask(positions);
   const auto diagonal = torch::diagonal(approx, 0, -2, -1);
   EXPECT_LT(diagonal.max().item<double>(), 0.0);
-  EXPECT_LT((approx - exact).abs().max().item<double>(), 0.15);
+  // Within Bernstein's bound over the 2 heads x 16^2 pairs at a 1e-6 chance of a false failure
+  // (rpe_bernstein_bound), in place of an unsourced 0.15.
+  const double pairs = 2.0 * 16.0 * 16.0;
+  const double bound = rpe_bernstein_bound(flt, pairs, 1e-6);
+  std::printf("  negative spectrum, r = 4096: max error %.4f, Bernstein bound %.4f\n",
+              (approx - exact).abs().max().item<double>(), bound);
+  EXPECT_LT((approx - exact).abs().max().item<double>(), bound);
   // Mixed signs: f = w1 G1 + w2 G2 with w2 < 0 gives a mask negative away from the diagonal.
   auto mixed = make_flt(base_options().rpe_features(4096).proposal_sigma(0.3));
   {
@@ -248,7 +279,12 @@ TEST_F(FLT, NegativeSpectrumGivesNegativeMask) {
   }
   const auto exact_mixed = mixed->exact_mask(positions);
   EXPECT_LT(exact_mixed.min().item<double>(), -0.05);
-  EXPECT_LT((mixed->approximate_mask(positions) - exact_mixed).abs().max().item<double>(), 0.15);
+  const double mixed_bound = rpe_bernstein_bound(mixed, pairs, 1e-6);
+  const double mixed_error =
+      (mixed->approximate_mask(positions) - exact_mixed).abs().max().item<double>();
+  std::printf("  mixed signs, r = 4096: max error %.4f, Bernstein bound %.4f\n", mixed_error,
+              mixed_bound);
+  EXPECT_LT(mixed_error, mixed_bound);
 }
 
 // The fused position block (kernels::fourier_position_features, FLT's float CPU path without
