@@ -6,8 +6,9 @@
 // A plain program, not GoogleTest: the GPU machine (scripts/gpu-check) has no GoogleTest, and one
 // small translation unit keeps the CPU build's cost low. Every check prints its worst error as a
 // fraction of its tolerance, so a run also measures how much margin each tolerance has.
-// Exit status: 0 all checks passed, 1 a check failed, 77 skipped (no CUDA device, or FLT built
-// without its CUDA kernels): ctest reports 77 as skipped, so CI on a CPU machine stays green.
+// Exit status: 0 all checks passed, 1 a check failed (or a CUDA device is visible to a build
+// without its CUDA kernels), 77 skipped (no CUDA device): ctest reports 77 as skipped, so CI on a
+// CPU machine stays green.
 
 #include <torch/cuda.h>
 #include <torch/types.h>
@@ -475,10 +476,12 @@ int main(int argc, char** argv) {
     return kSkipped;
   }
   if (!dry_run && !kBuiltWithCuda) {
+    // A failure, not a skip: on a GPU machine a build without the kernels is the mistake this
+    // suite exists to catch (a skip would let it pass unnoticed).
     std::printf(
         "flt_gpu_tests: a CUDA device is visible but FLT was built without its CUDA kernels "
-        "(configure with -DFLT_WITH_CUDA=ON): skipped\n");
-    return kSkipped;
+        "(configure with -DFLT_WITH_CUDA=ON): FAILED\n");
+    return 1;
   }
   const torch::Device first = dry_run ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
   std::printf("flt_gpu_tests: on %s (%lld CUDA device(s))\n", first.str().c_str(),
