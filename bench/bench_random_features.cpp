@@ -1,20 +1,37 @@
 // Random-feature attention (Performer, FLT, SchoenbAt) against exact softmax: forward and
-// forward+backward time and peak memory for L = 256 .. 8192, B = 1, H = 8, D = 64, m = 64, r = 32,
-// float32; non-causal, Performer with m = 256 features (and textbook FAVOR+ at m = 256, the peers'
-// sequence of operations written here as their stand-in) and FLT with a signed spectrum (N1 != N2:
+// forward+backward time, peak memory and page faults for L = 256 .. 8192 (the random-feature
+// variants also 16384), B = 1, H = 8, D = 64, m = 64, r = 32, float32; non-causal, Performer and
+// FLT with m = 256 features too (and textbook FAVOR+ at m = 256, the peers' sequence of operations
+// written here as their stand-in) and FLT with a signed spectrum (N1 != N2:
 // its position block projected twice); causal Performer and SchoenbAt against causal softmax. After
 // the runs it prints, from the same run, each variant's time and memory relative to softmax
 // (causal: to causal softmax), the crossover length, Performer m = 256 / textbook FAVOR+ and
 // FLT / Performer at L = 4096.
 //
 // Peak memory (flt/allocation_counter.h): for one untimed call, the largest number of bytes live at
-// once above what was live before the call (inputs excluded, autograd buffers included).
+// once above what was live before the call (inputs excluded, autograd buffers included). Minor page
+// faults per call (getrusage over the timed calls): where a fault is costly (the machine line's
+// fresh-page bandwidth), a call that maps and frees large temporaries pays them on every call.
+//
+// --compare_allocators runs the program twice more (same arguments), under glibc's default
+// allocator and with freed memory kept (MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ at 1e9,
+// which glibc reads only at start-up: hence a new process), and prints their times and faults side
+// by side. The variables are the comparison itself; the library never sets them.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "bench_util.h"
 #include "flt/allocation_counter.h"
@@ -78,6 +95,7 @@ const std::vector<Variant>& variants() {
          return textbook_favor(q, k, v, rows);
        }},
       {"flt", fa::FLTAttentionOptions().features(kFeatures).rpe_features(kRpeFeatures), false},
+      {"flt-m256", fa::FLTAttentionOptions().features(256).rpe_features(kRpeFeatures), false},
       // A spectrum with a negative part (here all of it: f = -Gaussian): N1 != N2, so the position
       // block is projected for queries and keys separately (one product more than "flt").
       {"flt-signed",
@@ -89,6 +107,12 @@ const std::vector<Variant>& variants() {
       {"schoenbat-causal", schoenbat, true},
   };
   return all;
+}
+
+long minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
 }
 
 // One call: forward (no autograd graph) or forward + backward of sum(out).
@@ -121,13 +145,18 @@ void bench_attention(benchmark::State& state, const Variant& variant, bool backw
   // Untimed call: peak memory above the live baseline.
   const size_t peak =
       flt::peak_cpu_bytes_during([&] { run_once(*attention, variant, q, k, v, backward); });
+  const long faults_before = minor_faults();
   for (auto _ : state) run_once(*attention, variant, q, k, v, backward);
   state.counters["peak_MB"] = static_cast<double>(peak) / (1 << 20);
+  state.counters["faults"] =
+      static_cast<double>(minor_faults() - faults_before) / static_cast<double>(state.iterations());
 }
 
 // ---- summary -----------------------------------------------------------------------------------
 
-const std::vector<int64_t> kLengths = {256, 512, 1024, 2048, 4096, 8192};
+// 16384 only for the random-feature variants: exact softmax would hold 8 GB of scores there.
+const std::vector<int64_t> kLengths = {256, 512, 1024, 2048, 4096, 8192, 16384};
+constexpr int64_t kLongestSoftmax = 8192;
 
 std::string key(const std::string& name, const std::string& mode, int64_t length) {
   return name + "/" + mode + "/" + std::to_string(length);
@@ -139,9 +168,12 @@ double peak_mb(const flt::bench::Result& r) {
 
 void print_summary(const flt::bench::CollectingReporter& results) {
   for (const std::string mode : {"fwd", "fwd+bwd"}) {
-    std::printf("\n== %s: time ms (ratio to softmax) | peak MB (ratio to softmax)\n", mode.c_str());
+    std::printf(
+        "\n== %s: time ms (ratio to softmax) | peak MB (ratio to softmax) | minor page faults per "
+        "call\n",
+        mode.c_str());
     std::printf("%6s", "L");
-    for (const auto& v : variants()) std::printf(" | %-30s", v.name.c_str());
+    for (const auto& v : variants()) std::printf(" | %-38s", v.name.c_str());
     std::printf("\n");
     for (const auto length : kLengths) {
       bool measured = false;
@@ -152,12 +184,15 @@ void print_summary(const flt::bench::CollectingReporter& results) {
       for (const auto& v : variants()) {
         const auto* r = results.find(key(v.name, mode, length));
         const auto* base = results.find(key(v.reference(), mode, length));
-        if (!r || !base) {
-          std::printf(" | %-30s", "-");
-          continue;
+        if (!r) {
+          std::printf(" | %-38s", "-");
+        } else if (!base) {  // softmax filtered out, or longer than it runs
+          std::printf(" | %8.2f (%6s) %7.1f (%6s) %7.0f", r->ms, "-", peak_mb(*r), "-",
+                      r->counters.at("faults"));
+        } else {
+          std::printf(" | %8.2f (%5.2fx) %7.1f (%5.2fx) %7.0f", r->ms, r->ms / base->ms,
+                      peak_mb(*r), peak_mb(*r) / peak_mb(*base), r->counters.at("faults"));
         }
-        std::printf(" | %8.2f (%5.2fx) %7.1f (%5.2fx)", r->ms, r->ms / base->ms, peak_mb(*r),
-                    peak_mb(*r) / peak_mb(*base));
       }
       std::printf("\n");
     }
@@ -201,14 +236,100 @@ void print_summary(const flt::bench::CollectingReporter& results) {
   }
 }
 
+// ---- --compare_allocators --------------------------------------------------------------------
+
+constexpr const char* kResultsVariable = "FLT_BENCH_RESULTS";
+
+/// In a child of --compare_allocators: every result as "name ms faults" lines, for the parent.
+void write_results(const flt::bench::CollectingReporter& results, const char* path) {
+  std::ofstream out(path);
+  for (const auto& [name, r] : results.results)
+    out << name << ' ' << r.ms << ' ' << r.counters.at("faults") << '\n';
+}
+
+std::map<std::string, std::pair<double, double>> read_results(const std::string& path) {
+  std::map<std::string, std::pair<double, double>> results;
+  std::ifstream in(path);
+  std::string name;
+  double ms = 0, faults = 0;
+  while (in >> name >> ms >> faults) results[name] = {ms, faults};
+  return results;
+}
+
+/// Runs this program with argv (less --compare_allocators), first under the default allocator,
+/// then with freed memory kept, and prints both results side by side.
+int compare_allocators(std::vector<char*> args) {
+  const std::pair<const char*, bool> settings[] = {{"default glibc allocator", false},
+                                                   {"freed memory kept", true}};
+  std::vector<std::map<std::string, std::pair<double, double>>> runs;
+  args.push_back(nullptr);
+  for (const auto& [label, kept] : settings) {
+    char path[] = "/tmp/bench_random_features_XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0) return 1;
+    close(fd);
+    std::printf("\n#### %s\n", label);
+    std::fflush(stdout);
+    const pid_t child = fork();
+    if (child == 0) {
+      setenv(kResultsVariable, path, 1);
+      if (kept) {
+        setenv("MALLOC_MMAP_THRESHOLD_", "1000000000", 1);
+        setenv("MALLOC_TRIM_THRESHOLD_", "1000000000", 1);
+      } else {
+        unsetenv("MALLOC_MMAP_THRESHOLD_");
+        unsetenv("MALLOC_TRIM_THRESHOLD_");
+      }
+      execv("/proc/self/exe", args.data());
+      std::perror("execv");
+      _exit(127);
+    }
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) < 0 || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "bench_random_features: the run under \"%s\" failed\n", label);
+      return 1;
+    }
+    runs.push_back(read_results(path));
+    std::remove(path);
+  }
+  std::printf(
+      "\n== allocators: ms and minor page faults per call; default glibc | freed memory kept "
+      "(MALLOC_MMAP_THRESHOLD_=MALLOC_TRIM_THRESHOLD_=1000000000) | time default / kept\n");
+  std::printf("%-36s | %9s %8s | %9s %8s | %6s\n", "benchmark", "ms", "faults", "ms", "faults",
+              "ratio");
+  for (const auto& v : variants()) {
+    for (const std::string mode : {"fwd", "fwd+bwd"}) {
+      for (const auto length : kLengths) {
+        const auto name = key(v.name, mode, length);
+        const auto a = runs[0].find(name), b = runs[1].find(name);
+        if (a == runs[0].end() || b == runs[1].end()) continue;
+        std::printf("%-36s | %9.2f %8.0f | %9.2f %8.0f | %5.2fx\n", name.c_str(), a->second.first,
+                    a->second.second, b->second.first, b->second.second,
+                    a->second.first / b->second.first);
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::vector<char*> args(argv, argv + argc);
+  const auto flag = std::find_if(args.begin(), args.end(), [](const char* a) {
+    return std::strcmp(a, "--compare_allocators") == 0;
+  });
+  if (flag != args.end()) {
+    args.erase(flag);
+    return compare_allocators(args);
+  }
   const auto& info = flt::init();
   std::printf("machine: %s\n", flt::bench::machine_line(info).c_str());
   for (const auto& v : variants()) {
     for (const std::string mode : {"fwd", "fwd+bwd"}) {
       for (const auto length : kLengths) {
+        if (v.name == v.reference() && length > kLongestSoftmax) continue;
         flt::bench::register_ms(key(v.name, mode, length),
                                 [v, backward = mode != "fwd", length](benchmark::State& s) {
                                   bench_attention(s, v, backward, length);
@@ -216,5 +337,9 @@ int main(int argc, char** argv) {
       }
     }
   }
-  return flt::bench::run_collecting(argc, argv, print_summary);
+  const char* results_path = std::getenv(kResultsVariable);
+  return flt::bench::run_collecting(argc, argv, [&](const flt::bench::CollectingReporter& r) {
+    print_summary(r);
+    if (results_path != nullptr) write_results(r, results_path);
+  });
 }
