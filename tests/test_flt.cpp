@@ -686,3 +686,36 @@ TEST_F(FLT, Validation_NamesTheBadValue) {
       },
       {"3 heads but heads is 2"});
 }
+
+// The blocked forward without autograd (favor_attention; three blocks of 128, 128 and 44 tokens
+// here) equals the one-pass autograd path up to rounding, for a positive spectrum (the position
+// block projected once per block for queries and keys when causal) and a signed one.
+TEST_F(FLT, BlockedForwardEqualsOnePass) {
+  const int64_t batch = 4, heads = 8, dim = 8, length = 300;
+  static_assert(fa::kFavorBlockBytes / (4 * 8 * 64 * 8) < 300 / 2, "needs at least three blocks");
+  for (double weight : {1.0, -1.0}) {
+    auto flt = make_flt(fa::FLTAttentionOptions()
+                            .heads(heads)
+                            .head_dim(dim)
+                            .features(64)
+                            .rpe_features(8)
+                            .rpe_weight(weight));
+    const auto q = torch::randn({batch, heads, length, dim}, torch::kDouble);
+    auto k = torch::randn({batch, heads, length, dim}, torch::kDouble);
+    k.narrow(2, 200, 100).mul_(2.0);
+    const auto v = torch::randn({batch, heads, length, 5}, torch::kDouble);
+    for (bool causal : {false, true}) {
+      fa::AttentionCall call;
+      call.causal = causal;
+      torch::Tensor blocked;
+      {
+        torch::NoGradGuard no_grad;
+        blocked = flt(q, k, v, call);
+      }
+      const auto one_pass = flt(q.clone().requires_grad_(), k, v, call).detach();
+      EXPECT_TRUE(all_close(blocked, one_pass, 1e-12, 1e-14))
+          << "weight " << weight << (causal ? " causal" : "") << " max diff "
+          << (blocked - one_pass).abs().max().item<double>();
+    }
+  }
+}

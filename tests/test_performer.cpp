@@ -570,3 +570,33 @@ TEST_F(Performer, StreamingWithDecayMatchesWeightedSums) {
     EXPECT_TRUE(all_close(out, expected, 1e-10, 1e-12)) << "step " << t;
   }
 }
+
+// Without autograd on the CPU the forward runs over blocks of tokens (favor_attention,
+// kFavorBlockBytes): here 128 rows (B H M = 4 x 8 x 64 doubles a row; 64 for the hyperbolic map's
+// 2m), so L = 300 gives three blocks, the last of 44. The later keys are larger, so the non-causal
+// key sums are rescaled to a new shift in a later block. The blocked outputs equal the one-pass
+// autograd path's (q requiring grad) up to rounding in double.
+TEST_F(Performer, BlockedForwardEqualsOnePass) {
+  const int64_t batch = 4, heads = 8, dim = 8, length = 300;
+  static_assert(fa::kFavorBlockBytes / (4 * 8 * 64 * 8) < 300 / 2, "needs at least three blocks");
+  for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic}) {
+    auto performer = make_performer(dim, 64, kind);
+    const auto q = torch::randn({batch, heads, length, dim}, torch::kDouble);
+    auto k = torch::randn({batch, heads, length, dim}, torch::kDouble);
+    k.narrow(2, 200, 100).mul_(2.0);
+    const auto v = torch::randn({batch, heads, length, 5}, torch::kDouble);
+    for (bool causal : {false, true}) {
+      fa::AttentionCall call;
+      call.causal = causal;
+      torch::Tensor blocked;
+      {
+        torch::NoGradGuard no_grad;
+        blocked = performer(q, k, v, call);
+      }
+      const auto one_pass = performer(q.clone().requires_grad_(), k, v, call).detach();
+      EXPECT_TRUE(all_close(blocked, one_pass, 1e-12, 1e-14))
+          << fa::feature_kind_name(kind) << (causal ? " causal" : "") << " max diff "
+          << (blocked - one_pass).abs().max().item<double>();
+    }
+  }
+}

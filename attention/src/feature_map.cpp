@@ -9,6 +9,7 @@
 
 #include "flt/attention/linear.h"
 #include "flt/detail/random.h"
+#include "flt/kernels/linear_attention.h"
 
 namespace flt::attention {
 namespace {
@@ -178,15 +179,17 @@ torch::Tensor FeatureInput::scaled(size_t b) const {
   return s.defined() ? blocks[b] * s : blocks[b];
 }
 
-FeatureInput FeatureInput::first_token() const {
-  FeatureInput first(blocks.front().narrow(-2, 0, 1));
-  for (size_t b = 1; b < blocks.size(); ++b) first.blocks.push_back(blocks[b].narrow(-2, 0, 1));
-  first.scales = scales;
+FeatureInput FeatureInput::rows(int64_t start, int64_t length) const {
+  FeatureInput part(blocks.front().narrow(-2, start, length));
+  for (size_t b = 1; b < blocks.size(); ++b)
+    part.blocks.push_back(blocks[b].narrow(-2, start, length));
+  part.scales = scales;
   for (const auto& p : projections)
-    first.projections.push_back(p.defined() ? p.narrow(-2, 0, 1) : p);
+    part.projections.push_back(p.defined() ? p.narrow(-2, start, length) : p);
   for (const auto& n : half_squared_norms)  // (..., L, 1) or a constant (..., 1, 1)
-    first.half_squared_norms.push_back(n.defined() ? n.narrow(-2, 0, 1) : n);
-  return first;
+    part.half_squared_norms.push_back(n.defined() && n.size(-2) != 1 ? n.narrow(-2, start, length)
+                                                                     : n);
+  return part;
 }
 
 torch::Tensor FeatureInput::concatenated() const {
@@ -277,8 +280,8 @@ FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x, bool w
 
 constexpr double kMaxKeyExponent = 70.0;
 
-torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule,
-                                      const torch::Tensor& given) const {
+torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const torch::Tensor& given,
+                                      torch::Tensor* sequence_shift) const {
   int64_t width = 0;
   for (const auto& block : x.blocks) width += block.size(-1);
   TORCH_CHECK(width == options.input_dim(), "FeatureMap: input has dimension ", width,
@@ -355,7 +358,9 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule,
   if (rule == Shift::kPerSequence) {
     // One shift for all keys of the sequence. Shifts are common factors of a query's numerator
     // and denominator: they cancel exactly, so they carry no gradient.
-    offset = t.level - std::get<0>(t.level.max(-2, /*keepdim=*/true)).detach();
+    const auto shift = std::get<0>(t.level.max(-2, /*keepdim=*/true)).detach();
+    if (sequence_shift != nullptr) *sequence_shift = shift;
+    offset = t.level - shift;
   } else {
     // A given shift (causal and streaming keys) comes from the first key alone, so a later key can
     // sit far above it. Its offset saturates at kMaxKeyExponent: exact whenever the result fits,
@@ -400,6 +405,13 @@ torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x,
   return compute(x, Shift::kGiven, shift);
 }
 
+torch::Tensor FeatureMapImpl::block_key_features(const FeatureInput& x,
+                                                 torch::Tensor& shift) const {
+  shift = torch::Tensor();
+  if (!exp_kind(options.kind())) return compute(x, Shift::kNone);
+  return compute(x, Shift::kPerSequence, {}, &shift);
+}
+
 void check_attention_feature_kind(const char* fn, FeatureKind kind) {
   TORCH_CHECK(kind != FeatureKind::kTrigonometric, fn, ": kind ", feature_kind_name(kind),
               " gives a signed estimate of the softmax normaliser that reaches 0 and below, and "
@@ -417,6 +429,147 @@ torch::Tensor favor_key_mass(const torch::Tensor& phi_k, bool causal) {
   torch::NoGradGuard no_grad;
   const auto per_key = phi_k.sum(-1, /*keepdim=*/true);  // (B, H, Lk, 1)
   return causal ? per_key.cumsum(-2) : per_key.sum(-2, /*keepdim=*/true);
+}
+
+namespace {
+
+bool shares_leading_block(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k) {
+  const auto q_scale = q.scale(0), k_scale = k.scale(0);
+  return map.projection.defined() && q.blocks.size() > 1 && k.blocks.size() > 1 &&
+         q.blocks[0].is_same(k.blocks[0]) && q_scale.is_same(k_scale) &&
+         !q.projection(0).defined() && !k.projection(0).defined();
+}
+
+bool records_grad(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k,
+                  const torch::Tensor& v) {
+  if (!at::GradMode::is_enabled()) return false;
+  const auto any = [](const std::vector<torch::Tensor>& tensors) {
+    return std::any_of(tensors.begin(), tensors.end(),
+                       [](const torch::Tensor& t) { return t.defined() && t.requires_grad(); });
+  };
+  const auto input = [&](const FeatureInput& x) {
+    return any(x.blocks) || any(x.scales) || any(x.projections) || any(x.half_squared_norms);
+  };
+  return v.requires_grad() || (map.projection.defined() && map.projection.requires_grad()) ||
+         input(q) || input(k);
+}
+
+// [v, 1]: the numerator and the denominator of the attention in one product.
+torch::Tensor with_ones(const torch::Tensor& v) {
+  return at::cat({v, at::ones_like(v.narrow(-1, 0, 1))}, -1);
+}
+
+// out = numerator / max(denominator, floor) from both = [numerator, denominator], into `out`.
+void normalize_into(torch::Tensor out, const torch::Tensor& both, const torch::Tensor& floor) {
+  const int64_t dv = both.size(-1) - 1;
+  at::div_out(out, both.narrow(-1, 0, dv),
+              at::maximum(both.narrow(-1, dv, 1), floor.to(both.scalar_type())));
+}
+
+// Non-causal, blocked: the keys' summary S = sum_j phi_k_j [v_j, 1]^T and feature mass block by
+// block (each block at its own shift, the running sums rescaled to the larger one), then each
+// block of queries against them. -> (B, H, Lq, Dv)
+torch::Tensor favor_blocked(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k,
+                            const torch::Tensor& v, double eps, int64_t rows) {
+  const int64_t lq = q.blocks.front().size(-2), lk = v.size(2);
+  torch::Tensor summary, mass, shift;  // (B, H, M, Dv + 1), (B, H, 1, 1), (B, H, 1, 1) double
+  for (int64_t start = 0; start < lk; start += rows) {
+    const int64_t n = std::min(rows, lk - start);
+    torch::Tensor block_shift;
+    const auto phi_k = map.block_key_features(k.rows(start, n), block_shift);
+    auto part = at::matmul(phi_k.transpose(-2, -1), with_ones(v.narrow(2, start, n)));
+    auto part_mass = phi_k.sum(-1, /*keepdim=*/true).sum(-2, /*keepdim=*/true);
+    if (!summary.defined()) {
+      summary = std::move(part);
+      mass = std::move(part_mass);
+      shift = block_shift;
+    } else if (!block_shift.defined()) {
+      summary.add_(part);
+      mass.add_(part_mass);
+    } else {
+      // Both sums to the larger shift: factors exp(shift - top) <= 1, so nothing overflows.
+      const auto top = at::maximum(shift, block_shift);
+      const auto old_factor = (shift - top).exp_().to(summary.scalar_type());
+      const auto new_factor = (block_shift - top).exp_().to(summary.scalar_type());
+      summary.mul_(old_factor).add_(part.mul_(new_factor));
+      mass.mul_(old_factor).add_(part_mass.mul_(new_factor));
+      shift = top;
+    }
+  }
+  torch::Tensor out;
+  for (int64_t start = 0; start < lq; start += rows) {
+    const int64_t n = std::min(rows, lq - start);
+    const auto phi_q = map.query_features(q.rows(start, n));
+    const auto both = at::matmul(phi_q, summary);
+    if (!out.defined()) out = at::empty({both.size(0), both.size(1), lq, v.size(3)}, v.options());
+    normalize_into(out.narrow(2, start, n), both, favor_floor(phi_q, mass, eps));
+  }
+  return out;
+}
+
+// Causal, blocked: each block's queries and keys together, the scan state S (B, H, M, Dv + 1) and
+// the keys' running mass carried from block to block. -> (B, H, L, Dv)
+torch::Tensor favor_blocked_causal(const FeatureMapImpl& map, const FeatureInput& q,
+                                   const FeatureInput& k, const torch::Tensor& v, double eps,
+                                   int64_t rows) {
+  const int64_t length = v.size(2);
+  const auto shift = map.causal_key_shift(k.first_token());  // as key_features(k, causal)
+  const bool shared = shares_leading_block(map, q, k);
+  torch::Tensor state, carried_mass, out;
+  for (int64_t start = 0; start < length; start += rows) {
+    const int64_t n = std::min(rows, length - start);
+    auto q_rows = q.rows(start, n), k_rows = k.rows(start, n);
+    if (shared) {
+      const auto projection = map.project_block(k_rows, 0);
+      q_rows.projections = {projection};
+      k_rows.projections = {projection};
+    }
+    const auto phi_k = map.key_features(k_rows, shift);
+    const auto phi_q = map.query_features(q_rows);
+    const auto values = with_ones(v.narrow(2, start, n));
+    if (!state.defined()) {
+      state = at::zeros({phi_k.size(0), phi_k.size(1), phi_k.size(3), values.size(3)},
+                        values.options());
+      out = at::empty({phi_q.size(0), phi_q.size(1), length, v.size(3)}, v.options());
+    }
+    const auto both = kernels::causal_linear_attention_block(phi_q, phi_k, values, state);
+    // The prefix sums of favor_key_mass, the previous blocks' total added to the first key first
+    // (the order of one cumulative sum).
+    auto per_key = phi_k.sum(-1, /*keepdim=*/true);
+    if (carried_mass.defined()) per_key.narrow(-2, 0, 1).add_(carried_mass);
+    const auto key_mass = per_key.cumsum(-2);
+    carried_mass = key_mass.narrow(-2, n - 1, 1);
+    normalize_into(out.narrow(2, start, n), both, favor_floor(phi_q, key_mass, eps));
+  }
+  return out;
+}
+
+}  // namespace
+
+void share_leading_projection(const FeatureMapImpl& map, FeatureInput& q, FeatureInput& k) {
+  if (!shares_leading_block(map, q, k)) return;
+  const auto projection = map.project_block(k, 0);
+  q.projections = {projection};
+  k.projections = {projection};
+}
+
+torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
+                              const torch::Tensor& v, bool causal, double eps) {
+  if (records_grad(map, q, k, v) || !v.device().is_cpu()) {
+    torch::Tensor query, key;
+    {  // the feature inputs (FLT's position block and its projection) are freed before the kernel
+      FeatureInput qs = std::move(q), ks = std::move(k);
+      share_leading_projection(map, qs, ks);
+      query = map.query_features(qs);
+      key = map.key_features(ks, causal);
+    }
+    return kernels::normalized_linear_attention(
+        query, key, v, causal, favor_floor(query, favor_key_mass(key, causal), eps));
+  }
+  const int64_t row_bytes = v.size(0) * v.size(1) * map.output_dim() * v.element_size();
+  const int64_t rows = std::max<int64_t>(64, kFavorBlockBytes / std::max<int64_t>(1, row_bytes));
+  return causal ? favor_blocked_causal(map, q, k, v, eps, rows)
+                : favor_blocked(map, q, k, v, eps, rows);
 }
 
 void LinearAttentionState::check_tokens(const char* fn, const torch::Tensor& k,

@@ -347,8 +347,9 @@ FLTAttentionImpl::PositionBlock FLTAttentionImpl::position_block(
   }
   // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...). With no
   // a_t < 0 (a positive spectrum: every family's start) N1 = N2 and both sides get the same scale
-  // tensor, which `augmented` reads as "project the block once". Looking at the signs would
-  // synchronise a GPU stream on every call, so off the CPU the sides keep separate scales.
+  // tensor, which `share_leading_projection` reads as "project the block once". Looking at the
+  // signs would synchronise a GPU stream on every call, so off the CPU the sides keep separate
+  // scales.
   auto query_scale = magnitude;
   if (!a.device().is_cpu() || at::any(a < 0).item<bool>()) {
     query_scale =
@@ -397,14 +398,8 @@ std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(
   key.scales = {at_q.key_scale, detail::quarter_scale(k)};
   query.half_squared_norms = {at_q.half_squared_norm};
   key.half_squared_norms = {at_q.half_squared_norm};
-  // N1 = N2 at the same positions: one product of the position block for queries and keys, where
-  // two would cost as much as the q and k projections together (FLT's time over Performer's).
-  if (k_trig.is_same(at_q.trig) && at_q.query_scale.is_same(at_q.key_scale) &&
-      feature_map->projection.defined()) {
-    const auto shared = feature_map->project_block(key, 0);
-    query.projections = {shared};
-    key.projections = {shared};
-  }
+  // N1 = N2 at the same positions: the same block and scale tensors on both sides, which
+  // `share_leading_projection` reads as "project the block once for queries and keys".
   return {query, key};
 }
 
@@ -416,15 +411,8 @@ torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Ten
               " leave them undefined (token indices)");
   const auto q_pos = positions_for("FLTAttention", call.positions, q, 0);
   const auto k_pos = q.size(2) == k.size(2) ? q_pos : positions_for("FLTAttention", {}, k, 0);
-  // The feature inputs (the position block, q and k scaled) are freed before the attention kernel.
-  torch::Tensor query, key;
-  {
-    const auto [qh, kh] = augmented(q, k, q_pos, k_pos);
-    query = feature_map->query_features(qh);
-    key = feature_map->key_features(kh, call.causal);
-  }
-  const auto floor = favor_floor(query, favor_key_mass(key, call.causal), options.eps());
-  return kernels::normalized_linear_attention(query, key, v, call.causal, floor);
+  auto [qh, kh] = augmented(q, k, q_pos, k_pos);
+  return favor_attention(*feature_map, std::move(qh), std::move(kh), v, call.causal, options.eps());
 }
 
 torch::Tensor FLTAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
@@ -432,7 +420,8 @@ torch::Tensor FLTAttentionImpl::materialize(const torch::Tensor& q, const torch:
   check_call("FLTAttention::materialize", q, k, {}, call.causal);
   const auto q_pos = positions_for("FLTAttention::materialize", call.positions, q, 0);
   const auto k_pos = q.size(2) == k.size(2) ? q_pos : positions_for("FLTAttention", {}, k, 0);
-  const auto [qh, kh] = augmented(q, k, q_pos, k_pos);
+  auto [qh, kh] = augmented(q, k, q_pos, k_pos);
+  share_leading_projection(*feature_map, qh, kh);
   const auto query = feature_map->query_features(qh);
   const auto key = feature_map->key_features(kh, call.causal);
   return feature_attention_matrix(

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "flt/attention/linear.h"
-#include "flt/kernels/linear_attention.h"
 #include "quarter_scale.h"
 
 namespace flt::attention {
@@ -34,11 +33,7 @@ torch::Tensor performer_attention(const torch::Tensor& q, const torch::Tensor& k
   check_positive_finite("performer_attention", "eps", eps);
   // Positive maps reach the eps floor only by underflow; trigonometric features are signed, so
   // there the estimated normaliser can be <= 0 and the same floor replaces it.
-  // Features first: only they are held through the attention kernel.
-  const auto query = feature_map.query_features(quarter_scaled(q));
-  const auto key = feature_map.key_features(quarter_scaled(k), causal);
-  return kernels::normalized_linear_attention(query, key, v, causal,
-                                              favor_floor(query, favor_key_mass(key, causal), eps));
+  return favor_attention(feature_map, quarter_scaled(q), quarter_scaled(k), v, causal, eps);
 }
 
 PerformerAttentionImpl::PerformerAttentionImpl(PerformerAttentionOptions options_)

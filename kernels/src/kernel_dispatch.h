@@ -34,10 +34,13 @@ std::vector<at::Tensor> fourier_backward_cpu(const at::Tensor& q, const at::Tens
                                              const at::Tensor& row_sum, const at::Tensor& grad_out,
                                              int64_t power, fourier::FactorMode mode, bool causal);
 
-/// The causal prefix scan out_i = q_i^T sum_{j <= i} k_j v_j^T (j >= i when `reverse`).
-/// q: (B, H, L, M)  k: (B, H, L, M)  v: (B, H, L, E) -> (B, H, L, E); contiguous, one dtype.
+/// The causal prefix scan out_i = q_i^T sum_{j <= i} k_j v_j^T (j >= i when `reverse`). With
+/// `carry`, the sum starts from *carry (the keys before this block) and ends there (+= every k_j
+/// v_j^T of the block), in the order of one scan over the whole sequence.
+/// q: (B, H, L, M)  k: (B, H, L, M)  v: (B, H, L, E)  carry: (B, H, M, E) -> (B, H, L, E);
+/// contiguous, one dtype.
 at::Tensor causal_linear_scan_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  bool reverse);
+                                  bool reverse, at::Tensor* carry = nullptr);
 
 /// Whether this build has the CUDA kernels.
 #if defined(FLT_WITH_CUDA)

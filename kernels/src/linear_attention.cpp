@@ -85,6 +85,27 @@ torch::Tensor linear_attention_numerator(const torch::Tensor& phi_q, const torch
   return CausalLinearFunction::apply(phi_q.contiguous(), phi_k.contiguous(), v.contiguous());
 }
 
+torch::Tensor causal_linear_attention_block(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                            const torch::Tensor& v, torch::Tensor& state) {
+  check_numerator_inputs(phi_q, phi_k, v, /*causal=*/true);
+  TORCH_CHECK(has_fused_scan(phi_q),
+              "causal_linear_attention_block: CPU float or double only, got ", phi_q.scalar_type(),
+              " on ", phi_q.device());
+  TORCH_CHECK(state.defined() && state.is_contiguous() &&
+                  state.sizes() ==
+                      at::IntArrayRef({phi_k.size(0), phi_k.size(1), phi_k.size(3), v.size(3)}) &&
+                  state.scalar_type() == v.scalar_type(),
+              "causal_linear_attention_block: state must be a contiguous (B, H, M, Dv) = (",
+              phi_k.size(0), ", ", phi_k.size(1), ", ", phi_k.size(3), ", ", v.size(3),
+              ") tensor of the values' dtype, got ",
+              state.defined() ? state.sizes() : at::IntArrayRef{});
+  TORCH_CHECK(!at::GradMode::is_enabled() ||
+                  !(phi_q.requires_grad() || phi_k.requires_grad() || v.requires_grad()),
+              "causal_linear_attention_block: no autograd (use linear_attention_numerator)");
+  return detail::causal_linear_scan_cpu(phi_q.contiguous(), phi_k.contiguous(), v.contiguous(),
+                                        /*reverse=*/false, &state);
+}
+
 torch::Tensor linear_attention_numerator_composite(const torch::Tensor& phi_q,
                                                    const torch::Tensor& phi_k,
                                                    const torch::Tensor& v, bool causal) {

@@ -124,7 +124,11 @@ struct FeatureInput {
   }
   /// Each block's first token (dim -2), with the same scales, projections and norms.
   /// -> (..., 1, Din_b)
-  FeatureInput first_token() const;
+  FeatureInput first_token() const { return rows(0, 1); }
+  /// Tokens start .. start + length of every block (dim -2), with the same scales and the same
+  /// rows of the projections and per-token norms (a constant norm stays whole).
+  /// -> (..., length, Din_b)
+  FeatureInput rows(int64_t start, int64_t length) const;
   /// The concatenated input (broadcast, then cat). -> (..., L, Din)
   torch::Tensor concatenated() const;
 };
@@ -170,6 +174,13 @@ class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
   /// first_key: (..., 1, Din) -> (..., 1, 1)
   torch::Tensor causal_key_shift(const FeatureInput& first_key) const;
 
+  /// Non-causal key features of one block of a sequence's keys, shifted by the block's own largest
+  /// log-feature instead of the sequence's; that shift goes to `shift` ((..., 1, 1) double;
+  /// undefined for maps without shifts). The sequence's key features are each block's times
+  /// exp(shift_block - max over blocks of shift_block): a caller that sums over keys in blocks
+  /// rescales its sums by that factor. x: (..., L, Din) -> (..., L, M)
+  torch::Tensor block_key_features(const FeatureInput& x, torch::Tensor& shift) const;
+
   /// Features without any shift: phi(x).phi(y) estimates exp(x.y) for the softmax-kernel maps.
   /// x: (..., L, Din) -> (..., L, M)
   torch::Tensor unshifted_features(const FeatureInput& x) const;
@@ -186,7 +197,9 @@ class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
   enum class Shift { kNone, kPerToken, kPerSequence, kGiven };
   /// The one formula of every map, with the shift chosen by `rule` (`given` for kGiven).
   /// x: (..., L, Din) -> (..., L, M)
-  torch::Tensor compute(const FeatureInput& x, Shift rule, const torch::Tensor& given = {}) const;
+  /// With `sequence_shift` and kPerSequence, the shift taken goes there ((..., 1, 1) double).
+  torch::Tensor compute(const FeatureInput& x, Shift rule, const torch::Tensor& given = {},
+                        torch::Tensor* sequence_shift = nullptr) const;
   /// W x without building the concatenated x. -> (..., L, m)
   torch::Tensor project(const FeatureInput& x) const;
   /// The softmax-kernel maps' pieces: W x (..., L, m); the logits P = W x (positive) or [W x, -W x]
@@ -199,6 +212,30 @@ class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
   LogTerms log_terms(const FeatureInput& x, bool with_level) const;
 };
 TORCH_MODULE(FeatureMap);
+
+/// Where queries and keys begin with the same block under the same scale (FLT's position block at
+/// shared positions while N1 = N2), gives both the projection of that block, computed once (two
+/// products would cost as much as the q and k projections together). Does nothing otherwise.
+void share_leading_projection(const FeatureMapImpl& map, FeatureInput& q, FeatureInput& k);
+
+/// Rows of features a CPU call of `favor_attention` without autograd holds at once, as bytes of one
+/// block of query or key features (B H rows M columns each; at least 64 rows).
+constexpr int64_t kFavorBlockBytes = int64_t{2} << 20;
+
+/// FAVOR+ attention, the forward of Performer and FLT: query features with their per-token shift,
+/// key features with the shift for `causal` (see the file comment), then
+/// `kernels::normalized_linear_attention` with `favor_floor`. With autograd recording (any input,
+/// scale, given projection or norm, or W requiring grad) or off the CPU, as these four calls. On
+/// the CPU without autograd it runs over blocks of `kFavorBlockBytes` of tokens and never holds
+/// more features than one block: features the size of (B, H, L, M) went through malloc's mmap on
+/// every call and were faulted in page by page (docs/benchmarks.md). Causal blocks carry the scan
+/// state and the key mass, addition for addition as one pass. Non-causal keys are summed block by
+/// block, each block shifted by its own largest log-feature and the sums rescaled to the running
+/// one (the shift cancels in the ratio; equal to one pass up to rounding, exactly so when the keys
+/// fit one block); the queries' position block (FLT) is then projected in both passes.
+/// q: (..., Lq, Din) blocks  k: (..., Lk, Din) blocks  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
+torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
+                              const torch::Tensor& v, bool causal, double eps);
 
 /// Streaming causal linear attention: the state (S, z) of `append`ed keys and values, `read` by
 /// queries. Its outputs equal the batch causal outputs token by token. For RNN-style use (one step
