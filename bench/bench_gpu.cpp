@@ -360,18 +360,18 @@ OptimizerTimes optimizer_rows(const Sizes& z, int reps, std::vector<Row>& rows) 
     rows.push_back(measure({"Mnemosyne step chunk_size=" + std::to_string(chunk) + " " + model,
                             "torch::optim::Adam step", 0, 0, 4.0, ""},
                            [&](Row& row) {
-                             flt::optim::Mnemosyne opt(
-                                 params, flt::optim::MnemosyneOptions(1e-3).chunk_size(chunk));
+                             flt::optim::CoordinateMnemosyne opt(
+                                 params,
+                                 flt::optim::CoordinateMnemosyneOptions(1e-3).chunk_size(chunk));
                              against_adam(row, median_ms([&] { opt.step(); }, 1, reps));
                            }));
   }
-  // The second design: the per-tensor network on the CPU, then one fused pass over every tensor.
+  // ScheduleMnemosyne: the per-tensor network on the CPU, then one fused pass over every tensor.
   rows.push_back(measure({"Mnemosyne tensor-schedule step (fused pass) " + model,
                           "torch::optim::Adam step", 0, 0, 2.0, ""},
                          [&](Row& row) {
-                           flt::optim::Mnemosyne opt(
-                               params, flt::optim::MnemosyneOptions(1e-3).design(
-                                           flt::optim::MnemosyneDesign::kTensorSchedule));
+                           flt::optim::ScheduleMnemosyne opt(
+                               params, flt::optim::ScheduleMnemosyneOptions(1e-3));
                            schedule_ms = median_ms([&] { opt.step(); }, 3, reps);
                            against_adam(row, schedule_ms);
                          }));
@@ -404,13 +404,10 @@ void transformer_rows(const Sizes& z, int reps, std::vector<Row>& rows) {
        [](std::vector<torch::Tensor> p) {
          return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(1e-3));
        }},
-      {"Mnemosyne (default, coordinate-memory)",
-       [](std::vector<torch::Tensor> p) { return std::make_unique<fo::Mnemosyne>(p); }},
+      {"Mnemosyne coordinate-memory",
+       [](std::vector<torch::Tensor> p) { return std::make_unique<fo::CoordinateMnemosyne>(p); }},
       {"Mnemosyne tensor-schedule",
-       [](std::vector<torch::Tensor> p) {
-         return std::make_unique<fo::Mnemosyne>(
-             p, fo::MnemosyneOptions().design(fo::MnemosyneDesign::kTensorSchedule));
-       }},
+       [](std::vector<torch::Tensor> p) { return std::make_unique<fo::ScheduleMnemosyne>(p); }},
   };
   // One step a batch: the first design's step on CUDA takes about a second at this size.
   double adam_ms = 0;

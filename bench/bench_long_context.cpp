@@ -13,7 +13,8 @@
 //   1. step time (median of 2 after a warm-up) and peak memory of the caching allocator, Adam,
 //      fp32 and bf16 (parameters and activations in bf16, the loss in fp32), every variant at every
 //      length; a cell that runs out of memory says so and the rest still run
-//   2. the optimizer's share: one length, FLT, fp32, Adam against Mnemosyne's two designs
+//   2. the optimizer's share: one length, FLT, fp32, Adam against CoordinateMnemosyne and
+//   ScheduleMnemosyne
 //   3. held-out loss after --budget seconds of training (Adam 5e-4, fp32), every variant and length
 // Exit status 77 (skipped) without a CUDA device; --device cpu is a dry run at small sizes whose
 // numbers mean nothing (a ctest).
@@ -303,13 +304,10 @@ void optimizer_table(const Sizes& z, const Options& o, const torch::Tensor& trai
        [](std::vector<torch::Tensor> p) {
          return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(5e-4));
        }},
-      {"Mnemosyne (default design)",
-       [](std::vector<torch::Tensor> p) { return std::make_unique<fo::Mnemosyne>(p); }},
+      {"Mnemosyne coordinate-memory",
+       [](std::vector<torch::Tensor> p) { return std::make_unique<fo::CoordinateMnemosyne>(p); }},
       {"Mnemosyne tensor-schedule",
-       [](std::vector<torch::Tensor> p) {
-         return std::make_unique<fo::Mnemosyne>(
-             p, fo::MnemosyneOptions().design(fo::MnemosyneDesign::kTensorSchedule));
-       }},
+       [](std::vector<torch::Tensor> p) { return std::make_unique<fo::ScheduleMnemosyne>(p); }},
   };
   std::printf(
       "\nOptimizer share, FLT, fp32, L %lld, B %lld: ms a training step (median of 2 after "

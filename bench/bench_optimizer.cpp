@@ -1,8 +1,8 @@
-// Optimizer step time: flt::optim::Mnemosyne (each memory kind) vs torch::optim::Adam and SGD on
-// an MLP with about 1M parameters and on a small model of 30 tensors (gradients fixed, so only the
-// optimizer's step is timed). The mnemosyne_KIND rows time the shipped rules; mnemosyne_flt_hiddenH
-// the FLT rule's shape with a head of width H; schedule_KIND the second design (untrained, its
-// default; schedule_flt_trained: a trained one's cost).
+// Optimizer step time: flt::optim::CoordinateMnemosyne (each memory kind) vs torch::optim::Adam and
+// SGD on an MLP with about 1M parameters and on a small model of 30 tensors (gradients fixed, so
+// only the optimizer's step is timed). The mnemosyne_KIND rows time the shipped rules;
+// mnemosyne_flt_hiddenH the FLT rule's shape with a head of width H; schedule_KIND
+// ScheduleMnemosyne (untrained, its default; schedule_flt_trained: a trained one's cost).
 //   build/bench/bench_optimizer
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
@@ -55,14 +55,15 @@ auto sgd = [](std::vector<torch::Tensor> p) {
 // The shipped rule of a memory kind: the shape users get (its weights do not change the cost).
 auto mnemosyne = [](fo::Memory memory) {
   return [memory](std::vector<torch::Tensor> p) {
-    return std::make_unique<fo::Mnemosyne>(p, fo::MnemosyneOptions().memory(memory));
+    return std::make_unique<fo::CoordinateMnemosyne>(
+        p, fo::CoordinateMnemosyneOptions().memory(memory));
   };
 };
 // The FLT rule with another head width: the cost of the shape alone (untrained weights).
 auto mnemosyne_flt_hidden = [](int64_t hidden) {
   return [hidden](std::vector<torch::Tensor> p) {
-    return std::make_unique<fo::Mnemosyne>(
-        p, fo::MnemosyneOptions(),
+    return std::make_unique<fo::CoordinateMnemosyne>(
+        p, fo::CoordinateMnemosyneOptions(),
         fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().hidden(hidden)));
   };
 };
@@ -90,8 +91,7 @@ auto schedule = [](fo::Memory memory, bool trained) {
       torch::NoGradGuard no_grad;
       rule->head_out->weight.normal_(0.0, 0.01);
     }
-    return std::make_unique<fo::Mnemosyne>(
-        p, fo::MnemosyneOptions().design(fo::MnemosyneDesign::kTensorSchedule), rule);
+    return std::make_unique<fo::ScheduleMnemosyne>(p, fo::ScheduleMnemosyneOptions(), rule);
   };
 };
 BENCHMARK_CAPTURE(run, step / schedule_flt, schedule(fo::Memory::kFLT, false))->Apply(config);

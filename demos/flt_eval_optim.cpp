@@ -51,7 +51,7 @@ using flt::demos::write_memory_views;
 
 namespace {
 
-/// The second design untuned (lr 1), with the schedule weights file `file` (empty: its default,
+/// ScheduleMnemosyne untuned (lr 1), with the schedule weights file `file` (empty: its default,
 /// the untrained schedule).
 fo::Contender learned_schedule(const std::string& name, const std::string& file) {
   fo::Contender c;
@@ -61,9 +61,8 @@ fo::Contender learned_schedule(const std::string& name, const std::string& file)
   if (!file.empty()) fo::load_schedule(file);  // a bad file fails here, before any run
   c.make = [file](double lr) -> fo::OptimizerFactory {
     return [file, lr](std::vector<torch::Tensor> params) {
-      return std::make_unique<fo::Mnemosyne>(
-          std::move(params),
-          fo::MnemosyneOptions(lr).design(fo::MnemosyneDesign::kTensorSchedule).weights(file));
+      return std::make_unique<fo::ScheduleMnemosyne>(
+          std::move(params), fo::ScheduleMnemosyneOptions(lr).weights(file));
     };
   };
   return c;
@@ -77,8 +76,8 @@ fo::Contender learned(const std::string& name, fo::LearnedOptimizerModel model) 
   c.make = [model](double lr) -> fo::OptimizerFactory {
     return [model, lr](std::vector<torch::Tensor> params) {
       auto copy = std::dynamic_pointer_cast<fo::LearnedOptimizerModelImpl>(model->clone());
-      return std::make_unique<fo::Mnemosyne>(std::move(params), fo::MnemosyneOptions(lr),
-                                             fo::LearnedOptimizerModel(copy));
+      return std::make_unique<fo::CoordinateMnemosyne>(
+          std::move(params), fo::CoordinateMnemosyneOptions(lr), fo::LearnedOptimizerModel(copy));
     };
   };
   return c;
@@ -129,7 +128,7 @@ void run_real_suite(const RealSuiteOptions& options) {
         fo::mnemosyne_contender(spec.substr(0, eq), spec.substr(eq + 1), options.design));
   }
   if (options.known_length) {
-    // The loop's cosine schedule on lr is MnemosyneOptions::total_steps(run steps): the same
+    // The loop's cosine schedule on lr is the options' total_steps(run steps): the same
     // half cosine, applied by the loop because an optimizer factory does not see the run.
     auto told = fo::mnemosyne_contender("mnemosyne-total-steps", "", options.design);
     told.schedule = fo::Schedule::kCosine;
@@ -373,8 +372,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(task_names));
   app.add_option("--weights", weights,
                  "a learned optimizer's weights file, instead of the pretrained ones (repeatable; "
-                 "real suite: an empty FILE, as in untrained=, is the design's default weights, "
-                 "untrained for the second design, which ships none)")
+                 "real suite: an empty FILE is the design's default weights, untrained for "
+                 "tensor-schedule, which ships none; FILE \"untrained\" is the rule with its "
+                 "learned part zeroed)")
       ->type_name("NAME=FILE")
       ->expected(1)
       ->allow_extra_args(false)
@@ -386,8 +386,9 @@ int main(int argc, char** argv) {
           ""));
   std::string design = "coordinate-memory";
   app.add_option("--design", design,
-                 "the learned optimizer's design (MnemosyneOptions::design) of the default and "
-                 "the --weights contenders (the second, tensor-schedule, untuned at lr 1)")
+                 "which learned optimizer the default and the --weights contenders are: "
+                 "coordinate-memory (CoordinateMnemosyne) or tensor-schedule "
+                 "(ScheduleMnemosyne), both untuned at lr 1")
       ->capture_default_str()
       ->check(CLI::IsMember({"coordinate-memory", "tensor-schedule"}));
   app.add_flag("--no-baselines-sgd", no_sgd, "leave SGD-momentum out");
@@ -403,10 +404,9 @@ int main(int argc, char** argv) {
   app.add_option("--tuning-cache", real.eval.tuning_cache,
                  "real suite: CSV of the baselines' tuning results, reused where it matches a run "
                  "and its steps, extended with new ones (e.g. bench/eval-real-tuning.csv)");
-  app.add_flag(
-      "--known-length", real.known_length,
-      "real suite: also run Mnemosyne told each run's length (MnemosyneOptions::total_steps: "
-      "a half cosine to 0, as the tuned baselines' schedule)");
+  app.add_flag("--known-length", real.known_length,
+               "real suite: also run Mnemosyne told each run's length (the options' total_steps: "
+               "a half cosine to 0, as the tuned baselines' schedule)");
   app.add_option("--threads", threads, "LibTorch intra-op threads")
       ->capture_default_str()
       ->check(flt::demos::integer_at_least(1));

@@ -41,13 +41,14 @@ int main(int argc, char** argv) {
       "seed."};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--out", out, "weights file to write")->required();
-  fo::MnemosyneDesign design = fo::MnemosyneDesign::kCoordinateMemory;
-  app.add_option_function<std::string>(
-         "--design", [&](const std::string& name) { design = fo::design_from_name(name); },
-         "which design of the rule: coordinate-memory (the first) or tensor-schedule (the second: "
-         "PES over long runs, --horizon..--horizon-max default 500..5000, --unroll 50)")
-      ->default_str(fo::design_name(design))
-      ->check(library_name(fo::design_from_name));
+  // Which optimizer's rule: CoordinateMnemosyne's model or ScheduleMnemosyne's schedule.
+  std::string design = "coordinate-memory";
+  app.add_option("--design", design,
+                 "which rule: coordinate-memory (CoordinateMnemosyne's) or tensor-schedule "
+                 "(ScheduleMnemosyne's: PES over long runs, --horizon..--horizon-max default "
+                 "500..5000, --unroll 50)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"coordinate-memory", "tensor-schedule"}));
   double rescale = fo::ScheduleMetaTrainOptions{}.rescale;
   app.add_option("--rescale", rescale,
                  "tensor-schedule: each task tensor rescaled by a factor in [1/R, R] (1 = none)")
@@ -170,7 +171,7 @@ int main(int argc, char** argv) {
     if (world_size > 1) options.communicator = fo::connect(rendezvous);
     torch::manual_seed(options.seed);
     model_options.seed(options.seed);
-    if (design == fo::MnemosyneDesign::kTensorSchedule) {
+    if (design == "tensor-schedule") {
       for (const char* flag :
            {"--estimator", "--train", "--init", "--late-emphasis", "--rendezvous"})
         TORCH_CHECK(app.count(flag) == 0, flag,

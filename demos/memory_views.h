@@ -31,16 +31,15 @@ MemoryView memory_view(const std::string& name, const Module& module) {
   return {name, module->options.memory(), module->discount_logit, module->flt};
 }
 
-/// The memories of the second-design contenders (each makes an optimizer for one scalar to read
-/// its schedule); the others are left out.
+/// The memories of the ScheduleMnemosyne contenders (each makes an optimizer for one scalar to
+/// read its schedule); the others are left out.
 template <typename Contender>
 std::vector<MemoryView> schedule_views(const std::vector<Contender>& contenders) {
   std::vector<MemoryView> views;
   for (const auto& c : contenders) {
     const auto optimizer = c.make(1.0)({torch::zeros({1}, torch::requires_grad())});
-    const auto* mnemosyne = dynamic_cast<const flt::optim::Mnemosyne*>(optimizer.get());
-    if (mnemosyne != nullptr && mnemosyne->schedule())
-      views.push_back(memory_view(c.name, mnemosyne->schedule()));
+    const auto* scheduled = dynamic_cast<const flt::optim::ScheduleMnemosyne*>(optimizer.get());
+    if (scheduled != nullptr) views.push_back(memory_view(c.name, scheduled->schedule()));
   }
   return views;
 }

@@ -399,7 +399,7 @@ void check_mnemosyne(torch::Device device) {
   });
 }
 
-/// The second design (learned_schedule.h) on `device`: its fused pass (the contiguous float32
+/// ScheduleMnemosyne (learned_schedule.h) on `device`: its fused pass (the contiguous float32
 /// tensors, all in one call) and its composite step (the transposed view) against the CPU
 /// composite step, with a schedule whose head and corrector are not zero (an untrained one
 /// multiplies the corrector by zero and leaves its FLT memory unstepped) and a NaN gradient in one
@@ -417,15 +417,15 @@ void check_schedule(torch::Device device) {
       rule->head_out->weight.normal_(0.0, 0.1);
       rule->corrector_out->weight.normal_(0.0, 0.5);
     }
-    const auto options = fo::MnemosyneOptions(1.0).total_steps(kSteps);
+    const auto options = fo::ScheduleMnemosyneOptions(1.0).total_steps(kSteps);
     struct Run {
       Tensors params;
       int64_t skipped;
     };
     const auto run = [&](torch::Device where, bool fused) {
       auto params = mnemosyne_params(where);
-      fo::Mnemosyne opt(
-          params, fo::MnemosyneOptions(options).fused(fused),
+      fo::ScheduleMnemosyne opt(
+          params, fo::ScheduleMnemosyneOptions(options).fused(fused),
           fo::LearnedSchedule(std::dynamic_pointer_cast<fo::LearnedScheduleImpl>(rule->clone())));
       for (int step = 1; step <= kSteps; ++step) {
         for (auto& p : params) p.mutable_grad() = loss_gradient(p);

@@ -1,8 +1,10 @@
 #pragma once
 // Helpers shared by the learned optimizer's tests (test_mnemosyne*.cpp, test_meta_train.cpp).
 
+#include <torch/serialize.h>
 #include <torch/types.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,6 +35,29 @@ inline optim::LearnedOptimizerModel perturbed(optim::Memory memory, uint64_t see
 inline optim::Mnemosyne make_mnemosyne(std::vector<torch::Tensor> params,
                                        optim::LearnedOptimizerModel model, double lr = 1.0) {
   return optim::Mnemosyne(std::move(params), optim::MnemosyneOptions(lr), std::move(model));
+}
+
+/// Continues a state saved by the Mnemosyne of version 0.1 (one class with a design option;
+/// tests/data/README.md): loads tests/data/mnemosyne_0.1_<name>.pt into `Optimizer` over the
+/// parameter it was saved with, takes the 3 steps the old build took after saving (the loss
+/// reported, as then) and returns the parameter with the old build's, bit for bit comparable.
+template <class Optimizer>
+std::pair<torch::Tensor, torch::Tensor> continue_version_0_1_state(const std::string& name) {
+  const std::string prefix = std::string(FLT_TEST_DATA_DIR) + "/mnemosyne_0.1_" + name;
+  torch::Tensor x, expected;
+  torch::load(x, prefix + "_param.pt");
+  torch::load(expected, prefix + "_after.pt");
+  x = x.detach().requires_grad_(true);
+  Optimizer opt({x}, typename Optimizer::Options().untrained(true));
+  torch::load(opt, prefix + ".pt");
+  for (int s = 0; s < 3; ++s) {
+    opt.zero_grad();
+    auto loss = (x * x * torch::arange(1, x.numel() + 1)).sum();
+    loss.backward();
+    opt.report_loss(loss.item<double>());
+    opt.step();
+  }
+  return {x.detach(), expected};
 }
 
 /// One step on f(x) = sum_i (i + 1) x_i^2; returns the loss before it.

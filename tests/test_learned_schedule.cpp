@@ -1,4 +1,4 @@
-// The learned optimizer's second design (learned_schedule.h): the untrained schedule's exact
+// ScheduleMnemosyne and its rule (learned_schedule.h): the untrained schedule's exact
 // formula, the fused pass against the composite reference, robustness, the memory's reach over the
 // run, the optional signals, save and load.
 #include <torch/nn/modules/linear.h>
@@ -10,6 +10,7 @@
 #include "flt/kernels/schedule_step.h"
 #include "flt/optim/learned_schedule.h"
 #include "flt/optim/mnemosyne.h"
+#include "learned_optimizer_util.h"
 #include "test_util.h"
 
 namespace fo = flt::optim;
@@ -20,12 +21,12 @@ namespace {
 
 class LearnedSchedule : public flt::testing::SeededTest {};
 
-fo::MnemosyneOptions schedule_options(double lr = 1.0) {
-  return fo::MnemosyneOptions(lr).design(fo::MnemosyneDesign::kTensorSchedule);
+fo::ScheduleMnemosyneOptions schedule_options(double lr = 1.0) {
+  return fo::ScheduleMnemosyneOptions(lr);
 }
 
 /// A schedule whose head and corrector are not zero, so every path of the rule is exercised.
-fo::LearnedSchedule perturbed(fo::Memory memory, uint64_t seed) {
+fo::LearnedSchedule perturbed_schedule(fo::Memory memory, uint64_t seed) {
   torch::manual_seed(seed);
   fo::LearnedSchedule schedule(fo::LearnedScheduleOptions().memory(memory));
   torch::NoGradGuard no_grad;
@@ -38,7 +39,7 @@ fo::LearnedSchedule perturbed(fo::Memory memory, uint64_t seed) {
 
 /// One step of sum_i c_i x_i^2 + sum w^2 with curvatures c in [1, 2) (two tensors; mild, so that
 /// no coordinate oscillates across 0 where rounding differences would be amplified).
-void quadratic_step(fo::Mnemosyne& opt, torch::Tensor& x, torch::Tensor& w) {
+void quadratic_step(fo::ScheduleMnemosyne& opt, torch::Tensor& x, torch::Tensor& w) {
   opt.zero_grad();
   const auto c = 1.0 + torch::arange(x.numel(), x.options()).view(x.sizes()) / x.numel();
   auto loss = (x * x * c).sum() + (w * w).sum();
@@ -56,7 +57,7 @@ TEST_F(LearnedSchedule, Untrained_IsAdamWithAStepRelativeToTheTensorsRMS) {
   // t = 1), p <- (1 - sigmoid(-11)) p - eta m_hat / (sqrt(v_hat) + 1e-8).
   auto x = torch::randn({6}, torch::kDouble).requires_grad_(true);
   auto reference = x.detach().clone();
-  fo::Mnemosyne opt({x}, schedule_options(0.5).fused(false));
+  fo::ScheduleMnemosyne opt({x}, schedule_options(0.5).fused(false));
   const double rho = 0.02, floor = 1e-2, shrink = 1.0 / (1.0 + std::exp(11.0));
   const double initial_ms = reference.pow(2).mean().item<double>();
   auto m = torch::zeros_like(reference), v = torch::zeros_like(reference);
@@ -82,14 +83,15 @@ TEST_F(LearnedSchedule, Untrained_IsAdamWithAStepRelativeToTheTensorsRMS) {
 
 TEST_F(LearnedSchedule, FusedStep_MatchesTheCompositeReference) {
   for (auto memory : {fo::Memory::kFLT, fo::Memory::kNone}) {
-    auto schedule = perturbed(memory, 5);
+    auto schedule = perturbed_schedule(memory, 5);
     torch::manual_seed(3);
     auto x1 = torch::randn({70000}).requires_grad_(true);  // more than one parallel block
     auto w1 = torch::randn({5, 3}).requires_grad_(true);
     auto x2 = x1.detach().clone().requires_grad_(true);
     auto w2 = w1.detach().clone().requires_grad_(true);
-    fo::Mnemosyne fused({x1, w1}, schedule_options(), schedule);
-    fo::Mnemosyne composite({x2, w2}, schedule_options().fused(false).chunk_size(4096), schedule);
+    fo::ScheduleMnemosyne fused({x1, w1}, schedule_options(), schedule);
+    fo::ScheduleMnemosyne composite({x2, w2}, schedule_options().fused(false).chunk_size(4096),
+                                    schedule);
     for (int s = 0; s < 8; ++s) {
       fused.report_loss(1.0 / (s + 1));
       composite.report_loss(1.0 / (s + 1));
@@ -115,7 +117,8 @@ TEST_F(LearnedSchedule, FusedStep_MatchesTheCompositeReference) {
 TEST_F(LearnedSchedule, NonFiniteGradients_TouchOnlyThatCoordinate) {
   for (bool fused : {true, false}) {
     auto x = torch::randn({40}).requires_grad_(true);
-    fo::Mnemosyne opt({x}, schedule_options().fused(fused), perturbed(fo::Memory::kFLT, 2));
+    fo::ScheduleMnemosyne opt({x}, schedule_options().fused(fused),
+                              perturbed_schedule(fo::Memory::kFLT, 2));
     const auto before = x.detach().clone();
     x.mutable_grad() = torch::randn({40});
     x.mutable_grad()[7] = NAN;
@@ -135,7 +138,7 @@ TEST_F(LearnedSchedule, NonFiniteGradients_TouchOnlyThatCoordinate) {
 
 TEST_F(LearnedSchedule, HugeAndZeroGradients_GiveFiniteSteps) {
   auto x = torch::randn({10}).requires_grad_(true);
-  fo::Mnemosyne opt({x}, schedule_options(), perturbed(fo::Memory::kFLT, 4));
+  fo::ScheduleMnemosyne opt({x}, schedule_options(), perturbed_schedule(fo::Memory::kFLT, 4));
   for (double scale : {1e30, 0.0, 1e-30, 1e30}) {
     x.mutable_grad() = torch::randn({10}) * scale;
     opt.step();
@@ -150,7 +153,7 @@ TEST_F(LearnedSchedule, FLTMemory_ReachesBackHundredsOfSteps) {
   // run's fraction): with the FLT memory the decision 400 steps later still differs; without a
   // memory it does not.
   for (auto memory : {fo::Memory::kFLT, fo::Memory::kNone}) {
-    auto schedule = perturbed(memory, 8);
+    auto schedule = perturbed_schedule(memory, 8);
     {
       torch::NoGradGuard no_grad;
       for (auto& p : schedule->parameters()) p.normal_(0.0, 0.3);
@@ -234,7 +237,7 @@ TEST_F(LearnedSchedule, Signals_ReachTheFeatures) {
 
 TEST_F(LearnedSchedule, StepWithClosure_FeedsTheLossAndReturnsIt) {
   auto x = torch::tensor({1.0f, -2.0f}).requires_grad_(true);
-  fo::Mnemosyne opt({x}, schedule_options());
+  fo::ScheduleMnemosyne opt({x}, schedule_options());
   auto loss = opt.step([&] {
     opt.zero_grad();
     auto l = (x * x).sum();
@@ -242,24 +245,25 @@ TEST_F(LearnedSchedule, StepWithClosure_FeedsTheLossAndReturnsIt) {
     return l;
   });
   EXPECT_FLOAT_EQ(loss.item<float>(), 5.0f);
-  const auto& st = static_cast<const fo::MnemosyneParamState&>(*opt.state().begin()->second);
-  EXPECT_DOUBLE_EQ(st.controller()[11].item<double>(), 5.0) << "the loss's running average";
+  const auto& st =
+      static_cast<const fo::ScheduleMnemosyneParamState&>(*opt.state().begin()->second);
+  EXPECT_DOUBLE_EQ(st.history()[11].item<double>(), 5.0) << "the loss's running average";
 }
 
 TEST_F(LearnedSchedule, SaveLoad_ContinuesExactly) {
-  auto schedule = perturbed(fo::Memory::kFLT, 6);
+  auto schedule = perturbed_schedule(fo::Memory::kFLT, 6);
   auto x = torch::randn({30}).requires_grad_(true), w = torch::randn({4, 4}).requires_grad_(true);
   auto x2 = x.detach().clone().requires_grad_(true), w2 = w.detach().clone().requires_grad_(true);
-  fo::Mnemosyne straight({x, w}, schedule_options(), schedule);
-  fo::Mnemosyne first({x2, w2}, schedule_options(), schedule);
+  fo::ScheduleMnemosyne straight({x, w}, schedule_options(), schedule);
+  fo::ScheduleMnemosyne first({x2, w2}, schedule_options(), schedule);
   for (int s = 0; s < 5; ++s) {
     quadratic_step(straight, x, w);
     quadratic_step(first, x2, w2);
   }
   std::stringstream buffer;
   torch::save(first, buffer);
-  // Built with the untrained schedule (and even the first design): the archive restores both.
-  fo::Mnemosyne second({x2, w2}, schedule_options());
+  // Built with the untrained schedule: the archive restores the schedule with the state.
+  fo::ScheduleMnemosyne second({x2, w2}, schedule_options());
   torch::load(second, buffer);
   for (int s = 0; s < 5; ++s) {
     quadratic_step(straight, x, w);
@@ -269,17 +273,24 @@ TEST_F(LearnedSchedule, SaveLoad_ContinuesExactly) {
   EXPECT_TRUE(torch::equal(w, w2));
 }
 
+TEST_F(LearnedSchedule, StateOfVersion0_1_LoadsAndContinuesExactly) {
+  // Saved by the one Mnemosyne class of version 0.1 with design tensor-schedule (its per-parameter
+  // entries then named "state" and "controller").
+  const auto [x, expected] = continue_version_0_1_state<fo::ScheduleMnemosyne>("tensor_schedule");
+  EXPECT_TRUE(torch::equal(x, expected)) << x << expected;
+}
+
 TEST_F(LearnedSchedule, WeightsFile_RoundTripAndErrors) {
   const auto path = temp_path("schedule.pt");
-  auto schedule = perturbed(fo::Memory::kPerformer, 1);
+  auto schedule = perturbed_schedule(fo::Memory::kPerformer, 1);
   fo::save_schedule(schedule, path);
   auto loaded = fo::load_schedule(path);
   EXPECT_EQ(loaded->options.memory(), fo::Memory::kPerformer);
   const auto a = schedule->parameters(), b = loaded->parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i]));
-  fo::Mnemosyne by_path({torch::zeros({2}, torch::requires_grad())},
-                        schedule_options().weights(path));
+  fo::ScheduleMnemosyne by_path({torch::zeros({2}, torch::requires_grad())},
+                                schedule_options().weights(path));
   EXPECT_EQ(by_path.schedule()->options.memory(), fo::Memory::kPerformer);
   expect_error([] { fo::load_schedule("/nonexistent/schedule.pt"); },
                {"cannot open", "/nonexistent/schedule.pt"});
@@ -329,7 +340,6 @@ TEST_F(LearnedSchedule, BadInput_NamesTheProblem) {
                {"log_step_low < 0 < log_step_high", "0.5"});
   expect_error([] { fo::LearnedSchedule(fo::LearnedScheduleOptions().max_shrink(2.0)); },
                {"max_shrink", "2"});
-  expect_error([] { fo::design_from_name("schedule"); }, {"unknown Mnemosyne design", "schedule"});
   expect_error([] { fo::LearnedSchedule(fo::LearnedScheduleOptions().hidden(0)); },
                {"hidden must be positive", "0"});
   expect_error([] { fo::LearnedSchedule(fo::LearnedScheduleOptions().relative_step(-1)); },
@@ -361,18 +371,19 @@ TEST_F(LearnedSchedule, BadInput_NamesTheProblem) {
                                      {}, {});
       },
       {"as many gradients, moments and decisions as parameters (1)", "1, 1 and 0"});
-  // A first-design state cannot be stepped by the second design.
+  // A CoordinateMnemosyne state is not a ScheduleMnemosyne one: the error names the class to use.
   auto x = torch::randn({3}).requires_grad_(true);
-  fo::Mnemosyne first({x});
+  fo::CoordinateMnemosyne first({x});
   x.mutable_grad() = torch::ones({3});
   first.step();
   std::stringstream buffer;
   torch::save(first, buffer);
-  fo::Mnemosyne second({x}, schedule_options());
-  torch::load(second, buffer);  // the archive's first-design model comes with its state
-  second.step();
-  EXPECT_FALSE(second.schedule());
-  EXPECT_TRUE(second.model());
+  fo::ScheduleMnemosyne second({x}, schedule_options());
+  expect_error([&] { torch::load(second, buffer); },
+               {"ScheduleMnemosyne::load", "coordinate-memory", "flt::optim::CoordinateMnemosyne"});
+  expect_error(
+      [&] { fo::ScheduleMnemosyne({x}, schedule_options().untrained(true).weights("a.pt")); },
+      {"untrained(true) and weights(\"a.pt\") contradict"});
 }
 
 // ---- behaviour ------------------------------------------------------------------------------
@@ -382,7 +393,7 @@ TEST_F(LearnedSchedule, Untrained_TrainsAnMLPOnXOR) {
   auto l1 = torch::nn::Linear(2, 8), l2 = torch::nn::Linear(8, 1);
   std::vector<torch::Tensor> params = l1->parameters();
   for (auto& p : l2->parameters()) params.push_back(p);
-  fo::Mnemosyne opt(params, schedule_options(5.0));
+  fo::ScheduleMnemosyne opt(params, schedule_options(5.0));
   const auto x = torch::tensor({{0.f, 0.f}, {0.f, 1.f}, {1.f, 0.f}, {1.f, 1.f}});
   const auto y = torch::tensor({{0.f}, {1.f}, {1.f}, {0.f}});
   double loss = 0;

@@ -425,6 +425,41 @@ TEST_F(Mnemosyne, SaveLoad_ContinuesExactly) {
   EXPECT_TRUE(torch::equal(straight, resumed));
 }
 
+TEST_F(Mnemosyne, StateOfVersion0_1_LoadsAndContinuesExactly) {
+  // Saved by the one Mnemosyne class of version 0.1 with its default design.
+  const auto [x, expected] =
+      continue_version_0_1_state<fo::CoordinateMnemosyne>("coordinate_memory");
+  EXPECT_TRUE(torch::equal(x, expected)) << x << expected;
+  // The other design's state names the class that loads it.
+  auto y = torch::randn({6}).requires_grad_(true);
+  fo::CoordinateMnemosyne opt({y}, fo::CoordinateMnemosyneOptions().untrained(true));
+  expect_error(
+      [&] {
+        torch::load(opt, std::string(FLT_TEST_DATA_DIR) + "/mnemosyne_0.1_tensor_schedule.pt");
+      },
+      {"CoordinateMnemosyne::load", "tensor-schedule", "flt::optim::ScheduleMnemosyne"});
+}
+
+TEST_F(Mnemosyne, UntrainedOption_IsTheZeroHeadRule) {
+  // untrained(true) steps exactly as an explicit fresh model: Adam's direction at the
+  // controller's untrained step size, whatever weights ship.
+  auto a = torch::randn({40}).requires_grad_(true);
+  auto b = a.detach().clone().requires_grad_(true);
+  fo::CoordinateMnemosyne by_option({a}, fo::CoordinateMnemosyneOptions().untrained(true));
+  auto explicit_model = make_mnemosyne({b}, untrained());
+  for (int s = 0; s < 5; ++s) {
+    quadratic_step(by_option, a);
+    quadratic_step(explicit_model, b);
+  }
+  EXPECT_TRUE(torch::equal(a, b));
+  expect_error(
+      [&] {
+        fo::CoordinateMnemosyne({a},
+                                fo::CoordinateMnemosyneOptions().untrained(true).weights("w.pt"));
+      },
+      {"untrained(true) and weights(\"w.pt\") contradict"});
+}
+
 TEST_F(Mnemosyne, LoadingAnotherOptimizersState_SaysWhatTheArchiveHolds) {
   // LibTorch's loader met an Adam archive with "INTERNAL ASSERT FAILED ... report a bug to
   // PyTorch".
@@ -436,7 +471,7 @@ TEST_F(Mnemosyne, LoadingAnotherOptimizersState_SaysWhatTheArchiveHolds) {
   torch::save(adam, adam_state);
   auto opt = make_mnemosyne({x}, untrained());
   expect_error([&] { torch::load(opt, adam_state); },
-               {"Mnemosyne::load: the archive is not a Mnemosyne optimizer state",
+               {"CoordinateMnemosyne::load: the archive is not a learned optimizer's state",
                 "{amsgrad, betas, eps, lr, weight_decay}", "torch::optim::Adam"});
   // Not an optimizer at all: a module's weights.
   std::stringstream module_weights;

@@ -1,9 +1,11 @@
 """The library's optimizers as PyTorch optimizers.
 
-``Mnemosyne`` is a ``torch.optim.Optimizer``: its parameter groups are PyTorch's (their ``lr`` and
-``total_steps`` are read at every step, so ``torch.optim.lr_scheduler`` works), and each step is the
-C++ ``flt::optim::Mnemosyne`` step on the model's own tensors: the same trajectory as a C++ loop.
-``Swarm`` is the population-based learned optimizer, for a Python objective.
+``CoordinateMnemosyne`` and ``ScheduleMnemosyne`` are ``torch.optim.Optimizer``s: their parameter
+groups are PyTorch's (``lr`` and ``total_steps`` are read at every step, so
+``torch.optim.lr_scheduler`` works), and each step is the C++ optimizer's step on the model's own
+tensors: the same trajectory as a C++ loop. ``Mnemosyne`` is the one the library recommends
+(``flt::optim::Mnemosyne``). ``Swarm`` is the population-based learned optimizer, for a Python
+objective.
 """
 
 import itertools
@@ -13,10 +15,8 @@ import torch
 
 from . import _C
 
-__all__ = ["Mnemosyne", "Swarm", "SearchResult", "pretrained_memories"]
-
-# The keys of a parameter's state (flt::optim::MnemosyneParamState).
-_STATE_KEYS = ("step", "state", "controller", "skipped", "last_step_size")
+__all__ = ["Mnemosyne", "CoordinateMnemosyne", "ScheduleMnemosyne", "Swarm", "SearchResult",
+           "pretrained_memories"]
 
 
 def pretrained_memories() -> List[str]:
@@ -28,38 +28,32 @@ def _total_steps(value) -> int:
     return 0 if value is None else int(value)
 
 
-class Mnemosyne(torch.optim.Optimizer):
-    """The learned optimizer Mnemosyne (flt::optim::Mnemosyne).
+class _LearnedOptimizer(torch.optim.Optimizer):
+    """What both learned optimizers share; a subclass names its C++ class and state keys."""
 
-    Args:
-        params: parameters or parameter groups, as for any torch.optim optimizer.
-        lr: multiplier on the learned step (1: the step the meta-trained rule chose); per group.
-        total_steps: the run's length when known (None: unknown); the step then anneals to 0 along
-            a half cosine at that step. Per group.
-        memory: the memory cell whose pretrained weights are used: "flt" (default), "performer",
-            "lstm" or "none" (pretrained_memories() lists those shipped).
-        weights: a weights file written by flt-metatrain, instead of the pretrained weights.
-        design: "coordinate-memory" (default) or "tensor-schedule", the second design, which also
-            reads the training loss (a closure's, or report_loss) and report_validation.
-
-    ``state_dict()`` holds each parameter's state and the learned rule itself ("rule", bytes), so
-    ``load_state_dict`` continues exactly, whatever weights the new optimizer was made with.
-    """
+    _impl_class = None
+    # The keys of a parameter's state: step, the per-coordinate tensor, the per-tensor tensor,
+    # skipped, last_step_size.
+    _coordinates = _tensor = ""
+    # Keys an earlier version's state_dict gave the two tensors (None: the same).
+    _old_keys = None
 
     def __init__(self, params, lr: float = 1.0, total_steps: Optional[int] = None,
-                 memory: str = "flt", weights: Optional[str] = None,
-                 design: str = "coordinate-memory"):
+                 memory: str = "flt", weights: Optional[str] = None, untrained: bool = False):
         self._impl = None
-        self._memory, self._weights, self._design = memory, weights or "", design
+        self._memory, self._weights, self._untrained = memory, weights or "", bool(untrained)
         super().__init__(params, dict(lr=lr, total_steps=total_steps))
         self._impl = self._build(rule=None)
-        self._reads_loss = self._impl.design() == "tensor-schedule"
+
+    @classmethod
+    def _state_keys(cls):
+        return ("step", cls._coordinates, cls._tensor, "skipped", "last_step_size")
 
     def _build(self, rule):
         groups = self.param_groups
-        return _C.Mnemosyne([g["params"] for g in groups], [float(g["lr"]) for g in groups],
-                            [_total_steps(g["total_steps"]) for g in groups], self._memory,
-                            self._weights, self._design, rule)
+        return self._impl_class([g["params"] for g in groups], [float(g["lr"]) for g in groups],
+                                [_total_steps(g["total_steps"]) for g in groups], self._memory,
+                                self._weights, self._untrained, rule)
 
     def add_param_group(self, param_group):
         super().add_param_group(param_group)
@@ -79,8 +73,7 @@ class Mnemosyne(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-            if self._reads_loss and loss is not None and (
-                    not isinstance(loss, torch.Tensor) or loss.numel() == 1):
+            if loss is not None and (not isinstance(loss, torch.Tensor) or loss.numel() == 1):
                 self._impl.report_loss(float(loss))
         groups = self.param_groups
         self._impl.step([float(g["lr"]) for g in groups],
@@ -94,10 +87,6 @@ class Mnemosyne(torch.optim.Optimizer):
     def report_validation(self, metric: float) -> None:
         """A validation metric (lower is better), whenever the loop evaluates one."""
         self._impl.report_validation(float(metric))
-
-    @property
-    def design(self) -> str:
-        return self._impl.design()
 
     def skipped(self) -> int:
         """Coordinate updates skipped so far because their gradient was not finite."""
@@ -125,29 +114,45 @@ class Mnemosyne(torch.optim.Optimizer):
         state_dict["rule"] = self._impl.rule()
         return state_dict
 
+    def _entry(self, key, entry):
+        # One saved parameter state with this class's keys (an earlier version's keys renamed).
+        if self._old_keys is not None and self._coordinates not in entry:
+            old_coordinates, old_tensor = self._old_keys
+            if old_coordinates in entry and old_tensor in entry:
+                entry = dict(entry)
+                entry[self._coordinates] = entry.pop(old_coordinates)
+                entry[self._tensor] = entry.pop(old_tensor)
+        missing = [k for k in self._state_keys() if k not in entry]
+        name = type(self).__name__
+        for other in _LearnedOptimizer.__subclasses__():
+            if missing and all(k in entry for k in other._state_keys()):
+                raise RuntimeError(
+                    f"{name}.load_state_dict: the state of parameter {key} is a "
+                    f"{other.__name__} state; load it with fltlab.optim.{other.__name__}")
+        if missing:
+            raise RuntimeError(
+                f"{name}.load_state_dict: the state of parameter {key} has the keys "
+                f"{sorted(entry)}, a {name} state has {list(self._state_keys())} (is it another "
+                f"optimizer's?)")
+        return entry
+
     def load_state_dict(self, state_dict):
         state_dict = dict(state_dict)
         rule = state_dict.pop("rule", None)
-        saved_state = state_dict.get("state", {})
-        for key, entry in saved_state.items():
-            missing = [k for k in _STATE_KEYS if k not in entry]
-            if missing:
-                raise RuntimeError(
-                    f"Mnemosyne.load_state_dict: the state of parameter {key} has the keys "
-                    f"{sorted(entry)}, a Mnemosyne state has {list(_STATE_KEYS)} (is it another "
-                    f"optimizer's?)")
+        saved_state = {key: self._entry(key, entry)
+                       for key, entry in state_dict.get("state", {}).items()}
         for index, group in enumerate(state_dict.get("param_groups", [])):
             if "total_steps" not in group:
+                name = type(self).__name__
                 raise RuntimeError(
-                    f"Mnemosyne.load_state_dict: parameter group {index} has the options "
-                    f"{sorted(k for k in group if k != 'params')}, a Mnemosyne group has lr and "
+                    f"{name}.load_state_dict: parameter group {index} has the options "
+                    f"{sorted(k for k in group if k != 'params')}, a {name} group has lr and "
                     f"total_steps (is it another optimizer's?)")
         # The groups: PyTorch's checks and lr, total_steps. It also casts the state's tensors to
         # each parameter's dtype; the library's own dtypes are restored from saved_state below.
-        super().load_state_dict(state_dict)
+        super().load_state_dict(dict(state_dict, state=saved_state))
         saved_ids = itertools.chain.from_iterable(g["params"] for g in state_dict["param_groups"])
         self._impl = self._build(rule if rule is not None else self._impl.rule())
-        self._reads_loss = self._impl.design() == "tensor-schedule"
         for (gi, pi, p), saved_id in zip(self._params(), saved_ids):
             self.state.pop(p, None)
             entry = saved_state.get(saved_id)
@@ -155,10 +160,52 @@ class Mnemosyne(torch.optim.Optimizer):
                 continue
             self._impl.set_state(
                 gi, pi, int(entry["step"]),
-                entry["state"].detach().to(device=p.device, dtype=torch.float32, copy=True),
-                entry["controller"].detach().to(device="cpu", copy=True),
+                entry[self._coordinates].detach().to(device=p.device, dtype=torch.float32,
+                                                     copy=True),
+                entry[self._tensor].detach().to(device="cpu", copy=True),
                 int(entry["skipped"]), float(entry["last_step_size"]))
         self._sync_state()
+
+
+_COMMON_ARGS = """
+    Args:
+        params: parameters or parameter groups, as for any torch.optim optimizer.
+        lr: multiplier on the step; per group.
+        total_steps: the run's length when known (None: unknown); the step then anneals to 0 along
+            a half cosine at that step. Per group.
+        memory: the memory cell whose pretrained weights are used: "flt" (default), "performer",
+            "lstm" or "none".
+        weights: a weights file written by flt-metatrain, instead of the pretrained weights.
+        untrained: the rule with its learned part zeroed (the ablation baseline), whatever ships.
+
+    ``state_dict()`` holds each parameter's state and the learned rule itself ("rule", bytes), so
+    ``load_state_dict`` continues exactly, whatever weights the new optimizer was made with.
+"""
+
+
+class CoordinateMnemosyne(_LearnedOptimizer):
+    __doc__ = """The learned optimizer with a memory per coordinate
+    (flt::optim::CoordinateMnemosyne): an FLT cell over the step index and a per-tensor step-size
+    controller; the shipped weights of ``memory`` by default (pretrained_memories()).
+    """ + _COMMON_ARGS
+    _impl_class = _C.CoordinateMnemosyne
+    _coordinates, _tensor = "state", "controller"
+
+
+class ScheduleMnemosyne(_LearnedOptimizer):
+    __doc__ = """The learned optimizer with a learned per-tensor schedule whose memory sees the
+    whole run, over Adam's moments (flt::optim::ScheduleMnemosyne). It reads the training loss (a
+    closure's, or report_loss) and report_validation. No schedule weights ship yet: by default it
+    is the untrained schedule, Adam with a step of 2% of each tensor's RMS.
+    """ + _COMMON_ARGS
+    _impl_class = _C.ScheduleMnemosyne
+    _coordinates, _tensor = "moments", "history"
+    # fltlab 0.1's Mnemosyne(design="tensor-schedule") saved them as "state" and "controller".
+    _old_keys = ("state", "controller")
+
+
+# The learned optimizer the library recommends (flt::optim::Mnemosyne).
+Mnemosyne = CoordinateMnemosyne
 
 
 class SearchResult(NamedTuple):

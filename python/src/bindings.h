@@ -6,7 +6,7 @@
 namespace flt::python {
 namespace py = pybind11;
 
-/// fltlab._C.Mnemosyne, Swarm (optim.cpp).
+/// fltlab._C.CoordinateMnemosyne, ScheduleMnemosyne, Swarm (optim.cpp).
 void bind_optim(py::module_& m);
 /// fltlab._C.Module, the module factories and fltlab._C.functional (nn.cpp).
 void bind_nn(py::module_& m);

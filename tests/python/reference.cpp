@@ -34,13 +34,14 @@ std::vector<torch::Tensor> leaves(std::vector<torch::Tensor> tensors) {
   return tensors;
 }
 
-int trajectory(const std::string& out, const std::string& design, int64_t steps, int64_t seed) {
+// The Python loop of tests/python/test_optim.py in C++ with `Optimizer` (either learned optimizer).
+template <class Optimizer>
+int trajectory(const std::string& out, int64_t steps, int64_t seed) {
   torch::manual_seed(seed);
   const auto x = torch::randn({64, 16}), y = torch::randn({64, 4});
   auto params = leaves({torch::randn({32, 16}) * 0.25, torch::randn({32}) * 0.1,
                         torch::randn({4, 32}) * 0.25, torch::randn({4}) * 0.1});
-  fo::Mnemosyne opt(
-      params, fo::MnemosyneOptions(1.0).total_steps(steps).design(fo::design_from_name(design)));
+  Optimizer opt(params, typename Optimizer::Options(1.0).total_steps(steps));
   auto loss_of = [&] {
     const auto hidden = torch::tanh(F::linear(x, params[0], params[1]));
     return F::mse_loss(F::linear(hidden, params[2], params[3]), y);
@@ -48,9 +49,9 @@ int trajectory(const std::string& out, const std::string& design, int64_t steps,
   std::vector<double> losses;
   for (int64_t t = 0; t < steps; ++t) {
     // torch.optim.lr_scheduler.StepLR(step_size=10, gamma=0.5) stepped after every step.
-    static_cast<fo::MnemosyneOptions&>(opt.param_groups()[0].options())
+    static_cast<typename Optimizer::Options&>(opt.param_groups()[0].options())
         .lr(std::pow(0.5, static_cast<double>(t / 10)));
-    const auto loss = opt.step([&] {
+    const torch::Tensor loss = opt.step([&] {
       opt.zero_grad();
       auto l = loss_of();
       l.backward();
@@ -59,7 +60,8 @@ int trajectory(const std::string& out, const std::string& design, int64_t steps,
     losses.push_back(loss.item<double>());
     if (t % 5 == 4) {
       torch::NoGradGuard no_grad;
-      opt.report_validation(loss_of().item<double>());
+      const torch::Tensor validation = loss_of();
+      opt.report_validation(validation.item<double>());
     }
   }
   std::ofstream file(out, std::ios::binary);
@@ -106,8 +108,10 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.size() == 5 && args[0] == "trajectory")
-      return trajectory(args[1], args[2], std::stoll(args[3]), std::stoll(args[4]));
+    if (args.size() == 5 && args[0] == "trajectory" && args[2] == "coordinate-memory")
+      return trajectory<fo::CoordinateMnemosyne>(args[1], std::stoll(args[3]), std::stoll(args[4]));
+    if (args.size() == 5 && args[0] == "trajectory" && args[2] == "tensor-schedule")
+      return trajectory<fo::ScheduleMnemosyne>(args[1], std::stoll(args[3]), std::stoll(args[4]));
     if (args.size() == 7 && args[0] == "fashion")
       return fashion(std::stoll(args[1]), std::stoll(args[2]), std::stoll(args[3]),
                      std::stoll(args[4]), std::stoll(args[5]), std::stoll(args[6]));
@@ -115,7 +119,9 @@ int main(int argc, char** argv) {
     std::cerr << e.what() << "\n";
     return 1;
   }
-  std::cerr << "usage: flt_python_reference trajectory OUT DESIGN STEPS SEED\n"
+  std::cerr << "usage: flt_python_reference trajectory OUT DESIGN STEPS SEED  (DESIGN: "
+               "coordinate-memory or "
+               "tensor-schedule)\n"
                "       flt_python_reference fashion TRAIN TEST STEPS BATCH HIDDEN SEED\n";
   return 2;
 }

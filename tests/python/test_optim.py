@@ -1,9 +1,10 @@
-"""fltlab.optim: Mnemosyne as a torch.optim.Optimizer (the C++ trajectory, groups, schedulers,
-closures, state_dict) and Swarm."""
+"""fltlab.optim: the learned optimizers as torch.optim.Optimizers (the C++ trajectory, groups,
+schedulers, closures, state_dict, states of earlier versions) and Swarm."""
 
 import copy
 import io
 import math
+import pathlib
 
 import pytest
 import torch
@@ -11,7 +12,9 @@ from torch import nn
 import torch.nn.functional as F
 
 import fltlab
-from fltlab.optim import Mnemosyne, Swarm
+from fltlab.optim import CoordinateMnemosyne, Mnemosyne, ScheduleMnemosyne, Swarm
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data"  # tests/data
 
 
 def regression_problem(seed):
@@ -27,8 +30,9 @@ def regression_problem(seed):
     return model, x, y
 
 
-@pytest.mark.parametrize("design", ["coordinate-memory", "tensor-schedule"])
-def test_trajectory_equals_the_cpp_optimizer(design, reference, tmp_path):
+@pytest.mark.parametrize("design, optimizer", [("coordinate-memory", CoordinateMnemosyne),
+                                               ("tensor-schedule", ScheduleMnemosyne)])
+def test_trajectory_equals_the_cpp_optimizer(design, optimizer, reference, tmp_path):
     steps, seed = 30, 7
     out = tmp_path / "cpp.bin"
     reference("trajectory", out, design, steps, seed)
@@ -37,7 +41,7 @@ def test_trajectory_equals_the_cpp_optimizer(design, reference, tmp_path):
     cpp_params = torch.frombuffer(bytearray(blob[steps * 8:]), dtype=torch.float32)
 
     model, x, y = regression_problem(seed)
-    opt = Mnemosyne(model.parameters(), total_steps=steps, design=design)
+    opt = optimizer(model.parameters(), total_steps=steps)
     scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)
     losses = []
     for t in range(steps):
@@ -47,7 +51,7 @@ def test_trajectory_equals_the_cpp_optimizer(design, reference, tmp_path):
             buffer = io.BytesIO()
             torch.save(copy.deepcopy(opt.state_dict()), buffer)
             scheduler_state = scheduler.state_dict()
-            opt = Mnemosyne(model.parameters(), lr=0.123, total_steps=5, memory="none")
+            opt = optimizer(model.parameters(), lr=0.123, total_steps=5, memory="none")
             opt.load_state_dict(torch.load(io.BytesIO(buffer.getvalue())))
             scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)
             scheduler.load_state_dict(scheduler_state)
@@ -64,7 +68,7 @@ def test_trajectory_equals_the_cpp_optimizer(design, reference, tmp_path):
             with torch.no_grad():
                 opt.report_validation(F.mse_loss(model(x), y).item())
 
-    assert opt.design == design
+    assert type(opt) is optimizer
     assert torch.equal(torch.tensor(losses, dtype=torch.float64), cpp_losses)
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     assert torch.equal(params, cpp_params)
@@ -175,18 +179,18 @@ def test_state_dict_is_plain_and_load_continues_exactly():
 def test_double_parameters_and_the_schedule_state_keep_their_dtypes():
     torch.manual_seed(5)
     p = nn.Parameter(torch.randn(10, dtype=torch.float64))
-    opt = Mnemosyne([p], design="tensor-schedule")
+    opt = ScheduleMnemosyne([p])
     for _ in range(3):
         opt.zero_grad()
         (p ** 2).sum().backward()
         opt.report_loss(float((p ** 2).sum()))
         opt.step()
     state = opt.state_dict()
-    assert state["state"][0]["state"].dtype == torch.float32
-    assert state["state"][0]["controller"].dtype == torch.float64
-    other = Mnemosyne([p], design="tensor-schedule")
+    assert state["state"][0]["moments"].dtype == torch.float32
+    assert state["state"][0]["history"].dtype == torch.float64
+    other = ScheduleMnemosyne([p])
     other.load_state_dict(copy.deepcopy(state))
-    assert other.state_dict()["state"][0]["controller"].dtype == torch.float64
+    assert other.state_dict()["state"][0]["history"].dtype == torch.float64
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -194,12 +198,34 @@ def test_double_parameters_and_the_schedule_state_keep_their_dtypes():
     (dict(lr=math.nan), "lr must be finite and >= 0, got nan"),
     (dict(total_steps=-3), "total_steps must be >= 0 .*got -3"),
     (dict(memory="lsmt"), "lsmt"),
-    (dict(design="tensor-shedule"), "tensor-shedule"),
+    (dict(untrained=True, weights="w.pt"), r'untrained\(true\) and weights\("w.pt"\) contradict'),
     (dict(weights="/nonexistent/weights.pt"), "/nonexistent/weights.pt"),
 ])
 def test_bad_options_raise_runtime_error_naming_the_value(kwargs, message):
     with pytest.raises(RuntimeError, match=message):
         Mnemosyne([nn.Parameter(torch.zeros(3))], **kwargs)
+
+
+def test_a_state_dict_of_fltlab_0_1_continues_exactly():
+    # fltlab 0.1's one Mnemosyne class with design="tensor-schedule" (tests/data/README.md): its
+    # per-parameter entries were named "state" and "controller".
+    saved = torch.load(DATA / "fltlab_0.1_tensor_schedule.pt")
+    p = nn.Parameter(saved["param"].clone())
+    opt = ScheduleMnemosyne([p])
+    opt.load_state_dict(saved["state_dict"])
+    assert opt.param_groups[0]["lr"] == 0.5 and opt.param_groups[0]["total_steps"] == 40
+    weights = torch.arange(1, 7, dtype=torch.float32)
+    for _ in range(3):
+        opt.zero_grad()
+        loss = (p * p * weights).sum()
+        loss.backward()
+        opt.report_loss(float(loss))
+        opt.step()
+    assert torch.equal(p.detach(), saved["after"])
+    # The other learned optimizer names the class the state belongs to.
+    with pytest.raises(RuntimeError, match="ScheduleMnemosyne"):
+        CoordinateMnemosyne([nn.Parameter(saved["param"].clone())]).load_state_dict(
+            opt.state_dict())
 
 
 def test_bad_lr_set_between_steps_is_named():

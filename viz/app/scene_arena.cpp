@@ -410,7 +410,7 @@ void show_arena(LabState& lab, ArenaView& view) {
   ImGui::TextWrapped(
       "Drag the white square to choose the start, set your learning rate and momentum, press Play. "
       "Reach f - f* <= eps within par for 3 stars (2 par: 2 stars, the budget: 1 star). The "
-      "learned optimizers (flt::optim::Mnemosyne with FLT, Performer and LSTM memory, "
+      "learned optimizers (flt::optim::CoordinateMnemosyne with FLT, Performer and LSTM memory, "
       "pretrained) race too.");
   ImGui::EndChild();
 }

@@ -91,9 +91,10 @@ void show_training(LabState& lab, TrainingView& view) {
     changed |= slider_double("lr scale", &settings.learned_lr, 0.05, 10.0, "%.3g", true);
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip(settings.optimizer == TrainingOptimizer::kMnemosyne
-                            ? "flt::optim::Mnemosyne with the shipped pretrained meta-weights;\n"
+                            ? "flt::optim::CoordinateMnemosyne with the shipped pretrained\n"
+                              "meta-weights (a memory per coordinate);\n"
                               "1 = the step size the meta-trained rule chose"
-                            : "flt::optim::Mnemosyne, second design: a per-tensor schedule whose\n"
+                            : "flt::optim::ScheduleMnemosyne: a per-tensor schedule whose\n"
                               "FLT memory spans the run, over Adam's moments; 1 = its own step");
   } else {
     changed |= slider_double("Adam lr", &settings.lr, 1e-4, 1e-1, "%.2e", true);

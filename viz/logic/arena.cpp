@@ -166,8 +166,9 @@ Runner make_runner(RacerKind kind, double x0, double y0, double lr, double momen
   runner.momentum = momentum;
   if (kind == RacerKind::kLearned) {
     // The shipped meta-trained rule at its own step size (lr multiplies the learned step).
-    runner.optimizer = std::make_unique<flt::optim::Mnemosyne>(
-        std::vector<torch::Tensor>{runner.x}, flt::optim::MnemosyneOptions(1.0).memory(memory));
+    runner.optimizer = std::make_unique<flt::optim::CoordinateMnemosyne>(
+        std::vector<torch::Tensor>{runner.x},
+        flt::optim::CoordinateMnemosyneOptions(1.0).memory(memory));
   } else if (kind == RacerKind::kAdam) {
     runner.optimizer = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{runner.x},
                                                             torch::optim::AdamOptions(lr));

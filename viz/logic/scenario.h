@@ -38,8 +38,9 @@ struct ArenaSettings {
 enum class TrainingTask { kCopy = 0, kReverse, kAssociativeRecall, kPositionMatch };
 inline constexpr int kTrainingTaskCount = 4;
 
-/// kMnemosyne: the learned rule's first design (shipped weights); kLearnedSchedule: its second
-/// design, a learned per-tensor schedule whose FLT memory spans the run.
+/// kMnemosyne: flt::optim::CoordinateMnemosyne (shipped weights, a memory per coordinate);
+/// kLearnedSchedule: flt::optim::ScheduleMnemosyne, a learned per-tensor schedule whose FLT memory
+/// spans the run.
 enum class TrainingOptimizer { kAdam = 0, kMnemosyne, kLearnedSchedule };
 inline constexpr int kTrainingOptimizerCount = 3;
 

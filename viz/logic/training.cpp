@@ -57,7 +57,7 @@ const char* optimizer_name(TrainingOptimizer optimizer) {
   switch (optimizer) {
     case TrainingOptimizer::kAdam: return "Adam";
     case TrainingOptimizer::kMnemosyne: return "Mnemosyne (learned, FLT memory)";
-    case TrainingOptimizer::kLearnedSchedule: return "Mnemosyne, learned schedule (2nd design)";
+    case TrainingOptimizer::kLearnedSchedule: return "Mnemosyne, learned schedule";
   }
   return "?";
 }
@@ -252,12 +252,11 @@ struct TrainingSession::Impl {
     ScheduleTrace trace;
     if (s.optimizer == TrainingOptimizer::kMnemosyne) {
       // the shipped pretrained meta-weights load by default
-      optimizer = std::make_unique<flt::optim::Mnemosyne>(
-          parameters, flt::optim::MnemosyneOptions(s.learned_lr));
+      optimizer = std::make_unique<flt::optim::CoordinateMnemosyne>(
+          parameters, flt::optim::CoordinateMnemosyneOptions(s.learned_lr));
     } else if (s.optimizer == TrainingOptimizer::kLearnedSchedule) {
-      auto learned = std::make_unique<flt::optim::Mnemosyne>(
-          parameters, flt::optim::MnemosyneOptions(s.learned_lr)
-                          .design(flt::optim::MnemosyneDesign::kTensorSchedule));
+      auto learned = std::make_unique<flt::optim::ScheduleMnemosyne>(
+          parameters, flt::optim::ScheduleMnemosyneOptions(s.learned_lr));
       const auto schedule = learned->schedule();
       for (const auto& item : named) {
         trace.tensors.push_back(item.key());
@@ -466,7 +465,7 @@ struct TrainingSession::Impl {
       snap.accuracy.push_back(accuracy.item<float>());
       snap.steps_per_second = static_cast<float>(rate.per_second());
       if (settings.optimizer == TrainingOptimizer::kLearnedSchedule)
-        record_schedule(static_cast<const flt::optim::Mnemosyne&>(*optimizer).step_sizes());
+        record_schedule(static_cast<const flt::optim::ScheduleMnemosyne&>(*optimizer).step_sizes());
     }
     if (step % kMapEvery == 0) refresh_maps();
     return true;

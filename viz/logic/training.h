@@ -13,7 +13,7 @@
 namespace flt::viz {
 
 const char* task_name(TrainingTask task);
-/// "Adam", "Mnemosyne (learned, FLT memory)", "Mnemosyne, learned schedule (2nd design)".
+/// "Adam", "Mnemosyne (learned, FLT memory)", "Mnemosyne, learned schedule".
 const char* optimizer_name(TrainingOptimizer optimizer);
 /// True for the tasks trained with the sequence classifier (the rest use the causal LM).
 bool task_uses_classifier(TrainingTask task);

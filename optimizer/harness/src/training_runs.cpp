@@ -398,15 +398,32 @@ std::vector<RunContender> untuned_baseline_contenders() {
   return {prodigy, prodigy_cosine, schedule_free, schedule_free_warmup};
 }
 
+std::string design_name(MnemosyneDesign design) {
+  return design == MnemosyneDesign::kTensorSchedule ? "tensor-schedule" : "coordinate-memory";
+}
+
+MnemosyneDesign design_from_name(const std::string& name) {
+  if (name == "coordinate-memory") return MnemosyneDesign::kCoordinateMemory;
+  if (name == "tensor-schedule") return MnemosyneDesign::kTensorSchedule;
+  TORCH_CHECK(false, "unknown Mnemosyne design \"", name,
+              "\" (expected coordinate-memory or tensor-schedule)");
+}
+
 RunContender mnemosyne_contender(const std::string& name, const std::string& weights,
                                  MnemosyneDesign design) {
   RunContender c;
   c.name = name;
   c.fixed_lr = 1.0;
-  c.make = [weights, design](double lr) -> OptimizerFactory {
-    return [lr, weights, design](std::vector<torch::Tensor> p) {
-      return std::make_unique<Mnemosyne>(std::move(p),
-                                         MnemosyneOptions(lr).design(design).weights(weights));
+  const bool untrained = weights == "untrained";
+  const std::string file = untrained ? "" : weights;
+  c.make = [file, untrained, design](double lr) -> OptimizerFactory {
+    return [lr, file, untrained,
+            design](std::vector<torch::Tensor> p) -> std::unique_ptr<torch::optim::Optimizer> {
+      if (design == MnemosyneDesign::kTensorSchedule)
+        return std::make_unique<ScheduleMnemosyne>(
+            std::move(p), ScheduleMnemosyneOptions(lr).weights(file).untrained(untrained));
+      return std::make_unique<CoordinateMnemosyne>(
+          std::move(p), CoordinateMnemosyneOptions(lr).weights(file).untrained(untrained));
     };
   };
   return c;

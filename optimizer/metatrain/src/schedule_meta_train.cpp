@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "flt/detail/random.h"
-#include "flt/optim/mnemosyne.h"
+#include "flt/optim/schedule_mnemosyne.h"
 
 namespace flt::optim {
 namespace {
@@ -61,7 +61,7 @@ class RescaledTask : public Task {
 struct Particle {
   std::vector<torch::Tensor> tensors;
   LearnedSchedule schedule{nullptr};
-  std::unique_ptr<Mnemosyne> optimizer;
+  std::unique_ptr<ScheduleMnemosyne> optimizer;
   at::Generator batches;
   bool diverged = false;
 };
@@ -108,10 +108,8 @@ void start_particle(Particle& particle, const Task& task, const torch::Tensor& s
     offset += size;
   }
   particle.schedule = std::dynamic_pointer_cast<LearnedScheduleImpl>(base->clone());
-  particle.optimizer = std::make_unique<Mnemosyne>(
-      particle.tensors,
-      MnemosyneOptions().design(MnemosyneDesign::kTensorSchedule).total_steps(total_steps),
-      particle.schedule);
+  particle.optimizer = std::make_unique<ScheduleMnemosyne>(
+      particle.tensors, ScheduleMnemosyneOptions().total_steps(total_steps), particle.schedule);
   particle.batches = at::make_generator<at::CPUGeneratorImpl>(batch_seed);
   particle.diverged = false;
 }

@@ -138,9 +138,17 @@ std::vector<RunContender> baseline_contenders();
 /// first 5% of the steps).
 std::vector<RunContender> untuned_baseline_contenders();
 
-/// Mnemosyne untuned (lr 1, constant), of `design`, with the weights file `weights` (empty: the
-/// shipped ones), used as a user would:
-/// `Mnemosyne(params, MnemosyneOptions().design(design).weights(weights))`.
+/// Which of the two learned optimizers a harness builds: CoordinateMnemosyne (a memory per
+/// coordinate) or ScheduleMnemosyne (a learned per-tensor schedule).
+enum class MnemosyneDesign { kCoordinateMemory, kTensorSchedule };
+/// "coordinate-memory", "tensor-schedule"; the inverse throws naming an unknown name.
+std::string design_name(MnemosyneDesign design);
+MnemosyneDesign design_from_name(const std::string& name);
+
+/// A learned optimizer of `design` untuned (lr 1, constant) with the weights file `weights`
+/// (empty: the shipped ones; "untrained": the rule with its learned part zeroed), used as a user
+/// would: `CoordinateMnemosyne(params, CoordinateMnemosyneOptions().weights(weights))` or the same
+/// with ScheduleMnemosyne.
 RunContender mnemosyne_contender(const std::string& name = "mnemosyne",
                                  const std::string& weights = "",
                                  MnemosyneDesign design = MnemosyneDesign::kCoordinateMemory);

@@ -6,7 +6,7 @@
 // a task instance (a family from `families`), optionally rescaled: every tensor of the task is
 // multiplied by a factor drawn log-uniformly in [1 / rescale, rescale] (Celo's augmentation: the
 // schedule must learn both large and small steps). Both particles of a pair train the same task
-// with the same mini-batches, by the real optimizer (flt::optim::Mnemosyne with the second design)
+// with the same mini-batches, by the real optimizer (flt::optim::ScheduleMnemosyne)
 // in a plain loop, one at theta + eps and one at theta - eps, where eps is redrawn every truncation
 // and accumulates over the episode (PES: unbiased over the whole horizon). What the loop tells the
 // optimizer varies by pair and episode as it does in use: the loss on about half of them, the run

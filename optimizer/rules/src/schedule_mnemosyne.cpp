@@ -1,0 +1,311 @@
+#include "flt/optim/schedule_mnemosyne.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/serialize.h>
+#include <torch/serialize.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flt/detail/optimizer_state.h"
+#include "flt/kernels/schedule_step.h"
+#include "learned_rule.h"
+#include "pretrained_weights.h"
+
+namespace flt::optim {
+namespace {
+
+using flt::detail::state_key;
+
+constexpr const char* kName = "ScheduleMnemosyne";
+
+// Every option of every constructor and param group, checked in one place; a bad value is named.
+void check_options(const ScheduleMnemosyneOptions& o) {
+  detail::check_learned_options(kName, o.lr(), o.chunk_size(), o.total_steps());
+  TORCH_CHECK(!(o.untrained() && !o.weights().empty()), kName, ": untrained(true) and weights(\"",
+              o.weights(), "\") contradict each other: the untrained schedule has no weights");
+}
+
+// Reads `key`, else `old_key` (the name the Mnemosyne of earlier versions gave the same entry).
+torch::Tensor read_tensor(torch::serialize::InputArchive& archive, const char* key,
+                          const char* old_key) {
+  torch::Tensor value;
+  if (!archive.try_read(key, value)) archive.read(old_key, value);
+  return value;
+}
+
+}  // namespace
+
+LearnedSchedule load_pretrained_schedule(Memory memory) {
+  const auto blob = detail::pretrained_blob("schedule_" + memory_name(memory));
+  if (blob.data == nullptr) return nullptr;
+  torch::serialize::InputArchive archive;
+  archive.load_from(reinterpret_cast<const char*>(blob.data), blob.size);
+  return read_schedule(archive, "the pretrained schedule \"" + memory_name(memory) + "\"");
+}
+
+// ---- options and state ------------------------------------------------------------------------
+
+void ScheduleMnemosyneOptions::serialize(torch::serialize::OutputArchive& archive) const {
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(lr);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(chunk_size);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(weights);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(untrained);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(fused);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(total_steps);
+  archive.write("memory", torch::IValue(memory_name(memory())));
+  // Tells the two learned optimizers' states apart (detail::check_learned_state_archive).
+  archive.write("design", torch::IValue(std::string("tensor-schedule")));
+}
+
+void ScheduleMnemosyneOptions::serialize(torch::serialize::InputArchive& archive) {
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, lr);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, chunk_size);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(std::string, weights);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(bool, fused);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, total_steps);
+  torch::IValue value;
+  archive.read("memory", value);
+  memory(memory_from_name(value.toStringRef()));
+  // States of earlier versions (Mnemosyne with one design option) have no `untrained`.
+  untrained(archive.try_read("untrained", value) && value.toBool());
+}
+
+bool operator==(const ScheduleMnemosyneOptions& lhs, const ScheduleMnemosyneOptions& rhs) {
+  return lhs.lr() == rhs.lr() && lhs.memory() == rhs.memory() && lhs.weights() == rhs.weights() &&
+         lhs.untrained() == rhs.untrained() && lhs.chunk_size() == rhs.chunk_size() &&
+         lhs.fused() == rhs.fused() && lhs.total_steps() == rhs.total_steps();
+}
+
+void ScheduleMnemosyneParamState::serialize(torch::serialize::OutputArchive& archive) const {
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(step);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(moments);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(skipped);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(history);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(last_step_size);
+}
+
+void ScheduleMnemosyneParamState::serialize(torch::serialize::InputArchive& archive) {
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, step);
+  moments(read_tensor(archive, "moments", "state"));
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, skipped);
+  history(read_tensor(archive, "history", "controller"));
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, last_step_size);
+}
+
+bool operator==(const ScheduleMnemosyneParamState& lhs, const ScheduleMnemosyneParamState& rhs) {
+  return lhs.step() == rhs.step() && lhs.skipped() == rhs.skipped() &&
+         torch::equal(lhs.moments(), rhs.moments()) && torch::equal(lhs.history(), rhs.history());
+}
+
+// ---- the optimizer ------------------------------------------------------------------------------
+
+LearnedSchedule ScheduleMnemosyne::schedule_for(const ScheduleMnemosyneOptions& options) {
+  check_options(options);
+  if (!options.weights().empty()) return load_schedule(options.weights());
+  LearnedSchedule shipped =
+      options.untrained() ? nullptr : load_pretrained_schedule(options.memory());
+  return shipped ? shipped : LearnedSchedule(LearnedScheduleOptions().memory(options.memory()));
+}
+
+ScheduleMnemosyne::ScheduleMnemosyne(std::vector<torch::optim::OptimizerParamGroup> param_groups,
+                                     ScheduleMnemosyneOptions defaults)
+    : LearnedOptimizer(checked(std::move(param_groups), defaults),
+                       std::make_unique<ScheduleMnemosyneOptions>(defaults)),
+      schedule_(schedule_for(defaults)) {}
+
+ScheduleMnemosyne::ScheduleMnemosyne(std::vector<torch::Tensor> params,
+                                     ScheduleMnemosyneOptions defaults, LearnedSchedule schedule)
+    : LearnedOptimizer(checked({torch::optim::OptimizerParamGroup(std::move(params))}, defaults),
+                       std::make_unique<ScheduleMnemosyneOptions>(defaults)),
+      schedule_(std::move(schedule)) {
+  TORCH_CHECK(!schedule_.is_empty(), kName, ": the schedule is empty");
+}
+
+std::vector<torch::optim::OptimizerParamGroup> ScheduleMnemosyne::checked(
+    std::vector<torch::optim::OptimizerParamGroup> groups,
+    const ScheduleMnemosyneOptions& defaults) {
+  check_options(defaults);
+  for (const auto& group : groups)
+    if (group.has_options())
+      check_options(static_cast<const ScheduleMnemosyneOptions&>(group.options()));
+  detail::check_parameter_groups(groups, kName);
+  return groups;
+}
+
+ScheduleMnemosyneParamState& ScheduleMnemosyne::state_of(const torch::Tensor& p) {
+  const int64_t n = p.numel();
+  auto key = state_key(state_, p);
+  auto it = state_.find(key);
+  if (it == state_.end()) {
+    auto fresh = std::make_unique<ScheduleMnemosyneParamState>();
+    // Slot-major (2, n): each moment of a run of coordinates is contiguous.
+    fresh->moments(torch::zeros({LearnedScheduleImpl::kMoments, n}, p.options().dtype(at::kFloat)));
+    fresh->history(schedule_->initial_history(p));
+    it = state_.emplace(key, std::move(fresh)).first;
+  }
+  auto& st = static_cast<ScheduleMnemosyneParamState&>(*it->second);
+  constexpr int64_t slots = LearnedScheduleImpl::kMoments;
+  TORCH_CHECK(st.moments().dim() == 2 && st.moments().size(0) == slots && st.moments().size(1) == n,
+              kName, ": the moments of a parameter of shape ", p.sizes(), " must be (", slots, ", ",
+              n, "), got ", st.moments().sizes());
+  const int64_t history = schedule_->history_size();
+  TORCH_CHECK(st.history().defined() && st.history().numel() == history, kName,
+              ": the state of a parameter of shape ", p.sizes(), " must have a ", history,
+              "-entry history, got ", st.history().defined() ? st.history().numel() : 0,
+              " (saved with another memory kind)");
+  // The history is read and written through its CPU storage in float64: tensor operations on a
+  // few values cost more than a small tensor's whole step.
+  if (st.history().scalar_type() != at::kDouble || !st.history().is_contiguous() ||
+      !st.history().device().is_cpu())
+    st.history(st.history().to(at::kCPU, at::kDouble).contiguous());
+  return st;
+}
+
+torch::Tensor ScheduleMnemosyne::step(LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  const auto reports = take_reports();
+  ScheduleSignals signals;
+  signals.loss = loss.defined() && loss.numel() == 1
+                     ? std::optional<double>(loss.detach().item<double>())
+                     : reports.loss;
+  signals.validation = reports.validation;
+  // Tensors at the same step index and run length are decided together (tensors added later
+  // count their own steps).
+  struct Entry {
+    torch::Tensor param;
+    ScheduleMnemosyneParamState* st;
+    const ScheduleMnemosyneOptions* options;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Entry>> by_step;
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const ScheduleMnemosyneOptions&>(group.options());
+    check_options(options);  // a group's options can be edited between steps
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      TORCH_CHECK(!p.grad().is_sparse(), kName,
+                  ": sparse gradients are not supported (parameter of shape ", p.sizes(), ")");
+      auto& st = state_of(p);
+      st.step(st.step() + 1);
+      by_step[{st.step(), options.total_steps()}].push_back({p, &st, &options});
+    }
+  }
+  for (auto& [key, entries] : by_step) {
+    const auto [t, total_steps] = key;
+    auto step_signals = signals;
+    if (total_steps > 0)
+      step_signals.fraction = static_cast<double>(t) / static_cast<double>(total_steps);
+    std::vector<torch::Tensor> rows;
+    for (const auto& e : entries) rows.push_back(e.st->history());
+    auto [decision, histories] = schedule_->decide(at::stack(rows), t, step_signals);
+    const int64_t count = static_cast<int64_t>(entries.size());
+    auto sums = torch::zeros({count, LearnedScheduleImpl::kStatistics}, torch::kDouble);
+    auto numels = torch::zeros({count}, torch::kDouble);
+    const auto step_sizes = decision.step_size.contiguous(), shrinks = decision.shrink.contiguous(),
+               gains = decision.gain.contiguous();
+    // The fused tensors of each device go through one pass (one call, few launches on CUDA); the
+    // others take the composite reference in chunks.
+    struct FusedBatch {
+      std::vector<torch::Tensor> params, grads, moments;
+      std::vector<kernels::schedule::TensorDecision> decisions;
+      std::vector<int64_t> rows;
+    };
+    std::map<std::string, FusedBatch> fused;
+    for (int64_t i = 0; i < count; ++i) {
+      auto& e = entries[i];
+      const double step_size =
+          e.options->lr() * step_sizes.data_ptr<double>()[i] * detail::anneal(t, total_steps);
+      const double shrink = shrinks.data_ptr<double>()[i], gain = gains.data_ptr<double>()[i];
+      e.st->last_step_size(step_size);
+      const auto& p = e.param;
+      auto flat_param = p.detach().reshape({-1});
+      const auto flat_grad = p.grad().detach().reshape({-1});
+      numels.data_ptr<double>()[i] = static_cast<double>(p.numel());
+      if (e.options->fused() && p.is_contiguous() &&
+          kernels::schedule_step_supported(flat_param, flat_grad, e.st->moments())) {
+        auto& batch = fused[p.device().str()];
+        batch.params.push_back(flat_param);
+        batch.grads.push_back(flat_grad);
+        batch.moments.push_back(e.st->moments());
+        batch.decisions.push_back(LearnedScheduleImpl::tensor_decision(step_size, shrink, gain));
+        batch.rows.push_back(i);
+        continue;
+      }
+      composite_step(*e.st, flat_param, flat_grad, t, step_size, shrink, gain,
+                     e.options->chunk_size(),
+                     sums.data_ptr<double>() + i * LearnedScheduleImpl::kStatistics);
+      if (!p.is_contiguous()) p.detach().copy_(flat_param.view(p.sizes()));
+    }
+    for (auto& [device, batch] : fused) {
+      const auto pass = kernels::schedule_step_(batch.params, batch.grads, batch.moments,
+                                                schedule_->rule_constants(t), batch.decisions);
+      for (size_t k = 0; k < batch.rows.size(); ++k) {
+        const double* row = pass.data_ptr<double>() + k * kernels::schedule::kSums;
+        std::copy(row, row + LearnedScheduleImpl::kStatistics,
+                  sums.data_ptr<double>() + batch.rows[k] * LearnedScheduleImpl::kStatistics);
+        auto& st = *entries[batch.rows[k]].st;
+        st.skipped(st.skipped() + static_cast<int64_t>(row[LearnedScheduleImpl::kStatistics]));
+      }
+    }
+    histories = LearnedScheduleImpl::record(histories, sums, numels);
+    for (int64_t i = 0; i < count; ++i) entries[i].st->history().copy_(histories[i]);
+  }
+  return loss;
+}
+
+void ScheduleMnemosyne::composite_step(ScheduleMnemosyneParamState& st, torch::Tensor flat_param,
+                                       const torch::Tensor& flat_grad, int64_t t, double step_size,
+                                       double shrink, double gain, int64_t chunk_size,
+                                       double* sums) const {
+  const int64_t n = flat_param.numel();
+  for (int64_t start = 0; start < n; start += chunk_size) {
+    const int64_t size = std::min(chunk_size, n - start);
+    const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
+    auto param = flat_param.narrow(0, start, size);
+    auto moments = st.moments().narrow(1, start, size).t();  // (size, 2) view
+    const auto finite_grad = at::isfinite(g);
+    const auto safe_grad = at::where(finite_grad, g, at::zeros_like(g));
+    const auto result = schedule_->coordinate_step(param.to(at::kFloat), safe_grad, moments, t,
+                                                   step_size, shrink, gain);
+    // A coordinate whose gradient or step is not finite keeps its value and its moments.
+    const auto ok = finite_grad & at::isfinite(result.param);
+    st.skipped(st.skipped() + (~ok).sum().item<int64_t>());
+    param.copy_(at::where(ok, result.param, param.to(at::kFloat)).to(param.scalar_type()));
+    moments.copy_(at::where(ok.unsqueeze(1), result.moments, moments));
+    // The statistics of the coordinates as they are now (a skipped one keeps its old value).
+    const auto now = param.to(at::kDouble);
+    const auto stats = at::where(ok.unsqueeze(1), result.statistics,
+                                 at::stack({at::zeros_like(now), at::zeros_like(now),
+                                            result.statistics.select(1, 2), now * now},
+                                           1))
+                           .sum(0);
+    for (int64_t j = 0; j < LearnedScheduleImpl::kStatistics; ++j)
+      sums[j] += stats[j].item<double>();
+  }
+}
+
+void ScheduleMnemosyne::save(torch::serialize::OutputArchive& archive) const {
+  torch::optim::serialize<ScheduleMnemosyneParamState, ScheduleMnemosyneOptions>(archive, *this);
+  torch::serialize::OutputArchive schedule_archive(archive.compilation_unit());
+  write_schedule(schedule_archive, *schedule_);
+  archive.write("learned_schedule", schedule_archive);
+}
+
+void ScheduleMnemosyne::load(torch::serialize::InputArchive& archive) {
+  detail::check_learned_state_archive(archive, kName, "tensor-schedule");
+  torch::optim::serialize<ScheduleMnemosyneParamState, ScheduleMnemosyneOptions>(archive, *this);
+  restore_group_options<ScheduleMnemosyneOptions>(archive);
+  torch::serialize::InputArchive schedule_archive;
+  if (archive.try_read("learned_schedule", schedule_archive))
+    schedule_ = read_schedule(schedule_archive, "the optimizer archive");
+}
+
+}  // namespace flt::optim
