@@ -9,6 +9,8 @@ objective.
 """
 
 import itertools
+import math
+import warnings
 from typing import Callable, List, NamedTuple, Optional
 
 import torch
@@ -22,6 +24,13 @@ __all__ = ["Mnemosyne", "CoordinateMnemosyne", "ScheduleMnemosyne", "Swarm", "Se
 def pretrained_memories() -> List[str]:
     """Memory kinds whose meta-trained weights ship with the library ("flt", ...)."""
     return _C.pretrained_memories()
+
+
+# Memory kinds of the learned rules (flt::optim::Memory).
+_MEMORIES = ("flt", "performer", "none", "lstm")
+# An lr at or below this looks like an absolute learning rate typed out of habit (Adam's 1e-3):
+# the learned optimizers' lr multiplies their own step, so 1e-3 shrinks it a thousandfold.
+_ABSOLUTE_LR_LOOKING = 0.01
 
 
 def _total_steps(value) -> int:
@@ -40,8 +49,26 @@ class _LearnedOptimizer(torch.optim.Optimizer):
 
     def __init__(self, params, lr: float = 1.0, total_steps: Optional[int] = None,
                  memory: str = "flt", weights: Optional[str] = None, untrained: bool = False):
+        name = type(self).__name__
+        # As torch.optim: a bad value is a ValueError naming it (the library would raise a
+        # RuntimeError; checked here first so the Python error is the one PyTorch users expect).
+        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0):
+            raise ValueError(f"{name}: lr must be finite and >= 0, got {lr}")
+        if total_steps is not None and int(total_steps) < 0:
+            raise ValueError(f"{name}: total_steps must be >= 0 or None, got {total_steps}")
+        if memory not in _MEMORIES:
+            raise ValueError(f"{name}: unknown memory {memory!r}, expected one of {_MEMORIES}")
+        if untrained and weights:
+            raise ValueError(f"{name}: untrained=True and weights={weights!r} contradict each "
+                             f"other: the untrained rule has no weights")
+        if 0 < lr <= _ABSOLUTE_LR_LOOKING:
+            warnings.warn(
+                f"{name}: lr={lr} multiplies the learned step (1 = the rule's own step size); it "
+                f"is not an absolute learning rate like Adam's, and at {lr} the optimizer barely "
+                f"moves. Leave lr at 1 unless you mean to scale the rule's step.", stacklevel=2)
         self._impl = None
         self._memory, self._weights, self._untrained = memory, weights or "", bool(untrained)
+        self._warned_skipped = False
         super().__init__(params, dict(lr=lr, total_steps=total_steps))
         self._impl = self._build(rule=None)
 
@@ -78,6 +105,12 @@ class _LearnedOptimizer(torch.optim.Optimizer):
         groups = self.param_groups
         self._impl.step([float(g["lr"]) for g in groups],
                         [_total_steps(g["total_steps"]) for g in groups])
+        if not self._warned_skipped and self._impl.skipped() > 0:
+            self._warned_skipped = True
+            warnings.warn(
+                f"{type(self).__name__}: {self._impl.skipped()} coordinate update(s) skipped "
+                f"because their gradient was NaN or Inf (those coordinates keep their value and "
+                f"state; skipped() counts them). Warned once.", RuntimeWarning, stacklevel=2)
         return loss
 
     def report_loss(self, loss: float) -> None:
@@ -170,13 +203,19 @@ class _LearnedOptimizer(torch.optim.Optimizer):
 _COMMON_ARGS = """
     Args:
         params: parameters or parameter groups, as for any torch.optim optimizer.
-        lr: multiplier on the step; per group.
+        lr: multiplier on the rule's own step (1, the default, is the step the rule chose); per
+            group. Not an absolute learning rate: Adam's habitual 1e-3 would shrink every step a
+            thousandfold (a warning says so for lr <= 0.01).
         total_steps: the run's length when known (None: unknown); the step then anneals to 0 along
             a half cosine at that step. Per group.
         memory: the memory cell whose pretrained weights are used: "flt" (default), "performer",
             "lstm" or "none".
         weights: a weights file written by flt-metatrain, instead of the pretrained weights.
         untrained: the rule with its learned part zeroed (the ablation baseline), whatever ships.
+
+    Bad values raise ``ValueError`` (as torch.optim), unknown keywords ``TypeError``. Coordinates
+    whose gradient is NaN or Inf keep their value and state; ``skipped()`` counts them and the
+    first step that skips one warns (once).
 
     ``state_dict()`` holds each parameter's state and the learned rule itself ("rule", bytes), so
     ``load_state_dict`` continues exactly, whatever weights the new optimizer was made with.

@@ -5,6 +5,7 @@ import copy
 import io
 import math
 import pathlib
+import warnings
 
 import pytest
 import torch
@@ -193,17 +194,42 @@ def test_double_parameters_and_the_schedule_state_keep_their_dtypes():
     assert other.state_dict()["state"][0]["history"].dtype == torch.float64
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(lr=-1.0), "lr must be finite and >= 0, got -1"),
-    (dict(lr=math.nan), "lr must be finite and >= 0, got nan"),
-    (dict(total_steps=-3), "total_steps must be >= 0 .*got -3"),
-    (dict(memory="lsmt"), "lsmt"),
-    (dict(untrained=True, weights="w.pt"), r'untrained\(true\) and weights\("w.pt"\) contradict'),
-    (dict(weights="/nonexistent/weights.pt"), "/nonexistent/weights.pt"),
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(lr=-1.0), ValueError, "lr must be finite and >= 0, got -1"),
+    (dict(lr=math.nan), ValueError, "lr must be finite and >= 0, got nan"),
+    (dict(total_steps=-3), ValueError, "total_steps must be >= 0 or None, got -3"),
+    (dict(memory="lsmt"), ValueError, "unknown memory 'lsmt', expected one of"),
+    (dict(untrained=True, weights="w.pt"), ValueError, "untrained=True and weights='w.pt'"),
+    (dict(weights="/nonexistent/weights.pt"), RuntimeError, "/nonexistent/weights.pt"),
+    (dict(design="tensor-schedule"), TypeError, "design"),  # fltlab 0.1's keyword: two classes now
 ])
-def test_bad_options_raise_runtime_error_naming_the_value(kwargs, message):
-    with pytest.raises(RuntimeError, match=message):
-        Mnemosyne([nn.Parameter(torch.zeros(3))], **kwargs)
+@pytest.mark.parametrize("optimizer", [CoordinateMnemosyne, ScheduleMnemosyne])
+def test_bad_options_raise_as_torch_optim_naming_the_value(optimizer, kwargs, error, message):
+    if optimizer is ScheduleMnemosyne and "weights" in kwargs and "untrained" not in kwargs:
+        message = "cannot open /nonexistent/weights.pt"
+    with pytest.raises(error, match=message):
+        optimizer([nn.Parameter(torch.zeros(3))], **kwargs)
+
+
+def test_an_absolute_looking_lr_warns_once_at_construction():
+    with pytest.warns(UserWarning, match=r"lr=0.001 multiplies the learned step"):
+        Mnemosyne([nn.Parameter(torch.zeros(3))], lr=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Mnemosyne([nn.Parameter(torch.zeros(3))], lr=0.5)  # a scale of the rule's step: silent
+
+
+def test_skipped_non_finite_gradients_warn_once():
+    p = nn.Parameter(torch.ones(4))
+    opt = ScheduleMnemosyne([p])
+    p.grad = torch.tensor([1.0, math.nan, 1.0, 1.0])
+    with pytest.warns(RuntimeWarning, match=r"1 coordinate update\(s\) skipped"):
+        opt.step()
+    assert opt.skipped() == 1 and math.isfinite(float(p.sum()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt.step()  # skips again, counted, not warned again
+    assert opt.skipped() == 2
 
 
 def test_a_state_dict_of_fltlab_0_1_continues_exactly():
