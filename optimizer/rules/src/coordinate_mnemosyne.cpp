@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flt/detail/optimizer_state.h"
+#include "learned_options.h"
 #include "learned_rule.h"
 #include "pretrained_weights.h"
 
@@ -97,34 +98,15 @@ std::vector<Memory> pretrained_memories() {
 // ---- options and state ------------------------------------------------------------------------
 
 void CoordinateMnemosyneOptions::serialize(torch::serialize::OutputArchive& archive) const {
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(lr);
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(chunk_size);
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(weights);
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(untrained);
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(fused);
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(total_steps);
-  archive.write("memory", torch::IValue(memory_name(memory())));
-  // Tells the two learned optimizers' states apart (detail::check_learned_state_archive).
-  archive.write("design", torch::IValue(std::string("coordinate-memory")));
+  detail::write_learned_options(archive, *this, "coordinate-memory");
 }
 
 void CoordinateMnemosyneOptions::serialize(torch::serialize::InputArchive& archive) {
-  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, lr);
-  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, chunk_size);
-  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(std::string, weights);
-  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(bool, fused);
-  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, total_steps);
-  torch::IValue value;
-  archive.read("memory", value);
-  memory(memory_from_name(value.toStringRef()));
-  // States of earlier versions (Mnemosyne with one design option) have no `untrained`.
-  untrained(archive.try_read("untrained", value) && value.toBool());
+  detail::read_learned_options(archive, *this);
 }
 
 bool operator==(const CoordinateMnemosyneOptions& lhs, const CoordinateMnemosyneOptions& rhs) {
-  return lhs.lr() == rhs.lr() && lhs.memory() == rhs.memory() && lhs.weights() == rhs.weights() &&
-         lhs.untrained() == rhs.untrained() && lhs.chunk_size() == rhs.chunk_size() &&
-         lhs.fused() == rhs.fused() && lhs.total_steps() == rhs.total_steps();
+  return detail::same_learned_options(lhs, rhs);
 }
 
 void CoordinateMnemosyneParamState::serialize(torch::serialize::OutputArchive& archive) const {
