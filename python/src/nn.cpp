@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -37,6 +38,7 @@ class Options {
   /// Calls set(value) when `name` was given.
   template <typename T, typename Set>
   void take(const char* name, Set set) {
+    known_.insert(name);
     const auto it = left_.find(name);
     if (it == left_.end()) return;
     const py::object value = it->second;
@@ -65,16 +67,19 @@ class Options {
     take<std::string>(name, [&](const std::string& value) { set(parse(value)); });
   }
 
+  /// An unknown keyword is a TypeError, as Python's own calls raise, naming the valid ones.
   void finish() const {
     if (left_.empty()) return;
-    std::string names;
+    std::string names, valid;
     for (const auto& item : left_) names += (names.empty() ? "" : ", ") + item.first;
-    TORCH_CHECK(false, fn_, ": unknown option(s) ", names);
+    for (const auto& name : known_) valid += (valid.empty() ? "" : ", ") + name;
+    throw py::type_error(fn_ + ": unknown option(s) " + names + " (the options: " + valid + ")");
   }
 
  private:
   std::string fn_;
   std::map<std::string, py::object> left_;
+  std::set<std::string> known_;  ///< every option take() was asked for, in sorted order
 };
 
 template <typename Enum>

@@ -316,7 +316,8 @@ def test_bad_input_raises_runtime_error_naming_the_value():
         fnn.PerformerAttention(head_dim=8, features=-3)
     with pytest.raises(RuntimeError, match="gaussian_mixtur"):
         fnn.FLTAttention(heads=2, head_dim=8, family="gaussian_mixtur")
-    with pytest.raises(RuntimeError, match="rpe_featurs"):
+    # An unknown keyword is a TypeError (as Python's own), listing the valid ones.
+    with pytest.raises(TypeError, match=r"unknown option\(s\) rpe_featurs \(the options: .*rpe_features"):
         fnn.FLTAttention(heads=2, head_dim=8, rpe_featurs=8)
     with pytest.raises(RuntimeError, match=r"features must be an integer, got '8'"):
         fnn.FLTAttention(heads=2, head_dim=8, features="8")
@@ -330,3 +331,9 @@ def test_bad_input_raises_runtime_error_naming_the_value():
     with pytest.raises(RuntimeError) as error:
         fnn.PerformerAttention(head_dim=8, features=0)
     assert "frame #" not in str(error.value)
+
+
+def test_repr_names_the_parts_tensors_not_private_classes():
+    text = repr(fnn.FLTAttention(heads=2, head_dim=8))
+    assert "_Holder" not in text
+    assert "Tensors(" in text and "weights: [" in text, text

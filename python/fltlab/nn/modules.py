@@ -24,6 +24,13 @@ class _Holder(nn.Module):
     def forward(self, *args, **kwargs):
         raise RuntimeError("a part of a fltlab module is not called on its own")
 
+    def _get_name(self):
+        return "Tensors"  # repr: "(rpe): Tensors(weights: [8, 3])", not the private class name
+
+    def extra_repr(self):
+        named = list(self._parameters.items()) + list(self._buffers.items())
+        return ", ".join(f"{name}: {list(t.shape)}" for name, t in named if t is not None)
+
 
 def _rebuild(cls, args, state, training):
     module = cls(**args)
