@@ -15,6 +15,7 @@
 
 #include "flt/optim/mnemosyne.h"
 #include "learned_optimizer_util.h"
+#include "learned_step_fused.h"
 #include "test_util.h"
 
 namespace fo = flt::optim;
@@ -141,7 +142,7 @@ TEST_F(Mnemosyne, ChunkSize_DoesNotChangeResults) {
 TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
   for (auto memory : fo::all_memories()) {
     auto model = perturbed(memory, 12);
-    ASSERT_TRUE(model->fused_supported());
+    ASSERT_TRUE(fo::detail::LearnedModelInternals::fused_supported(*model));
     auto a = torch::randn({3000}).requires_grad_(true);
     auto b = a.detach().clone().requires_grad_(true);
     fo::Mnemosyne fused({a}, fo::MnemosyneOptions().fused(true), model);
@@ -166,7 +167,8 @@ TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
     auto param = b.detach().clone();
     const auto g = torch::randn({3000});
     const auto reference = model->step(g, param, warm.t(), 13, torch::full({}, 1e-2));
-    const auto fused_result = model->fused_step_(param, g, state, 13, /*step_size=*/1e-2);
+    const auto fused_result =
+        fo::detail::fused_step_(*model, param, g, state, 13, /*step_size=*/1e-2);
     EXPECT_EQ(fused_result.skipped, 0);
     EXPECT_TRUE(all_close(param, b.detach() + reference.update, 1e-6, 1e-7))
         << fo::memory_name(memory);
@@ -217,7 +219,7 @@ TEST_F(Mnemosyne, FusedStep_WithManyRpeFeatures_MatchesTheDoubleReference) {
     torch::NoGradGuard no_grad;
     model->head_out->weight.normal_(0.0, 0.3);
   }
-  ASSERT_TRUE(model->fused_supported());
+  ASSERT_TRUE(fo::detail::LearnedModelInternals::fused_supported(*model));
   // The reference: the composite step of the same weights in double precision.
   auto exact = std::dynamic_pointer_cast<fo::LearnedOptimizerModelImpl>(model->clone());
   exact->to(torch::kDouble);
@@ -229,7 +231,7 @@ TEST_F(Mnemosyne, FusedStep_WithManyRpeFeatures_MatchesTheDoubleReference) {
                     torch::full({}, 1.0, torch::kDouble));
     auto fused_state = state.t().contiguous();
     auto fused_param = param.clone();
-    EXPECT_EQ(model->fused_step_(fused_param, g, fused_state, t, 1.0).skipped, 0);
+    EXPECT_EQ(fo::detail::fused_step_(*model, fused_param, g, fused_state, t, 1.0).skipped, 0);
     EXPECT_TRUE(all_close(fused_param.to(torch::kDouble),
                           param.to(torch::kDouble) + reference.update, 1e-6, 1e-7));
     // Relative to each state column's scale, as in FusedStep_MatchesTheCompositeReference.

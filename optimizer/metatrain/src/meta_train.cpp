@@ -17,6 +17,7 @@
 #include "flt/detail/progress.h"
 #include "flt/detail/random.h"
 #include "learned_rule.h"
+#include "learned_step_fused.h"
 #include "meta_train_state.h"
 
 namespace flt::optim {
@@ -107,7 +108,7 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
       auto flat = p.detach();
       auto sums = at::zeros({segments, detail::kStatistics}, at::kDouble);
       const auto size_of = sizes.accessor<double, 1>();
-      std::vector<LearnedOptimizerModelImpl::FusedTensor> tensors;
+      std::vector<detail::FusedTensor> tensors;
       for (int64_t i = 0, offset = 0; i < segments; ++i) {
         const int64_t n = particle.slot_major[i].size(1);
         tensors.push_back({flat.narrow(0, offset, n),
@@ -117,7 +118,9 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
                            {}});
         offset += n;
       }
-      model.fused_steps_(*model.prepare_fused_step(particle.t + 1), tensors);
+      detail::LearnedModelInternals::fused_steps_(
+          model, *detail::LearnedModelInternals::prepare_fused_step(model, particle.t + 1),
+          tensors);
       auto sums_of = sums.accessor<double, 2>();
       for (int64_t i = 0; i < segments; ++i) {
         for (int64_t j = 0; j < detail::kStatistics; ++j)
@@ -207,7 +210,8 @@ void restart(std::vector<Worker>& workers, const std::vector<int64_t>& owned,
     for (int64_t i = 0; i < particles; ++i) {
       Particle particle;
       particle.params = start.clone();
-      if (options.estimator == MetaEstimator::kPES && model.fused_supported()) {
+      if (options.estimator == MetaEstimator::kPES &&
+          detail::LearnedModelInternals::fused_supported(model)) {
         for (const auto n : sizes) {
           particle.slot_major.push_back(model.initial_state(n, start.options()).t().contiguous());
         }

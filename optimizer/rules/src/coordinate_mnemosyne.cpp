@@ -14,6 +14,7 @@
 #include "flt/detail/optimizer_state.h"
 #include "learned_options.h"
 #include "learned_rule.h"
+#include "learned_step_fused.h"
 #include "pretrained_weights.h"
 
 namespace flt::optim {
@@ -145,13 +146,12 @@ void check_options(const CoordinateMnemosyneOptions& o) {
 }
 
 // The controller's update once a tensor's step is done: its statistics become its next state.
-void finish_tensor(const LearnedOptimizerModelImpl::ControllerParameters& parameters,
+void finish_tensor(const detail::ControllerParameters& parameters,
                    CoordinateMnemosyneParamState& st, float* controller,
-                   const LearnedOptimizerModelImpl::TensorState& tensor_state, int64_t skipped,
+                   const detail::TensorState& tensor_state, int64_t skipped,
                    const std::array<double, 4>& statistics, int64_t n) {
   st.skipped(st.skipped() + skipped);
-  const auto next =
-      LearnedOptimizerModelImpl::next_tensor_state(parameters, tensor_state, statistics, n);
+  const auto next = detail::next_tensor_state(parameters, tensor_state, statistics, n);
   std::copy(next.begin(), next.end(), controller);  // rounded to float, as stored
 }
 
@@ -227,10 +227,15 @@ CoordinateMnemosyneParamState& CoordinateMnemosyne::state_of(const torch::Tensor
   return st;
 }
 
-LearnedOptimizerModelImpl::FusedResult CoordinateMnemosyne::composite_step(
-    LearnedOptimizerModel& model, torch::Tensor flat_param, const torch::Tensor& flat_grad,
-    torch::Tensor& state, int64_t t, double step_size, int64_t chunk_size) {
-  LearnedOptimizerModelImpl::FusedResult out;
+namespace {
+
+// The composite reference step of one tensor (any device, dtype or layout) in chunks of
+// `chunk_size` coordinates: bounded scratch memory whatever the tensor's size.
+// flat_param: (N), updated in place  flat_grad: (N)  state: (state_size, N), updated in place
+detail::FusedResult composite_step(LearnedOptimizerModel& model, torch::Tensor flat_param,
+                                   const torch::Tensor& flat_grad, torch::Tensor& state, int64_t t,
+                                   double step_size, int64_t chunk_size) {
+  detail::FusedResult out;
   const int64_t n = flat_param.numel();
   const auto size_tensor = torch::full({}, step_size, flat_param.options().dtype(at::kFloat));
   for (int64_t start = 0; start < n; start += chunk_size) {
@@ -256,6 +261,8 @@ LearnedOptimizerModelImpl::FusedResult CoordinateMnemosyne::composite_step(
   return out;
 }
 
+}  // namespace
+
 torch::Tensor CoordinateMnemosyne::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
@@ -264,16 +271,16 @@ torch::Tensor CoordinateMnemosyne::step(LossClosure closure) {
     loss = closure();
   }
   // Read once per step, shared by every tensor: the controller's meta-parameters.
-  const auto controller_parameters = model_->controller_parameters();
+  const auto controller_parameters = detail::LearnedModelInternals::controller_parameters(*model_);
   // Fused tensors are gathered and stepped together, one parallel loop per step index (tensors
   // added later count their own steps), after every other tensor.
   struct Pending {
     CoordinateMnemosyneParamState* st;
     float* controller;
-    LearnedOptimizerModelImpl::TensorState tensor_state;
+    detail::TensorState tensor_state;
     size_t entry;
   };
-  std::map<int64_t, std::vector<LearnedOptimizerModelImpl::FusedTensor>> fused_by_step;
+  std::map<int64_t, std::vector<detail::FusedTensor>> fused_by_step;
   std::vector<std::pair<int64_t, Pending>> pending;
   std::set<std::string> refreshed;  // devices whose replica of the rule is current (model_on)
   for (auto& group : param_groups_) {
@@ -288,17 +295,17 @@ torch::Tensor CoordinateMnemosyne::step(LossClosure closure) {
       auto& st = state_of(p, refreshed);
       st.step(st.step() + 1);
       float* controller = st.controller().data_ptr<float>();
-      LearnedOptimizerModelImpl::TensorState tensor_state{};
+      detail::TensorState tensor_state{};
       std::copy(controller, controller + detail::kTensorState, tensor_state.begin());
       const double step_size =
-          options.lr() * LearnedOptimizerModelImpl::tensor_step_size(
-                             controller_parameters, tensor_state, st.step(), options.total_steps());
+          options.lr() * detail::tensor_step_size(controller_parameters, tensor_state, st.step(),
+                                                  options.total_steps());
       st.last_step_size(step_size);
       const bool copied = !p.is_contiguous();
       auto flat_param = p.detach().reshape({-1});  // a view unless the parameter is non-contiguous
       const auto flat_grad = grad.detach().reshape({-1});
       if (options.fused() && !copied && p.scalar_type() == at::kFloat && p.device().is_cpu() &&
-          model_->fused_supported()) {
+          detail::LearnedModelInternals::fused_supported(*model_)) {
         auto& entries = fused_by_step[st.step()];
         entries.push_back({flat_param, flat_grad, st.state(), step_size, {}});
         pending.push_back({st.step(), {&st, controller, tensor_state, entries.size() - 1}});
@@ -314,7 +321,8 @@ torch::Tensor CoordinateMnemosyne::step(LossClosure closure) {
   }
   // The fused batch: the weights prepared once per step index, every tensor of it in one loop.
   for (auto& [t, entries] : fused_by_step)
-    model_->fused_steps_(*model_->prepare_fused_step(t), entries);
+    detail::LearnedModelInternals::fused_steps_(
+        *model_, *detail::LearnedModelInternals::prepare_fused_step(*model_, t), entries);
   for (const auto& [t, job] : pending) {
     const auto& entry = fused_by_step[t][job.entry];
     finish_tensor(controller_parameters, *job.st, job.controller, job.tensor_state,

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "learned_rule.h"
+#include "learned_step_fused.h"
 #include "step_memory.h"
 
 namespace flt::optim {
@@ -282,26 +283,24 @@ torch::Tensor LearnedOptimizerModelImpl::next_tensor_state(const torch::Tensor& 
   return at::stack({next, mean_square, cosine, states.select(1, 3), long_run}, 1).to(type);
 }
 
-static_assert(std::tuple_size_v<LearnedOptimizerModelImpl::TensorState> == kTensorState,
-              "the double controller state has one entry per slot");
+namespace detail {
 
-LearnedOptimizerModelImpl::ControllerParameters LearnedOptimizerModelImpl::controller_parameters()
-    const {
-  return {step_log_relative.item<double>(), step_log_floor.item<double>(),
-          step_log_gain.item<double>(), step_log_target.item<double>()};
+ControllerParameters LearnedModelInternals::controller_parameters(
+    const LearnedOptimizerModelImpl& model) {
+  return {model.step_log_relative.item<double>(), model.step_log_floor.item<double>(),
+          model.step_log_gain.item<double>(), model.step_log_target.item<double>()};
 }
 
-double LearnedOptimizerModelImpl::tensor_step_size(const ControllerParameters& parameters,
-                                                   const TensorState& tensor_state, int64_t t,
-                                                   int64_t total_steps) {
+double tensor_step_size(const ControllerParameters& parameters, const TensorState& tensor_state,
+                        int64_t t, int64_t total_steps) {
   return controller_step_size<double>(tensor_state[0], tensor_state[1], tensor_state[3],
                                       parameters.log_rho, parameters.log_floor,
                                       anneal(t, total_steps));
 }
 
-LearnedOptimizerModelImpl::TensorState LearnedOptimizerModelImpl::next_tensor_state(
-    const ControllerParameters& parameters, const TensorState& tensor_state,
-    const std::array<double, 4>& statistics, int64_t numel) {
+TensorState next_tensor_state(const ControllerParameters& parameters,
+                              const TensorState& tensor_state,
+                              const std::array<double, 4>& statistics, int64_t numel) {
   const double count = static_cast<double>(std::max<int64_t>(numel, 1));
   const auto [next, cosine, long_run] =
       controller_update<double>(tensor_state[0], tensor_state[4], statistics[0], statistics[1],
@@ -309,4 +308,5 @@ LearnedOptimizerModelImpl::TensorState LearnedOptimizerModelImpl::next_tensor_st
   return {next, statistics[3] / count, cosine, tensor_state[3], long_run};
 }
 
+}  // namespace detail
 }  // namespace flt::optim

@@ -8,6 +8,8 @@
 // slot-major, (S, N), so each slot of a block is one contiguous vector load and store), every inner
 // loop runs over the kLanes coordinates so it vectorises as a loop (`omp simd`), and exp/log/tanh
 // are branch-free polynomial or rational versions (below) that vectorise, unlike libm's.
+#include "learned_step_fused.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -385,52 +387,57 @@ torch::Tensor contiguous_float(const torch::Tensor& t) {
 
 }  // namespace
 
-bool LearnedOptimizerModelImpl::fused_supported() const {
+namespace detail {
+
+bool LearnedModelInternals::fused_supported(const LearnedOptimizerModelImpl& model) {
+  const auto& options = model.options;
   // (The RPE features only enter the per-step logits computed outside the blocks: any r works.)
   const int64_t widest =
       std::max({options.hidden(), options.key_dim(), options.value_dim(), options.features()});
-  if (widest > kMaxWidth || state_size() > kMaxState) return false;
+  if (widest > kMaxWidth || model.state_size() > kMaxState) return false;
   if (options.memory() == Memory::kFLT)
-    return flt->feature_map->options.kind() == attention::FeatureKind::kPositive;
+    return model.flt->feature_map->options.kind() == attention::FeatureKind::kPositive;
   if (options.memory() == Memory::kPerformer)
-    return feature_map->options.kind() == attention::FeatureKind::kPositive;
+    return model.feature_map->options.kind() == attention::FeatureKind::kPositive;
   return true;
 }
 
-struct LearnedOptimizerModelImpl::FusedPlan {
+struct FusedPlan {
   std::vector<torch::Tensor> owned;  // the float32 weights the block plan points into
   BlockPlan block;                   // without the tensor's layout and step size
 };
 
-std::shared_ptr<const LearnedOptimizerModelImpl::FusedPlan>
-LearnedOptimizerModelImpl::prepare_fused_step(int64_t t) const {
-  TORCH_CHECK(fused_supported(), "LearnedOptimizerModel: this configuration has no fused path");
+std::shared_ptr<const FusedPlan> LearnedModelInternals::prepare_fused_step(
+    const LearnedOptimizerModelImpl& model, int64_t t) {
+  TORCH_CHECK(fused_supported(model),
+              "LearnedOptimizerModel: this configuration has no fused path");
+  const auto& options = model.options;
   TORCH_CHECK(t >= 1, "prepare_fused_step: the step index t must be >= 1, got ", t);
   torch::NoGradGuard no_grad;
   auto prepared = std::make_shared<FusedPlan>();
   BlockPlan& plan = prepared->block;
   plan.memory = options.memory();
   plan.dk = options.key_dim(), plan.dv = options.value_dim(), plan.m = options.features();
-  plan.hidden = options.hidden(), plan.reads = read_size();
+  plan.hidden = options.hidden(), plan.reads = model.read_size();
   // Weights as contiguous float32 (a few hundred floats).
   const auto keep = [&owned = prepared->owned](const torch::Tensor& tensor) {
     owned.push_back(contiguous_float(tensor));
     return owned.back().data_ptr<float>();
   };
-  plan.w_in = keep(head_in->weight), plan.b_in = keep(head_in->bias);
-  plan.w_out = keep(head_out->weight), plan.b_out = keep(head_out->bias);
+  plan.w_in = keep(model.head_in->weight), plan.b_in = keep(model.head_in->bias);
+  plan.w_out = keep(model.head_out->weight), plan.b_out = keep(model.head_out->bias);
   if (plan.memory == Memory::kFLT || plan.memory == Memory::kPerformer) {
-    plan.wq = keep(query->weight), plan.bq = keep(query->bias);
-    plan.wk = keep(key->weight), plan.bk = keep(key->bias);
-    plan.wv = keep(value->weight), plan.bv = keep(value->bias);
-    plan.gamma = 1.0f / (1.0f + std::exp(-discount_logit.item<float>()));
-    const auto& projection =
-        plan.memory == Memory::kFLT ? flt->feature_map->projection : feature_map->projection;
+    plan.wq = keep(model.query->weight), plan.bq = keep(model.query->bias);
+    plan.wk = keep(model.key->weight), plan.bk = keep(model.key->bias);
+    plan.wv = keep(model.value->weight), plan.bv = keep(model.value->bias);
+    plan.gamma = 1.0f / (1.0f + std::exp(-model.discount_logit.item<float>()));
+    const auto& projection = plan.memory == Memory::kFLT ? model.flt->feature_map->projection
+                                                         : model.feature_map->projection;
     plan.proj = keep(projection);  // (m, 2r + Dk) for FLT, (m, Dk) for Performer
     plan.proj_cols = projection.size(1);
     if (plan.memory == Memory::kFLT) {
       const auto position = torch::full({1, 1, 1}, static_cast<double>(t), torch::kFloat);
-      const auto [n1, n2] = flt->rpe_features(position);
+      const auto [n1, n2] = model.flt->rpe_features(position);
       const auto q_rpe = contiguous_float(n1.reshape({-1})),
                  k_rpe = contiguous_float(n2.reshape({-1}));
       plan.rpe_width = q_rpe.numel();
@@ -451,8 +458,8 @@ LearnedOptimizerModelImpl::prepare_fused_step(int64_t t) const {
       }
     }
   } else if (plan.memory == Memory::kLSTM) {
-    plan.lstm_ih = keep(lstm->weight_ih), plan.lstm_hh = keep(lstm->weight_hh);
-    plan.lstm_b = keep(lstm->bias_ih + lstm->bias_hh);
+    plan.lstm_ih = keep(model.lstm->weight_ih), plan.lstm_hh = keep(model.lstm->weight_hh);
+    plan.lstm_b = keep(model.lstm->bias_ih + model.lstm->bias_hh);
   }
   plan.c1 = 1.0 / (1.0 - std::pow(kBeta1, t)), plan.c2 = 1.0 / (1.0 - std::pow(kBeta2, t));
   plan.cv = 1.0 / (1.0 - std::pow(kBetaV, t));
@@ -461,24 +468,20 @@ LearnedOptimizerModelImpl::prepare_fused_step(int64_t t) const {
   return prepared;
 }
 
-LearnedOptimizerModelImpl::FusedResult LearnedOptimizerModelImpl::fused_step_(
-    torch::Tensor param, const torch::Tensor& grad, torch::Tensor state, int64_t t,
-    double step_size) {
-  return fused_step_(*prepare_fused_step(t), std::move(param), grad, std::move(state), step_size);
-}
-
-LearnedOptimizerModelImpl::FusedResult LearnedOptimizerModelImpl::fused_step_(
-    const FusedPlan& prepared, torch::Tensor param, const torch::Tensor& grad, torch::Tensor state,
-    double step_size) const {
+FusedResult fused_step_(const LearnedOptimizerModelImpl& model, torch::Tensor param,
+                        const torch::Tensor& grad, torch::Tensor state, int64_t t,
+                        double step_size) {
   std::vector<FusedTensor> one(1);
   one[0].param = std::move(param), one[0].grad = grad, one[0].state = std::move(state);
   one[0].step_size = step_size;
-  fused_steps_(prepared, one);
+  LearnedModelInternals::fused_steps_(model, *LearnedModelInternals::prepare_fused_step(model, t),
+                                      one);
   return one[0].result;
 }
 
-void LearnedOptimizerModelImpl::fused_steps_(const FusedPlan& prepared,
-                                             std::vector<FusedTensor>& tensors) const {
+void LearnedModelInternals::fused_steps_(const LearnedOptimizerModelImpl& model,
+                                         const FusedPlan& prepared,
+                                         std::vector<FusedTensor>& tensors) {
   torch::NoGradGuard no_grad;
   // A tensor's blocks of kLanes coordinates, its last one possibly a shorter tail, numbered
   // consecutively across the tensors.
@@ -498,8 +501,8 @@ void LearnedOptimizerModelImpl::fused_steps_(const FusedPlan& prepared,
                 "fused_step_: param must be a contiguous float32 vector, got ", param.sizes(), " ",
                 param.scalar_type());
     TORCH_CHECK(state.scalar_type() == at::kFloat && state.is_contiguous() && state.dim() == 2 &&
-                    state.size(0) == state_size() && state.size(1) == param.size(0),
-                "fused_step_: state must be contiguous float32 (", state_size(), ", ",
+                    state.size(0) == model.state_size() && state.size(1) == param.size(0),
+                "fused_step_: state must be contiguous float32 (", model.state_size(), ", ",
                 param.size(0), ") (slot-major), got ", state.sizes());
     TORCH_CHECK(tensors[k].grad.numel() == param.numel(), "fused_step_: grad has ",
                 tensors[k].grad.numel(), " entries, param ", param.numel());
@@ -542,4 +545,5 @@ void LearnedOptimizerModelImpl::fused_steps_(const FusedPlan& prepared,
   }
 }
 
+}  // namespace detail
 }  // namespace flt::optim

@@ -137,12 +137,6 @@ class CoordinateMnemosyne : public LearnedOptimizer<CoordinateMnemosyneParamStat
       const CoordinateMnemosyneOptions& defaults);
   /// The state of `p`: made on its first step, checked against the rule's shape after a load.
   CoordinateMnemosyneParamState& state_of(const torch::Tensor& p, std::set<std::string>& refreshed);
-  /// The composite reference step of one tensor (any device, dtype or layout) in chunks of
-  /// `chunk_size` coordinates: bounded scratch memory whatever the tensor's size.
-  /// flat_param: (N), updated in place  flat_grad: (N)  state: (state_size, N), updated in place
-  static LearnedOptimizerModelImpl::FusedResult composite_step(
-      LearnedOptimizerModel& model, torch::Tensor flat_param, const torch::Tensor& flat_grad,
-      torch::Tensor& state, int64_t t, double step_size, int64_t chunk_size);
   /// The rule on a parameter's device: model_ itself for CPU parameters; for others a replica made
   /// on first use and refreshed from model_ once per step (`refreshed` holds the devices done), so
   /// edits to model() reach every device.

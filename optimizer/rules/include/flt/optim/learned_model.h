@@ -42,6 +42,7 @@
 namespace flt::optim {
 namespace detail {
 struct StepMemory;
+struct LearnedModelInternals;
 }  // namespace detail
 
 /// Memory cell of the learned optimizer.
@@ -109,38 +110,8 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   LearnedStep step(const torch::Tensor& grad, const torch::Tensor& param,
                    const torch::Tensor& state, int64_t t, const torch::Tensor& step_size);
 
-  /// The same step for inference, fused (one pass per coordinate, OpenMP): updates `param` by the
-  /// update of step size `step_size` and `state` in place; coordinates with a non-finite gradient
-  /// or step are left unchanged and counted in `skipped`. Adds the tensor's statistics for the
-  /// controller (step_statistics, summed) to `statistics`. Used by the optimizer; `step` and
-  /// `step_statistics` are its reference. State is slot-major here, the transpose of `step`'s (so a
-  /// block of coordinates reads each slot with one vector load):
-  /// param: (N) contiguous float32  grad: (N)  state: (state_size(), N) contiguous float32
-  struct FusedResult {
-    int64_t skipped = 0;
-    std::array<double, 4> statistics{};  ///< summed g d_prev, g^2, d_prev^2, p_new^2
-  };
-  FusedResult fused_step_(torch::Tensor param, const torch::Tensor& grad, torch::Tensor state,
-                          int64_t t, double step_size);
-  /// What fused steps at step index t share: the weights as float32 and the step index's terms
-  /// (the FLT memory's RPE logits). Preparing costs tens of microseconds, more than the step of a
-  /// 1000-entry tensor, so an optimizer step prepares it once for all its tensors (the overload
-  /// above prepares it every call). Valid while the weights are unchanged.
-  struct FusedPlan;
-  std::shared_ptr<const FusedPlan> prepare_fused_step(int64_t t) const;
-  FusedResult fused_step_(const FusedPlan& plan, torch::Tensor param, const torch::Tensor& grad,
-                          torch::Tensor state, double step_size) const;
-  /// fused_step_ on several tensors with one parallel loop over all their blocks: a small model's
-  /// tensors are each too small to split between threads, together they are not. Each entry's
-  /// `result` is what fused_step_ returns for it, bit for bit.
-  struct FusedTensor {
-    torch::Tensor param;  ///< (N) contiguous float32, updated in place
-    torch::Tensor grad;   ///< (N)
-    torch::Tensor state;  ///< (state_size(), N) contiguous float32, updated in place
-    double step_size = 0.0;
-    FusedResult result;  ///< written by fused_steps_
-  };
-  void fused_steps_(const FusedPlan& plan, std::vector<FusedTensor>& tensors) const;
+  // The fused inference step the optimizer runs (one pass per coordinate, vectorised, OpenMP;
+  // `step` is its reference) is internal to the library: optimizer/rules/src/learned_step_fused.h.
 
   // ---- the per-tensor step-size controller (learned_rule.h) ----
   /// Controller state of a fresh tensor: [c = 0, mean(param^2), h = 0, mean(param^2), long-run
@@ -162,20 +133,6 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   torch::Tensor next_tensor_state(const torch::Tensor& tensor_states,
                                   const torch::Tensor& statistics,
                                   const torch::Tensor& numels) const;
-  /// The same two in double for the optimizer's inference path (no tensor dispatch per tensor),
-  /// with the meta-parameters read once per optimizer step by controller_parameters().
-  using TensorState = std::array<double, 5>;
-  struct ControllerParameters {
-    double log_rho = 0, log_floor = 0, log_gain = 0, log_target = 0;
-  };
-  ControllerParameters controller_parameters() const;
-  static double tensor_step_size(const ControllerParameters& parameters,
-                                 const TensorState& tensor_state, int64_t t, int64_t total_steps);
-  static TensorState next_tensor_state(const ControllerParameters& parameters,
-                                       const TensorState& tensor_state,
-                                       const std::array<double, 4>& statistics, int64_t numel);
-  /// Whether this configuration has a fused path (positive FAVOR+ features, widths <= 64).
-  bool fused_supported() const;
 
   /// Number of input features of the head (without the memory read-out).
   static constexpr int64_t kFeatures = 10;
@@ -194,6 +151,7 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
   torch::nn::Linear head_in{nullptr}, head_out{nullptr};
 
  private:
+  friend struct detail::LearnedModelInternals;  // the fused step (learned_step_fused.h)
   int64_t memory_size() const;
   int64_t read_size() const;
   /// The memory's modules, for the step shared by both designs (step_memory.h).
