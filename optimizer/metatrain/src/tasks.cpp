@@ -219,6 +219,107 @@ class MLPTask : public LayoutTask {
   torch::Tensor x_, y_;
 };
 
+/// A synthetic tabular problem shaped like a user's small run: rows 64-2048 and features 2-64
+/// (log-uniform), 80% of the rows to train on and 20% held out; classification (2-6 classes,
+/// optionally imbalanced) by a random teacher whose logit scale sets the separability (0.3-10,
+/// log-uniform), with 0-20% of the labels flipped, or regression with noise; every feature on its
+/// own scale (10^U(-1.5, 1.5): raw, unnormalised columns); a linear or logistic model or an MLP of
+/// width 8-64; full batch or mini-batches of 16-128.
+class TabularTask : public LayoutTask {
+ public:
+  TabularTask(at::Generator gen) {
+    const auto log_uniform = [&](double lo, double hi) {
+      return std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) *
+                                         at::rand({1}, gen, at::kDouble).item<double>());
+    };
+    const int64_t rows = static_cast<int64_t>(std::round(log_uniform(64, 2048)));
+    features_ = static_cast<int64_t>(std::round(log_uniform(2, 64)));
+    classification_ = at::rand({1}, gen).item<double>() < 0.7;
+    classes_ = classification_
+                   ? (at::rand({1}, gen).item<double>() < 0.5 ? 2 : uniform_int(gen, 3, 6))
+                   : 1;
+    hidden_ = at::rand({1}, gen).item<double>() < 0.5 ? 0 : int64_t{8} << uniform_int(gen, 0, 3);
+    const int64_t batch = int64_t{16} << uniform_int(gen, 0, 3);
+    const int64_t train_rows = rows - rows / 5;
+    batch_ = at::rand({1}, gen).item<double>() < 0.5 ? train_rows : std::min(batch, train_rows);
+    separability_ = log_uniform(0.3, 10.0);
+    const double flip = classification_ ? 0.2 * at::rand({1}, gen).item<double>() : 0.0;
+    const double imbalance = classification_ && at::rand({1}, gen).item<double>() < 0.5
+                                 ? 3.0 * at::rand({1}, gen).item<double>()
+                                 : 0.0;
+    if (hidden_ > 0) {
+      w1_ = layout_.add({features_, hidden_});
+      b1_ = layout_.add({hidden_});
+    }
+    w2_ = layout_.add({hidden_ > 0 ? hidden_ : features_, classes_});
+    b2_ = layout_.add({classes_});
+    // The data: standard normal rows labelled by a teacher of the student's shape on them, then
+    // each column put on its own scale (the student sees the raw columns).
+    auto data_gen = child(gen);
+    const auto z = at::randn({rows, features_}, data_gen);
+    auto teacher = layout_.init(data_gen);
+    auto out = forward(teacher, z);
+    out = out / out.std().clamp_min(1e-12) * separability_;
+    torch::Tensor y;
+    if (classification_) {
+      out.select(1, 0).add_(imbalance);  // class 0 more frequent
+      y = out.argmax(1);
+      const auto flipped = at::rand({rows}, data_gen) < flip;
+      y = at::where(flipped, at::randint(classes_, {rows}, data_gen), y);
+    } else {
+      y = out.squeeze(1) / separability_ + 0.3 / separability_ * at::randn({rows}, data_gen);
+    }
+    const auto scales = at::pow(10.0, at::rand({features_}, data_gen) * 3.0 - 1.5);
+    const auto x = z * scales;
+    x_train_ = x.narrow(0, 0, train_rows), y_train_ = y.narrow(0, 0, train_rows);
+    x_test_ = x.narrow(0, train_rows, rows - train_rows);
+    y_test_ = y.narrow(0, train_rows, rows - train_rows);
+  }
+  std::string name() const override {
+    std::ostringstream out;
+    out << "tabular_"
+        << (hidden_ > 0       ? "mlp"
+            : classification_ ? "logistic"
+                              : "linear")
+        << "(" << x_train_.size(0) << "x" << features_ << (classification_ ? ", classes " : "")
+        << (classification_ ? std::to_string(classes_) : "") << ", "
+        << (batch_ >= x_train_.size(0) ? "full batch" : "batch " + std::to_string(batch_)) << ")";
+    return out.str();
+  }
+  TaskFamily family() const override { return TaskFamily::kTabular; }
+  torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {
+    if (batch_ >= x_train_.size(0)) return objective(params, x_train_, y_train_);
+    const auto idx = at::randint(x_train_.size(0), {batch_}, gen);
+    return objective(params, x_train_.index_select(0, idx), y_train_.index_select(0, idx));
+  }
+  torch::Tensor eval_loss(const torch::Tensor& params) const override {
+    return objective(params, x_train_, y_train_);
+  }
+  bool has_validation() const override { return true; }
+  /// The whole held-out split (at most 410 rows: no mini-batch needed).
+  torch::Tensor validation_loss(const torch::Tensor& params, at::Generator) const override {
+    return objective(params, x_test_, y_test_);
+  }
+
+ private:
+  torch::Tensor forward(const torch::Tensor& p, const torch::Tensor& x) const {
+    auto h = x;
+    if (hidden_ > 0) h = at::relu(at::matmul(x, layout_.view(p, w1_)) + layout_.view(p, b1_));
+    return at::matmul(h, layout_.view(p, w2_)) + layout_.view(p, b2_);
+  }
+  torch::Tensor objective(const torch::Tensor& p, const torch::Tensor& x,
+                          const torch::Tensor& y) const {
+    const auto out = forward(p, x);
+    if (classification_) return at::cross_entropy_loss(out, y);
+    return (out.squeeze(1) - y).pow(2).mean();
+  }
+  bool classification_ = true;
+  int64_t features_ = 0, classes_ = 1, hidden_ = 0, batch_ = 0;
+  double separability_ = 1.0;
+  int64_t w1_ = -1, b1_ = -1, w2_ = -1, b2_ = -1;
+  torch::Tensor x_train_, y_train_, x_test_, y_test_;
+};
+
 /// Next-token prediction on sequences x_{t+1} = (x_t + step) mod V with occasional random tokens,
 /// by one causal softmax-attention layer with tied embeddings (uses flt::attention).
 class TransformerLMTask : public LayoutTask {
@@ -422,16 +523,23 @@ std::string task_family_name(TaskFamily family) {
     case TaskFamily::kFashionMLP: return "fashion_mlp";
     case TaskFamily::kFashionLogistic: return "fashion_logistic";
     case TaskFamily::kTextGRU: return "text_gru";
+    case TaskFamily::kTabular: return "tabular";
   }
   return "?";
 }
 
-std::vector<TaskFamily> all_task_families() {
+std::vector<TaskFamily> shipped_recipe_families() {
   return {TaskFamily::kRastrigin,         TaskFamily::kAckley,
           TaskFamily::kRosenbrock,        TaskFamily::kNoisyQuadratic,
           TaskFamily::kMLPClassification, TaskFamily::kMLPRegression,
           TaskFamily::kTransformerLM,     TaskFamily::kFashionMLP,
           TaskFamily::kFashionLogistic,   TaskFamily::kTextGRU};
+}
+
+std::vector<TaskFamily> all_task_families() {
+  auto families = shipped_recipe_families();
+  families.push_back(TaskFamily::kTabular);
+  return families;
 }
 
 std::vector<TaskFamily> real_task_families() {
@@ -442,9 +550,10 @@ TaskFamily task_family_from_name(const std::string& name) {
   for (auto f : all_task_families()) {
     if (task_family_name(f) == name) return f;
   }
-  TORCH_CHECK(false, "unknown task family \"", name,
-              "\" (expected rastrigin, ackley, rosenbrock, noisy_quadratic, mlp_classification, "
-              "mlp_regression, transformer_lm, fashion_mlp, fashion_logistic or text_gru)");
+  TORCH_CHECK(
+      false, "unknown task family \"", name,
+      "\" (expected rastrigin, ackley, rosenbrock, noisy_quadratic, mlp_classification, "
+      "mlp_regression, transformer_lm, fashion_mlp, fashion_logistic, text_gru or tabular)");
 }
 
 std::unique_ptr<Task> sample_task_with_dim(TaskFamily family, int64_t dims, at::Generator gen,
@@ -477,6 +586,7 @@ std::unique_ptr<Task> sample_task(TaskFamily family, at::Generator gen, const Ta
     case TaskFamily::kFashionMLP: return std::make_unique<FashionTask>(true, gen, s);
     case TaskFamily::kFashionLogistic: return std::make_unique<FashionTask>(false, gen, s);
     case TaskFamily::kTextGRU: return std::make_unique<TextGRUTask>(gen, s);
+    case TaskFamily::kTabular: return std::make_unique<TabularTask>(gen);
     default: return sample_task_with_dim(family, uniform_int(gen, s.min_dim, s.max_dim), gen, s);
   }
 }

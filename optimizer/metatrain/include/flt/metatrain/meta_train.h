@@ -37,7 +37,7 @@ std::string meta_estimator_name(MetaEstimator estimator);
 MetaEstimator meta_estimator_from_name(const std::string& name);
 
 struct MetaTrainOptions {
-  std::vector<TaskFamily> families = all_task_families();
+  std::vector<TaskFamily> families = shipped_recipe_families();
   TaskSampling sampling = {};
   MetaEstimator estimator = MetaEstimator::kTruncatedBackprop;
   int64_t iterations = 300;  ///< outer steps

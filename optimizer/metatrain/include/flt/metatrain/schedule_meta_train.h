@@ -39,7 +39,7 @@
 namespace flt::optim {
 
 struct ScheduleMetaTrainOptions {
-  std::vector<TaskFamily> families = all_task_families();
+  std::vector<TaskFamily> families = shipped_recipe_families();
   TaskSampling sampling = {};
   int64_t iterations = 1000;                      ///< outer steps (truncations)
   int64_t pairs = 8;                              ///< antithetic pairs, one task each

@@ -24,10 +24,17 @@ enum class TaskFamily {
   kFashionMLP,       ///< ReLU MLP on a random subset of Fashion-MNIST, random width and batch
   kFashionLogistic,  ///< logistic regression on a random subset of Fashion-MNIST
   kTextGRU,          ///< character-level GRU language model on English text (Debian's licences)
+  /// Synthetic tabular problems shaped like users' small runs (rows, features, separability,
+  /// label noise, class imbalance, raw feature scales; linear, logistic or MLP; full batch or
+  /// mini-batches), each with a held-out split that scores it.
+  kTabular,
 };
 std::string task_family_name(TaskFamily family);
 TaskFamily task_family_from_name(const std::string& name);
 std::vector<TaskFamily> all_task_families();
+/// The families the shipped weights were meta-trained on, the meta-training options' default (every
+/// family but kTabular, added after them: the shipped recipe still reproduces its files).
+std::vector<TaskFamily> shipped_recipe_families();
 /// The families on real data (the last three above).
 std::vector<TaskFamily> real_task_families();
 
