@@ -9,3 +9,4 @@
 #include "flt/metatrain/schedule_meta_train.h"
 #include "flt/metatrain/swarm_meta_train.h"
 #include "flt/metatrain/tasks.h"
+#include "flt/metatrain/tuned_reference.h"

@@ -1,0 +1,71 @@
+#pragma once
+// What a learned optimizer is scored against in meta-training that should transfer: on each task
+// instance, AdamW with a half-cosine decay whose learning rate was tuned on a grid for that
+// instance, judged by the instance's final held-out loss (its validation split; the noise-free
+// training loss for tasks without one). Tuning costs a grid of whole runs, so references are kept
+// in a cache file keyed by the instance and the run length, reused across generations and runs.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "flt/metatrain/tasks.h"
+
+namespace flt::optim {
+
+/// The tuned baseline of one task instance at one run length.
+struct TunedReference {
+  double lr = 0.0;            ///< the grid's best learning rate
+  double final_loss = 0.0;    ///< its final held-out loss (lower is better)
+  std::vector<double> by_lr;  ///< the final held-out loss of every grid point, in grid order
+};
+
+/// AdamW's grid: 1e-4 .. 1e-1, half decades.
+std::vector<double> default_reference_grid();
+
+/// The final held-out loss of `task` after `steps` steps of torch::optim::AdamW (weight decay
+/// 1e-2) at `lr`, decayed along a half cosine to 0: the initial point and the mini-batches come
+/// from `seed` (the same for every lr and for the candidates it is compared with). A run whose loss
+/// turns non-finite scores +inf.
+double adamw_cosine_final_loss(const Task& task, int64_t steps, double lr, uint64_t seed);
+
+/// The best of `grid` for the task at this length and seed.
+TunedReference tune_adamw_cosine(const Task& task, int64_t steps, uint64_t seed,
+                                 const std::vector<double>& grid = default_reference_grid());
+
+/// The score of a candidate's final held-out loss against the reference's: log(candidate /
+/// reference), so 0 is level, -log 2 half the reference's loss; scale-free (a task's loss units
+/// cancel) and smooth, clipped to [-kClip, kClip] so that one diverged or degenerate instance
+/// cannot dominate a generation's mean. A non-finite candidate scores kClip, a loss of exactly 0
+/// -kClip.
+double reference_score(double candidate_loss, double reference_loss);
+constexpr double kReferenceScoreClip = 5.0;
+
+/// Tuned references by key (`reference_key`), read from and appended to a tab-separated text file
+/// (key, lr, final loss, the grid's losses); a key already known is never tuned again. Plain text,
+/// one reference per line, so a campaign's checkpoint can commit it.
+class ReferenceCache {
+ public:
+  /// Reads `path` if it exists (an empty path: in memory only); throws naming the path and line of
+  /// a malformed entry.
+  explicit ReferenceCache(std::string path = "");
+  /// The reference of `task` at `steps` and `seed`: from the cache, else tuned and appended.
+  const TunedReference& get(const Task& task, int64_t steps, uint64_t seed);
+  /// Entries known (read or tuned).
+  size_t size() const { return entries_.size(); }
+  /// How many `get` calls tuned a new reference.
+  int64_t tuned() const { return tuned_; }
+
+ private:
+  std::string path_;
+  std::map<std::string, TunedReference> entries_;
+  int64_t tuned_ = 0;
+};
+
+/// The cache key of an instance: its name (its sampled shape), its parameter count, a fingerprint
+/// of its data (the noise-free loss at the seed's initial point, 17 digits: two instances of one
+/// shape differ there), the run length and the seed; fields separated by '|'.
+std::string reference_key(const Task& task, int64_t steps, uint64_t seed);
+
+}  // namespace flt::optim
