@@ -158,6 +158,32 @@ void expect_finite_and_consistent_at_scale(Module module, int64_t dim, double sc
   EXPECT_TRUE(all_within(torch::cat(outs, 2), out, bound)) << label;
 }
 
+/// The forward without autograd (the blocked path of favor_attention when (B, H, L) spans several
+/// blocks) against the autograd one-pass path, causal and not, in double, up to rounding. The keys
+/// of the last third are doubled so that later blocks hold the larger logits (the running sums'
+/// rescaling is exercised). `label` names the case in failures.
+template <typename Module>
+void expect_blocked_equals_one_pass(Module module, int64_t batch, int64_t heads, int64_t length,
+                                    int64_t dim, const std::string& label) {
+  const auto q = torch::randn({batch, heads, length, dim}, torch::kDouble);
+  auto k = torch::randn({batch, heads, length, dim}, torch::kDouble);
+  k.narrow(2, 2 * length / 3, length - 2 * length / 3).mul_(2.0);
+  const auto v = torch::randn({batch, heads, length, 5}, torch::kDouble);
+  for (bool causal : {false, true}) {
+    flt::attention::AttentionCall call;
+    call.causal = causal;
+    torch::Tensor blocked;
+    {
+      torch::NoGradGuard no_grad;
+      blocked = module(q, k, v, call);
+    }
+    const torch::Tensor one_pass = module(q.clone().requires_grad_(), k, v, call).detach();
+    const torch::Tensor difference = (blocked - one_pass).abs().max();
+    EXPECT_TRUE(all_close(blocked, one_pass, 1e-12, 1e-14))
+        << label << (causal ? " causal" : "") << " max diff " << difference.item<double>();
+  }
+}
+
 /// Forwards repeat until redraw(seed); a new seed changes the output; save/load carries the draw
 /// into `other` (a module of the same shape made with another seed). Returns the first output.
 template <typename Module>

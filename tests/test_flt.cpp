@@ -700,22 +700,7 @@ TEST_F(FLT, BlockedForwardEqualsOnePass) {
                             .features(64)
                             .rpe_features(8)
                             .rpe_weight(weight));
-    const auto q = torch::randn({batch, heads, length, dim}, torch::kDouble);
-    auto k = torch::randn({batch, heads, length, dim}, torch::kDouble);
-    k.narrow(2, 200, 100).mul_(2.0);
-    const auto v = torch::randn({batch, heads, length, 5}, torch::kDouble);
-    for (bool causal : {false, true}) {
-      fa::AttentionCall call;
-      call.causal = causal;
-      torch::Tensor blocked;
-      {
-        torch::NoGradGuard no_grad;
-        blocked = flt(q, k, v, call);
-      }
-      const auto one_pass = flt(q.clone().requires_grad_(), k, v, call).detach();
-      EXPECT_TRUE(all_close(blocked, one_pass, 1e-12, 1e-14))
-          << "weight " << weight << (causal ? " causal" : "") << " max diff "
-          << (blocked - one_pass).abs().max().item<double>();
-    }
+    expect_blocked_equals_one_pass(flt, batch, heads, length, dim,
+                                   "weight " + std::to_string(weight));
   }
 }

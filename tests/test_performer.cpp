@@ -581,22 +581,7 @@ TEST_F(Performer, BlockedForwardEqualsOnePass) {
   static_assert(fa::kFavorBlockBytes / (4 * 8 * 64 * 8) < 300 / 2, "needs at least three blocks");
   for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic}) {
     auto performer = make_performer(dim, 64, kind);
-    const auto q = torch::randn({batch, heads, length, dim}, torch::kDouble);
-    auto k = torch::randn({batch, heads, length, dim}, torch::kDouble);
-    k.narrow(2, 200, 100).mul_(2.0);
-    const auto v = torch::randn({batch, heads, length, 5}, torch::kDouble);
-    for (bool causal : {false, true}) {
-      fa::AttentionCall call;
-      call.causal = causal;
-      torch::Tensor blocked;
-      {
-        torch::NoGradGuard no_grad;
-        blocked = performer(q, k, v, call);
-      }
-      const auto one_pass = performer(q.clone().requires_grad_(), k, v, call).detach();
-      EXPECT_TRUE(all_close(blocked, one_pass, 1e-12, 1e-14))
-          << fa::feature_kind_name(kind) << (causal ? " causal" : "") << " max diff "
-          << (blocked - one_pass).abs().max().item<double>();
-    }
+    expect_blocked_equals_one_pass(performer, batch, heads, length, dim,
+                                   fa::feature_kind_name(kind));
   }
 }

@@ -169,6 +169,14 @@ class LayoutTask : public Task {
   FlatLayout layout_;
 };
 
+/// Cross-entropy of logits `out` (N, C) against class labels, or the mean squared error of a
+/// one-output `out` (N, 1) against targets (N).
+torch::Tensor supervised_loss(const torch::Tensor& out, const torch::Tensor& y,
+                              bool classification) {
+  if (classification) return at::cross_entropy_loss(out, y);
+  return (out.squeeze(1) - y).pow(2).mean();
+}
+
 class MLPTask : public LayoutTask {
  public:
   MLPTask(bool classification, at::Generator gen, const TaskSampling& s)
@@ -209,9 +217,7 @@ class MLPTask : public LayoutTask {
   }
   torch::Tensor objective(const torch::Tensor& p, const torch::Tensor& x,
                           const torch::Tensor& y) const {
-    const auto out = forward(p, x);
-    if (classification_) return at::cross_entropy_loss(out, y);
-    return (out.squeeze(1) - y).pow(2).mean();
+    return supervised_loss(forward(p, x), y, classification_);
   }
   bool classification_;
   int64_t batch_, inputs_dim_ = 0, outputs_ = 0;
@@ -309,9 +315,7 @@ class TabularTask : public LayoutTask {
   }
   torch::Tensor objective(const torch::Tensor& p, const torch::Tensor& x,
                           const torch::Tensor& y) const {
-    const auto out = forward(p, x);
-    if (classification_) return at::cross_entropy_loss(out, y);
-    return (out.squeeze(1) - y).pow(2).mean();
+    return supervised_loss(forward(p, x), y, classification_);
   }
   bool classification_ = true;
   int64_t features_ = 0, classes_ = 1, hidden_ = 0, batch_ = 0;
