@@ -27,7 +27,10 @@ namespace fo = flt::optim;
 using flt::demos::integer_at_least;
 using flt::demos::library_name;
 
-int main(int argc, char** argv) {
+namespace {
+
+// What the command line sets; the defaults are those --help shows.
+struct MetatrainArgs {
   fo::MetaTrainOptions options;
   fo::LearnedOptimizerModelOptions model_options;
   std::string out;
@@ -35,77 +38,87 @@ int main(int argc, char** argv) {
   // iterations/s either way for the FLT memory), and one thread makes the result independent of the
   // machine's core count. Run two trainings side by side instead (scripts/optimizer-ablation).
   int threads = 1;
-  CLI::App app{
-      "flt-metatrain: meta-trains the learned optimizer's update rule and writes a weights "
-      "file. Resumes from --checkpoint when the file exists; deterministic for a given "
-      "seed."};
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--out", out, "weights file to write")->required();
   // Which optimizer's rule: CoordinateMnemosyne's model or ScheduleMnemosyne's schedule.
   std::string design = "coordinate-memory";
-  app.add_option("--design", design,
+  double rescale = fo::ScheduleMetaTrainOptions{}.rescale;
+  std::string init;
+  // Meta-validation (tensor-schedule design): selects the weights that ship.
+  fo::ScheduleMetaTrainOptions validation;
+  // Distributed: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment (torchrun's).
+  std::string rendezvous_method;
+  int timeout_seconds = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::seconds>(fo::Rendezvous{}.timeout).count());
+};
+
+void declare_options(CLI::App& app, MetatrainArgs& args) {
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--out", args.out, "weights file to write")->required();
+  // Which optimizer's rule: CoordinateMnemosyne's model or ScheduleMnemosyne's schedule.
+  app.add_option("--design", args.design,
                  "which rule: coordinate-memory (CoordinateMnemosyne's) or tensor-schedule "
                  "(ScheduleMnemosyne's: PES over long runs, --horizon..--horizon-max default "
                  "500..5000, --unroll 50)")
       ->capture_default_str()
       ->check(CLI::IsMember({"coordinate-memory", "tensor-schedule"}));
-  double rescale = fo::ScheduleMetaTrainOptions{}.rescale;
-  app.add_option("--rescale", rescale,
+  app.add_option("--rescale", args.rescale,
                  "tensor-schedule: each task tensor rescaled by a factor in [1/R, R] (1 = none)")
       ->capture_default_str();
   app.add_option_function<std::string>(
          "--memory",
-         [&](const std::string& name) { model_options.memory(fo::memory_from_name(name)); },
+         [&](const std::string& name) { args.model_options.memory(fo::memory_from_name(name)); },
          "memory cell: flt, performer, none or lstm")
-      ->default_str(fo::memory_name(model_options.memory()))
+      ->default_str(fo::memory_name(args.model_options.memory()))
       ->check(library_name(fo::memory_from_name));
   // Counts: whole integers >= 1, shown with their defaults in --help.
   const auto count = [](CLI::Option* option) {
     return option->capture_default_str()->check(integer_at_least(1));
   };
-  count(app.add_option("--iterations", options.iterations, "outer steps"));
+  count(app.add_option("--iterations", args.options.iterations, "outer steps"));
   app.add_option_function<std::string>(
          "--estimator",
-         [&](const std::string& name) { options.estimator = fo::meta_estimator_from_name(name); },
+         [&](const std::string& name) {
+           args.options.estimator = fo::meta_estimator_from_name(name);
+         },
          "meta-gradient estimator: tbptt (truncated back-propagation) or pes")
-      ->default_str(fo::meta_estimator_name(options.estimator))
+      ->default_str(fo::meta_estimator_name(args.options.estimator))
       ->check(library_name(fo::meta_estimator_from_name));
-  count(app.add_option("--workers", options.workers, "tasks in flight (PES: antithetic pairs)"));
-  count(app.add_option("--unroll", options.unroll, "inner steps per truncation"));
-  count(app.add_option("--horizon", options.horizon,
+  count(
+      app.add_option("--workers", args.options.workers, "tasks in flight (PES: antithetic pairs)"));
+  count(app.add_option("--unroll", args.options.unroll, "inner steps per truncation"));
+  count(app.add_option("--horizon", args.options.horizon,
                        "inner steps per task (a multiple of --unroll)"));
-  app.add_option("--horizon-max", options.horizon_max,
+  app.add_option("--horizon-max", args.options.horizon_max,
                  "draw each restart's horizon log-uniformly from [--horizon, --horizon-max] "
                  "(0 = always --horizon)")
       ->capture_default_str()
       ->check(integer_at_least(0));
-  app.add_option("--train", options.train,
+  app.add_option("--train", args.options.train,
                  "meta-parameters to train: all, rule (head and memory) or controller (the "
                  "per-tensor step-size controller's scalars)")
       ->capture_default_str()
       ->check(CLI::IsMember({"all", "rule", "controller"}));
-  std::string init;
-  app.add_option("--init", init,
+  app.add_option("--init", args.init,
                  "start from this weights file (a previous stage) instead of a fresh rule; its "
                  "shape wins over --memory/--hidden/...")
       ->check(CLI::ExistingFile);
-  app.add_option("--pes-sigma", options.pes_sigma, "PES perturbation std")->capture_default_str();
-  app.add_option("--late-emphasis", options.late_emphasis,
+  app.add_option("--pes-sigma", args.options.pes_sigma, "PES perturbation std")
+      ->capture_default_str();
+  app.add_option("--late-emphasis", args.options.late_emphasis,
                  "p >= 0: step t of a horizon T weighs (p + 1) (t / T)^p in the meta-loss (0: "
                  "the whole curve equally; larger: mostly the run's end)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--meta-lr", options.meta_lr, "outer Adam learning rate at the start")
+  app.add_option("--meta-lr", args.options.meta_lr, "outer Adam learning rate at the start")
       ->capture_default_str();
-  app.add_option("--meta-lr-end", options.meta_lr_end,
+  app.add_option("--meta-lr-end", args.options.meta_lr_end,
                  "final fraction of --meta-lr after a half-cosine decay (1 = constant)")
       ->capture_default_str();
   app.add_option_function<std::vector<std::string>>(
          "--families",
          [&](const std::vector<std::string>& names) {
-           options.families.clear();
+           args.options.families.clear();
            for (const auto& name : names)
-             options.families.push_back(fo::task_family_from_name(name));
+             args.options.families.push_back(fo::task_family_from_name(name));
          },
          "task families, comma-separated (default: all)")
       ->delimiter(',')
@@ -113,159 +126,177 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->check(library_name(fo::task_family_from_name));
-  app.add_option("--seed", options.seed, "seed of the tasks, the features and the initial weights")
+  app.add_option("--seed", args.options.seed,
+                 "seed of the tasks, the features and the initial weights")
       ->capture_default_str()
       ->check(integer_at_least(0));
-  app.add_option("--checkpoint", options.checkpoint,
+  app.add_option("--checkpoint", args.options.checkpoint,
                  "checkpoint file: written at every restart boundary, resumed from if present");
-  app.add_option("--csv", options.csv, "per-iteration log (appended on resume)");
+  app.add_option("--csv", args.options.csv, "per-iteration log (appended on resume)");
   // Meta-validation (tensor-schedule design): selects the weights that ship.
-  fo::ScheduleMetaTrainOptions validation;
-  app.add_option("--validate-every", validation.validate_every,
+  app.add_option("--validate-every", args.validation.validate_every,
                  "tensor-schedule: iterations between meta-validations (0 = none); each trains "
                  "fixed unseen instances and scores their held-out loss against the untrained "
                  "schedule's")
       ->capture_default_str()
       ->check(integer_at_least(0));
-  count(app.add_option("--validation-tasks", validation.validation_tasks,
+  count(app.add_option("--validation-tasks", args.validation.validation_tasks,
                        "tensor-schedule: meta-validation instances (Fashion-MNIST logistic and "
                        "MLP, synthetic MLP classification, in turn)"));
-  count(app.add_option("--validation-horizon", validation.validation_horizon,
+  count(app.add_option("--validation-horizon", args.validation.validation_horizon,
                        "tensor-schedule: steps of each meta-validation run"));
-  app.add_option("--best", validation.best,
+  app.add_option("--best", args.validation.best,
                  "tensor-schedule: weights file of the best meta-validation score (the untrained "
                  "schedule's until beaten)");
-  app.add_option("--validation-csv", validation.validation_csv,
+  app.add_option("--validation-csv", args.validation.validation_csv,
                  "tensor-schedule: meta-validation log (appended on resume)");
   app.add_flag_callback(
-      "--quiet", [&] { options.progress = false; }, "no progress bar");
-  count(app.add_option("--threads", threads, "intra-op threads"));
+      "--quiet", [&] { args.options.progress = false; }, "no progress bar");
+  count(app.add_option("--threads", args.threads, "intra-op threads"));
   // Distributed: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment (torchrun's).
-  std::string rendezvous_method;
-  app.add_option("--rendezvous", rendezvous_method,
+  app.add_option("--rendezvous", args.rendezvous_method,
                  "where the ranks meet when WORLD_SIZE > 1: file://PATH (a new file every rank "
                  "can open), or empty for MASTER_ADDR:MASTER_PORT");
-  int timeout_seconds = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::seconds>(fo::Rendezvous{}.timeout).count());
-  count(app.add_option("--timeout", timeout_seconds,
+  count(app.add_option("--timeout", args.timeout_seconds,
                        "seconds a rank waits for the others (to join, and in each meta-iteration) "
                        "before it stops with an error"));
   // The rule's shape (stored in the weights file); defaults as LearnedOptimizerModelOptions.
-  count(app.add_option("--hidden", model_options.hidden(), "hidden width of the head MLP"));
-  count(app.add_option("--features", model_options.features(), "FAVOR+ features of the memory"));
+  count(app.add_option("--hidden", args.model_options.hidden(), "hidden width of the head MLP"));
   count(
-      app.add_option("--rpe-features", model_options.rpe_features(), "RPE features (FLT memory)"));
-  count(app.add_option("--key-dim", model_options.key_dim(), "query/key width of the memory"));
-  count(app.add_option("--value-dim", model_options.value_dim(), "value width of the memory"));
+      app.add_option("--features", args.model_options.features(), "FAVOR+ features of the memory"));
+  count(app.add_option("--rpe-features", args.model_options.rpe_features(),
+                       "RPE features (FLT memory)"));
+  count(app.add_option("--key-dim", args.model_options.key_dim(), "query/key width of the memory"));
+  count(app.add_option("--value-dim", args.model_options.value_dim(), "value width of the memory"));
+}
+
+// ScheduleMnemosyne's schedule: PES over long runs, with its own defaults where a flag is not
+// given.
+int train_tensor_schedule(const CLI::App& app, const MetatrainArgs& args, int world_size) {
+  for (const char* flag : {"--estimator", "--train", "--init", "--late-emphasis", "--rendezvous"})
+    TORCH_CHECK(app.count(flag) == 0, flag,
+                " applies to the coordinate-memory design only (the tensor-schedule design "
+                "always uses PES with its own late weighting)");
+  TORCH_CHECK(world_size == 1, "the tensor-schedule design meta-trains in one process");
+  TORCH_CHECK(args.validation.validate_every == 0 || !args.validation.best.empty(),
+              "--validate-every needs --best, the file its selection is written to");
+  fo::ScheduleMetaTrainOptions o = args.validation;
+  o.families = args.options.families;
+  o.sampling = args.options.sampling;
+  o.iterations = args.options.iterations;
+  o.pairs = args.options.workers;
+  o.unroll = app.count("--unroll") ? args.options.unroll : o.unroll;
+  o.min_horizon = app.count("--horizon") ? args.options.horizon : o.min_horizon;
+  o.max_horizon = app.count("--horizon-max") ? std::max(args.options.horizon_max, o.min_horizon)
+                                             : std::max(o.max_horizon, o.min_horizon);
+  o.sigma = app.count("--pes-sigma") ? args.options.pes_sigma : o.sigma;
+  o.meta_lr = app.count("--meta-lr") ? args.options.meta_lr : o.meta_lr;
+  o.meta_lr_end = args.options.meta_lr_end;
+  o.rescale = args.rescale;
+  o.seed = args.options.seed;
+  o.checkpoint = args.options.checkpoint;
+  o.csv = args.options.csv;
+  fo::LearnedSchedule schedule(
+      fo::LearnedScheduleOptions()
+          .memory(args.model_options.memory())
+          .hidden(app.count("--hidden") ? args.model_options.hidden() : 16)
+          .features(app.count("--features") ? args.model_options.features() : 16)
+          .rpe_features(app.count("--rpe-features") ? args.model_options.rpe_features() : 16)
+          .key_dim(args.model_options.key_dim())
+          .value_dim(app.count("--value-dim") ? args.model_options.value_dim() : 4)
+          .seed(args.options.seed));
+  std::fprintf(stderr,
+               "meta-training the tensor schedule (%s, PES, %lld iterations, %lld pairs, "
+               "unroll %lld, horizon %lld..%lld, rescale %g)\n",
+               fo::memory_name(args.model_options.memory()).c_str(),
+               static_cast<long long>(o.iterations), static_cast<long long>(o.pairs),
+               static_cast<long long>(o.unroll), static_cast<long long>(o.min_horizon),
+               static_cast<long long>(o.max_horizon), o.rescale);
+  // Made at the first iteration of this run, so that a resumed run's ETA counts only its own
+  // iterations.
+  std::optional<flt::detail::ProgressBar> bar;
+  const auto history = fo::meta_train_schedule(schedule, o, [&](const fo::ScheduleMetaProgress& p) {
+    const double total = static_cast<double>(p.iterations);
+    if (!bar) bar.emplace("meta-training", args.options.progress, (p.iteration - 1) / total);
+    char text[96];
+    const int n = std::snprintf(text, sizeof(text), "episode %lld (horizon %lld) %+.4f",
+                                static_cast<long long>(p.episode),
+                                static_cast<long long>(p.horizon), p.meta_loss);
+    if (std::isfinite(p.best_validation))
+      std::snprintf(text + n, sizeof(text) - n, ", best validation %+.3f", p.best_validation);
+    if (std::isfinite(p.validation))
+      std::fprintf(stderr, "\nmeta-validation at iteration %lld: %+.4f (best %+.4f)\n",
+                   static_cast<long long>(p.iteration - 1), p.validation, p.best_validation);
+    bar->update(p.iteration / total, text);
+  });
+  if (bar) bar->finish();
+  fo::save_schedule(schedule, args.out);
+  std::printf("wrote %s (%zu iterations this run)\n", args.out.c_str(), history.size());
+  return 0;
+}
+
+// CoordinateMnemosyne's model, on one rank or several; rank 0 writes the files.
+int train_coordinate_memory(const CLI::App& app, MetatrainArgs& args, int rank, int world_size) {
+  for (const char* flag : {"--validate-every", "--validation-tasks", "--validation-horizon",
+                           "--best", "--validation-csv", "--rescale"})
+    TORCH_CHECK(app.count(flag) == 0, flag, " applies to the tensor-schedule design only");
+  // Every rank builds the rule's shape; meta_train then gives all ranks rank 0's values.
+  flt::optim::LearnedOptimizerModel model =
+      args.init.empty() ? flt::optim::LearnedOptimizerModel(args.model_options)
+                        : fo::load_model(args.init);
+  args.model_options = model->options;
+  if (rank == 0) {
+    std::fprintf(
+        stderr,
+        "meta-training %s (%s, train %s, %lld iterations, %lld workers, unroll %lld, horizon "
+        "%lld..%lld)",
+        flt::optim::memory_name(args.model_options.memory()).c_str(),
+        flt::optim::meta_estimator_name(args.options.estimator).c_str(), args.options.train.c_str(),
+        static_cast<long long>(args.options.iterations),
+        static_cast<long long>(args.options.workers), static_cast<long long>(args.options.unroll),
+        static_cast<long long>(args.options.horizon),
+        static_cast<long long>(std::max(args.options.horizon, args.options.horizon_max)));
+    if (world_size > 1) std::fprintf(stderr, " on %d ranks", world_size);
+    std::fprintf(stderr, "\n");
+  }
+  const auto history = flt::optim::meta_train(model, args.options);
+  if (rank != 0) return 0;
+  flt::optim::save_model(model, args.out);
+  double tail = 0.0;
+  const size_t n = std::min<size_t>(20, history.size());
+  for (size_t i = history.size() - n; i < history.size(); ++i)
+    tail += history[i] / static_cast<double>(n);
+  std::printf("wrote %s (mean meta-loss of the last %zu iterations: %.4f)\n", args.out.c_str(), n,
+              tail);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MetatrainArgs args;
+  CLI::App app{
+      "flt-metatrain: meta-trains the learned optimizer's update rule and writes a weights "
+      "file. Resumes from --checkpoint when the file exists; deterministic for a given "
+      "seed."};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  declare_options(app, args);
   CLI11_PARSE(app, argc, argv);
 
   flt::init();
   int rank = 0, world_size = 1;
   try {
-    flt::set_threads(threads);
+    flt::set_threads(args.threads);
     auto rendezvous = fo::Rendezvous::from_environment();
-    rendezvous.method = rendezvous_method;
-    rendezvous.timeout = std::chrono::seconds(timeout_seconds);
+    rendezvous.method = args.rendezvous_method;
+    rendezvous.timeout = std::chrono::seconds(args.timeout_seconds);
     rank = rendezvous.rank;
     world_size = rendezvous.world_size;
-    if (world_size > 1) options.communicator = fo::connect(rendezvous);
-    torch::manual_seed(options.seed);
-    model_options.seed(options.seed);
-    if (design == "tensor-schedule") {
-      for (const char* flag :
-           {"--estimator", "--train", "--init", "--late-emphasis", "--rendezvous"})
-        TORCH_CHECK(app.count(flag) == 0, flag,
-                    " applies to the coordinate-memory design only (the tensor-schedule design "
-                    "always uses PES with its own late weighting)");
-      TORCH_CHECK(world_size == 1, "the tensor-schedule design meta-trains in one process");
-      TORCH_CHECK(validation.validate_every == 0 || !validation.best.empty(),
-                  "--validate-every needs --best, the file its selection is written to");
-      fo::ScheduleMetaTrainOptions o = validation;
-      o.families = options.families;
-      o.sampling = options.sampling;
-      o.iterations = options.iterations;
-      o.pairs = options.workers;
-      o.unroll = app.count("--unroll") ? options.unroll : o.unroll;
-      o.min_horizon = app.count("--horizon") ? options.horizon : o.min_horizon;
-      o.max_horizon = app.count("--horizon-max") ? std::max(options.horizon_max, o.min_horizon)
-                                                 : std::max(o.max_horizon, o.min_horizon);
-      o.sigma = app.count("--pes-sigma") ? options.pes_sigma : o.sigma;
-      o.meta_lr = app.count("--meta-lr") ? options.meta_lr : o.meta_lr;
-      o.meta_lr_end = options.meta_lr_end;
-      o.rescale = rescale;
-      o.seed = options.seed;
-      o.checkpoint = options.checkpoint;
-      o.csv = options.csv;
-      fo::LearnedSchedule schedule(
-          fo::LearnedScheduleOptions()
-              .memory(model_options.memory())
-              .hidden(app.count("--hidden") ? model_options.hidden() : 16)
-              .features(app.count("--features") ? model_options.features() : 16)
-              .rpe_features(app.count("--rpe-features") ? model_options.rpe_features() : 16)
-              .key_dim(model_options.key_dim())
-              .value_dim(app.count("--value-dim") ? model_options.value_dim() : 4)
-              .seed(options.seed));
-      std::fprintf(stderr,
-                   "meta-training the tensor schedule (%s, PES, %lld iterations, %lld pairs, "
-                   "unroll %lld, horizon %lld..%lld, rescale %g)\n",
-                   fo::memory_name(model_options.memory()).c_str(),
-                   static_cast<long long>(o.iterations), static_cast<long long>(o.pairs),
-                   static_cast<long long>(o.unroll), static_cast<long long>(o.min_horizon),
-                   static_cast<long long>(o.max_horizon), o.rescale);
-      // Made at the first iteration of this run, so that a resumed run's ETA counts only its own
-      // iterations.
-      std::optional<flt::detail::ProgressBar> bar;
-      const auto history =
-          fo::meta_train_schedule(schedule, o, [&](const fo::ScheduleMetaProgress& p) {
-            const double total = static_cast<double>(p.iterations);
-            if (!bar) bar.emplace("meta-training", options.progress, (p.iteration - 1) / total);
-            char text[96];
-            const int n = std::snprintf(text, sizeof(text), "episode %lld (horizon %lld) %+.4f",
-                                        static_cast<long long>(p.episode),
-                                        static_cast<long long>(p.horizon), p.meta_loss);
-            if (std::isfinite(p.best_validation))
-              std::snprintf(text + n, sizeof(text) - n, ", best validation %+.3f",
-                            p.best_validation);
-            if (std::isfinite(p.validation))
-              std::fprintf(stderr, "\nmeta-validation at iteration %lld: %+.4f (best %+.4f)\n",
-                           static_cast<long long>(p.iteration - 1), p.validation,
-                           p.best_validation);
-            bar->update(p.iteration / total, text);
-          });
-      if (bar) bar->finish();
-      fo::save_schedule(schedule, out);
-      std::printf("wrote %s (%zu iterations this run)\n", out.c_str(), history.size());
-      return 0;
-    }
-    for (const char* flag : {"--validate-every", "--validation-tasks", "--validation-horizon",
-                             "--best", "--validation-csv", "--rescale"})
-      TORCH_CHECK(app.count(flag) == 0, flag, " applies to the tensor-schedule design only");
-    // Every rank builds the rule's shape; meta_train then gives all ranks rank 0's values.
-    flt::optim::LearnedOptimizerModel model =
-        init.empty() ? flt::optim::LearnedOptimizerModel(model_options) : fo::load_model(init);
-    model_options = model->options;
-    if (rank == 0) {
-      std::fprintf(
-          stderr,
-          "meta-training %s (%s, train %s, %lld iterations, %lld workers, unroll %lld, horizon "
-          "%lld..%lld)",
-          flt::optim::memory_name(model_options.memory()).c_str(),
-          flt::optim::meta_estimator_name(options.estimator).c_str(), options.train.c_str(),
-          static_cast<long long>(options.iterations), static_cast<long long>(options.workers),
-          static_cast<long long>(options.unroll), static_cast<long long>(options.horizon),
-          static_cast<long long>(std::max(options.horizon, options.horizon_max)));
-      if (world_size > 1) std::fprintf(stderr, " on %d ranks", world_size);
-      std::fprintf(stderr, "\n");
-    }
-    const auto history = flt::optim::meta_train(model, options);
-    if (rank != 0) return 0;
-    flt::optim::save_model(model, out);
-    double tail = 0.0;
-    const size_t n = std::min<size_t>(20, history.size());
-    for (size_t i = history.size() - n; i < history.size(); ++i)
-      tail += history[i] / static_cast<double>(n);
-    std::printf("wrote %s (mean meta-loss of the last %zu iterations: %.4f)\n", out.c_str(), n,
-                tail);
+    if (world_size > 1) args.options.communicator = fo::connect(rendezvous);
+    torch::manual_seed(args.options.seed);
+    args.model_options.seed(args.options.seed);
+    if (args.design == "tensor-schedule") return train_tensor_schedule(app, args, world_size);
+    return train_coordinate_memory(app, args, rank, world_size);
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-metatrain: %s\n", e.what_without_backtrace());
     return 1;
@@ -273,5 +304,4 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flt-metatrain: rank %d of %d: %s\n", rank, world_size, e.what());
     return 1;
   }
-  return 0;
 }

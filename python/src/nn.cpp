@@ -268,10 +268,10 @@ Pairs to_pairs(const torch::OrderedDict<std::string, at::Tensor>& items) {
   return out;
 }
 
-}  // namespace
+using ModuleClass = py::class_<Module>;
 
-void bind_nn(py::module_& m) {
-  py::class_<Module>(m, "Module")
+void add_generic_methods(ModuleClass& module_class) {
+  module_class
       .def("named_parameters",
            [](const Module& self) { return to_pairs(self.module->named_parameters()); })
       .def("named_buffers",
@@ -287,7 +287,11 @@ void bind_nn(py::module_& m) {
              self.module->pretty_print(out);
              return out.str();
            })
-      .def("name", [](const Module& self) { return self.module->name(); })
+      .def("name", [](const Module& self) { return self.module->name(); });
+}
+
+void add_attention_methods(ModuleClass& module_class) {
+  module_class
       // ---- attention variants
       .def(
           "forward",
@@ -343,12 +347,15 @@ void bind_nn(py::module_& m) {
             return mha.forward(x, call);
           },
           py::arg("x"), py::arg("causal"), py::arg("positions"))
-      .def("multihead_attention_weights",
-           [](Module& self, const at::Tensor& x, bool causal,
-              const c10::optional<at::Tensor>& positions) {
-             return self.as<fa::MultiheadAttentionImpl>("attention_weights")
-                 .attention_weights(x, call_of(causal, positions));
-           })
+      .def("multihead_attention_weights", [](Module& self, const at::Tensor& x, bool causal,
+                                             const c10::optional<at::Tensor>& positions) {
+        return self.as<fa::MultiheadAttentionImpl>("attention_weights")
+            .attention_weights(x, call_of(causal, positions));
+      });
+}
+
+void add_model_methods(ModuleClass& module_class) {
+  module_class
       // ---- TransformerLM
       .def("lm_forward",
            [](Module& self, const at::Tensor& tokens) {
@@ -372,7 +379,9 @@ void bind_nn(py::module_& m) {
       .def("unshifted_features", [](Module& self, const at::Tensor& x) {
         return self.as<fa::FeatureMapImpl>("unshifted_features").unshifted_features(x);
       });
+}
 
+void bind_constructors(py::module_& m) {
   m.def("attention", &make_attention_module, py::arg("variant"), py::arg("options"));
   m.def(
       "multihead_attention",
@@ -410,8 +419,10 @@ void bind_nn(py::module_& m) {
       },
       py::arg("input_dim"), py::arg("features"), py::arg("kind"), py::arg("orthogonal"),
       py::arg("seed"));
+}
 
-  // ---- functional forms: the library's names, arguments and defaults ----------------------------
+// The library's names, arguments and defaults.
+void bind_functional(py::module_& m) {
   auto f = m.def_submodule("functional");
   f.def("softmax_attention", &fa::softmax_attention, py::arg("q"), py::arg("k"), py::arg("v"),
         py::arg("causal") = false, py::arg("scale") = 0.0);
@@ -455,6 +466,17 @@ void bind_nn(py::module_& m) {
         py::arg("kernel"), py::arg("causal") = false);
   f.def("schoenberg_kernel", &fa::schoenberg_kernel, py::arg("kernel"), py::arg("t"));
   f.def("ppsbn_pre", &fa::ppsbn_pre, py::arg("x"), py::arg("causal"), py::arg("eps") = fa::kSbnEps);
+}
+
+}  // namespace
+
+void bind_nn(py::module_& m) {
+  ModuleClass module_class(m, "Module");
+  add_generic_methods(module_class);
+  add_attention_methods(module_class);
+  add_model_methods(module_class);
+  bind_constructors(m);
+  bind_functional(m);
 }
 
 }  // namespace flt::python
