@@ -120,7 +120,8 @@ void declare_options(CLI::App& app, MetatrainArgs& args) {
            for (const auto& name : names)
              args.options.families.push_back(fo::task_family_from_name(name));
          },
-         "task families, comma-separated (default: all)")
+         "task families, comma-separated (default: every family but tabular, the shipped "
+         "weights' recipe)")
       ->delimiter(',')
       ->expected(1)
       ->allow_extra_args(false)
