@@ -52,7 +52,11 @@ class _LearnedOptimizer(torch.optim.Optimizer):
         name = type(self).__name__
         # As torch.optim: a bad value is a ValueError naming it (the library would raise a
         # RuntimeError; checked here first so the Python error is the one PyTorch users expect).
-        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0):
+        try:
+            lr_value = float(lr)  # numpy scalars and one-element tensors too
+        except (TypeError, ValueError):
+            raise TypeError(f"{name}: lr must be a number, got {lr!r}") from None
+        if not (math.isfinite(lr_value) and lr_value >= 0):
             raise ValueError(f"{name}: lr must be finite and >= 0, got {lr}")
         if total_steps is not None and int(total_steps) < 0:
             raise ValueError(f"{name}: total_steps must be >= 0 or None, got {total_steps}")
@@ -61,7 +65,7 @@ class _LearnedOptimizer(torch.optim.Optimizer):
         if untrained and weights:
             raise ValueError(f"{name}: untrained=True and weights={weights!r} contradict each "
                              f"other: the untrained rule has no weights")
-        if 0 < lr <= _ABSOLUTE_LR_LOOKING:
+        if 0 < lr_value <= _ABSOLUTE_LR_LOOKING:
             warnings.warn(
                 f"{name}: lr={lr} multiplies the learned step (1 = the rule's own step size); it "
                 f"is not an absolute learning rate like Adam's, and at {lr} the optimizer barely "

@@ -197,6 +197,7 @@ def test_double_parameters_and_the_schedule_state_keep_their_dtypes():
 @pytest.mark.parametrize("kwargs, error, message", [
     (dict(lr=-1.0), ValueError, "lr must be finite and >= 0, got -1"),
     (dict(lr=math.nan), ValueError, "lr must be finite and >= 0, got nan"),
+    (dict(lr="fast"), TypeError, "lr must be a number, got 'fast'"),
     (dict(total_steps=-3), ValueError, "total_steps must be >= 0 or None, got -3"),
     (dict(memory="lsmt"), ValueError, "unknown memory 'lsmt', expected one of"),
     (dict(untrained=True, weights="w.pt"), ValueError, "untrained=True and weights='w.pt'"),
