@@ -51,18 +51,24 @@ using flt::demos::write_memory_views;
 
 namespace {
 
-/// ScheduleMnemosyne untuned (lr 1), with the schedule weights file `file` (empty: its default,
-/// the untrained schedule).
-fo::Contender learned_schedule(const std::string& name, const std::string& file) {
+/// ScheduleMnemosyne untuned (lr 1), with the schedule `spec` names (fo::schedule_from_spec;
+/// empty: its default, the untrained schedule).
+fo::Contender learned_schedule(const std::string& name, const std::string& spec) {
   fo::Contender c;
   c.name = name;
   c.tune = false;
   c.fixed_lr = 1.0;
-  if (!file.empty()) fo::load_schedule(file);  // a bad file fails here, before any run
-  c.make = [file](double lr) -> fo::OptimizerFactory {
-    return [file, lr](std::vector<torch::Tensor> params) {
+  const fo::LearnedSchedule schedule = fo::schedule_from_spec(spec);
+  c.make = [schedule](double lr) -> fo::OptimizerFactory {
+    return [schedule,
+            lr](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
+      if (!schedule)
+        return std::make_unique<fo::ScheduleMnemosyne>(std::move(params),
+                                                       fo::ScheduleMnemosyneOptions(lr));
       return std::make_unique<fo::ScheduleMnemosyne>(
-          std::move(params), fo::ScheduleMnemosyneOptions(lr).weights(file));
+          std::move(params), fo::ScheduleMnemosyneOptions(lr),
+          fo::LearnedSchedule(
+              std::dynamic_pointer_cast<fo::LearnedScheduleImpl>(schedule->clone())));
     };
   };
   return c;

@@ -51,31 +51,51 @@ void quadratic_step(fo::ScheduleMnemosyne& opt, torch::Tensor& x, torch::Tensor&
 
 // ---- the exact formula of the untrained schedule ---------------------------------------------
 
-TEST_F(LearnedSchedule, Untrained_IsAdamWithAStepRelativeToTheTensorsRMS) {
+TEST_F(LearnedSchedule, Untrained_IsAdamWithAStepRelativeToTheTensorsRMSAndTheHandRule) {
   // Double-precision reference of learned_schedule.h with a zero head and corrector:
-  // eta_t = rho sqrt(min(mean p^2, 16 mean p_0^2) + floor^2), mean p^2 of the last pass (p_0's at
-  // t = 1), p <- (1 - sigmoid(-11)) p - eta m_hat / (sqrt(v_hat) + 1e-8).
-  auto x = torch::randn({6}, torch::kDouble).requires_grad_(true);
-  auto reference = x.detach().clone();
-  fo::ScheduleMnemosyne opt({x}, schedule_options(0.5).fused(false));
-  const double rho = 0.02, floor = 1e-2, shrink = 1.0 / (1.0 + std::exp(11.0));
-  const double initial_ms = reference.pow(2).mean().item<double>();
-  auto m = torch::zeros_like(reference), v = torch::zeros_like(reference);
-  double last_ms = initial_ms;
-  for (int t = 1; t <= 12; ++t) {
-    opt.zero_grad();
-    const auto c = torch::arange(1, 7, torch::kDouble);
-    (c * x * x).sum().backward();
-    opt.step();
-    const auto g = 2 * c * reference;
-    m = 0.9 * m + 0.1 * g;
-    v = 0.999 * v + 0.001 * g * g;
-    const auto m_hat = m / (1 - std::pow(0.9, t)), v_hat = v / (1 - std::pow(0.999, t));
-    const double eta = 0.5 * rho * std::sqrt(std::min(last_ms, 16 * initial_ms) + floor * floor);
-    reference = (1 - shrink) * reference - eta * m_hat / (v_hat.sqrt() + 1e-8);
-    last_ms = reference.pow(2).mean().item<double>();
-    // The composite path computes in float32 (the rule's precision): float tolerance.
-    ASSERT_TRUE(all_close(x.detach(), reference, 1e-5, 1e-6)) << "step " << t;
+  // eta_t = rho sqrt(min(mean p^2, 16 mean p_0^2) + floor^2) exp(G_t), mean p^2 of the last pass
+  // (p_0's at t = 1), p <- (1 - sigmoid(-11)) p - eta m_hat / (sqrt(v_hat) + 1e-8); the hand rule
+  // G_t = clamp(G_{t-1} + kappa (c_t - c0), -3, log 4) from step 2, c_t the 0.9-average of the
+  // cosine between g and m / (sqrt(v) + 1e-8) before the pass; G = 0 with the hand rule off.
+  for (bool hand_rule : {true, false}) {
+    auto x = torch::randn({6}, torch::kDouble).requires_grad_(true);
+    auto reference = x.detach().clone();
+    fo::ScheduleMnemosyne opt(
+        {x}, schedule_options(0.5).fused(false),
+        fo::LearnedSchedule(fo::LearnedScheduleOptions().hand_rule(hand_rule)));
+    const double rho = 0.02, floor = 1e-2, shrink = 1.0 / (1.0 + std::exp(11.0));
+    const double kappa = 0.05, c0 = 0.05;
+    const double initial_ms = reference.pow(2).mean().item<double>();
+    auto m = torch::zeros_like(reference), v = torch::zeros_like(reference);
+    double last_ms = initial_ms, log_growth = 0.0, cosine_average = NAN;
+    // Curvatures 1..6 and lr 0.5 x rho: the larger ones oscillate, so the cosine and G change sign.
+    for (int t = 1; t <= 40; ++t) {
+      opt.zero_grad();
+      const auto c = torch::arange(1, 7, torch::kDouble);
+      (c * x * x).sum().backward();
+      opt.step();
+      if (hand_rule && t >= 2)
+        log_growth = std::clamp(log_growth + kappa * (cosine_average - c0), -3.0, std::log(4.0));
+      const auto g = 2 * c * reference;
+      const auto d_prev = m / (v.sqrt() + 1e-8);
+      const double gd = (g * d_prev).sum().item<double>();
+      const double norms =
+          std::sqrt((g * g).sum().item<double>() * (d_prev * d_prev).sum().item<double>());
+      const double cosine = norms > 0 ? gd / norms : 0.0;
+      cosine_average = std::isnan(cosine_average) ? cosine : 0.9 * cosine_average + 0.1 * cosine;
+      m = 0.9 * m + 0.1 * g;
+      v = 0.999 * v + 0.001 * g * g;
+      const auto m_hat = m / (1 - std::pow(0.9, t)), v_hat = v / (1 - std::pow(0.999, t));
+      const double eta = 0.5 * rho * std::sqrt(std::min(last_ms, 16 * initial_ms) + floor * floor) *
+                         std::exp(log_growth);
+      reference = (1 - shrink) * reference - eta * m_hat / (v_hat.sqrt() + 1e-8);
+      last_ms = reference.pow(2).mean().item<double>();
+      // The composite path computes in float32 (the rule's precision): float tolerance.
+      ASSERT_TRUE(all_close(x.detach(), reference, 1e-5, 1e-6))
+          << "step " << t << " hand rule " << hand_rule;
+      ASSERT_NEAR(opt.step_sizes()[0], eta, 1e-6 * eta) << "step " << t;
+    }
+    if (hand_rule) EXPECT_NE(log_growth, 0.0);  // the rule moved the step
   }
 }
 

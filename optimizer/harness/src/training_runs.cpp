@@ -409,6 +409,14 @@ MnemosyneDesign design_from_name(const std::string& name) {
               "\" (expected coordinate-memory or tensor-schedule)");
 }
 
+LearnedSchedule schedule_from_spec(const std::string& weights) {
+  if (weights.empty()) return nullptr;
+  if (weights == "untrained") return LearnedSchedule(LearnedScheduleOptions());
+  if (weights == kWithoutHandRule)
+    return LearnedSchedule(LearnedScheduleOptions().hand_rule(false));
+  return load_schedule(weights);
+}
+
 RunContender mnemosyne_contender(const std::string& name, const std::string& weights,
                                  MnemosyneDesign design) {
   RunContender c;
@@ -416,12 +424,19 @@ RunContender mnemosyne_contender(const std::string& name, const std::string& wei
   c.fixed_lr = 1.0;
   const bool untrained = weights == "untrained";
   const std::string file = untrained ? "" : weights;
-  c.make = [file, untrained, design](double lr) -> OptimizerFactory {
-    return [lr, file, untrained,
-            design](std::vector<torch::Tensor> p) -> std::unique_ptr<torch::optim::Optimizer> {
-      if (design == MnemosyneDesign::kTensorSchedule)
+  // The schedule design takes its schedule from the spec, one copy per optimizer.
+  const LearnedSchedule schedule =
+      design == MnemosyneDesign::kTensorSchedule ? schedule_from_spec(weights) : nullptr;
+  c.make = [file, untrained, design, schedule](double lr) -> OptimizerFactory {
+    return [lr, file, untrained, design,
+            schedule](std::vector<torch::Tensor> p) -> std::unique_ptr<torch::optim::Optimizer> {
+      if (design == MnemosyneDesign::kTensorSchedule) {
+        ScheduleMnemosyneOptions options(lr);
+        if (!schedule) return std::make_unique<ScheduleMnemosyne>(std::move(p), options);
         return std::make_unique<ScheduleMnemosyne>(
-            std::move(p), ScheduleMnemosyneOptions(lr).weights(file).untrained(untrained));
+            std::move(p), options,
+            LearnedSchedule(std::dynamic_pointer_cast<LearnedScheduleImpl>(schedule->clone())));
+      }
       return std::make_unique<CoordinateMnemosyne>(
           std::move(p), CoordinateMnemosyneOptions(lr).weights(file).untrained(untrained));
     };

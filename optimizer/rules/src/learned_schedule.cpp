@@ -40,8 +40,10 @@ enum Slot : int64_t {
   kValidationMin,  // the validation metric's minimum, last value and last change (NaN: none)
   kValidationLast,
   kValidationChange,
+  kLogGrowth,  // the hand rule's log growth G of the step (0 at the start)
 };
-static_assert(kValidationChange + 1 == Impl::kHistory, "one slot per history entry");
+static_assert(kLogGrowth + 1 == Impl::kHistory, "one slot per history entry");
+static_assert(kLogGrowth == Impl::kHistoryOfVersion0_1, "version 0.1's slots come first");
 
 constexpr double kTimeScales[] = {10.0, 100.0, 1000.0, 10000.0};
 constexpr double kFeatureClip = 5.0;
@@ -49,6 +51,9 @@ constexpr double kFeatureClip = 5.0;
 // with the weights feeds back on itself (the first design's logistic regressions drove their
 // weights outward this way).
 constexpr double kMaxScaleGrowth = detail::kMaxScaleGrowth;
+// The hand rule's rate kappa, clamped to these bounds whatever its learned value: at the upper one
+// the step can grow 4x in about 14 steps of full agreement, at the lower one it barely moves.
+constexpr double kMinGrowthRate = 1e-4, kMaxGrowthRate = 0.1;
 // The decoupled decay of an untrained head: sigmoid(-11), AdamW's 0.01 x lr 1e-3.
 const double kUntrainedShrink = 1.0 / (1.0 + std::exp(11.0));
 
@@ -105,6 +110,12 @@ void LearnedScheduleImpl::reset() {
   TORCH_CHECK(options.max_shrink() > kUntrainedShrink && options.max_shrink() <= 1,
               "LearnedSchedule: max_shrink must be in (", kUntrainedShrink, ", 1], got ",
               options.max_shrink());
+  TORCH_CHECK(options.growth_rate() >= kMinGrowthRate && options.growth_rate() <= kMaxGrowthRate,
+              "LearnedSchedule: growth_rate must be in [", kMinGrowthRate, ", ", kMaxGrowthRate,
+              "], got ", options.growth_rate());
+  TORCH_CHECK(std::fabs(options.growth_threshold()) < 1,
+              "LearnedSchedule: growth_threshold must be in (-1, 1) (a cosine), got ",
+              options.growth_threshold());
   // Slow forgetting (gamma 0.999: a half-life of ~700 steps) so the memory can span the run; the
   // RPE and the learned discount decide what of it is read. The step index is a 1-D position; an
   // initial spectrum width 0.002 in frequency gives f a length scale of ~80 steps, and the
@@ -121,6 +132,12 @@ void LearnedScheduleImpl::reset() {
       register_parameter("step_log_relative", torch::full({}, std::log(options.relative_step())));
   step_log_floor =
       register_parameter("step_log_floor", torch::full({}, std::log(options.scale_floor())));
+  if (options.hand_rule()) {
+    growth_log_rate =
+        register_parameter("growth_log_rate", torch::full({}, std::log(options.growth_rate())));
+    growth_threshold =
+        register_parameter("growth_threshold", torch::full({}, options.growth_threshold()));
+  }
   torch::NoGradGuard no_grad;
   head_out->weight.zero_();
   head_out->bias.zero_();
@@ -130,7 +147,8 @@ void LearnedScheduleImpl::reset() {
 
 void LearnedScheduleImpl::pretty_print(std::ostream& stream) const {
   stream << "flt::optim::LearnedSchedule(memory=" << memory_name(options.memory())
-         << ", history=" << history_size() << " floats/tensor, hidden=" << options.hidden() << ")";
+         << ", history=" << history_size() << " floats/tensor, hidden=" << options.hidden()
+         << ", hand_rule=" << (options.hand_rule() ? "true" : "false") << ")";
 }
 
 detail::StepMemory LearnedScheduleImpl::step_memory() const {
@@ -227,8 +245,22 @@ std::pair<ScheduleDecision, torch::Tensor> LearnedScheduleImpl::decide(
   // Log step multiplier in (low, high), 0 for an untrained head: low + (high - low) sigmoid(o + c)
   // with sigmoid(c) = -low / (high - low).
   const double low = options.log_step_low(), high = options.log_step_high();
-  const auto log_multiplier =
+  const auto head_log_multiplier =
       low + (high - low) * at::sigmoid(out.select(1, 0) + std::log(-low / high));
+  // The hand rule's growth, stepped on the cosine the last pass recorded (none before a pass).
+  auto log_growth = torch::zeros({count}, torch::kDouble);
+  if (options.hand_rule()) {
+    const double rate =
+        std::clamp(std::exp(growth_log_rate.item<double>()), kMinGrowthRate, kMaxGrowthRate);
+    const double threshold = std::clamp(growth_threshold.item<double>(), -1.0, 1.0);
+    for (int64_t s = 0; s < count; ++s) {
+      double* h = next.data_ptr<double>() + s * next.size(1);
+      if (h[kCount] > 0.0)
+        h[kLogGrowth] = std::clamp(h[kLogGrowth] + rate * (h[kCosineFast] - threshold), low, high);
+      log_growth[s] = h[kLogGrowth];
+    }
+  }
+  const auto log_multiplier = at::clamp(log_growth + head_log_multiplier, low, high);
   // Decoupled weight decay per step in (0, max_shrink), kUntrainedShrink for an untrained head
   // (AdamW's 0.01 x lr 1e-3).
   const double max_shrink = options.max_shrink();
@@ -354,9 +386,10 @@ kernels::schedule::TensorDecision LearnedScheduleImpl::tensor_decision(double st
 
 namespace {
 constexpr const char* kScheduleFormat = "flt-learned-schedule";
+// Version 3 adds the hand rule (its flag and options; its learned numbers are among the weights).
 // Version 2 stores the bounds of the step multiplier and of the decay; version 1 (the stopped
-// campaign's files) had them fixed at (-10, 2) and 1.
-constexpr int64_t kScheduleVersion = 2;
+// campaign's files) had them fixed at (-10, 2) and 1. Both load with the hand rule off.
+constexpr int64_t kScheduleVersion = 3;
 }  // namespace
 
 void write_schedule(torch::serialize::OutputArchive& archive, const LearnedScheduleImpl& schedule) {
@@ -367,6 +400,9 @@ void write_schedule(torch::serialize::OutputArchive& archive, const LearnedSched
   archive.write("log_step_low", torch::IValue(o.log_step_low()));
   archive.write("log_step_high", torch::IValue(o.log_step_high()));
   archive.write("max_shrink", torch::IValue(o.max_shrink()));
+  archive.write("hand_rule", torch::IValue(o.hand_rule()));
+  archive.write("growth_rate", torch::IValue(o.growth_rate()));
+  archive.write("growth_threshold", torch::IValue(o.growth_threshold()));
   detail::write_module_weights(archive, schedule);
 }
 
@@ -378,20 +414,27 @@ LearnedSchedule read_schedule(torch::serialize::InputArchive& archive, const std
               " is not a schedule written by flt-metatrain --design tensor-schedule");
   archive.read("version", value);
   const auto version = value.toInt();
-  TORCH_CHECK(version == 1 || version == kScheduleVersion, "learned schedule weights: ", source,
+  TORCH_CHECK(version >= 1 && version <= kScheduleVersion, "learned schedule weights: ", source,
               " has format version ", version, ", this build reads 1 to ", kScheduleVersion);
   LearnedScheduleOptions o;
   detail::read_shape_options(archive, o);
+  const auto read_double = [&](const char* name) {
+    archive.read(name, value);
+    return value.toDouble();
+  };
   if (version == 1) {
     o.log_step_low(-10.0).log_step_high(2.0).max_shrink(1.0);
   } else {
-    const auto read_double = [&](const char* name) {
-      archive.read(name, value);
-      return value.toDouble();
-    };
     o.log_step_low(read_double("log_step_low"))
         .log_step_high(read_double("log_step_high"))
         .max_shrink(read_double("max_shrink"));
+  }
+  o.hand_rule(false);
+  if (version >= 3) {
+    archive.read("hand_rule", value);
+    o.hand_rule(value.toBool())
+        .growth_rate(read_double("growth_rate"))
+        .growth_threshold(read_double("growth_threshold"));
   }
   LearnedSchedule schedule(o);
   detail::read_module_weights(archive, *schedule);

@@ -135,6 +135,16 @@ ScheduleMnemosyneParamState& ScheduleMnemosyne::state_of(const torch::Tensor& p)
               kName, ": the moments of a parameter of shape ", p.sizes(), " must be (", slots, ", ",
               n, "), got ", st.moments().sizes());
   const int64_t history = schedule_->history_size();
+  // Version 0.1's histories lack the hand rule's log growth: it starts at 0 (their schedules load
+  // with the hand rule off, which never reads it).
+  constexpr int64_t added =
+      LearnedScheduleImpl::kHistory - LearnedScheduleImpl::kHistoryOfVersion0_1;
+  if (st.history().defined() && st.history().numel() == history - added) {
+    const auto old = st.history().to(at::kCPU, at::kDouble).reshape({-1});
+    constexpr int64_t kept = LearnedScheduleImpl::kHistoryOfVersion0_1;
+    st.history(at::cat({old.narrow(0, 0, kept), torch::zeros({added}, torch::kDouble),
+                        old.narrow(0, kept, old.numel() - kept)}));
+  }
   TORCH_CHECK(st.history().defined() && st.history().numel() == history, kName,
               ": the state of a parameter of shape ", p.sizes(), " must have a ", history,
               "-entry history, got ", st.history().defined() ? st.history().numel() : 0,

@@ -145,8 +145,16 @@ enum class MnemosyneDesign { kCoordinateMemory, kTensorSchedule };
 std::string design_name(MnemosyneDesign design);
 MnemosyneDesign design_from_name(const std::string& name);
 
+/// The schedule a contender's weights name: "untrained" the untrained schedule (with the hand
+/// rule), kWithoutHandRule the untrained schedule of version 0.1 (the hand rule off: Adam with a
+/// step of 2% of each tensor's RMS), else a weights file (a bad one throws here, before any run);
+/// empty: null (the optimizer's default).
+inline constexpr const char* kWithoutHandRule = "untrained-without-hand-rule";
+LearnedSchedule schedule_from_spec(const std::string& weights);
+
 /// A learned optimizer of `design` untuned (lr 1, constant) with the weights file `weights`
-/// (empty: the shipped ones; "untrained": the rule with its learned part zeroed), used as a user
+/// (empty: the shipped ones; "untrained": the rule with its learned part zeroed;
+/// kWithoutHandRule for tensor-schedule: schedule_from_spec), used as a user
 /// would: `CoordinateMnemosyne(params, CoordinateMnemosyneOptions().weights(weights))` or the same
 /// with ScheduleMnemosyne.
 RunContender mnemosyne_contender(const std::string& name = "mnemosyne",

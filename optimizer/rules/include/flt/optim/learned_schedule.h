@@ -20,13 +20,24 @@
 //   memory        the FLT cell of learned_model.h run over the step index, one state per tensor
 //   head          MLP([f_t, read]) -> (log step multiplier L in (-3, log 4), decay in (0, 1e-3),
 //                 correction gain in (-1, 1)): bounded around the untrained rule
-//   step size     eta = lr rho sqrt(mean p^2 + floor^2) exp(L) anneal(t, total_steps)
+//   hand rule     the log growth G of the tensor's step, set by hand from first principles (on
+//                 by default; off for schedules of format versions 1-2): G_t = clamp(G_{t-1} +
+//                 kappa (c_t - c0), low, high), c_t the averaged cosine between the gradient
+//                 and the step before it. A larger step makes the loss fall faster while
+//                 successive steps agree (the hypergradient g_t . d_{t-1} > 0, Baydin et al.
+//                 2018), so the step grows, bounded, while progress is steady (a fast start for
+//                 short runs, a growing step on separable sets) and decays once successive
+//                 steps stop agreeing (oscillation, the noise floor): the decay a run without
+//                 total_steps needs, triggered by its own history. kappa and c0 are learnable.
+//   step size     eta = lr rho sqrt(mean p^2 + floor^2) exp(clamp(G + L, low, high))
+//                 anneal(t, total_steps)
 // Per coordinate (Adam's moments, two floats of state):
 //   a = m_hat / (sqrt(v_hat) + eps), b = g / (sqrt(v_hat) + eps)   (clipped to +-10)
 //   direction  a + gain * corrector(a, b), a 2-4-1 MLP with softsign units
 //   update     p <- (1 - shrink) p - eta * direction
 // The head's last layer and the corrector's output start at zero: an untrained schedule is Adam
-// with a step relative to each tensor's RMS and a tiny decoupled weight decay.
+// with a step relative to each tensor's RMS grown or shrunk by the hand rule, and a tiny decoupled
+// weight decay.
 
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
@@ -72,6 +83,13 @@ struct LearnedScheduleOptions {
   TORCH_ARG(double, max_shrink) = 1e-3;
   /// Seed of the random features.
   TORCH_ARG(uint64_t, seed) = 0;
+  /// The hand rule's step growth (see above); schedules of format versions 1-2 load with it off,
+  /// so states saved by them continue exactly.
+  TORCH_ARG(bool, hand_rule) = true;
+  /// Its initial rate kappa (log growth per step at full agreement) and threshold c0 (the cosine
+  /// below which the step shrinks): learnable parameters, these their starting values.
+  TORCH_ARG(double, growth_rate) = 0.05;
+  TORCH_ARG(double, growth_threshold) = 0.05;
 };
 
 /// What the training loop may tell the schedule beyond the gradients (all optional).
@@ -99,8 +117,11 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
   /// Slots of a tensor's history before its memory: [mean p^2 at the start, 3 running averages of
   /// the mean g^2, 2 of the cosine, the last pass's sums (g d, g^2, d^2, p^2, count), 2 running
   /// averages and the minimum of the loss, the minimum, last value and last change of the
-  /// validation metric]. Unseen signals are NaN.
-  static constexpr int64_t kHistory = 17;
+  /// validation metric, the hand rule's log growth G]. Unseen signals are NaN.
+  static constexpr int64_t kHistory = 18;
+  /// The slots of version 0.1's states (no log growth): ScheduleMnemosyne reads those histories
+  /// with G = 0 inserted.
+  static constexpr int64_t kHistoryOfVersion0_1 = 17;
   /// Per-coordinate statistics a pass adds up for its tensor: g d_prev, g^2, d_prev^2, p_new^2.
   static constexpr int64_t kStatistics = 4;
   /// Hidden units of the per-coordinate corrector.
@@ -157,6 +178,8 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
   torch::nn::Linear head_in{nullptr}, head_out{nullptr};            ///< per-tensor head
   torch::nn::Linear corrector_in{nullptr}, corrector_out{nullptr};  ///< per-coordinate MLP
   torch::Tensor step_log_relative, step_log_floor;  ///< log rho, log floor (scalars)
+  /// The hand rule's log kappa and c0 (scalars; undefined when the hand rule is off).
+  torch::Tensor growth_log_rate, growth_threshold;
 
  private:
   detail::StepMemory step_memory() const;
