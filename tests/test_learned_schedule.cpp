@@ -64,7 +64,7 @@ TEST_F(LearnedSchedule, Untrained_IsAdamWithAStepRelativeToTheTensorsRMSAndTheHa
         {x}, schedule_options(0.5).fused(false),
         fo::LearnedSchedule(fo::LearnedScheduleOptions().hand_rule(hand_rule)));
     const double rho = 0.02, floor = 1e-2, shrink = 1.0 / (1.0 + std::exp(11.0));
-    const double kappa = 0.05, c0 = 0.05;
+    const double kappa = 0.1, c0 = 0.05;
     const double initial_ms = reference.pow(2).mean().item<double>();
     auto m = torch::zeros_like(reference), v = torch::zeros_like(reference);
     double last_ms = initial_ms, log_growth = 0.0, cosine_average = NAN;

@@ -11,21 +11,15 @@
 #include <sstream>
 
 namespace flt::optim {
-namespace {
-
-// The initial point and the mini-batch stream of a run: one generator per purpose, both from the
-// seed, so every learning rate (and every candidate optimizer) sees the same draws.
-at::Generator stream(uint64_t seed, uint64_t purpose) {
-  return at::make_generator<at::CPUGeneratorImpl>(seed * 2 + purpose);
+at::Generator run_stream(uint64_t seed, RunStream purpose) {
+  return at::make_generator<at::CPUGeneratorImpl>(seed * 2 + static_cast<uint64_t>(purpose));
 }
 
-double scored(const Task& task, const torch::Tensor& params, at::Generator& gen) {
+double held_out_loss(const Task& task, const torch::Tensor& params, at::Generator& gen) {
   torch::NoGradGuard no_grad;
   return (task.has_validation() ? task.validation_loss(params, gen) : task.eval_loss(params))
       .item<double>();
 }
-
-}  // namespace
 
 std::vector<double> default_reference_grid() {
   return {1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1};
@@ -35,7 +29,8 @@ double adamw_cosine_final_loss(const Task& task, int64_t steps, double lr, uint6
   TORCH_CHECK(steps > 0, "adamw_cosine_final_loss: steps must be positive, got ", steps);
   TORCH_CHECK(std::isfinite(lr) && lr > 0, "adamw_cosine_final_loss: lr must be positive, got ",
               lr);
-  auto init = stream(seed, 0), batches = stream(seed, 1);
+  auto init = run_stream(seed, RunStream::kInitialPoint),
+       batches = run_stream(seed, RunStream::kBatches);
   auto params = task.initial(init).to(at::kFloat).requires_grad_(true);
   torch::optim::AdamW adamw({params}, torch::optim::AdamWOptions(lr).weight_decay(1e-2));
   auto& group_options = static_cast<torch::optim::AdamWOptions&>(adamw.param_groups()[0].options());
@@ -47,7 +42,7 @@ double adamw_cosine_final_loss(const Task& task, int64_t steps, double lr, uint6
     loss.backward();
     adamw.step();
   }
-  const double final_loss = scored(task, params.detach(), batches);
+  const double final_loss = held_out_loss(task, params.detach(), batches);
   return std::isfinite(final_loss) ? final_loss : std::numeric_limits<double>::infinity();
 }
 
@@ -79,7 +74,7 @@ double reference_score(double candidate_loss, double reference_loss) {
 }
 
 std::string reference_key(const Task& task, int64_t steps, uint64_t seed) {
-  auto init = stream(seed, 0);
+  auto init = run_stream(seed, RunStream::kInitialPoint);
   const auto start = task.initial(init).to(at::kFloat);
   double fingerprint = 0.0;
   {

@@ -52,8 +52,8 @@ constexpr double kFeatureClip = 5.0;
 // weights outward this way).
 constexpr double kMaxScaleGrowth = detail::kMaxScaleGrowth;
 // The hand rule's rate kappa, clamped to these bounds whatever its learned value: at the upper one
-// the step can grow 4x in about 14 steps of full agreement, at the lower one it barely moves.
-constexpr double kMinGrowthRate = 1e-4, kMaxGrowthRate = 0.1;
+// the step can grow 4x in about 5 steps of full agreement, at the lower one it barely moves.
+constexpr double kMinGrowthRate = 1e-4, kMaxGrowthRate = 0.3;
 // The decoupled decay of an untrained head: sigmoid(-11), AdamW's 0.01 x lr 1e-3.
 const double kUntrainedShrink = 1.0 / (1.0 + std::exp(11.0));
 

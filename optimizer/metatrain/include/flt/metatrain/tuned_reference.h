@@ -21,6 +21,15 @@ struct TunedReference {
   std::vector<double> by_lr;  ///< the final held-out loss of every grid point, in grid order
 };
 
+/// The random streams of a run, one generator per purpose from its seed, so every learning rate
+/// and every candidate optimizer sees the same initial point and the same mini-batches.
+enum class RunStream : uint64_t { kInitialPoint = 0, kBatches = 1 };
+at::Generator run_stream(uint64_t seed, RunStream purpose);
+
+/// What a run is scored by: the held-out loss (the validation split, drawing from `gen` where the
+/// task needs a batch) or, for tasks without one, the noise-free loss. params: (dim)
+double held_out_loss(const Task& task, const torch::Tensor& params, at::Generator& gen);
+
 /// AdamW's grid: 1e-4 .. 1e-1, half decades.
 std::vector<double> default_reference_grid();
 

@@ -88,7 +88,7 @@ struct LearnedScheduleOptions {
   TORCH_ARG(bool, hand_rule) = true;
   /// Its initial rate kappa (log growth per step at full agreement) and threshold c0 (the cosine
   /// below which the step shrinks): learnable parameters, these their starting values.
-  TORCH_ARG(double, growth_rate) = 0.05;
+  TORCH_ARG(double, growth_rate) = 0.1;
   TORCH_ARG(double, growth_threshold) = 0.05;
 };
 

@@ -1,0 +1,220 @@
+// flt-metatrain-es: meta-trains ScheduleMnemosyne's schedule by evolution strategies over whole
+// episodes against tuned references on held-out loss (flt/metatrain/episode_es.h), as a campaign
+// that checkpoints every generation and continues where it stopped.
+//
+//   flt-metatrain-es --dir bench/campaigns/es-schedule --hours 2     (continues if DIR has a state)
+//   flt-metatrain-es --help                                          (every flag with its default)
+//
+// DIR holds config.txt (the campaign's settings; a resumed campaign must match them), state.pt
+// (theta, Adam's moments, the best theta by validation), log.tsv (one line a generation),
+// references.tsv (the tuned AdamW-cosine references, reused) and best.pt (the best schedule, a
+// weights file for ScheduleMnemosyneOptions::weights). The stop rule is set before the campaign:
+// from generation --stop-check on, if the best validation score has not beaten the hand rule's by
+// --stop-margin, the campaign writes DIR/STOPPED with the reason and ends.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_checks.h"
+#include "flt/detail/progress.h"
+#include "flt/metatrain/episode_es.h"
+#include "flt/optim/schedule_mnemosyne.h"
+#include "flt/runtime.h"
+
+namespace fo = flt::optim;
+using flt::demos::integer_at_least;
+
+namespace {
+
+struct EsArgs {
+  std::string dir;
+  double hours = 1.0;
+  int64_t generations = 400;
+  fo::EpisodeESOptions es;
+  std::string train = "tabular,mlp_classification,mlp_regression,fashion_logistic,transformer_lm";
+  std::string validation = "fashion_mlp,text_gru";
+  fo::LearnedScheduleOptions shape =
+      fo::LearnedScheduleOptions().hidden(8).key_dim(4).value_dim(4).features(16).rpe_features(16);
+  std::string memory = "flt";
+  int64_t stop_check = 100;
+  double stop_margin = 0.02;
+};
+
+std::vector<fo::TaskFamily> families(const std::string& list) {
+  std::vector<fo::TaskFamily> out;
+  std::stringstream s(list);
+  for (std::string name; std::getline(s, name, ',');)
+    if (!name.empty()) out.push_back(fo::task_family_from_name(name));
+  return out;
+}
+
+// Every setting that changes what the campaign computes, one per line: a resumed campaign must
+// have been started with the same.
+std::string config_text(const EsArgs& a) {
+  std::ostringstream s;
+  const auto& o = a.es;
+  s << "pairs " << o.pairs() << "\nsigma " << o.sigma() << "\nlearning_rate " << o.learning_rate()
+    << "\ntasks_per_generation " << o.tasks_per_generation() << "\nsteps " << o.min_steps() << ".."
+    << o.max_steps() << "\ntrain " << a.train << "\nvalidation " << a.validation
+    << "\nvalidation_every " << o.validation_every() << "\nvalidation_tasks "
+    << o.validation_tasks() << "\nseed " << o.seed() << "\nmemory " << a.memory << "\nhidden "
+    << a.shape.hidden() << "\nkey_dim " << a.shape.key_dim() << "\nvalue_dim "
+    << a.shape.value_dim() << "\nfeatures " << a.shape.features() << "\nrpe_features "
+    << a.shape.rpe_features() << "\nstop_check " << a.stop_check << "\nstop_margin "
+    << a.stop_margin << "\n";
+  return s.str();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  EsArgs a;
+  CLI::App app{
+      "flt-metatrain-es: meta-trains ScheduleMnemosyne's schedule by evolution strategies over "
+      "whole episodes, scored against tuned AdamW-cosine on held-out loss; a campaign in --dir "
+      "that "
+      "checkpoints every generation and continues where it stopped"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--dir", a.dir, "campaign directory (created; continued if it has a state)")
+      ->required();
+  app.add_option("--hours", a.hours, "wall-clock budget of this invocation")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--generations", a.generations, "the campaign ends at this generation")
+      ->check(integer_at_least(1));
+  int64_t pairs = a.es.pairs(), tasks = a.es.tasks_per_generation(), min_steps = a.es.min_steps(),
+          max_steps = a.es.max_steps(), every = a.es.validation_every(),
+          validation_tasks = a.es.validation_tasks();
+  double sigma = a.es.sigma(), lr = a.es.learning_rate();
+  int64_t seed = 0, hidden = a.shape.hidden(), key_dim = a.shape.key_dim(),
+          value_dim = a.shape.value_dim(), features = a.shape.features(),
+          rpe_features = a.shape.rpe_features();
+  app.add_option("--pairs", pairs, "antithetic pairs per generation")->check(integer_at_least(1));
+  app.add_option("--sigma", sigma, "perturbation scale")->check(CLI::PositiveNumber);
+  app.add_option("--lr", lr, "Adam's step on the schedule's numbers")->check(CLI::PositiveNumber);
+  app.add_option("--tasks", tasks, "task instances per generation")->check(integer_at_least(1));
+  app.add_option("--min-steps", min_steps, "shortest episode")->check(integer_at_least(1));
+  app.add_option("--max-steps", max_steps, "longest episode")->check(integer_at_least(1));
+  app.add_option("--train-families", a.train, "families the generations draw from");
+  app.add_option("--validation-families", a.validation,
+                 "held-out families validation draws from (none trained on)");
+  app.add_option("--validation-every", every, "generations between validations")
+      ->check(integer_at_least(1));
+  app.add_option("--validation-tasks", validation_tasks, "instances in the validation set")
+      ->check(integer_at_least(1));
+  app.add_option("--seed", seed, "campaign seed")->check(integer_at_least(0));
+  app.add_option("--memory", a.memory, "the schedule's memory: flt, performer, lstm or none");
+  app.add_option("--hidden", hidden, "head width")->check(integer_at_least(1));
+  app.add_option("--key-dim", key_dim, "memory query/key width")->check(integer_at_least(1));
+  app.add_option("--value-dim", value_dim, "memory value width")->check(integer_at_least(1));
+  app.add_option("--features", features, "memory random features")->check(integer_at_least(1));
+  app.add_option("--rpe-features", rpe_features, "FLT memory RPE features")
+      ->check(integer_at_least(1));
+  app.add_option("--stop-check", a.stop_check, "generation from which the stop rule applies")
+      ->check(integer_at_least(1));
+  app.add_option("--stop-margin", a.stop_margin,
+                 "the best validation score must beat the hand rule's by this much (log ratio)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    flt::set_threads(1);
+    a.es.pairs(pairs)
+        .sigma(sigma)
+        .learning_rate(lr)
+        .tasks_per_generation(tasks)
+        .min_steps(min_steps)
+        .max_steps(max_steps)
+        .validation_every(every)
+        .validation_tasks(validation_tasks)
+        .seed(static_cast<uint64_t>(seed));
+    a.es.train_families = families(a.train);
+    a.es.validation_families = families(a.validation);
+    a.shape.memory(fo::memory_from_name(a.memory))
+        .hidden(hidden)
+        .key_dim(key_dim)
+        .value_dim(value_dim)
+        .features(features)
+        .rpe_features(rpe_features);
+    namespace fs = std::filesystem;
+    fs::create_directories(a.dir);
+    const std::string config_path = a.dir + "/config.txt", state_path = a.dir + "/state.pt";
+    const std::string config = config_text(a);
+    if (fs::exists(config_path)) {
+      TORCH_CHECK(read_file(config_path) == config, "flt-metatrain-es: ", config_path,
+                  " was written with other settings; continue it with the same flags or use "
+                  "another --dir. It says:\n",
+                  read_file(config_path));
+    } else {
+      std::ofstream(config_path) << config;
+    }
+    if (fs::exists(a.dir + "/STOPPED")) {
+      std::printf("%s", read_file(a.dir + "/STOPPED").c_str());
+      return 0;
+    }
+    fo::ReferenceCache references(a.dir + "/references.tsv");
+    torch::manual_seed(static_cast<uint64_t>(seed));  // the schedule's initial weights
+    fo::EpisodeES es(fo::LearnedSchedule(a.shape), a.es, references);
+    auto state = fs::exists(state_path) ? fo::load_es_state(state_path) : es.initial_state();
+    std::printf("flt-metatrain-es: %lld numbers, generation %lld of %lld, %zu references cached\n",
+                static_cast<long long>(es.size()), static_cast<long long>(state.generation),
+                static_cast<long long>(a.generations), references.size());
+    std::fflush(stdout);
+    const bool fresh_log = !fs::exists(a.dir + "/log.tsv");
+    std::ofstream log(a.dir + "/log.tsv", std::ios::app);
+    if (fresh_log)
+      log << "generation\ttheta\thand_rule\tperturbed\tvalidation\tvalidation_hand_rule\t"
+             "seconds\ttasks\n";
+    const auto started = std::chrono::steady_clock::now();
+    const auto elapsed_hours = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() /
+             3600.0;
+    };
+    flt::detail::ProgressBar bar("es", true, static_cast<double>(state.generation) / a.generations);
+    while (state.generation < a.generations && elapsed_hours() < a.hours) {
+      const auto record = es.step(state, [&](int64_t done, int64_t total) {
+        bar.update((state.generation + static_cast<double>(done) / total) / a.generations,
+                   "generation " + std::to_string(state.generation));
+      });
+      fo::save_es_state(state, state_path);
+      fo::save_schedule(es.schedule_at(state.best_theta), a.dir + "/best.pt");
+      log << record.generation << '\t' << record.theta_score << '\t' << record.hand_rule_score
+          << '\t' << record.perturbed_score << '\t' << record.validation << '\t'
+          << record.validation_hand_rule << '\t' << record.seconds << '\t' << record.tasks
+          << std::endl;
+      std::fprintf(stderr,
+                   "\ngeneration %lld: theta %.4f, hand rule %.4f on the batch; validation %.4f "
+                   "(hand rule %.4f); %.0f s\n",
+                   static_cast<long long>(record.generation), record.theta_score,
+                   record.hand_rule_score, record.validation, record.validation_hand_rule,
+                   record.seconds);
+      if (state.generation >= a.stop_check && std::isfinite(record.validation_hand_rule) &&
+          !(state.best_validation < record.validation_hand_rule - a.stop_margin)) {
+        std::ostringstream why;
+        why << "stopped at generation " << state.generation << " by the stop rule: the best "
+            << "validation score " << state.best_validation << " (generation "
+            << state.best_generation << ") has not beaten the hand rule's "
+            << record.validation_hand_rule << " by " << a.stop_margin << "\n";
+        std::ofstream(a.dir + "/STOPPED") << why.str();
+        std::printf("%s", why.str().c_str());
+        return 0;
+      }
+    }
+    std::printf("flt-metatrain-es: at generation %lld; best validation %.4f (generation %lld)\n",
+                static_cast<long long>(state.generation), state.best_validation,
+                static_cast<long long>(state.best_generation));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "flt-metatrain-es: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
