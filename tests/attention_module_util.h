@@ -3,9 +3,11 @@
 // random-feature modules' draws (Performer, FLT, SchoenbAt).
 
 #include <gtest/gtest.h>
+#include <torch/autograd.h>
 #include <torch/serialize.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -159,9 +161,9 @@ void expect_finite_and_consistent_at_scale(Module module, int64_t dim, double sc
 }
 
 /// The forward without autograd (the blocked path of favor_attention when (B, H, L) spans several
-/// blocks) against the autograd one-pass path, causal and not, in double, up to rounding. The keys
-/// of the last third are doubled so that later blocks hold the larger logits (the running sums'
-/// rescaling is exercised). `label` names the case in failures.
+/// blocks) against the autograd one-pass path (FavorCompositeGuard), causal and not, in double, up
+/// to rounding. The keys of the last third are doubled so that later blocks hold the larger logits
+/// (the running sums' rescaling is exercised). `label` names the case in failures.
 template <typename Module>
 void expect_blocked_equals_one_pass(Module module, int64_t batch, int64_t heads, int64_t length,
                                     int64_t dim, const std::string& label) {
@@ -177,10 +179,130 @@ void expect_blocked_equals_one_pass(Module module, int64_t batch, int64_t heads,
       torch::NoGradGuard no_grad;
       blocked = module(q, k, v, call);
     }
-    const torch::Tensor one_pass = module(q.clone().requires_grad_(), k, v, call).detach();
+    torch::Tensor one_pass;
+    {
+      flt::attention::FavorCompositeGuard composite;
+      one_pass = module(q.clone().requires_grad_(), k, v, call).detach();
+    }
     const torch::Tensor difference = (blocked - one_pass).abs().max();
     EXPECT_TRUE(all_close(blocked, one_pass, 1e-12, 1e-14))
         << label << (causal ? " causal" : "") << " max diff " << difference.item<double>();
+  }
+}
+
+/// The output and the gradients of attention (a module: q, k, v and every parameter that gets
+/// one) under one upstream gradient: `module(q, k, v, call)` with fresh leaves of q, k, v; the
+/// name of the output's autograd node goes to `path`.
+/// -> {out, dq, dk, dv, parameters' gradients in named_parameters order (undefined if none)}
+template <typename Module>
+std::vector<torch::Tensor> attention_output_and_gradients(
+    Module module, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+    const torch::Tensor& upstream, const flt::attention::AttentionCall& call, std::string& path) {
+  module->zero_grad();
+  const auto qg = q.detach().clone().requires_grad_(), kg = k.detach().clone().requires_grad_(),
+             vg = v.detach().clone().requires_grad_();
+  const torch::Tensor out = module(qg, kg, vg, call);
+  (out * upstream).sum().backward();
+  const auto node = out.grad_fn();
+  path = node ? node->name() : "";
+  std::vector<torch::Tensor> result = {out.detach(), qg.grad(), kg.grad(), vg.grad()};
+  for (const auto& p : module->named_parameters()) {
+    const torch::Tensor grad = p.value().grad();
+    result.push_back(grad.defined() ? grad.clone() : grad);
+  }
+  module->zero_grad();
+  return result;
+}
+
+/// Two tensors with NaN in the same entries, equal elsewhere within rtol and atol.
+inline ::testing::AssertionResult nan_and_close(const torch::Tensor& a, const torch::Tensor& b,
+                                                double rtol, double atol) {
+  if (a.defined() != b.defined()) return ::testing::AssertionFailure() << "one is undefined";
+  if (!a.defined()) return ::testing::AssertionSuccess();
+  if (a.sizes() != b.sizes())
+    return ::testing::AssertionFailure() << "shapes differ: " << a.sizes() << " vs " << b.sizes();
+  const auto nan = a.isnan();
+  if (!torch::equal(nan, b.isnan()))
+    return ::testing::AssertionFailure()
+           << "NaN in different entries: " << nan.sum().item<int64_t>() << " vs "
+           << b.isnan().sum().item<int64_t>();
+  return all_close(a.masked_fill(nan, 0.0), b.masked_fill(nan, 0.0), rtol, atol);
+}
+
+/// The fused backward of favor_attention (non-causal CPU calls with autograd: features recomputed
+/// block by block) against the composite path (FavorCompositeGuard: the features of the whole
+/// sequence, autograd's backward): the output and the gradients of q, k, v and every parameter
+/// under one random upstream gradient, NaN in the same entries and equal elsewhere within rtol and
+/// atol. The output's autograd node must be the fused function's unless `fused_path` is false (a
+/// case the fused function leaves to the composite path). `label` names the case in failures.
+template <typename Module>
+void expect_fused_backward_equals_composite(Module module, const torch::Tensor& q,
+                                            const torch::Tensor& k, const torch::Tensor& v,
+                                            const flt::attention::AttentionCall& call,
+                                            const std::string& label, bool fused_path = true,
+                                            double rtol = 1e-10, double atol = 1e-12) {
+  const auto upstream = torch::randn({v.size(0), v.size(1), q.size(2), v.size(3)}, v.options());
+  std::string path, composite_path;
+  const auto fused = attention_output_and_gradients(module, q, k, v, upstream, call, path);
+  std::vector<torch::Tensor> composite;
+  {
+    flt::attention::FavorCompositeGuard guard;
+    composite = attention_output_and_gradients(module, q, k, v, upstream, call, composite_path);
+  }
+  EXPECT_EQ(path.find("FavorFunction") != std::string::npos, fused_path) << label << ": " << path;
+  EXPECT_EQ(composite_path.find("FavorFunction"), std::string::npos) << label;
+  std::vector<std::string> names = {"output", "dq", "dk", "dv"};
+  for (const auto& p : module->named_parameters()) names.push_back("d " + p.key());
+  for (size_t i = 0; i < names.size(); ++i)
+    EXPECT_TRUE(nan_and_close(fused[i], composite[i], rtol, atol)) << label << ": " << names[i];
+}
+
+/// Central differences of sum(out * upstream) along one random direction per input (q, k, v and
+/// each parameter of the module that gets a gradient) against autograd's directional derivative
+/// <grad, direction>, in double: a gradient check for sizes too large for
+/// `expect_gradients_match`'s coordinate by coordinate differences (several blocks of
+/// favor_attention). `label` names the case in failures.
+template <typename Module>
+void expect_directional_derivatives(Module module, const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v,
+                                    const flt::attention::AttentionCall& call,
+                                    const std::string& label, double step = 1e-6,
+                                    double rtol = 1e-6) {
+  const auto upstream = torch::randn({v.size(0), v.size(1), q.size(2), v.size(3)}, v.options());
+  std::string path;
+  const auto grads = attention_output_and_gradients(module, q, k, v, upstream, call, path);
+  std::vector<torch::Tensor> inputs = {q, k, v};
+  std::vector<std::string> names = {"q", "k", "v"};
+  for (const auto& p : module->named_parameters()) {
+    inputs.push_back(p.value());
+    names.push_back(p.key());
+  }
+  const auto loss = [&](const std::vector<torch::Tensor>& x) {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor out = module(x[0], x[1], x[2], call);
+    return (out * upstream).sum().item<double>();
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const torch::Tensor grad = grads[i + 1];
+    if (!grad.defined()) continue;
+    const auto direction = torch::randn_like(inputs[i]);
+    const double analytic = (grad * direction).sum().item<double>();
+    auto shifted = [&](double sign) {
+      torch::NoGradGuard no_grad;
+      if (i < 3) {
+        auto x = std::vector<torch::Tensor>{q, k, v};
+        x[i] = inputs[i] + sign * step * direction;
+        return loss(x);
+      }
+      const auto saved = inputs[i].clone();
+      inputs[i].add_(sign * step * direction);
+      const double value = loss({q, k, v});
+      inputs[i].copy_(saved);
+      return value;
+    };
+    const double numeric = (shifted(1.0) - shifted(-1.0)) / (2.0 * step);
+    EXPECT_NEAR(analytic, numeric, rtol * std::max(1.0, std::abs(analytic)))
+        << label << ": d/d " << names[i];
   }
 }
 

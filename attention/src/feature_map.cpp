@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <cmath>
@@ -125,6 +127,9 @@ torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed, bo
 FeatureMapImpl::FeatureMapImpl(FeatureMapOptions options_) : options(std::move(options_)) {
   reset();
 }
+
+FeatureMapImpl::FeatureMapImpl(FeatureMapOptions options_, torch::Tensor projection_)
+    : options(std::move(options_)), projection(std::move(projection_)) {}
 
 void FeatureMapImpl::reset() {
   TORCH_CHECK(options.input_dim() > 0, "FeatureMap: input_dim must be positive, got ",
@@ -459,52 +464,354 @@ torch::Tensor with_ones(const torch::Tensor& v) {
   return at::cat({v, at::ones_like(v.narrow(-1, 0, 1))}, -1);
 }
 
-// out = numerator / max(denominator, floor) from both = [numerator, denominator], into `out`.
-void normalize_into(torch::Tensor out, const torch::Tensor& both, const torch::Tensor& floor) {
-  const int64_t dv = both.size(-1) - 1;
-  at::div_out(out, both.narrow(-1, 0, dv),
-              at::maximum(both.narrow(-1, dv, 1), floor.to(both.scalar_type())));
+// max(denominator, floor) from both = [numerator, denominator]: the normaliser. -> (B, H, n, 1)
+torch::Tensor favor_normaliser(const torch::Tensor& both, const torch::Tensor& floor) {
+  return at::maximum(both.narrow(-1, both.size(-1) - 1, 1), floor.to(both.scalar_type()));
 }
 
-// Non-causal, blocked: the keys' summary S = sum_j phi_k_j [v_j, 1]^T and feature mass block by
-// block (each block at its own shift, the running sums rescaled to the larger one), then each
-// block of queries against them. -> (B, H, Lq, Dv)
-torch::Tensor favor_blocked(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k,
-                            const torch::Tensor& v, double eps, int64_t rows) {
-  const int64_t lq = q.blocks.front().size(-2), lk = v.size(2);
-  torch::Tensor summary, mass, shift;  // (B, H, M, Dv + 1), (B, H, 1, 1), (B, H, 1, 1) double
+// out = numerator / max(denominator, floor) from both = [numerator, denominator], into `out`.
+void normalize_into(torch::Tensor out, const torch::Tensor& both, const torch::Tensor& floor) {
+  at::div_out(out, both.narrow(-1, 0, both.size(-1) - 1), favor_normaliser(both, floor));
+}
+
+// Tokens per block of the CPU paths: kFavorBlockBytes of features (B H rows of M), at least 64.
+int64_t favor_block_rows(const FeatureMapImpl& map, const torch::Tensor& v) {
+  const int64_t row_bytes = v.size(0) * v.size(1) * map.output_dim() * v.element_size();
+  return std::max<int64_t>(64, kFavorBlockBytes / std::max<int64_t>(1, row_bytes));
+}
+
+// What the non-causal keys leave for the queries: S = sum_j phi_k_j [v_j, 1]^T (B, H, M, Dv + 1),
+// the feature mass sum_j sum_m phi_k_jm (B, H, 1, 1) and the keys' shift (B, H, 1, 1) double
+// (undefined for maps without shifts), both sums at that shift.
+struct KeySummary {
+  torch::Tensor summary, mass, shift;
+};
+
+// The keys' summary block by block (each block at its own shift, the running sums rescaled to the
+// larger one), without autograd.
+KeySummary favor_key_summary(const FeatureMapImpl& map, const FeatureInput& k,
+                             const torch::Tensor& v, int64_t rows) {
+  const int64_t lk = v.size(2);
+  KeySummary s;
   for (int64_t start = 0; start < lk; start += rows) {
     const int64_t n = std::min(rows, lk - start);
     torch::Tensor block_shift;
     const auto phi_k = map.block_key_features(k.rows(start, n), block_shift);
     auto part = at::matmul(phi_k.transpose(-2, -1), with_ones(v.narrow(2, start, n)));
     auto part_mass = phi_k.sum(-1, /*keepdim=*/true).sum(-2, /*keepdim=*/true);
-    if (!summary.defined()) {
-      summary = std::move(part);
-      mass = std::move(part_mass);
-      shift = block_shift;
+    if (!s.summary.defined()) {
+      s.summary = std::move(part);
+      s.mass = std::move(part_mass);
+      s.shift = block_shift;
     } else if (!block_shift.defined()) {
-      summary.add_(part);
-      mass.add_(part_mass);
+      s.summary.add_(part);
+      s.mass.add_(part_mass);
     } else {
       // Both sums to the larger shift: factors exp(shift - top) <= 1, so nothing overflows.
-      const auto top = at::maximum(shift, block_shift);
-      const auto old_factor = (shift - top).exp_().to(summary.scalar_type());
-      const auto new_factor = (block_shift - top).exp_().to(summary.scalar_type());
-      summary.mul_(old_factor).add_(part.mul_(new_factor));
-      mass.mul_(old_factor).add_(part_mass.mul_(new_factor));
-      shift = top;
+      const auto top = at::maximum(s.shift, block_shift);
+      const auto old_factor = (s.shift - top).exp_().to(s.summary.scalar_type());
+      const auto new_factor = (block_shift - top).exp_().to(s.summary.scalar_type());
+      s.summary.mul_(old_factor).add_(part.mul_(new_factor));
+      s.mass.mul_(old_factor).add_(part_mass.mul_(new_factor));
+      s.shift = top;
     }
   }
-  torch::Tensor out;
+  return s;
+}
+
+// Each block of queries against the keys' summary. -> (B, H, Lq, Dv)
+torch::Tensor favor_queries(const FeatureMapImpl& map, const FeatureInput& q,
+                            const KeySummary& keys, const torch::Tensor& v, double eps,
+                            int64_t rows) {
+  const int64_t lq = q.blocks.front().size(-2);
+  auto out = at::empty({v.size(0), v.size(1), lq, v.size(3)}, v.options());
   for (int64_t start = 0; start < lq; start += rows) {
     const int64_t n = std::min(rows, lq - start);
     const auto phi_q = map.query_features(q.rows(start, n));
-    const auto both = at::matmul(phi_q, summary);
-    if (!out.defined()) out = at::empty({both.size(0), both.size(1), lq, v.size(3)}, v.options());
-    normalize_into(out.narrow(2, start, n), both, favor_floor(phi_q, mass, eps));
+    normalize_into(out.narrow(2, start, n), at::matmul(phi_q, keys.summary),
+                   favor_floor(phi_q, keys.mass, eps));
   }
   return out;
+}
+
+// The composite path: the features of the whole sequence and autograd through
+// `kernels::normalized_linear_attention` (the reference of the fused backward).
+torch::Tensor favor_composite(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
+                              const torch::Tensor& v, bool causal, double eps) {
+  torch::Tensor query, key;
+  {  // the feature inputs (FLT's position block and its projection) are freed before the kernel
+    FeatureInput qs = std::move(q), ks = std::move(k);
+    share_leading_projection(map, qs, ks);
+    query = map.query_features(qs);
+    key = map.key_features(ks, causal);
+  }
+  return kernels::normalized_linear_attention(query, key, v, causal,
+                                              favor_floor(query, favor_key_mass(key, causal), eps));
+}
+
+// ---- the fused autograd function (non-causal) ---------------------------------------------------
+
+// The slots of a FeatureInput in one order: blocks, scales, projections, half squared norms.
+std::vector<torch::Tensor*> input_slots(FeatureInput& x) {
+  std::vector<torch::Tensor*> slots;
+  for (auto* list : {&x.blocks, &x.scales, &x.projections, &x.half_squared_norms})
+    for (auto& t : *list) slots.push_back(&t);
+  return slots;
+}
+
+// Whether slot `i` of x (input_slots order) has a row per token (`FeatureInput::rows` narrows it):
+// blocks, projections and per-token norms; scales and constant norms are whole in every block.
+bool row_slot(const FeatureInput& x, size_t i) {
+  const size_t blocks = x.blocks.size(), scales = x.scales.size();
+  const size_t projections = x.projections.size();
+  if (i < blocks) return true;
+  if (i < blocks + scales) return false;
+  if (i < blocks + scales + projections) return true;
+  const auto& n = x.half_squared_norms[i - blocks - scales - projections];
+  return n.size(-2) != 1;
+}
+
+// A FeatureInput as a flat list of its defined tensors (appended to `flat`) and a layout that
+// puts them back: the four slot counts, then per slot its index in `flat` or -1.
+std::vector<int64_t> flatten_input(FeatureInput x, std::vector<torch::Tensor>& flat) {
+  std::vector<int64_t> layout = {static_cast<int64_t>(x.blocks.size()),
+                                 static_cast<int64_t>(x.scales.size()),
+                                 static_cast<int64_t>(x.projections.size()),
+                                 static_cast<int64_t>(x.half_squared_norms.size())};
+  for (auto* slot : input_slots(x)) {
+    layout.push_back(slot->defined() ? static_cast<int64_t>(flat.size()) : -1);
+    if (slot->defined()) flat.push_back(*slot);
+  }
+  return layout;
+}
+
+FeatureInput unflatten_input(const std::vector<int64_t>& layout,
+                             const std::vector<torch::Tensor>& flat) {
+  FeatureInput x(torch::Tensor{});
+  x.blocks.resize(layout[0]);
+  x.scales.resize(layout[1]);
+  x.projections.resize(layout[2]);
+  x.half_squared_norms.resize(layout[3]);
+  const auto slots = input_slots(x);
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (layout[4 + i] >= 0) *slots[i] = flat[layout[4 + i]];
+  return x;
+}
+
+// The gradients of one block's features with respect to the block's share of the inputs, added to
+// the gradients of the whole inputs (`grads`, indexed like the flat list; those `wanted`). The
+// features are computed again by `features` on leaves cut from the block's inputs, so their
+// gradients follow the feature map's own formula (in-place exp, shifts, norms, scales folded into
+// W) and its graph spans one block.
+template <typename Features>
+void add_feature_gradients(const FeatureInput& x, const std::vector<int64_t>& layout,
+                           const std::vector<bool>& wanted, int64_t start, int64_t n,
+                           const Features& features, const torch::Tensor& grad_features,
+                           std::vector<torch::Tensor>& grads) {
+  FeatureInput part = x.rows(start, n);
+  std::vector<torch::Tensor> leaves;
+  std::vector<std::pair<int64_t, bool>> targets;  // flat index, row slot
+  const auto slots = input_slots(part);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const int64_t index = layout[4 + i];
+    if (index < 0 || !wanted[index]) {
+      if (slots[i]->defined()) *slots[i] = slots[i]->detach();
+      continue;
+    }
+    *slots[i] = slots[i]->detach().requires_grad_();
+    leaves.push_back(*slots[i]);
+    targets.emplace_back(index, row_slot(part, i));
+  }
+  if (leaves.empty()) return;
+  torch::Tensor phi;
+  {
+    at::AutoGradMode enable(true);
+    phi = features(part);
+  }
+  const auto block_grads = torch::autograd::grad({phi}, leaves, {grad_features},
+                                                 /*retain_graph=*/false, /*create_graph=*/false,
+                                                 /*allow_unused=*/true);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const auto [index, rows] = targets[i];
+    auto& total = grads[index];
+    if (rows) {  // each block writes its own rows of the whole gradient, allocated once
+      auto mine = total.narrow(-2, start, n);
+      if (block_grads[i].defined()) {
+        mine.copy_(block_grads[i]);
+      } else {
+        mine.zero_();
+      }
+    } else if (block_grads[i].defined()) {
+      total = total.defined() ? total.add_(block_grads[i]) : block_grads[i].clone();
+    }
+  }
+}
+
+// The non-tensor part of a fused call (the tensors go in one flat list: q's, k's, then v).
+struct FavorCall {
+  const FeatureMapImpl* map;
+  std::vector<int64_t> q_layout, k_layout;
+  double eps;
+};
+
+// Non-causal FAVOR+ attention as one autograd function (favor_attention). The forward is
+// the blocked forward (`favor_key_summary`, `favor_queries`); it keeps the inputs, W and the keys'
+// summary. With g = dL/dout, per query i (d_i = max(den_i, floor_i), out_i = num_i / d_i; the floor
+// carries no gradient, and at den_i = floor_i half the gradient reaches den_i, as at::maximum's
+// backward does):
+//   dL/dboth_i = [g_i / d_i, -(g_i . out_i) / d_i]        (both_i = phi_q_i S)
+//   dL/dphi_q_i = dL/dboth_i S^T,  dL/dS = sum_i phi_q_i^T dL/dboth_i
+//   dL/dphi_k_j = dL/dS [v_j, 1],  dL/dv_j = phi_k_j dL/dS[:, :Dv]
+// in two passes over blocks: queries (dL/dphi_q and dL/dS), then keys; each block's feature
+// gradients go to the inputs through `add_feature_gradients`.
+class FavorFunction : public torch::autograd::Function<FavorFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const FavorCall& call,
+                               at::TensorList tensors) {
+    const std::vector<torch::Tensor> flat(tensors.begin(), tensors.end());
+    const auto q = unflatten_input(call.q_layout, flat), k = unflatten_input(call.k_layout, flat);
+    const auto& v = flat.back();
+    const FeatureMapImpl& map = *call.map;
+    const int64_t rows = favor_block_rows(map, v);
+    const auto keys = favor_key_summary(map, k, v, rows);
+    auto out = favor_queries(map, q, keys, v, call.eps, rows);
+    auto saved = flat;
+    saved.push_back(map.projection);  // undefined for kElu
+    ctx->save_for_backward(saved);
+    ctx->saved_data["summary"] = keys.summary;
+    ctx->saved_data["mass"] = keys.mass;
+    ctx->saved_data["shift"] = keys.shift;
+    ctx->saved_data["q_layout"] = call.q_layout;
+    ctx->saved_data["k_layout"] = call.k_layout;
+    ctx->saved_data["eps"] = call.eps;
+    ctx->saved_data["kind"] = static_cast<int64_t>(map.options.kind());
+    ctx->saved_data["input_dim"] = map.options.input_dim();
+    ctx->saved_data["features"] = map.options.features();
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    auto flat = ctx->get_saved_variables();
+    const auto w = flat.back();
+    flat.pop_back();
+    const FeatureMapImpl map(
+        FeatureMapOptions(ctx->saved_data["input_dim"].toInt(), ctx->saved_data["features"].toInt())
+            .kind(static_cast<FeatureKind>(ctx->saved_data["kind"].toInt())),
+        w);
+    const auto q_layout = ctx->saved_data["q_layout"].toIntVector();
+    const auto k_layout = ctx->saved_data["k_layout"].toIntVector();
+    const double eps = ctx->saved_data["eps"].toDouble();
+    const auto q = unflatten_input(q_layout, flat), k = unflatten_input(k_layout, flat);
+    const auto& v = flat.back();
+    const auto& g = grad_outputs[0];
+    std::vector<bool> wanted(flat.size());
+    for (size_t i = 0; i < flat.size(); ++i) wanted[i] = ctx->needs_input_grad(i);
+    std::vector<torch::Tensor> grads(flat.size());
+    if (at::GradMode::is_enabled()) {
+      // create_graph: the composite path again, differentiably (double backward; rare, and its
+      // features are those of the whole sequence).
+      std::vector<torch::Tensor> inputs;
+      std::vector<size_t> indices;
+      for (size_t i = 0; i < flat.size(); ++i) {
+        if (!wanted[i]) continue;
+        inputs.push_back(flat[i]);
+        indices.push_back(i);
+      }
+      const auto out = favor_composite(map, q, k, v, /*causal=*/false, eps);
+      const auto found = torch::autograd::grad({out}, inputs, {g}, /*retain_graph=*/true,
+                                               /*create_graph=*/true, /*allow_unused=*/true);
+      for (size_t i = 0; i < inputs.size(); ++i) grads[indices[i]] = found[i];
+      torch::autograd::variable_list result = {torch::Tensor()};
+      result.insert(result.end(), grads.begin(), grads.end());
+      return result;
+    }
+    const auto summary = ctx->saved_data["summary"].toTensor();
+    const auto mass = ctx->saved_data["mass"].toTensor();
+    const auto shift = ctx->saved_data["shift"].toTensor();
+    const int64_t rows = favor_block_rows(map, v), dv = v.size(3);
+    const int64_t lq = q.blocks.front().size(-2), lk = v.size(2);
+    // Whole gradients of the inputs with a row per token: every block writes its rows.
+    const auto allocate_rows = [&](const FeatureInput& x, const std::vector<int64_t>& layout) {
+      auto copy = x;
+      const auto slots = input_slots(copy);
+      for (size_t i = 0; i < slots.size(); ++i) {
+        const int64_t index = layout[4 + i];
+        if (index >= 0 && wanted[index] && row_slot(copy, i) && !grads[index].defined())
+          grads[index] = at::empty(flat[index].sizes(), flat[index].options());
+      }
+    };
+    allocate_rows(q, q_layout);
+    allocate_rows(k, k_layout);
+    const size_t v_index = flat.size() - 1;
+    const auto needs = [&](const std::vector<int64_t>& layout) {
+      return std::any_of(layout.begin() + 4, layout.end(),
+                         [&](int64_t index) { return index >= 0 && wanted[index]; });
+    };
+    const bool query_need = needs(q_layout), key_need = needs(k_layout);
+    // Queries: dL/dphi_q to q's inputs, dL/dS summed.
+    torch::Tensor grad_summary = at::zeros_like(summary);
+    const auto query_features = [&](const FeatureInput& x) { return map.query_features(x); };
+    for (int64_t start = 0; start < lq; start += rows) {
+      const int64_t n = std::min(rows, lq - start);
+      const auto phi_q = map.query_features(q.rows(start, n));
+      const auto both = at::matmul(phi_q, summary);
+      const auto floor = favor_floor(phi_q, mass, eps);
+      const auto d = favor_normaliser(both, floor);
+      const auto out = both.narrow(-1, 0, dv) / d;
+      const auto g_rows = g.narrow(2, start, n);
+      const auto den = both.narrow(-1, dv, 1);
+      // at::maximum's backward: all of it where den > floor (or NaN), half where equal.
+      const auto share = at::where(den < floor, 0.0, at::where(den == floor, 0.5, 1.0));
+      const auto grad_both = at::cat(
+          {g_rows / d, (g_rows * out).sum(-1, /*keepdim=*/true).div_(d).neg_().mul_(share)}, -1);
+      if (key_need || wanted[v_index])
+        grad_summary.add_(at::matmul(phi_q.transpose(-2, -1), grad_both));
+      if (query_need)
+        add_feature_gradients(q, q_layout, wanted, start, n, query_features,
+                              at::matmul(grad_both, summary.transpose(-2, -1)), grads);
+    }
+    // Keys: dL/dv and dL/dphi_k to k's inputs.
+    const auto key_features = [&](const FeatureInput& x) { return map.key_features(x, shift); };
+    if (wanted[v_index]) grads[v_index] = at::empty(v.sizes(), v.options());
+    const auto grad_summary_t = grad_summary.transpose(-2, -1);
+    for (int64_t start = 0; start < lk && (key_need || wanted[v_index]); start += rows) {
+      const int64_t n = std::min(rows, lk - start);
+      if (wanted[v_index]) {
+        const auto phi_k = map.key_features(k.rows(start, n), shift);
+        grads[v_index].narrow(2, start, n).copy_(at::matmul(phi_k, grad_summary.narrow(-1, 0, dv)));
+      }
+      if (key_need)
+        add_feature_gradients(k, k_layout, wanted, start, n, key_features,
+                              at::matmul(with_ones(v.narrow(2, start, n)), grad_summary_t), grads);
+    }
+    torch::autograd::variable_list result = {torch::Tensor()};
+    result.insert(result.end(), grads.begin(), grads.end());
+    return result;
+  }
+};
+
+// Whether the fused function covers a call with autograd recording: non-causal on the CPU in
+// float or double with a W that needs no gradient (kLearnable's is a parameter: its gradient would
+// need the features' gradients summed against the inputs, not written yet). Others take the
+// composite path.
+bool fused_covers(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k,
+                  const torch::Tensor& v, bool causal) {
+  if (causal || FavorCompositeGuard::active()) return false;
+  if (map.projection.defined() && map.projection.requires_grad()) return false;
+  const auto dtype = v.scalar_type();
+  if (dtype != torch::kFloat && dtype != torch::kDouble) return false;
+  if (v.dim() != 4) return false;
+  const auto fits = [&](const FeatureInput& x) {
+    for (const auto& t : x.blocks)
+      if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != dtype || t.dim() < 2)
+        return false;
+    for (const auto* list : {&x.scales, &x.projections, &x.half_squared_norms})
+      for (const auto& t : *list)
+        if (t.defined() && !t.device().is_cpu()) return false;
+    return !x.blocks.empty();
+  };
+  return fits(q) && fits(k);
 }
 
 // Causal, blocked: each block's queries and keys together, the scan state S (B, H, M, Dv + 1) and
@@ -556,20 +863,32 @@ void share_leading_projection(const FeatureMapImpl& map, FeatureInput& q, Featur
 torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
                               const torch::Tensor& v, bool causal, double eps) {
   if (records_grad(map, q, k, v) || !v.device().is_cpu()) {
-    torch::Tensor query, key;
-    {  // the feature inputs (FLT's position block and its projection) are freed before the kernel
-      FeatureInput qs = std::move(q), ks = std::move(k);
-      share_leading_projection(map, qs, ks);
-      query = map.query_features(qs);
-      key = map.key_features(ks, causal);
-    }
-    return kernels::normalized_linear_attention(
-        query, key, v, causal, favor_floor(query, favor_key_mass(key, causal), eps));
+    if (!v.device().is_cpu() || !fused_covers(map, q, k, v, causal))
+      return favor_composite(map, std::move(q), std::move(k), v, causal, eps);
+    FavorCall call{&map, {}, {}, eps};
+    std::vector<torch::Tensor> flat;
+    call.q_layout = flatten_input(std::move(q), flat);
+    call.k_layout = flatten_input(std::move(k), flat);
+    flat.push_back(v);
+    return FavorFunction::apply(call, at::TensorList(flat));
   }
-  const int64_t row_bytes = v.size(0) * v.size(1) * map.output_dim() * v.element_size();
-  const int64_t rows = std::max<int64_t>(64, kFavorBlockBytes / std::max<int64_t>(1, row_bytes));
-  return causal ? favor_blocked_causal(map, q, k, v, eps, rows)
-                : favor_blocked(map, q, k, v, eps, rows);
+  const int64_t rows = favor_block_rows(map, v);
+  if (causal) return favor_blocked_causal(map, q, k, v, eps, rows);
+  return favor_queries(map, q, favor_key_summary(map, k, v, rows), v, eps, rows);
+}
+
+namespace {
+thread_local int composite_guards = 0;
+}  // namespace
+
+FavorCompositeGuard::FavorCompositeGuard() {
+  ++composite_guards;
+}
+FavorCompositeGuard::~FavorCompositeGuard() {
+  --composite_guards;
+}
+bool FavorCompositeGuard::active() {
+  return composite_guards > 0;
 }
 
 void LinearAttentionState::check_tokens(const char* fn, const torch::Tensor& k,

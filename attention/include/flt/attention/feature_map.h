@@ -151,6 +151,10 @@ struct FeatureMapOptions {
 class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
  public:
   explicit FeatureMapImpl(FeatureMapOptions options);
+  /// A map over a given W (not drawn, not registered: for evaluating features, as the fused
+  /// backward of `favor_attention` does with the W it saved). projection: (m, Din), undefined for
+  /// kElu
+  FeatureMapImpl(FeatureMapOptions options, torch::Tensor projection);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
 
@@ -218,24 +222,45 @@ TORCH_MODULE(FeatureMap);
 /// products would cost as much as the q and k projections together). Does nothing otherwise.
 void share_leading_projection(const FeatureMapImpl& map, FeatureInput& q, FeatureInput& k);
 
-/// Rows of features a CPU call of `favor_attention` without autograd holds at once, as bytes of one
-/// block of query or key features (B H rows M columns each; at least 64 rows).
+/// Rows of features a CPU call of `favor_attention` holds at once (its blocked forward, and the
+/// fused backward), as bytes of one block of query or key features (B H rows M columns each; at
+/// least 64 rows).
 constexpr int64_t kFavorBlockBytes = int64_t{2} << 20;
 
 /// FAVOR+ attention, the forward of Performer and FLT: query features with their per-token shift,
 /// key features with the shift for `causal` (see the file comment), then
-/// `kernels::normalized_linear_attention` with `favor_floor`. With autograd recording (any input,
-/// scale, given projection or norm, or W requiring grad) or off the CPU, as these four calls. On
-/// the CPU without autograd it runs over blocks of `kFavorBlockBytes` of tokens and never holds
-/// more features than one block: features the size of (B, H, L, M) went through malloc's mmap on
-/// every call and were faulted in page by page (docs/benchmarks.md). Causal blocks carry the scan
-/// state and the key mass, addition for addition as one pass. Non-causal keys are summed block by
-/// block, each block shifted by its own largest log-feature and the sums rescaled to the running
-/// one (the shift cancels in the ratio; equal to one pass up to rounding, exactly so when the keys
-/// fit one block); the queries' position block (FLT) is then projected in both passes.
+/// `kernels::normalized_linear_attention` with `favor_floor`. On the CPU it runs over blocks of
+/// `kFavorBlockBytes` of tokens and never holds more features than one block: features the size
+/// of (B, H, L, M) went through malloc's mmap on every call and were faulted in page by page
+/// (docs/benchmarks.md). Causal blocks carry the scan state and the key mass, addition for
+/// addition as one pass. Non-causal keys are summed block by block, each block shifted by its own
+/// largest log-feature and the sums rescaled to the running one (the shift cancels in the ratio;
+/// equal to one pass up to rounding, exactly so when the keys fit one block); the queries' position
+/// block (FLT) is then projected in both passes.
+/// With autograd recording (any input, scale, given projection or norm, or W requiring grad), the
+/// non-causal CPU float and double call is one autograd function that keeps only its inputs, W and
+/// the keys' summary S = sum_j phi_k_j [v_j, 1]^T with their mass and shift (M (Dv + 2) numbers a
+/// head): its backward recomputes the features block by block and takes their gradients to the
+/// inputs (scales and norms too: FLT's spectrum) through the feature map's own formula. Causal
+/// calls, a W that requires grad (kLearnable), other devices and dtypes, and
+/// `FavorCompositeGuard` take the four calls above (autograd keeps the features of the whole
+/// sequence).
 /// q: (..., Lq, Din) blocks  k: (..., Lk, Din) blocks  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
 torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
                               const torch::Tensor& v, bool causal, double eps);
+
+/// While one exists, `favor_attention` on this thread takes the composite path with autograd
+/// recording (features of the whole sequence, autograd's backward): the reference the tests hold
+/// the fused backward to. Nests; not for production use.
+class FavorCompositeGuard {
+ public:
+  FavorCompositeGuard();
+  ~FavorCompositeGuard();
+  FavorCompositeGuard(const FavorCompositeGuard&) = delete;
+  FavorCompositeGuard& operator=(const FavorCompositeGuard&) = delete;
+  /// Whether one exists on this thread.
+  static bool active();
+};
 
 /// Streaming causal linear attention: the state (S, z) of `append`ed keys and values, `read` by
 /// queries. Its outputs equal the batch causal outputs token by token. For RNN-style use (one step
