@@ -1,0 +1,28 @@
+#pragma once
+// flt-eval-optim's real suite: held-out real training runs (training_runs.h) against Adam at
+// 1e-3, Adam / AdamW with cosine decay tuned per run and the no-tuning optimizers; prints the
+// tables and summary, writes DIR/eval-real.csv, DIR/eval-real-curves.csv, DIR/eval-real.png and
+// one DIR/eval-real-TASK.png per run.
+#include <string>
+#include <vector>
+
+#include "flt/harness/training_runs.h"
+
+namespace flt::demos {
+
+/// What the command line sets for the real suite.
+struct RealSuiteOptions {
+  std::string out;
+  std::vector<std::string> only;
+  std::vector<std::string> weights;  // NAME=FILE
+  flt::optim::MnemosyneDesign design = flt::optim::MnemosyneDesign::kCoordinateMemory;
+  flt::optim::RunEvalOptions eval;
+  double steps_scale = 1.0;
+  bool quick = false;
+  bool known_length = false;  // also Mnemosyne told the run's length (its cosine annealing)
+};
+
+/// The held-out real training runs: tables, summary, CSVs and figures.
+void run_real_suite(const RealSuiteOptions& options);
+
+}  // namespace flt::demos
