@@ -12,6 +12,7 @@ FLT_PACKAGES=(
   libgtest-dev libbenchmark-dev clang-format # tests, benchmarks, the format check
   libcli11-dev                               # command-line parsing (header-only)
   python3-torch python3-dev pybind11-dev python3-pytest  # the Python package fltlab and its tests
+  python3-pip python3-venv python3-setuptools  # pip install --no-build-isolation . (a PEP 517 build)
   libgloo-dev                                # c10d's Gloo headers: distributed meta-training
   zlib1g-dev dataset-fashion-mnist           # real data for training runs (gzip IDX files)
   python3-sklearn                            # the held-out suite's small tabular sets (CSV files)
