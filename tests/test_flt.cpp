@@ -705,12 +705,13 @@ TEST_F(FLT, BlockedForwardEqualsOnePass) {
   }
 }
 
-// With autograd, non-causal CPU calls take the fused autograd function of favor_attention (inputs
-// kept, features recomputed block by block in the backward). In double over three blocks (L = 300,
-// the later keys doubled), with the spectrum's parameters and the proposal's width learning: the
-// outputs and the gradients of q, k, v and of every parameter (through the position block's scales
-// and its closed-form norm) equal the composite path's up to rounding, for a positive spectrum (one
-// [cos, sin] block and scale shared by queries and keys) and a signed one (separate scales).
+// With autograd, CPU calls take the fused autograd function of favor_attention (inputs kept,
+// features recomputed block by block in the backward). In double over three blocks (L = 300, the
+// later keys doubled), causal and not, with the spectrum's parameters and the proposal's width
+// learning: the outputs and the gradients of q, k, v and of every parameter (through the position
+// block's scales and its closed-form norm) equal the composite path's up to rounding, for a
+// positive spectrum (one [cos, sin] block and scale shared by queries and keys) and a signed one
+// (separate scales).
 TEST_F(FLT, FusedBackwardEqualsComposite) {
   const int64_t batch = 4, heads = 8, dim = 8, length = 300;
   for (double weight : {1.0, -1.0}) {
@@ -725,13 +726,18 @@ TEST_F(FLT, FusedBackwardEqualsComposite) {
     auto k = torch::randn({batch, heads, length, dim}, torch::kDouble);
     k.narrow(2, 2 * length / 3, length - 2 * length / 3).mul_(2.0);
     const auto v = torch::randn({batch, heads, length, 5}, torch::kDouble);
-    expect_fused_backward_equals_composite(flt, q, k, v, fa::AttentionCall{},
-                                           "weight " + std::to_string(weight));
+    for (bool causal : {false, true}) {
+      fa::AttentionCall call;
+      call.causal = causal;
+      expect_fused_backward_equals_composite(
+          flt, q, k, v, call, "weight " + std::to_string(weight) + (causal ? " causal" : ""));
+    }
   }
 }
 
 // The fused backward against central differences along random directions, for q, k, v and every
-// parameter, over three blocks (SpectrumGradientsNonZeroAtInitAndMatchFiniteDifferences and
+// parameter, over three blocks, causal and not
+// (SpectrumGradientsNonZeroAtInitAndMatchFiniteDifferences and
 // GradientsForInputsMatchFiniteDifferences check every coordinate at one block).
 TEST_F(FLT, FusedBackwardMatchesDirectionalDifferences) {
   for (double weight : {1.0, -1.0}) {
@@ -745,13 +751,17 @@ TEST_F(FLT, FusedBackwardMatchesDirectionalDifferences) {
     const auto q = torch::randn({4, 8, 300, 8}, torch::kDouble);
     const auto k = torch::randn({4, 8, 300, 8}, torch::kDouble);
     const auto v = torch::randn({4, 8, 300, 5}, torch::kDouble);
-    expect_directional_derivatives(flt, q, k, v, fa::AttentionCall{},
-                                   "weight " + std::to_string(weight));
+    for (bool causal : {false, true}) {
+      fa::AttentionCall call;
+      call.causal = causal;
+      expect_directional_derivatives(
+          flt, q, k, v, call, "weight " + std::to_string(weight) + (causal ? " causal" : ""));
+    }
   }
 }
 
-// A NaN position with autograd: the fused path puts NaN in the same outputs and gradients as the
-// composite path.
+// A NaN position or query with autograd: the fused path puts NaN in the same outputs and gradients
+// as the composite path, causal and not.
 TEST_F(FLT, FusedBackwardKeepsNaNPlacement) {
   auto flt = make_flt(base_options());
   const auto q = torch::randn({1, 2, 10, 4}, torch::kDouble);
@@ -759,10 +769,14 @@ TEST_F(FLT, FusedBackwardKeepsNaNPlacement) {
   const auto v = torch::randn({1, 2, 10, 3}, torch::kDouble);
   auto positions = torch::arange(10, torch::kDouble).view({10, 1});
   positions[3][0] = std::numeric_limits<double>::quiet_NaN();
-  fa::AttentionCall call;
-  call.positions = positions;
-  expect_fused_backward_equals_composite(flt, q, k, v, call, "NaN position");
   auto qn = q.clone();
   qn[0][1][4][2] = std::numeric_limits<double>::quiet_NaN();
-  expect_fused_backward_equals_composite(flt, qn, k, v, fa::AttentionCall{}, "NaN query");
+  for (bool causal : {false, true}) {
+    fa::AttentionCall call;
+    call.causal = causal;
+    const std::string label = causal ? " causal" : "";
+    expect_fused_backward_equals_composite(flt, qn, k, v, call, "NaN query" + label);
+    call.positions = positions;
+    expect_fused_backward_equals_composite(flt, q, k, v, call, "NaN position" + label);
+  }
 }

@@ -587,84 +587,105 @@ TEST_F(Performer, BlockedForwardEqualsOnePass) {
   }
 }
 
-// With autograd, non-causal CPU calls take the fused autograd function of favor_attention (inputs
-// kept, features recomputed block by block in the backward) instead of the composite path
-// (features of the whole sequence kept for autograd). In double over several blocks (L = 300:
-// blocks of 128 rows for m = 64, 64 for the hyperbolic map's 2m; the later keys doubled, so the
-// keys' sums are rescaled to a new shift), Lq = Lk and Lq != Lk: the outputs and the gradients of
-// q, k and v equal the composite path's up to rounding. ReLU features (no shift) take the fused
-// path too; the learnable map (W a parameter) falls back to the composite path, whose W gets a
-// gradient.
+// With autograd, CPU calls take the fused autograd function of favor_attention (inputs kept,
+// features recomputed block by block in the backward) instead of the composite path (features of
+// the whole sequence kept for autograd). In double over several blocks (L = 300: blocks of 128 rows
+// for m = 64, 64 for the hyperbolic map's 2m; the later keys doubled, so the non-causal keys' sums
+// are rescaled to a new shift), causal and not, and Lq != Lk: the outputs and the gradients of q, k
+// and v equal the composite path's up to rounding. ReLU features (no shift) take the fused path
+// too; the learnable map (W a parameter) falls back to the composite path, whose W gets a gradient.
 TEST_F(Performer, FusedBackwardEqualsComposite) {
   const int64_t batch = 4, heads = 8, dim = 8, length = 300;
   for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic,
                     fa::FeatureKind::kRelu, fa::FeatureKind::kLearnable}) {
     auto performer = make_performer(dim, 64, kind);
     for (int64_t queries : {length, int64_t{200}}) {
-      const auto q = torch::randn({batch, heads, queries, dim}, torch::kDouble);
-      auto k = torch::randn({batch, heads, length, dim}, torch::kDouble);
-      k.narrow(2, 2 * length / 3, length - 2 * length / 3).mul_(2.0);
-      const auto v = torch::randn({batch, heads, length, 5}, torch::kDouble);
-      expect_fused_backward_equals_composite(
-          performer, q, k, v, fa::AttentionCall{},
-          fa::feature_kind_name(kind) + " Lq " + std::to_string(queries),
-          /*fused_path=*/kind != fa::FeatureKind::kLearnable);
+      for (bool causal : {false, true}) {
+        if (causal && queries != length) continue;
+        const auto q = torch::randn({batch, heads, queries, dim}, torch::kDouble);
+        auto k = torch::randn({batch, heads, length, dim}, torch::kDouble);
+        k.narrow(2, 2 * length / 3, length - 2 * length / 3).mul_(2.0);
+        const auto v = torch::randn({batch, heads, length, 5}, torch::kDouble);
+        fa::AttentionCall call;
+        call.causal = causal;
+        expect_fused_backward_equals_composite(performer, q, k, v, call,
+                                               fa::feature_kind_name(kind) + " Lq " +
+                                                   std::to_string(queries) +
+                                                   (causal ? " causal" : ""),
+                                               /*fused_path=*/kind != fa::FeatureKind::kLearnable);
+      }
     }
   }
 }
 
 // The fused backward against central differences along random directions (several blocks, as
-// above; GradientsMatchFiniteDifferences checks every coordinate at one block).
+// above; GradientsMatchFiniteDifferences checks every coordinate at one block), causal and not.
 TEST_F(Performer, FusedBackwardMatchesDirectionalDifferences) {
   for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic}) {
     auto performer = make_performer(8, 64, kind);
     const auto q = torch::randn({4, 8, 300, 8}, torch::kDouble);
     const auto k = torch::randn({4, 8, 300, 8}, torch::kDouble);
     const auto v = torch::randn({4, 8, 300, 5}, torch::kDouble);
-    expect_directional_derivatives(performer, q, k, v, fa::AttentionCall{},
-                                   fa::feature_kind_name(kind));
+    for (bool causal : {false, true}) {
+      fa::AttentionCall call;
+      call.causal = causal;
+      expect_directional_derivatives(performer, q, k, v, call,
+                                     fa::feature_kind_name(kind) + (causal ? " causal" : ""));
+    }
   }
 }
 
 // NaN with autograd: a NaN in one query, one key or one value gives NaN in the same outputs and
-// gradients on the fused path as on the composite path (a query's NaN stays in its output row; a
-// key's reaches every output through the keys' shared shift; a value's stays in its column).
+// gradients on the fused path as on the composite path, causal and not (non-causal: a query's NaN
+// stays in its output row, a key's reaches every output through the keys' shared shift, a value's
+// stays in its column; causal: the first key sets the shift, so a later key's NaN reaches the
+// outputs from its position on).
 TEST_F(Performer, FusedBackwardKeepsNaNPlacement) {
   auto performer = make_performer(8, 16);
   const auto q = torch::randn({1, 2, 10, 8}, torch::kDouble);
   const auto k = torch::randn({1, 2, 10, 8}, torch::kDouble);
   const auto v = torch::randn({1, 2, 10, 3}, torch::kDouble);
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (int which = 0; which < 3; ++which) {
-    auto x = std::vector<torch::Tensor>{q.clone(), k.clone(), v.clone()};
-    x[which][0][1][4][2] = nan;
-    expect_fused_backward_equals_composite(performer, x[0], x[1], x[2], fa::AttentionCall{},
-                                           "NaN in input " + std::to_string(which));
-    if (which != 0) continue;
-    auto qg = x[0].clone().requires_grad_();
-    const auto out = performer(qg, k, v);
-    EXPECT_TRUE(out[0][1][4].isnan().all().item<bool>());
-    EXPECT_EQ(out.isnan().any(-1).sum().item<int64_t>(), 1);
+  for (bool causal : {false, true}) {
+    fa::AttentionCall call;
+    call.causal = causal;
+    for (int which = 0; which < 3; ++which) {
+      auto x = std::vector<torch::Tensor>{q.clone(), k.clone(), v.clone()};
+      x[which][0][1][4][2] = nan;
+      expect_fused_backward_equals_composite(
+          performer, x[0], x[1], x[2], call,
+          "NaN in input " + std::to_string(which) + (causal ? " causal" : ""));
+      if (which != 0) continue;
+      auto qg = x[0].clone().requires_grad_();
+      const auto out = performer(qg, k, v, call);
+      EXPECT_TRUE(out[0][1][4].isnan().all().item<bool>());
+      EXPECT_EQ(out.isnan().any(-1).sum().item<int64_t>(), 1);
+    }
   }
 }
 
 // Double backward (create_graph): the fused function's backward runs the composite path again,
-// differentiably, so second derivatives equal the composite path's.
+// differentiably, so second derivatives equal the composite path's, causal and not. (Causal, the
+// composite's CPU scan kernel has no second derivative: k gets none on either path.)
 TEST_F(Performer, FusedBackwardTwiceEqualsComposite) {
   auto performer = make_performer(4, 8);
   const auto q = torch::randn({1, 2, 7, 4}, torch::kDouble);
   const auto k = torch::randn({1, 2, 7, 4}, torch::kDouble);
   const auto v = torch::randn({1, 2, 7, 3}, torch::kDouble);
-  const auto run = [&] {
-    auto qg = q.clone().requires_grad_(), kg = k.clone().requires_grad_();
-    const auto out = performer(qg, kg, v);
-    const auto dq = torch::autograd::grad({out.pow(2).sum()}, {qg}, {}, true, true)[0];
-    dq.pow(2).sum().backward();
-    return std::vector<torch::Tensor>{dq.detach(), qg.grad(), kg.grad()};
-  };
-  const auto fused = run();
-  fa::FavorCompositeGuard guard;
-  const auto composite = run();
-  for (size_t i = 0; i < fused.size(); ++i)
-    EXPECT_TRUE(all_close(fused[i], composite[i], 1e-10, 1e-12)) << i;
+  for (bool causal : {false, true}) {
+    fa::AttentionCall call;
+    call.causal = causal;
+    const auto run = [&] {
+      auto qg = q.clone().requires_grad_(), kg = k.clone().requires_grad_();
+      const auto out = performer(qg, kg, v, call);
+      const auto dq = torch::autograd::grad({out.pow(2).sum()}, {qg}, {}, true, true)[0];
+      dq.pow(2).sum().backward();
+      return std::vector<torch::Tensor>{dq.detach(), qg.grad(), kg.grad()};
+    };
+    const auto fused = run();
+    fa::FavorCompositeGuard guard;
+    const auto composite = run();
+    for (size_t i = 0; i < fused.size(); ++i)
+      EXPECT_TRUE(nan_and_close(fused[i], composite[i], 1e-10, 1e-12)) << i << " causal " << causal;
+  }
 }

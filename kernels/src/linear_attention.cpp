@@ -86,7 +86,8 @@ torch::Tensor linear_attention_numerator(const torch::Tensor& phi_q, const torch
 }
 
 torch::Tensor causal_linear_attention_block(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                            const torch::Tensor& v, torch::Tensor& state) {
+                                            const torch::Tensor& v, torch::Tensor& state,
+                                            bool reverse) {
   check_numerator_inputs(phi_q, phi_k, v, /*causal=*/true);
   TORCH_CHECK(has_fused_scan(phi_q),
               "causal_linear_attention_block: CPU float or double only, got ", phi_q.scalar_type(),
@@ -103,7 +104,7 @@ torch::Tensor causal_linear_attention_block(const torch::Tensor& phi_q, const to
                   !(phi_q.requires_grad() || phi_k.requires_grad() || v.requires_grad()),
               "causal_linear_attention_block: no autograd (use linear_attention_numerator)");
   return detail::causal_linear_scan_cpu(phi_q.contiguous(), phi_k.contiguous(), v.contiguous(),
-                                        /*reverse=*/false, &state);
+                                        reverse, &state);
 }
 
 torch::Tensor linear_attention_numerator_composite(const torch::Tensor& phi_q,

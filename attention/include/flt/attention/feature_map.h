@@ -237,14 +237,17 @@ constexpr int64_t kFavorBlockBytes = int64_t{2} << 20;
 /// largest log-feature and the sums rescaled to the running one (the shift cancels in the ratio;
 /// equal to one pass up to rounding, exactly so when the keys fit one block); the queries' position
 /// block (FLT) is then projected in both passes.
-/// With autograd recording (any input, scale, given projection or norm, or W requiring grad), the
-/// non-causal CPU float and double call is one autograd function that keeps only its inputs, W and
-/// the keys' summary S = sum_j phi_k_j [v_j, 1]^T with their mass and shift (M (Dv + 2) numbers a
-/// head): its backward recomputes the features block by block and takes their gradients to the
-/// inputs (scales and norms too: FLT's spectrum) through the feature map's own formula. Causal
-/// calls, a W that requires grad (kLearnable), other devices and dtypes, and
-/// `FavorCompositeGuard` take the four calls above (autograd keeps the features of the whole
-/// sequence).
+/// With autograd recording (any input, scale, given projection or norm, or W requiring grad), a
+/// CPU float or double call is one autograd function that keeps only its inputs, W, the keys' shift
+/// and (non-causal) the keys' summary S = sum_j phi_k_j [v_j, 1]^T and mass (M (Dv + 1) + 2
+/// numbers a head): its forward is the blocked one, and its backward recomputes the features
+/// block by block and takes their gradients to the inputs (scales and norms too: FLT's spectrum)
+/// through the feature map's own formula. Causal backward passes run the scans of
+/// `kernels::linear_attention_numerator`'s backward block by block with carried states (forward
+/// for the queries, reverse for keys and values) and keep dL/d[numerator, denominator], the size
+/// of v. A W that requires grad (kLearnable), other devices and dtypes, and `FavorCompositeGuard`
+/// take the four calls above (autograd then keeps the features of the whole sequence); so does a
+/// backward with create_graph (double backward), from the saved inputs.
 /// q: (..., Lq, Din) blocks  k: (..., Lk, Din) blocks  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
 torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
                               const torch::Tensor& v, bool causal, double eps);

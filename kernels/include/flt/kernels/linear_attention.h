@@ -41,11 +41,14 @@ torch::Tensor normalized_linear_attention(const torch::Tensor& phi_q, const torc
 /// j <= i} phi_k_j v_j^T) with S the state of the keys before the block, which then holds them too
 /// (+= sum_j phi_k_j v_j^T). On the CPU in float and double, the fused scan started from S: blocks
 /// run in turn give the outputs of one `linear_attention_numerator` call, addition for addition,
-/// while only a block's features exist at a time. CPU float/double only.
+/// while only a block's features exist at a time. With `reverse`, keys j >= i and S the state of
+/// the keys after the block (blocks run from the last): the scans of the numerator's backward.
+/// CPU float/double only.
 /// phi_q: (B, H, T, M)  phi_k: (B, H, T, M)  v: (B, H, T, Dv)  state: (B, H, M, Dv), contiguous,
 /// updated in place (zeros before the first block) -> (B, H, T, Dv)
 torch::Tensor causal_linear_attention_block(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                            const torch::Tensor& v, torch::Tensor& state);
+                                            const torch::Tensor& v, torch::Tensor& state,
+                                            bool reverse = false);
 
 /// Keys per block in the causal path: within a block the masked (C, C) scores, across blocks the
 /// state.
