@@ -163,6 +163,56 @@ void record(Measured& m, const CharLmRun& run, int64_t steps, bool first_seed) {
   }
 }
 
+/// One task's rows: metrics, the paper | here | verdict table, CSV rows and the loss curves.
+void report_task(const std::string& task, const std::vector<Measured>& measured,
+                 const std::vector<Variant>& list, const LessonSettings& settings,
+                 LessonResult& result, PlotPanel& panel) {
+  const double softmax = flt::detail::mean(measured[0].held_out);
+  for (size_t v = 0; v < list.size(); ++v) {
+    const auto& m = measured[v];
+    const double mean = flt::detail::mean(m.held_out);
+    const double spread = m.held_out.size() > 1 ? flt::detail::sample_std(m.held_out) : 0.0;
+    const double relative = mean / softmax - 1.0;
+    const std::string key = task + "_" + list[v].key;
+    result.metrics["cross_entropy_" + key] = mean;
+    result.metrics["non_finite_" + key] = m.non_finite;
+    result.metrics["ms_per_step_" + key] = 1e3 * m.seconds_per_step;
+    result.metrics["forward_mb_" + key] = m.forward_bytes / 1e6;
+    result.metrics["learning_rate_" + key] = m.lr;
+    int tuning_non_finite = 0;
+    for (const double loss : m.tuning_losses) tuning_non_finite += std::isfinite(loss) ? 0 : 1;
+    result.metrics["tuning_non_finite_" + key] = tuning_non_finite;
+    // How many keys a query spreads its attention over: the sharpness a character model needs.
+    std::string sharpness;
+    if (!m.attention_keys.empty()) {
+      const double keys = flt::detail::mean(m.attention_keys);
+      result.metrics["attention_keys_" + key] = keys;
+      sharpness = ", " + format_number(keys) + " keys";
+    }
+    char here[240];
+    std::snprintf(here, sizeof(here), "%.3f +- %.3f (%+.1f%%) at lr %g, %.0f ms/step, %.1f MB%s%s",
+                  mean, spread, 100.0 * relative, m.lr, 1e3 * m.seconds_per_step,
+                  m.forward_bytes / 1e6, sharpness.c_str(),
+                  tuning_non_finite > 0 ? " (a tuning rate went non-finite)" : "");
+    std::string verdict = v == 0                       ? "baseline"
+                          : m.non_finite > 0           ? "non-finite training"
+                          : std::abs(relative) <= 0.05 ? "within 5% of softmax"
+                          : relative < 0               ? "ahead of softmax by more than 5%"
+                                                       : "more than 5% behind softmax";
+    result.table.push_back({task + ": " + list[v].label,
+                            v == 0 ? "-" : "close to softmax (each paper)", here, verdict});
+    for (size_t s = 0; s < m.held_out.size(); ++s) {
+      result.csv_rows.push_back({task, list[v].key, std::to_string(settings.seed + s),
+                                 format_number(m.lr), format_number(m.held_out[s]),
+                                 s == 0 ? format_number(m.seconds_per_step) : "",
+                                 s == 0 ? format_number(m.forward_bytes / 1e6) : ""});
+    }
+    PlotSeries series{list[v].label, {}, m.curve};
+    for (size_t i = 0; i < m.curve.size(); ++i) series.x.push_back(static_cast<double>(i + 1));
+    panel.series.push_back(series);
+  }
+}
+
 }  // namespace
 
 void run_attention_training(const LessonSettings& settings, LessonResult& result) {
@@ -268,55 +318,8 @@ void run_attention_training(const LessonSettings& settings, LessonResult& result
     }
   }
 
-  const auto add_task = [&](const std::string& task, const std::vector<Measured>& measured,
-                            PlotPanel& panel) {
-    const double softmax = flt::detail::mean(measured[0].held_out);
-    for (size_t v = 0; v < list.size(); ++v) {
-      const auto& m = measured[v];
-      const double mean = flt::detail::mean(m.held_out);
-      const double spread = m.held_out.size() > 1 ? flt::detail::sample_std(m.held_out) : 0.0;
-      const double relative = mean / softmax - 1.0;
-      const std::string key = task + "_" + list[v].key;
-      result.metrics["cross_entropy_" + key] = mean;
-      result.metrics["non_finite_" + key] = m.non_finite;
-      result.metrics["ms_per_step_" + key] = 1e3 * m.seconds_per_step;
-      result.metrics["forward_mb_" + key] = m.forward_bytes / 1e6;
-      result.metrics["learning_rate_" + key] = m.lr;
-      int tuning_non_finite = 0;
-      for (const double loss : m.tuning_losses) tuning_non_finite += std::isfinite(loss) ? 0 : 1;
-      result.metrics["tuning_non_finite_" + key] = tuning_non_finite;
-      // How many keys a query spreads its attention over: the sharpness a character model needs.
-      std::string sharpness;
-      if (!m.attention_keys.empty()) {
-        const double keys = flt::detail::mean(m.attention_keys);
-        result.metrics["attention_keys_" + key] = keys;
-        sharpness = ", " + format_number(keys) + " keys";
-      }
-      char here[240];
-      std::snprintf(
-          here, sizeof(here), "%.3f +- %.3f (%+.1f%%) at lr %g, %.0f ms/step, %.1f MB%s%s", mean,
-          spread, 100.0 * relative, m.lr, 1e3 * m.seconds_per_step, m.forward_bytes / 1e6,
-          sharpness.c_str(), tuning_non_finite > 0 ? " (a tuning rate went non-finite)" : "");
-      std::string verdict = v == 0                       ? "baseline"
-                            : m.non_finite > 0           ? "non-finite training"
-                            : std::abs(relative) <= 0.05 ? "within 5% of softmax"
-                            : relative < 0               ? "ahead of softmax by more than 5%"
-                                                         : "more than 5% behind softmax";
-      result.table.push_back({task + ": " + list[v].label,
-                              v == 0 ? "-" : "close to softmax (each paper)", here, verdict});
-      for (size_t s = 0; s < m.held_out.size(); ++s) {
-        result.csv_rows.push_back({task, list[v].key, std::to_string(settings.seed + s),
-                                   format_number(m.lr), format_number(m.held_out[s]),
-                                   s == 0 ? format_number(m.seconds_per_step) : "",
-                                   s == 0 ? format_number(m.forward_bytes / 1e6) : ""});
-      }
-      PlotSeries series{list[v].label, {}, m.curve};
-      for (size_t i = 0; i < m.curve.size(); ++i) series.x.push_back(static_cast<double>(i + 1));
-      panel.series.push_back(series);
-    }
-  };
-  add_task("text", text_results, text_panel);
-  add_task("images", image_results, image_panel);
+  report_task("text", text_results, list, settings, result, text_panel);
+  report_task("images", image_results, list, settings, result, image_panel);
   result.panels = {text_panel, image_panel};
 }
 

@@ -13,45 +13,54 @@
 
 namespace flt::demos {
 
-void run_schoenbat(const LessonSettings& settings, LessonResult& result) {
-  namespace fa = flt::attention;
-  torch::NoGradGuard no_grad;
-  const bool quick = settings.quick;
-  const auto& kernels = fa::schoenberg_kernels();
-  const std::vector<int64_t> features = quick ? std::vector<int64_t>{8, 32, 128, 512}
-                                              : std::vector<int64_t>{8, 16, 32, 64, 128, 256, 512};
-  const std::vector<int64_t> dims = {10, 50, 200};
-  const int repeats = quick ? 4 : 20;
-  const int64_t tokens = 100;
-  const std::vector<int64_t> lengths = quick ? std::vector<int64_t>{500, 1000, 2000}
-                                             : std::vector<int64_t>{1000, 2000, 3000, 4000, 5000};
-  const int64_t speed_heads = 8, speed_dim = 50, speed_features = 64;
-  const int runs = quick ? 1 : 2;
-  result.setup = {
-      "Fig. 4: Q, K, V ~ N(0, 1), " + std::to_string(tokens) +
-          " tokens, input dim d = 10, 50, 200; ppSBN pre-normalises Q and K, then RMFA with D",
-      "features vs exact kernelized attention on the same normalised inputs: mean |difference|, "
-      "mean over " +
-          std::to_string(repeats) + " draws.",
-      "Trivial baseline: the running mean (every query averages all values: uniform attention).",
-      "Fig. 5: H = 8, d = 50, D = " + std::to_string(speed_features) +
-          "; time of SchoenbAt's forward (ppSBN, RMFA, post) vs exact kernelized attention on "
-          "normalised inputs, median of " +
-          std::to_string(runs) + " after a warm-up."};
-  result.csv_columns = {"figure", "kernel", "d", "D", "L", "error_or_speedup", "baseline_error"};
-  const double units = static_cast<double>(kernels.size() * dims.size() * features.size()) +
-                       static_cast<double>(kernels.size() * lengths.size()) * 4.0;
-  Progress progress(settings, units);
+namespace fa = flt::attention;
 
-  // Fig. 4: errors.
-  PlotPanel error_panel{
-      "RMFA error vs features D (d = 50)", "features D", "mean |error|", true, true, {}};
-  PlotPanel dim_panel{
-      "exp kernel: error vs D for input dims d", "features D", "mean |error|", true, true, {}};
-  double baseline_d50 = 0.0;
+namespace {
+
+// The lesson's sizes (quick: fewer features, draws and lengths).
+struct Sizes {
+  std::vector<int64_t> features, dims = {10, 50, 200}, lengths;
+  int repeats = 0, runs = 0;
+  int64_t tokens = 100, speed_heads = 8, speed_dim = 50, speed_features = 64;
+  int64_t raw_features = 32;  // in both feature lists: the exp kernel without ppSBN
+};
+
+Sizes sizes_for(bool quick) {
+  Sizes z;
+  z.features = quick ? std::vector<int64_t>{8, 32, 128, 512}
+                     : std::vector<int64_t>{8, 16, 32, 64, 128, 256, 512};
+  z.lengths = quick ? std::vector<int64_t>{500, 1000, 2000}
+                    : std::vector<int64_t>{1000, 2000, 3000, 4000, 5000};
+  z.repeats = quick ? 4 : 20;
+  z.runs = quick ? 1 : 2;
+  return z;
+}
+
+// Fig. 4's results beyond its CSV rows and metrics.
+struct ErrorFigure {
+  PlotPanel error_panel, dim_panel;
   std::map<std::string, std::vector<double>> errors_d50;
-  const int64_t raw_features = 32;  // in both feature lists
-  double raw_error = 0.0, raw_baseline = 0.0;
+  double baseline_d50 = 0.0, raw_error = 0.0, raw_baseline = 0.0;
+};
+
+// Fig. 4: RMFA's error against exact kernelized attention as D grows, per kernel and input dim.
+ErrorFigure error_figure(const LessonSettings& settings, const Sizes& z, Progress& progress,
+                         LessonResult& result) {
+  const auto& kernels = fa::schoenberg_kernels();
+  const auto& features = z.features;
+  const auto& dims = z.dims;
+  const int repeats = z.repeats;
+  const int64_t tokens = z.tokens, raw_features = z.raw_features;
+  ErrorFigure fig{
+      {"RMFA error vs features D (d = 50)", "features D", "mean |error|", true, true, {}},
+      {"exp kernel: error vs D for input dims d", "features D", "mean |error|", true, true, {}},
+      {}};
+  auto& error_panel = fig.error_panel;
+  auto& dim_panel = fig.dim_panel;
+  auto& errors_d50 = fig.errors_d50;
+  double& baseline_d50 = fig.baseline_d50;
+  double& raw_error = fig.raw_error;
+  double& raw_baseline = fig.raw_baseline;
   for (const auto& kernel : kernels) {
     for (int64_t d : dims) {
       std::vector<double> errs;
@@ -103,10 +112,27 @@ void run_schoenbat(const LessonSettings& settings, LessonResult& result) {
       {"running mean", {fx.front(), fx.back()}, {baseline_d50, baseline_d50}, true});
   result.metrics["baseline_error_d50"] = baseline_d50;
 
-  // Fig. 5: speed-up.
-  PlotPanel speed_panel{
-      "speed-up over exact kernelized attention vs L", "L", "speed-up", false, false, {}};
+  return fig;
+}
+
+// Fig. 5's per-kernel speed-ups over the lengths, and its panel.
+struct SpeedFigure {
+  PlotPanel speed_panel;
   std::map<std::string, std::vector<double>> speedups;
+};
+
+// Fig. 5: SchoenbAt's forward against exact kernelized attention as L grows.
+SpeedFigure speed_figure(const LessonSettings& settings, const Sizes& z, Progress& progress,
+                         LessonResult& result) {
+  const auto& kernels = fa::schoenberg_kernels();
+  const auto& lengths = z.lengths;
+  const int runs = z.runs;
+  const int64_t speed_heads = z.speed_heads, speed_dim = z.speed_dim,
+                speed_features = z.speed_features;
+  SpeedFigure fig{
+      {"speed-up over exact kernelized attention vs L", "L", "speed-up", false, false, {}}, {}};
+  auto& speed_panel = fig.speed_panel;
+  auto& speedups = fig.speedups;
   for (const auto& kernel : kernels) {
     fa::SchoenbAttention module(fa::SchoenbAttentionOptions()
                                     .kernel(kernel)
@@ -136,20 +162,32 @@ void run_schoenbat(const LessonSettings& settings, LessonResult& result) {
     result.metrics["speedup_last_" + kernel] = speedups[kernel].back();
   }
 
-  // Table.
+  return fig;
+}
+
+// The comparison with the paper's claims.
+void write_table(const Sizes& z, const ErrorFigure& errors, const SpeedFigure& speed,
+                 LessonResult& result) {
+  const auto& kernels = fa::schoenberg_kernels();
+  const auto& features = z.features;
+  const auto& lengths = z.lengths;
+  const auto& errors_d50 = errors.errors_d50;
+  const double baseline_d50 = errors.baseline_d50, raw_error = errors.raw_error,
+               raw_baseline = errors.raw_baseline;
+  const auto& speedups = speed.speedups;
   int falling = 0, beating_baseline = 0, growing = 0;
   std::string slopes, finals, speed_text;
   for (const auto& kernel : kernels) {
     const double slope = result.metrics["error_slope_" + kernel];
     falling += slope < 0;
-    beating_baseline += errors_d50[kernel].back() < baseline_d50;
-    growing += speedups[kernel].back() > speedups[kernel].front();
+    beating_baseline += errors_d50.at(kernel).back() < baseline_d50;
+    growing += speedups.at(kernel).back() > speedups.at(kernel).front();
     slopes += (slopes.empty() ? "" : ", ") + kernel + " " + format_number(slope);
     finals +=
-        (finals.empty() ? "" : ", ") + kernel + " " + format_number(errors_d50[kernel].back());
+        (finals.empty() ? "" : ", ") + kernel + " " + format_number(errors_d50.at(kernel).back());
     speed_text += (speed_text.empty() ? "" : ", ") + kernel + " " +
-                  format_number(speedups[kernel].front()) + "->" +
-                  format_number(speedups[kernel].back());
+                  format_number(speedups.at(kernel).front()) + "->" +
+                  format_number(speedups.at(kernel).back());
   }
   const int n = static_cast<int>(kernels.size());
   const std::string d_max = std::to_string(features.back());
@@ -170,7 +208,39 @@ void run_schoenbat(const LessonSettings& settings, LessonResult& result) {
                     : "partly (grows for " + std::to_string(growing) + " of " + std::to_string(n) +
                           " kernels)"},
   };
-  result.panels = {error_panel, dim_panel, speed_panel};
+}
+
+}  // namespace
+
+void run_schoenbat(const LessonSettings& settings, LessonResult& result) {
+  torch::NoGradGuard no_grad;
+  const Sizes z = sizes_for(settings.quick);
+  const auto& kernels = fa::schoenberg_kernels();
+  const auto& features = z.features;
+  const auto& dims = z.dims;
+  const auto& lengths = z.lengths;
+  const int repeats = z.repeats, runs = z.runs;
+  const int64_t tokens = z.tokens, speed_features = z.speed_features;
+  result.setup = {
+      "Fig. 4: Q, K, V ~ N(0, 1), " + std::to_string(tokens) +
+          " tokens, input dim d = 10, 50, 200; ppSBN pre-normalises Q and K, then RMFA with D",
+      "features vs exact kernelized attention on the same normalised inputs: mean |difference|, "
+      "mean over " +
+          std::to_string(repeats) + " draws.",
+      "Trivial baseline: the running mean (every query averages all values: uniform attention).",
+      "Fig. 5: H = 8, d = 50, D = " + std::to_string(speed_features) +
+          "; time of SchoenbAt's forward (ppSBN, RMFA, post) vs exact kernelized attention on "
+          "normalised inputs, median of " +
+          std::to_string(runs) + " after a warm-up."};
+  result.csv_columns = {"figure", "kernel", "d", "D", "L", "error_or_speedup", "baseline_error"};
+  const double units = static_cast<double>(kernels.size() * dims.size() * features.size()) +
+                       static_cast<double>(kernels.size() * lengths.size()) * 4.0;
+  Progress progress(settings, units);
+
+  const auto errors = error_figure(settings, z, progress, result);
+  const auto speed = speed_figure(settings, z, progress, result);
+  write_table(z, errors, speed, result);
+  result.panels = {errors.error_panel, errors.dim_panel, speed.speed_panel};
 }
 
 }  // namespace flt::demos
