@@ -21,13 +21,11 @@ void density_map(const char* id, Texture& texture, int64_t version,
           ImVec2(side + 62, side), title);
 }
 
-}  // namespace
-
-void show_kernel(LabState& lab, KernelView& view) {
+// The left column: the kernel's and the estimators' settings, and the estimators' errors.
+void show_kernel_controls(LabState& lab, float height) {
   auto& settings = lab.scenario.kernel;
   const KernelScene& kernel = lab.kernel;
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
-  ImGui::BeginChild("kernel_controls", ImVec2(300, avail.y - 4), true);
+  ImGui::BeginChild("kernel_controls", ImVec2(300, height), true);
   section("Kernel  phi(s(R x)),  s(x) = sin x / x");
   bool changed = false;
   ImGui::SetNextItemWidth(170);
@@ -96,14 +94,14 @@ void show_kernel(LabState& lab, KernelView& view) {
     }
   }
   ImGui::EndChild();
-  ImGui::SameLine();
+}
 
-  ImGui::BeginChild("kernel_plots", ImVec2(0, avail.y - 4), false);
-  const ImVec2 region = ImGui::GetContentRegionAvail();
-  const float text_h = ImGui::GetTextLineHeightWithSpacing();
-  const float row_h = (region.y - 2 * text_h - 16) * 0.5f;
+// Row 1: the 1-D kernel, the 2-D kernel, the regression estimate.
+void show_kernel_row(LabState& lab, KernelView& view, const ImVec2& region, float row_h) {
+  const auto& settings = lab.scenario.kernel;
+  const KernelScene& kernel = lab.kernel;
+  const KernelEstimates& est = kernel.estimates.result();
   const auto& c = kernel.curves;
-  // row 1: the 1-D kernel, the 2-D kernel, the regression estimate
   const float map_side = std::max(60.0f, std::min(row_h, region.x * 0.28f - 62));
   const float plot_w = (region.x - map_side - 62 - 24) * 0.5f;
   ImGui::BeginGroup();
@@ -140,8 +138,13 @@ void show_kernel(LabState& lab, KernelView& view) {
     ImGui::Dummy(ImVec2(plot_w, row_h));
   }
   ImGui::EndGroup();
+}
 
-  // row 2: the true density and the two estimates, one colour range
+// Row 2: the true density with the samples, the Fourier estimate and the KDE, one colour range.
+void show_density_row(LabState& lab, KernelView& view, const ImVec2& region, float row_h) {
+  const auto& settings = lab.scenario.kernel;
+  const KernelScene& kernel = lab.kernel;
+  const KernelEstimates& est = kernel.estimates.result();
   if (est.valid && est.grid > 0) {
     const float side = std::max(60.0f, std::min(row_h, (region.x - 3 * 70) / 3.0f));
     ImGui::BeginGroup();
@@ -188,6 +191,20 @@ void show_kernel(LabState& lab, KernelView& view) {
   } else if (!kernel.estimates.busy()) {
     ImGui::TextDisabled("no estimates yet");
   }
+}
+
+}  // namespace
+
+void show_kernel(LabState& lab, KernelView& view) {
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  show_kernel_controls(lab, avail.y - 4);
+  ImGui::SameLine();
+  ImGui::BeginChild("kernel_plots", ImVec2(0, avail.y - 4), false);
+  const ImVec2 region = ImGui::GetContentRegionAvail();
+  const float text_h = ImGui::GetTextLineHeightWithSpacing();
+  const float row_h = (region.y - 2 * text_h - 16) * 0.5f;
+  show_kernel_row(lab, view, region, row_h);
+  show_density_row(lab, view, region, row_h);
   ImGui::EndChild();
 }
 
