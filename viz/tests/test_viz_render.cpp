@@ -382,7 +382,7 @@ TEST_F(VizRender, KeyboardTransportStepsAndPlays) {
   EXPECT_FALSE(app_->lab().arena.playing);
 }
 
-// Issue 34: a press of Space released before the next frame starts still plays (Dear ImGui 1.86
+// A press of Space released before the next frame starts still plays (Dear ImGui 1.86
 // sees only keys that are down when a frame starts; the key callback counts the press).
 TEST_F(VizRender, AQuickSpacePressIsNotLost) {
   InputOverride input = arena_with_pointer_parked();
