@@ -239,7 +239,8 @@ class ScheduleMnemosyne(_LearnedOptimizer):
     __doc__ = """The learned optimizer with a learned per-tensor schedule whose memory sees the
     whole run, over Adam's moments (flt::optim::ScheduleMnemosyne). It reads the training loss (a
     closure's, or report_loss) and report_validation. No schedule weights ship yet: by default it
-    is the untrained schedule, Adam with a step of 2% of each tensor's RMS.
+    is the untrained schedule, Adam with a step of 2% of each tensor's RMS that a hand rule grows
+    (at most 4x) while successive steps agree and shrinks when they stop.
     """ + _COMMON_ARGS
     _impl_class = _C.ScheduleMnemosyne
     _coordinates, _tensor = "moments", "history"
