@@ -524,12 +524,13 @@ torch::Tensor favor_queries(const FeatureMapImpl& map, const FeatureInput& q,
                             const KeySummary& keys, const torch::Tensor& v, double eps,
                             int64_t rows) {
   const int64_t lq = q.blocks.front().size(-2);
-  auto out = at::empty({v.size(0), v.size(1), lq, v.size(3)}, v.options());
+  torch::Tensor out;
   for (int64_t start = 0; start < lq; start += rows) {
     const int64_t n = std::min(rows, lq - start);
     const auto phi_q = map.query_features(q.rows(start, n));
-    normalize_into(out.narrow(2, start, n), at::matmul(phi_q, keys.summary),
-                   favor_floor(phi_q, keys.mass, eps));
+    const auto both = at::matmul(phi_q, keys.summary);
+    if (!out.defined()) out = at::empty({both.size(0), both.size(1), lq, v.size(3)}, v.options());
+    normalize_into(out.narrow(2, start, n), both, favor_floor(phi_q, keys.mass, eps));
   }
   return out;
 }
