@@ -9,24 +9,12 @@
 #include <vector>
 
 #include "logic/scenario.h"
+#include "logic/training_tasks.h"
 
 namespace flt::viz {
 
-const char* task_name(TrainingTask task);
 /// "Adam", "Mnemosyne (learned, FLT memory)", "Mnemosyne, learned schedule".
 const char* optimizer_name(TrainingOptimizer optimizer);
-/// True for the tasks trained with the sequence classifier (the rest use the causal LM).
-bool task_uses_classifier(TrainingTask task);
-
-/// One synthetic batch as plain data: inputs (batch x length), targets per position (LM, -100 =
-/// ignored) or one label per sequence (classifier).
-struct TaskBatch {
-  int batch = 0, length = 0, vocab = 0;
-  std::vector<int64_t> tokens;
-  std::vector<int64_t> targets;
-};
-/// Deterministic in `seed`. `payload` is TrainingSettings::length.
-TaskBatch make_task_batch(TrainingTask task, int batch, int payload, uint64_t seed);
 
 /// The learned RPE spectra of an FLT model's layer 0 at one step: g and f per head, row-major
 /// (heads x points) over TrainingSnapshot::spectrum_xi / spectrum_delta.
