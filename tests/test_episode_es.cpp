@@ -95,6 +95,11 @@ TEST_F(EpisodeES, ACampaignResumesExactlyFromItsCheckpoint) {
   EXPECT_EQ(first.validation, second.validation);
   EXPECT_TRUE(std::isfinite(first.validation));
   EXPECT_EQ(resumed.generation, 2);
+  // The best so far is the better of theta and the hand rule on the validation set.
+  EXPECT_EQ(straight.best_validation, std::min(first.validation, first.validation_hand_rule));
+  EXPECT_TRUE(torch::equal(straight.best_theta, first.validation < first.validation_hand_rule
+                                                    ? straight.theta
+                                                    : es.initial_state().theta));
   // The first generation's theta is theta_0: scored as the hand rule on the same batch.
   fo::EpisodeES fresh(small_schedule(), tiny_options(), references);
   auto state = fresh.initial_state();

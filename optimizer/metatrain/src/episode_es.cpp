@@ -201,6 +201,12 @@ GenerationRecord EpisodeES::step(EpisodeESState& state,
     }
     record.validation = mean_score(state.theta, validation_);
     record.validation_hand_rule = validation_hand_rule_;
+    // The hand rule is the best until a theta beats it on the validation set.
+    if (validation_hand_rule_ < state.best_validation) {
+      state.best_validation = validation_hand_rule_;
+      state.best_theta = theta0_.clone();
+      state.best_generation = 0;
+    }
     if (record.validation < state.best_validation) {
       state.best_validation = record.validation;
       state.best_theta = state.theta.clone();
