@@ -212,6 +212,9 @@ int main(int argc, char** argv) {
     std::printf("flt-metatrain-es: at generation %lld; best validation %.4f (generation %lld)\n",
                 static_cast<long long>(state.generation), state.best_validation,
                 static_cast<long long>(state.best_generation));
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "flt-metatrain-es: %s\n", e.what_without_backtrace());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flt-metatrain-es: %s\n", e.what());
     return 1;

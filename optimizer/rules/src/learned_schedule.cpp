@@ -255,7 +255,8 @@ std::pair<ScheduleDecision, torch::Tensor> LearnedScheduleImpl::decide(
     const double threshold = std::clamp(growth_threshold.item<double>(), -1.0, 1.0);
     for (int64_t s = 0; s < count; ++s) {
       double* h = next.data_ptr<double>() + s * next.size(1);
-      if (h[kCount] > 0.0)
+      // A non-finite cosine (a pass whose sums overflowed) leaves G as it was.
+      if (h[kCount] > 0.0 && std::isfinite(h[kCosineFast]))
         h[kLogGrowth] = std::clamp(h[kLogGrowth] + rate * (h[kCosineFast] - threshold), low, high);
       log_growth[s] = h[kLogGrowth];
     }
