@@ -66,7 +66,7 @@ void declare_options(CLI::App& app, MetatrainArgs& args) {
   app.add_option_function<std::string>(
          "--memory",
          [&](const std::string& name) { args.model_options.memory(fo::memory_from_name(name)); },
-         "memory cell: flt, performer, none or lstm")
+         "memory cell: flt, performer, none, lstm or ema")
       ->default_str(fo::memory_name(args.model_options.memory()))
       ->check(library_name(fo::memory_from_name));
   // Counts: whole integers >= 1, shown with their defaults in --help.

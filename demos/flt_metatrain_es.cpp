@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   app.add_option("--validation-tasks", validation_tasks, "instances in the validation set")
       ->check(integer_at_least(1));
   app.add_option("--seed", seed, "campaign seed")->check(integer_at_least(0));
-  app.add_option("--memory", a.memory, "the schedule's memory: flt, performer, lstm or none");
+  app.add_option("--memory", a.memory, "the schedule's memory: flt, performer, lstm, ema or none");
   app.add_option("--hidden", hidden, "head width")->check(integer_at_least(1));
   app.add_option("--key-dim", key_dim, "memory query/key width")->check(integer_at_least(1));
   app.add_option("--value-dim", value_dim, "memory value width")->check(integer_at_least(1));

@@ -26,9 +26,9 @@ fo::ScheduleMnemosyneOptions schedule_options(double lr = 1.0) {
 }
 
 /// A schedule whose head and corrector are not zero, so every path of the rule is exercised.
-fo::LearnedSchedule perturbed_schedule(fo::Memory memory, uint64_t seed) {
+fo::LearnedSchedule perturbed_schedule(fo::Memory memory, uint64_t seed, bool hand_rule = true) {
   torch::manual_seed(seed);
-  fo::LearnedSchedule schedule(fo::LearnedScheduleOptions().memory(memory));
+  fo::LearnedSchedule schedule(fo::LearnedScheduleOptions().memory(memory).hand_rule(hand_rule));
   torch::NoGradGuard no_grad;
   schedule->head_out->weight.normal_(0.0, 0.5);
   schedule->head_out->bias.normal_(0.0, 0.3);
@@ -102,7 +102,7 @@ TEST_F(LearnedSchedule, Untrained_IsAdamWithAStepRelativeToTheTensorsRMSAndTheHa
 // ---- the fused pass against the composite reference ------------------------------------------
 
 TEST_F(LearnedSchedule, FusedStep_MatchesTheCompositeReference) {
-  for (auto memory : {fo::Memory::kFLT, fo::Memory::kNone}) {
+  for (auto memory : {fo::Memory::kFLT, fo::Memory::kNone, fo::Memory::kEMA}) {
     auto schedule = perturbed_schedule(memory, 5);
     torch::manual_seed(3);
     auto x1 = torch::randn({70000}).requires_grad_(true);  // more than one parallel block
@@ -170,10 +170,12 @@ TEST_F(LearnedSchedule, HugeAndZeroGradients_GiveFiniteSteps) {
 
 TEST_F(LearnedSchedule, FLTMemory_ReachesBackHundredsOfSteps) {
   // Two runs whose features differ only in their first 20 steps (a signal kept nowhere else: the
-  // run's fraction): with the FLT memory the decision 400 steps later still differs; without a
-  // memory it does not.
-  for (auto memory : {fo::Memory::kFLT, fo::Memory::kNone}) {
-    auto schedule = perturbed_schedule(memory, 8);
+  // run's fraction): with the FLT memory (or its ablation, the exponential averages) the decision
+  // 400 steps later still differs; without a memory it does not.
+  // The hand rule is off: its growth would reach its bound on these steady statistics, where the
+  // clamp of the step would hide the head's difference.
+  for (auto memory : {fo::Memory::kFLT, fo::Memory::kEMA, fo::Memory::kNone}) {
+    auto schedule = perturbed_schedule(memory, 8, /*hand_rule=*/false);
     {
       torch::NoGradGuard no_grad;
       for (auto& p : schedule->parameters()) p.normal_(0.0, 0.3);
@@ -195,10 +197,42 @@ TEST_F(LearnedSchedule, FLTMemory_ReachesBackHundredsOfSteps) {
       step_b = db.step_size;
     }
     const double relative_difference = ((step_a - step_b).abs() / step_b).item<double>();
-    if (memory == fo::Memory::kFLT)
-      EXPECT_GT(relative_difference, 1e-4) << "the first steps still count at step 420";
+    // 1e-5: a hundred times float32 rounding (the memory is read in float); the EMA's
+    // early steps weigh 0.999^400 of their first share, ~1e-4 of the decision here.
+    if (memory != fo::Memory::kNone)
+      EXPECT_GT(relative_difference, 1e-5)
+          << fo::memory_name(memory) << ": the first steps still count at step 420";
     else
       EXPECT_LT(relative_difference, 1e-12) << "no memory: only the loss's running averages";
+  }
+}
+
+TEST_F(LearnedSchedule, EMAMemory_HoldsTheExponentialAverageOfItsProjectedFeatures) {
+  // Double-precision reference: channel c keeps a_t = gamma_c a_{t-1} + (1 - gamma_c) v_t from
+  // a_0 = 0, v_t = value(features_t), gamma_c = sigmoid(discount_logit_c); its initial time scales
+  // 1 / (1 - gamma) spread over half a decade up to the FLT memory's 1000 steps.
+  auto schedule = perturbed_schedule(fo::Memory::kEMA, 6);
+  const auto& o = schedule->options;
+  ASSERT_EQ(schedule->history_size(), Impl::kHistory + o.value_dim());
+  const auto gamma = torch::sigmoid(schedule->discount_logit.to(torch::kDouble));
+  ASSERT_EQ(gamma.numel(), o.value_dim());
+  EXPECT_NEAR(1.0 / (1.0 - gamma[-1].item<double>()), 1000.0, 1e-2);
+  EXPECT_NEAR(1.0 / (1.0 - gamma[0].item<double>()), 1.0 + 999.0 / std::sqrt(10.0), 1e-2);
+  torch::NoGradGuard no_grad;
+  auto h = schedule->initial_history(torch::randn({6})).unsqueeze(0);
+  auto average = torch::zeros({o.value_dim()}, torch::kDouble);
+  const auto sums = torch::tensor({{0.1, 1.0, 1.0, 4.0}}, torch::kDouble);
+  for (int64_t t = 1; t <= 30; ++t) {
+    fo::ScheduleSignals signals;
+    signals.loss = 1.0 / t;
+    const auto x = schedule->features(h, t, signals).to(torch::kDouble);  // (1, F)
+    const auto v = at::linear(x, schedule->value->weight.to(torch::kDouble),
+                              schedule->value->bias.to(torch::kDouble))[0];
+    average = gamma * average + (1 - gamma) * v;
+    auto [decision, next] = schedule->decide(h, t, signals);
+    EXPECT_TRUE(all_close(next[0].narrow(0, Impl::kHistory, o.value_dim()), average, 1e-5, 1e-6))
+        << "step " << t;
+    h = Impl::record(next, sums, torch::tensor({4.0}));
   }
 }
 

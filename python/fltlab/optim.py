@@ -27,7 +27,7 @@ def pretrained_memories() -> List[str]:
 
 
 # Memory kinds of the learned rules (flt::optim::Memory).
-_MEMORIES = ("flt", "performer", "none", "lstm")
+_MEMORIES = ("flt", "performer", "none", "lstm", "ema")
 # An lr at or below this looks like an absolute learning rate typed out of habit (Adam's 1e-3):
 # the learned optimizers' lr multiplies their own step, so 1e-3 shrinks it a thousandfold.
 _ABSOLUTE_LR_LOOKING = 0.01
@@ -213,7 +213,8 @@ _COMMON_ARGS = """
         total_steps: the run's length when known (None: unknown); the step then anneals to 0 along
             a half cosine at that step. Per group.
         memory: the memory cell whose pretrained weights are used: "flt" (default), "performer",
-            "lstm" or "none".
+            "lstm" or "none"; "ema" (exponential averages, the FLT memory's ablation) ships no
+            weights and is used with ``untrained=True`` or ``weights``.
         weights: a weights file written by flt-metatrain, instead of the pretrained weights.
         untrained: the rule with its learned part zeroed (the ablation baseline), whatever ships.
 

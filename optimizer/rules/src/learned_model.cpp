@@ -14,7 +14,7 @@ namespace flt::optim {
 using namespace detail;  // the rule's constants (learned_rule.h)
 
 std::vector<Memory> all_memories() {
-  return {Memory::kFLT, Memory::kPerformer, Memory::kNone, Memory::kLSTM};
+  return {Memory::kFLT, Memory::kPerformer, Memory::kNone, Memory::kLSTM, Memory::kEMA};
 }
 
 std::string memory_name(Memory memory) {
@@ -23,6 +23,7 @@ std::string memory_name(Memory memory) {
     case Memory::kPerformer: return "performer";
     case Memory::kNone: return "none";
     case Memory::kLSTM: return "lstm";
+    case Memory::kEMA: return "ema";
   }
   return "?";
 }
@@ -31,7 +32,8 @@ Memory memory_from_name(const std::string& name) {
   for (Memory m : all_memories()) {
     if (memory_name(m) == name) return m;
   }
-  TORCH_CHECK(false, "unknown memory kind \"", name, "\" (expected flt, performer, none or lstm)");
+  TORCH_CHECK(false, "unknown memory kind \"", name,
+              "\" (expected flt, performer, none, lstm or ema)");
 }
 
 torch::Tensor log_sign_encoding(const torch::Tensor& x, double k) {
@@ -123,6 +125,7 @@ int64_t StepMemory::size() const {
     case Memory::kFLT:
     case Memory::kPerformer: return features * (value_dim + 1);  // S (m x Dv) and z (m)
     case Memory::kLSTM: return 2 * key_dim;                      // h and c
+    case Memory::kEMA: return value_dim;                         // the averages
     case Memory::kNone: return 0;
   }
   return 0;
@@ -133,6 +136,7 @@ int64_t StepMemory::read_size() const {
     case Memory::kFLT:
     case Memory::kPerformer: return value_dim;
     case Memory::kLSTM: return key_dim;
+    case Memory::kEMA: return value_dim;
     case Memory::kNone: return 0;
   }
   return 0;
@@ -149,6 +153,14 @@ std::pair<torch::Tensor, torch::Tensor> attend_step(const StepMemory& memory,
     auto lstm = memory.lstm;
     auto [hx, cx] = lstm(x, std::make_tuple(state.narrow(1, 0, h), state.narrow(1, h, h)));
     return {hx, at::cat({hx, cx}, 1)};
+  }
+  if (memory.kind == Memory::kEMA) {
+    // a_t = gamma a_{t-1} + (1 - gamma) v_t from a_0 = 0, read bias-corrected as Adam reads its
+    // moments: a_t / (1 - gamma^t) is the gamma-weighted mean of v_1..v_t, from the first step.
+    auto value = memory.value;
+    const auto gamma = at::sigmoid(memory.discount_logit);  // (Dv)
+    const auto average = gamma * state + (1 - gamma) * value(x);
+    return {average / (1 - at::pow(gamma, static_cast<double>(t))), average};
   }
   // Bounded queries and keys: the unshifted FAVOR+ key features stay below exp(max_i |w_i|^2 / 2),
   // so the state needs no per-row stabilising shift.

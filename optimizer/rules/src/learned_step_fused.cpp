@@ -153,6 +153,8 @@ struct BlockPlan {
   // The RPE part of feature i's logits: w_i[:2r] . N1(t) - |N1(t)|^2 / 2 (and N2 for the keys),
   // summed in double once per step: with many RPE features the two terms are large and cancel.
   std::array<float, kMaxWidth> rpe_q_logits{}, rpe_k_logits{};
+  // The exponential averages per channel: gamma, 1 - gamma, and the read's 1 / (1 - gamma^t).
+  std::array<float, kMaxWidth> ema_keep{}, ema_gain{}, ema_unbias{};
   float gamma = 0, c1 = 0, c2 = 0, cv = 0, quarter = 0, inv_sqrt_m = 0, step_size = 0;
 };
 
@@ -291,6 +293,14 @@ FLT_CLONES_AVX512 int64_t step_block(const BlockPlan& w, const float* grad, floa
     FOR_LANES(l) denominator[l] = 1.0f / std::max(denominator[l], kReadFloor);
     for (int64_t e = 0; e < w.dv; ++e) {
       FOR_LANES(l) read[e][l] *= denominator[l];
+    }
+  } else if (w.memory == Memory::kEMA) {
+    block_affine(w.wv, w.bv, in, w.dv, F, v);
+    for (int64_t e = 0; e < w.dv; ++e) {
+      FOR_LANES(l) {
+        mem[e][l] = w.ema_keep[e] * mem[e][l] + w.ema_gain[e] * v[e][l];
+        read[e][l] = mem[e][l] * w.ema_unbias[e];
+      }
     }
   } else if (w.memory == Memory::kLSTM) {
     // Gates i, f, g, o (LibTorch's order) from x and the previous h; memory = [h, c].
@@ -456,6 +466,15 @@ std::shared_ptr<const FusedPlan> LearnedModelInternals::prepare_fused_step(
         plan.rpe_q_logits[i] = static_cast<float>(q_logit);
         plan.rpe_k_logits[i] = static_cast<float>(k_logit);
       }
+    }
+  } else if (plan.memory == Memory::kEMA) {
+    plan.wv = keep(model.value->weight), plan.bv = keep(model.value->bias);
+    const auto gamma = torch::sigmoid(model.discount_logit.to(torch::kDouble));
+    for (int64_t e = 0; e < plan.dv; ++e) {
+      const double keep_e = gamma[e].item<double>();
+      plan.ema_keep[e] = static_cast<float>(keep_e);
+      plan.ema_gain[e] = static_cast<float>(1.0 - keep_e);
+      plan.ema_unbias[e] = static_cast<float>(1.0 / (1.0 - std::pow(keep_e, t)));
     }
   } else if (plan.memory == Memory::kLSTM) {
     plan.lstm_ih = keep(model.lstm->weight_ih), plan.lstm_hh = keep(model.lstm->weight_hh);

@@ -7,6 +7,7 @@
 #include <torch/nn/modules/rnn.h>
 #include <torch/types.h>
 
+#include <cmath>
 #include <utility>
 
 #include "flt/attention/feature_map.h"
@@ -22,7 +23,7 @@ struct StepMemory {
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  ///< attention memories
   attention::FLTAttention flt{nullptr};                            ///< FLT: RPE + FAVOR+ features
   attention::FeatureMap feature_map{nullptr};                      ///< Performer
-  torch::Tensor discount_logit;                                    ///< gamma = sigmoid(.)
+  torch::Tensor discount_logit;  ///< gamma = sigmoid(.): (1), or (Dv) for the averages
   torch::nn::LSTMCell lstm{nullptr};
 
   /// Floats of memory per row: S (m x Dv) and z (m) for the attention memories, h and c for the
@@ -38,10 +39,21 @@ struct StepMemoryInit {
   double discount_logit = 0.0, rpe_scale = 0.0, proposal_sigma = 0.0;
 };
 
+/// The exponential-average memory's initial discounts, one per channel: time scales 1 / (1 - gamma)
+/// spread over half a decade up to the other memories' (gamma = sigmoid(logit), so the scale is
+/// 1 + e^logit), so that its channels start at different horizons as the FLT spectrum's
+/// frequencies do. -> (channels)
+inline torch::Tensor ema_discount_logits(double logit, int64_t channels) {
+  const auto position = channels > 1 ? torch::linspace(-1.0, 0.0, channels, torch::kDouble)
+                                     : torch::zeros({1}, torch::kDouble);
+  return (logit + 0.5 * std::log(10.0) * position).to(torch::kFloat);
+}
+
 /// Registers the memory of `module.options.memory()` on `module` (LearnedOptimizerModelImpl,
 /// LearnedScheduleImpl: the same member and option names), reading `inputs` features per step:
 /// query, key, value and discount_logit for the attention memories, then flt (one head over the
-/// 1-D step index), feature_map or lstm; the others are left null.
+/// 1-D step index), feature_map or lstm; value and one discount_logit per channel for the
+/// exponential averages; the others are left null.
 template <typename Module>
 void register_step_memory(Module& module, int64_t inputs, const StepMemoryInit& init) {
   const auto& o = module.options;
@@ -73,6 +85,10 @@ void register_step_memory(Module& module, int64_t inputs, const StepMemoryInit& 
         attention::FeatureMap(attention::FeatureMapOptions(dk, o.features()).seed(o.seed())));
   } else if (o.memory() == Memory::kLSTM) {
     module.lstm = module.register_module("lstm", torch::nn::LSTMCell(inputs, dk));
+  } else if (o.memory() == Memory::kEMA) {
+    module.value = module.register_module("value", torch::nn::Linear(inputs, o.value_dim()));
+    module.discount_logit = module.register_parameter(
+        "discount_logit", ema_discount_logits(init.discount_logit, o.value_dim()));
   }
 }
 

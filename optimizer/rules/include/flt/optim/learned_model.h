@@ -51,10 +51,13 @@ enum class Memory {
   kPerformer,  ///< FAVOR+ linear attention without RPE
   kNone,       ///< no memory: an MLP on the features
   kLSTM,       ///< an LSTM cell (classic learning-to-learn baseline)
+  kEMA,        ///< exponential averages of a projection of the same inputs, one learned
+               ///< discount per channel: the FLT memory's ablation (what a learned spectrum adds
+               ///< over fixed-shape forgetting)
 };
 /// Every memory kind, in the order above.
 std::vector<Memory> all_memories();
-/// "flt", "performer", "none", "lstm".
+/// "flt", "performer", "none", "lstm", "ema".
 std::string memory_name(Memory memory);
 /// Inverse of `memory_name`; throws naming the unknown name.
 Memory memory_from_name(const std::string& name);

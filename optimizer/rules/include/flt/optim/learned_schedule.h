@@ -190,7 +190,8 @@ TORCH_MODULE(LearnedSchedule);
 /// RPE f(Delta) (1 for a Performer memory), row 1 gamma^Delta f(Delta) with the learned discount
 /// gamma = sigmoid(discount_logit). Both designs' modules name these members alike:
 /// memory_weights(m->options.memory(), m->discount_logit, m->flt, D). Undefined (an empty tensor)
-/// for the LSTM and for no memory. -> (2, max_distance + 1) float64
+/// for the LSTM, for no memory and for the exponential averages (channel c weighs an entry
+/// gamma_c^Delta). -> (2, max_distance + 1) float64
 torch::Tensor memory_weights(Memory memory, const torch::Tensor& discount_logit,
                              const attention::FLTAttention& flt, int64_t max_distance);
 
