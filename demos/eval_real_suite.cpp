@@ -12,7 +12,7 @@
 #include "memory_views.h"
 #include "raster_plot.h"
 
-namespace fo = flt::optim;
+namespace fh = flt::harness;
 
 namespace flt::demos {
 namespace {
@@ -28,7 +28,7 @@ std::string speedup_text(double s) {
   return text;
 }
 
-const fo::RunRow& find_row(const std::vector<fo::RunRow>& rows, const std::string& task,
+const fh::RunRow& find_row(const std::vector<fh::RunRow>& rows, const std::string& task,
                            const std::string& who) {
   for (const auto& r : rows) {
     if (r.task == task && r.contender == who) return r;
@@ -39,7 +39,7 @@ const fo::RunRow& find_row(const std::vector<fo::RunRow>& rows, const std::strin
 /// The contenders of the real suite: the learned ones the options name, the tuned baselines and
 /// the no-tuning ones (`no_tuning`: what a user picks to avoid tuning).
 struct RealContenders {
-  std::vector<fo::RunContender> all;
+  std::vector<fh::RunContender> all;
   std::vector<std::string> no_tuning;
 };
 
@@ -47,24 +47,24 @@ RealContenders real_contenders(const RealSuiteOptions& options) {
   RealContenders out;
   auto& contenders = out.all;
   if (options.weights.empty()) {
-    contenders.push_back(fo::mnemosyne_contender("mnemosyne", "", options.design));
+    contenders.push_back(fh::mnemosyne_contender("mnemosyne", "", options.design));
   }
   for (const auto& spec : options.weights) {
     const auto eq = spec.find('=');
     contenders.push_back(
-        fo::mnemosyne_contender(spec.substr(0, eq), spec.substr(eq + 1), options.design));
+        fh::mnemosyne_contender(spec.substr(0, eq), spec.substr(eq + 1), options.design));
   }
   if (options.known_length) {
     // The loop's cosine schedule on lr is the options' total_steps(run steps): the same
     // half cosine, applied by the loop because an optimizer factory does not see the run.
-    auto told = fo::mnemosyne_contender("mnemosyne-total-steps", "", options.design);
-    told.schedule = fo::Schedule::kCosine;
+    auto told = fh::mnemosyne_contender("mnemosyne-total-steps", "", options.design);
+    told.schedule = fh::Schedule::kCosine;
     contenders.push_back(std::move(told));
   }
-  for (auto& c : fo::baseline_contenders()) contenders.push_back(std::move(c));
+  for (auto& c : fh::baseline_contenders()) contenders.push_back(std::move(c));
   // What a user picks to avoid tuning: Adam at its default and the self-tuning optimizers.
   out.no_tuning = {"adam-1e-3"};
-  for (auto& c : fo::untuned_baseline_contenders()) {
+  for (auto& c : fh::untuned_baseline_contenders()) {
     out.no_tuning.push_back(c.name);
     contenders.push_back(std::move(c));
   }
@@ -79,13 +79,13 @@ struct Tally {
 };
 
 /// One table per run (printed, and into DIR/eval-real.csv); returns each contender's tally.
-std::map<std::string, Tally> print_run_tables(const std::vector<fo::TrainingRun>& runs,
+std::map<std::string, Tally> print_run_tables(const std::vector<fh::TrainingRun>& runs,
                                               const RealContenders& real,
-                                              const std::vector<fo::RunRow>& rows,
+                                              const std::vector<fh::RunRow>& rows,
                                               const RealSuiteOptions& options) {
   const auto& contenders = real.all;
   const auto& no_tuning = real.no_tuning;
-  const auto find = [&](const std::string& task, const std::string& who) -> const fo::RunRow& {
+  const auto find = [&](const std::string& task, const std::string& who) -> const fh::RunRow& {
     return find_row(rows, task, who);
   };
   std::filesystem::create_directories(options.out);
@@ -105,7 +105,7 @@ std::map<std::string, Tally> print_run_tables(const std::vector<fo::TrainingRun>
     std::printf("\n%s: %s\n  %lld steps, batch %lld, %lld seeds, held-out %s every %lld steps\n",
                 run.name.c_str(), run.family.c_str(), static_cast<long long>(run.steps),
                 static_cast<long long>(run.batch), static_cast<long long>(options.eval.eval_seeds),
-                run.loss == fo::LossKind::kCrossEntropy ? "cross-entropy" : "MSE",
+                run.loss == fh::LossKind::kCrossEntropy ? "cross-entropy" : "MSE",
                 static_cast<long long>(run.eval_every));
     std::printf("  %-26s %8s %10s %10s %6s %6s %6s %8s %8s %8s %8s %7s\n", "optimizer", "lr",
                 "final", "best", "error", "rise", "div", "vs 1e-3", "vs tuned", "vs peer",
@@ -117,11 +117,11 @@ std::map<std::string, Tally> print_run_tables(const std::vector<fo::TrainingRun>
       for (const auto& name : no_tuning) {
         if (name != c.name) peer = std::min(peer, find(run.name, name).median_final);
       }
-      const int vs_default = fo::compare_finals(r.median_final, adam.median_final);
-      const int vs_tuned = fo::compare_finals(r.median_final, best_tuned.median_final);
-      const int vs_peer = fo::compare_finals(r.median_final, peer);
+      const int vs_default = fh::compare_finals(r.median_final, adam.median_final);
+      const int vs_tuned = fh::compare_finals(r.median_final, best_tuned.median_final);
+      const int vs_peer = fh::compare_finals(r.median_final, peer);
       const double peer_ratio = r.median_final / peer;
-      const double speed = fo::speedup(r, adam_cosine);
+      const double speed = fh::speedup(r, adam_cosine);
       char error[16] = "-";
       if (std::isfinite(r.median_final_error)) {
         std::snprintf(error, sizeof(error), "%.1f%%", 100.0 * r.median_final_error);
@@ -156,8 +156,8 @@ std::map<std::string, Tally> print_run_tables(const std::vector<fo::TrainingRun>
 }
 
 /// The summary over runs: wins, ties and losses against each reference, ratios, speed-ups.
-void print_summary(const std::vector<fo::TrainingRun>& runs,
-                   const std::vector<fo::RunContender>& contenders,
+void print_summary(const std::vector<fh::TrainingRun>& runs,
+                   const std::vector<fh::RunContender>& contenders,
                    std::map<std::string, Tally>& tally) {
   std::printf(
       "\nsummary over %zu runs (median final held-out loss per run; a tie is within %.0f%% "
@@ -167,7 +167,7 @@ void print_summary(const std::vector<fo::TrainingRun>& runs,
       "no-tuning optimizers\n(adam-1e-3, prodigy, prodigy-cosine, schedule-free-adamw with and "
       "without warm-up) on each run,\nratio = final loss / the peer's, median and worst over "
       "runs):\n",
-      runs.size(), 100 * fo::kRunTieTolerance);
+      runs.size(), 100 * fh::kRunTieTolerance);
   std::printf("  %-26s %16s %16s %16s %13s %11s %11s %16s\n", "optimizer", "vs adam-1e-3 W/T/L",
               "vs tuned W/T/L", "vs peer W/T/L", "ratio med/max", "late rise", "diverged",
               "median speed-up");
@@ -189,7 +189,7 @@ void print_summary(const std::vector<fo::TrainingRun>& runs,
 }
 
 /// DIR/eval-real-curves.csv: the median over seeds at each evaluation step.
-void write_curves(const std::vector<fo::RunRow>& rows, const std::string& out) {
+void write_curves(const std::vector<fh::RunRow>& rows, const std::string& out) {
   // Curves: median over seeds at each evaluation step.
   std::FILE* curves = std::fopen((out + "/eval-real-curves.csv").c_str(), "w");
   TORCH_CHECK(curves, "flt-eval-optim: cannot write ", out, "/eval-real-curves.csv");
@@ -206,10 +206,10 @@ void write_curves(const std::vector<fo::RunRow>& rows, const std::string& out) {
 
 /// Per run, held-out loss and parameter norms side by side; all runs' losses in one figure; the
 /// schedule design's memory views.
-void draw_figures(const std::vector<fo::TrainingRun>& runs,
-                  const std::vector<fo::RunContender>& contenders,
-                  const std::vector<fo::RunRow>& rows, const RealSuiteOptions& options) {
-  const auto find = [&](const std::string& task, const std::string& who) -> const fo::RunRow& {
+void draw_figures(const std::vector<fh::TrainingRun>& runs,
+                  const std::vector<fh::RunContender>& contenders,
+                  const std::vector<fh::RunRow>& rows, const RealSuiteOptions& options) {
+  const auto find = [&](const std::string& task, const std::string& who) -> const fh::RunRow& {
     return find_row(rows, task, who);
   };
   // Figures: per run, held-out loss and parameter norms side by side; and all runs' losses.
@@ -257,7 +257,7 @@ void draw_figures(const std::vector<fo::TrainingRun>& runs,
   }
   overview.save(options.out + "/eval-real.png");
   // The second design's memories span the run: their view reaches the longest run's length.
-  if (options.design == fo::MnemosyneDesign::kTensorSchedule) {
+  if (options.design == fh::MnemosyneDesign::kTensorSchedule) {
     const auto views = schedule_views(contenders);
     int64_t longest = 0;
     for (const auto& run : runs) longest = std::max(longest, run.steps);
@@ -269,11 +269,11 @@ void draw_figures(const std::vector<fo::TrainingRun>& runs,
 
 void run_real_suite(const RealSuiteOptions& options) {
   std::vector<std::string> skipped;
-  std::vector<fo::TrainingRun> runs;
+  std::vector<fh::TrainingRun> runs;
   if (options.quick) {
-    runs.push_back(fo::quick_training_run());
+    runs.push_back(fh::quick_training_run());
   } else {
-    runs = fo::held_out_training_runs(options.steps_scale, options.only, &skipped);
+    runs = fh::held_out_training_runs(options.steps_scale, options.only, &skipped);
   }
   for (const auto& s : skipped) std::fprintf(stderr, "skipped %s\n", s.c_str());
   TORCH_CHECK(!runs.empty(), "flt-eval-optim: no real training runs to evaluate");
@@ -286,7 +286,7 @@ void run_real_suite(const RealSuiteOptions& options) {
                static_cast<long long>(options.eval.tuning_seeds),
                options.eval.tuning_cache.empty() ? "" : ", tuning cache ",
                options.eval.tuning_cache.c_str());
-  const auto rows = fo::evaluate_training_runs(runs, contenders, options.eval);
+  const auto rows = fh::evaluate_training_runs(runs, contenders, options.eval);
   auto tally = print_run_tables(runs, real, rows, options);
   print_summary(runs, contenders, tally);
   write_curves(rows, options.out);
@@ -295,7 +295,7 @@ void run_real_suite(const RealSuiteOptions& options) {
       "\nwrote %s/eval-real.csv, eval-real-curves.csv, eval-real.png, one eval-real-TASK.png per "
       "run%s\n",
       options.out.c_str(),
-      options.design == fo::MnemosyneDesign::kTensorSchedule ? ", memory.csv and memory-rpe.png"
+      options.design == fh::MnemosyneDesign::kTensorSchedule ? ", memory.csv and memory-rpe.png"
                                                              : "");
 }
 

@@ -15,8 +15,8 @@ struct RealSuiteOptions {
   std::string out;
   std::vector<std::string> only;
   std::vector<std::string> weights;  // NAME=FILE
-  flt::optim::MnemosyneDesign design = flt::optim::MnemosyneDesign::kCoordinateMemory;
-  flt::optim::RunEvalOptions eval;
+  flt::harness::MnemosyneDesign design = flt::harness::MnemosyneDesign::kCoordinateMemory;
+  flt::harness::RunEvalOptions eval;
   double steps_scale = 1.0;
   bool quick = false;
   bool known_length = false;  // also Mnemosyne told the run's length (its cosine annealing)

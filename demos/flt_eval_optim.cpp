@@ -46,21 +46,23 @@
 #include "raster_plot.h"
 
 namespace fo = flt::optim;
+
+namespace fh = flt::harness;
 using flt::demos::memory_view;
 using flt::demos::schedule_views;
 using flt::demos::write_memory_views;
 
 namespace {
 
-/// ScheduleMnemosyne untuned (lr 1), with the schedule `spec` names (fo::schedule_from_spec;
+/// ScheduleMnemosyne untuned (lr 1), with the schedule `spec` names (fh::schedule_from_spec;
 /// empty: its default, the untrained schedule).
-fo::Contender learned_schedule(const std::string& name, const std::string& spec) {
-  fo::Contender c;
+fh::Contender learned_schedule(const std::string& name, const std::string& spec) {
+  fh::Contender c;
   c.name = name;
   c.tune = false;
   c.fixed_lr = 1.0;
-  const fo::LearnedSchedule schedule = fo::schedule_from_spec(spec);
-  c.make = [schedule](double lr) -> fo::OptimizerFactory {
+  const fo::LearnedSchedule schedule = fh::schedule_from_spec(spec);
+  c.make = [schedule](double lr) -> fh::OptimizerFactory {
     return [schedule,
             lr](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
       if (!schedule)
@@ -75,12 +77,12 @@ fo::Contender learned_schedule(const std::string& name, const std::string& spec)
   return c;
 }
 
-fo::Contender learned(const std::string& name, fo::LearnedOptimizerModel model) {
-  fo::Contender c;
+fh::Contender learned(const std::string& name, fo::LearnedOptimizerModel model) {
+  fh::Contender c;
   c.name = name;
   c.tune = false;
   c.fixed_lr = 1.0;
-  c.make = [model](double lr) -> fo::OptimizerFactory {
+  c.make = [model](double lr) -> fh::OptimizerFactory {
     return [model, lr](std::vector<torch::Tensor> params) {
       auto copy = std::dynamic_pointer_cast<fo::LearnedOptimizerModelImpl>(model->clone());
       return std::make_unique<fo::CoordinateMnemosyne>(
@@ -93,7 +95,7 @@ fo::Contender learned(const std::string& name, fo::LearnedOptimizerModel model) 
 // What the command line sets; the defaults are those --help shows.
 struct EvalArgs {
   std::string out = "out/eval-optim";
-  fo::EvalOptions options;           // the synthetic suite's
+  fh::EvalOptions options;           // the synthetic suite's
   std::vector<std::string> only;     // --tasks
   std::vector<std::string> weights;  // --weights NAME=FILE
   bool quick = false;
@@ -107,8 +109,8 @@ struct EvalArgs {
 
 void declare_options(CLI::App& app, EvalArgs& a) {
   std::vector<std::string> task_names;
-  for (const auto& task : fo::held_out_tasks()) task_names.push_back(task.name);
-  for (const auto& name : fo::held_out_training_run_names()) task_names.push_back(name);
+  for (const auto& task : fh::held_out_tasks()) task_names.push_back(task.name);
+  for (const auto& name : fh::held_out_training_run_names()) task_names.push_back(name);
   app.description(
       "flt-eval-optim: compares the learned optimizers with Adam and SGD-momentum, their learning "
       "rates tuned per task, on held-out tasks; writes DIR/eval.csv and DIR/eval.png, and what the "
@@ -180,21 +182,21 @@ void declare_options(CLI::App& app, EvalArgs& a) {
 /// The synthetic suite's contenders: tuned Adam (and SGD-momentum), the learned optimizers the
 /// arguments name (the first design's models also into `rules`, for their memory views) and the
 /// no-tuning baselines.
-std::vector<fo::Contender> synthetic_contenders(
+std::vector<fh::Contender> synthetic_contenders(
     const EvalArgs& a, std::vector<std::pair<std::string, fo::LearnedOptimizerModel>>& rules) {
-  std::vector<fo::Contender> contenders;
-  fo::Contender adam;
+  std::vector<fh::Contender> contenders;
+  fh::Contender adam;
   adam.name = "adam (tuned)";
-  adam.make = [](double lr) -> fo::OptimizerFactory {
+  adam.make = [](double lr) -> fh::OptimizerFactory {
     return [lr](std::vector<torch::Tensor> p) {
       return std::make_unique<torch::optim::Adam>(std::move(p), torch::optim::AdamOptions(lr));
     };
   };
   contenders.push_back(adam);
   if (!a.no_sgd) {
-    fo::Contender sgd;
+    fh::Contender sgd;
     sgd.name = "sgd-momentum (tuned)";
-    sgd.make = [](double lr) -> fo::OptimizerFactory {
+    sgd.make = [](double lr) -> fh::OptimizerFactory {
       return [lr](std::vector<torch::Tensor> p) {
         return std::make_unique<torch::optim::SGD>(std::move(p),
                                                    torch::optim::SGDOptions(lr).momentum(0.9));
@@ -202,7 +204,7 @@ std::vector<fo::Contender> synthetic_contenders(
     };
     contenders.push_back(sgd);
   }
-  if (a.real.design == fo::MnemosyneDesign::kTensorSchedule) {
+  if (a.real.design == fh::MnemosyneDesign::kTensorSchedule) {
     if (a.weights.empty()) contenders.push_back(learned_schedule("mnemosyne-schedule", ""));
     for (const auto& spec : a.weights) {
       const auto eq = spec.find('=');
@@ -212,7 +214,7 @@ std::vector<fo::Contender> synthetic_contenders(
     for (auto memory : fo::pretrained_memories())
       rules.emplace_back("mnemosyne-" + fo::memory_name(memory), fo::load_pretrained_model(memory));
   }
-  if (a.real.design == fo::MnemosyneDesign::kCoordinateMemory) {
+  if (a.real.design == fh::MnemosyneDesign::kCoordinateMemory) {
     for (const auto& spec : a.weights) {
       const auto eq = spec.find('=');
       rules.emplace_back(spec.substr(0, eq), fo::load_model(spec.substr(eq + 1)));
@@ -220,8 +222,8 @@ std::vector<fo::Contender> synthetic_contenders(
   }
   for (const auto& [name, model] : rules) contenders.push_back(learned(name, model));
   // The untuned baselines of the real suite, with the same factories, schedules and hooks.
-  for (const auto& c : fo::untuned_baseline_contenders()) {
-    fo::Contender untuned;
+  for (const auto& c : fh::untuned_baseline_contenders()) {
+    fh::Contender untuned;
     untuned.name = c.name;
     untuned.make = c.make;
     untuned.tune = false;
@@ -234,7 +236,7 @@ std::vector<fo::Contender> synthetic_contenders(
     // Equal tuning budget: the same seeds and a 7-point grid, over the step multiplier.
     auto tuned = learned("mnemosyne-flt (lr tuned)", fo::load_pretrained_model(fo::Memory::kFLT));
     tuned.tune = true;
-    tuned.grid = fo::multiplier_grid();
+    tuned.grid = fh::multiplier_grid();
     contenders.push_back(tuned);
   }
 
@@ -242,8 +244,8 @@ std::vector<fo::Contender> synthetic_contenders(
 }
 
 /// The table, DIR/eval.csv, the meta-objective and the tallies against tuned Adam.
-void report_synthetic(const std::vector<fo::EvalRow>& rows,
-                      const std::vector<fo::Contender>& contenders, const std::string& out) {
+void report_synthetic(const std::vector<fh::EvalRow>& rows,
+                      const std::vector<fh::Contender>& contenders, const std::string& out) {
   std::filesystem::create_directories(out);
   std::printf("\n%-18s %-26s %9s %14s %14s %9s %5s %5s\n", "task", "optimizer", "lr",
               "median final", "steps->target", "win rate", "ties", "div");
@@ -289,7 +291,7 @@ void report_synthetic(const std::vector<fo::EvalRow>& rows,
       "\ntasks where the optimizer beats tuned Adam on most seeds (a final loss within %.1g "
       "relative\n"
       "of Adam's is a tie; \"tied\" = tasks not won where wins and ties make a majority):\n",
-      fo::kTieTolerance);
+      fh::kTieTolerance);
   for (const auto& c : contenders) {
     if (c.name == contenders[0].name) continue;
     const auto& t = tally[c.name];
@@ -299,9 +301,9 @@ void report_synthetic(const std::vector<fo::EvalRow>& rows,
 }
 
 /// DIR/eval.png: one panel per task, median loss curves on a log axis, legend on top.
-void draw_synthetic_figure(const std::vector<fo::EvalTask>& tasks,
-                           const std::vector<fo::EvalRow>& rows,
-                           const std::vector<fo::Contender>& contenders, const std::string& out) {
+void draw_synthetic_figure(const std::vector<fh::EvalTask>& tasks,
+                           const std::vector<fh::EvalRow>& rows,
+                           const std::vector<fh::Contender>& contenders, const std::string& out) {
   // Figure: one panel per task, median loss curves on a log axis, legend on top.
   const int columns = 4, panel_w = 330, panel_h = 220, legend_row = 22;
   const int panels = static_cast<int>(tasks.size());
@@ -337,8 +339,8 @@ void draw_synthetic_figure(const std::vector<fo::EvalTask>& tasks,
 void run_synthetic_suite(const EvalArgs& a, const std::vector<std::string>& only) {
   std::vector<std::pair<std::string, fo::LearnedOptimizerModel>> rules;
   const auto contenders = synthetic_contenders(a, rules);
-  std::vector<fo::EvalTask> tasks;
-  for (auto& t : fo::held_out_tasks()) {
+  std::vector<fh::EvalTask> tasks;
+  for (auto& t : fh::held_out_tasks()) {
     if (only.empty() || std::find(only.begin(), only.end(), t.name) != only.end()) {
       tasks.push_back(std::move(t));
     }
@@ -347,7 +349,7 @@ void run_synthetic_suite(const EvalArgs& a, const std::vector<std::string>& only
                "evaluating %zu optimizers on %zu held-out tasks (%lld seeds, lr tuned on %lld)\n",
                contenders.size(), tasks.size(), static_cast<long long>(a.options.eval_seeds),
                static_cast<long long>(a.options.tuning_seeds));
-  const auto rows = fo::evaluate(tasks, contenders, a.options);
+  const auto rows = fh::evaluate(tasks, contenders, a.options);
 
   report_synthetic(rows, contenders, a.out);
   draw_synthetic_figure(tasks, rows, contenders, a.out);
@@ -370,8 +372,8 @@ int main(int argc, char** argv) {
   a.real.out = a.out;
   a.real.quick = a.quick;
   a.real.weights = a.weights;
-  a.real.design = fo::design_from_name(a.design);
-  if (a.tune_learned && a.real.design != fo::MnemosyneDesign::kCoordinateMemory) {
+  a.real.design = fh::design_from_name(a.design);
+  if (a.tune_learned && a.real.design != fh::MnemosyneDesign::kCoordinateMemory) {
     std::fprintf(stderr,
                  "flt-eval-optim: --tune-learned tunes the first design's FLT rule; "
                  "leave out --design tensor-schedule\n");
@@ -383,7 +385,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> synthetic_only;
   for (const auto& name : a.only) {
-    const auto real_names = fo::held_out_training_run_names();
+    const auto real_names = fh::held_out_training_run_names();
     if (std::find(real_names.begin(), real_names.end(), name) != real_names.end())
       a.real.only.push_back(name);
     else

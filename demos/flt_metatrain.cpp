@@ -24,6 +24,8 @@
 #include "flt/runtime.h"
 
 namespace fo = flt::optim;
+
+namespace fm = flt::metatrain;
 using flt::demos::integer_at_least;
 using flt::demos::library_name;
 
@@ -31,7 +33,7 @@ namespace {
 
 // What the command line sets; the defaults are those --help shows.
 struct MetatrainArgs {
-  fo::MetaTrainOptions options;
+  fm::MetaTrainOptions options;
   fo::LearnedOptimizerModelOptions model_options;
   std::string out;
   // Meta-training works on small tensors: a second thread gave no speed-up on 2 cores (about 9.6
@@ -40,14 +42,14 @@ struct MetatrainArgs {
   int threads = 1;
   // Which optimizer's rule: CoordinateMnemosyne's model or ScheduleMnemosyne's schedule.
   std::string design = "coordinate-memory";
-  double rescale = fo::ScheduleMetaTrainOptions{}.rescale;
+  double rescale = fm::ScheduleMetaTrainOptions{}.rescale;
   std::string init;
   // Meta-validation (tensor-schedule design): selects the weights that ship.
-  fo::ScheduleMetaTrainOptions validation;
+  fm::ScheduleMetaTrainOptions validation;
   // Distributed: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment (torchrun's).
   std::string rendezvous_method;
   int timeout_seconds = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::seconds>(fo::Rendezvous{}.timeout).count());
+      std::chrono::duration_cast<std::chrono::seconds>(fm::Rendezvous{}.timeout).count());
 };
 
 void declare_options(CLI::App& app, MetatrainArgs& args) {
@@ -73,52 +75,56 @@ void declare_options(CLI::App& app, MetatrainArgs& args) {
   const auto count = [](CLI::Option* option) {
     return option->capture_default_str()->check(integer_at_least(1));
   };
-  count(app.add_option("--iterations", args.options.iterations, "outer steps"));
+  count(app.add_option("--iterations", args.options.iterations(), "outer steps"));
   app.add_option_function<std::string>(
          "--estimator",
          [&](const std::string& name) {
-           args.options.estimator = fo::meta_estimator_from_name(name);
+           args.options.estimator() = fm::meta_estimator_from_name(name);
          },
          "meta-gradient estimator: tbptt (truncated back-propagation) or pes")
-      ->default_str(fo::meta_estimator_name(args.options.estimator))
-      ->check(library_name(fo::meta_estimator_from_name));
-  count(
-      app.add_option("--workers", args.options.workers, "tasks in flight (PES: antithetic pairs)"));
-  count(app.add_option("--unroll", args.options.unroll, "inner steps per truncation"));
-  count(app.add_option("--horizon", args.options.horizon,
+      ->default_str(fm::meta_estimator_name(args.options.estimator()))
+      ->check(library_name(fm::meta_estimator_from_name));
+  count(app.add_option("--workers", args.options.workers(),
+                       "tasks in flight (PES: antithetic pairs)"));
+  count(app.add_option("--unroll", args.options.unroll(), "inner steps per truncation"));
+  count(app.add_option("--horizon", args.options.horizon(),
                        "inner steps per task (a multiple of --unroll)"));
-  app.add_option("--horizon-max", args.options.horizon_max,
+  app.add_option("--horizon-max", args.options.horizon_max(),
                  "draw each restart's horizon log-uniformly from [--horizon, --horizon-max] "
                  "(0 = always --horizon)")
       ->capture_default_str()
       ->check(integer_at_least(0));
-  app.add_option("--train", args.options.train,
-                 "meta-parameters to train: all, rule (head and memory) or controller (the "
-                 "per-tensor step-size controller's scalars)")
-      ->capture_default_str()
+  app.add_option_function<std::string>(
+         "--train",
+         [&](const std::string& name) {
+           args.options.target(fm::meta_train_target_from_name(name));
+         },
+         "meta-parameters to train: all, rule (head and memory) or controller (the "
+         "per-tensor step-size controller's scalars)")
+      ->default_str(fm::meta_train_target_name(args.options.target()))
       ->check(CLI::IsMember({"all", "rule", "controller"}));
   app.add_option("--init", args.init,
                  "start from this weights file (a previous stage) instead of a fresh rule; its "
                  "shape wins over --memory/--hidden/...")
       ->check(CLI::ExistingFile);
-  app.add_option("--pes-sigma", args.options.pes_sigma, "PES perturbation std")
+  app.add_option("--pes-sigma", args.options.pes_sigma(), "PES perturbation std")
       ->capture_default_str();
-  app.add_option("--late-emphasis", args.options.late_emphasis,
+  app.add_option("--late-emphasis", args.options.late_emphasis(),
                  "p >= 0: step t of a horizon T weighs (p + 1) (t / T)^p in the meta-loss (0: "
                  "the whole curve equally; larger: mostly the run's end)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--meta-lr", args.options.meta_lr, "outer Adam learning rate at the start")
+  app.add_option("--meta-lr", args.options.meta_lr(), "outer Adam learning rate at the start")
       ->capture_default_str();
-  app.add_option("--meta-lr-end", args.options.meta_lr_end,
+  app.add_option("--meta-lr-end", args.options.meta_lr_end(),
                  "final fraction of --meta-lr after a half-cosine decay (1 = constant)")
       ->capture_default_str();
   app.add_option_function<std::vector<std::string>>(
          "--families",
          [&](const std::vector<std::string>& names) {
-           args.options.families.clear();
+           args.options.families().clear();
            for (const auto& name : names)
-             args.options.families.push_back(fo::task_family_from_name(name));
+             args.options.families().push_back(fm::task_family_from_name(name));
          },
          "task families, comma-separated (default: every family but tabular, the shipped "
          "weights' recipe)")
@@ -126,14 +132,14 @@ void declare_options(CLI::App& app, MetatrainArgs& args) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->check(library_name(fo::task_family_from_name));
-  app.add_option("--seed", args.options.seed,
+      ->check(library_name(fm::task_family_from_name));
+  app.add_option("--seed", args.options.seed(),
                  "seed of the tasks, the features and the initial weights")
       ->capture_default_str()
       ->check(integer_at_least(0));
-  app.add_option("--checkpoint", args.options.checkpoint,
+  app.add_option("--checkpoint", args.options.checkpoint(),
                  "checkpoint file: written at every restart boundary, resumed from if present");
-  app.add_option("--csv", args.options.csv, "per-iteration log (appended on resume)");
+  app.add_option("--csv", args.options.csv(), "per-iteration log (appended on resume)");
   // Meta-validation (tensor-schedule design): selects the weights that ship.
   app.add_option("--validate-every", args.validation.validate_every,
                  "tensor-schedule: iterations between meta-validations (0 = none); each trains "
@@ -152,7 +158,7 @@ void declare_options(CLI::App& app, MetatrainArgs& args) {
   app.add_option("--validation-csv", args.validation.validation_csv,
                  "tensor-schedule: meta-validation log (appended on resume)");
   app.add_flag_callback(
-      "--quiet", [&] { args.options.progress = false; }, "no progress bar");
+      "--quiet", [&] { args.options.progress() = false; }, "no progress bar");
   count(app.add_option("--threads", args.threads, "intra-op threads"));
   // Distributed: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment (torchrun's).
   app.add_option("--rendezvous", args.rendezvous_method,
@@ -181,22 +187,22 @@ int train_tensor_schedule(const CLI::App& app, const MetatrainArgs& args, int wo
   TORCH_CHECK(world_size == 1, "the tensor-schedule design meta-trains in one process");
   TORCH_CHECK(args.validation.validate_every == 0 || !args.validation.best.empty(),
               "--validate-every needs --best, the file its selection is written to");
-  fo::ScheduleMetaTrainOptions o = args.validation;
-  o.families = args.options.families;
-  o.sampling = args.options.sampling;
-  o.iterations = args.options.iterations;
-  o.pairs = args.options.workers;
-  o.unroll = app.count("--unroll") ? args.options.unroll : o.unroll;
-  o.min_horizon = app.count("--horizon") ? args.options.horizon : o.min_horizon;
-  o.max_horizon = app.count("--horizon-max") ? std::max(args.options.horizon_max, o.min_horizon)
+  fm::ScheduleMetaTrainOptions o = args.validation;
+  o.families = args.options.families();
+  o.sampling = args.options.sampling();
+  o.iterations = args.options.iterations();
+  o.pairs = args.options.workers();
+  o.unroll = app.count("--unroll") ? args.options.unroll() : o.unroll;
+  o.min_horizon = app.count("--horizon") ? args.options.horizon() : o.min_horizon;
+  o.max_horizon = app.count("--horizon-max") ? std::max(args.options.horizon_max(), o.min_horizon)
                                              : std::max(o.max_horizon, o.min_horizon);
-  o.sigma = app.count("--pes-sigma") ? args.options.pes_sigma : o.sigma;
-  o.meta_lr = app.count("--meta-lr") ? args.options.meta_lr : o.meta_lr;
-  o.meta_lr_end = args.options.meta_lr_end;
+  o.sigma = app.count("--pes-sigma") ? args.options.pes_sigma() : o.sigma;
+  o.meta_lr = app.count("--meta-lr") ? args.options.meta_lr() : o.meta_lr;
+  o.meta_lr_end = args.options.meta_lr_end();
   o.rescale = args.rescale;
-  o.seed = args.options.seed;
-  o.checkpoint = args.options.checkpoint;
-  o.csv = args.options.csv;
+  o.seed = args.options.seed();
+  o.checkpoint = args.options.checkpoint();
+  o.csv = args.options.csv();
   fo::LearnedSchedule schedule(
       fo::LearnedScheduleOptions()
           .memory(args.model_options.memory())
@@ -205,7 +211,7 @@ int train_tensor_schedule(const CLI::App& app, const MetatrainArgs& args, int wo
           .rpe_features(app.count("--rpe-features") ? args.model_options.rpe_features() : 16)
           .key_dim(args.model_options.key_dim())
           .value_dim(app.count("--value-dim") ? args.model_options.value_dim() : 4)
-          .seed(args.options.seed));
+          .seed(args.options.seed()));
   std::fprintf(stderr,
                "meta-training the tensor schedule (%s, PES, %lld iterations, %lld pairs, "
                "unroll %lld, horizon %lld..%lld, rescale %g)\n",
@@ -216,9 +222,9 @@ int train_tensor_schedule(const CLI::App& app, const MetatrainArgs& args, int wo
   // Made at the first iteration of this run, so that a resumed run's ETA counts only its own
   // iterations.
   std::optional<flt::detail::ProgressBar> bar;
-  const auto history = fo::meta_train_schedule(schedule, o, [&](const fo::ScheduleMetaProgress& p) {
+  const auto history = fm::meta_train_schedule(schedule, o, [&](const fm::ScheduleMetaProgress& p) {
     const double total = static_cast<double>(p.iterations);
-    if (!bar) bar.emplace("meta-training", args.options.progress, (p.iteration - 1) / total);
+    if (!bar) bar.emplace("meta-training", args.options.progress(), (p.iteration - 1) / total);
     char text[96];
     const int n = std::snprintf(text, sizeof(text), "episode %lld (horizon %lld) %+.4f",
                                 static_cast<long long>(p.episode),
@@ -252,15 +258,17 @@ int train_coordinate_memory(const CLI::App& app, MetatrainArgs& args, int rank, 
         "meta-training %s (%s, train %s, %lld iterations, %lld workers, unroll %lld, horizon "
         "%lld..%lld)",
         flt::optim::memory_name(args.model_options.memory()).c_str(),
-        flt::optim::meta_estimator_name(args.options.estimator).c_str(), args.options.train.c_str(),
-        static_cast<long long>(args.options.iterations),
-        static_cast<long long>(args.options.workers), static_cast<long long>(args.options.unroll),
-        static_cast<long long>(args.options.horizon),
-        static_cast<long long>(std::max(args.options.horizon, args.options.horizon_max)));
+        flt::metatrain::meta_estimator_name(args.options.estimator()).c_str(),
+        fm::meta_train_target_name(args.options.target()).c_str(),
+        static_cast<long long>(args.options.iterations()),
+        static_cast<long long>(args.options.workers()),
+        static_cast<long long>(args.options.unroll()),
+        static_cast<long long>(args.options.horizon()),
+        static_cast<long long>(std::max(args.options.horizon(), args.options.horizon_max())));
     if (world_size > 1) std::fprintf(stderr, " on %d ranks", world_size);
     std::fprintf(stderr, "\n");
   }
-  const auto history = flt::optim::meta_train(model, args.options);
+  const auto history = flt::metatrain::meta_train(model, args.options);
   if (rank != 0) return 0;
   flt::optim::save_model(model, args.out);
   double tail = 0.0;
@@ -288,14 +296,14 @@ int main(int argc, char** argv) {
   int rank = 0, world_size = 1;
   try {
     flt::set_threads(args.threads);
-    auto rendezvous = fo::Rendezvous::from_environment();
+    auto rendezvous = fm::Rendezvous::from_environment();
     rendezvous.method = args.rendezvous_method;
     rendezvous.timeout = std::chrono::seconds(args.timeout_seconds);
     rank = rendezvous.rank;
     world_size = rendezvous.world_size;
-    if (world_size > 1) args.options.communicator = fo::connect(rendezvous);
-    torch::manual_seed(args.options.seed);
-    args.model_options.seed(args.options.seed);
+    if (world_size > 1) args.options.communicator() = fm::connect(rendezvous);
+    torch::manual_seed(args.options.seed());
+    args.model_options.seed(args.options.seed());
     if (args.design == "tensor-schedule") return train_tensor_schedule(app, args, world_size);
     return train_coordinate_memory(app, args, rank, world_size);
   } catch (const c10::Error& e) {

@@ -27,6 +27,8 @@
 #include "flt/runtime.h"
 
 namespace fo = flt::optim;
+
+namespace fm = flt::metatrain;
 using flt::demos::integer_at_least;
 
 namespace {
@@ -35,7 +37,7 @@ struct EsArgs {
   std::string dir;
   double hours = 1.0;
   int64_t generations = 400;
-  fo::EpisodeESOptions es;
+  fm::EpisodeESOptions es;
   std::string train = "tabular,mlp_classification,mlp_regression,fashion_logistic,transformer_lm";
   std::string validation = "fashion_mlp,text_gru";
   fo::LearnedScheduleOptions shape =
@@ -45,11 +47,11 @@ struct EsArgs {
   double stop_margin = 0.02;
 };
 
-std::vector<fo::TaskFamily> families(const std::string& list) {
-  std::vector<fo::TaskFamily> out;
+std::vector<fm::TaskFamily> families(const std::string& list) {
+  std::vector<fm::TaskFamily> out;
   std::stringstream s(list);
   for (std::string name; std::getline(s, name, ',');)
-    if (!name.empty()) out.push_back(fo::task_family_from_name(name));
+    if (!name.empty()) out.push_back(fm::task_family_from_name(name));
   return out;
 }
 
@@ -161,10 +163,10 @@ int main(int argc, char** argv) {
       std::printf("%s", read_file(a.dir + "/STOPPED").c_str());
       return 0;
     }
-    fo::ReferenceCache references(a.dir + "/references.tsv");
+    fm::ReferenceCache references(a.dir + "/references.tsv");
     torch::manual_seed(static_cast<uint64_t>(seed));  // the schedule's initial weights
-    fo::EpisodeES es(fo::LearnedSchedule(a.shape), a.es, references);
-    auto state = fs::exists(state_path) ? fo::load_es_state(state_path) : es.initial_state();
+    fm::EpisodeES es(fo::LearnedSchedule(a.shape), a.es, references);
+    auto state = fs::exists(state_path) ? fm::load_es_state(state_path) : es.initial_state();
     std::printf("flt-metatrain-es: %lld numbers, generation %lld of %lld, %zu references cached\n",
                 static_cast<long long>(es.size()), static_cast<long long>(state.generation),
                 static_cast<long long>(a.generations), references.size());
@@ -185,7 +187,7 @@ int main(int argc, char** argv) {
         bar.update((state.generation + static_cast<double>(done) / total) / a.generations,
                    "generation " + std::to_string(state.generation));
       });
-      fo::save_es_state(state, state_path);
+      fm::save_es_state(state, state_path);
       fo::save_schedule(es.schedule_at(state.best_theta), a.dir + "/best.pt");
       log << record.generation << '\t' << record.theta_score << '\t' << record.hand_rule_score
           << '\t' << record.perturbed_score << '\t' << record.validation << '\t'

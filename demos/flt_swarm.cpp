@@ -25,23 +25,27 @@
 #include "raster_plot.h"
 
 namespace fo = flt::optim;
+
+namespace fh = flt::harness;
+
+namespace fm = flt::metatrain;
 namespace fd = flt::demos;
 using flt::demos::integer_at_least;
 using flt::demos::library_name;
 
 namespace {
 
-int run_eval(const fo::ComparisonOptions& base, const std::string& out_dir, bool tune) {
+int run_eval(const fh::ComparisonOptions& base, const std::string& out_dir, bool tune) {
   auto options = base;
   if (tune) {
     const std::vector<double> grid = {0.001, 0.003, 0.01, 0.03, 0.1};
     std::fprintf(stderr, "tuning Adam's lr on shifted/rotated Rastrigin-10 (training family)...\n");
-    options.adam_lr = fo::tune_adam_lr(grid, 5, options.budget_per_dim, options.particles);
+    options.adam_lr = fh::tune_adam_lr(grid, 5, options.budget_per_dim, options.particles);
   }
   std::fprintf(stderr, "Adam restarts lr = %g box widths per step\n", options.adam_lr);
   flt::detail::ProgressBar bar("flt-swarm eval");
   options.progress = [&bar](double done, const std::string& what) { bar.update(done, what); };
-  const auto runs = fo::compare_searchers(options);
+  const auto runs = fh::compare_searchers(options);
   bar.finish();
   std::filesystem::create_directories(out_dir);
   std::ofstream csv(out_dir + "/runs.csv");
@@ -50,9 +54,9 @@ int run_eval(const fo::ComparisonOptions& base, const std::string& out_dir, bool
     csv << r.function << "," << r.searcher << "," << r.seed << "," << r.result.evaluations << ","
         << r.result.best_value << "," << (r.success ? 1 : 0) << "\n";
   }
-  const auto searchers = options.searchers.empty() ? fo::all_searcher_names() : options.searchers;
-  std::vector<fo::BenchmarkFunction> functions;
-  for (const auto& f : fo::swarm_benchmark_functions()) {
+  const auto searchers = options.searchers.empty() ? fh::all_searcher_names() : options.searchers;
+  std::vector<fh::BenchmarkFunction> functions;
+  for (const auto& f : fh::swarm_benchmark_functions()) {
     if (options.functions.empty() || std::find(options.functions.begin(), options.functions.end(),
                                                f.name) != options.functions.end())
       functions.push_back(f);
@@ -71,9 +75,9 @@ int run_eval(const fo::ComparisonOptions& base, const std::string& out_dir, bool
     std::printf("| %s (< %g) |", f.name.c_str(), f.target);
     double best_median = INFINITY;
     for (const auto& s : searchers)
-      best_median = std::min(best_median, fo::summarize(runs, f.name, s).median);
+      best_median = std::min(best_median, fh::summarize(runs, f.name, s).median);
     for (const auto& s : searchers) {
-      const auto cell = fo::summarize(runs, f.name, s);
+      const auto cell = fh::summarize(runs, f.name, s);
       const bool bold = cell.median == best_median;
       std::printf(" %s%.3g (%.0f%%)%s |", bold ? "**" : "", cell.median, 100.0 * cell.success_rate,
                   bold ? "**" : "");
@@ -83,7 +87,7 @@ int run_eval(const fo::ComparisonOptions& base, const std::string& out_dir, bool
     const int64_t budget = options.budget_per_dim * f.box.dims();
     std::vector<fd::XySeries> series;
     for (size_t i = 0; i < searchers.size(); ++i) {
-      auto curve = fo::median_best_curve(runs, f.name, searchers[i], budget, 60);
+      auto curve = fh::median_best_curve(runs, f.name, searchers[i], budget, 60);
       for (auto& y : curve.second) y = std::max(y, 1e-12);  // log axis
       series.push_back({searchers[i], curve.first, curve.second, fd::series_color(i)});
     }
@@ -114,7 +118,7 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train",
                                    "meta-train a swarm variant (antithetic ES) and write "
                                    "its weights");
-  fo::SwarmMetaTrainOptions train_options;
+  fm::SwarmMetaTrainOptions train_options;
   fo::SwarmModelOptions model_options;
   std::string out;
   train->add_option("--out", out, "weights file to write")->required();
@@ -153,7 +157,7 @@ int main(int argc, char** argv) {
   auto* eval = app.add_subcommand("eval",
                                   "compare the swarm variants and the baselines on "
                                   "held-out functions");
-  fo::ComparisonOptions compare;
+  fh::ComparisonOptions compare;
   std::string out_dir = "swarm-eval";
   bool no_tune = false;
   count(eval->add_option("--seeds", compare.seeds, "seeds per (function, searcher)"));
@@ -191,7 +195,7 @@ int main(int argc, char** argv) {
                    static_cast<long long>(train_options.iterations),
                    static_cast<long long>(train_options.pairs),
                    static_cast<long long>(train_options.tasks));
-      const auto history = fo::meta_train_swarm(model, train_options);
+      const auto history = fm::meta_train_swarm(model, train_options);
       model->save(out);
       double tail = 0.0;
       const size_t n = std::min<size_t>(20, history.size());
@@ -203,7 +207,7 @@ int main(int argc, char** argv) {
     if (*describe) {
       for (auto variant : fo::all_swarm_variants()) {
         const auto searcher =
-            fo::make_searcher("swarm-" + fo::swarm_variant_name(variant), 2, 0, 0.0, describe_dir);
+            fh::make_searcher("swarm-" + fo::swarm_variant_name(variant), 2, 0, 0.0, describe_dir);
         std::printf("%s", static_cast<fo::Swarm&>(*searcher).model()->describe().c_str());
       }
       return 0;

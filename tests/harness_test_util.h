@@ -24,13 +24,13 @@ class BaselineOptimizers : public SeededTest {};
 /// Linear regression on 256 noisy examples of a random linear map, cheap and data-free, for
 /// `steps` steps; through BatchNorm when `batch_norm`: Linear(8, 4) -> BatchNorm1d(4) ->
 /// Linear(4, 1). `built` receives the model.
-inline optim::TrainingRun tiny_regression(int64_t steps = 60, bool batch_norm = false,
-                                          torch::nn::Sequential* built = nullptr) {
+inline harness::TrainingRun tiny_regression(int64_t steps = 60, bool batch_norm = false,
+                                            torch::nn::Sequential* built = nullptr) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
   const auto w = torch::randn({8, 1}, gen);
   const auto x = torch::randn({320, 8}, gen);
   const auto y = x.matmul(w) + 0.1 * torch::randn({320, 1}, gen);
-  optim::TrainingRun run;
+  harness::TrainingRun run;
   run.name = "tiny-linreg";
   run.family = "linear regression / synthetic";
   run.split.name = "synthetic";
@@ -39,15 +39,15 @@ inline optim::TrainingRun tiny_regression(int64_t steps = 60, bool batch_norm = 
   run.split.test_x = x.slice(0, 256);
   run.split.test_y = y.slice(0, 256);
   run.split.classes = 0;
-  run.loss = optim::LossKind::kMeanSquaredError;
+  run.loss = harness::LossKind::kMeanSquaredError;
   run.build = [batch_norm, built](uint64_t) {
     torch::nn::Sequential net =
         batch_norm ? torch::nn::Sequential(torch::nn::Linear(8, 4), torch::nn::BatchNorm1d(4),
                                            torch::nn::Linear(4, 1))
                    : torch::nn::Sequential(torch::nn::Linear(8, 1));
     if (built != nullptr) *built = net;
-    return optim::TrainableModel{net.ptr(),
-                                 [net](const torch::Tensor& t) mutable { return net->forward(t); }};
+    return harness::TrainableModel{
+        net.ptr(), [net](const torch::Tensor& t) mutable { return net->forward(t); }};
   };
   run.batch = 16;
   run.steps = steps;
@@ -56,7 +56,7 @@ inline optim::TrainingRun tiny_regression(int64_t steps = 60, bool batch_norm = 
 }
 
 /// Plain SGD at `lr`.
-inline optim::OptimizerFactory sgd(double lr) {
+inline harness::OptimizerFactory sgd(double lr) {
   return [lr](std::vector<torch::Tensor> p) {
     return std::make_unique<torch::optim::SGD>(std::move(p), torch::optim::SGDOptions(lr));
   };

@@ -13,7 +13,7 @@
 #include "flt/harness/baseline_optimizers.h"
 #include "harness_test_util.h"
 
-namespace fo = flt::optim;
+namespace fh = flt::harness;
 using namespace flt::testing;
 using torch::optim::OptimizerParamGroup;
 
@@ -91,7 +91,7 @@ struct ProdigyReference {
       s.push_back(torch::zeros_like(xi));
     }
   }
-  void step(const Quadratic& f, const std::vector<fo::ProdigyOptions>& group_options) {
+  void step(const Quadratic& f, const std::vector<fh::ProdigyOptions>& group_options) {
     k += 1;
     const double beta3 =
         group_options[0].beta3().value_or(std::sqrt(std::get<1>(group_options[0].betas())));
@@ -128,7 +128,7 @@ struct ScheduleFreeReference {
       : y(start), z(start), x(start), weight_sum(start.size(), 0.0) {
     for (const auto& yi : y) v.push_back(torch::zeros_like(yi));
   }
-  void step(const Quadratic& f, const std::vector<fo::ScheduleFreeAdamWOptions>& group_options) {
+  void step(const Quadratic& f, const std::vector<fh::ScheduleFreeAdamWOptions>& group_options) {
     t += 1;
     for (size_t i = 0; i < y.size(); ++i) {
       const auto& o = group_options[kGroupOf[i]];
@@ -147,11 +147,11 @@ struct ScheduleFreeReference {
   }
 };
 
-const fo::ScheduleFreeAdamWParamState& sf_state(const fo::ScheduleFreeAdamW& opt,
+const fh::ScheduleFreeAdamWParamState& sf_state(const fh::ScheduleFreeAdamW& opt,
                                                 const torch::Tensor& p) {
   std::ostringstream key;  // LibTorch 1.13 keys the state by the TensorImpl's address
   key << p.unsafeGetTensorImpl();
-  return static_cast<const fo::ScheduleFreeAdamWParamState&>(*opt.state().at(key.str()));
+  return static_cast<const fh::ScheduleFreeAdamWParamState&>(*opt.state().at(key.str()));
 }
 
 /// The optimizers keep their state in the parameters' dtype. Double parameters follow the
@@ -180,13 +180,13 @@ void step_beside_reference(const Quadratic& f, const std::vector<torch::Tensor>&
   }
 }
 
-void expect_prodigy_matches_reference(const fo::ProdigyOptions& first,
-                                      const fo::ProdigyOptions& second, torch::Dtype dtype) {
+void expect_prodigy_matches_reference(const fh::ProdigyOptions& first,
+                                      const fh::ProdigyOptions& second, torch::Dtype dtype) {
   const double rtol = tolerance(dtype).rtol, atol = tolerance(dtype).atol;
   const Quadratic f({3, 5, 4, 2});
   auto params = f.start(dtype);
   ProdigyReference reference(as_double(params), first.d0());
-  fo::Prodigy opt(two_groups(params, first, second));
+  fh::Prodigy opt(two_groups(params, first, second));
   step_beside_reference(f, params, opt, reference, first, second, [&] {
     for (size_t i = 0; i < params.size(); ++i) {
       EXPECT_TRUE(all_close(params[i], reference.x[i], rtol, atol)) << "tensor " << i;
@@ -203,8 +203,8 @@ void expect_prodigy_matches_reference(const fo::ProdigyOptions& first,
 TEST_F(BaselineOptimizers, Prodigy_MatchesDoublePrecisionReference) {
   // d0 0.05 so that the parameters move within 12 steps; the second group has its own lr, moments,
   // eps, bias correction and warm-up safeguard, and the same beta3 (the estimate is global).
-  const auto first = fo::ProdigyOptions(1.0).d0(0.05).weight_decay(0.1);
-  const auto second = fo::ProdigyOptions(0.5)
+  const auto first = fh::ProdigyOptions(1.0).d0(0.05).weight_decay(0.1);
+  const auto second = fh::ProdigyOptions(0.5)
                           .d0(0.05)
                           .betas(std::make_tuple(0.8, 0.99))
                           .beta3(std::sqrt(0.999))
@@ -218,8 +218,8 @@ TEST_F(BaselineOptimizers, Prodigy_MatchesDoublePrecisionReference) {
 }
 
 TEST_F(BaselineOptimizers, Prodigy_MatchesDoublePrecisionReferenceWithGrowthCapped) {
-  const auto first = fo::ProdigyOptions().d0(1e-3).growth_rate(2.0);
-  const auto second = fo::ProdigyOptions(0.3).d0(1e-3).growth_rate(2.0);
+  const auto first = fh::ProdigyOptions().d0(1e-3).growth_rate(2.0);
+  const auto second = fh::ProdigyOptions(0.3).d0(1e-3).growth_rate(2.0);
   for (auto dtype : {torch::kDouble, torch::kFloat}) {
     SCOPED_TRACE(dtype == torch::kDouble ? "double" : "float");
     expect_prodigy_matches_reference(first, second, dtype);
@@ -228,8 +228,8 @@ TEST_F(BaselineOptimizers, Prodigy_MatchesDoublePrecisionReferenceWithGrowthCapp
 
 TEST_F(BaselineOptimizers, ScheduleFree_MatchesDoublePrecisionReference) {
   // The second group: other betas, eps and lr, and the general weights w_t = t^0.5 gamma_t.
-  const auto first = fo::ScheduleFreeAdamWOptions(0.05).weight_decay(0.1).warmup_steps(3);
-  const auto second = fo::ScheduleFreeAdamWOptions(0.1)
+  const auto first = fh::ScheduleFreeAdamWOptions(0.05).weight_decay(0.1).warmup_steps(3);
+  const auto second = fh::ScheduleFreeAdamWOptions(0.1)
                           .betas(std::make_tuple(0.8, 0.99))
                           .eps(1e-6)
                           .r(0.5)
@@ -240,7 +240,7 @@ TEST_F(BaselineOptimizers, ScheduleFree_MatchesDoublePrecisionReference) {
     const Quadratic f({3, 5, 4, 2});
     auto params = f.start(dtype);
     ScheduleFreeReference reference(as_double(params));
-    fo::ScheduleFreeAdamW opt(two_groups(params, first, second));
+    fh::ScheduleFreeAdamW opt(two_groups(params, first, second));
     step_beside_reference(f, params, opt, reference, first, second, [&] {
       for (size_t i = 0; i < params.size(); ++i) {
         EXPECT_TRUE(all_close(params[i], reference.y[i], rtol, atol)) << "y of tensor " << i;
@@ -258,7 +258,7 @@ TEST_F(BaselineOptimizers, ScheduleFree_XIsTheLrSquaredWeightedAverageOfZAndPara
   auto params = f.start();
   const double lr = 0.05, beta2 = 0.999;
   const int64_t warmup = 4;
-  fo::ScheduleFreeAdamW opt(params, fo::ScheduleFreeAdamWOptions(lr).warmup_steps(warmup));
+  fh::ScheduleFreeAdamW opt(params, fh::ScheduleFreeAdamWOptions(lr).warmup_steps(warmup));
   std::vector<std::vector<torch::Tensor>> z_iterates(params.size());  // z_2, z_3, ...
   std::vector<double> weights;                                        // gamma_1^2, gamma_2^2, ...
   for (int64_t t = 1; t <= 10; ++t) {
@@ -288,7 +288,7 @@ TEST_F(BaselineOptimizers, ScheduleFree_XIsTheLrSquaredWeightedAverageOfZAndPara
 TEST_F(BaselineOptimizers, ScheduleFree_EvalAndTrainSwitchBetweenXAndYExactly) {
   const Quadratic f({3, 5});
   auto params = f.start();
-  fo::ScheduleFreeAdamW opt(params, fo::ScheduleFreeAdamWOptions(0.05));
+  fh::ScheduleFreeAdamW opt(params, fh::ScheduleFreeAdamWOptions(0.05));
   for (int t = 0; t < 5; ++t) {
     f.set_gradients(params);
     opt.step();
@@ -315,7 +315,7 @@ TEST_F(BaselineOptimizers, Prodigy_EstimateNeverDecreases) {
   // A noisy quadratic from the authors' d0 1e-6: d rises by orders of magnitude and never falls.
   const Quadratic f({3, 5, 4, 2});
   auto params = f.start();
-  fo::Prodigy opt(params);
+  fh::Prodigy opt(params);
   std::vector<double> d{opt.d()};
   for (int t = 0; t < 300; ++t) {
     f.set_gradients(params);
@@ -339,7 +339,7 @@ TEST_F(BaselineOptimizers, Prodigy_EstimateSettlesNearTheDistanceToTheSolution) 
     const double distance = std::abs(target);
     SCOPED_TRACE("x* = " + std::to_string(target));
     auto x = torch::zeros({1}, torch::kDouble).requires_grad_(true);
-    fo::Prodigy opt({x});
+    fh::Prodigy opt({x});
     for (int t = 0; t < 2000; ++t) {
       x.mutable_grad() = x.detach() - target;
       opt.step();
@@ -354,43 +354,43 @@ TEST_F(BaselineOptimizers, Prodigy_EstimateSettlesNearTheDistanceToTheSolution) 
 
 TEST_F(BaselineOptimizers, BadOptions_ThrowNamingTheValue) {
   auto p = torch::randn({3}).requires_grad_(true);
-  using PO = fo::ProdigyOptions;
-  expect_error([&] { fo::Prodigy({p}, PO(-1.0)); }, {"Prodigy", "lr", "-1"});
-  expect_error([&] { fo::Prodigy({p}, PO().betas(std::make_tuple(1.0, 0.999))); },
+  using PO = fh::ProdigyOptions;
+  expect_error([&] { fh::Prodigy({p}, PO(-1.0)); }, {"Prodigy", "lr", "-1"});
+  expect_error([&] { fh::Prodigy({p}, PO().betas(std::make_tuple(1.0, 0.999))); },
                {"Prodigy", "beta1", "[0, 1)", "1"});
-  expect_error([&] { fo::Prodigy({p}, PO().beta3(1.5)); }, {"beta3", "1.5"});
-  expect_error([&] { fo::Prodigy({p}, PO().d0(0.0)); }, {"d0", "positive", "0"});
-  expect_error([&] { fo::Prodigy({p}, PO().growth_rate(0.5)); }, {"growth_rate", "0.5"});
-  expect_error([&] { fo::Prodigy({p}, PO().eps(-1e-8)); }, {"eps", "-1e-08"});
-  expect_error([&] { fo::Prodigy({p}, PO().weight_decay(NAN)); }, {"weight_decay", "nan"});
+  expect_error([&] { fh::Prodigy({p}, PO().beta3(1.5)); }, {"beta3", "1.5"});
+  expect_error([&] { fh::Prodigy({p}, PO().d0(0.0)); }, {"d0", "positive", "0"});
+  expect_error([&] { fh::Prodigy({p}, PO().growth_rate(0.5)); }, {"growth_rate", "0.5"});
+  expect_error([&] { fh::Prodigy({p}, PO().eps(-1e-8)); }, {"eps", "-1e-08"});
+  expect_error([&] { fh::Prodigy({p}, PO().weight_decay(NAN)); }, {"weight_decay", "nan"});
   auto q = torch::randn({2}).requires_grad_(true);
   expect_error(
       [&] {
-        fo::Prodigy(two_groups<PO>({p, p, q, q}, PO(), PO().d0(1e-3)));
+        fh::Prodigy(two_groups<PO>({p, p, q, q}, PO(), PO().d0(1e-3)));
       },
       {"Prodigy", "parameter 1", "more than once"});
   std::vector<OptimizerParamGroup> groups;
   groups.emplace_back(std::vector<torch::Tensor>{p}, std::make_unique<PO>());
   groups.emplace_back(std::vector<torch::Tensor>{q}, std::make_unique<PO>(PO().d0(1e-3)));
-  expect_error([&] { fo::Prodigy(std::move(groups)); },
+  expect_error([&] { fh::Prodigy(std::move(groups)); },
                {"d estimate is global", "d0", "group 0 has 1e-06", "group 1 has 0.001"});
 
-  using SO = fo::ScheduleFreeAdamWOptions;
-  expect_error([&] { fo::ScheduleFreeAdamW({p}, SO(NAN)); }, {"ScheduleFreeAdamW", "lr", "nan"});
-  expect_error([&] { fo::ScheduleFreeAdamW({p}, SO().betas(std::make_tuple(0.9, 1.0))); },
+  using SO = fh::ScheduleFreeAdamWOptions;
+  expect_error([&] { fh::ScheduleFreeAdamW({p}, SO(NAN)); }, {"ScheduleFreeAdamW", "lr", "nan"});
+  expect_error([&] { fh::ScheduleFreeAdamW({p}, SO().betas(std::make_tuple(0.9, 1.0))); },
                {"beta2", "1"});
-  expect_error([&] { fo::ScheduleFreeAdamW({p}, SO().warmup_steps(-2)); }, {"warmup_steps", "-2"});
-  expect_error([&] { fo::ScheduleFreeAdamW({p}, SO().weight_lr_power(-1.0)); },
+  expect_error([&] { fh::ScheduleFreeAdamW({p}, SO().warmup_steps(-2)); }, {"warmup_steps", "-2"});
+  expect_error([&] { fh::ScheduleFreeAdamW({p}, SO().weight_lr_power(-1.0)); },
                {"weight_lr_power", "-1"});
-  expect_error([&] { fo::ScheduleFreeAdamW({p}, SO().r(INFINITY)); }, {"r must", "inf"});
+  expect_error([&] { fh::ScheduleFreeAdamW({p}, SO().r(INFINITY)); }, {"r must", "inf"});
 
   // Parameters: empty, not floating point.
-  expect_error([&] { fo::Prodigy(std::vector<torch::Tensor>{}); }, {"Prodigy", "empty"});
-  expect_error([&] { fo::ScheduleFreeAdamW({torch::ones({2}, torch::kLong)}); },
+  expect_error([&] { fh::Prodigy(std::vector<torch::Tensor>{}); }, {"Prodigy", "empty"});
+  expect_error([&] { fh::ScheduleFreeAdamW({torch::ones({2}, torch::kLong)}); },
                {"ScheduleFreeAdamW", "parameter 0", "Long"});
 
   // Options edited between steps are checked when used.
-  fo::ScheduleFreeAdamW opt({p});
+  fh::ScheduleFreeAdamW opt({p});
   opt.param_groups()[0].options().set_lr(-0.5);
   p.mutable_grad() = torch::ones_like(p);
   expect_error([&] { opt.step(); }, {"ScheduleFreeAdamW", "lr", "-0.5"});
@@ -405,11 +405,11 @@ TEST_F(BaselineOptimizers, SaveLoad_ContinuesExactly) {
     return out;
   };
   // Prodigy, two groups, one with beta3 unset (sqrt(beta2)) and one with it set to the same.
-  using PO = fo::ProdigyOptions;
+  using PO = fh::ProdigyOptions;
   const auto first = PO().d0(1e-3), second = PO(0.5).d0(1e-3).beta3(std::sqrt(0.999));
   auto straight = copy(), resumed = copy();
-  fo::Prodigy opt_straight(two_groups(straight, first, second));
-  fo::Prodigy opt_first(two_groups(resumed, first, second));
+  fh::Prodigy opt_straight(two_groups(straight, first, second));
+  fh::Prodigy opt_first(two_groups(resumed, first, second));
   for (int s = 0; s < 5; ++s) {
     f.set_gradients(straight);
     opt_straight.step();
@@ -419,7 +419,7 @@ TEST_F(BaselineOptimizers, SaveLoad_ContinuesExactly) {
   std::stringstream buffer;
   torch::save(opt_first, buffer);
   // As LibTorch's optimizers: the options are the constructor's, the archive restores the state.
-  fo::Prodigy opt_second(two_groups(resumed, first, second));
+  fh::Prodigy opt_second(two_groups(resumed, first, second));
   torch::load(opt_second, buffer);
   EXPECT_EQ(opt_second.d(), opt_first.d());
   EXPECT_EQ(opt_second.steps(), 5);
@@ -434,10 +434,10 @@ TEST_F(BaselineOptimizers, SaveLoad_ContinuesExactly) {
 
   // Schedule-Free, saved in eval mode (the parameters hold x then): the loaded optimizer is in
   // eval mode, and train() writes the saved y.
-  using SO = fo::ScheduleFreeAdamWOptions;
+  using SO = fh::ScheduleFreeAdamWOptions;
   auto sf_straight = copy(), sf_resumed = copy();
-  fo::ScheduleFreeAdamW sf_opt_straight(sf_straight, SO(0.05).warmup_steps(3));
-  fo::ScheduleFreeAdamW sf_opt_first(sf_resumed, SO(0.05).warmup_steps(3));
+  fh::ScheduleFreeAdamW sf_opt_straight(sf_straight, SO(0.05).warmup_steps(3));
+  fh::ScheduleFreeAdamW sf_opt_first(sf_resumed, SO(0.05).warmup_steps(3));
   for (int s = 0; s < 5; ++s) {
     f.set_gradients(sf_straight);
     sf_opt_straight.step();
@@ -447,7 +447,7 @@ TEST_F(BaselineOptimizers, SaveLoad_ContinuesExactly) {
   sf_opt_first.eval();
   std::stringstream sf_buffer;
   torch::save(sf_opt_first, sf_buffer);
-  fo::ScheduleFreeAdamW sf_opt_second(sf_resumed, SO(0.05).warmup_steps(3));
+  fh::ScheduleFreeAdamW sf_opt_second(sf_resumed, SO(0.05).warmup_steps(3));
   torch::load(sf_opt_second, sf_buffer);
   EXPECT_FALSE(sf_opt_second.training());
   sf_opt_second.train();
@@ -475,7 +475,7 @@ TEST_F(BaselineOptimizers, Options_SerializeRoundTrip) {
     back.serialize(in);
     return back;
   };
-  const auto prodigy = fo::ProdigyOptions(0.7)
+  const auto prodigy = fh::ProdigyOptions(0.7)
                            .betas(std::make_tuple(0.8, 0.99))
                            .eps(1e-6)
                            .weight_decay(0.01)
@@ -485,10 +485,10 @@ TEST_F(BaselineOptimizers, Options_SerializeRoundTrip) {
                            .safeguard_warmup(true);
   EXPECT_TRUE(round_trip(prodigy) == prodigy);
   EXPECT_FALSE(round_trip(prodigy).beta3().has_value());
-  EXPECT_TRUE(round_trip(fo::ProdigyOptions().beta3(0.9)) == fo::ProdigyOptions().beta3(0.9));
-  EXPECT_TRUE(round_trip(fo::ProdigyOptions()) == fo::ProdigyOptions());  // growth_rate inf
-  EXPECT_FALSE(fo::ProdigyOptions().beta3(0.9) == fo::ProdigyOptions());
-  const auto schedule_free = fo::ScheduleFreeAdamWOptions(0.01)
+  EXPECT_TRUE(round_trip(fh::ProdigyOptions().beta3(0.9)) == fh::ProdigyOptions().beta3(0.9));
+  EXPECT_TRUE(round_trip(fh::ProdigyOptions()) == fh::ProdigyOptions());  // growth_rate inf
+  EXPECT_FALSE(fh::ProdigyOptions().beta3(0.9) == fh::ProdigyOptions());
+  const auto schedule_free = fh::ScheduleFreeAdamWOptions(0.01)
                                  .betas(std::make_tuple(0.95, 0.98))
                                  .eps(1e-7)
                                  .weight_decay(0.1)
@@ -496,7 +496,7 @@ TEST_F(BaselineOptimizers, Options_SerializeRoundTrip) {
                                  .r(0.5)
                                  .weight_lr_power(1.0);
   EXPECT_TRUE(round_trip(schedule_free) == schedule_free);
-  EXPECT_FALSE(round_trip(schedule_free) == fo::ScheduleFreeAdamWOptions());
+  EXPECT_FALSE(round_trip(schedule_free) == fh::ScheduleFreeAdamWOptions());
 }
 
 TEST_F(BaselineOptimizers, LoadingAnotherOptimizersState_SaysWhatTheArchiveHolds) {
@@ -506,10 +506,10 @@ TEST_F(BaselineOptimizers, LoadingAnotherOptimizersState_SaysWhatTheArchiveHolds
   adam.step();
   std::stringstream adam_state;
   torch::save(adam, adam_state);
-  fo::Prodigy prodigy({x});
+  fh::Prodigy prodigy({x});
   expect_error([&] { torch::load(prodigy, adam_state); },
                {"Prodigy::load: the archive is not a Prodigy optimizer state"});
-  fo::ScheduleFreeAdamW schedule_free({x});
+  fh::ScheduleFreeAdamW schedule_free({x});
   schedule_free.step();
   std::stringstream schedule_free_state;
   torch::save(schedule_free, schedule_free_state);
@@ -520,8 +520,8 @@ TEST_F(BaselineOptimizers, LoadingAnotherOptimizersState_SaysWhatTheArchiveHolds
 TEST_F(BaselineOptimizers, StepWithClosure_ReturnsTheLoss) {
   const Quadratic f({3, 5});
   auto params = f.start();
-  fo::Prodigy prodigy(params, fo::ProdigyOptions().d0(0.1));
-  fo::ScheduleFreeAdamW schedule_free(params, fo::ScheduleFreeAdamWOptions(0.05));
+  fh::Prodigy prodigy(params, fh::ProdigyOptions().d0(0.1));
+  fh::ScheduleFreeAdamW schedule_free(params, fh::ScheduleFreeAdamWOptions(0.05));
   for (torch::optim::Optimizer* opt :
        std::vector<torch::optim::Optimizer*>{&prodigy, &schedule_free}) {
     const double before = f.loss(params).item<double>();
@@ -541,8 +541,8 @@ TEST_F(BaselineOptimizers, UndefinedGradients_AreSkipped) {
   auto with = torch::randn({4}).requires_grad_(true);
   auto without = torch::randn({3}).requires_grad_(true);
   const auto unchanged = without.detach().clone();
-  fo::Prodigy prodigy({with, without}, fo::ProdigyOptions().d0(0.1));
-  fo::ScheduleFreeAdamW schedule_free({with, without});
+  fh::Prodigy prodigy({with, without}, fh::ProdigyOptions().d0(0.1));
+  fh::ScheduleFreeAdamW schedule_free({with, without});
   for (torch::optim::Optimizer* opt :
        std::vector<torch::optim::Optimizer*>{&prodigy, &schedule_free}) {
     const auto before = with.detach().clone();
@@ -555,7 +555,7 @@ TEST_F(BaselineOptimizers, UndefinedGradients_AreSkipped) {
     EXPECT_EQ(opt->state().size(), 1u);  // no state for the parameter without a gradient
   }
   // No gradient anywhere: Prodigy's estimate and step count stay.
-  fo::Prodigy idle({without});
+  fh::Prodigy idle({without});
   idle.step();
   EXPECT_EQ(idle.steps(), 0);
   EXPECT_EQ(idle.d(), 1e-6);
@@ -572,11 +572,11 @@ TEST_F(BaselineOptimizers, ScheduleFree_WarmupByTheLoop_IsTheOptimizersWarmup) {
   std::vector<torch::Tensor> by_loop;
   for (const auto& p : own) by_loop.push_back(p.detach().clone().requires_grad_(true));
   const int64_t steps = 100;  // W = 5
-  fo::ScheduleFreeAdamW opt_own(own, fo::ScheduleFreeAdamWOptions(0.05).warmup_steps(5));
-  fo::ScheduleFreeAdamW opt_loop(by_loop, fo::ScheduleFreeAdamWOptions(0.05));
+  fh::ScheduleFreeAdamW opt_own(own, fh::ScheduleFreeAdamWOptions(0.05).warmup_steps(5));
+  fh::ScheduleFreeAdamW opt_loop(by_loop, fh::ScheduleFreeAdamWOptions(0.05));
   for (int64_t t = 0; t < 20; ++t) {
     opt_loop.param_groups()[0].options().set_lr(
-        0.05 * fo::schedule_factor(fo::Schedule::kWarmup, t, steps));
+        0.05 * fh::schedule_factor(fh::Schedule::kWarmup, t, steps));
     f.set_gradients(own);
     opt_own.step();
     f.set_gradients(by_loop);

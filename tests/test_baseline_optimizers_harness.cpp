@@ -8,17 +8,17 @@
 #include "flt/harness/baseline_optimizers.h"
 #include "harness_test_util.h"
 
-namespace fo = flt::optim;
+namespace fh = flt::harness;
 using namespace flt::testing;
 
 TEST_F(BaselineOptimizers, Schedule_WarmupRisesOverFivePercentOfTheRun) {
   for (int64_t t = 0; t < 100; ++t) {
-    EXPECT_DOUBLE_EQ(fo::schedule_factor(fo::Schedule::kWarmup, t, 100),
+    EXPECT_DOUBLE_EQ(fh::schedule_factor(fh::Schedule::kWarmup, t, 100),
                      std::min(1.0, double(t + 1) / 5.0));
-    EXPECT_EQ(fo::schedule_factor(fo::Schedule::kConstant, t, 100), 1.0);
+    EXPECT_EQ(fh::schedule_factor(fh::Schedule::kConstant, t, 100), 1.0);
   }
-  EXPECT_EQ(fo::schedule_factor(fo::Schedule::kWarmup, 0, 10), 1.0);  // W at least 1 step
-  EXPECT_NEAR(fo::schedule_factor(fo::Schedule::kCosine, 50, 100), 0.5, 1e-15);
+  EXPECT_EQ(fh::schedule_factor(fh::Schedule::kWarmup, 0, 10), 1.0);  // W at least 1 step
+  EXPECT_NEAR(fh::schedule_factor(fh::Schedule::kCosine, 50, 100), 0.5, 1e-15);
 }
 
 TEST_F(BaselineOptimizers, EvaluationHook_RecomputesBatchNormAtTheEvaluationPoint) {
@@ -35,7 +35,7 @@ TEST_F(BaselineOptimizers, EvaluationHook_RecomputesBatchNormAtTheEvaluationPoin
   };
   std::vector<double> seen, expected;
   torch::Tensor saved;
-  fo::EvaluationHook hook;
+  fh::EvaluationHook hook;
   hook.before = [&](torch::optim::Optimizer&) {
     torch::NoGradGuard no_grad;
     auto bias = net[0]->as<torch::nn::Linear>()->bias;
@@ -49,13 +49,13 @@ TEST_F(BaselineOptimizers, EvaluationHook_RecomputesBatchNormAtTheEvaluationPoin
     net[0]->as<torch::nn::Linear>()->bias.copy_(saved);
   };
   hook.batch_norm_batches = 8;
-  const auto recomputed = fo::run_training(run, 0, sgd(0.05), fo::Schedule::kConstant, hook);
+  const auto recomputed = fh::run_training(run, 0, sgd(0.05), fh::Schedule::kConstant, hook);
   ASSERT_EQ(seen.size(), recomputed.steps.size());  // once per evaluation, step 0 included
   for (size_t i = 0; i < seen.size(); ++i) EXPECT_NEAR(seen[i], expected[i], 0.3) << "eval " << i;
 
   seen.clear(), expected.clear();
   hook.batch_norm_batches = 0;
-  const auto kept = fo::run_training(run, 0, sgd(0.05), fo::Schedule::kConstant, hook);
+  const auto kept = fh::run_training(run, 0, sgd(0.05), fh::Schedule::kConstant, hook);
   for (size_t i = 1; i < seen.size(); ++i) EXPECT_GT(expected[i] - seen[i], 4.0) << "eval " << i;
   EXPECT_EQ(kept.train_loss.size(), recomputed.train_loss.size());
   for (size_t i = 1; i < kept.train_loss.size(); ++i) {
@@ -65,13 +65,13 @@ TEST_F(BaselineOptimizers, EvaluationHook_RecomputesBatchNormAtTheEvaluationPoin
 }
 
 TEST_F(BaselineOptimizers, UntunedContenders_RunInBothLoops) {
-  const auto contenders = fo::untuned_baseline_contenders();
+  const auto contenders = fh::untuned_baseline_contenders();
   ASSERT_EQ(contenders.size(), 4u);
-  fo::RunEvalOptions options;
+  fh::RunEvalOptions options;
   options.eval_seeds = 2;
   options.progress = false;
   // Real-suite loop, on a model with BatchNorm (Schedule-Free evaluates at x, statistics there).
-  const auto rows = fo::evaluate_training_runs({tiny_regression(/*steps=*/60, /*batch_norm=*/true)},
+  const auto rows = fh::evaluate_training_runs({tiny_regression(/*steps=*/60, /*batch_norm=*/true)},
                                                contenders, options);
   ASSERT_EQ(rows.size(), 4u);
   const std::vector<std::string> names{"prodigy", "prodigy-cosine", "schedule-free-adamw",
@@ -88,14 +88,14 @@ TEST_F(BaselineOptimizers, UntunedContenders_RunInBothLoops) {
   int before = 0, after = 0;
   auto sf = contenders[2];
   const auto inner_before = sf.evaluation.before, inner_after = sf.evaluation.after;
-  fo::EvaluationHook counting;
+  fh::EvaluationHook counting;
   counting.before = [&](torch::optim::Optimizer& o) { ++before, inner_before(o); };
   counting.after = [&](torch::optim::Optimizer& o) { ++after, inner_after(o); };
-  auto task = fo::held_out_tasks()[4];  // rosenbrock-4d
+  auto task = fh::held_out_tasks()[4];  // rosenbrock-4d
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
   const auto instance = task.make(gen);
-  const auto curve = fo::run_optimizer(*instance, instance->initial(gen), 30, 7, sf.make(0.01),
-                                       fo::Schedule::kConstant, counting);
+  const auto curve = fh::run_optimizer(*instance, instance->initial(gen), 30, 7, sf.make(0.01),
+                                       fh::Schedule::kConstant, counting);
   EXPECT_EQ(before, 31);
   EXPECT_EQ(after, 31);
   EXPECT_FALSE(curve.diverged);

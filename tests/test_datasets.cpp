@@ -8,7 +8,7 @@
 #include "flt/metatrain/datasets.h"
 #include "test_util.h"
 
-namespace fd = flt::optim::data;
+namespace fd = flt::metatrain::data;
 using namespace flt::testing;
 
 namespace {

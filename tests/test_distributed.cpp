@@ -11,6 +11,8 @@
 #include "test_util.h"
 
 namespace fo = flt::optim;
+
+namespace fm = flt::metatrain;
 using namespace flt::testing;
 
 namespace {
@@ -36,7 +38,7 @@ struct Environment {
 };
 
 /// A communicator that is never asked to communicate: meta_train must refuse it first.
-class Unconnected final : public fo::Communicator {
+class Unconnected final : public fm::Communicator {
  public:
   Unconnected(int rank, int world_size) : rank_(rank), world_size_(world_size) {}
   int rank() const override { return rank_; }
@@ -59,14 +61,14 @@ class Distributed : public flt::testing::SeededTest {};
 TEST_F(Distributed, Rendezvous_ReadsTorchrunVariables) {
   {
     Environment env(nullptr, nullptr, nullptr, nullptr);
-    const auto r = fo::Rendezvous::from_environment();
+    const auto r = fm::Rendezvous::from_environment();
     EXPECT_EQ(r.rank, 0);
     EXPECT_EQ(r.world_size, 1);
     EXPECT_EQ(r.master_addr, "127.0.0.1");
     EXPECT_EQ(r.master_port, 29500);
   }
   Environment env("3", "4", "10.1.2.3", "1234");
-  const auto r = fo::Rendezvous::from_environment();
+  const auto r = fm::Rendezvous::from_environment();
   EXPECT_EQ(r.rank, 3);
   EXPECT_EQ(r.world_size, 4);
   EXPECT_EQ(r.master_addr, "10.1.2.3");
@@ -76,34 +78,34 @@ TEST_F(Distributed, Rendezvous_ReadsTorchrunVariables) {
 TEST_F(Distributed, Rendezvous_NamesAMalformedVariable) {
   {
     Environment env("one", "2", nullptr, nullptr);
-    expect_error([] { fo::Rendezvous::from_environment(); }, {"RANK", "\"one\""});
+    expect_error([] { fm::Rendezvous::from_environment(); }, {"RANK", "\"one\""});
   }
   {
     Environment env("0", "2", nullptr, "70000");
-    expect_error([] { fo::Rendezvous::from_environment(); }, {"MASTER_PORT", "70000"});
+    expect_error([] { fm::Rendezvous::from_environment(); }, {"MASTER_PORT", "70000"});
   }
 }
 
 TEST_F(Distributed, Connect_NamesABadRankOrRendezvous) {
-  fo::Rendezvous r;
+  fm::Rendezvous r;
   r.rank = 2;
   r.world_size = 2;
-  if (!fo::distributed_supported()) {
-    expect_error([&] { fo::connect(r); }, {"no c10d Gloo", "FLT_WITH_DISTRIBUTED"});
+  if (!fm::distributed_supported()) {
+    expect_error([&] { fm::connect(r); }, {"no c10d Gloo", "FLT_WITH_DISTRIBUTED"});
     return;
   }
-  expect_error([&] { fo::connect(r); }, {"RANK must be in 0..WORLD_SIZE-1 = 0..1", "got 2"});
+  expect_error([&] { fm::connect(r); }, {"RANK must be in 0..WORLD_SIZE-1 = 0..1", "got 2"});
   r.rank = 0;
   r.method = "tcp://somewhere";
-  expect_error([&] { fo::connect(r); }, {"unknown rendezvous", "tcp://somewhere"});
+  expect_error([&] { fm::connect(r); }, {"unknown rendezvous", "tcp://somewhere"});
 }
 
 TEST_F(Distributed, MetaTrain_NeedsAWorkerPerRank) {
-  fo::MetaTrainOptions options;
-  options.workers = 2;
-  options.iterations = 1;
-  options.progress = false;
-  options.communicator = std::make_shared<Unconnected>(0, 3);
-  expect_error([&] { fo::meta_train(fo::LearnedOptimizerModel(), options); },
+  fm::MetaTrainOptions options;
+  options.workers(2);
+  options.iterations(1);
+  options.progress(false);
+  options.communicator(std::make_shared<Unconnected>(0, 3));
+  expect_error([&] { fm::meta_train(fo::LearnedOptimizerModel(), options); },
                {"2 workers cannot be shared by 3 ranks"});
 }

@@ -13,16 +13,18 @@
 #include "test_util.h"
 
 namespace fo = flt::optim;
+
+namespace fm = flt::metatrain;
 using namespace flt::testing;
 
 namespace {
 
 class EpisodeES : public SeededTest {};
 
-fo::EpisodeESOptions tiny_options() {
-  fo::EpisodeESOptions o;
-  o.train_families = {fo::TaskFamily::kTabular, fo::TaskFamily::kMLPRegression};
-  o.validation_families = {fo::TaskFamily::kMLPClassification};
+fm::EpisodeESOptions tiny_options() {
+  fm::EpisodeESOptions o;
+  o.train_families = {fm::TaskFamily::kTabular, fm::TaskFamily::kMLPRegression};
+  o.validation_families = {fm::TaskFamily::kMLPClassification};
   o.pairs(2)
       .tasks_per_generation(2)
       .min_steps(20)
@@ -42,28 +44,28 @@ fo::LearnedSchedule small_schedule() {
 
 TEST_F(EpisodeES, AnEpisodeIsDeterministicAndScoredOnHeldOutData) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
-  const auto task = fo::sample_task(fo::TaskFamily::kTabular, gen);
+  const auto task = fm::sample_task(fm::TaskFamily::kTabular, gen);
   const auto schedule = small_schedule();
-  fo::EpisodeSpec spec;
+  fm::EpisodeSpec spec;
   spec.steps = 50;
   spec.seed = 3;
-  const double a = fo::schedule_final_loss(*task, spec, schedule);
-  EXPECT_EQ(a, fo::schedule_final_loss(*task, spec, schedule));
+  const double a = fm::schedule_final_loss(*task, spec, schedule);
+  EXPECT_EQ(a, fm::schedule_final_loss(*task, spec, schedule));
   ASSERT_TRUE(std::isfinite(a));
   // Trained: below the held-out loss at the start (the same start the reference uses).
-  auto init = fo::run_stream(spec.seed, fo::RunStream::kInitialPoint);
-  auto batches = fo::run_stream(spec.seed, fo::RunStream::kBatches);
-  EXPECT_LT(a, fo::held_out_loss(*task, task->initial(init).to(at::kFloat), batches));
+  auto init = fm::run_stream(spec.seed, fm::RunStream::kInitialPoint);
+  auto batches = fm::run_stream(spec.seed, fm::RunStream::kBatches);
+  EXPECT_LT(a, fm::held_out_loss(*task, task->initial(init).to(at::kFloat), batches));
   // Told its length, the step anneals: another run.
   spec.known_length = true;
-  EXPECT_NE(a, fo::schedule_final_loss(*task, spec, schedule));
+  EXPECT_NE(a, fm::schedule_final_loss(*task, spec, schedule));
   spec.steps = 0;
-  expect_error([&] { fo::schedule_final_loss(*task, spec, schedule); }, {"steps", "got 0"});
+  expect_error([&] { fm::schedule_final_loss(*task, spec, schedule); }, {"steps", "got 0"});
 }
 
 TEST_F(EpisodeES, AGenerationIsAFunctionOfSeedAndIndex) {
-  fo::ReferenceCache references;
-  fo::EpisodeES es(small_schedule(), tiny_options(), references);
+  fm::ReferenceCache references;
+  fm::EpisodeES es(small_schedule(), tiny_options(), references);
   const auto a = es.batch(3), b = es.batch(3), c = es.batch(4);
   ASSERT_EQ(a.size(), 2u);
   for (size_t i = 0; i < a.size(); ++i) {
@@ -75,19 +77,19 @@ TEST_F(EpisodeES, AGenerationIsAFunctionOfSeedAndIndex) {
   }
   EXPECT_NE(a[0].second.seed, c[0].second.seed);
   for (const auto& [task, spec] : es.validation_set())
-    EXPECT_EQ(task->family(), fo::TaskFamily::kMLPClassification);
+    EXPECT_EQ(task->family(), fm::TaskFamily::kMLPClassification);
 }
 
 TEST_F(EpisodeES, ACampaignResumesExactlyFromItsCheckpoint) {
   const auto path = temp_path("es-state.pt");
-  fo::ReferenceCache references;
-  fo::EpisodeES es(small_schedule(), tiny_options(), references);
+  fm::ReferenceCache references;
+  fm::EpisodeES es(small_schedule(), tiny_options(), references);
   auto straight = es.initial_state();
   es.step(straight);
-  fo::save_es_state(straight, path);
+  fm::save_es_state(straight, path);
   const auto first = es.step(straight);  // generation 1, validated (every 2)
-  auto resumed = fo::load_es_state(path);
-  fo::EpisodeES again(small_schedule(), tiny_options(), references);
+  auto resumed = fm::load_es_state(path);
+  fm::EpisodeES again(small_schedule(), tiny_options(), references);
   const auto second = again.step(resumed);
   EXPECT_TRUE(torch::equal(straight.theta, resumed.theta));
   EXPECT_TRUE(torch::equal(straight.adam_v, resumed.adam_v));
@@ -101,7 +103,7 @@ TEST_F(EpisodeES, ACampaignResumesExactlyFromItsCheckpoint) {
                                                     ? straight.theta
                                                     : es.initial_state().theta));
   // The first generation's theta is theta_0: scored as the hand rule on the same batch.
-  fo::EpisodeES fresh(small_schedule(), tiny_options(), references);
+  fm::EpisodeES fresh(small_schedule(), tiny_options(), references);
   auto state = fresh.initial_state();
   const auto record = fresh.step(state);
   EXPECT_EQ(record.theta_score, record.hand_rule_score);
@@ -110,23 +112,23 @@ TEST_F(EpisodeES, ACampaignResumesExactlyFromItsCheckpoint) {
   const auto moved = (state.theta - fresh.initial_state().theta).abs();
   EXPECT_LE(moved.max().item<double>(), 0.01 * (1 + 1e-6));
   EXPECT_GT(moved.max().item<double>(), 0.009);
-  expect_error([&] { fo::load_es_state(temp_path("missing-es-state.pt")); },
+  expect_error([&] { fm::load_es_state(temp_path("missing-es-state.pt")); },
                {"missing-es-state.pt"});
 }
 
 TEST_F(EpisodeES, BadSettingsAreNamed) {
-  fo::ReferenceCache references;
+  fm::ReferenceCache references;
   auto overlap = tiny_options();
-  overlap.validation_families.push_back(fo::TaskFamily::kTabular);
-  expect_error([&] { fo::EpisodeES(small_schedule(), overlap, references); },
+  overlap.validation_families.push_back(fm::TaskFamily::kTabular);
+  expect_error([&] { fm::EpisodeES(small_schedule(), overlap, references); },
                {"tabular", "both trained on and held out"});
   expect_error(
       [&] {
-        fo::EpisodeES(small_schedule(), tiny_options().min_steps(50).max_steps(10), references);
+        fm::EpisodeES(small_schedule(), tiny_options().min_steps(50).max_steps(10), references);
       },
       {"min_steps", "50", "10"});
-  expect_error([&] { fo::EpisodeES(small_schedule(), tiny_options().sigma(0), references); },
+  expect_error([&] { fm::EpisodeES(small_schedule(), tiny_options().sigma(0), references); },
                {"sigma"});
-  fo::EpisodeES es(small_schedule(), tiny_options(), references);
+  fm::EpisodeES es(small_schedule(), tiny_options(), references);
   expect_error([&] { es.schedule_at(torch::zeros({3}, torch::kDouble)); }, {"theta has 3 numbers"});
 }

@@ -11,42 +11,44 @@
 
 namespace fo = flt::optim;
 
+namespace fh = flt::harness;
+
 namespace {
 class Evaluate : public flt::testing::SeededTest {};
 }  // namespace
 
 TEST_F(Evaluate, TunesEachContenderOnItsOwnGridAndIsDeterministic) {
-  auto tasks = fo::held_out_tasks();
+  auto tasks = fh::held_out_tasks();
   tasks.resize(1);  // rastrigin-2d
   tasks[0].steps = 30;
-  fo::Contender adam;
+  fh::Contender adam;
   adam.name = "adam";
-  adam.make = [](double lr) -> fo::OptimizerFactory {
+  adam.make = [](double lr) -> fh::OptimizerFactory {
     return [lr](std::vector<torch::Tensor> p) {
       return std::make_unique<torch::optim::Adam>(std::move(p), torch::optim::AdamOptions(lr));
     };
   };
-  fo::Contender learned;
+  fh::Contender learned;
   learned.name = "learned (tuned)";
-  learned.grid = fo::multiplier_grid();
-  learned.make = [](double lr) -> fo::OptimizerFactory {
+  learned.grid = fh::multiplier_grid();
+  learned.make = [](double lr) -> fh::OptimizerFactory {
     return [lr](std::vector<torch::Tensor> p) {
       return std::make_unique<fo::Mnemosyne>(std::move(p), fo::MnemosyneOptions(lr));
     };
   };
-  fo::EvalOptions options;
+  fh::EvalOptions options;
   options.tuning_seeds = 1;
   options.eval_seeds = 2;
   options.progress = false;
-  const auto rows = fo::evaluate(tasks, {adam, learned}, options);
+  const auto rows = fh::evaluate(tasks, {adam, learned}, options);
   ASSERT_EQ(rows.size(), 2u);
   const auto in = [](double x, const std::vector<double>& grid) {
     return std::find(grid.begin(), grid.end(), x) != grid.end();
   };
-  EXPECT_TRUE(in(rows[0].lr, fo::learning_rate_grid())) << rows[0].lr;
-  EXPECT_TRUE(in(rows[1].lr, fo::multiplier_grid())) << rows[1].lr;
-  EXPECT_EQ(fo::multiplier_grid().size(), 7u);
-  EXPECT_NEAR(fo::multiplier_grid()[3], 1.0, 1e-12);  // the untuned default is on the grid
+  EXPECT_TRUE(in(rows[0].lr, fh::learning_rate_grid())) << rows[0].lr;
+  EXPECT_TRUE(in(rows[1].lr, fh::multiplier_grid())) << rows[1].lr;
+  EXPECT_EQ(fh::multiplier_grid().size(), 7u);
+  EXPECT_NEAR(fh::multiplier_grid()[3], 1.0, 1e-12);  // the untuned default is on the grid
   for (const auto& row : rows) {
     EXPECT_TRUE(std::isfinite(row.meta_objective)) << row.contender;
     EXPECT_GE(row.win_rate, 0.0);
@@ -55,7 +57,7 @@ TEST_F(Evaluate, TunesEachContenderOnItsOwnGridAndIsDeterministic) {
   }
   EXPECT_EQ(rows[0].win_rate, 0.0) << "the reference never beats itself";
   EXPECT_EQ(rows[0].tie_rate, 1.0) << "and always ties with itself";
-  const auto again = fo::evaluate(tasks, {adam, learned}, options);
+  const auto again = fh::evaluate(tasks, {adam, learned}, options);
   EXPECT_EQ(again[1].median_final, rows[1].median_final);
   EXPECT_EQ(again[1].lr, rows[1].lr);
 }

@@ -20,6 +20,8 @@
 #include "test_util.h"
 
 namespace fo = flt::optim;
+
+namespace fm = flt::metatrain;
 using namespace flt::testing;
 
 namespace {
@@ -30,11 +32,11 @@ class MetaTrain : public flt::testing::SeededTest {};
 }  // namespace
 
 TEST_F(Tasks, EveryFamilyIsFiniteAndDeterministic) {
-  for (auto family : fo::all_task_families()) {
+  for (auto family : fm::all_task_families()) {
     auto gen_a = at::make_generator<at::CPUGeneratorImpl>(5);
     auto gen_b = at::make_generator<at::CPUGeneratorImpl>(5);
-    auto a = fo::sample_task(family, gen_a);
-    auto b = fo::sample_task(family, gen_b);
+    auto a = fm::sample_task(family, gen_a);
+    auto b = fm::sample_task(family, gen_b);
     const auto start = a->initial(gen_a);
     EXPECT_TRUE(torch::equal(start, b->initial(gen_b))) << a->name();
     auto p = start.clone().requires_grad_(true);
@@ -45,13 +47,13 @@ TEST_F(Tasks, EveryFamilyIsFiniteAndDeterministic) {
     EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>()) << a->name();
     EXPECT_GT(p.grad().abs().sum().item<double>(), 0.0) << a->name();
     EXPECT_EQ(a->family(), family);
-    EXPECT_EQ(fo::task_family_from_name(fo::task_family_name(family)), family);
+    EXPECT_EQ(fm::task_family_from_name(fm::task_family_name(family)), family);
     const auto sizes = a->segments();
     EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), int64_t{0}), a->dim()) << a->name();
-    const auto& real = fo::real_task_families();
+    const auto& real = fm::real_task_families();
     const bool is_real = std::find(real.begin(), real.end(), family) != real.end();
     // Held-out data: the real families and the synthetic tabular problems.
-    EXPECT_EQ(a->has_validation(), is_real || family == fo::TaskFamily::kTabular) << a->name();
+    EXPECT_EQ(a->has_validation(), is_real || family == fm::TaskFamily::kTabular) << a->name();
     if (is_real) {
       const auto held_out = a->validation_loss(p, noise).item<double>();
       EXPECT_TRUE(std::isfinite(held_out)) << a->name();
@@ -65,12 +67,12 @@ TEST_F(Tasks, EveryFamilyIsFiniteAndDeterministic) {
       // twice the expectation's bound; a wrong label set, a scale error of the logits or a loss
       // of other units lands far outside it (old check: < 2 ln 100 = 9.2).
       const int64_t classes =
-          family == fo::TaskFamily::kTextGRU ? fo::data::licence_text().vocab : 10;
+          family == fm::TaskFamily::kTextGRU ? fm::data::licence_text().vocab : 10;
       EXPECT_NEAR(a->eval_loss(p).item<double>(), std::log(static_cast<double>(classes)), 1.0)
           << a->name() << " (" << classes << " classes)";
     }
   }
-  expect_error([] { fo::task_family_from_name("mnist"); }, {"unknown task family", "mnist"});
+  expect_error([] { fm::task_family_from_name("mnist"); }, {"unknown task family", "mnist"});
 }
 
 TEST_F(Tasks, TabularProblemsSpanTheirRangesAndHoldDataOut) {
@@ -80,7 +82,7 @@ TEST_F(Tasks, TabularProblemsSpanTheirRangesAndHoldDataOut) {
   bool full_batch = false, mini_batch = false;
   for (uint64_t seed = 0; seed < 40; ++seed) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    const auto task = fo::sample_task(fo::TaskFamily::kTabular, gen);
+    const auto task = fm::sample_task(fm::TaskFamily::kTabular, gen);
     const std::string name = task->name();
     kinds.insert(name.substr(0, name.find('(')));
     (name.find("full batch") != std::string::npos ? full_batch : mini_batch) = true;
@@ -97,7 +99,7 @@ TEST_F(Tasks, TabularProblemsSpanTheirRangesAndHoldDataOut) {
   // quarter or more.
   for (uint64_t seed = 0; seed < 5; ++seed) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + seed);
-    const auto task = fo::sample_task(fo::TaskFamily::kTabular, gen);
+    const auto task = fm::sample_task(fm::TaskFamily::kTabular, gen);
     auto p = task->initial(gen).requires_grad_(true);
     const double before = task->eval_loss(p).item<double>();
     torch::optim::Adam adam({p}, torch::optim::AdamOptions(1e-2));
@@ -109,27 +111,27 @@ TEST_F(Tasks, TabularProblemsSpanTheirRangesAndHoldDataOut) {
     EXPECT_LT(task->eval_loss(p).item<double>(), 0.75 * before) << task->name();
   }
   // The shipped recipe's families leave the tabular problems out (its files still reproduce).
-  const auto recipe = fo::shipped_recipe_families();
-  EXPECT_EQ(std::count(recipe.begin(), recipe.end(), fo::TaskFamily::kTabular), 0);
-  EXPECT_EQ(recipe.size() + 1, fo::all_task_families().size());
-  EXPECT_EQ(fo::MetaTrainOptions{}.families.size(), recipe.size());
+  const auto recipe = fm::shipped_recipe_families();
+  EXPECT_EQ(std::count(recipe.begin(), recipe.end(), fm::TaskFamily::kTabular), 0);
+  EXPECT_EQ(recipe.size() + 1, fm::all_task_families().size());
+  EXPECT_EQ(fm::MetaTrainOptions{}.families().size(), recipe.size());
 }
 
 namespace {
 
-fo::MetaTrainOptions tiny_meta(fo::MetaEstimator estimator, int64_t iterations) {
-  fo::MetaTrainOptions o;
-  o.families = {fo::TaskFamily::kNoisyQuadratic, fo::TaskFamily::kRosenbrock};
-  o.sampling.min_dim = 2;
-  o.sampling.max_dim = 4;
-  o.estimator = estimator;
-  o.iterations = iterations;
-  o.workers = 4;
-  o.unroll = 5;
-  o.horizon = 20;
-  o.meta_lr = 1e-2;
-  o.progress = false;
-  o.seed = 3;
+fm::MetaTrainOptions tiny_meta(fm::MetaEstimator estimator, int64_t iterations) {
+  fm::MetaTrainOptions o;
+  o.families({fm::TaskFamily::kNoisyQuadratic, fm::TaskFamily::kRosenbrock});
+  o.sampling().min_dim = 2;
+  o.sampling().max_dim = 4;
+  o.estimator(estimator);
+  o.iterations(iterations);
+  o.workers(4);
+  o.unroll(5);
+  o.horizon(20);
+  o.meta_lr(1e-2);
+  o.progress(false);
+  o.seed(3);
   return o;
 }
 
@@ -140,8 +142,8 @@ double held_out_objective(fo::LearnedOptimizerModel model) {
   for (uint64_t seed = 100; seed < 106; ++seed) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     auto task =
-        fo::sample_task(seed % 2 ? fo::TaskFamily::kNoisyQuadratic : fo::TaskFamily::kRosenbrock,
-                        gen, tiny_meta(fo::MetaEstimator::kPES, 1).sampling);
+        fm::sample_task(seed % 2 ? fm::TaskFamily::kNoisyQuadratic : fm::TaskFamily::kRosenbrock,
+                        gen, tiny_meta(fm::MetaEstimator::kPES, 1).sampling());
     auto p = task->initial(gen).requires_grad_(true);
     const double initial = task->eval_loss(p).item<double>();
     auto opt = fo::Mnemosyne({p}, fo::MnemosyneOptions(), model);
@@ -163,7 +165,7 @@ TEST_F(MetaTrain, MetaTraining_ImprovesTheHeldOutObjective) {
   torch::manual_seed(0);
   auto model = untrained(fo::Memory::kFLT);
   const double before = held_out_objective(model);
-  const auto history = fo::meta_train(model, tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 40));
+  const auto history = fm::meta_train(model, tiny_meta(fm::MetaEstimator::kTruncatedBackprop, 40));
   const double after = held_out_objective(model);
   std::printf("  held-out mean log(final/initial): untrained %.3f -> meta-trained %.3f\n", before,
               after);
@@ -176,41 +178,42 @@ TEST_F(MetaTrain, MetaTraining_ResumesExactlyFromACheckpoint) {
   std::remove(path.c_str());
   torch::manual_seed(0);
   auto straight = untrained(fo::Memory::kFLT);
-  fo::meta_train(straight, tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8));
+  fm::meta_train(straight, tiny_meta(fm::MetaEstimator::kTruncatedBackprop, 8));
   torch::manual_seed(0);
   auto resumed = untrained(fo::Memory::kFLT);
-  auto first = tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8);
-  first.checkpoint = path;
+  auto first = tiny_meta(fm::MetaEstimator::kTruncatedBackprop, 8);
+  first.checkpoint(path);
   // An interrupted run: the last checkpoint is from the restart at iteration 4 (checkpoints are
   // written at restarts, every horizon / unroll = 4 iterations); iteration 5 is lost.
   struct Interrupted {};
-  EXPECT_THROW(fo::meta_train(resumed, first,
-                              [](const fo::MetaProgress& p) {
+  EXPECT_THROW(fm::meta_train(resumed, first,
+                              [](const fm::MetaProgress& p) {
                                 if (p.iteration == 6) throw Interrupted{};
                               }),
                Interrupted);
   torch::manual_seed(99);  // a different initial model: everything must come from the checkpoint
   auto continued = untrained(fo::Memory::kFLT);
-  auto second = tiny_meta(fo::MetaEstimator::kTruncatedBackprop, 8);
-  second.checkpoint = path;
-  fo::meta_train(continued, second);
+  auto second = tiny_meta(fm::MetaEstimator::kTruncatedBackprop, 8);
+  second.checkpoint(path);
+  fm::meta_train(continued, second);
   const auto a = straight->parameters(), b = continued->parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
 }
 
 TEST_F(MetaTrain, MetaTraining_IsDeterministicBySeed) {
-  const auto run = [](uint64_t seed, const std::string& train) {
+  const auto run = [](uint64_t seed, fm::MetaTrainTarget target) {
     torch::manual_seed(0);
     auto model = untrained(fo::Memory::kFLT);
-    auto options = tiny_meta(fo::MetaEstimator::kPES, 6);
-    options.seed = seed;
-    options.horizon_max = 40;  // variable horizons are drawn from the seed too
-    options.train = train;
-    fo::meta_train(model, options);
+    auto options = tiny_meta(fm::MetaEstimator::kPES, 6);
+    options.seed(seed);
+    options.horizon_max(40);  // variable horizons are drawn from the seed too
+    options.target(target);
+    fm::meta_train(model, options);
     return model;
   };
-  const auto a = run(3, "all"), b = run(3, "all"), c = run(4, "all");
+  const auto a = run(3, fm::MetaTrainTarget::kAll), b = run(3, fm::MetaTrainTarget::kAll),
+             c = run(4, fm::MetaTrainTarget::kAll);
   const auto pa = a->parameters(), pb = b->parameters(), pc = c->parameters();
   bool differs = false;
   for (size_t i = 0; i < pa.size(); ++i) {
@@ -218,10 +221,10 @@ TEST_F(MetaTrain, MetaTraining_IsDeterministicBySeed) {
     differs = differs || !torch::equal(pa[i], pc[i]);
   }
   EXPECT_TRUE(differs) << "another seed gives another model";
-  // --train controller moves only the controller's scalars.
+  // Target kController (--train controller) moves only the controller's scalars.
   torch::manual_seed(0);
   const auto fresh = untrained(fo::Memory::kFLT);
-  const auto controller_only = run(3, "controller");
+  const auto controller_only = run(3, fm::MetaTrainTarget::kController);
   for (const auto& item : controller_only->named_parameters()) {
     const auto& before = fresh->named_parameters()[item.key()];
     const bool controller = item.key().rfind("step_", 0) == 0;
@@ -233,19 +236,24 @@ TEST_F(MetaTrain, PES_MovesTheModelWithFiniteEstimates) {
   torch::manual_seed(0);
   auto model = untrained(fo::Memory::kFLT);
   const auto before = model->head_out->weight.detach().clone();
-  const auto history = fo::meta_train(model, tiny_meta(fo::MetaEstimator::kPES, 4));
+  const auto history = fm::meta_train(model, tiny_meta(fm::MetaEstimator::kPES, 4));
   for (double h : history) EXPECT_TRUE(std::isfinite(h));
   EXPECT_FALSE(torch::equal(before, model->head_out->weight));
-  expect_error([] { fo::meta_estimator_from_name("reinforce"); }, {"reinforce"});
-  auto bad = tiny_meta(fo::MetaEstimator::kPES, 4);
-  bad.horizon = 7;
-  expect_error([&] { fo::meta_train(untrained(), bad); }, {"multiple of unroll", "7"});
-  auto no_decay_floor = tiny_meta(fo::MetaEstimator::kPES, 4);
-  no_decay_floor.meta_lr_end = 0.0;
-  expect_error([&] { fo::meta_train(untrained(), no_decay_floor); }, {"meta_lr_end", "0"});
-  auto negative_emphasis = tiny_meta(fo::MetaEstimator::kPES, 4);
-  negative_emphasis.late_emphasis = -1.0;
-  expect_error([&] { fo::meta_train(untrained(), negative_emphasis); }, {"late_emphasis", "-1"});
+  expect_error([] { fm::meta_estimator_from_name("reinforce"); }, {"reinforce"});
+  expect_error([] { fm::meta_train_target_from_name("head"); },
+               {"head", "all, rule or controller"});
+  for (auto target :
+       {fm::MetaTrainTarget::kAll, fm::MetaTrainTarget::kRule, fm::MetaTrainTarget::kController})
+    EXPECT_EQ(fm::meta_train_target_from_name(fm::meta_train_target_name(target)), target);
+  auto bad = tiny_meta(fm::MetaEstimator::kPES, 4);
+  bad.horizon(7);
+  expect_error([&] { fm::meta_train(untrained(), bad); }, {"multiple of unroll", "7"});
+  auto no_decay_floor = tiny_meta(fm::MetaEstimator::kPES, 4);
+  no_decay_floor.meta_lr_end(0.0);
+  expect_error([&] { fm::meta_train(untrained(), no_decay_floor); }, {"meta_lr_end", "0"});
+  auto negative_emphasis = tiny_meta(fm::MetaEstimator::kPES, 4);
+  negative_emphasis.late_emphasis(-1.0);
+  expect_error([&] { fm::meta_train(untrained(), negative_emphasis); }, {"late_emphasis", "-1"});
 }
 
 TEST_F(MetaTrain, LateEmphasis_WeighsTheHorizonsEnd) {
@@ -255,10 +263,10 @@ TEST_F(MetaTrain, LateEmphasis_WeighsTheHorizonsEnd) {
   // inequality); equal only if the loss stood still.
   const auto first_loss = [](double late_emphasis) {
     torch::manual_seed(0);
-    auto options = tiny_meta(fo::MetaEstimator::kPES, 1);
-    options.horizon = options.unroll;
-    options.late_emphasis = late_emphasis;
-    return fo::meta_train(untrained(fo::Memory::kFLT), options).at(0);
+    auto options = tiny_meta(fm::MetaEstimator::kPES, 1);
+    options.horizon(options.unroll());
+    options.late_emphasis(late_emphasis);
+    return fm::meta_train(untrained(fo::Memory::kFLT), options).at(0);
   };
   const double plain = first_loss(0.0), late = first_loss(3.0);
   std::printf("  first meta-loss: plain %.4f, late emphasis 3: %.4f\n", plain, late);
@@ -270,9 +278,9 @@ TEST_F(MetaTrain, LateEmphasis_WeighsTheHorizonsEnd) {
 // ---- the second design's meta-training ----------------------------------------------------------
 
 namespace {
-fo::ScheduleMetaTrainOptions tiny_schedule_meta(int64_t iterations) {
-  fo::ScheduleMetaTrainOptions o;
-  o.families = {fo::TaskFamily::kNoisyQuadratic, fo::TaskFamily::kMLPRegression};
+fm::ScheduleMetaTrainOptions tiny_schedule_meta(int64_t iterations) {
+  fm::ScheduleMetaTrainOptions o;
+  o.families = {fm::TaskFamily::kNoisyQuadratic, fm::TaskFamily::kMLPRegression};
   o.sampling.min_dim = 2;
   o.sampling.max_dim = 4;
   o.iterations = iterations;
@@ -296,7 +304,7 @@ TEST_F(MetaTrain, Schedule_IsDeterministicAndResumesExactly) {
   torch::manual_seed(1);
   fo::LearnedSchedule straight;
   const auto before = weights_of(straight);
-  const auto history = fo::meta_train_schedule(straight, tiny_schedule_meta(6));
+  const auto history = fm::meta_train_schedule(straight, tiny_schedule_meta(6));
   ASSERT_EQ(history.size(), 6u);
   for (double loss : history) EXPECT_TRUE(std::isfinite(loss));
   // Killed during the second episode (3 iterations of 5 steps = one 15-step episode): the
@@ -306,13 +314,13 @@ TEST_F(MetaTrain, Schedule_IsDeterministicAndResumesExactly) {
   auto options = tiny_schedule_meta(6);
   options.checkpoint = path;
   struct Killed {};
-  EXPECT_THROW(fo::meta_train_schedule(killed, options,
-                                       [](const fo::ScheduleMetaProgress& p) {
+  EXPECT_THROW(fm::meta_train_schedule(killed, options,
+                                       [](const fm::ScheduleMetaProgress& p) {
                                          if (p.iteration == 5) throw Killed{};
                                        }),
                Killed);
   fo::LearnedSchedule continued;  // a fresh process: everything comes from the checkpoint
-  const auto rest = fo::meta_train_schedule(continued, options);
+  const auto rest = fm::meta_train_schedule(continued, options);
   EXPECT_EQ(rest.size(), 3u) << "resumed at the episode's start, iteration 4";
   const auto a = weights_of(straight), b = weights_of(continued);
   bool moved = false;
@@ -333,7 +341,7 @@ TEST_F(MetaTrain, Schedule_MetaValidationKeepsTheBestWeights) {
   std::remove(log.c_str());
   auto options = tiny_schedule_meta(6);
   options.validate_every = 3;
-  options.validation_families = {fo::TaskFamily::kNoisyQuadratic, fo::TaskFamily::kMLPRegression};
+  options.validation_families = {fm::TaskFamily::kNoisyQuadratic, fm::TaskFamily::kMLPRegression};
   options.validation_tasks = 2;
   options.validation_horizon = 20;
   options.best = best;
@@ -342,7 +350,7 @@ TEST_F(MetaTrain, Schedule_MetaValidationKeepsTheBestWeights) {
   torch::manual_seed(1);
   fo::LearnedSchedule schedule;
   std::vector<double> reported;
-  fo::meta_train_schedule(schedule, options, [&](const fo::ScheduleMetaProgress& p) {
+  fm::meta_train_schedule(schedule, options, [&](const fm::ScheduleMetaProgress& p) {
     if (std::isfinite(p.validation)) reported.push_back(p.validation);
   });
   std::ifstream in(log);
@@ -364,8 +372,8 @@ TEST_F(MetaTrain, Schedule_MetaValidationKeepsTheBestWeights) {
   ASSERT_EQ(reported.size(), 2u) << "iterations 0 and 3 report through the progress callback";
   const double lowest = std::min({scores[0], scores[1], scores[2]});
   const auto selected = fo::load_schedule(best);
-  const auto ratio = fo::validation_log_losses(selected, options) -
-                     fo::validation_log_losses(fo::LearnedSchedule(selected->options), options);
+  const auto ratio = fm::validation_log_losses(selected, options) -
+                     fm::validation_log_losses(fo::LearnedSchedule(selected->options), options);
   EXPECT_NEAR(ratio.mean().item<double>(), lowest, 1e-5);
   for (double score : scores) EXPECT_TRUE(std::isfinite(score));
 }
@@ -374,16 +382,16 @@ TEST_F(MetaTrain, Schedule_BadOptionsNameTheValue) {
   fo::LearnedSchedule schedule;
   auto o = tiny_schedule_meta(1);
   o.min_horizon = 3;
-  expect_error([&] { fo::meta_train_schedule(schedule, o); },
+  expect_error([&] { fm::meta_train_schedule(schedule, o); },
                {"unroll <= min_horizon <= max_horizon", "5, 3, 15"});
   o = tiny_schedule_meta(1);
   o.rescale = 0.5;
-  expect_error([&] { fo::meta_train_schedule(schedule, o); }, {"rescale >= 1", "0.5"});
+  expect_error([&] { fm::meta_train_schedule(schedule, o); }, {"rescale >= 1", "0.5"});
   o = tiny_schedule_meta(1);
   o.families.clear();
-  expect_error([&] { fo::meta_train_schedule(schedule, o); }, {"no task families"});
+  expect_error([&] { fm::meta_train_schedule(schedule, o); }, {"no task families"});
   o = tiny_schedule_meta(1);
   o.validate_every = 1;
   o.validation_horizon = 0;
-  expect_error([&] { fo::meta_train_schedule(schedule, o); }, {"validation_horizon >= 1", "0"});
+  expect_error([&] { fm::meta_train_schedule(schedule, o); }, {"validation_horizon >= 1", "0"});
 }

@@ -13,6 +13,8 @@
 #include "test_util.h"
 
 namespace fo = flt::optim;
+
+namespace fm = flt::metatrain;
 using namespace flt::testing;
 
 namespace {
@@ -31,14 +33,14 @@ TEST_F(Swarm, AskTellEqualsMinimize) {
   for (auto variant : fo::all_swarm_variants()) {
     auto by_minimize = make_swarm(variant);
     const auto box = fo::SearchBox::cube(3, -5.12, 5.12);
-    const auto result = by_minimize.minimize(fo::rastrigin, box, 200);
+    const auto result = by_minimize.minimize(fm::rastrigin, box, 200);
     auto by_hand = make_swarm(variant);
     by_hand.set_budget(200);
     by_hand.reset(box);
     int64_t spent = 0;
     while (spent < 200) {
       const auto x = by_hand.ask();
-      by_hand.tell(fo::rastrigin(x));
+      by_hand.tell(fm::rastrigin(x));
       spent += x.size(0);
     }
     EXPECT_EQ(result.evaluations, 200);
@@ -49,14 +51,14 @@ TEST_F(Swarm, AskTellEqualsMinimize) {
 
 TEST_F(Swarm, DeterministicBySeed) {
   const auto box = fo::SearchBox::cube(4, -5.12, 5.12);
-  auto a = make_swarm(fo::SwarmVariant::kFLT, 7).minimize(fo::rastrigin, box, 160);
-  auto b = make_swarm(fo::SwarmVariant::kFLT, 7).minimize(fo::rastrigin, box, 160);
-  auto c = make_swarm(fo::SwarmVariant::kFLT, 8).minimize(fo::rastrigin, box, 160);
+  auto a = make_swarm(fo::SwarmVariant::kFLT, 7).minimize(fm::rastrigin, box, 160);
+  auto b = make_swarm(fo::SwarmVariant::kFLT, 7).minimize(fm::rastrigin, box, 160);
+  auto c = make_swarm(fo::SwarmVariant::kFLT, 8).minimize(fm::rastrigin, box, 160);
   EXPECT_EQ(a.best_history, b.best_history);
   EXPECT_NE(a.best_history, c.best_history);
   fo::ParticleSwarm p1(8, 3), p2(8, 3);
-  EXPECT_EQ(fo::run_search(p1, fo::rastrigin, box, 160).best_value,
-            fo::run_search(p2, fo::rastrigin, box, 160).best_value);
+  EXPECT_EQ(fo::run_search(p1, fm::rastrigin, box, 160).best_value,
+            fo::run_search(p2, fm::rastrigin, box, 160).best_value);
 }
 
 TEST_F(Swarm, BadOptionsNameTheValue) {
@@ -69,7 +71,7 @@ TEST_F(Swarm, BadOptionsNameTheValue) {
   // An objective of the wrong dimension, and one that is never finite.
   expect_error(
       [&] {
-        swarm.minimize([](const torch::Tensor& x) { return fo::sphere(x.narrow(1, 0, 2)).sum(); },
+        swarm.minimize([](const torch::Tensor& x) { return fm::sphere(x.narrow(1, 0, 2)).sum(); },
                        fo::SearchBox::cube(3, -1, 1), 50);
       },
       {"(P, n) to (P)", "[]"});
@@ -88,7 +90,7 @@ TEST_F(Swarm, BadOptionsNameTheValue) {
 TEST_F(Swarm, NaNParticlesDoNotPoisonTheOthers) {
   // f is NaN on half the box: the swarm keeps finite positions and finds the minimum of the rest.
   const auto f = [](const torch::Tensor& x) {
-    const auto v = fo::sphere(x - 1.0);
+    const auto v = fm::sphere(x - 1.0);
     return torch::where(x.select(1, 0) < 0, torch::full_like(v, NAN), v);
   };
   for (auto variant : fo::all_swarm_variants()) {
@@ -103,21 +105,21 @@ TEST_F(Swarm, NaNParticlesDoNotPoisonTheOthers) {
 TEST_F(Swarm, BaselinesReachKnownOptima) {
   const auto box = fo::SearchBox::cube(2, -2.048, 2.048);
   fo::CmaEs cma(0, 1);
-  EXPECT_LT(fo::run_search(cma, fo::sphere, box, 600).best_value, 1e-8);
-  EXPECT_LT(fo::run_search(cma, fo::rosenbrock, box, 2000).best_value, 1e-6);
+  EXPECT_LT(fo::run_search(cma, fm::sphere, box, 600).best_value, 1e-8);
+  EXPECT_LT(fo::run_search(cma, fm::rosenbrock, box, 2000).best_value, 1e-6);
   fo::ParticleSwarm pso(16, 1);
-  EXPECT_LT(fo::run_search(pso, fo::sphere, box, 1600).best_value, 1e-6);
-  EXPECT_LT(fo::run_search(pso, fo::rosenbrock, box, 4000).best_value, 1e-3);
+  EXPECT_LT(fo::run_search(pso, fm::sphere, box, 1600).best_value, 1e-6);
+  EXPECT_LT(fo::run_search(pso, fm::rosenbrock, box, 4000).best_value, 1e-3);
   fo::AdamRestarts adam(4, 0.01, 50, 1);
-  EXPECT_LT(fo::run_search(adam, fo::sphere, box, 2000).best_value, 1e-6);
-  EXPECT_LT(fo::run_search(adam, fo::rosenbrock, box, 8000).best_value, 1e-3);
+  EXPECT_LT(fo::run_search(adam, fm::sphere, box, 2000).best_value, 1e-6);
+  EXPECT_LT(fo::run_search(adam, fm::rosenbrock, box, 8000).best_value, 1e-3);
   fo::RandomSearch random(16, 1);
-  const double random_best = fo::run_search(random, fo::sphere, box, 2000).best_value;
+  const double random_best = fo::run_search(random, fm::sphere, box, 2000).best_value;
   EXPECT_LT(random_best, 0.05);
   EXPECT_GT(random_best, 0.0);
   // The untrained swarm's base rule also converges on the sphere.
   auto swarm = make_swarm(fo::SwarmVariant::kFLT, 1, 8);
-  EXPECT_LT(swarm.minimize(fo::sphere, box, 1600).best_value, 1e-4);
+  EXPECT_LT(swarm.minimize(fm::sphere, box, 1600).best_value, 1e-4);
 }
 
 TEST_F(Swarm, RpeOfTheSwarmIsTheLibrarySpectrum) {
@@ -183,7 +185,7 @@ TEST_F(Swarm, AskTellPlansABudget) {
   const auto run = [&](fo::SwarmOptions options, int64_t steps) {
     fo::Swarm swarm(options.particles(8), fo::SwarmModel(fo::SwarmModelOptions()));
     swarm.reset(box);
-    for (int64_t i = 0; i < steps; ++i) swarm.tell(fo::sphere(swarm.ask()));
+    for (int64_t i = 0; i < steps; ++i) swarm.tell(fm::sphere(swarm.ask()));
     return swarm.state().progress;
   };
   EXPECT_DOUBLE_EQ(run(fo::SwarmOptions(), 25), 0.5);  // 200 evaluations of 400
@@ -213,7 +215,7 @@ TEST_F(Swarm, UntrainedAttentionRecombinesTowardTheBest) {
 
 TEST_F(Swarm, TwoFunnelTaskIsTheLowerOfTwoRastrigins) {
   // The meta-training family's second funnel: f = min(R(x - s1), R(x - s2) + offset), 0 at s1.
-  fo::RastriginTask task;
+  fm::RastriginTask task;
   task.shift = torch::tensor({1.0, -2.0, 0.5}, torch::kDouble);
   task.second_shift = torch::tensor({-2.0, 2.0, -1.0}, torch::kDouble);
   task.second_offset = 1.5;
@@ -221,20 +223,20 @@ TEST_F(Swarm, TwoFunnelTaskIsTheLowerOfTwoRastrigins) {
   const auto x = torch::stack({task.shift, task.second_shift, torch::zeros({3}, torch::kDouble)});
   const auto f = task.clean(x);
   const auto expected =
-      torch::minimum(fo::rastrigin(x - task.shift), fo::rastrigin(x - task.second_shift) + 1.5);
+      torch::minimum(fm::rastrigin(x - task.shift), fm::rastrigin(x - task.second_shift) + 1.5);
   EXPECT_TRUE(flt::testing::all_close(f, expected, 1e-12, 1e-12));
   EXPECT_NEAR(f[0].item<double>(), 0.0, 1e-12);
   EXPECT_NEAR(f[1].item<double>(), 1.5, 1e-12);
   // A family without second funnels draws the same tasks as before they existed.
-  fo::RastriginFamily one;
+  fm::RastriginFamily one;
   one.two_funnel_probability = 0.0;
   auto g1 = at::make_generator<at::CPUGeneratorImpl>(5),
        g2 = at::make_generator<at::CPUGeneratorImpl>(5);
-  const auto a = fo::sample_rastrigin_task(one, 4, g1);
+  const auto a = fm::sample_rastrigin_task(one, 4, g1);
   EXPECT_FALSE(a.second_shift.defined());
-  fo::RastriginFamily two;
+  fm::RastriginFamily two;
   two.two_funnel_probability = 1.0;
-  const auto b = fo::sample_rastrigin_task(two, 4, g2);
+  const auto b = fm::sample_rastrigin_task(two, 4, g2);
   EXPECT_TRUE(torch::equal(a.shift, b.shift));
   ASSERT_TRUE(b.second_shift.defined());
   EXPECT_GE(b.second_offset, 0.0);

@@ -16,7 +16,7 @@
 #include "flt/harness/training_runs.h"
 #include "harness_test_util.h"
 
-namespace fo = flt::optim;
+namespace fh = flt::harness;
 using namespace flt::testing;
 
 namespace {
@@ -38,7 +38,7 @@ class RecordingSgd : public torch::optim::SGD {
 };
 
 /// The training losses after step 0 (the entry at step 0 is NaN: no step yet).
-std::vector<double> training_losses(const fo::TrainingCurve& curve) {
+std::vector<double> training_losses(const fh::TrainingCurve& curve) {
   return {curve.train_loss.begin() + 1, curve.train_loss.end()};
 }
 
@@ -46,7 +46,7 @@ std::vector<double> training_losses(const fo::TrainingCurve& curve) {
 
 TEST_F(TrainingRuns, RunTraining_EvaluationPointsAndProgress) {
   const auto run = tiny_regression(/*steps=*/50);
-  const auto curve = fo::run_training(run, /*seed=*/0, sgd(0.05));
+  const auto curve = fh::run_training(run, /*seed=*/0, sgd(0.05));
   EXPECT_EQ(curve.steps, (std::vector<int64_t>{0, 20, 40, 50}));  // the last step always
   ASSERT_EQ(curve.held_out.size(), 4u);
   ASSERT_EQ(curve.param_norm.size(), 4u);
@@ -60,20 +60,20 @@ TEST_F(TrainingRuns, RunTraining_EvaluationPointsAndProgress) {
 
 TEST_F(TrainingRuns, RunTraining_SeedFixesWeightsAndBatchesWhateverRanBefore) {
   const auto run = tiny_regression();
-  const auto a = fo::run_training(run, 5, sgd(0.05));
+  const auto a = fh::run_training(run, 5, sgd(0.05));
   torch::manual_seed(99);
-  (void)fo::run_training(run, 6, sgd(0.2));  // consumes generators in between
-  const auto b = fo::run_training(run, 5, sgd(0.05));
+  (void)fh::run_training(run, 6, sgd(0.2));  // consumes generators in between
+  const auto b = fh::run_training(run, 5, sgd(0.05));
   EXPECT_EQ(a.held_out, b.held_out);
   EXPECT_EQ(training_losses(a), training_losses(b));
-  const auto c = fo::run_training(run, 6, sgd(0.05));
+  const auto c = fh::run_training(run, 6, sgd(0.05));
   EXPECT_NE(a.held_out[0], c.held_out[0]);  // another seed: other initial weights
   // Every optimizer sees the same batches: the step-0 held-out loss and, for lr 0, every
   // training loss are the same whatever the optimizer.
-  const auto adam = fo::run_training(run, 5, [](std::vector<torch::Tensor> p) {
+  const auto adam = fh::run_training(run, 5, [](std::vector<torch::Tensor> p) {
     return std::make_unique<torch::optim::Adam>(std::move(p), torch::optim::AdamOptions(0.0));
   });
-  const auto still = fo::run_training(run, 5, sgd(0.0));
+  const auto still = fh::run_training(run, 5, sgd(0.0));
   EXPECT_EQ(adam.held_out[0], a.held_out[0]);
   EXPECT_EQ(training_losses(adam), training_losses(still));
 }
@@ -84,20 +84,20 @@ TEST_F(TrainingRuns, RunTraining_CosineScheduleDecaysToZero) {
   const auto factory = [&](std::vector<torch::Tensor> p) {
     return std::make_unique<RecordingSgd>(std::move(p), &lrs);
   };
-  fo::run_training(run, 0, factory, fo::Schedule::kCosine);
+  fh::run_training(run, 0, factory, fh::Schedule::kCosine);
   ASSERT_EQ(lrs.size(), 40u);
   EXPECT_DOUBLE_EQ(lrs[0], 0.01);
   EXPECT_NEAR(lrs[20], 0.005, 1e-12);
   EXPECT_NEAR(lrs[39], 0.01 * 0.5 * (1 + std::cos(M_PI * 39 / 40)), 1e-12);
   lrs.clear();
-  fo::run_training(run, 0, factory, fo::Schedule::kConstant);
+  fh::run_training(run, 0, factory, fh::Schedule::kConstant);
   EXPECT_EQ(lrs, std::vector<double>(40, 0.01));
 }
 
 TEST_F(TrainingRuns, RunTraining_DivergenceIsReportedNotThrown) {
   const auto run = tiny_regression();
-  fo::TrainingCurve curve;
-  ASSERT_NO_THROW(curve = fo::run_training(run, 0, sgd(10.0)));
+  fh::TrainingCurve curve;
+  ASSERT_NO_THROW(curve = fh::run_training(run, 0, sgd(10.0)));
   EXPECT_TRUE(curve.diverged);
   EXPECT_GT(curve.diverged_at, 0);
   EXPECT_TRUE(std::isinf(curve.final_loss()));
@@ -107,20 +107,20 @@ TEST_F(TrainingRuns, RunTraining_DivergenceIsReportedNotThrown) {
 
 TEST_F(TrainingRuns, RunTraining_BadRunsNameTheProblem) {
   auto run = tiny_regression();
-  run.loss = fo::LossKind::kCrossEntropy;
-  expect_error([&] { fo::run_training(run, 0, sgd(0.1)); }, {"tiny-linreg", "cross-entropy"});
+  run.loss = fh::LossKind::kCrossEntropy;
+  expect_error([&] { fh::run_training(run, 0, sgd(0.1)); }, {"tiny-linreg", "cross-entropy"});
   run = tiny_regression();
   run.eval_every = 0;
-  expect_error([&] { fo::run_training(run, 0, sgd(0.1)); }, {"eval_every", "0"});
+  expect_error([&] { fh::run_training(run, 0, sgd(0.1)); }, {"eval_every", "0"});
 }
 
 TEST_F(TrainingRuns, Suite_NamesScalingAndSkippedTabularRuns) {
-  const auto names = fo::held_out_training_run_names();
+  const auto names = fh::held_out_training_run_names();
   EXPECT_EQ(names.size(), 18u);
   const std::string dir = "/nonexistent/sklearn";
   setenv("FLT_SKLEARN_DATA_DIR", dir.c_str(), 1);
   std::vector<std::string> skipped;
-  const auto runs = fo::held_out_training_runs(0.1, {"text-gru", "wine-mlp"}, &skipped);
+  const auto runs = fh::held_out_training_runs(0.1, {"text-gru", "wine-mlp"}, &skipped);
   unsetenv("FLT_SKLEARN_DATA_DIR");
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].name, "text-gru");
@@ -129,15 +129,15 @@ TEST_F(TrainingRuns, Suite_NamesScalingAndSkippedTabularRuns) {
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_NE(skipped[0].find("wine-mlp"), std::string::npos);
   EXPECT_NE(skipped[0].find("python3-sklearn"), std::string::npos);
-  expect_error([] { fo::held_out_training_runs(1.0, {"digits-cnnn"}); }, {"\"digits-cnnn\""});
-  expect_error([] { fo::held_out_training_runs(0.0); }, {"steps_scale", "0"});
+  expect_error([] { fh::held_out_training_runs(1.0, {"digits-cnnn"}); }, {"\"digits-cnnn\""});
+  expect_error([] { fh::held_out_training_runs(0.0); }, {"steps_scale", "0"});
 }
 
 TEST_F(TrainingRuns, Suite_EveryRunTrainsUnderAdam) {
   // Each run of the suite, 2% of its steps: finite held-out losses, and Adam lowers them.
-  for (const auto& run : fo::held_out_training_runs(0.02)) {
+  for (const auto& run : fh::held_out_training_runs(0.02)) {
     SCOPED_TRACE(run.name);
-    const auto curve = fo::run_training(run, 0, [](std::vector<torch::Tensor> p) {
+    const auto curve = fh::run_training(run, 0, [](std::vector<torch::Tensor> p) {
       return std::make_unique<torch::optim::Adam>(std::move(p), torch::optim::AdamOptions(3e-3));
     });
     EXPECT_FALSE(curve.diverged);
@@ -146,34 +146,34 @@ TEST_F(TrainingRuns, Suite_EveryRunTrainsUnderAdam) {
 }
 
 TEST_F(TrainingRuns, Compare_TiesWithinOnePercentAndSpeedup) {
-  EXPECT_EQ(fo::compare_finals(1.0, 1.005), 0);
-  EXPECT_EQ(fo::compare_finals(1.0, 1.02), 1);
-  EXPECT_EQ(fo::compare_finals(1.02, 1.0), -1);
-  EXPECT_EQ(fo::compare_finals(INFINITY, INFINITY), 0);
-  EXPECT_EQ(fo::compare_finals(5.0, INFINITY), 1);
-  EXPECT_EQ(fo::compare_finals(INFINITY, 5.0), -1);
+  EXPECT_EQ(fh::compare_finals(1.0, 1.005), 0);
+  EXPECT_EQ(fh::compare_finals(1.0, 1.02), 1);
+  EXPECT_EQ(fh::compare_finals(1.02, 1.0), -1);
+  EXPECT_EQ(fh::compare_finals(INFINITY, INFINITY), 0);
+  EXPECT_EQ(fh::compare_finals(5.0, INFINITY), 1);
+  EXPECT_EQ(fh::compare_finals(INFINITY, 5.0), -1);
 
-  fo::RunRow learned, adam;
+  fh::RunRow learned, adam;
   learned.steps = adam.steps = 100;
   learned.median_final = 0.5;
   adam.curve_steps = {0, 25, 50, 75, 100};
   adam.median_curve = {2.0, 1.0, 0.6, 0.45, 0.4};
-  EXPECT_DOUBLE_EQ(fo::speedup(learned, adam), 0.75);  // Adam reaches 0.5 at step 75
+  EXPECT_DOUBLE_EQ(fh::speedup(learned, adam), 0.75);  // Adam reaches 0.5 at step 75
   learned.median_final = 0.3;
-  EXPECT_TRUE(std::isinf(fo::speedup(learned, adam)));  // never
+  EXPECT_TRUE(std::isinf(fh::speedup(learned, adam)));  // never
 }
 
 TEST_F(TrainingRuns, Evaluate_TuningCacheIsReusedAndKeyedByTheRun) {
   const auto cache = std::filesystem::temp_directory_path() / "flt_test_tuning_cache.csv";
   std::filesystem::remove(cache);
-  fo::RunEvalOptions options;
+  fh::RunEvalOptions options;
   options.eval_seeds = 1;
   options.tuning_seeds = 1;
   options.progress = false;
   options.tuning_cache = cache.string();
-  auto contenders = fo::baseline_contenders();
+  auto contenders = fh::baseline_contenders();
   contenders.resize(2);  // adam-1e-3 (fixed) and adam-cosine (tuned)
-  const auto first = fo::evaluate_training_runs({tiny_regression(40)}, contenders, options);
+  const auto first = fh::evaluate_training_runs({tiny_regression(40)}, contenders, options);
   ASSERT_EQ(first.size(), 2u);
   EXPECT_EQ(first[0].lr, 1e-3);
   EXPECT_FALSE(first[1].tuned_from_cache);
@@ -181,23 +181,23 @@ TEST_F(TrainingRuns, Evaluate_TuningCacheIsReusedAndKeyedByTheRun) {
   std::string header;
   std::getline(file, header);
   EXPECT_EQ(header, "task,signature,contender,tuning_seeds,lr,median_final_held_out");
-  const auto second = fo::evaluate_training_runs({tiny_regression(40)}, contenders, options);
+  const auto second = fh::evaluate_training_runs({tiny_regression(40)}, contenders, options);
   EXPECT_TRUE(second[1].tuned_from_cache);
   EXPECT_EQ(second[1].lr, first[1].lr);
   EXPECT_EQ(second[1].median_final, first[1].median_final);
   // Another step budget is another key: tuned afresh.
-  const auto longer = fo::evaluate_training_runs({tiny_regression(60)}, contenders, options);
+  const auto longer = fh::evaluate_training_runs({tiny_regression(60)}, contenders, options);
   EXPECT_FALSE(longer[1].tuned_from_cache);
   std::filesystem::remove(cache);
 }
 
 TEST_F(TrainingRuns, Evaluate_MnemosyneThroughItsPublicInterface) {
-  fo::RunEvalOptions options;
+  fh::RunEvalOptions options;
   options.eval_seeds = 2;
   options.tuning_seeds = 1;
   options.progress = false;
   const auto rows =
-      fo::evaluate_training_runs({fo::quick_training_run()}, {fo::mnemosyne_contender()}, options);
+      fh::evaluate_training_runs({fh::quick_training_run()}, {fh::mnemosyne_contender()}, options);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].contender, "mnemosyne");
   EXPECT_EQ(rows[0].lr, 1.0);

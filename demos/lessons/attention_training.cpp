@@ -92,7 +92,7 @@ struct TokenImages {
 /// brightest pixel of the training set.
 const TokenImages& token_images(bool quick) {
   static const TokenImages full = [] {
-    const auto split = optim::data::fashion_mnist(8000, 2000);
+    const auto split = metatrain::data::fashion_mnist(8000, 2000);
     const auto lo = split.train_x.min(), hi = split.train_x.max();
     const auto tokens = [&](const torch::Tensor& x) {
       const auto small = torch::avg_pool2d(x, 4).flatten(1);  // (N, 49)

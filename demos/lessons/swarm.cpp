@@ -17,10 +17,10 @@
 namespace flt::demos {
 
 void run_swarm(const LessonSettings& settings, LessonResult& result) {
-  namespace fo = flt::optim;
+  namespace fh = flt::harness;
   torch::NoGradGuard no_grad;
   const bool quick = settings.quick;
-  fo::ComparisonOptions options;
+  fh::ComparisonOptions options;
   options.functions =
       quick ? std::vector<std::string>{"rastrigin-10"}
             : std::vector<std::string>{"rastrigin-10", "rastrigin-30", "rastrigin-30-shifted"};
@@ -33,7 +33,7 @@ void run_swarm(const LessonSettings& settings, LessonResult& result) {
   options.seeds = quick ? 3 : 10;
   options.budget_per_dim = quick ? 100 : 200;
   options.particles = 16;
-  options.adam_lr = fo::tune_adam_lr({0.003, 0.01, 0.03, 0.1}, quick ? 2 : 5,
+  options.adam_lr = fh::tune_adam_lr({0.003, 0.01, 0.03, 0.1}, quick ? 2 : 5,
                                      options.budget_per_dim, options.particles);
   Progress progress(settings, 1.0);
   double reported = 0.0;
@@ -51,7 +51,7 @@ void run_swarm(const LessonSettings& settings, LessonResult& result) {
       "Adam restarts: 16 Adam runs from uniform points, restarted after 50 steps without "
       "progress; lr " +
           format_number(options.adam_lr) + " box widths/step, tuned on the training family."};
-  const auto runs = fo::compare_searchers(options);
+  const auto runs = fh::compare_searchers(options);
   result.csv_columns = {"function", "searcher", "seed", "best"};
   for (const auto& r : runs) {
     result.csv_rows.push_back(
@@ -62,7 +62,7 @@ void run_swarm(const LessonSettings& settings, LessonResult& result) {
     double best_median = INFINITY;
     std::string cells;
     for (const auto& searcher : options.searchers) {
-      const double median = fo::summarize(runs, function, searcher).median;
+      const double median = fh::summarize(runs, function, searcher).median;
       result.metrics[function + " " + searcher] = median;
       cells += (cells.empty() ? "" : " | ") + searcher + " " + format_number(median);
       if (median < best_median) {
@@ -78,7 +78,7 @@ void run_swarm(const LessonSettings& settings, LessonResult& result) {
     std::string paper_best;
     double paper_median = INFINITY;
     for (const auto* name : {"swarm-flt", "swarm-performer", "swarm-lstm", "adam-restarts"}) {
-      const double median = fo::summarize(runs, function, name).median;
+      const double median = fh::summarize(runs, function, name).median;
       if (median < paper_median) {
         paper_median = median;
         paper_best = name;
@@ -93,7 +93,7 @@ void run_swarm(const LessonSettings& settings, LessonResult& result) {
         function + ": median best so far", "function evaluations", "best value", false, true, {}};
     for (const auto& searcher : options.searchers) {
       auto curve =
-          fo::median_best_curve(runs, function, searcher, options.budget_per_dim * dims, 40);
+          fh::median_best_curve(runs, function, searcher, options.budget_per_dim * dims, 40);
       panel.series.push_back({searcher, curve.first, curve.second});
     }
     result.panels.push_back(panel);

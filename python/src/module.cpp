@@ -9,7 +9,7 @@
 namespace flt::python {
 namespace {
 
-py::dict split(const flt::optim::data::Split& data) {
+py::dict split(const flt::metatrain::data::Split& data) {
   // Clones: the library's cache is shared and read-only.
   py::dict out;
   out["name"] = data.name;
@@ -41,7 +41,7 @@ PYBIND11_MODULE(_C, m) {
   data.def(
       "fashion_mnist",
       [](int64_t train_limit, int64_t test_limit) {
-        return flt::python::split(flt::optim::data::fashion_mnist(train_limit, test_limit));
+        return flt::python::split(flt::metatrain::data::fashion_mnist(train_limit, test_limit));
       },
       py::arg("train_limit") = 0, py::arg("test_limit") = 0);
 }

@@ -77,7 +77,7 @@ int trajectory(const std::string& out, int64_t steps, int64_t seed) {
 
 int fashion(int64_t train, int64_t test, int64_t steps, int64_t batch, int64_t hidden,
             int64_t seed) {
-  const auto data = fo::data::fashion_mnist(train, test);
+  const auto data = flt::metatrain::data::fashion_mnist(train, test);
   torch::manual_seed(seed);
   auto params = leaves({torch::randn({hidden, 784}) / std::sqrt(784.0), torch::zeros({hidden}),
                         torch::randn({10, hidden}) / std::sqrt(static_cast<double>(hidden)),

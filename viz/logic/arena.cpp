@@ -16,7 +16,7 @@
 namespace flt::viz {
 namespace {
 
-using flt::optim::Landscape;
+using flt::metatrain::Landscape;
 
 constexpr int kGridSize = 192;           // heatmap resolution (cells per side)
 constexpr double kStepsPerSecond = 10;   // play speed at x1
@@ -185,11 +185,12 @@ double clean_value(const ArenaLevel& level, double x, double y) {
   torch::NoGradGuard no_grad;
   const auto landscape = as_landscape(level.landscape);
   auto point = torch::tensor({x, y}, torch::kDouble);
-  return flt::optim::evaluate_landscape(landscape, point).item<double>() -
-         flt::optim::landscape_info(landscape, 2).minimum;
+  return flt::metatrain::evaluate_landscape(landscape, point).item<double>() -
+         flt::metatrain::landscape_info(landscape, 2).minimum;
 }
 
-// Distance to the nearest of the landscape's global minimisers (from flt::optim::landscape_info).
+// Distance to the nearest of the landscape's global minimisers (from
+// flt::metatrain::landscape_info).
 double distance_to_minima(const std::vector<std::array<double, 2>>& minima, double x, double y) {
   double best = INFINITY;
   for (const auto& m : minima) best = std::min(best, std::hypot(x - m[0], y - m[1]));
@@ -198,7 +199,7 @@ double distance_to_minima(const std::vector<std::array<double, 2>>& minima, doub
 
 std::vector<std::array<double, 2>> minima_of(const ArenaLevel& level) {
   std::vector<std::array<double, 2>> out;
-  for (const auto& m : flt::optim::landscape_info(as_landscape(level.landscape), 2).minima)
+  for (const auto& m : flt::metatrain::landscape_info(as_landscape(level.landscape), 2).minima)
     out.push_back({m[0], m[1]});
   return out;
 }
@@ -211,9 +212,9 @@ void step_racer(const ArenaLevel& level, const std::vector<std::array<double, 2>
   if (racer.status != RacerStatus::kRunning) return;
   const auto landscape = as_landscape(level.landscape);
   runner.optimizer->zero_grad();
-  auto f = level.noise_std > 0 ? flt::optim::evaluate_noisy_landscape(
+  auto f = level.noise_std > 0 ? flt::metatrain::evaluate_noisy_landscape(
                                      landscape, runner.x, level.noise_std, runner.generator)
-                               : flt::optim::evaluate_landscape(landscape, runner.x);
+                               : flt::metatrain::evaluate_landscape(landscape, runner.x);
   f.backward();
   if (!runner.x.grad().isfinite().all().item<bool>()) {
     racer.status = RacerStatus::kDiverged;
@@ -279,8 +280,8 @@ struct ArenaGame::Impl {
     auto ys = torch::linspace(level.hi_y, level.lo_y, kGridSize, torch::kDouble);  // row 0 = top
     auto mesh = torch::meshgrid({ys, xs}, "ij");
     auto points = torch::stack({mesh[1], mesh[0]}, -1);  // (rows, cols, 2) as (x, y)
-    const double minimum = flt::optim::landscape_info(landscape, 2).minimum;
-    auto values = (flt::optim::evaluate_landscape(landscape, points) - minimum)
+    const double minimum = flt::metatrain::landscape_info(landscape, 2).minimum;
+    auto values = (flt::metatrain::evaluate_landscape(landscape, points) - minimum)
                       .clamp_min(0)
                       .to(torch::kFloat)
                       .contiguous();

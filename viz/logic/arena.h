@@ -17,7 +17,7 @@ namespace flt::viz {
 struct ArenaLevel {
   std::string name;
   std::string hint;        ///< one line shown to the player
-  int landscape = 0;       ///< flt::optim::Landscape as int
+  int landscape = 0;       ///< flt::metatrain::Landscape as int
   double noise_std = 0.0;  ///< gradient noise (noisy levels)
   double start_x = 0.0, start_y = 0.0;
   double lo_x = -5, hi_x = 5, lo_y = -5, hi_y = 5;  ///< the view box

@@ -16,6 +16,8 @@ namespace flt::viz {
 namespace {
 
 namespace fo = flt::optim;
+
+namespace fm = flt::metatrain;
 constexpr int64_t kParticles = 16;
 constexpr int kGridSize = 160;
 constexpr double kStepsPerSecond = 5.0;
@@ -51,7 +53,7 @@ struct SwarmRace::Impl {
     const auto ys = torch::linspace(5.12, -5.12, kGridSize, torch::kDouble);  // row 0 at the top
     const auto mesh = torch::meshgrid({ys, xs}, "ij");
     const auto values =
-        fo::rastrigin(torch::stack({mesh[1], mesh[0]}, -1)).to(torch::kFloat).contiguous();
+        fm::rastrigin(torch::stack({mesh[1], mesh[0]}, -1)).to(torch::kFloat).contiguous();
     grid.rows = grid.cols = kGridSize;
     grid.values.assign(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
     grid.hi = values.max().item<float>();
@@ -66,12 +68,12 @@ struct SwarmRace::Impl {
     if (s.needs_gradients()) {
       torch::AutoGradMode with_grad(true);
       auto leaf = x.clone().requires_grad_(true);
-      const auto y = fo::rastrigin(leaf);
+      const auto y = fm::rastrigin(leaf);
       gradients = torch::autograd::grad({y.sum()}, {leaf})[0];
       values = y.detach();
     } else {
       torch::NoGradGuard no_grad;
-      values = fo::rastrigin(x);
+      values = fm::rastrigin(x);
     }
     s.tell(values, gradients);
     auto& r = racers[i];

@@ -10,7 +10,8 @@
 
 #include "flt/detail/optimizer_state.h"
 
-namespace flt::optim {
+namespace flt::harness {
+
 namespace {
 
 using flt::detail::state_key;
@@ -482,4 +483,4 @@ void ScheduleFreeAdamW::load(torch::serialize::InputArchive& archive) {
   training_ = training.toBool();
 }
 
-}  // namespace flt::optim
+}  // namespace flt::harness

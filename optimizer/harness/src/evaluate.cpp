@@ -9,7 +9,9 @@
 
 #include "flt/detail/statistics.h"
 
-namespace flt::optim {
+namespace flt::harness {
+
+using namespace flt::metatrain;
 namespace {
 
 constexpr uint64_t kTuningSeedBase = 10000;
@@ -229,4 +231,4 @@ std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks,
   return rows;
 }
 
-}  // namespace flt::optim
+}  // namespace flt::harness

@@ -13,7 +13,10 @@
 #include "flt/metatrain/swarm_meta_train.h"
 #include "flt/optim/swarm_baselines.h"
 
-namespace flt::optim {
+namespace flt::harness {
+
+using namespace flt::optim;
+using namespace flt::metatrain;
 
 // ---- held-out benchmark -------------------------------------------------------------------------
 
@@ -192,4 +195,4 @@ ComparisonCell summarize(const std::vector<ComparisonRun>& runs, const std::stri
   return cell;
 }
 
-}  // namespace flt::optim
+}  // namespace flt::harness

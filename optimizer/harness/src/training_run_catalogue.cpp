@@ -18,7 +18,10 @@
 #include "flt/attention/transformer.h"
 #include "flt/harness/training_runs.h"
 
-namespace flt::optim {
+namespace flt::harness {
+
+using namespace flt::optim;
+using namespace flt::metatrain;
 namespace {
 
 namespace nn = torch::nn;
@@ -306,4 +309,4 @@ TrainingRun quick_training_run() {
                    mlp<nn::Tanh>({16}), kCrossEntropy, 32, 100, 10});
 }
 
-}  // namespace flt::optim
+}  // namespace flt::harness

@@ -20,7 +20,10 @@
 #include "flt/harness/baseline_optimizers.h"
 #include "flt/optim/mnemosyne.h"
 
-namespace flt::optim {
+namespace flt::harness {
+
+using namespace flt::optim;
+using namespace flt::metatrain;
 
 namespace {
 
@@ -572,4 +575,4 @@ double speedup(const RunRow& target, const RunRow& baseline) {
   return INFINITY;
 }
 
-}  // namespace flt::optim
+}  // namespace flt::harness

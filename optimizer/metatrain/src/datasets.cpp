@@ -14,7 +14,7 @@
 #include <tuple>
 #include <utility>
 
-namespace flt::optim::data {
+namespace flt::metatrain::data {
 
 namespace fs = std::filesystem;
 
@@ -333,4 +333,4 @@ Split tabular(const std::string& name) {
   return found->second;
 }
 
-}  // namespace flt::optim::data
+}  // namespace flt::metatrain::data

@@ -14,7 +14,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #endif
 
-namespace flt::optim {
+namespace flt::metatrain {
+
 namespace {
 
 /// The integer in environment variable `name`, or `fallback` when it is unset.
@@ -251,4 +252,4 @@ std::shared_ptr<Communicator> connect(const Rendezvous& rendezvous) {
 
 #endif  // FLT_WITH_C10D
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

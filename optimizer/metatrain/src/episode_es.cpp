@@ -12,7 +12,9 @@
 
 #include "flt/optim/schedule_mnemosyne.h"
 
-namespace flt::optim {
+namespace flt::metatrain {
+
+using namespace flt::optim;
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
@@ -260,4 +262,4 @@ EpisodeESState load_es_state(const std::string& path) {
   return state;
 }
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

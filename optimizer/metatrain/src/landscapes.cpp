@@ -6,7 +6,8 @@
 
 #include "flt/detail/random.h"
 
-namespace flt::optim {
+namespace flt::metatrain {
+
 namespace {
 
 using flt::detail::haar_rotation;
@@ -176,4 +177,4 @@ RastriginTask sample_rastrigin_task(const RastriginFamily& family, int64_t n, at
   return task;
 }
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

@@ -20,7 +20,9 @@
 #include "learned_step_fused.h"
 #include "meta_train_state.h"
 
-namespace flt::optim {
+namespace flt::metatrain {
+
+using namespace flt::optim;
 namespace {
 
 using detail::Assignment;
@@ -106,9 +108,9 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
       torch::NoGradGuard no_grad;
       const auto sizes = model.tensor_step_size(controller, particle.t + 1).to(at::kDouble);
       auto flat = p.detach();
-      auto sums = at::zeros({segments, detail::kStatistics}, at::kDouble);
+      auto sums = at::zeros({segments, optim::detail::kStatistics}, at::kDouble);
       const auto size_of = sizes.accessor<double, 1>();
-      std::vector<detail::FusedTensor> tensors;
+      std::vector<optim::detail::FusedTensor> tensors;
       for (int64_t i = 0, offset = 0; i < segments; ++i) {
         const int64_t n = particle.slot_major[i].size(1);
         tensors.push_back({flat.narrow(0, offset, n),
@@ -118,12 +120,12 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
                            {}});
         offset += n;
       }
-      detail::LearnedModelInternals::fused_steps_(
-          model, *detail::LearnedModelInternals::prepare_fused_step(model, particle.t + 1),
+      optim::detail::LearnedModelInternals::fused_steps_(
+          model, *optim::detail::LearnedModelInternals::prepare_fused_step(model, particle.t + 1),
           tensors);
       auto sums_of = sums.accessor<double, 2>();
       for (int64_t i = 0; i < segments; ++i) {
-        for (int64_t j = 0; j < detail::kStatistics; ++j)
+        for (int64_t j = 0; j < optim::detail::kStatistics; ++j)
           sums_of[i][j] = tensors[i].result.statistics[j];
       }
       controller = model.next_tensor_state(controller, sums, numels);
@@ -134,7 +136,7 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
       auto result = model.step(grad, p, state, particle.t + 1, step_size);
       const auto next_p = (meta_graph ? p : p.detach()) + result.update;
       const auto sums =
-          at::zeros({segments, detail::kStatistics}, at::kDouble)
+          at::zeros({segments, optim::detail::kStatistics}, at::kDouble)
               .index_add(
                   0, worker.segment_ids,
                   LearnedOptimizerModelImpl::step_statistics(grad, state, next_p).to(at::kDouble));
@@ -160,25 +162,24 @@ torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Par
   return total / static_cast<double>(steps);
 }
 
-std::vector<torch::Tensor> trainable(LearnedOptimizerModelImpl& model, const std::string& which) {
-  TORCH_CHECK(which == "all" || which == "rule" || which == "controller",
-              "meta_train: train must be all, rule or controller, got \"", which, "\"");
+std::vector<torch::Tensor> trainable(LearnedOptimizerModelImpl& model, MetaTrainTarget target) {
   std::vector<torch::Tensor> out;
   for (auto& item : model.named_parameters()) {
     if (!item.value().requires_grad()) continue;
     const bool controller = item.key().rfind("step_", 0) == 0;  // step_log_relative, ...
-    if (which == "all" || (which == "controller") == controller) out.push_back(item.value());
+    if (target == MetaTrainTarget::kAll || (target == MetaTrainTarget::kController) == controller)
+      out.push_back(item.value());
   }
   return out;
 }
 
 /// The horizon of restart `index`: fixed, or drawn log-uniformly in [horizon, horizon_max].
 int64_t restart_horizon(const MetaTrainOptions& options, int64_t index) {
-  if (options.horizon_max <= options.horizon) return options.horizon;
-  auto gen = generator_for(options.seed ^ 0x40A12, index, 0);
-  const double h = flt::detail::log_uniform(gen, static_cast<double>(options.horizon),
-                                            static_cast<double>(options.horizon_max));
-  return std::max<int64_t>(1, std::llround(h / double(options.unroll))) * options.unroll;
+  if (options.horizon_max() <= options.horizon()) return options.horizon();
+  auto gen = generator_for(options.seed() ^ 0x40A12, index, 0);
+  const double h = flt::detail::log_uniform(gen, static_cast<double>(options.horizon()),
+                                            static_cast<double>(options.horizon_max()));
+  return std::max<int64_t>(1, std::llround(h / double(options.unroll()))) * options.unroll();
 }
 
 /// Restarts the workers `owned` by this rank and drops the others' tasks; a worker's task depends
@@ -186,13 +187,13 @@ int64_t restart_horizon(const MetaTrainOptions& options, int64_t index) {
 void restart(std::vector<Worker>& workers, const std::vector<int64_t>& owned,
              const LearnedOptimizerModelImpl& model, const MetaTrainOptions& options,
              int64_t restart_index) {
-  const int64_t particles = options.estimator == MetaEstimator::kPES ? 2 : 1;
+  const int64_t particles = options.estimator() == MetaEstimator::kPES ? 2 : 1;
   for (auto& worker : workers) worker = Worker();
   for (const int64_t w : owned) {
-    auto gen = generator_for(options.seed, 1 + restart_index, w);
-    const auto family = options.families[family_slot(options, restart_index, w)];
+    auto gen = generator_for(options.seed(), 1 + restart_index, w);
+    const auto family = options.families()[family_slot(options, restart_index, w)];
     auto& worker = workers[w];
-    worker.task = sample_task(family, gen, options.sampling);
+    worker.task = sample_task(family, gen, options.sampling());
     const auto sizes = worker.task->segments();
     worker.segment_sizes = torch::tensor(sizes, at::kLong);
     worker.segment_ids = at::repeat_interleave(
@@ -210,8 +211,8 @@ void restart(std::vector<Worker>& workers, const std::vector<int64_t>& owned,
     for (int64_t i = 0; i < particles; ++i) {
       Particle particle;
       particle.params = start.clone();
-      if (options.estimator == MetaEstimator::kPES &&
-          detail::LearnedModelInternals::fused_supported(model)) {
+      if (options.estimator() == MetaEstimator::kPES &&
+          optim::detail::LearnedModelInternals::fused_supported(model)) {
         for (const auto n : sizes) {
           particle.slot_major.push_back(model.initial_state(n, start.options()).t().contiguous());
         }
@@ -237,24 +238,26 @@ void restart(std::vector<Worker>& workers, const std::vector<int64_t>& owned,
 constexpr int64_t kLoss = 0, kSeconds = 1, kGradient = 2;
 
 void check_options(const MetaTrainOptions& options) {
-  TORCH_CHECK(!options.families.empty(), "meta_train: no task families given");
-  TORCH_CHECK(options.iterations > 0, "meta_train: iterations must be positive, got ",
-              options.iterations);
-  TORCH_CHECK(options.workers > 0, "meta_train: workers must be positive, got ", options.workers);
-  TORCH_CHECK(options.unroll > 0, "meta_train: unroll must be positive, got ", options.unroll);
-  TORCH_CHECK(options.horizon >= options.unroll && options.horizon % options.unroll == 0,
-              "meta_train: horizon must be a positive multiple of unroll (", options.unroll,
-              "), got ", options.horizon);
-  TORCH_CHECK(options.meta_lr > 0.0, "meta_train: meta_lr must be positive, got ", options.meta_lr);
-  TORCH_CHECK(options.meta_lr_end > 0.0 && options.meta_lr_end <= 1.0,
-              "meta_train: meta_lr_end must be in (0, 1], got ", options.meta_lr_end);
-  TORCH_CHECK(options.pes_sigma > 0.0, "meta_train: pes_sigma must be positive, got ",
-              options.pes_sigma);
-  TORCH_CHECK(options.late_emphasis >= 0.0 && std::isfinite(options.late_emphasis),
-              "meta_train: late_emphasis must be finite and >= 0, got ", options.late_emphasis);
-  TORCH_CHECK(options.horizon_max == 0 || options.horizon_max >= options.horizon,
-              "meta_train: horizon_max must be 0 or >= horizon (", options.horizon, "), got ",
-              options.horizon_max);
+  TORCH_CHECK(!options.families().empty(), "meta_train: no task families given");
+  TORCH_CHECK(options.iterations() > 0, "meta_train: iterations must be positive, got ",
+              options.iterations());
+  TORCH_CHECK(options.workers() > 0, "meta_train: workers must be positive, got ",
+              options.workers());
+  TORCH_CHECK(options.unroll() > 0, "meta_train: unroll must be positive, got ", options.unroll());
+  TORCH_CHECK(options.horizon() >= options.unroll() && options.horizon() % options.unroll() == 0,
+              "meta_train: horizon must be a positive multiple of unroll (", options.unroll(),
+              "), got ", options.horizon());
+  TORCH_CHECK(options.meta_lr() > 0.0, "meta_train: meta_lr must be positive, got ",
+              options.meta_lr());
+  TORCH_CHECK(options.meta_lr_end() > 0.0 && options.meta_lr_end() <= 1.0,
+              "meta_train: meta_lr_end must be in (0, 1], got ", options.meta_lr_end());
+  TORCH_CHECK(options.pes_sigma() > 0.0, "meta_train: pes_sigma must be positive, got ",
+              options.pes_sigma());
+  TORCH_CHECK(options.late_emphasis() >= 0.0 && std::isfinite(options.late_emphasis()),
+              "meta_train: late_emphasis must be finite and >= 0, got ", options.late_emphasis());
+  TORCH_CHECK(options.horizon_max() == 0 || options.horizon_max() >= options.horizon(),
+              "meta_train: horizon_max must be 0 or >= horizon (", options.horizon(), "), got ",
+              options.horizon_max());
 }
 
 /// Where this run starts, (iteration, restart index): rank 0's checkpoint when there is one, else
@@ -263,14 +266,14 @@ std::pair<int64_t, int64_t> starting_point(LearnedOptimizerModelImpl& model,
                                            torch::optim::Adam& adam,
                                            const MetaTrainOptions& options,
                                            const std::vector<torch::Tensor>& params) {
-  Communicator* const communicator = options.communicator.get();
+  Communicator* const communicator = options.communicator().get();
   const bool writes = communicator == nullptr || communicator->rank() == 0;
   std::pair<int64_t, int64_t> start{0, 0};
-  if (writes && !options.checkpoint.empty() && std::ifstream(options.checkpoint).good()) {
-    start = detail::load_checkpoint(options.checkpoint, model, adam);
-    if (options.progress) {
+  if (writes && !options.checkpoint().empty() && std::ifstream(options.checkpoint()).good()) {
+    start = detail::load_checkpoint(options.checkpoint(), model, adam);
+    if (options.progress()) {
       std::fprintf(stderr, "meta_train: resumed from %s at iteration %lld\n",
-                   options.checkpoint.c_str(), static_cast<long long>(start.first));
+                   options.checkpoint().c_str(), static_cast<long long>(start.first));
     }
   }
   if (communicator) {
@@ -283,11 +286,12 @@ std::pair<int64_t, int64_t> starting_point(LearnedOptimizerModelImpl& model,
 /// Half-cosine decay from meta_lr to meta_lr * meta_lr_end; a function of the iteration only, so a
 /// resumed run follows the same schedule.
 void set_meta_lr(torch::optim::Adam& adam, const MetaTrainOptions& options, int64_t iteration) {
-  const double fraction = static_cast<double>(iteration) / static_cast<double>(options.iterations);
-  const double decay =
-      options.meta_lr_end + (1.0 - options.meta_lr_end) * 0.5 * (1.0 + std::cos(M_PI * fraction));
+  const double fraction =
+      static_cast<double>(iteration) / static_cast<double>(options.iterations());
+  const double decay = options.meta_lr_end() +
+                       (1.0 - options.meta_lr_end()) * 0.5 * (1.0 + std::cos(M_PI * fraction));
   for (auto& group : adam.param_groups()) {
-    static_cast<torch::optim::AdamOptions&>(group.options()).lr(options.meta_lr * decay);
+    static_cast<torch::optim::AdamOptions&>(group.options()).lr(options.meta_lr() * decay);
   }
 }
 
@@ -309,8 +313,8 @@ torch::Tensor estimate_by_backprop(LearnedOptimizerModelImpl& model, std::vector
     const auto worker_start = std::chrono::steady_clock::now();
     auto& worker = workers[mine[k]];
     auto row = local[k];
-    const auto loss = unroll(model, worker, worker.particles[0], options.unroll,
-                             /*meta_graph=*/true, options.late_emphasis);
+    const auto loss = unroll(model, worker, worker.particles[0], options.unroll(),
+                             /*meta_graph=*/true, options.late_emphasis());
     row[kLoss].fill_(loss.item<double>());
     if (loss.requires_grad()) {  // else diverged: no graph, no gradient
       const auto grads = torch::autograd::grad({loss}, params, {}, /*retain_graph=*/false,
@@ -346,8 +350,8 @@ torch::Tensor estimate_by_pes(LearnedOptimizerModelImpl& scratch,
     const auto worker_start = std::chrono::steady_clock::now();
     const int64_t w = mine[k];
     auto& worker = workers[w];
-    auto gen = generator_for(options.seed ^ 0x5EED, iteration, w);
-    const auto eps = at::randn(theta.sizes(), gen) * options.pes_sigma;
+    auto gen = generator_for(options.seed() ^ 0x5EED, iteration, w);
+    const auto eps = at::randn(theta.sizes(), gen) * options.pes_sigma();
     worker.accumulated = worker.accumulated.defined() ? worker.accumulated + eps : eps;
     double losses[2];
     for (int sign = 0; sign < 2; ++sign) {
@@ -357,15 +361,15 @@ torch::Tensor estimate_by_pes(LearnedOptimizerModelImpl& scratch,
         p.copy_(perturbed.narrow(0, offset, p.numel()).view(p.sizes()));
         offset += p.numel();
       }
-      losses[sign] = unroll(scratch, worker, worker.particles[sign], options.unroll,
-                            /*meta_graph=*/false, options.late_emphasis)
+      losses[sign] = unroll(scratch, worker, worker.particles[sign], options.unroll(),
+                            /*meta_graph=*/false, options.late_emphasis())
                          .item<double>();
     }
     auto row = local[k];
     row[kLoss].fill_(0.5 * (losses[0] + losses[1]));
     row.narrow(0, kGradient, parameter_count)
         .copy_(worker.accumulated.to(at::kDouble) *
-               ((losses[0] - losses[1]) / (2.0 * options.pes_sigma * options.pes_sigma)));
+               ((losses[0] - losses[1]) / (2.0 * options.pes_sigma() * options.pes_sigma())));
     row[kSeconds].fill_(seconds_since(worker_start));
   }
   return local;
@@ -402,13 +406,13 @@ void outer_step(torch::optim::Adam& adam, const std::vector<torch::Tensor>& para
 class MetaLog {
  public:
   MetaLog(const MetaTrainOptions& options, bool writes, int64_t first)
-      : iterations_(options.iterations),
-        bar_("meta-train", writes && options.progress,
-             static_cast<double>(first) / static_cast<double>(options.iterations)) {
-    if (!writes || options.csv.empty()) return;
-    const bool fresh = first == 0 || !std::ifstream(options.csv).good();
-    csv_.reset(std::fopen(options.csv.c_str(), fresh ? "w" : "a"));
-    TORCH_CHECK(csv_ != nullptr, "meta_train: cannot write the CSV log ", options.csv);
+      : iterations_(options.iterations()),
+        bar_("meta-train", writes && options.progress(),
+             static_cast<double>(first) / static_cast<double>(options.iterations())) {
+    if (!writes || options.csv().empty()) return;
+    const bool fresh = first == 0 || !std::ifstream(options.csv()).good();
+    csv_.reset(std::fopen(options.csv().c_str(), fresh ? "w" : "a"));
+    TORCH_CHECK(csv_ != nullptr, "meta_train: cannot write the CSV log ", options.csv());
     if (fresh) std::fprintf(csv_.get(), "iteration,meta_loss,average,seconds\n");
   }
 
@@ -460,15 +464,31 @@ MetaEstimator meta_estimator_from_name(const std::string& name) {
   TORCH_CHECK(false, "unknown meta-gradient estimator \"", name, "\" (expected pes or tbptt)");
 }
 
+std::string meta_train_target_name(MetaTrainTarget target) {
+  switch (target) {
+    case MetaTrainTarget::kAll: return "all";
+    case MetaTrainTarget::kRule: return "rule";
+    case MetaTrainTarget::kController: return "controller";
+  }
+  return "?";
+}
+
+MetaTrainTarget meta_train_target_from_name(const std::string& name) {
+  for (auto target : {MetaTrainTarget::kAll, MetaTrainTarget::kRule, MetaTrainTarget::kController})
+    if (meta_train_target_name(target) == name) return target;
+  TORCH_CHECK(false, "unknown meta-training target \"", name,
+              "\" (expected all, rule or controller)");
+}
+
 std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptions& options,
                                const std::function<void(const MetaProgress&)>& on_iteration) {
   check_options(options);
-  auto params = trainable(*model, options.train);
-  torch::optim::Adam adam(params, torch::optim::AdamOptions(options.meta_lr));
-  Communicator* const communicator = options.communicator.get();
+  auto params = trainable(*model, options.target());
+  torch::optim::Adam adam(params, torch::optim::AdamOptions(options.meta_lr()));
+  Communicator* const communicator = options.communicator().get();
   const int rank = communicator ? communicator->rank() : 0;
   const int world_size = communicator ? communicator->world_size() : 1;
-  TORCH_CHECK(options.workers >= world_size, "meta_train: ", options.workers,
+  TORCH_CHECK(options.workers() >= world_size, "meta_train: ", options.workers(),
               " workers cannot be shared by ", world_size, " ranks (WORLD_SIZE); give at least ",
               world_size, " workers");
   const bool writes = rank == 0;  // the checkpoint, the CSV and the progress bar
@@ -477,53 +497,53 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
   MetaLog log(options, writes, first);
 
   int64_t truncations_left = 0;  // of the current tasks; 0: restart first (also after a resume)
-  std::vector<Worker> workers(options.workers);
+  std::vector<Worker> workers(options.workers());
   auto scratch = std::dynamic_pointer_cast<LearnedOptimizerModelImpl>(model->clone());
-  const auto scratch_params = trainable(*scratch, options.train);
+  const auto scratch_params = trainable(*scratch, options.target());
   GatherCost gathering;
   WorkerPlacement placement(options);
   Assignment owned;
-  for (; iteration < options.iterations; ++iteration) {
+  for (; iteration < options.iterations(); ++iteration) {
     if (truncations_left == 0) {
       // A restart boundary: the checkpoint resumes exactly from here.
-      if (writes && !options.checkpoint.empty() && iteration > first) {
-        detail::save_checkpoint(options.checkpoint, *model, adam, iteration, restart_index);
+      if (writes && !options.checkpoint().empty() && iteration > first) {
+        detail::save_checkpoint(options.checkpoint(), *model, adam, iteration, restart_index);
       }
       owned = placement.assign(restart_index, world_size);
       restart(workers, owned[rank], *model, options, restart_index);
-      truncations_left = restart_horizon(options, restart_index) / options.unroll;
+      truncations_left = restart_horizon(options, restart_index) / options.unroll();
       ++restart_index;
     }
     --truncations_left;
     set_meta_lr(adam, options, iteration);
     // Rows are kept per worker, so that every world size adds the same rows in the same order.
-    const auto local = options.estimator == MetaEstimator::kTruncatedBackprop
+    const auto local = options.estimator() == MetaEstimator::kTruncatedBackprop
                            ? estimate_by_backprop(*model, workers, owned[rank], params, options)
                            : estimate_by_pes(*scratch, scratch_params, workers, owned[rank], params,
                                              options, iteration);
     const auto rows =
-        detail::gather_workers(local, owned, options.workers, communicator, gathering);
-    const auto mean = mean_of_rows(rows, options.workers);
+        detail::gather_workers(local, owned, options.workers(), communicator, gathering);
+    const auto mean = mean_of_rows(rows, options.workers());
     const double meta_loss = mean[kLoss].item<double>();
     placement.measured(restart_index - 1, rows.select(1, kSeconds));
-    outer_step(adam, params, mean, meta_loss, options.clip);
+    outer_step(adam, params, mean, meta_loss, options.clip());
     const auto progress = log.record(iteration + 1, meta_loss);
     if (on_iteration) on_iteration(progress);
   }
   log.finish();
-  if (communicator && writes && options.progress && iteration > first) {
-    gathering.print(world_size, numel(params), options.workers,
+  if (communicator && writes && options.progress() && iteration > first) {
+    gathering.print(world_size, numel(params), options.workers(),
                     static_cast<double>(iteration - first));
   }
   // No rank leaves (closing its connections) while another may still be reading the last gather.
   if (communicator) communicator->barrier();
   // The final state is a restart boundary only when the last tasks just ended; otherwise the next
   // run (more iterations) restarts tasks here, as a run that had not stopped would not: say so.
-  if (writes && !options.checkpoint.empty()) {
-    detail::save_checkpoint(options.checkpoint, *model, adam, iteration,
+  if (writes && !options.checkpoint().empty()) {
+    detail::save_checkpoint(options.checkpoint(), *model, adam, iteration,
                             restart_index - (truncations_left > 0 ? 1 : 0));
   }
   return log.history();
 }
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

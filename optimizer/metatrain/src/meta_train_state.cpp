@@ -10,7 +10,9 @@
 #include <numeric>
 #include <sstream>
 
-namespace flt::optim::detail {
+namespace flt::metatrain::detail {
+
+using namespace flt::optim;
 namespace {
 
 /// The whole meta-training state: a checkpoint file, or what rank 0 sends the other ranks.
@@ -47,8 +49,8 @@ std::pair<int64_t, int64_t> read_checkpoint(torch::serialize::InputArchive& arch
 }  // namespace
 
 size_t family_slot(const MetaTrainOptions& options, int64_t restart_index, int64_t w) {
-  return static_cast<size_t>((restart_index * options.workers + w) %
-                             static_cast<int64_t>(options.families.size()));
+  return static_cast<size_t>((restart_index * options.workers() + w) %
+                             static_cast<int64_t>(options.families().size()));
 }
 
 Assignment WorkerPlacement::assign(int64_t restart_index, int world_size) const {
@@ -56,8 +58,8 @@ Assignment WorkerPlacement::assign(int64_t restart_index, int world_size) const 
   for (const double s : family_seconds_) {
     if (s > 0.0) known += s, ++count;
   }
-  std::vector<double> cost(options_.workers);
-  for (int64_t w = 0; w < options_.workers; ++w) {
+  std::vector<double> cost(options_.workers());
+  for (int64_t w = 0; w < options_.workers(); ++w) {
     const double s = family_seconds_[family_slot(options_, restart_index, w)];
     cost[w] = s > 0.0 ? s : count > 0.0 ? known / count : 1.0;
   }
@@ -79,7 +81,7 @@ Assignment WorkerPlacement::assign(int64_t restart_index, int world_size) const 
 void WorkerPlacement::measured(int64_t restart_index, const torch::Tensor& seconds) {
   std::vector<double> sum(family_seconds_.size(), 0.0), n(family_seconds_.size(), 0.0);
   const auto values = seconds.to(at::kDouble).contiguous();
-  for (int64_t w = 0; w < options_.workers; ++w) {
+  for (int64_t w = 0; w < options_.workers(); ++w) {
     const auto slot = family_slot(options_, restart_index, w);
     sum[slot] += values.data_ptr<double>()[w];
     n[slot] += 1.0;
@@ -127,12 +129,13 @@ std::pair<int64_t, int64_t> share_starting_state(Communicator& communicator,
 void check_same_options(Communicator& communicator, const MetaTrainOptions& options,
                         const std::vector<torch::Tensor>& params) {
   std::ostringstream text;
-  text << meta_estimator_name(options.estimator) << " " << options.train << " "
-       << options.iterations << " " << options.workers << " " << options.unroll << " "
-       << options.horizon << " " << options.horizon_max << " " << options.meta_lr << " "
-       << options.meta_lr_end << " " << options.pes_sigma << " " << options.clip << " "
-       << options.late_emphasis << " " << options.seed;
-  for (const auto family : options.families) text << " " << task_family_name(family);
+  text << meta_estimator_name(options.estimator()) << " "
+       << meta_train_target_name(options.target()) << " " << options.iterations() << " "
+       << options.workers() << " " << options.unroll() << " " << options.horizon() << " "
+       << options.horizon_max() << " " << options.meta_lr() << " " << options.meta_lr_end() << " "
+       << options.pes_sigma() << " " << options.clip() << " " << options.late_emphasis() << " "
+       << options.seed();
+  for (const auto family : options.families()) text << " " << task_family_name(family);
   for (const auto& p : params) text << " " << p.sizes();
   // std::hash is the same on every rank running the same build of the program.
   const auto mine = torch::tensor({static_cast<int64_t>(std::hash<std::string>{}(text.str()))});
@@ -181,4 +184,4 @@ torch::Tensor gather_workers(const torch::Tensor& local, const Assignment& owned
   return rows;
 }
 
-}  // namespace flt::optim::detail
+}  // namespace flt::metatrain::detail

@@ -15,9 +15,9 @@
 #include "flt/metatrain/meta_train.h"
 #include "flt/optim/learned_model.h"
 
-namespace flt::optim::detail {
+namespace flt::metatrain::detail {
 
-/// The family (an index into options.families) of worker `w` after restart `restart_index`:
+/// The family (an index into options.families()) of worker `w` after restart `restart_index`:
 /// families in turn, so every restart sees a balanced mix.
 size_t family_slot(const MetaTrainOptions& options, int64_t restart_index, int64_t w);
 
@@ -29,7 +29,7 @@ using Assignment = std::vector<std::vector<int64_t>>;
 class WorkerPlacement {
  public:
   explicit WorkerPlacement(const MetaTrainOptions& options)
-      : options_(options), family_seconds_(options.families.size(), 0.0) {}
+      : options_(options), family_seconds_(options.families().size(), 0.0) {}
 
   /// The assignment for the tasks of restart `restart_index`. Equal costs (nothing measured yet)
   /// give rank r the workers r, r + world_size, ...
@@ -45,19 +45,19 @@ class WorkerPlacement {
 
 /// Writes the whole meta-training state to `path` (through a temporary file, so a crash never
 /// leaves half a checkpoint).
-void save_checkpoint(const std::string& path, LearnedOptimizerModelImpl& model,
+void save_checkpoint(const std::string& path, optim::LearnedOptimizerModelImpl& model,
                      const torch::optim::Adam& adam, int64_t iteration, int64_t restart_index);
 
 /// Reads a checkpoint into `model` and `adam`. -> (iteration, restart index)
 std::pair<int64_t, int64_t> load_checkpoint(const std::string& path,
-                                            LearnedOptimizerModelImpl& model,
+                                            optim::LearnedOptimizerModelImpl& model,
                                             torch::optim::Adam& adam);
 
 /// Every rank starts from rank 0's state (a fresh or given model, or its checkpoint), sent as one
 /// serialized checkpoint: the checkpoint file need only exist on rank 0's machine.
 /// -> (iteration, restart index)
 std::pair<int64_t, int64_t> share_starting_state(Communicator& communicator,
-                                                 LearnedOptimizerModelImpl& model,
+                                                 optim::LearnedOptimizerModelImpl& model,
                                                  torch::optim::Adam& adam, int64_t iteration,
                                                  int64_t restart_index);
 
@@ -80,4 +80,4 @@ struct GatherCost {
 torch::Tensor gather_workers(const torch::Tensor& local, const Assignment& owned, int64_t workers,
                              Communicator* communicator, GatherCost& cost);
 
-}  // namespace flt::optim::detail
+}  // namespace flt::metatrain::detail

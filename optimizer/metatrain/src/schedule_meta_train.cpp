@@ -15,7 +15,9 @@
 #include "flt/detail/random.h"
 #include "flt/optim/schedule_mnemosyne.h"
 
-namespace flt::optim {
+namespace flt::metatrain {
+
+using namespace flt::optim;
 namespace {
 
 constexpr double kDivergence = 1e6;  // a loss above kDivergence x its start counts as diverged
@@ -422,4 +424,4 @@ std::vector<double> meta_train_schedule(
   return history;
 }
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

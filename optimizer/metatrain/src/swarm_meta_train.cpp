@@ -15,7 +15,9 @@
 #include "flt/detail/random.h"
 #include "flt/metatrain/landscapes.h"
 
-namespace flt::optim {
+namespace flt::metatrain {
+
+using namespace flt::optim;
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
@@ -183,4 +185,4 @@ std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptio
   return losses;
 }
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

@@ -10,7 +10,8 @@
 #include "flt/metatrain/datasets.h"
 #include "flt/metatrain/landscapes.h"
 
-namespace flt::optim {
+namespace flt::metatrain {
+
 namespace {
 
 int64_t uniform_int(at::Generator& gen, int64_t lo, int64_t hi) {
@@ -595,4 +596,4 @@ std::unique_ptr<Task> sample_task(TaskFamily family, at::Generator gen, const Ta
   }
 }
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

@@ -10,7 +10,8 @@
 #include <limits>
 #include <sstream>
 
-namespace flt::optim {
+namespace flt::metatrain {
+
 at::Generator run_stream(uint64_t seed, RunStream purpose) {
   return at::make_generator<at::CPUGeneratorImpl>(seed * 2 + static_cast<uint64_t>(purpose));
 }
@@ -138,4 +139,4 @@ const TunedReference& ReferenceCache::get(const Task& task, int64_t steps, uint6
   return entries_.emplace(key, std::move(reference)).first->second;
 }
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

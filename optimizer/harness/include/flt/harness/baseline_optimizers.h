@@ -11,7 +11,7 @@
 //   and x is an lr^2-weighted average of the z iterates. The model's parameters hold y while
 //   training; `eval()` puts x in them for evaluation, `train()` puts y back.
 //
-//   flt::optim::ScheduleFreeAdamW opt(model->parameters());
+//   flt::harness::ScheduleFreeAdamW opt(model->parameters());
 //   for (...) { opt.zero_grad(); loss.backward(); opt.step(); }
 //   opt.eval();   // parameters = x (with BatchNorm: a few forward passes in train mode first)
 //   evaluate(model);
@@ -27,7 +27,7 @@
 #include <tuple>
 #include <vector>
 
-namespace flt::optim {
+namespace flt::harness {
 
 // ---- Prodigy ------------------------------------------------------------------------------------
 
@@ -187,4 +187,4 @@ class ScheduleFreeAdamW : public torch::optim::Optimizer {
   bool training_ = true;
 };
 
-}  // namespace flt::optim
+}  // namespace flt::harness

@@ -13,7 +13,7 @@
 
 #include "flt/metatrain/tasks.h"
 
-namespace flt::optim {
+namespace flt::harness {
 
 /// Makes an optimizer over the given parameters.
 using OptimizerFactory =
@@ -54,7 +54,7 @@ struct RunCurve {
 /// Runs `steps` steps of the optimizer from `start` on `task`; the gradient noise (mini-batches)
 /// comes from a generator seeded with `noise_seed`, identical for every optimizer. `schedule`
 /// scales lr as the loop goes; `evaluation` wraps each loss evaluation.
-RunCurve run_optimizer(const Task& task, const torch::Tensor& start, int64_t steps,
+RunCurve run_optimizer(const metatrain::Task& task, const torch::Tensor& start, int64_t steps,
                        uint64_t noise_seed, const OptimizerFactory& factory,
                        Schedule schedule = Schedule::kConstant,
                        const EvaluationHook& evaluation = {});
@@ -62,7 +62,7 @@ RunCurve run_optimizer(const Task& task, const torch::Tensor& start, int64_t ste
 /// A held-out evaluation task: a generator of instances and a step budget.
 struct EvalTask {
   std::string name;
-  std::function<std::unique_ptr<Task>(at::Generator)> make;
+  std::function<std::unique_ptr<metatrain::Task>(at::Generator)> make;
   int64_t steps = 200;
 };
 
@@ -121,4 +121,4 @@ std::vector<EvalRow> evaluate(const std::vector<EvalTask>& tasks,
                               const std::vector<Contender>& contenders,
                               const EvalOptions& options = {});
 
-}  // namespace flt::optim
+}  // namespace flt::harness

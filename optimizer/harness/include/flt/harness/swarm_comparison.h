@@ -11,13 +11,13 @@
 #include "flt/optim/population.h"
 #include "flt/optim/swarm.h"
 
-namespace flt::optim {
+namespace flt::harness {
 
 /// A held-out benchmark function.
 struct BenchmarkFunction {
   std::string name;  ///< e.g. "rastrigin-10"
-  BatchObjective f;
-  SearchBox box;
+  optim::BatchObjective f;
+  optim::SearchBox box;
   double target = 0.0;  ///< "success": best value below it
 };
 /// Rastrigin 2/10/30-D (and 10/30-D shifted away from the box centre), Ackley, Schwefel and
@@ -30,9 +30,9 @@ std::vector<BenchmarkFunction> swarm_benchmark_functions();
 /// `weights_dir` == kUntrainedSwarm gives the untrained swarm (the hand-set base rule that
 /// meta-training starts from).
 inline constexpr const char* kUntrainedSwarm = "untrained";
-std::unique_ptr<PopulationSearch> make_searcher(const std::string& name, int64_t particles,
-                                                uint64_t seed, double adam_lr,
-                                                const std::string& weights_dir = "");
+std::unique_ptr<optim::PopulationSearch> make_searcher(const std::string& name, int64_t particles,
+                                                       uint64_t seed, double adam_lr,
+                                                       const std::string& weights_dir = "");
 std::vector<std::string> all_searcher_names();
 
 /// Adam's learning rate (box widths per step) for the comparison, tuned on the training family (not
@@ -56,7 +56,7 @@ struct ComparisonOptions {
 struct ComparisonRun {
   std::string function, searcher;
   uint64_t seed = 0;
-  SearchResult result;
+  optim::SearchResult result;
   bool success = false;  ///< best below the function's target
 };
 /// Every searcher on every function for seeds 1..seeds at equal budgets.
@@ -75,4 +75,4 @@ std::pair<std::vector<double>, std::vector<double>> median_best_curve(
 ComparisonCell summarize(const std::vector<ComparisonRun>& runs, const std::string& function,
                          const std::string& searcher);
 
-}  // namespace flt::optim
+}  // namespace flt::harness

@@ -4,8 +4,8 @@
 // data. The evaluation a user would run before trusting an optimizer: the architectures and data
 // sets here are not those meta-training uses (a split of families, not just of seeds).
 //
-//   auto runs = flt::optim::held_out_training_runs();
-//   auto curve = flt::optim::run_training(runs[0], /*seed=*/0, [](auto params) {
+//   auto runs = flt::harness::held_out_training_runs();
+//   auto curve = flt::harness::run_training(runs[0], /*seed=*/0, [](auto params) {
 //     return std::make_unique<torch::optim::Adam>(std::move(params));
 //   });
 //
@@ -23,7 +23,7 @@
 #include "flt/metatrain/datasets.h"
 #include "flt/optim/mnemosyne.h"
 
-namespace flt::optim {
+namespace flt::harness {
 
 /// A model under training: the module whose `parameters()` the optimizer gets, and its forward.
 struct TrainableModel {
@@ -49,9 +49,9 @@ struct TrainingRun {
       family;  ///< architecture / data, no commas (a CSV field), e.g. "MLP 4-32-3 ReLU / iris"
   ModelBuilder build;
   /// Supervised data (used when `corpus.vocab` is 0).
-  data::Split split;
+  metatrain::data::Split split;
   /// Language-model data: windows of `sequence_length` + 1 tokens of the stream.
-  data::TextCorpus corpus;
+  metatrain::data::TextCorpus corpus;
   int64_t sequence_length = 32;  ///< LM only
   int64_t batch = 32;
   int64_t steps = 1000;
@@ -150,7 +150,7 @@ MnemosyneDesign design_from_name(const std::string& name);
 /// step of 2% of each tensor's RMS), else a weights file (a bad one throws here, before any run);
 /// empty: null (the optimizer's default).
 inline constexpr const char* kWithoutHandRule = "untrained-without-hand-rule";
-LearnedSchedule schedule_from_spec(const std::string& weights);
+optim::LearnedSchedule schedule_from_spec(const std::string& weights);
 
 /// A learned optimizer of `design` untuned (lr 1, constant) with the weights file `weights`
 /// (empty: the shipped ones; "untrained": the rule with its learned part zeroed;
@@ -214,4 +214,4 @@ int compare_finals(double a, double b);
 /// baseline never gets there within its budget.
 double speedup(const RunRow& target, const RunRow& baseline);
 
-}  // namespace flt::optim
+}  // namespace flt::harness

@@ -3,9 +3,9 @@
 // downloaded. Used by meta-training task families and by the held-out evaluation
 // (training_runs.h).
 //
-//   auto mnist = flt::optim::data::fashion_mnist(/*train_limit=*/10000, /*test_limit=*/2000);
-//   auto text = flt::optim::data::licence_text();
-//   for (const auto& name : flt::optim::data::tabular_names()) auto set = tabular(name);
+//   auto mnist = flt::metatrain::data::fashion_mnist(/*train_limit=*/10000, /*test_limit=*/2000);
+//   auto text = flt::metatrain::data::licence_text();
+//   for (const auto& name : flt::metatrain::data::tabular_names()) auto set = tabular(name);
 //
 // Loaded data are cached in memory (thread-safe), so repeated calls are cheap; the returned tensors
 // share that cache: treat them as read-only (index or clone them, never modify them in place).
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace flt::optim::data {
+namespace flt::metatrain::data {
 
 /// A supervised data set split into training and held-out parts.
 struct Split {
@@ -67,4 +67,4 @@ std::vector<std::string> tabular_names();
 /// Throws naming the package when it is not installed, and the name when it is unknown.
 Split tabular(const std::string& name);
 
-}  // namespace flt::optim::data
+}  // namespace flt::metatrain::data

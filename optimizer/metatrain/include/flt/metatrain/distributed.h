@@ -3,10 +3,10 @@
 // backend, rendezvous by a TCPStore (the RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT convention
 // of torchrun) or a FileStore (`file://PATH`, one machine or a shared file system).
 //
-//   auto rendezvous = flt::optim::Rendezvous::from_environment();   // RANK, WORLD_SIZE, ...
+//   auto rendezvous = flt::metatrain::Rendezvous::from_environment();   // RANK, WORLD_SIZE, ...
 //   MetaTrainOptions options;
-//   if (rendezvous.world_size > 1) options.communicator = flt::optim::connect(rendezvous);
-//   flt::optim::meta_train(model, options);   // ranks split the workers; rank 0 writes files
+//   if (rendezvous.world_size > 1) options.communicator(flt::metatrain::connect(rendezvous));
+//   flt::metatrain::meta_train(model, options);   // ranks split the workers; rank 0 writes files
 //
 // This header does not include c10d: a program that never calls `connect` needs nothing of it, and
 // a build without the c10d Gloo headers (Debian libgloo-dev) still has these declarations;
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace flt::optim {
+namespace flt::metatrain {
 
 /// The collectives meta-training needs. Every rank calls them in the same order; a call that
 /// cannot complete (a rank died, or hung past the timeout) throws naming the rank and the timeout.
@@ -62,4 +62,4 @@ bool distributed_supported();
 /// few join, and the rank when two processes claim it.
 std::shared_ptr<Communicator> connect(const Rendezvous& rendezvous);
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

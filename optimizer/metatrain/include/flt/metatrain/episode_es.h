@@ -28,7 +28,7 @@
 #include "flt/metatrain/tuned_reference.h"
 #include "flt/optim/learned_schedule.h"
 
-namespace flt::optim {
+namespace flt::metatrain {
 
 /// How one task instance of a generation is run (the same for every candidate).
 struct EpisodeSpec {
@@ -43,7 +43,7 @@ struct EpisodeSpec {
 /// task segment; the initial point and mini-batches are those of adamw_cosine_final_loss with
 /// the same seed. A run whose loss turns non-finite returns +inf.
 double schedule_final_loss(const Task& task, const EpisodeSpec& spec,
-                           const LearnedSchedule& schedule);
+                           const optim::LearnedSchedule& schedule);
 
 struct EpisodeESOptions {
   /// Families the generations draw from, and the held-out families validation draws from.
@@ -93,7 +93,7 @@ struct EpisodeESState {
 class EpisodeES {
  public:
   /// `schedule` gives the shape and theta_0 (its current parameters, the hand rule when fresh).
-  EpisodeES(LearnedSchedule schedule, EpisodeESOptions options, ReferenceCache& references);
+  EpisodeES(optim::LearnedSchedule schedule, EpisodeESOptions options, ReferenceCache& references);
 
   /// Runs one generation from `state` (validation included when due) and returns its record;
   /// `progress` (optional) is told each finished episode out of the generation's total.
@@ -102,7 +102,7 @@ class EpisodeES {
   /// A fresh state at theta_0.
   EpisodeESState initial_state() const;
   /// The schedule with `theta` as its parameters (a copy; the template is not changed).
-  LearnedSchedule schedule_at(const torch::Tensor& theta) const;
+  optim::LearnedSchedule schedule_at(const torch::Tensor& theta) const;
   /// Numbers in theta.
   int64_t size() const { return theta0_.numel(); }
 
@@ -115,7 +115,7 @@ class EpisodeES {
                     const std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>>& tasks);
 
  private:
-  LearnedSchedule template_;
+  optim::LearnedSchedule template_;
   torch::Tensor theta0_;
   EpisodeESOptions options_;
   ReferenceCache& references_;
@@ -128,4 +128,4 @@ class EpisodeES {
 void save_es_state(const EpisodeESState& state, const std::string& path);
 EpisodeESState load_es_state(const std::string& path);
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

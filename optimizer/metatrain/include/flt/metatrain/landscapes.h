@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace flt::optim {
+namespace flt::metatrain {
 
 /// f(x) = sum_i x_i^2; minimum 0 at 0. x: (..., n) -> (...)
 torch::Tensor sphere(const torch::Tensor& x);
@@ -107,4 +107,4 @@ struct RastriginFamily {
 /// Draws a task of dimension n from `gen`.
 RastriginTask sample_rastrigin_task(const RastriginFamily& family, int64_t n, at::Generator& gen);
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

@@ -21,6 +21,8 @@
 // worker order on every rank, so the same seed and number of workers give bit-identical weights at
 // any world size.
 
+#include <torch/arg.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -30,47 +32,66 @@
 #include "flt/metatrain/tasks.h"
 #include "flt/optim/learned_model.h"
 
-namespace flt::optim {
+namespace flt::metatrain {
 
 enum class MetaEstimator { kTruncatedBackprop, kPES };
 std::string meta_estimator_name(MetaEstimator estimator);
 MetaEstimator meta_estimator_from_name(const std::string& name);
 
+/// Which of the model's meta-parameters meta-training moves.
+enum class MetaTrainTarget {
+  kAll,         ///< every parameter
+  kRule,        ///< the head and the memory; the step-size controller stays fixed
+  kController,  ///< only the controller's scalars (cheap to estimate by PES over long horizons)
+};
+/// "all", "rule", "controller".
+std::string meta_train_target_name(MetaTrainTarget target);
+/// Inverse of `meta_train_target_name`; throws naming the unknown name and the valid ones.
+MetaTrainTarget meta_train_target_from_name(const std::string& name);
+
 struct MetaTrainOptions {
-  std::vector<TaskFamily> families = shipped_recipe_families();
-  TaskSampling sampling = {};
-  MetaEstimator estimator = MetaEstimator::kTruncatedBackprop;
-  int64_t iterations = 300;  ///< outer steps
-  int64_t workers = 8;       ///< tasks in flight (PES: pairs)
-  int64_t unroll = 10;       ///< inner steps per truncation
-  int64_t horizon = 100;  ///< inner steps per task before all workers restart (multiple of unroll)
+  TORCH_ARG(std::vector<TaskFamily>, families) = shipped_recipe_families();
+  TORCH_ARG(TaskSampling, sampling) = {};
+  TORCH_ARG(MetaEstimator, estimator) = MetaEstimator::kTruncatedBackprop;
+  /// Outer steps.
+  TORCH_ARG(int64_t, iterations) = 300;
+  /// Tasks in flight (PES: antithetic pairs).
+  TORCH_ARG(int64_t, workers) = 8;
+  /// Inner steps per truncation.
+  TORCH_ARG(int64_t, unroll) = 10;
+  /// Inner steps per task before all workers restart (a multiple of unroll).
+  TORCH_ARG(int64_t, horizon) = 100;
   /// > horizon: each restart draws its horizon log-uniformly from [horizon, horizon_max] (rounded
   /// to a multiple of unroll), so the rule meets runs of many lengths; 0 = always `horizon`.
-  int64_t horizon_max = 0;
-  /// Which meta-parameters train: "all", "rule" (head and memory; the step-size controller stays
-  /// fixed) or "controller" (only the controller's scalars: cheap to estimate by PES over long
-  /// horizons).
-  std::string train = "all";
-  double meta_lr = 3e-3;  ///< outer Adam learning rate at the start
+  TORCH_ARG(int64_t, horizon_max) = 0;
+  /// Which meta-parameters train.
+  TORCH_ARG(MetaTrainTarget, target) = MetaTrainTarget::kAll;
+  /// Outer Adam learning rate at the start.
+  TORCH_ARG(double, meta_lr) = 3e-3;
   /// The outer learning rate follows a half cosine from meta_lr down to meta_lr * meta_lr_end over
   /// the iterations (1 = constant): the last weights then come from a settled model rather than
   /// from wherever the last noisy meta-gradients threw it.
-  double meta_lr_end = 0.1;
-  double pes_sigma = 0.01;  ///< PES perturbation std
+  TORCH_ARG(double, meta_lr_end) = 0.1;
+  /// PES perturbation std.
+  TORCH_ARG(double, pes_sigma) = 0.01;
   /// p >= 0: step t of a task's horizon T weighs about (p + 1) (t / T)^p in the meta-loss (the
   /// density integrated over the step's share of the horizon: mean exactly 1). 0 scores the whole
   /// curve equally, which rewards early speed as much as the end; larger p scores mostly where the
   /// run ends, so a step that wins early and overfits or random-walks late loses.
-  double late_emphasis = 0.0;
-  double clip = 1.0;  ///< meta-gradient norm clip
-  uint64_t seed = 0;
-  std::string checkpoint;  ///< path; written at every restart boundary, resumed from if present
-  std::string csv;         ///< per-iteration log (appended on resume)
-  bool progress = true;    ///< progress bar with ETA on stderr
+  TORCH_ARG(double, late_emphasis) = 0.0;
+  /// Meta-gradient norm clip.
+  TORCH_ARG(double, clip) = 1.0;
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// Path; written at every restart boundary, resumed from if present ("" = none).
+  TORCH_ARG(std::string, checkpoint);
+  /// Per-iteration log, appended on resume ("" = none).
+  TORCH_ARG(std::string, csv);
+  /// Progress bar with ETA on stderr.
+  TORCH_ARG(bool, progress) = true;
   /// The ranks this process meta-trains with (distributed.h); null: this process alone. Every rank
   /// starts from rank 0's model and checkpoint; only rank 0 writes the checkpoint and the CSV and
   /// shows progress. Needs workers >= world size and the same options on every rank.
-  std::shared_ptr<Communicator> communicator;
+  TORCH_ARG(std::shared_ptr<Communicator>, communicator);
 };
 
 struct MetaProgress {
@@ -82,7 +103,7 @@ struct MetaProgress {
 
 /// Meta-trains `model` in place; resumes from `options.checkpoint` when it exists. Returns the
 /// per-iteration meta-losses of this run. Deterministic for a given seed.
-std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptions& options,
+std::vector<double> meta_train(optim::LearnedOptimizerModel model, const MetaTrainOptions& options,
                                const std::function<void(const MetaProgress&)>& on_iteration = {});
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

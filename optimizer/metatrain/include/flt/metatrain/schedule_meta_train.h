@@ -36,7 +36,7 @@
 #include "flt/metatrain/tasks.h"
 #include "flt/optim/learned_schedule.h"
 
-namespace flt::optim {
+namespace flt::metatrain {
 
 struct ScheduleMetaTrainOptions {
   std::vector<TaskFamily> families = shipped_recipe_families();
@@ -64,7 +64,7 @@ struct ScheduleMetaTrainOptions {
 
 /// One meta-validation: the per-instance log(final held-out loss) of `schedule` on the options'
 /// validation instances (log(1e6 x initial) when a run diverges). -> (validation_tasks) float64
-torch::Tensor validation_log_losses(const LearnedSchedule& schedule,
+torch::Tensor validation_log_losses(const optim::LearnedSchedule& schedule,
                                     const ScheduleMetaTrainOptions& options);
 
 struct ScheduleMetaProgress {
@@ -79,7 +79,7 @@ struct ScheduleMetaProgress {
 /// Meta-trains `schedule` in place (resuming from `options.checkpoint` when it exists); returns the
 /// meta-loss of each iteration of this run. Deterministic for a given seed.
 std::vector<double> meta_train_schedule(
-    LearnedSchedule schedule, const ScheduleMetaTrainOptions& options,
+    optim::LearnedSchedule schedule, const ScheduleMetaTrainOptions& options,
     const std::function<void(const ScheduleMetaProgress&)>& on_iteration = {});
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

@@ -17,7 +17,7 @@
 #include "flt/optim/population.h"
 #include "flt/optim/swarm.h"
 
-namespace flt::optim {
+namespace flt::metatrain {
 
 struct SwarmMetaTrainOptions {
   RastriginFamily family = {};
@@ -36,11 +36,12 @@ struct SwarmMetaTrainOptions {
 
 /// Loss of `model` over one batched episode: B tasks of one dimension (per-task losses, (B)).
 /// `seed` fixes the swarm's initial points and noise (common random numbers).
-torch::Tensor swarm_episode_loss(SwarmModelImpl& model, const std::vector<RastriginTask>& tasks,
-                                 int64_t particles, int64_t steps, uint64_t seed);
+torch::Tensor swarm_episode_loss(optim::SwarmModelImpl& model,
+                                 const std::vector<RastriginTask>& tasks, int64_t particles,
+                                 int64_t steps, uint64_t seed);
 
 /// Meta-trains `model` in place; returns the mean meta-loss of each iteration of this run.
-std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptions& options,
+std::vector<double> meta_train_swarm(optim::SwarmModel model, const SwarmMetaTrainOptions& options,
                                      const std::function<void(int64_t, double)>& on_iteration = {});
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace flt::optim {
+namespace flt::metatrain {
 
 enum class TaskFamily {
   kRastrigin,          ///< Rastrigin-like: random dimension, shift, rotation, scale, gradient noise
@@ -80,4 +80,4 @@ std::unique_ptr<Task> sample_task(TaskFamily family, at::Generator generator,
 std::unique_ptr<Task> sample_task_with_dim(TaskFamily family, int64_t dims, at::Generator generator,
                                            const TaskSampling& sampling = {});
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain

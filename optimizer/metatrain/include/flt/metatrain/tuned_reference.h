@@ -12,7 +12,7 @@
 
 #include "flt/metatrain/tasks.h"
 
-namespace flt::optim {
+namespace flt::metatrain {
 
 /// The tuned baseline of one task instance at one run length.
 struct TunedReference {
@@ -77,4 +77,4 @@ class ReferenceCache {
 /// shape differ there), the run length and the seed; fields separated by '|'.
 std::string reference_key(const Task& task, int64_t steps, uint64_t seed);
 
-}  // namespace flt::optim
+}  // namespace flt::metatrain
