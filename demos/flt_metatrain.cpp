@@ -42,7 +42,7 @@ struct MetatrainArgs {
   int threads = 1;
   // Which optimizer's rule: CoordinateMnemosyne's model or ScheduleMnemosyne's schedule.
   std::string design = "coordinate-memory";
-  double rescale = fm::ScheduleMetaTrainOptions{}.rescale;
+  double rescale = fm::ScheduleMetaTrainOptions{}.rescale();
   std::string init;
   // Meta-validation (tensor-schedule design): selects the weights that ship.
   fm::ScheduleMetaTrainOptions validation;
@@ -79,7 +79,7 @@ void declare_options(CLI::App& app, MetatrainArgs& args) {
   app.add_option_function<std::string>(
          "--estimator",
          [&](const std::string& name) {
-           args.options.estimator() = fm::meta_estimator_from_name(name);
+           args.options.estimator(fm::meta_estimator_from_name(name));
          },
          "meta-gradient estimator: tbptt (truncated back-propagation) or pes")
       ->default_str(fm::meta_estimator_name(args.options.estimator()))
@@ -141,24 +141,24 @@ void declare_options(CLI::App& app, MetatrainArgs& args) {
                  "checkpoint file: written at every restart boundary, resumed from if present");
   app.add_option("--csv", args.options.csv(), "per-iteration log (appended on resume)");
   // Meta-validation (tensor-schedule design): selects the weights that ship.
-  app.add_option("--validate-every", args.validation.validate_every,
+  app.add_option("--validate-every", args.validation.validate_every(),
                  "tensor-schedule: iterations between meta-validations (0 = none); each trains "
                  "fixed unseen instances and scores their held-out loss against the untrained "
                  "schedule's")
       ->capture_default_str()
       ->check(integer_at_least(0));
-  count(app.add_option("--validation-tasks", args.validation.validation_tasks,
+  count(app.add_option("--validation-tasks", args.validation.validation_tasks(),
                        "tensor-schedule: meta-validation instances (Fashion-MNIST logistic and "
                        "MLP, synthetic MLP classification, in turn)"));
-  count(app.add_option("--validation-horizon", args.validation.validation_horizon,
+  count(app.add_option("--validation-horizon", args.validation.validation_horizon(),
                        "tensor-schedule: steps of each meta-validation run"));
-  app.add_option("--best", args.validation.best,
+  app.add_option("--best", args.validation.best(),
                  "tensor-schedule: weights file of the best meta-validation score (the untrained "
                  "schedule's until beaten)");
-  app.add_option("--validation-csv", args.validation.validation_csv,
+  app.add_option("--validation-csv", args.validation.validation_csv(),
                  "tensor-schedule: meta-validation log (appended on resume)");
   app.add_flag_callback(
-      "--quiet", [&] { args.options.progress() = false; }, "no progress bar");
+      "--quiet", [&] { args.options.progress(false); }, "no progress bar");
   count(app.add_option("--threads", args.threads, "intra-op threads"));
   // Distributed: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment (torchrun's).
   app.add_option("--rendezvous", args.rendezvous_method,
@@ -185,24 +185,24 @@ int train_tensor_schedule(const CLI::App& app, const MetatrainArgs& args, int wo
                 " applies to the coordinate-memory design only (the tensor-schedule design "
                 "always uses PES with its own late weighting)");
   TORCH_CHECK(world_size == 1, "the tensor-schedule design meta-trains in one process");
-  TORCH_CHECK(args.validation.validate_every == 0 || !args.validation.best.empty(),
+  TORCH_CHECK(args.validation.validate_every() == 0 || !args.validation.best().empty(),
               "--validate-every needs --best, the file its selection is written to");
   fm::ScheduleMetaTrainOptions o = args.validation;
-  o.families = args.options.families();
-  o.sampling = args.options.sampling();
-  o.iterations = args.options.iterations();
-  o.pairs = args.options.workers();
-  o.unroll = app.count("--unroll") ? args.options.unroll() : o.unroll;
-  o.min_horizon = app.count("--horizon") ? args.options.horizon() : o.min_horizon;
-  o.max_horizon = app.count("--horizon-max") ? std::max(args.options.horizon_max(), o.min_horizon)
-                                             : std::max(o.max_horizon, o.min_horizon);
-  o.sigma = app.count("--pes-sigma") ? args.options.pes_sigma() : o.sigma;
-  o.meta_lr = app.count("--meta-lr") ? args.options.meta_lr() : o.meta_lr;
-  o.meta_lr_end = args.options.meta_lr_end();
-  o.rescale = args.rescale;
-  o.seed = args.options.seed();
-  o.checkpoint = args.options.checkpoint();
-  o.csv = args.options.csv();
+  o.families(args.options.families());
+  o.sampling(args.options.sampling());
+  o.iterations(args.options.iterations());
+  o.pairs(args.options.workers());
+  o.unroll(app.count("--unroll") ? args.options.unroll() : o.unroll());
+  o.min_horizon(app.count("--horizon") ? args.options.horizon() : o.min_horizon());
+  o.max_horizon(app.count("--horizon-max") ? std::max(args.options.horizon_max(), o.min_horizon())
+                                           : std::max(o.max_horizon(), o.min_horizon()));
+  o.sigma(app.count("--pes-sigma") ? args.options.pes_sigma() : o.sigma());
+  o.meta_lr(app.count("--meta-lr") ? args.options.meta_lr() : o.meta_lr());
+  o.meta_lr_end(args.options.meta_lr_end());
+  o.rescale(args.rescale);
+  o.seed(args.options.seed());
+  o.checkpoint(args.options.checkpoint());
+  o.csv(args.options.csv());
   fo::LearnedSchedule schedule(
       fo::LearnedScheduleOptions()
           .memory(args.model_options.memory())
@@ -216,9 +216,9 @@ int train_tensor_schedule(const CLI::App& app, const MetatrainArgs& args, int wo
                "meta-training the tensor schedule (%s, PES, %lld iterations, %lld pairs, "
                "unroll %lld, horizon %lld..%lld, rescale %g)\n",
                fo::memory_name(args.model_options.memory()).c_str(),
-               static_cast<long long>(o.iterations), static_cast<long long>(o.pairs),
-               static_cast<long long>(o.unroll), static_cast<long long>(o.min_horizon),
-               static_cast<long long>(o.max_horizon), o.rescale);
+               static_cast<long long>(o.iterations()), static_cast<long long>(o.pairs()),
+               static_cast<long long>(o.unroll()), static_cast<long long>(o.min_horizon()),
+               static_cast<long long>(o.max_horizon()), o.rescale());
   // Made at the first iteration of this run, so that a resumed run's ETA counts only its own
   // iterations.
   std::optional<flt::detail::ProgressBar> bar;
@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
     rendezvous.timeout = std::chrono::seconds(args.timeout_seconds);
     rank = rendezvous.rank;
     world_size = rendezvous.world_size;
-    if (world_size > 1) args.options.communicator() = fm::connect(rendezvous);
+    if (world_size > 1) args.options.communicator(fm::connect(rendezvous));
     torch::manual_seed(args.options.seed());
     args.model_options.seed(args.options.seed());
     if (args.design == "tensor-schedule") return train_tensor_schedule(app, args, world_size);

@@ -134,19 +134,19 @@ int main(int argc, char** argv) {
   const auto count = [](CLI::Option* option) {
     return option->capture_default_str()->check(integer_at_least(1));
   };
-  count(train->add_option("--iterations", train_options.iterations, "outer ES steps"));
-  count(train->add_option("--pairs", train_options.pairs, "antithetic pairs per iteration"));
-  count(train->add_option("--tasks", train_options.tasks, "tasks per iteration (batched)"));
-  count(train->add_option("--particles", train_options.particles, "particles per swarm"));
-  count(train->add_option("--min-steps", train_options.min_steps, "shortest episode"));
-  count(train->add_option("--max-steps", train_options.max_steps, "longest episode"));
-  train->add_option("--sigma", train_options.sigma, "ES perturbation std")->capture_default_str();
-  train->add_option("--meta-lr", train_options.meta_lr, "outer Adam lr")->capture_default_str();
-  train->add_option("--seed", train_options.seed, "seed")->capture_default_str();
-  train->add_option("--checkpoint", train_options.checkpoint, "checkpoint (resumed if present)");
-  train->add_option("--csv", train_options.csv, "per-iteration log");
+  count(train->add_option("--iterations", train_options.iterations(), "outer ES steps"));
+  count(train->add_option("--pairs", train_options.pairs(), "antithetic pairs per iteration"));
+  count(train->add_option("--tasks", train_options.tasks(), "tasks per iteration (batched)"));
+  count(train->add_option("--particles", train_options.particles(), "particles per swarm"));
+  count(train->add_option("--min-steps", train_options.min_steps(), "shortest episode"));
+  count(train->add_option("--max-steps", train_options.max_steps(), "longest episode"));
+  train->add_option("--sigma", train_options.sigma(), "ES perturbation std")->capture_default_str();
+  train->add_option("--meta-lr", train_options.meta_lr(), "outer Adam lr")->capture_default_str();
+  train->add_option("--seed", train_options.seed(), "seed")->capture_default_str();
+  train->add_option("--checkpoint", train_options.checkpoint(), "checkpoint (resumed if present)");
+  train->add_option("--csv", train_options.csv(), "per-iteration log");
   train->add_flag_callback(
-      "--quiet", [&] { train_options.progress = false; }, "no progress bar");
+      "--quiet", [&] { train_options.progress(false); }, "no progress bar");
 
   auto* describe = app.add_subcommand(
       "describe", "print what swarm weights learned (base rule, step-size schedule, RPE)");
@@ -187,14 +187,14 @@ int main(int argc, char** argv) {
   try {
     flt::set_threads(threads);
     if (*train) {
-      torch::manual_seed(train_options.seed);
-      model_options.seed(train_options.seed);
+      torch::manual_seed(train_options.seed());
+      model_options.seed(train_options.seed());
       fo::SwarmModel model(model_options);
       std::fprintf(stderr, "meta-training swarm-%s: %lld iterations x %lld pairs x %lld tasks\n",
                    fo::swarm_variant_name(model_options.variant()).c_str(),
-                   static_cast<long long>(train_options.iterations),
-                   static_cast<long long>(train_options.pairs),
-                   static_cast<long long>(train_options.tasks));
+                   static_cast<long long>(train_options.iterations()),
+                   static_cast<long long>(train_options.pairs()),
+                   static_cast<long long>(train_options.tasks()));
       const auto history = fm::meta_train_swarm(model, train_options);
       model->save(out);
       double tail = 0.0;

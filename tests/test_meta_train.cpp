@@ -280,14 +280,14 @@ TEST_F(MetaTrain, LateEmphasis_WeighsTheHorizonsEnd) {
 namespace {
 fm::ScheduleMetaTrainOptions tiny_schedule_meta(int64_t iterations) {
   fm::ScheduleMetaTrainOptions o;
-  o.families = {fm::TaskFamily::kNoisyQuadratic, fm::TaskFamily::kMLPRegression};
-  o.sampling.min_dim = 2;
-  o.sampling.max_dim = 4;
-  o.iterations = iterations;
-  o.pairs = 2;
-  o.unroll = 5;
-  o.min_horizon = o.max_horizon = 15;
-  o.seed = 7;
+  o.families({fm::TaskFamily::kNoisyQuadratic, fm::TaskFamily::kMLPRegression});
+  o.sampling().min_dim = 2;
+  o.sampling().max_dim = 4;
+  o.iterations(iterations);
+  o.pairs(2);
+  o.unroll(5);
+  o.min_horizon(15).max_horizon(15);
+  o.seed(7);
   return o;
 }
 
@@ -312,7 +312,7 @@ TEST_F(MetaTrain, Schedule_IsDeterministicAndResumesExactly) {
   torch::manual_seed(1);
   fo::LearnedSchedule killed;
   auto options = tiny_schedule_meta(6);
-  options.checkpoint = path;
+  options.checkpoint(path);
   struct Killed {};
   EXPECT_THROW(fm::meta_train_schedule(killed, options,
                                        [](const fm::ScheduleMetaProgress& p) {
@@ -340,13 +340,13 @@ TEST_F(MetaTrain, Schedule_MetaValidationKeepsTheBestWeights) {
   std::remove(best.c_str());
   std::remove(log.c_str());
   auto options = tiny_schedule_meta(6);
-  options.validate_every = 3;
-  options.validation_families = {fm::TaskFamily::kNoisyQuadratic, fm::TaskFamily::kMLPRegression};
-  options.validation_tasks = 2;
-  options.validation_horizon = 20;
-  options.best = best;
-  options.validation_csv = log;
-  options.meta_lr = 0.05;  // large enough that the weights move the validation score
+  options.validate_every(3);
+  options.validation_families({fm::TaskFamily::kNoisyQuadratic, fm::TaskFamily::kMLPRegression});
+  options.validation_tasks(2);
+  options.validation_horizon(20);
+  options.best(best);
+  options.validation_csv(log);
+  options.meta_lr(0.05);  // large enough that the weights move the validation score
   torch::manual_seed(1);
   fo::LearnedSchedule schedule;
   std::vector<double> reported;
@@ -381,17 +381,17 @@ TEST_F(MetaTrain, Schedule_MetaValidationKeepsTheBestWeights) {
 TEST_F(MetaTrain, Schedule_BadOptionsNameTheValue) {
   fo::LearnedSchedule schedule;
   auto o = tiny_schedule_meta(1);
-  o.min_horizon = 3;
+  o.min_horizon(3);
   expect_error([&] { fm::meta_train_schedule(schedule, o); },
                {"unroll <= min_horizon <= max_horizon", "5, 3, 15"});
   o = tiny_schedule_meta(1);
-  o.rescale = 0.5;
+  o.rescale(0.5);
   expect_error([&] { fm::meta_train_schedule(schedule, o); }, {"rescale >= 1", "0.5"});
   o = tiny_schedule_meta(1);
-  o.families.clear();
+  o.families().clear();
   expect_error([&] { fm::meta_train_schedule(schedule, o); }, {"no task families"});
   o = tiny_schedule_meta(1);
-  o.validate_every = 1;
-  o.validation_horizon = 0;
+  o.validate_every(1);
+  o.validation_horizon(0);
   expect_error([&] { fm::meta_train_schedule(schedule, o); }, {"validation_horizon >= 1", "0"});
 }

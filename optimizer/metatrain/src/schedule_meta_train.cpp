@@ -227,19 +227,20 @@ bool load_checkpoint(const std::string& path, LearnedSchedule& schedule, Checkpo
 
 torch::Tensor validation_log_losses(const LearnedSchedule& schedule,
                                     const ScheduleMetaTrainOptions& options) {
-  TORCH_CHECK(!options.validation_families.empty() && options.validation_tasks >= 1 &&
-                  options.validation_horizon >= 1,
+  TORCH_CHECK(!options.validation_families().empty() && options.validation_tasks() >= 1 &&
+                  options.validation_horizon() >= 1,
               "meta_train_schedule: meta-validation needs families, validation_tasks >= 1 and "
               "validation_horizon >= 1; got ",
-              options.validation_families.size(), " families, ", options.validation_tasks, ", ",
-              options.validation_horizon);
+              options.validation_families().size(), " families, ", options.validation_tasks(), ", ",
+              options.validation_horizon());
   torch::NoGradGuard no_grad;
-  auto out = torch::empty({options.validation_tasks}, at::kDouble);
-  for (int64_t i = 0; i < options.validation_tasks; ++i) {
+  auto out = torch::empty({options.validation_tasks()}, at::kDouble);
+  for (int64_t i = 0; i < options.validation_tasks(); ++i) {
     auto gen = generator_for(kValidationStream, static_cast<uint64_t>(i), 0);
     const auto family =
-        options.validation_families[static_cast<size_t>(i) % options.validation_families.size()];
-    const auto task = sample_task(family, gen, options.sampling);
+        options
+            .validation_families()[static_cast<size_t>(i) % options.validation_families().size()];
+    const auto task = sample_task(family, gen, options.sampling());
     const auto initial = task->initial(gen);
     const double log_initial = std::log(std::max(task->eval_loss(initial).item<double>(), 1e-12));
     Particle run;
@@ -248,7 +249,7 @@ torch::Tensor validation_log_losses(const LearnedSchedule& schedule,
                    /*total_steps=*/0);
     double result = log_initial + std::log(kDivergence);  // a diverged run
     bool finite = true;
-    for (int64_t step = 0; step < options.validation_horizon && finite; ++step) {
+    for (int64_t step = 0; step < options.validation_horizon() && finite; ++step) {
       run.optimizer->zero_grad();
       at::AutoGradMode grad(true);
       const auto loss = task->loss(flat_of(run.tensors), run.batches);
@@ -266,27 +267,29 @@ torch::Tensor validation_log_losses(const LearnedSchedule& schedule,
 std::vector<double> meta_train_schedule(
     LearnedSchedule schedule, const ScheduleMetaTrainOptions& options,
     const std::function<void(const ScheduleMetaProgress&)>& on_iteration) {
-  TORCH_CHECK(!options.families.empty(), "meta_train_schedule: no task families");
-  TORCH_CHECK(options.pairs >= 1 && options.unroll >= 1 && options.iterations >= 0,
+  TORCH_CHECK(!options.families().empty(), "meta_train_schedule: no task families");
+  TORCH_CHECK(options.pairs() >= 1 && options.unroll() >= 1 && options.iterations() >= 0,
               "meta_train_schedule: need pairs >= 1, unroll >= 1, iterations >= 0; got ",
-              options.pairs, ", ", options.unroll, ", ", options.iterations);
-  TORCH_CHECK(options.min_horizon >= options.unroll && options.max_horizon >= options.min_horizon,
-              "meta_train_schedule: need unroll <= min_horizon <= max_horizon, got ",
-              options.unroll, ", ", options.min_horizon, ", ", options.max_horizon);
+              options.pairs(), ", ", options.unroll(), ", ", options.iterations());
   TORCH_CHECK(
-      options.sigma > 0 && options.meta_lr > 0 && options.rescale >= 1 && options.score_every >= 1,
-      "meta_train_schedule: sigma, meta_lr must be positive, rescale >= 1, score_every "
-      ">= 1; got ",
-      options.sigma, ", ", options.meta_lr, ", ", options.rescale, ", ", options.score_every);
+      options.min_horizon() >= options.unroll() && options.max_horizon() >= options.min_horizon(),
+      "meta_train_schedule: need unroll <= min_horizon <= max_horizon, got ", options.unroll(),
+      ", ", options.min_horizon(), ", ", options.max_horizon());
+  TORCH_CHECK(options.sigma() > 0 && options.meta_lr() > 0 && options.rescale() >= 1 &&
+                  options.score_every() >= 1,
+              "meta_train_schedule: sigma, meta_lr must be positive, rescale >= 1, score_every "
+              ">= 1; got ",
+              options.sigma(), ", ", options.meta_lr(), ", ", options.rescale(), ", ",
+              options.score_every());
   torch::NoGradGuard no_grad;
   Checkpoint state;
   auto theta = vector_of(schedule);
   state.adam_m = torch::zeros_like(theta);
   state.adam_v = torch::zeros_like(theta);
-  if (load_checkpoint(options.checkpoint, schedule, state)) theta = state.theta;
+  if (load_checkpoint(options.checkpoint(), schedule, state)) theta = state.theta;
   const auto start = std::chrono::steady_clock::now();
   std::vector<double> history;
-  std::vector<Pair> pairs(options.pairs);
+  std::vector<Pair> pairs(options.pairs());
   int64_t horizon = 0, t = 0;  // the episode's length and the steps done in it
   auto episode = state.episode;
   // Meta-validation against the untrained schedule (made afresh: same options, same seed).
@@ -297,7 +300,7 @@ std::vector<double> meta_train_schedule(
     if (!reference.defined()) reference = validation_log_losses(untrained, options);
     if (state.validated_at < 0) {  // the untrained weights are the best until beaten
       state.best_score = 0.0;
-      if (!options.best.empty()) save_schedule(untrained, options.best);
+      if (!options.best().empty()) save_schedule(untrained, options.best());
     }
     const auto ratios = vector_of(schedule).equal(vector_of(untrained))
                             ? torch::zeros_like(reference)
@@ -306,46 +309,46 @@ std::vector<double> meta_train_schedule(
     if (validated_now < state.best_score) {
       state.best_score = validated_now;
       state.best_iteration = iteration;
-      if (!options.best.empty()) save_schedule(schedule, options.best);
+      if (!options.best().empty()) save_schedule(schedule, options.best());
     }
     state.validated_at = iteration;
-    if (!options.validation_csv.empty()) {
-      std::ofstream csv(options.validation_csv, std::ios::app);
+    if (!options.validation_csv().empty()) {
+      std::ofstream csv(options.validation_csv(), std::ios::app);
       if (csv.tellp() == 0) csv << "iteration,score,worst_log_ratio,best_score,best_iteration\n";
       csv << iteration << "," << validated_now << "," << ratios.max().item<double>() << ","
           << state.best_score << "," << state.best_iteration << "\n";
     }
   };
-  for (int64_t iteration = state.iteration; iteration < options.iterations; ++iteration) {
+  for (int64_t iteration = state.iteration; iteration < options.iterations(); ++iteration) {
     validated_now = std::numeric_limits<double>::quiet_NaN();
     if (t == 0) {  // a new episode: draw its horizon and every pair's task
-      if (options.validate_every > 0 &&
-          (state.validated_at < 0 || iteration - state.validated_at >= options.validate_every))
+      if (options.validate_every() > 0 &&
+          (state.validated_at < 0 || iteration - state.validated_at >= options.validate_every()))
         validate(iteration);
-      if (!options.checkpoint.empty() && iteration > state.iteration) {
+      if (!options.checkpoint().empty() && iteration > state.iteration) {
         state.iteration = iteration;
         state.episode = episode;
         state.theta = theta;
-        save_checkpoint(options.checkpoint, schedule, state);
+        save_checkpoint(options.checkpoint(), schedule, state);
       }
-      auto gen = generator_for(options.seed, episode, 0);
+      auto gen = generator_for(options.seed(), episode, 0);
       const double u = uniform(gen, 0, 1);
-      horizon = static_cast<int64_t>(
-          std::exp(std::log(static_cast<double>(options.min_horizon)) +
-                   u * std::log(static_cast<double>(options.max_horizon) / options.min_horizon)));
-      horizon = std::max(options.unroll, horizon / options.unroll * options.unroll);
-      for (int64_t i = 0; i < options.pairs; ++i) {
+      horizon = static_cast<int64_t>(std::exp(
+          std::log(static_cast<double>(options.min_horizon())) +
+          u * std::log(static_cast<double>(options.max_horizon()) / options.min_horizon())));
+      horizon = std::max(options.unroll(), horizon / options.unroll() * options.unroll());
+      for (int64_t i = 0; i < options.pairs(); ++i) {
         auto& pair = pairs[i];
-        auto task_gen = generator_for(options.seed, episode, i + 1);
-        const auto family = options.families[static_cast<size_t>(
-            at::randint(static_cast<int64_t>(options.families.size()), {1}, task_gen)
+        auto task_gen = generator_for(options.seed(), episode, i + 1);
+        const auto family = options.families()[static_cast<size_t>(
+            at::randint(static_cast<int64_t>(options.families().size()), {1}, task_gen)
                 .item<int64_t>())];
-        auto task = sample_task(family, task_gen, options.sampling);
-        if (options.rescale > 1.0) {
+        auto task = sample_task(family, task_gen, options.sampling());
+        if (options.rescale() > 1.0) {
           std::vector<torch::Tensor> scales;
           for (int64_t size : task->segments()) {
             const double s =
-                std::exp((2 * uniform(task_gen, 0, 1) - 1) * std::log(options.rescale));
+                std::exp((2 * uniform(task_gen, 0, 1) - 1) * std::log(options.rescale()));
             scales.push_back(torch::full({size}, s));
           }
           task = std::make_unique<RescaledTask>(std::move(task), at::cat(scales));
@@ -355,7 +358,7 @@ std::vector<double> meta_train_schedule(
         pair.tell_length = uniform(task_gen, 0, 1) < 0.25;
         pair.tell_validation = pair.task->has_validation() && uniform(task_gen, 0, 1) < 0.25;
         const auto initial = pair.task->initial(task_gen);
-        auto score_gen = generator_for(options.seed, episode, 1000 + i);
+        auto score_gen = generator_for(options.seed(), episode, 1000 + i);
         pair.log_initial = std::log(std::max(scored_loss(*pair.task, initial, score_gen), 1e-12));
         const uint64_t batch_seed =
             static_cast<uint64_t>(at::randint(1LL << 62, {1}, task_gen).item<int64_t>());
@@ -367,31 +370,33 @@ std::vector<double> meta_train_schedule(
       ++episode;
     }
     // PES: every pair draws a perturbation, accumulates it, and runs theta +- eps.
-    auto eps_gen = generator_for(options.seed ^ 0xE95, iteration, 0);
+    auto eps_gen = generator_for(options.seed() ^ 0xE95, iteration, 0);
     auto gradient = torch::zeros_like(theta);
     double meta_loss = 0.0;
     for (auto& pair : pairs) {
-      const auto eps = at::randn(theta.sizes(), eps_gen, at::kDouble) * options.sigma;
+      const auto eps = at::randn(theta.sizes(), eps_gen, at::kDouble) * options.sigma();
       pair.accumulated += eps;
       set_vector(pair.plus.schedule, (theta + eps).to(at::kFloat));
       set_vector(pair.minus.schedule, (theta - eps).to(at::kFloat));
-      const double plus = unroll(pair.plus, pair, t, options.unroll, horizon, options.score_every);
+      const double plus =
+          unroll(pair.plus, pair, t, options.unroll(), horizon, options.score_every());
       const double minus =
-          unroll(pair.minus, pair, t, options.unroll, horizon, options.score_every);
-      gradient += pair.accumulated * ((plus - minus) / (2 * options.sigma * options.sigma));
+          unroll(pair.minus, pair, t, options.unroll(), horizon, options.score_every());
+      gradient += pair.accumulated * ((plus - minus) / (2 * options.sigma() * options.sigma()));
       meta_loss += 0.5 * (plus + minus);
     }
-    gradient /= static_cast<double>(options.pairs);
-    meta_loss /= static_cast<double>(options.pairs);
-    t += options.unroll;
+    gradient /= static_cast<double>(options.pairs());
+    meta_loss /= static_cast<double>(options.pairs());
+    t += options.unroll();
     if (t >= horizon) t = 0;
     // The outer Adam step on theta, the meta-gradient's norm clipped, half-cosine learning rate.
     const double norm = gradient.norm().item<double>();
-    if (norm > options.clip) gradient *= options.clip / norm;
+    if (norm > options.clip()) gradient *= options.clip() / norm;
     const double progress =
-        static_cast<double>(iteration) / std::max<int64_t>(1, options.iterations);
-    const double lr = options.meta_lr * (options.meta_lr_end + (1 - options.meta_lr_end) * 0.5 *
-                                                                   (1 + std::cos(M_PI * progress)));
+        static_cast<double>(iteration) / std::max<int64_t>(1, options.iterations());
+    const double lr =
+        options.meta_lr() * (options.meta_lr_end() +
+                             (1 - options.meta_lr_end()) * 0.5 * (1 + std::cos(M_PI * progress)));
     ++state.adam_step;
     state.adam_m = 0.9 * state.adam_m + 0.1 * gradient;
     state.adam_v = 0.999 * state.adam_v + 0.001 * gradient * gradient;
@@ -402,24 +407,24 @@ std::vector<double> meta_train_schedule(
     history.push_back(meta_loss);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!options.csv.empty()) {
-      std::ofstream csv(options.csv, std::ios::app);
+    if (!options.csv().empty()) {
+      std::ofstream csv(options.csv(), std::ios::app);
       if (csv.tellp() == 0) csv << "iteration,episode,horizon,meta_loss,seconds\n";
       csv << iteration + 1 << "," << episode << "," << horizon << "," << meta_loss << "," << seconds
           << "\n";
     }
     if (on_iteration)
       on_iteration(
-          {iteration + 1, options.iterations, episode, horizon, meta_loss, seconds, validated_now,
+          {iteration + 1, options.iterations(), episode, horizon, meta_loss, seconds, validated_now,
            state.validated_at < 0 ? std::numeric_limits<double>::quiet_NaN() : state.best_score});
   }
-  if (options.validate_every > 0 && !history.empty() && state.validated_at < options.iterations)
-    validate(options.iterations);
-  if (!options.checkpoint.empty() && t == 0) {
-    state.iteration = options.iterations;
+  if (options.validate_every() > 0 && !history.empty() && state.validated_at < options.iterations())
+    validate(options.iterations());
+  if (!options.checkpoint().empty() && t == 0) {
+    state.iteration = options.iterations();
     state.episode = episode;
     state.theta = theta;
-    save_checkpoint(options.checkpoint, schedule, state);
+    save_checkpoint(options.checkpoint(), schedule, state);
   }
   return history;
 }

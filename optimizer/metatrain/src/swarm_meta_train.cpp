@@ -76,23 +76,23 @@ torch::Tensor swarm_episode_loss(SwarmModelImpl& model, const std::vector<Rastri
 
 std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptions& options,
                                      const std::function<void(int64_t, double)>& on_iteration) {
-  TORCH_CHECK(options.iterations >= 1 && options.pairs >= 1 && options.tasks >= 1,
+  TORCH_CHECK(options.iterations() >= 1 && options.pairs() >= 1 && options.tasks() >= 1,
               "meta_train_swarm: iterations, pairs and tasks must be >= 1, got ",
-              options.iterations, ", ", options.pairs, ", ", options.tasks);
-  TORCH_CHECK(options.particles >= 2, "meta_train_swarm: particles must be >= 2, got ",
-              options.particles);
-  TORCH_CHECK(options.min_steps >= 1 && options.max_steps >= options.min_steps,
-              "meta_train_swarm: need 1 <= min_steps <= max_steps, got ", options.min_steps, ", ",
-              options.max_steps);
-  TORCH_CHECK(options.sigma > 0 && options.meta_lr > 0,
-              "meta_train_swarm: sigma and meta_lr must be positive, got ", options.sigma, ", ",
-              options.meta_lr);
+              options.iterations(), ", ", options.pairs(), ", ", options.tasks());
+  TORCH_CHECK(options.particles() >= 2, "meta_train_swarm: particles must be >= 2, got ",
+              options.particles());
+  TORCH_CHECK(options.min_steps() >= 1 && options.max_steps() >= options.min_steps(),
+              "meta_train_swarm: need 1 <= min_steps <= max_steps, got ", options.min_steps(), ", ",
+              options.max_steps());
+  TORCH_CHECK(options.sigma() > 0 && options.meta_lr() > 0,
+              "meta_train_swarm: sigma and meta_lr must be positive, got ", options.sigma(), ", ",
+              options.meta_lr());
   auto theta = model->flat_parameters();
   auto adam_m = torch::zeros_like(theta), adam_v = torch::zeros_like(theta);
   int64_t start = 0;
-  if (!options.checkpoint.empty() && std::ifstream(options.checkpoint).good()) {
+  if (!options.checkpoint().empty() && std::ifstream(options.checkpoint()).good()) {
     torch::serialize::InputArchive archive;
-    archive.load_from(options.checkpoint);
+    archive.load_from(options.checkpoint());
     torch::Tensor iteration;
     archive.read("theta", theta);
     archive.read("adam_m", adam_m);
@@ -100,54 +100,57 @@ std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptio
     archive.read("iteration", iteration);
     start = iteration.item<int64_t>();
     TORCH_CHECK(theta.numel() == model->flat_parameters().numel(), "meta_train_swarm: checkpoint ",
-                options.checkpoint, " holds ", theta.numel(), " meta-parameters, the model has ",
+                options.checkpoint(), " holds ", theta.numel(), " meta-parameters, the model has ",
                 model->flat_parameters().numel());
   }
   const auto save = [&](int64_t iteration) {
-    if (options.checkpoint.empty()) return;
+    if (options.checkpoint().empty()) return;
     torch::serialize::OutputArchive archive;
     archive.write("theta", theta);
     archive.write("adam_m", adam_m);
     archive.write("adam_v", adam_v);
     archive.write("iteration", torch::tensor(iteration));
-    archive.save_to(options.checkpoint + ".tmp");
-    std::rename((options.checkpoint + ".tmp").c_str(), options.checkpoint.c_str());
+    archive.save_to(options.checkpoint() + ".tmp");
+    std::rename((options.checkpoint() + ".tmp").c_str(), options.checkpoint().c_str());
   };
   std::ofstream csv;
-  if (!options.csv.empty()) {
-    const bool fresh = !std::ifstream(options.csv).good();
-    csv.open(options.csv, std::ios::app);
+  if (!options.csv().empty()) {
+    const bool fresh = !std::ifstream(options.csv()).good();
+    csv.open(options.csv(), std::ios::app);
     if (fresh) csv << "iteration,dims,steps,meta_loss,seconds\n";
   }
   std::vector<double> losses;
   const auto fraction = [&](int64_t iteration) {
-    return static_cast<double>(iteration) / static_cast<double>(options.iterations);
+    return static_cast<double>(iteration) / static_cast<double>(options.iterations());
   };
-  flt::detail::ProgressBar bar("swarm meta-train", options.progress, fraction(start));
-  for (int64_t it = start; it < options.iterations; ++it) {
+  flt::detail::ProgressBar bar("swarm meta-train", options.progress(), fraction(start));
+  for (int64_t it = start; it < options.iterations(); ++it) {
     // Everything random in an iteration follows (seed, iteration): a resumed run is the same run.
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(options.seed * 1000003ULL + it);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(options.seed() * 1000003ULL + it);
     const auto n = static_cast<int64_t>(
-        std::lround(log_uniform(gen, static_cast<double>(options.family.min_dims),
-                                static_cast<double>(options.family.max_dims))));
+        std::lround(log_uniform(gen, static_cast<double>(options.family().min_dims),
+                                static_cast<double>(options.family().max_dims))));
     const auto steps = static_cast<int64_t>(std::lround(log_uniform(
-        gen, static_cast<double>(options.min_steps), static_cast<double>(options.max_steps))));
+        gen, static_cast<double>(options.min_steps()), static_cast<double>(options.max_steps()))));
     std::vector<RastriginTask> tasks;
-    for (int64_t i = 0; i < options.tasks; ++i)
-      tasks.push_back(sample_rastrigin_task(options.family, n, gen));
-    const auto eps = at::randn({options.pairs, theta.numel()}, gen, torch::kDouble);
+    for (int64_t i = 0; i < options.tasks(); ++i)
+      tasks.push_back(sample_rastrigin_task(options.family(), n, gen));
+    const auto eps = at::randn({options.pairs(), theta.numel()}, gen, torch::kDouble);
     std::vector<double> differences;
     double total = 0.0;
-    for (int64_t k = 0; k < options.pairs; ++k) {
-      const uint64_t episode_seed = options.seed * 7919ULL + static_cast<uint64_t>(it) * 131ULL + k;
-      model->set_flat_parameters(theta + options.sigma * eps[k]);
-      const double plus = swarm_episode_loss(*model, tasks, options.particles, steps, episode_seed)
-                              .mean()
-                              .item<double>();
-      model->set_flat_parameters(theta - options.sigma * eps[k]);
-      const double minus = swarm_episode_loss(*model, tasks, options.particles, steps, episode_seed)
-                               .mean()
-                               .item<double>();
+    for (int64_t k = 0; k < options.pairs(); ++k) {
+      const uint64_t episode_seed =
+          options.seed() * 7919ULL + static_cast<uint64_t>(it) * 131ULL + k;
+      model->set_flat_parameters(theta + options.sigma() * eps[k]);
+      const double plus =
+          swarm_episode_loss(*model, tasks, options.particles(), steps, episode_seed)
+              .mean()
+              .item<double>();
+      model->set_flat_parameters(theta - options.sigma() * eps[k]);
+      const double minus =
+          swarm_episode_loss(*model, tasks, options.particles(), steps, episode_seed)
+              .mean()
+              .item<double>();
       differences.push_back(plus - minus);
       total += 0.5 * (plus + minus);
     }
@@ -155,13 +158,14 @@ std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptio
     // dividing the pairs' differences by their RMS gives every iteration the same weight.
     const auto d = torch::tensor(differences, torch::kDouble);
     const auto shaped = d / (d.pow(2).mean().sqrt() + 1e-12);
-    const auto gradient = (shaped.unsqueeze(1) * eps).mean(0) / (2.0 * options.sigma);
-    const double meta_loss = total / static_cast<double>(options.pairs);
+    const auto gradient = (shaped.unsqueeze(1) * eps).mean(0) / (2.0 * options.sigma());
+    const double meta_loss = total / static_cast<double>(options.pairs());
     // Adam with a half-cosine learning rate from meta_lr to meta_lr * meta_lr_end.
     constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
-    const double frac = static_cast<double>(it) / static_cast<double>(options.iterations);
-    const double lr = options.meta_lr * (options.meta_lr_end + (1.0 - options.meta_lr_end) * 0.5 *
-                                                                   (1.0 + std::cos(kPi * frac)));
+    const double frac = static_cast<double>(it) / static_cast<double>(options.iterations());
+    const double lr =
+        options.meta_lr() * (options.meta_lr_end() +
+                             (1.0 - options.meta_lr_end()) * 0.5 * (1.0 + std::cos(kPi * frac)));
     adam_m = kBeta1 * adam_m + (1.0 - kBeta1) * gradient;
     adam_v = kBeta2 * adam_v + (1.0 - kBeta2) * gradient * gradient;
     const double t = static_cast<double>(it + 1);
@@ -174,13 +178,13 @@ std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptio
     if ((it + 1) % 10 == 0) save(it + 1);
     char figures[64];
     std::snprintf(figures, sizeof(figures), "%lld/%lld  n=%2lld  meta-loss %.3f",
-                  static_cast<long long>(it + 1), static_cast<long long>(options.iterations),
+                  static_cast<long long>(it + 1), static_cast<long long>(options.iterations()),
                   static_cast<long long>(n), meta_loss);
     bar.update(fraction(it + 1), figures);
     if (on_iteration) on_iteration(it, meta_loss);
   }
   bar.finish();
-  save(options.iterations);
+  save(options.iterations());
   model->set_flat_parameters(theta);
   return losses;
 }

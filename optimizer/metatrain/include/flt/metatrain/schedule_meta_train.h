@@ -28,6 +28,8 @@
 // Checkpoints are written at episode boundaries (every particle restarts there), so a resumed run
 // continues bit for bit; the CSV log is appended.
 
+#include <torch/arg.h>
+
 #include <functional>
 #include <limits>
 #include <string>
@@ -39,27 +41,46 @@
 namespace flt::metatrain {
 
 struct ScheduleMetaTrainOptions {
-  std::vector<TaskFamily> families = shipped_recipe_families();
-  TaskSampling sampling = {};
-  int64_t iterations = 1000;                      ///< outer steps (truncations)
-  int64_t pairs = 8;                              ///< antithetic pairs, one task each
-  int64_t unroll = 50;                            ///< inner steps per truncation
-  int64_t min_horizon = 500, max_horizon = 5000;  ///< inner steps per episode, log-uniform
-  double rescale = 1e3;  ///< per-tensor rescaling factors in [1 / rescale, rescale]; 1 = none
-  double sigma = 0.01;   ///< PES perturbation std
-  double meta_lr = 3e-3, meta_lr_end = 0.1;  ///< outer Adam lr, half cosine to meta_lr * end
-  double clip = 1.0;                         ///< meta-gradient norm clip
-  int64_t score_every = 5;                   ///< inner steps between scored losses (and the last)
-  uint64_t seed = 0;
-  std::string checkpoint;      ///< written at episode boundaries; resumed from when present
-  std::string csv;             ///< iteration, episode, horizon, meta-loss, seconds (appended)
-  int64_t validate_every = 0;  ///< iterations between meta-validations; 0 = none
-  std::vector<TaskFamily> validation_families = {
+  TORCH_ARG(std::vector<TaskFamily>, families) = shipped_recipe_families();
+  TORCH_ARG(TaskSampling, sampling) = {};
+  /// Outer steps (truncations).
+  TORCH_ARG(int64_t, iterations) = 1000;
+  /// Antithetic pairs, one task each.
+  TORCH_ARG(int64_t, pairs) = 8;
+  /// Inner steps per truncation.
+  TORCH_ARG(int64_t, unroll) = 50;
+  /// Inner steps per episode, log-uniform.
+  TORCH_ARG(int64_t, min_horizon) = 500;
+  TORCH_ARG(int64_t, max_horizon) = 5000;
+  /// Per-tensor rescaling factors in [1 / rescale, rescale]; 1 = none.
+  TORCH_ARG(double, rescale) = 1e3;
+  /// PES perturbation std.
+  TORCH_ARG(double, sigma) = 0.01;
+  /// Outer Adam lr, following a half cosine to meta_lr * meta_lr_end.
+  TORCH_ARG(double, meta_lr) = 3e-3;
+  TORCH_ARG(double, meta_lr_end) = 0.1;
+  /// Meta-gradient norm clip.
+  TORCH_ARG(double, clip) = 1.0;
+  /// Inner steps between scored losses (and the last).
+  TORCH_ARG(int64_t, score_every) = 5;
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// Written at episode boundaries; resumed from when present.
+  TORCH_ARG(std::string, checkpoint);
+  /// Iteration, episode, horizon, meta-loss, seconds (appended).
+  TORCH_ARG(std::string, csv);
+  /// Iterations between meta-validations; 0 = none.
+  TORCH_ARG(int64_t, validate_every) = 0;
+  /// Families of the meta-validation instances.
+  TORCH_ARG(std::vector<TaskFamily>, validation_families) = {
       TaskFamily::kFashionLogistic, TaskFamily::kFashionMLP, TaskFamily::kMLPClassification};
-  int64_t validation_tasks = 6;       ///< instances, cycling through validation_families
-  int64_t validation_horizon = 2000;  ///< steps each
-  std::string best;                   ///< weights file of the best meta-validation score so far
-  std::string validation_csv;         ///< iteration, score, worst log ratio, best score (appended)
+  /// Instances, cycling through validation_families.
+  TORCH_ARG(int64_t, validation_tasks) = 6;
+  /// Steps each.
+  TORCH_ARG(int64_t, validation_horizon) = 2000;
+  /// Weights file of the best meta-validation score so far.
+  TORCH_ARG(std::string, best);
+  /// Iteration, score, worst log ratio, best score (appended).
+  TORCH_ARG(std::string, validation_csv);
 };
 
 /// One meta-validation: the per-instance log(final held-out loss) of `schedule` on the options'

@@ -9,6 +9,8 @@
 // over the tasks. Episode loss per task: (mean over steps + final) / 2 of log(1 + best true value
 // so far); the meta-gradient goes to Adam with a half-cosine learning rate.
 
+#include <torch/arg.h>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,18 +22,27 @@
 namespace flt::metatrain {
 
 struct SwarmMetaTrainOptions {
-  RastriginFamily family = {};
-  int64_t iterations = 300;
-  int64_t pairs = 6;  ///< antithetic pairs per iteration
-  int64_t tasks = 4;  ///< tasks per iteration (batched)
-  int64_t particles = 16;
-  int64_t min_steps = 25, max_steps = 400;   ///< episode length, log-uniform
-  double sigma = 0.03;                       ///< ES perturbation std
-  double meta_lr = 0.02, meta_lr_end = 0.1;  ///< Adam lr, half cosine to meta_lr * meta_lr_end
-  uint64_t seed = 0;
-  std::string checkpoint;  ///< written every 10 iterations and at the end; resumed from if present
-  std::string csv;         ///< iteration, dims, meta-loss, seconds
-  bool progress = true;
+  TORCH_ARG(RastriginFamily, family) = {};
+  TORCH_ARG(int64_t, iterations) = 300;
+  /// Antithetic pairs per iteration.
+  TORCH_ARG(int64_t, pairs) = 6;
+  /// Tasks per iteration (batched).
+  TORCH_ARG(int64_t, tasks) = 4;
+  TORCH_ARG(int64_t, particles) = 16;
+  /// Episode length, log-uniform.
+  TORCH_ARG(int64_t, min_steps) = 25;
+  TORCH_ARG(int64_t, max_steps) = 400;
+  /// ES perturbation std.
+  TORCH_ARG(double, sigma) = 0.03;
+  /// Adam lr, half cosine to meta_lr * meta_lr_end.
+  TORCH_ARG(double, meta_lr) = 0.02;
+  TORCH_ARG(double, meta_lr_end) = 0.1;
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// Written every 10 iterations and at the end; resumed from if present.
+  TORCH_ARG(std::string, checkpoint);
+  /// Iteration, dims, meta-loss, seconds.
+  TORCH_ARG(std::string, csv);
+  TORCH_ARG(bool, progress) = true;
 };
 
 /// Loss of `model` over one batched episode: B tasks of one dimension (per-task losses, (B)).
