@@ -139,8 +139,8 @@ int main(int argc, char** argv) {
         .validation_every(every)
         .validation_tasks(validation_tasks)
         .seed(static_cast<uint64_t>(seed));
-    a.es.train_families = families(a.train);
-    a.es.validation_families = families(a.validation);
+    a.es.train_families(families(a.train));
+    a.es.validation_families(families(a.validation));
     a.shape.memory(fo::memory_from_name(a.memory))
         .hidden(hidden)
         .key_dim(key_dim)

@@ -23,8 +23,8 @@ class EpisodeES : public SeededTest {};
 
 fm::EpisodeESOptions tiny_options() {
   fm::EpisodeESOptions o;
-  o.train_families = {fm::TaskFamily::kTabular, fm::TaskFamily::kMLPRegression};
-  o.validation_families = {fm::TaskFamily::kMLPClassification};
+  o.train_families({fm::TaskFamily::kTabular, fm::TaskFamily::kMLPRegression});
+  o.validation_families({fm::TaskFamily::kMLPClassification});
   o.pairs(2)
       .tasks_per_generation(2)
       .min_steps(20)
@@ -119,7 +119,7 @@ TEST_F(EpisodeES, ACampaignResumesExactlyFromItsCheckpoint) {
 TEST_F(EpisodeES, BadSettingsAreNamed) {
   fm::ReferenceCache references;
   auto overlap = tiny_options();
-  overlap.validation_families.push_back(fm::TaskFamily::kTabular);
+  overlap.validation_families().push_back(fm::TaskFamily::kTabular);
   expect_error([&] { fm::EpisodeES(small_schedule(), overlap, references); },
                {"tabular", "both trained on and held out"});
   expect_error(

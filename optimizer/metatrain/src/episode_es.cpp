@@ -106,8 +106,8 @@ EpisodeES::EpisodeES(LearnedSchedule schedule, EpisodeESOptions options, Referen
   TORCH_CHECK(o.min_steps() > 0 && o.max_steps() >= o.min_steps(),
               "EpisodeES: need 0 < min_steps <= max_steps, got ", o.min_steps(), ", ",
               o.max_steps());
-  for (auto family : o.validation_families)
-    for (auto trained : o.train_families)
+  for (auto family : o.validation_families())
+    for (auto trained : o.train_families())
       TORCH_CHECK(family != trained, "EpisodeES: family ", task_family_name(family),
                   " is both trained on and held out for validation");
   torch::NoGradGuard no_grad;
@@ -134,12 +134,12 @@ LearnedSchedule EpisodeES::schedule_at(const torch::Tensor& theta) const {
 
 std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>> EpisodeES::batch(
     int64_t generation) const {
-  return draw(options_.train_families, options_.tasks_per_generation(), options_,
+  return draw(options_.train_families(), options_.tasks_per_generation(), options_,
               generator(options_.seed(), generation, kBatch));
 }
 
 std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>> EpisodeES::validation_set() const {
-  return draw(options_.validation_families, options_.validation_tasks(), options_,
+  return draw(options_.validation_families(), options_.validation_tasks(), options_,
               generator(options_.seed(), 0, kValidation));
 }
 

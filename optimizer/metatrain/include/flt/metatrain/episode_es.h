@@ -46,9 +46,10 @@ double schedule_final_loss(const Task& task, const EpisodeSpec& spec,
                            const optim::LearnedSchedule& schedule);
 
 struct EpisodeESOptions {
-  /// Families the generations draw from, and the held-out families validation draws from.
-  std::vector<TaskFamily> train_families;
-  std::vector<TaskFamily> validation_families;
+  /// Families the generations draw from, and the held-out families validation draws from (the two
+  /// must not overlap).
+  TORCH_ARG(std::vector<TaskFamily>, train_families);
+  TORCH_ARG(std::vector<TaskFamily>, validation_families);
   /// Antithetic pairs per generation (2 x pairs perturbed candidates).
   TORCH_ARG(int64_t, pairs) = 16;
   /// Perturbation scale, on every number of theta.
