@@ -234,6 +234,16 @@ TEST_F(LearnedSchedule, EMAMemory_HoldsTheExponentialAverageOfItsProjectedFeatur
         << "step " << t;
     h = Impl::record(next, sums, torch::tensor({4.0}));
   }
+  // A discount whose float sigmoid rounds to 1 is held at 1 - 1e-6: finite reads, no NaN.
+  schedule->discount_logit.fill_(40.0);
+  auto fresh = schedule->initial_history(torch::randn({6})).unsqueeze(0);
+  for (int64_t t = 1; t <= 3; ++t) {
+    auto [decision, next] = schedule->decide(fresh, t, {});
+    ASSERT_TRUE(torch::isfinite(next.narrow(1, Impl::kHistory, o.value_dim())).all().item<bool>())
+        << "step " << t;
+    ASSERT_TRUE(torch::isfinite(decision.step_size).all().item<bool>()) << "step " << t;
+    fresh = Impl::record(next, sums, torch::tensor({4.0}));
+  }
 }
 
 TEST_F(LearnedSchedule, UntrainedHead_LeavesTheMemoryUnsteppedAndDecidesAlike) {

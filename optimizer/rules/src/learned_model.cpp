@@ -158,7 +158,9 @@ std::pair<torch::Tensor, torch::Tensor> attend_step(const StepMemory& memory,
     // a_t = gamma a_{t-1} + (1 - gamma) v_t from a_0 = 0, read bias-corrected as Adam reads its
     // moments: a_t / (1 - gamma^t) is the gamma-weighted mean of v_1..v_t, from the first step.
     auto value = memory.value;
-    const auto gamma = at::sigmoid(memory.discount_logit);  // (Dv)
+    // gamma <= 1 - 1e-6 (logit <= log(1e6 - 1)): a float sigmoid rounds to 1 from logit ~17, where
+    // the read's 1 / (1 - gamma^t) would be infinite.
+    const auto gamma = at::sigmoid(memory.discount_logit.clamp_max(detail::kMaxAverageLogit));
     const auto average = gamma * state + (1 - gamma) * value(x);
     return {average / (1 - at::pow(gamma, static_cast<double>(t))), average};
   }

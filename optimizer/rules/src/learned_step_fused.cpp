@@ -9,6 +9,7 @@
 // loop runs over the kLanes coordinates so it vectorises as a loop (`omp simd`), and exp/log/tanh
 // are branch-free polynomial or rational versions (below) that vectorise, unlike libm's.
 #include "learned_step_fused.h"
+#include "step_memory.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -469,7 +470,8 @@ std::shared_ptr<const FusedPlan> LearnedModelInternals::prepare_fused_step(
     }
   } else if (plan.memory == Memory::kEMA) {
     plan.wv = keep(model.value->weight), plan.bv = keep(model.value->bias);
-    const auto gamma = torch::sigmoid(model.discount_logit.to(torch::kDouble));
+    const auto gamma =
+        torch::sigmoid(model.discount_logit.to(torch::kDouble).clamp_max(detail::kMaxAverageLogit));
     for (int64_t e = 0; e < plan.dv; ++e) {
       const double keep_e = gamma[e].item<double>();
       plan.ema_keep[e] = static_cast<float>(keep_e);

@@ -39,6 +39,9 @@ struct StepMemoryInit {
   double discount_logit = 0.0, rpe_scale = 0.0, proposal_sigma = 0.0;
 };
 
+/// The largest discount logit the exponential averages use: gamma <= 1 - 1e-6.
+inline const double kMaxAverageLogit = std::log(1e6 - 1.0);
+
 /// The exponential-average memory's initial discounts, one per channel: time scales 1 / (1 - gamma)
 /// spread over half a decade up to the other memories' (gamma = sigmoid(logit), so the scale is
 /// 1 + e^logit), so that its channels start at different horizons as the FLT spectrum's
