@@ -9,7 +9,6 @@
 // loop runs over the kLanes coordinates so it vectorises as a loop (`omp simd`), and exp/log/tanh
 // are branch-free polynomial or rational versions (below) that vectorise, unlike libm's.
 #include "learned_step_fused.h"
-#include "step_memory.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -24,6 +23,7 @@
 #include "flt/detail/cpu_clones.h"  // FLT_CLONES_AVX512 (16 lanes = one AVX-512 register)
 #include "flt/optim/learned_model.h"
 #include "learned_rule.h"
+#include "step_memory.h"
 
 // The loop over the coordinates of a block: vectorised as a loop (not unrolled and re-packed).
 #define FOR_LANES(l) _Pragma("omp simd") for (int64_t l = 0; l < kLanes; ++l)
