@@ -272,6 +272,24 @@ TEST_F(Transformer, Models_ShapesOptionsAndErrors) {
                {"classes must be >= 2", "1"});
 }
 
+// The queries and keys a layer's attention computes with: softmax of their scaled product, causal,
+// is that layer's attention map, exactly (the same operations); a layer out of range is named.
+TEST_F(Transformer, QueriesAndKeys_AreWhatTheLayersAttentionComputesWith) {
+  fa::TransformerLM lm(fa::TransformerOptions(11, 16, 4, 3).max_length(7));
+  const auto tokens = torch::randint(0, 11, {2, 7}, torch::kLong);
+  const auto maps = lm->attention_maps(tokens);
+  fa::AttentionCall causal;
+  causal.causal = true;
+  for (int64_t layer = 0; layer < 3; ++layer) {
+    const auto [q, k] = lm->stack->queries_and_keys(tokens, layer, causal);
+    ASSERT_EQ(q.sizes(), torch::IntArrayRef({2, 4, 7, 4}));
+    ASSERT_EQ(k.sizes(), q.sizes());
+    const auto map = lm->stack->layers[layer]->attention->attention().materialize(q, k, causal);
+    EXPECT_TRUE(torch::equal(map, maps[layer])) << "layer " << layer;
+  }
+  expect_error([&] { lm->stack->queries_and_keys(tokens, 3); }, {"layer must be in [0, 3)", "3"});
+}
+
 // A classifier over 2-D positions (image pixels): FLT's relative encoding reads the positions it
 // is given, so reading the tokens in another order with their positions changes nothing (mean
 // pooling, no absolute positions), while the default positions (token indices) do depend on order.

@@ -46,16 +46,21 @@ torch::Tensor MultiheadAttentionImpl::split_heads(const torch::Tensor& x) const 
 }
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& x, const AttentionCall& call) {
-  check_input(x);
-  const auto out = attention_->forward(split_heads(q_proj(x)), split_heads(k_proj(x)),
-                                       split_heads(v_proj(x)), call);  // (B, H, L, D)
+  const auto [q, k] = queries_and_keys(x);
+  const auto out = attention_->forward(q, k, split_heads(v_proj(x)), call);  // (B, H, L, D)
   return out_proj(out.transpose(1, 2).reshape({x.size(0), x.size(1), options.embed_dim()}));
 }
 
 torch::Tensor MultiheadAttentionImpl::attention_weights(const torch::Tensor& x,
                                                         const AttentionCall& call) {
+  const auto [q, k] = queries_and_keys(x);
+  return attention_->materialize(q, k, call);
+}
+
+std::pair<torch::Tensor, torch::Tensor> MultiheadAttentionImpl::queries_and_keys(
+    const torch::Tensor& x) {
   check_input(x);
-  return attention_->materialize(split_heads(q_proj(x)), split_heads(k_proj(x)), call);
+  return {split_heads(q_proj(x)), split_heads(k_proj(x))};
 }
 
 }  // namespace flt::attention

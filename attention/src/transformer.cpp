@@ -128,6 +128,16 @@ std::vector<torch::Tensor> TransformerStackImpl::attention_maps(const torch::Ten
   return maps;
 }
 
+std::pair<torch::Tensor, torch::Tensor> TransformerStackImpl::queries_and_keys(
+    const torch::Tensor& tokens, int64_t layer, const AttentionCall& call) {
+  const auto count = static_cast<int64_t>(layers.size());
+  TORCH_CHECK(layer >= 0 && layer < count,
+              "TransformerStack::queries_and_keys: layer must be in [0, ", count, "), got ", layer);
+  auto x = embed(tokens);
+  for (int64_t i = 0; i < layer; ++i) x = layers[i](x, call);
+  return layers[layer]->attention->queries_and_keys(layers[layer]->norm1(x));
+}
+
 // ---- TransformerLM
 // ---------------------------------------------------------------------------------
 

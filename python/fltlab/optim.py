@@ -38,9 +38,15 @@ def _total_steps(value) -> int:
 
 
 class _LearnedOptimizer(torch.optim.Optimizer):
-    """What both learned optimizers share; a subclass names its C++ class and state keys."""
+    """What both learned optimizers share; a subclass names its rule's class and state keys.
 
-    _impl_class = None
+    As every torch.optim optimizer, the per-parameter state lives in ``self.state[p]`` (a dict of
+    tensors and numbers); a step hands the parameters, their gradients and those states to the
+    library's step (``step_parameters``), which updates them in place, the pattern of PyTorch's
+    fused optimizers. The optimizer itself holds only the learned rule, like a hyperparameter.
+    """
+
+    _rule_class = None
     # The keys of a parameter's state: step, the per-coordinate tensor, the per-tensor tensor,
     # skipped, last_step_size.
     _coordinates = _tensor = ""
@@ -50,54 +56,58 @@ class _LearnedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 1.0, total_steps: Optional[int] = None,
                  memory: str = "flt", weights: Optional[str] = None, untrained: bool = False):
         name = type(self).__name__
-        # As torch.optim: a bad value is a ValueError naming it (the library would raise a
-        # RuntimeError; checked here first so the Python error is the one PyTorch users expect).
-        try:
-            lr_value = float(lr)  # numpy scalars and one-element tensors too
-        except (TypeError, ValueError):
-            raise TypeError(f"{name}: lr must be a number, got {lr!r}") from None
-        if not (math.isfinite(lr_value) and lr_value >= 0):
-            raise ValueError(f"{name}: lr must be finite and >= 0, got {lr}")
-        if total_steps is not None and int(total_steps) < 0:
-            raise ValueError(f"{name}: total_steps must be >= 0 or None, got {total_steps}")
         if memory not in _MEMORIES:
             raise ValueError(f"{name}: unknown memory {memory!r}, expected one of {_MEMORIES}")
         if untrained and weights:
             raise ValueError(f"{name}: untrained=True and weights={weights!r} contradict each "
                              f"other: the untrained rule has no weights")
+        lr_value = self._checked_lr(lr)
         if 0 < lr_value <= _ABSOLUTE_LR_LOOKING:
             warnings.warn(
                 f"{name}: lr={lr} multiplies the learned step (1 = the rule's own step size); it "
                 f"is not an absolute learning rate like Adam's, and at {lr} the optimizer barely "
                 f"moves. Leave lr at 1 unless you mean to scale the rule's step.", stacklevel=2)
-        self._impl = None
         self._memory, self._weights, self._untrained = memory, weights or "", bool(untrained)
+        self._rule = self._rule_class(memory, self._weights, self._untrained)
+        self._reported_loss = self._reported_validation = None
         self._warned_skipped = False
         super().__init__(params, dict(lr=lr, total_steps=total_steps))
-        self._impl = self._build(rule=None)
 
     @classmethod
     def _state_keys(cls):
         return ("step", cls._coordinates, cls._tensor, "skipped", "last_step_size")
 
-    def _build(self, rule):
-        groups = self.param_groups
-        return self._impl_class([g["params"] for g in groups], [float(g["lr"]) for g in groups],
-                                [_total_steps(g["total_steps"]) for g in groups], self._memory,
-                                self._weights, self._untrained, rule)
+    def _checked_lr(self, lr) -> float:
+        # As torch.optim: a bad value is a ValueError naming it, a non-number a TypeError.
+        name = type(self).__name__
+        try:
+            value = float(lr)  # numpy scalars and one-element tensors too
+        except (TypeError, ValueError):
+            raise TypeError(f"{name}: lr must be a number, got {lr!r}") from None
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name}: lr must be finite and >= 0, got {lr}")
+        return value
 
     def add_param_group(self, param_group):
         super().add_param_group(param_group)
-        if self._impl is None:
-            return  # the constructor's groups: the library's optimizer is made with all of them
         group = self.param_groups[-1]
         try:
-            self._impl.add_group(group["params"], float(group["lr"]),
-                                 _total_steps(group["total_steps"]))
+            name = type(self).__name__
+            self._checked_lr(group["lr"])
+            steps = group["total_steps"]
+            if steps is not None and int(steps) < 0:
+                raise ValueError(f"{name}: total_steps must be >= 0 or None, got {steps}")
+            for index, p in enumerate(group["params"]):
+                if not p.is_floating_point():
+                    raise ValueError(f"{name}: parameter {index} of group "
+                                     f"{len(self.param_groups) - 1} (shape {list(p.shape)}) is "
+                                     f"{p.dtype}; a learned optimizer steps floating point "
+                                     f"tensors only")
         except Exception:
             self.param_groups.pop()
             raise
 
+    @torch.no_grad()
     def step(self, closure: Optional[Callable] = None):
         """One step of every parameter with a gradient; returns the closure's loss (or None)."""
         loss = None
@@ -105,51 +115,65 @@ class _LearnedOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
             if loss is not None and (not isinstance(loss, torch.Tensor) or loss.numel() == 1):
-                self._impl.report_loss(float(loss))
-        groups = self.param_groups
-        self._impl.step([float(g["lr"]) for g in groups],
-                        [_total_steps(g["total_steps"]) for g in groups])
-        if not self._warned_skipped and self._impl.skipped() > 0:
+                self._reported_loss = float(loss)
+        params, states, lrs, total_steps = [], [], [], []
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                params.append(p)
+                states.append(self.state[p])
+                lrs.append(float(group["lr"]))
+                total_steps.append(_total_steps(group["total_steps"]))
+        self._rule.step(params, states, lrs, total_steps, self._reported_loss,
+                        self._reported_validation)
+        self._reported_loss = self._reported_validation = None  # each report is read by one step
+        if not self._warned_skipped and self.skipped() > 0:
             self._warned_skipped = True
             warnings.warn(
-                f"{type(self).__name__}: {self._impl.skipped()} coordinate update(s) skipped "
-                f"because their gradient was NaN or Inf (those coordinates keep their value and "
-                f"state; skipped() counts them). Warned once.", RuntimeWarning, stacklevel=2)
+                f"{type(self).__name__}: {self.skipped()} coordinate update(s) skipped because "
+                f"their gradient was NaN or Inf (those coordinates keep their value and state; "
+                f"skipped() counts them). Warned once.", RuntimeWarning, stacklevel=2)
         return loss
 
     def report_loss(self, loss: float) -> None:
         """The training loss of the coming step, for loops that call step() without a closure."""
-        self._impl.report_loss(float(loss))
+        self._reported_loss = float(loss)
 
     def report_validation(self, metric: float) -> None:
         """A validation metric (lower is better), whenever the loop evaluates one."""
-        self._impl.report_validation(float(metric))
+        self._reported_validation = float(metric)
 
     def skipped(self) -> int:
         """Coordinate updates skipped so far because their gradient was not finite."""
-        return self._impl.skipped()
+        return sum(int(state.get("skipped", 0)) for state in self.state.values())
 
     def step_sizes(self) -> List[float]:
-        """The step size each parameter took at its last step (lr included), in order."""
-        return self._impl.step_sizes()
-
-    def _params(self):
-        return [(gi, pi, p) for gi, g in enumerate(self.param_groups)
-                for pi, p in enumerate(g["params"])]
-
-    def _sync_state(self):
-        # The library's per-parameter state into self.state (tensors shared, scalars copied).
-        for (_, _, p), entry in zip(self._params(), self._impl.states()):
-            if entry is None:
-                self.state.pop(p, None)
-            else:
-                self.state[p] = entry
+        """The step size each parameter took at its last step (lr included), in order; 0 for a
+        parameter not stepped yet."""
+        return [float(self.state[p]["last_step_size"]) if p in self.state else 0.0
+                for group in self.param_groups for p in group["params"]]
 
     def state_dict(self):
-        self._sync_state()
         state_dict = super().state_dict()
-        state_dict["rule"] = self._impl.rule()
+        state_dict["rule"] = self._rule.to_bytes()
         return state_dict
+
+    def __getstate__(self):  # pickling and copy.deepcopy: the rule travels as its bytes
+        state = super().__getstate__()
+        state.update(_rule=self._rule.to_bytes(), _memory=self._memory, _weights=self._weights,
+                     _untrained=self._untrained, _warned_skipped=self._warned_skipped,
+                     _reported_loss=self._reported_loss,
+                     _reported_validation=self._reported_validation)
+        return state
+
+    def __setstate__(self, state):
+        # Also called by torch.optim's load_state_dict with the state and groups alone.
+        state = dict(state)
+        rule = state.pop("_rule", None)
+        super().__setstate__(state)
+        if rule is not None:
+            self._rule = self._rule_class(self._memory, self._weights, self._untrained, rule)
 
     def _entry(self, key, entry):
         # One saved parameter state with this class's keys (an earlier version's keys renamed).
@@ -185,23 +209,27 @@ class _LearnedOptimizer(torch.optim.Optimizer):
                     f"{name}.load_state_dict: parameter group {index} has the options "
                     f"{sorted(k for k in group if k != 'params')}, a {name} group has lr and "
                     f"total_steps (is it another optimizer's?)")
+        if rule is not None:
+            self._rule = self._rule_class(self._memory, self._weights, self._untrained, rule)
         # The groups: PyTorch's checks and lr, total_steps. It also casts the state's tensors to
-        # each parameter's dtype; the library's own dtypes are restored from saved_state below.
+        # each parameter's dtype; the library's own dtypes are restored below.
         super().load_state_dict(dict(state_dict, state=saved_state))
         saved_ids = itertools.chain.from_iterable(g["params"] for g in state_dict["param_groups"])
-        self._impl = self._build(rule if rule is not None else self._impl.rule())
-        for (gi, pi, p), saved_id in zip(self._params(), saved_ids):
-            self.state.pop(p, None)
+        params = [p for g in self.param_groups for p in g["params"]]
+        for p, saved_id in zip(params, saved_ids):
             entry = saved_state.get(saved_id)
             if entry is None:
                 continue
-            self._impl.set_state(
-                gi, pi, int(entry["step"]),
-                entry[self._coordinates].detach().to(device=p.device, dtype=torch.float32,
-                                                     copy=True),
-                entry[self._tensor].detach().to(device="cpu", copy=True),
-                int(entry["skipped"]), float(entry["last_step_size"]))
-        self._sync_state()
+            self.state[p] = {
+                "step": int(entry["step"]),
+                # Per coordinate: float32 on the parameter's device; per tensor: the CPU, in the
+                # dtype it was saved in (the library converts an old one at the next step).
+                self._coordinates: entry[self._coordinates].detach().to(
+                    device=p.device, dtype=torch.float32, copy=True),
+                self._tensor: entry[self._tensor].detach().to(device="cpu", copy=True),
+                "skipped": int(entry["skipped"]),
+                "last_step_size": float(entry["last_step_size"]),
+            }
 
 
 _COMMON_ARGS = """
@@ -232,7 +260,7 @@ class CoordinateMnemosyne(_LearnedOptimizer):
     (flt::optim::CoordinateMnemosyne): an FLT cell over the step index and a per-tensor step-size
     controller; the shipped weights of ``memory`` by default (pretrained_memories()).
     """ + _COMMON_ARGS
-    _impl_class = _C.CoordinateMnemosyne
+    _rule_class = _C.CoordinateMnemosyneRule
     _coordinates, _tensor = "state", "controller"
 
 
@@ -243,7 +271,7 @@ class ScheduleMnemosyne(_LearnedOptimizer):
     is the untrained schedule, Adam with a step of 2% of each tensor's RMS that a hand rule grows
     (at most 4x) while successive steps agree and shrinks when they stop.
     """ + _COMMON_ARGS
-    _impl_class = _C.ScheduleMnemosyne
+    _rule_class = _C.ScheduleMnemosyneRule
     _coordinates, _tensor = "moments", "history"
     # fltlab 0.1's Mnemosyne(design="tensor-schedule") saved them as "state" and "controller".
     _old_keys = ("state", "controller")

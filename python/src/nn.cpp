@@ -1,7 +1,7 @@
-// fltlab._C: the attention modules, MultiheadAttention, TransformerLM and the functional forms for
-// python/fltlab/nn. The modules are the library's own torch::nn modules; the Python side adopts
-// their parameter and buffer tensors (the same TensorImpl objects, so autograd, optimizers and
-// state_dict reach what the library computes with).
+// fltlab._C: the attention modules, TransformerLM and the functional forms for
+// python/fltlab/nn. The modules are the library's own torch::nn modules; the Python side holds
+// ordinary parameters, points the library's tensors at them before each call and routes the
+// gradients back (python/fltlab/nn/modules.py).
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -203,7 +203,7 @@ std::pair<std::shared_ptr<torch::nn::Module>, fa::Attention*> attention_module(H
 }
 
 // Any library module the Python side wraps: an attention variant (with its common interface), a
-// FeatureMap, MultiheadAttention or TransformerLM.
+// FeatureMap or TransformerLM.
 struct Module {
   std::shared_ptr<torch::nn::Module> module;
   fa::Attention* attention = nullptr;
@@ -217,17 +217,6 @@ struct Module {
   fa::Attention& variant() const {
     TORCH_CHECK(attention != nullptr, module->name(), " is not an attention variant");
     return *attention;
-  }
-
-  /// The tensor registered under a dotted name: a handle to the module's own TensorImpl (set_data
-  /// through it reaches every handle the module holds).
-  at::Tensor named(const std::string& name) const {
-    const auto parameters = module->named_parameters();
-    if (const auto* p = parameters.find(name)) return *p;
-    const auto buffers = module->named_buffers();
-    const auto* b = buffers.find(name);
-    TORCH_CHECK(b != nullptr, module->name(), " has no parameter or buffer \"", name, "\"");
-    return *b;
   }
 };
 
@@ -276,10 +265,6 @@ void add_generic_methods(ModuleClass& module_class) {
            [](const Module& self) { return to_pairs(self.module->named_parameters()); })
       .def("named_buffers",
            [](const Module& self) { return to_pairs(self.module->named_buffers()); })
-      // The module's own tensor `name` takes the data of `tensor` (after module.to(...) replaced
-      // it on the Python side): the library's handles keep their identity.
-      .def("set_data", [](Module& self, const std::string& name,
-                          const at::Tensor& tensor) { self.named(name).set_data(tensor); })
       .def("train", [](Module& self, bool mode) { self.module->train(mode); })
       .def("__repr__",
            [](const Module& self) {
@@ -332,25 +317,8 @@ void add_attention_methods(ModuleClass& module_class) {
            [](Module& self, const at::Tensor& delta) {
              return self.as<fa::FLTAttentionImpl>("rpe_function").rpe_function(delta);
            })
-      .def("exact_mask",
-           [](Module& self, const at::Tensor& positions) {
-             return self.as<fa::FLTAttentionImpl>("exact_mask").exact_mask(positions);
-           })
-      // ---- MultiheadAttention
-      .def(
-          "multihead_forward",
-          [](Module& self, const at::Tensor& x, bool causal,
-             const c10::optional<at::Tensor>& positions) {
-            auto& mha = self.as<fa::MultiheadAttentionImpl>("forward(x)");
-            const auto call = call_of(causal, positions);
-            py::gil_scoped_release release;
-            return mha.forward(x, call);
-          },
-          py::arg("x"), py::arg("causal"), py::arg("positions"))
-      .def("multihead_attention_weights", [](Module& self, const at::Tensor& x, bool causal,
-                                             const c10::optional<at::Tensor>& positions) {
-        return self.as<fa::MultiheadAttentionImpl>("attention_weights")
-            .attention_weights(x, call_of(causal, positions));
+      .def("exact_mask", [](Module& self, const at::Tensor& positions) {
+        return self.as<fa::FLTAttentionImpl>("exact_mask").exact_mask(positions);
       });
 }
 
@@ -383,16 +351,6 @@ void add_model_methods(ModuleClass& module_class) {
 
 void bind_constructors(py::module_& m) {
   m.def("attention", &make_attention_module, py::arg("variant"), py::arg("options"));
-  m.def(
-      "multihead_attention",
-      [](int64_t embed_dim, int64_t heads, const std::string& variant, bool bias,
-         const py::dict& options) {
-        fa::MultiheadAttentionOptions o(embed_dim, heads);
-        o.attention(attention_options(variant, options)).bias(bias);
-        return Module{fa::MultiheadAttention(o).ptr(), nullptr};
-      },
-      py::arg("embed_dim"), py::arg("heads"), py::arg("variant"), py::arg("bias"),
-      py::arg("options"));
   m.def(
       "transformer_lm",
       [](int64_t vocab_size, int64_t embed_dim, int64_t heads, int64_t layers, int64_t max_length,

@@ -1,6 +1,6 @@
-// fltlab._C: the optimizers (flt::optim::CoordinateMnemosyne, ScheduleMnemosyne and Swarm) for the
-// Python classes of python/fltlab/optim.py. Thin: every step, check and decision is the library's;
-// this file only moves options, tensors and state between the two languages.
+// fltlab._C: the optimizers' rules and steps (flt::optim::CoordinateMnemosyne, ScheduleMnemosyne)
+// and Swarm for the Python classes of python/fltlab/optim.py. Thin: every step, check and decision
+// is the library's; this file only moves options, tensors and state between the two languages.
 #include <pybind11/functional.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/serialize/archive.h>
@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "bindings.h"
-#include "flt/detail/optimizer_state.h"
 #include "flt/optim/mnemosyne.h"
 #include "flt/optim/swarm.h"
 
@@ -21,9 +20,9 @@ namespace {
 
 namespace fo = flt::optim;
 
-// What the binding needs to know of each learned optimizer: its rule (the archive key it is saved
-// under and how), and the names of its per-parameter state's two tensors, the per-coordinate one
-// and the per-tensor one (the keys of the Python state_dict).
+// What the binding needs to know of each learned optimizer: its rule (how it is chosen, saved and
+// stepped), and the names of its per-parameter state's two tensors, the per-coordinate one and the
+// per-tensor one (the keys of a state in the Python optimizer's `state`).
 struct CoordinateTraits {
   using Optimizer = fo::CoordinateMnemosyne;
   using Rule = fo::LearnedOptimizerModel;
@@ -31,7 +30,15 @@ struct CoordinateTraits {
   static constexpr const char* kRuleKey = "learned_model";
   static constexpr const char* kCoordinates = "state";
   static constexpr const char* kTensor = "controller";
-  static Rule rule(const Optimizer& o) { return o.model(); }
+  // The rule's copies on other devices live as long as the Python optimizer's rule.
+  struct Cache {
+    Optimizer::Replicas replicas;
+  };
+  static Rule rule_for(const Optimizer::Options& options) { return Optimizer::model_for(options); }
+  static void step(Rule& rule, Cache& cache, const std::vector<Optimizer::Step>& parameters,
+                   const fo::ReportedSignals&) {
+    Optimizer::step_parameters(rule, cache.replicas, parameters);
+  }
   static void write_rule(torch::serialize::OutputArchive& a, const Rule& r) {
     fo::write_model(a, *r);
   }
@@ -54,7 +61,14 @@ struct ScheduleTraits {
   static constexpr const char* kRuleKey = "learned_schedule";
   static constexpr const char* kCoordinates = "moments";
   static constexpr const char* kTensor = "history";
-  static Rule rule(const Optimizer& o) { return o.schedule(); }
+  struct Cache {};
+  static Rule rule_for(const Optimizer::Options& options) {
+    return Optimizer::schedule_for(options);
+  }
+  static void step(Rule& rule, Cache&, const std::vector<Optimizer::Step>& parameters,
+                   const fo::ReportedSignals& signals) {
+    Optimizer::step_parameters(rule, parameters, signals);
+  }
   static void write_rule(torch::serialize::OutputArchive& a, const Rule& r) {
     fo::write_schedule(a, *r);
   }
@@ -70,37 +84,24 @@ struct ScheduleTraits {
   }
 };
 
-// The library optimizer behind fltlab.optim.CoordinateMnemosyne / ScheduleMnemosyne. The Python
-// optimizer owns the parameter groups (their lr and total_steps are copied into the library's
-// groups at every step, so schedulers work); the library owns the per-parameter state, which the
-// Python side reads and writes for state_dict and load_state_dict.
+// The learned rule behind fltlab.optim.CoordinateMnemosyne / ScheduleMnemosyne, and its step over
+// states the Python optimizer keeps (in `optimizer.state`, as torch.optim's optimizers do): the
+// pattern of PyTorch's fused optimizers. The step is the library's own (`step_parameters`, which
+// the C++ optimizers' step() runs too), so a Python loop and a C++ loop take the same trajectory.
 template <class Traits>
-class PyLearnedOptimizer {
+class PyLearnedRule {
  public:
   using Optimizer = typename Traits::Optimizer;
   using Options = typename Optimizer::Options;
   using ParamState = typename Optimizer::ParamState;
 
-  /// A new optimizer; `rule` (bytes from `rule()`) replaces the rule that memory, weights and
-  /// untrained select (load_state_dict continues with the saved rule).
-  PyLearnedOptimizer(const std::vector<std::vector<at::Tensor>>& groups,
-                     const std::vector<double>& lrs, const std::vector<int64_t>& total_steps,
-                     const std::string& memory, const std::string& weights, bool untrained,
-                     const py::object& rule) {
-    TORCH_CHECK(!groups.empty() && groups.size() == lrs.size() && lrs.size() == total_steps.size(),
-                Traits::kName, ": ", groups.size(), " parameter groups with ", lrs.size(),
-                " lr and ", total_steps.size(), " total_steps values");
-    Options defaults(lrs[0]);
-    defaults.total_steps(total_steps[0])
-        .memory(fo::memory_from_name(memory))
-        .weights(weights)
-        .untrained(untrained);
+  /// The rule that memory, weights and untrained select, or `rule` (bytes from `to_bytes()`:
+  /// load_state_dict continues with the saved rule).
+  PyLearnedRule(const std::string& memory, const std::string& weights, bool untrained,
+                const py::object& rule) {
     if (rule.is_none()) {
-      std::vector<torch::optim::OptimizerParamGroup> param_groups;
-      for (size_t i = 0; i < groups.size(); ++i)
-        param_groups.emplace_back(
-            groups[i], std::make_unique<Options>(options(defaults, lrs[i], total_steps[i])));
-      optimizer_ = std::make_unique<Optimizer>(std::move(param_groups), defaults);
+      rule_ = Traits::rule_for(
+          Options().memory(fo::memory_from_name(memory)).weights(weights).untrained(untrained));
       return;
     }
     const std::string data = rule.cast<std::string>();
@@ -113,84 +114,43 @@ class PyLearnedOptimizer {
                 std::string(Traits::kName) == "ScheduleMnemosyne" ? "CoordinateMnemosyne"
                                                                   : "ScheduleMnemosyne",
                 "?)");
-    optimizer_ = std::make_unique<Optimizer>(groups[0], defaults, Traits::read_rule(part));
-    for (size_t i = 1; i < groups.size(); ++i) add_group(groups[i], lrs[i], total_steps[i]);
+    rule_ = Traits::read_rule(part);
   }
 
-  /// A group added after construction, checked by the library's constructor as the first ones.
-  void add_group(const std::vector<at::Tensor>& params, double lr, int64_t total_steps) {
-    const auto& defaults = static_cast<const Options&>(optimizer_->defaults());
-    const auto group_options = options(defaults, lr, total_steps);
-    Optimizer(params, group_options, Traits::rule(*optimizer_));
-    optimizer_->add_param_group(
-        torch::optim::OptimizerParamGroup(params, std::make_unique<Options>(group_options)));
-  }
-
-  /// One step with each group's lr and total_steps as the Python groups hold them now.
-  void step(const std::vector<double>& lrs, const std::vector<int64_t>& total_steps) {
-    auto& groups = optimizer_->param_groups();
-    TORCH_CHECK(lrs.size() == groups.size() && total_steps.size() == groups.size(), Traits::kName,
-                ".step: the optimizer has ", groups.size(), " parameter groups, got ", lrs.size(),
+  /// One step of `params` (each with a gradient) with their states: dicts, empty before a
+  /// parameter's first step, updated in place; each parameter's lr and total_steps (0: unknown);
+  /// the training loss and validation metric the loop reported (None: none).
+  void step(const std::vector<at::Tensor>& params, const std::vector<py::dict>& states,
+            const std::vector<double>& lrs, const std::vector<int64_t>& total_steps,
+            c10::optional<double> loss, c10::optional<double> validation) {
+    const size_t n = params.size();
+    TORCH_CHECK(states.size() == n && lrs.size() == n && total_steps.size() == n, Traits::kName,
+                ".step: ", n, " parameters with ", states.size(), " states, ", lrs.size(),
                 " lr and ", total_steps.size(), " total_steps values");
-    for (size_t i = 0; i < groups.size(); ++i)
-      static_cast<Options&>(groups[i].options()).lr(lrs[i]).total_steps(total_steps[i]);
-    py::gil_scoped_release release;
-    optimizer_->step();
-  }
-
-  /// The state of every parameter, group by group: a dict, or None before its first step.
-  py::list states() const {
-    py::list out;
-    const auto& state = optimizer_->state();
-    for (const auto& group : optimizer_->param_groups()) {
-      for (const auto& p : group.params()) {
-        const auto it = state.find(detail::state_key(state, p));
-        if (it == state.end()) {
-          out.append(py::none());
-          continue;
-        }
-        const auto& st = static_cast<const ParamState&>(*it->second);
-        py::dict entry;
-        entry["step"] = st.step();
-        entry[Traits::kCoordinates] = Traits::coordinates(st);
-        entry[Traits::kTensor] = Traits::tensor(st);
-        entry["skipped"] = st.skipped();
-        entry["last_step_size"] = st.last_step_size();
-        out.append(entry);
-      }
+    std::vector<ParamState> kept(n);
+    std::vector<Options> options;
+    options.reserve(n);
+    std::vector<typename Optimizer::Step> parameters;
+    for (size_t i = 0; i < n; ++i) {
+      read_state(states[i], kept[i]);
+      options.push_back(Options(lrs[i]).total_steps(total_steps[i]));
+      parameters.push_back({params[i], &kept[i], &options.back()});
     }
-    return out;
+    fo::ReportedSignals signals;
+    if (loss) signals.loss = *loss;
+    if (validation) signals.validation = *validation;
+    {
+      py::gil_scoped_release release;
+      Traits::step(rule_, cache_, parameters, signals);
+    }
+    for (size_t i = 0; i < n; ++i) write_state(kept[i], states[i]);
   }
 
-  /// Sets the state of parameter `index` of group `group` (the library checks its shapes at the
-  /// next step and names what does not fit).
-  void set_state(int64_t group, int64_t index, int64_t step, const at::Tensor& coordinates,
-                 const at::Tensor& tensor, int64_t skipped, double last_step_size) {
-    auto& groups = optimizer_->param_groups();
-    TORCH_CHECK(group >= 0 && group < static_cast<int64_t>(groups.size()), Traits::kName,
-                ".load_state_dict: no parameter group ", group);
-    const auto& params = groups[group].params();
-    TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(params.size()), Traits::kName,
-                ".load_state_dict: group ", group, " has no parameter ", index);
-    TORCH_CHECK(step >= 0, Traits::kName, ".load_state_dict: step must be >= 0, got ", step);
-    auto st = std::make_unique<ParamState>();
-    st->step(step);
-    Traits::set(*st, coordinates, tensor);
-    st->skipped(skipped);
-    st->last_step_size(last_step_size);
-    auto& map = optimizer_->state();
-    map[detail::state_key(map, params[index])] = std::move(st);
-  }
-
-  void report_loss(double loss) { optimizer_->report_loss(loss); }
-  void report_validation(double metric) { optimizer_->report_validation(metric); }
-  int64_t skipped() const { return optimizer_->skipped(); }
-  std::vector<double> step_sizes() const { return optimizer_->step_sizes(); }
   /// The rule as the bytes of an archive {kRuleKey: ...}, as the optimizer's save writes it.
-  py::bytes rule() const {
+  py::bytes to_bytes() const {
     torch::serialize::OutputArchive archive;
     torch::serialize::OutputArchive part(archive.compilation_unit());
-    Traits::write_rule(part, Traits::rule(*optimizer_));
+    Traits::write_rule(part, rule_);
     archive.write(Traits::kRuleKey, part);
     std::ostringstream out;
     archive.save_to(out);
@@ -198,27 +158,35 @@ class PyLearnedOptimizer {
   }
 
   static void bind(py::module_& m) {
-    using Self = PyLearnedOptimizer;
-    py::class_<Self>(m, Traits::kName)
-        .def(py::init<const std::vector<std::vector<at::Tensor>>&, const std::vector<double>&,
-                      const std::vector<int64_t>&, const std::string&, const std::string&, bool,
-                      const py::object&>(),
-             py::arg("groups"), py::arg("lrs"), py::arg("total_steps"), py::arg("memory"),
-             py::arg("weights"), py::arg("untrained"), py::arg("rule") = py::none())
-        .def("add_group", &Self::add_group)
+    using Self = PyLearnedRule;
+    py::class_<Self>(m, (std::string(Traits::kName) + "Rule").c_str())
+        .def(py::init<const std::string&, const std::string&, bool, const py::object&>(),
+             py::arg("memory"), py::arg("weights"), py::arg("untrained"),
+             py::arg("rule") = py::none())
         .def("step", &Self::step)
-        .def("states", &Self::states)
-        .def("set_state", &Self::set_state)
-        .def("report_loss", &Self::report_loss)
-        .def("report_validation", &Self::report_validation)
-        .def("skipped", &Self::skipped)
-        .def("step_sizes", &Self::step_sizes)
-        .def("rule", &Self::rule);
+        .def("to_bytes", &Self::to_bytes);
   }
 
  private:
-  static Options options(const Options& defaults, double lr, int64_t total_steps) {
-    return Options(defaults).lr(lr).total_steps(total_steps);
+  // A state dict of the Python optimizer as the library's state (tensors shared); empty: none yet.
+  static void read_state(const py::dict& d, ParamState& st) {
+    if (d.size() == 0) return;
+    for (const char* key :
+         {"step", Traits::kCoordinates, Traits::kTensor, "skipped", "last_step_size"})
+      TORCH_CHECK(d.contains(key), Traits::kName, ".step: a parameter's state has no \"", key,
+                  "\" (its keys: ", py::str(d.attr("keys")()).template cast<std::string>(), ")");
+    st.step(d["step"].cast<int64_t>());
+    Traits::set(st, d[Traits::kCoordinates].template cast<at::Tensor>(),
+                d[Traits::kTensor].template cast<at::Tensor>());
+    st.skipped(d["skipped"].cast<int64_t>());
+    st.last_step_size(d["last_step_size"].cast<double>());
+  }
+  static void write_state(const ParamState& st, py::dict d) {
+    d["step"] = st.step();
+    d[Traits::kCoordinates] = Traits::coordinates(st);
+    d[Traits::kTensor] = Traits::tensor(st);
+    d["skipped"] = st.skipped();
+    d["last_step_size"] = st.last_step_size();
   }
   // The archive's keys, for errors.
   static std::string key_list(torch::serialize::InputArchive& archive) {
@@ -226,7 +194,9 @@ class PyLearnedOptimizer {
     for (const auto& key : archive.keys()) list += (list.empty() ? "" : ", ") + key;
     return "{" + list + "}";
   }
-  std::unique_ptr<Optimizer> optimizer_;
+
+  typename Traits::Rule rule_{nullptr};
+  typename Traits::Cache cache_;
 };
 
 fo::SearchBox search_box(const at::Tensor& lower, const at::Tensor& upper) {
@@ -248,8 +218,8 @@ py::dict search_result(const fo::SearchResult& result) {
 }  // namespace
 
 void bind_optim(py::module_& m) {
-  PyLearnedOptimizer<CoordinateTraits>::bind(m);
-  PyLearnedOptimizer<ScheduleTraits>::bind(m);
+  PyLearnedRule<CoordinateTraits>::bind(m);
+  PyLearnedRule<ScheduleTraits>::bind(m);
   m.def("pretrained_memories", [] {
     std::vector<std::string> names;
     for (auto memory : fo::pretrained_memories()) names.push_back(fo::memory_name(memory));

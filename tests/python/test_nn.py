@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 from torch import nn
+from torch.nn.utils.stateless import functional_call
 
 import fltlab
 from fltlab import nn as fnn
@@ -116,11 +117,10 @@ def test_linear_and_fourier_match_their_references(causal):
 
 def test_multihead_attention_is_projections_around_the_variant():
     torch.manual_seed(0)
-    mha = fnn.MultiheadAttention(16, 4).double()
+    mha = fnn.MultiheadAttention(16, 4, batch_first=True).double()
     x = torch.randn(2, 7, 16, dtype=torch.float64)
     p = dict(mha.named_parameters())
-    assert set(p) == {f"{n}_proj.{w}" for n in "qkvo" if n != "o" for w in ("weight", "bias")} | {
-        "out_proj.weight", "out_proj.bias"}
+    assert set(p) == {f"{n}_proj.{w}" for n in ("q", "k", "v", "out") for w in ("weight", "bias")}
 
     def heads(t):
         return t.view(2, 7, 4, 4).transpose(1, 2)
@@ -129,7 +129,77 @@ def test_multihead_attention_is_projections_around_the_variant():
                for n in "qkv")
     out = softmax_reference(q, k, v, causal=True).transpose(1, 2).reshape(2, 7, 16)
     expected = nn.functional.linear(out, p["out_proj.weight"], p["out_proj.bias"])
-    assert (mha(x, causal=True) - expected).abs().max() < 1e-12
+    got, weights = mha(x, x, x, is_causal=True, need_weights=False)
+    assert weights is None
+    assert (got - expected).abs().max() < 1e-12
+
+
+def torch_twin(mha):
+    """torch.nn.MultiheadAttention with the weights of a fltlab one (torch packs q, k, v)."""
+    twin = nn.MultiheadAttention(mha.embed_dim, mha.num_heads, batch_first=mha.batch_first)
+    twin = twin.to(mha.q_proj.weight.dtype)
+    with torch.no_grad():
+        twin.in_proj_weight.copy_(torch.cat([mha.q_proj.weight, mha.k_proj.weight,
+                                             mha.v_proj.weight]))
+        twin.in_proj_bias.copy_(torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
+        twin.out_proj.weight.copy_(mha.out_proj.weight)
+        twin.out_proj.bias.copy_(mha.out_proj.bias)
+    return twin
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_multihead_attention_is_a_drop_in_for_torchs(batch_first):
+    # Same weights, same calls: the outputs and the (head-averaged or per-head) weights of
+    # torch.nn.MultiheadAttention, in self- and cross-attention, with the causal mask given as
+    # torch takes it.
+    torch.manual_seed(1)
+    mha = fnn.MultiheadAttention(12, 3, batch_first=batch_first).double()
+    twin = torch_twin(mha)
+
+    def shaped(n, l):
+        t = torch.randn(n, l, 12, dtype=torch.float64)
+        return t if batch_first else t.transpose(0, 1)
+
+    query, memory = shaped(2, 5), shaped(2, 9)
+    for args, kwargs in [((query, memory, memory), {}),
+                         ((query, query, query), dict(attn_mask=causal_mask(5, 5))),
+                         ((query, query, query),
+                          dict(attn_mask=torch.zeros(5, 5, dtype=torch.float64).masked_fill(
+                              causal_mask(5, 5), float("-inf")), average_attn_weights=False))]:
+        out, weights = mha(*args, **kwargs)
+        out_t, weights_t = twin(*args, **kwargs)
+        assert out.shape == out_t.shape and weights.shape == weights_t.shape
+        assert (out - out_t).abs().max() < 1e-12
+        assert (weights - weights_t).abs().max() < 1e-12
+    # Unbatched (L, E) inputs, as torch.
+    out, weights = mha(query[:, 0] if not batch_first else query[0],
+                       *(2 * [memory[:, 0] if not batch_first else memory[0]]))
+    assert out.shape == (5, 12) and weights.shape == (5, 9)
+
+
+def test_multihead_attention_refuses_what_its_variants_do_not_do():
+    with pytest.raises(ValueError, match="dropout=0.1 is not supported"):
+        fnn.MultiheadAttention(8, 2, dropout=0.1)
+    with pytest.raises(ValueError, match="kdim=4 is not supported"):
+        fnn.MultiheadAttention(8, 2, kdim=4)
+    with pytest.raises(ValueError, match=r"embed_dim \(10\) must be a positive multiple of num_heads \(3\)"):
+        fnn.MultiheadAttention(10, 3)
+    with pytest.raises(ValueError, match="unknown attention 'lsh'"):
+        fnn.MultiheadAttention(8, 2, attention="lsh")
+    with pytest.raises(ValueError, match="head_dim=8 contradicts embed_dim 8 with num_heads 2"):
+        fnn.MultiheadAttention(8, 2, attention="flt", head_dim=8)
+    mha = fnn.MultiheadAttention(8, 2, attention="performer", features=16)
+    x = torch.randn(4, 1, 8)
+    with pytest.raises(ValueError, match="attn_mask must be the causal mask"):
+        mha(x, x, x, attn_mask=torch.zeros(4, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="key_padding_mask is not supported"):
+        mha(x, x, x, key_padding_mask=torch.zeros(1, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"key must be .* with E = 8; got \[4, 1, 6\]"):
+        mha(x, torch.randn(4, 1, 6), x)
+    with pytest.raises(TypeError, match="value"):  # the old self-attention call: torch's error
+        mha(x, is_causal=True)
+    out, _ = mha(x, x, x, is_causal=True, need_weights=False)
+    assert out.shape == (4, 1, 8) and torch.isfinite(out).all()
 
 
 # ---- random-feature variants: unbiased estimators whose error shrinks like 1/sqrt(features) --------
@@ -217,6 +287,9 @@ def test_parameters_are_ordinary_parameters_pytorch_trains():
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in module.parameters())
     sgd.step()
     assert not torch.allclose(module(q, k, v, causal=True), before)  # the library sees the step
+    out = module(q, k, v, causal=True)
+    out.sum().backward()
+    assert out.grad_fn.inner is None  # the library's graph went with the backward, as any graph
 
     fourier = fnn.FourierAttention(r_init=1.0)
     with torch.no_grad():
@@ -299,9 +372,30 @@ def test_gradcheck_random_feature_modules(make):
 
 
 def test_gradcheck_multihead_flt():
-    mha = fnn.MultiheadAttention(8, 2, attention="flt", features=8, rpe_features=8).double()
+    mha = fnn.MultiheadAttention(8, 2, batch_first=True, attention="flt", features=8,
+                                 rpe_features=8).double()
     x = torch.randn(1, 5, 8, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda t: mha(t, causal=True), (x,))
+    assert torch.autograd.gradcheck(lambda t: mha(t, t, t, is_causal=True)[0], (x,))
+
+
+def test_gradcheck_reaches_the_parameters_through_the_library():
+    # The library computes with its own tensors; the gradients it finds for them are the Python
+    # parameters' (finite differences in the parameters themselves, put in place by PyTorch's
+    # functional_call, as torch.func users do).
+    module = fnn.FLTAttention(heads=2, head_dim=4, features=16, rpe_features=8).double()
+    q, k, v = small()
+    names = ("rpe.weights", "rpe.log_scale")
+
+    def f(*values):
+        return functional_call(module, dict(zip(names, values)), (q, k, v, True))
+
+    params = dict(module.named_parameters())
+    values = tuple(params[n].detach().clone().requires_grad_() for n in names)
+    assert torch.autograd.gradcheck(f, values)
+    # A replaced parameter is what the library reads at the next call.
+    before = module(q, k, v).detach()
+    module.rpe.weights = nn.Parameter(module.rpe.weights.detach() * 2)
+    assert not torch.allclose(module(q, k, v), before)
 
 
 # ---- errors --------------------------------------------------------------------------------------
@@ -321,8 +415,6 @@ def test_bad_input_raises_runtime_error_naming_the_value():
         fnn.FLTAttention(heads=2, head_dim=8, rpe_featurs=8)
     with pytest.raises(RuntimeError, match=r"features must be an integer, got '8'"):
         fnn.FLTAttention(heads=2, head_dim=8, features="8")
-    with pytest.raises(RuntimeError, match="divisible|embed_dim"):
-        fnn.MultiheadAttention(10, 3)
     with pytest.raises(RuntimeError, match="lsh"):
         fnn.TransformerLM(10, 8, 2, 1, attention="lsh")
     with pytest.raises(RuntimeError, match="head_dim 8.*\\b4\\b|4.*head_dim"):

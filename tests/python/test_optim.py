@@ -1,6 +1,7 @@
 """fltlab.optim: the learned optimizers as torch.optim.Optimizers (the C++ trajectory, groups,
 schedulers, closures, state_dict, states of earlier versions) and Swarm."""
 
+import collections
 import copy
 import io
 import math
@@ -119,9 +120,48 @@ def test_add_param_group_and_zero_grad():
     assert not torch.equal(model[2].weight, before)
     opt.zero_grad()
     assert all(p.grad is None or not p.grad.any() for p in model.parameters())
-    with pytest.raises(RuntimeError, match="Long"):
+    with pytest.raises(ValueError, match="parameter 0 of group 2 .* is torch.int64"):
         opt.add_param_group({"params": [torch.zeros(3, dtype=torch.long)]})
+    with pytest.raises(ValueError, match="lr must be finite and >= 0, got -2"):
+        opt.add_param_group({"params": [nn.Parameter(torch.zeros(3))], "lr": -2})
     assert len(opt.param_groups) == 2
+
+
+@pytest.mark.parametrize("optimizer", [CoordinateMnemosyne, ScheduleMnemosyne])
+def test_the_state_is_in_optimizer_state_and_the_step_uses_it(optimizer):
+    # As torch.optim: optimizer.state[p] holds the parameter's tensors, the step reads and updates
+    # them in place, and a state cleared or copied there is what the next step continues from.
+    model, x, y = regression_problem(6)
+    opt = optimizer(model.parameters(), total_steps=30)
+    params = list(model.parameters())
+    assert len(opt.state) == 0
+    run(opt, model, x, y, 3)
+    keys = set(optimizer._state_keys())
+    assert all(set(opt.state[p]) == keys and opt.state[p]["step"] == 3 for p in params)
+    coordinates = opt.state[params[0]][optimizer._coordinates]
+    assert coordinates.shape[-1] == params[0].numel()
+    before = coordinates.clone()
+    run(opt, model, x, y, 1)
+    assert opt.state[params[0]][optimizer._coordinates] is coordinates  # updated in place
+    assert not torch.equal(coordinates, before)
+    # A deep copy of the optimizer (its state and rule) on a copy of the model goes on alike.
+    twin_opt = copy.deepcopy(opt)
+    twin = copy.deepcopy(model)
+    twin_params = list(twin.parameters())
+    twin_opt.param_groups[0]["params"] = twin_params
+    twin_opt.state = collections.defaultdict(
+        dict, {t: copy.deepcopy(opt.state[p]) for p, t in zip(params, twin_params)})
+    run(opt, model, x, y, 2)
+    run(twin_opt, twin, x, y, 2)
+    assert all(torch.equal(a, b) for a, b in zip(params, twin_params))
+    # Cleared state: the next step is a first step, as a fresh optimizer's from the same point.
+    fresh_model = copy.deepcopy(model)
+    fresh = optimizer(fresh_model.parameters(), total_steps=30)
+    opt.state.clear()
+    run(opt, model, x, y, 1)
+    run(fresh, fresh_model, x, y, 1)
+    assert all(opt.state[p]["step"] == 1 for p in params)
+    assert all(torch.equal(a, b) for a, b in zip(params, fresh_model.parameters()))
 
 
 def test_closure_loss_is_returned():

@@ -38,7 +38,7 @@ void show_schedule(const ScheduleTrace& trace, int64_t step, float plot_w) {
         "Step size per tensor: the second design's step for each of the model's %zu\n"
         "tensors (lr included), coloured by the part of the model it belongs to,\n"
         "decided every step from the run's history; recorded every %lld steps.",
-        trace.tensors.size(), static_cast<long long>(trace.interval));
+        trace.tensors.size(), static_cast<long long>(trace.grid.interval()));
   ImGui::SameLine();
   if (trace.weight.empty()) {
     ImGui::TextDisabled("(this schedule's %s memory has no step-distance weights)",

@@ -96,7 +96,7 @@ struct TrainingSession::Impl {
   flt::attention::TransformerLM lm{nullptr};
   flt::attention::SequenceClassifier classifier{nullptr};
   std::unique_ptr<torch::optim::Optimizer> optimizer;
-  int64_t spectrum_interval = 10;  // steps between recorded spectrum frames (doubles when full)
+  HistoryGrid spectrum_grid{10};  // the learned spectra's recording grid (doubles when full)
   torch::Tensor probe;
   int64_t step = 0;
   StepRate rate;
@@ -182,7 +182,7 @@ struct TrainingSession::Impl {
     } else {
       optimizer = std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(s.lr));
     }
-    spectrum_interval = 10;
+    spectrum_grid = HistoryGrid(10);
     probe = torch::tensor(probe_batch.tokens, torch::kLong).view({1, probe_batch.length});
     step = 0;
     rate.reset();
@@ -216,22 +216,11 @@ struct TrainingSession::Impl {
     const int heads = static_cast<int>(maps[0].size(1));
     const int length = static_cast<int>(maps[0].size(2));
     auto all = torch::cat(maps, 0).to(torch::kFloat).contiguous();  // (layers, H, L, L)
-    // Layer-0 queries and keys of the probe, for the Attention Lab's "live model" input. The
-    // embedding sum mirrors TransformerStack's (token + learned position embedding).
-    auto& layer0 = stack()->layers[0];
-    auto x = stack()->token_embedding(probe);
-    if (!stack()->position_embedding.is_empty()) {
-      x = x +
-          stack()->position_embedding(torch::arange(probe.size(1), probe.options())).unsqueeze(0);
-    }
-    auto normed = layer0->norm1(x);
-    const int64_t e = settings.embed_dim;
-    const int64_t d = e / heads;
-    auto split = [&](const torch::Tensor& t) {  // (1, L, E) -> (H, L, D)
-      return t.view({length, heads, d}).permute({1, 0, 2}).contiguous().to(torch::kFloat);
-    };
-    auto q = split(layer0->attention->q_proj(normed));
-    auto k = split(layer0->attention->k_proj(normed));
+    // Layer-0 queries and keys of the probe, for the Attention Lab's "live model" input.
+    auto [q, k] = stack()->queries_and_keys(probe, 0);  // (1, H, L, D)
+    const int64_t d = q.size(3);
+    q = q[0].to(torch::kFloat).contiguous();
+    k = k[0].to(torch::kFloat).contiguous();
     SpectrumFrame frame;
     torch::Tensor xi_axis, delta_axis;
     const bool has_spectrum = spectrum_frame(length, &frame, &xi_axis, &delta_axis);
@@ -241,23 +230,16 @@ struct TrainingSession::Impl {
       snap.spectrum_xi = to_vector(xi_axis);
       snap.spectrum_delta = to_vector(delta_axis);
       auto& frames = snap.spectra;
-      // frames on the interval grid are history; the last frame always shows the latest step
-      const bool last_is_latest_only =
-          frames.size() > 1 && frames.back().step % spectrum_interval != 0;
+      // frames on the grid are history; the last frame always shows the latest step
+      const bool last_is_latest_only = frames.size() > 1 && !spectrum_grid.due(frames.back().step);
       if (!frames.empty() && (frames.back().step == step || last_is_latest_only)) {
         frames.back() = std::move(frame);
       } else {
         frames.push_back(std::move(frame));
       }
-      if (static_cast<int>(frames.size()) > kSpectrumFrames) {  // keep a log-spaced history
-        spectrum_interval *= 2;
-        std::vector<SpectrumFrame> kept;
-        for (size_t i = 0; i < frames.size(); ++i) {
-          if (frames[i].step % spectrum_interval == 0 || i + 1 == frames.size())
-            kept.push_back(std::move(frames[i]));
-        }
-        frames = std::move(kept);
-      }
+      std::vector<int64_t> steps;
+      for (const auto& f : frames) steps.push_back(f.step);
+      keep_only(frames, spectrum_grid.thin(steps, kSpectrumFrames, /*keep_newest=*/true));
     }
     snap.layers = layers;
     snap.heads = heads;
@@ -290,24 +272,17 @@ struct TrainingSession::Impl {
     return true;
   }
 
-  // Adds this step's step sizes to the schedule trace (mutex held) when the step is on the
-  // recording grid; a full trace keeps every other record and doubles the interval.
+  // Adds this step's step sizes to the schedule trace (mutex held) when the step is on its grid.
   void record_schedule(const std::vector<double>& sizes) {
     auto& trace = snap.schedule;
-    if (step % trace.interval != 0 || sizes.size() != trace.sizes.size()) return;
+    if (!trace.grid.due(step) || sizes.size() != trace.sizes.size()) return;
     trace.steps.push_back(static_cast<float>(step));
     for (size_t i = 0; i < sizes.size(); ++i)
       trace.sizes[i].push_back(static_cast<float>(sizes[i]));
-    if (static_cast<int>(trace.steps.size()) < kScheduleRecords) return;
-    trace.interval *= 2;
-    const auto thin = [&](std::vector<float>& records) {
-      std::vector<float> kept;
-      for (size_t r = 0; r < records.size(); ++r)
-        if (static_cast<int64_t>(trace.steps[r]) % trace.interval == 0) kept.push_back(records[r]);
-      records = std::move(kept);
-    };
-    for (auto& records : trace.sizes) thin(records);
-    thin(trace.steps);  // last: the others read it
+    const std::vector<int64_t> steps(trace.steps.begin(), trace.steps.end());
+    const auto kept = trace.grid.thin(steps, kScheduleRecords, /*keep_newest=*/false);
+    for (auto& records : trace.sizes) keep_only(records, kept);
+    keep_only(trace.steps, kept);
   }
 
   // One optimisation step; returns false when the NaN guard paused training.

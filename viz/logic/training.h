@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "logic/history.h"
 #include "logic/scenario.h"
 #include "logic/training_tasks.h"
 
@@ -24,15 +25,15 @@ struct SpectrumFrame {
 };
 
 /// The second design's schedule over the run (TrainingOptimizer::kLearnedSchedule; empty
-/// otherwise): the step size each tensor took (lr included), recorded every `interval` steps (the
-/// interval doubles whenever kScheduleRecords are kept, so the whole run stays in view), and what
+/// otherwise): the step size each tensor took (lr included), recorded on `grid` (its interval
+/// doubles whenever more than kScheduleRecords are kept, so the whole run stays in view), and what
 /// its memory weighs an entry Delta steps old (fixed by the schedule's weights).
 struct ScheduleTrace {
   std::vector<std::string> tensors;       ///< parameter names
   std::vector<int> groups;                ///< schedule_group of each tensor
   std::vector<float> steps;               ///< x of each record
   std::vector<std::vector<float>> sizes;  ///< per tensor, per record
-  int64_t interval = 1;
+  HistoryGrid grid;
   std::vector<float> delta, rpe, weight;  ///< Delta, f(Delta), gamma^Delta f(Delta)
   float discount = 0.0f;                  ///< gamma
   std::string memory;                     ///< "flt", "performer", ...

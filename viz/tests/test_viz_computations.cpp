@@ -432,10 +432,10 @@ TEST_F(VizLogic, TrainingWithTheLearnedScheduleTracesItsStepsAndMemory) {
   const auto& trace = snap.schedule;
   ASSERT_FALSE(trace.tensors.empty());
   EXPECT_EQ(trace.sizes.size(), trace.tensors.size());
-  EXPECT_EQ(trace.interval, 2);
+  EXPECT_EQ(trace.grid.interval(), 2);
   EXPECT_LT(static_cast<int>(trace.steps.size()), kScheduleRecords);
   for (size_t r = 0; r < trace.steps.size(); ++r)
-    EXPECT_EQ(static_cast<int64_t>(trace.steps[r]) % trace.interval, 0) << r;
+    EXPECT_EQ(static_cast<int64_t>(trace.steps[r]) % trace.grid.interval(), 0) << r;
   EXPECT_EQ(trace.steps.back(), 600.0f);
   for (size_t i = 0; i < trace.tensors.size(); ++i) {
     ASSERT_EQ(trace.sizes[i].size(), trace.steps.size()) << trace.tensors[i];

@@ -15,6 +15,7 @@
 #include "flt/attention/variants.h"
 #include "logic/arena.h"
 #include "logic/attention_lab.h"
+#include "logic/history.h"
 #include "logic/kernel_explorer.h"
 #include "logic/lab.h"
 #include "logic/plot_math.h"
@@ -27,6 +28,35 @@
 
 using namespace flt::viz;
 
+// The history grid of the spectra and the schedule trace: records every `interval` steps; past the
+// capacity the interval doubles and only the records on the new grid stay (and the newest when
+// asked), so a run of any length is in view with bounded memory.
+TEST(HistoryGridTest, DoublesItsIntervalAndKeepsTheRecordsOnTheNewGrid) {
+  HistoryGrid grid;
+  std::vector<int64_t> steps;
+  for (int64_t step = 1; step <= 100; ++step) {
+    if (!grid.due(step)) continue;
+    steps.push_back(step);
+    keep_only(steps, grid.thin(steps, 8, /*keep_newest=*/false));
+    ASSERT_LE(steps.size(), 8u) << step;
+    for (int64_t s : steps) ASSERT_EQ(s % grid.interval(), 0) << s << " at step " << step;
+  }
+  EXPECT_EQ(grid.interval(), 16);  // 1..8, then 2..16, 4..32, 8..64, 16..128
+  EXPECT_EQ(steps, (std::vector<int64_t>{16, 32, 48, 64, 80, 96}));
+
+  HistoryGrid newest(10);
+  std::vector<int64_t> frames = {10, 20, 30, 35};
+  EXPECT_EQ(newest.thin(frames, 4, /*keep_newest=*/true), (std::vector<size_t>{0, 1, 2, 3}));
+  frames.push_back(40);
+  keep_only(frames, newest.thin(frames, 4, /*keep_newest=*/true));
+  EXPECT_EQ(newest.interval(), 20);
+  EXPECT_EQ(frames, (std::vector<int64_t>{20, 40}));
+  frames.push_back(45);
+  frames.push_back(50);
+  frames.push_back(55);
+  keep_only(frames, newest.thin(frames, 4, /*keep_newest=*/true));
+  EXPECT_EQ(frames, (std::vector<int64_t>{40, 55}));  // interval 40 now, and the newest
+}
 TEST_F(VizLogic, StateStringRoundTrip) {
   Scenario s;
   s.scene = SceneId::kTraining;

@@ -192,41 +192,6 @@ std::vector<torch::optim::OptimizerParamGroup> CoordinateMnemosyne::checked(
   return groups;
 }
 
-CoordinateMnemosyneParamState& CoordinateMnemosyne::state_of(const torch::Tensor& p,
-                                                             std::set<std::string>& refreshed) {
-  const int64_t n = p.numel();
-  auto key = state_key(state_, p);
-  auto it = state_.find(key);
-  if (it == state_.end()) {
-    auto fresh = std::make_unique<CoordinateMnemosyneParamState>();
-    // Slot-major (state_size, n): each state slot of a run of coordinates is contiguous.
-    fresh->state(model_on(p.device(), refreshed)
-                     ->initial_state(n, p.options().dtype(at::kFloat))
-                     .t()
-                     .contiguous());
-    fresh->controller(model_->initial_tensor_state(p));
-    it = state_.emplace(key, std::move(fresh)).first;
-  }
-  auto& st = static_cast<CoordinateMnemosyneParamState&>(*it->second);
-  const int64_t slots = model_->state_size();
-  TORCH_CHECK(st.state().dim() == 2 && st.state().size(0) == slots && st.state().size(1) == n,
-              kName, ": the state of a parameter of shape ", p.sizes(), " must be (", slots, ", ",
-              n, "), got ", st.state().sizes(),
-              " (saved with another memory kind, or by a version that stored it as "
-              "(numel, state_size))");
-  TORCH_CHECK(st.controller().defined() && st.controller().numel() == detail::kTensorState, kName,
-              ": the state of a parameter of shape ", p.sizes(), " must have a ",
-              detail::kTensorState, "-entry step-size controller, got ",
-              st.controller().defined() ? st.controller().numel() : 0,
-              " (saved by a version before it)");
-  // The controller is read and written through its CPU storage: tensor operations on five values
-  // cost more than a small tensor's whole step.
-  if (st.controller().scalar_type() != at::kFloat || !st.controller().is_contiguous() ||
-      !st.controller().device().is_cpu())
-    st.controller(st.controller().to(at::kCPU, at::kFloat).contiguous());
-  return st;
-}
-
 namespace {
 
 // The composite reference step of one tensor (any device, dtype or layout) in chunks of
@@ -261,6 +226,58 @@ detail::FusedResult composite_step(LearnedOptimizerModel& model, torch::Tensor f
   return out;
 }
 
+// The state of `p` made on its first step (no state yet) by the rule on p's device, else checked
+// against the rule's shape (a loaded or caller-kept state) and brought to the form the step reads.
+void prepare_state(const LearnedOptimizerModelImpl& model,
+                   const LearnedOptimizerModelImpl& on_device, CoordinateMnemosyneParamState& st,
+                   const torch::Tensor& p) {
+  const int64_t n = p.numel();
+  if (!st.state().defined() && !st.controller().defined()) {
+    // Slot-major (state_size, n): each state slot of a run of coordinates is contiguous.
+    st.state(on_device.initial_state(n, p.options().dtype(at::kFloat)).t().contiguous());
+    st.controller(model.initial_tensor_state(p));
+  }
+  const int64_t slots = model.state_size();
+  TORCH_CHECK(st.state().defined() && st.state().dim() == 2 && st.state().size(0) == slots &&
+                  st.state().size(1) == n,
+              kName, ": the state of a parameter of shape ", p.sizes(), " must be (", slots, ", ",
+              n, "), got ", st.state().defined() ? st.state().sizes() : at::IntArrayRef{},
+              " (saved with another memory kind, or by a version that stored it as "
+              "(numel, state_size))");
+  TORCH_CHECK(st.controller().defined() && st.controller().numel() == detail::kTensorState, kName,
+              ": the state of a parameter of shape ", p.sizes(), " must have a ",
+              detail::kTensorState, "-entry step-size controller, got ",
+              st.controller().defined() ? st.controller().numel() : 0,
+              " (saved by a version before it)");
+  // The controller is read and written through its CPU storage: tensor operations on five values
+  // cost more than a small tensor's whole step.
+  if (st.controller().scalar_type() != at::kFloat || !st.controller().is_contiguous() ||
+      !st.controller().device().is_cpu())
+    st.controller(st.controller().to(at::kCPU, at::kFloat).contiguous());
+}
+
+// The rule on a parameter's device: the rule itself for CPU parameters; for others its replica,
+// made on first use and refreshed from the rule once per step (`refreshed` holds the devices done).
+LearnedOptimizerModel model_on(const LearnedOptimizerModel& model,
+                               CoordinateMnemosyne::Replicas& replicas, const torch::Device& device,
+                               std::set<std::string>& refreshed) {
+  if (device.is_cpu()) return model;
+  const auto key = device.str();
+  auto it = replicas.find(key);
+  if (it == replicas.end()) {
+    auto replica = std::dynamic_pointer_cast<LearnedOptimizerModelImpl>(model->clone(device));
+    it = replicas.emplace(key, LearnedOptimizerModel(replica)).first;
+  } else if (!refreshed.count(key)) {
+    const auto source = model->named_parameters(), target = it->second->named_parameters();
+    for (const auto& item : source) target[item.key()].copy_(item.value());
+    const auto source_buffers = model->named_buffers(),
+               target_buffers = it->second->named_buffers();
+    for (const auto& item : source_buffers) target_buffers[item.key()].copy_(item.value());
+  }
+  refreshed.insert(key);
+  return it->second;
+}
+
 }  // namespace
 
 torch::Tensor CoordinateMnemosyne::step(LossClosure closure) {
@@ -270,8 +287,25 @@ torch::Tensor CoordinateMnemosyne::step(LossClosure closure) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
   }
+  std::vector<Step> parameters;
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const CoordinateMnemosyneOptions&>(group.options());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& st = state_[state_key(state_, p)];
+      if (!st) st = std::make_unique<CoordinateMnemosyneParamState>();
+      parameters.push_back({p, static_cast<CoordinateMnemosyneParamState*>(st.get()), &options});
+    }
+  }
+  step_parameters(model_, replicas_, parameters);
+  return loss;
+}
+
+void CoordinateMnemosyne::step_parameters(LearnedOptimizerModel model, Replicas& replicas,
+                                          const std::vector<Step>& parameters) {
+  torch::NoGradGuard no_grad;
   // Read once per step, shared by every tensor: the controller's meta-parameters.
-  const auto controller_parameters = detail::LearnedModelInternals::controller_parameters(*model_);
+  const auto controller_parameters = detail::LearnedModelInternals::controller_parameters(*model);
   // Fused tensors are gathered and stepped together, one parallel loop per step index (tensors
   // added later count their own steps), after every other tensor.
   struct Pending {
@@ -283,71 +317,50 @@ torch::Tensor CoordinateMnemosyne::step(LossClosure closure) {
   std::map<int64_t, std::vector<detail::FusedTensor>> fused_by_step;
   std::vector<std::pair<int64_t, Pending>> pending;
   std::set<std::string> refreshed;  // devices whose replica of the rule is current (model_on)
-  for (auto& group : param_groups_) {
-    const auto& options = static_cast<const CoordinateMnemosyneOptions&>(group.options());
+  for (const auto& parameter : parameters) {
+    const auto& p = parameter.param;
+    if (!p.grad().defined()) continue;
+    const auto& options = *parameter.options;
     check_options(options);  // a group's options can be edited between steps
-    for (auto& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      const auto& grad = p.grad();
-      TORCH_CHECK(!grad.is_sparse(),
-                  "CoordinateMnemosyne: sparse gradients are not supported (parameter of shape ",
-                  p.sizes(), ")");
-      auto& st = state_of(p, refreshed);
-      st.step(st.step() + 1);
-      float* controller = st.controller().data_ptr<float>();
-      detail::TensorState tensor_state{};
-      std::copy(controller, controller + detail::kTensorState, tensor_state.begin());
-      const double step_size =
-          options.lr() * detail::tensor_step_size(controller_parameters, tensor_state, st.step(),
-                                                  options.total_steps());
-      st.last_step_size(step_size);
-      const bool copied = !p.is_contiguous();
-      auto flat_param = p.detach().reshape({-1});  // a view unless the parameter is non-contiguous
-      const auto flat_grad = grad.detach().reshape({-1});
-      if (options.fused() && !copied && p.scalar_type() == at::kFloat && p.device().is_cpu() &&
-          detail::LearnedModelInternals::fused_supported(*model_)) {
-        auto& entries = fused_by_step[st.step()];
-        entries.push_back({flat_param, flat_grad, st.state(), step_size, {}});
-        pending.push_back({st.step(), {&st, controller, tensor_state, entries.size() - 1}});
-        continue;
-      }
-      auto model = model_on(p.device(), refreshed);
-      const auto result = composite_step(model, flat_param, flat_grad, st.state(), st.step(),
-                                         step_size, options.chunk_size());
-      finish_tensor(controller_parameters, st, controller, tensor_state, result.skipped,
-                    result.statistics, p.numel());
-      if (copied) p.detach().copy_(flat_param.view(p.sizes()));
+    const auto& grad = p.grad();
+    TORCH_CHECK(!grad.is_sparse(), kName,
+                ": sparse gradients are not supported (parameter of shape ", p.sizes(), ")");
+    auto& st = *parameter.state;
+    auto on_device = model_on(model, replicas, p.device(), refreshed);
+    prepare_state(*model, *on_device, st, p);
+    st.step(st.step() + 1);
+    float* controller = st.controller().data_ptr<float>();
+    detail::TensorState tensor_state{};
+    std::copy(controller, controller + detail::kTensorState, tensor_state.begin());
+    const double step_size =
+        options.lr() * detail::tensor_step_size(controller_parameters, tensor_state, st.step(),
+                                                options.total_steps());
+    st.last_step_size(step_size);
+    const bool copied = !p.is_contiguous();
+    auto flat_param = p.detach().reshape({-1});  // a view unless the parameter is non-contiguous
+    const auto flat_grad = grad.detach().reshape({-1});
+    if (options.fused() && !copied && p.scalar_type() == at::kFloat && p.device().is_cpu() &&
+        detail::LearnedModelInternals::fused_supported(*model)) {
+      auto& entries = fused_by_step[st.step()];
+      entries.push_back({flat_param, flat_grad, st.state(), step_size, {}});
+      pending.push_back({st.step(), {&st, controller, tensor_state, entries.size() - 1}});
+      continue;
     }
+    const auto result = composite_step(on_device, flat_param, flat_grad, st.state(), st.step(),
+                                       step_size, options.chunk_size());
+    finish_tensor(controller_parameters, st, controller, tensor_state, result.skipped,
+                  result.statistics, p.numel());
+    if (copied) p.detach().copy_(flat_param.view(p.sizes()));
   }
   // The fused batch: the weights prepared once per step index, every tensor of it in one loop.
   for (auto& [t, entries] : fused_by_step)
     detail::LearnedModelInternals::fused_steps_(
-        *model_, *detail::LearnedModelInternals::prepare_fused_step(*model_, t), entries);
+        *model, *detail::LearnedModelInternals::prepare_fused_step(*model, t), entries);
   for (const auto& [t, job] : pending) {
     const auto& entry = fused_by_step[t][job.entry];
     finish_tensor(controller_parameters, *job.st, job.controller, job.tensor_state,
                   entry.result.skipped, entry.result.statistics, entry.param.numel());
   }
-  return loss;
-}
-
-LearnedOptimizerModel CoordinateMnemosyne::model_on(const torch::Device& device,
-                                                    std::set<std::string>& refreshed) {
-  if (device.is_cpu()) return model_;
-  const auto key = device.str();
-  auto it = replicas_.find(key);
-  if (it == replicas_.end()) {
-    auto replica = std::dynamic_pointer_cast<LearnedOptimizerModelImpl>(model_->clone(device));
-    it = replicas_.emplace(key, LearnedOptimizerModel(replica)).first;
-  } else if (!refreshed.count(key)) {
-    const auto source = model_->named_parameters(), target = it->second->named_parameters();
-    for (const auto& item : source) target[item.key()].copy_(item.value());
-    const auto source_buffers = model_->named_buffers(),
-               target_buffers = it->second->named_buffers();
-    for (const auto& item : source_buffers) target_buffers[item.key()].copy_(item.value());
-  }
-  refreshed.insert(key);
-  return it->second;
 }
 
 void CoordinateMnemosyne::save(torch::serialize::OutputArchive& archive) const {

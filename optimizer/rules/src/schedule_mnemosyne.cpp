@@ -38,6 +38,77 @@ torch::Tensor read_tensor(torch::serialize::InputArchive& archive, const char* k
   return value;
 }
 
+// The state of `p` made on its first step (no moments yet), else checked against the schedule's
+// shape (a loaded or caller-kept state) and brought to the form the step reads.
+void prepare_state(const LearnedScheduleImpl& schedule, ScheduleMnemosyneParamState& st,
+                   const torch::Tensor& p) {
+  const int64_t n = p.numel();
+  if (!st.moments().defined() && !st.history().defined()) {
+    // Slot-major (2, n): each moment of a run of coordinates is contiguous.
+    st.moments(torch::zeros({LearnedScheduleImpl::kMoments, n}, p.options().dtype(at::kFloat)));
+    st.history(schedule.initial_history(p));
+  }
+  constexpr int64_t slots = LearnedScheduleImpl::kMoments;
+  TORCH_CHECK(st.moments().defined() && st.moments().dim() == 2 && st.moments().size(0) == slots &&
+                  st.moments().size(1) == n,
+              kName, ": the moments of a parameter of shape ", p.sizes(), " must be (", slots, ", ",
+              n, "), got ", st.moments().defined() ? st.moments().sizes() : at::IntArrayRef{});
+  const int64_t history = schedule.history_size();
+  // Version 0.1's histories lack the hand rule's log growth: it starts at 0 (their schedules load
+  // with the hand rule off, which never reads it).
+  constexpr int64_t added =
+      LearnedScheduleImpl::kHistory - LearnedScheduleImpl::kHistoryOfVersion0_1;
+  if (st.history().defined() && st.history().numel() == history - added) {
+    const auto old = st.history().to(at::kCPU, at::kDouble).reshape({-1});
+    constexpr int64_t kept = LearnedScheduleImpl::kHistoryOfVersion0_1;
+    st.history(at::cat({old.narrow(0, 0, kept), torch::zeros({added}, torch::kDouble),
+                        old.narrow(0, kept, old.numel() - kept)}));
+  }
+  TORCH_CHECK(st.history().defined() && st.history().numel() == history, kName,
+              ": the state of a parameter of shape ", p.sizes(), " must have a ", history,
+              "-entry history, got ", st.history().defined() ? st.history().numel() : 0,
+              " (saved with another memory kind)");
+  // The history is read and written through its CPU storage in float64: tensor operations on a
+  // few values cost more than a small tensor's whole step.
+  if (st.history().scalar_type() != at::kDouble || !st.history().is_contiguous() ||
+      !st.history().device().is_cpu())
+    st.history(st.history().to(at::kCPU, at::kDouble).contiguous());
+}
+
+// The composite reference step of one tensor in chunks of `chunk_size` coordinates (bounded scratch
+// memory); adds the pass's statistics to sums[0..kStatistics).
+// flat_param: (N), updated in place  flat_grad: (N)
+void composite_step(const LearnedScheduleImpl& schedule, ScheduleMnemosyneParamState& st,
+                    torch::Tensor flat_param, const torch::Tensor& flat_grad, int64_t t,
+                    double step_size, double shrink, double gain, int64_t chunk_size,
+                    double* sums) {
+  const int64_t n = flat_param.numel();
+  for (int64_t start = 0; start < n; start += chunk_size) {
+    const int64_t size = std::min(chunk_size, n - start);
+    const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
+    auto param = flat_param.narrow(0, start, size);
+    auto moments = st.moments().narrow(1, start, size).t();  // (size, 2) view
+    const auto finite_grad = at::isfinite(g);
+    const auto safe_grad = at::where(finite_grad, g, at::zeros_like(g));
+    const auto result = schedule.coordinate_step(param.to(at::kFloat), safe_grad, moments, t,
+                                                 step_size, shrink, gain);
+    // A coordinate whose gradient or step is not finite keeps its value and its moments.
+    const auto ok = finite_grad & at::isfinite(result.param);
+    st.skipped(st.skipped() + (~ok).sum().item<int64_t>());
+    param.copy_(at::where(ok, result.param, param.to(at::kFloat)).to(param.scalar_type()));
+    moments.copy_(at::where(ok.unsqueeze(1), result.moments, moments));
+    // The statistics of the coordinates as they are now (a skipped one keeps its old value).
+    const auto now = param.to(at::kDouble);
+    const auto stats = at::where(ok.unsqueeze(1), result.statistics,
+                                 at::stack({at::zeros_like(now), at::zeros_like(now),
+                                            result.statistics.select(1, 2), now * now},
+                                           1))
+                           .sum(0);
+    for (int64_t j = 0; j < LearnedScheduleImpl::kStatistics; ++j)
+      sums[j] += stats[j].item<double>();
+  }
+}
+
 }  // namespace
 
 LearnedSchedule load_pretrained_schedule(Memory memory) {
@@ -118,45 +189,6 @@ std::vector<torch::optim::OptimizerParamGroup> ScheduleMnemosyne::checked(
   return groups;
 }
 
-ScheduleMnemosyneParamState& ScheduleMnemosyne::state_of(const torch::Tensor& p) {
-  const int64_t n = p.numel();
-  auto key = state_key(state_, p);
-  auto it = state_.find(key);
-  if (it == state_.end()) {
-    auto fresh = std::make_unique<ScheduleMnemosyneParamState>();
-    // Slot-major (2, n): each moment of a run of coordinates is contiguous.
-    fresh->moments(torch::zeros({LearnedScheduleImpl::kMoments, n}, p.options().dtype(at::kFloat)));
-    fresh->history(schedule_->initial_history(p));
-    it = state_.emplace(key, std::move(fresh)).first;
-  }
-  auto& st = static_cast<ScheduleMnemosyneParamState&>(*it->second);
-  constexpr int64_t slots = LearnedScheduleImpl::kMoments;
-  TORCH_CHECK(st.moments().dim() == 2 && st.moments().size(0) == slots && st.moments().size(1) == n,
-              kName, ": the moments of a parameter of shape ", p.sizes(), " must be (", slots, ", ",
-              n, "), got ", st.moments().sizes());
-  const int64_t history = schedule_->history_size();
-  // Version 0.1's histories lack the hand rule's log growth: it starts at 0 (their schedules load
-  // with the hand rule off, which never reads it).
-  constexpr int64_t added =
-      LearnedScheduleImpl::kHistory - LearnedScheduleImpl::kHistoryOfVersion0_1;
-  if (st.history().defined() && st.history().numel() == history - added) {
-    const auto old = st.history().to(at::kCPU, at::kDouble).reshape({-1});
-    constexpr int64_t kept = LearnedScheduleImpl::kHistoryOfVersion0_1;
-    st.history(at::cat({old.narrow(0, 0, kept), torch::zeros({added}, torch::kDouble),
-                        old.narrow(0, kept, old.numel() - kept)}));
-  }
-  TORCH_CHECK(st.history().defined() && st.history().numel() == history, kName,
-              ": the state of a parameter of shape ", p.sizes(), " must have a ", history,
-              "-entry history, got ", st.history().defined() ? st.history().numel() : 0,
-              " (saved with another memory kind)");
-  // The history is read and written through its CPU storage in float64: tensor operations on a
-  // few values cost more than a small tensor's whole step.
-  if (st.history().scalar_type() != at::kDouble || !st.history().is_contiguous() ||
-      !st.history().device().is_cpu())
-    st.history(st.history().to(at::kCPU, at::kDouble).contiguous());
-  return st;
-}
-
 torch::Tensor ScheduleMnemosyne::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
@@ -164,31 +196,42 @@ torch::Tensor ScheduleMnemosyne::step(LossClosure closure) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
   }
-  const auto reports = take_reports();
-  ScheduleSignals signals;
-  signals.loss = loss.defined() && loss.numel() == 1
-                     ? std::optional<double>(loss.detach().item<double>())
-                     : reports.loss;
-  signals.validation = reports.validation;
-  // Tensors at the same step index and run length are decided together (tensors added later
-  // count their own steps).
-  struct Entry {
-    torch::Tensor param;
-    ScheduleMnemosyneParamState* st;
-    const ScheduleMnemosyneOptions* options;
-  };
-  std::map<std::pair<int64_t, int64_t>, std::vector<Entry>> by_step;
+  auto signals = take_reports();
+  if (loss.defined() && loss.numel() == 1) signals.loss = loss.detach().item<double>();
+  std::vector<Step> parameters;
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const ScheduleMnemosyneOptions&>(group.options());
-    check_options(options);  // a group's options can be edited between steps
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      TORCH_CHECK(!p.grad().is_sparse(), kName,
-                  ": sparse gradients are not supported (parameter of shape ", p.sizes(), ")");
-      auto& st = state_of(p);
-      st.step(st.step() + 1);
-      by_step[{st.step(), options.total_steps()}].push_back({p, &st, &options});
+      auto& st = state_[state_key(state_, p)];
+      if (!st) st = std::make_unique<ScheduleMnemosyneParamState>();
+      parameters.push_back({p, static_cast<ScheduleMnemosyneParamState*>(st.get()), &options});
     }
+  }
+  step_parameters(schedule_, parameters, signals);
+  return loss;
+}
+
+void ScheduleMnemosyne::step_parameters(LearnedSchedule schedule,
+                                        const std::vector<Step>& parameters,
+                                        const ReportedSignals& reported) {
+  torch::NoGradGuard no_grad;
+  ScheduleSignals signals;
+  signals.loss = reported.loss;
+  signals.validation = reported.validation;
+  // Tensors at the same step index and run length are decided together (tensors added later
+  // count their own steps).
+  std::map<std::pair<int64_t, int64_t>, std::vector<Step>> by_step;
+  for (const auto& parameter : parameters) {
+    const auto& p = parameter.param;
+    if (!p.grad().defined()) continue;
+    check_options(*parameter.options);  // a group's options can be edited between steps
+    TORCH_CHECK(!p.grad().is_sparse(), kName,
+                ": sparse gradients are not supported (parameter of shape ", p.sizes(), ")");
+    auto& st = *parameter.state;
+    prepare_state(*schedule, st, p);
+    st.step(st.step() + 1);
+    by_step[{st.step(), parameter.options->total_steps()}].push_back(parameter);
   }
   for (auto& [key, entries] : by_step) {
     const auto [t, total_steps] = key;
@@ -196,8 +239,8 @@ torch::Tensor ScheduleMnemosyne::step(LossClosure closure) {
     if (total_steps > 0)
       step_signals.fraction = static_cast<double>(t) / static_cast<double>(total_steps);
     std::vector<torch::Tensor> rows;
-    for (const auto& e : entries) rows.push_back(e.st->history());
-    auto [decision, histories] = schedule_->decide(at::stack(rows), t, step_signals);
+    for (const auto& e : entries) rows.push_back(e.state->history());
+    auto [decision, histories] = schedule->decide(at::stack(rows), t, step_signals);
     const int64_t count = static_cast<int64_t>(entries.size());
     auto sums = torch::zeros({count, LearnedScheduleImpl::kStatistics}, torch::kDouble);
     auto numels = torch::zeros({count}, torch::kDouble);
@@ -216,71 +259,39 @@ torch::Tensor ScheduleMnemosyne::step(LossClosure closure) {
       const double step_size =
           e.options->lr() * step_sizes.data_ptr<double>()[i] * detail::anneal(t, total_steps);
       const double shrink = shrinks.data_ptr<double>()[i], gain = gains.data_ptr<double>()[i];
-      e.st->last_step_size(step_size);
+      e.state->last_step_size(step_size);
       const auto& p = e.param;
       auto flat_param = p.detach().reshape({-1});
       const auto flat_grad = p.grad().detach().reshape({-1});
       numels.data_ptr<double>()[i] = static_cast<double>(p.numel());
       if (e.options->fused() && p.is_contiguous() &&
-          kernels::schedule_step_supported(flat_param, flat_grad, e.st->moments())) {
+          kernels::schedule_step_supported(flat_param, flat_grad, e.state->moments())) {
         auto& batch = fused[p.device().str()];
         batch.params.push_back(flat_param);
         batch.grads.push_back(flat_grad);
-        batch.moments.push_back(e.st->moments());
+        batch.moments.push_back(e.state->moments());
         batch.decisions.push_back(LearnedScheduleImpl::tensor_decision(step_size, shrink, gain));
         batch.rows.push_back(i);
         continue;
       }
-      composite_step(*e.st, flat_param, flat_grad, t, step_size, shrink, gain,
+      composite_step(*schedule, *e.state, flat_param, flat_grad, t, step_size, shrink, gain,
                      e.options->chunk_size(),
                      sums.data_ptr<double>() + i * LearnedScheduleImpl::kStatistics);
       if (!p.is_contiguous()) p.detach().copy_(flat_param.view(p.sizes()));
     }
     for (auto& [device, batch] : fused) {
       const auto pass = kernels::schedule_step_(batch.params, batch.grads, batch.moments,
-                                                schedule_->rule_constants(t), batch.decisions);
+                                                schedule->rule_constants(t), batch.decisions);
       for (size_t k = 0; k < batch.rows.size(); ++k) {
         const double* row = pass.data_ptr<double>() + k * kernels::schedule::kSums;
         std::copy(row, row + LearnedScheduleImpl::kStatistics,
                   sums.data_ptr<double>() + batch.rows[k] * LearnedScheduleImpl::kStatistics);
-        auto& st = *entries[batch.rows[k]].st;
+        auto& st = *entries[batch.rows[k]].state;
         st.skipped(st.skipped() + static_cast<int64_t>(row[LearnedScheduleImpl::kStatistics]));
       }
     }
     histories = LearnedScheduleImpl::record(histories, sums, numels);
-    for (int64_t i = 0; i < count; ++i) entries[i].st->history().copy_(histories[i]);
-  }
-  return loss;
-}
-
-void ScheduleMnemosyne::composite_step(ScheduleMnemosyneParamState& st, torch::Tensor flat_param,
-                                       const torch::Tensor& flat_grad, int64_t t, double step_size,
-                                       double shrink, double gain, int64_t chunk_size,
-                                       double* sums) const {
-  const int64_t n = flat_param.numel();
-  for (int64_t start = 0; start < n; start += chunk_size) {
-    const int64_t size = std::min(chunk_size, n - start);
-    const auto g = flat_grad.narrow(0, start, size).to(at::kFloat);
-    auto param = flat_param.narrow(0, start, size);
-    auto moments = st.moments().narrow(1, start, size).t();  // (size, 2) view
-    const auto finite_grad = at::isfinite(g);
-    const auto safe_grad = at::where(finite_grad, g, at::zeros_like(g));
-    const auto result = schedule_->coordinate_step(param.to(at::kFloat), safe_grad, moments, t,
-                                                   step_size, shrink, gain);
-    // A coordinate whose gradient or step is not finite keeps its value and its moments.
-    const auto ok = finite_grad & at::isfinite(result.param);
-    st.skipped(st.skipped() + (~ok).sum().item<int64_t>());
-    param.copy_(at::where(ok, result.param, param.to(at::kFloat)).to(param.scalar_type()));
-    moments.copy_(at::where(ok.unsqueeze(1), result.moments, moments));
-    // The statistics of the coordinates as they are now (a skipped one keeps its old value).
-    const auto now = param.to(at::kDouble);
-    const auto stats = at::where(ok.unsqueeze(1), result.statistics,
-                                 at::stack({at::zeros_like(now), at::zeros_like(now),
-                                            result.statistics.select(1, 2), now * now},
-                                           1))
-                           .sum(0);
-    for (int64_t j = 0; j < LearnedScheduleImpl::kStatistics; ++j)
-      sums[j] += stats[j].item<double>();
+    for (int64_t i = 0; i < count; ++i) entries[i].state->history().copy_(histories[i]);
   }
 }
 

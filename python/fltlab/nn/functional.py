@@ -22,7 +22,11 @@ def performer_attention(q, k, v, feature_map, causal=False, eps=None):
     """Performer attention with a fltlab.nn.FeatureMap whose input_dim is D (eps: the library's
     default floor when None)."""
     extra = {} if eps is None else {"eps": eps}
-    return _f.performer_attention(q, k, v, feature_map._cpp, causal=causal, **extra)
+
+    def performer_attention(q, k, v):
+        return _f.performer_attention(q, k, v, feature_map._cpp, causal=causal, **extra)
+
+    return feature_map._call(performer_attention, q, k, v)
 
 
 __all__ = ["softmax_attention", "softmax_attention_weights", "linear_attention",

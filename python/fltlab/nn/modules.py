@@ -1,12 +1,13 @@
 """The library's modules as torch.nn.Modules.
 
-Each wraps the library's own module (flt::attention::FLTAttention, ...). Its parameters and buffers
-are the library module's tensors themselves, registered here under the library's names (dotted names
-become submodules: ``rpe.weights``): the Python objects of those tensors are made
-``torch.nn.Parameter``s, so PyTorch's optimizers, ``state_dict``, ``.to()``/``.double()`` and
-autograd see exactly what the library computes with, and nothing is copied at a call.
-Replacing a parameter object (``module.rpe.weights = nn.Parameter(...)``) would cut that link; set
-its data instead (``load_state_dict`` and optimizers do).
+Each wraps the library's own module (flt::attention::FLTAttention, ...), which does the computing:
+one copy of each forward, the library's. The wrapper's parameters are ordinary ``nn.Parameter``s
+made here with the library's initial values, under the library's names (dotted names become
+submodules: ``rpe.weights``); its buffers are the library's tensors. At every call the library's
+tensors are pointed at the wrapper's current ones (no copy), and ``_LibraryCall``, an
+``autograd.Function``, hands the gradients the library computes for its own tensors to the
+wrapper's parameters. So PyTorch's optimizers, ``state_dict``, ``.to()``/``.double()``, deep copies
+and replacing a parameter (``module.rpe.weights = nn.Parameter(...)``) work as on any module.
 """
 
 import copy
@@ -39,18 +40,75 @@ def _rebuild(cls, args, state, training):
     return module
 
 
+def _run_library(call, args, inputs):
+    """call(args) with the tensors among args replaced by `inputs`, with grad -> its outputs as a
+    tuple, and whether it returned one tensor."""
+    it = iter(inputs)
+    with torch.enable_grad():
+        outputs = call(*[next(it) if isinstance(a, torch.Tensor) else a for a in args])
+    single = isinstance(outputs, torch.Tensor)
+    return ((outputs,) if single else tuple(outputs)), single
+
+
+class _LibraryCall(torch.autograd.Function):
+    """A library call whose gradients reach the Python module's parameters: the forward runs the
+    library (with grad) on detached inputs, its tensors already pointed at the parameters' data;
+    the backward differentiates that inner graph with respect to the inputs and the library's
+    tensors and returns the latter as the parameters' gradients.
+
+    The inner graph is freed by the first backward, as an ordinary graph is; a second backward
+    through the same call (retain_graph=True, gradcheck's several) recomputes it first, from the
+    saved inputs and parameters (as torch.utils.checkpoint does)."""
+
+    @staticmethod
+    def forward(ctx, call, args, library_tensors, *inputs_and_params):
+        count = len(inputs_and_params) - len(library_tensors)
+        inputs = [t.detach().requires_grad_(t.requires_grad) for t in inputs_and_params[:count]]
+        outputs, single = _run_library(call, args, inputs)
+        ctx.call, ctx.args, ctx.count = call, args, count
+        ctx.params = inputs_and_params[count:]
+        ctx.inner = outputs
+        ctx.targets = inputs + list(library_tensors)
+        ctx.wanted = [t.requires_grad for t in inputs_and_params]
+        detached = tuple(o.detach() for o in outputs)
+        ctx.mark_non_differentiable(*[d for d, o in zip(detached, outputs) if not o.requires_grad])
+        return detached[0] if single else detached
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, *grads):
+        if ctx.inner is None:  # a second backward: the graph again, as it was at the forward
+            for library, param in zip(ctx.targets[ctx.count:], ctx.params):
+                library.data = param
+            ctx.inner = _run_library(ctx.call, ctx.args, ctx.targets[:ctx.count])[0]
+        pairs = [(o, g) for o, g in zip(ctx.inner, grads) if o.requires_grad and g is not None]
+        wanted = [i for i, w in enumerate(ctx.wanted) if w and ctx.targets[i].requires_grad]
+        found = [None] * len(ctx.targets)
+        if pairs and wanted:
+            outputs, output_grads = zip(*pairs)
+            results = torch.autograd.grad(outputs, [ctx.targets[i] for i in wanted],
+                                          output_grads, allow_unused=True)
+            for i, g in zip(wanted, results):
+                found[i] = g
+        ctx.inner = None
+        return (None, None, None, *found)
+
+
 class _LibraryModule(nn.Module):
-    """Base of the wrappers: adopts the library module's tensors, keeps them shared with it."""
+    """Base of the wrappers: ordinary parameters, the library's buffers, every library call made
+    with them (``_call``)."""
 
     def __init__(self, cpp, args):
         super().__init__()
         self._cpp = cpp
         self._args = dict(args)
-        for name, tensor in cpp.named_parameters():
-            tensor.__class__ = nn.Parameter  # the library's tensor itself, as a Parameter
+        self._library_parameters = cpp.named_parameters()  # [(name, the library's tensor)]
+        self._library_buffers = cpp.named_buffers()
+        for name, tensor in self._library_parameters:
             owner, leaf = self._owner(name, create=True)
-            owner.register_parameter(leaf, tensor)
-        for name, tensor in cpp.named_buffers():
+            owner.register_parameter(
+                leaf, nn.Parameter(tensor.detach().clone(), requires_grad=tensor.requires_grad))
+        for name, tensor in self._library_buffers:
             owner, leaf = self._owner(name, create=True)
             owner.register_buffer(leaf, tensor)
 
@@ -67,20 +125,48 @@ class _LibraryModule(nn.Module):
             owner = child
         return owner, leaf
 
-    def _apply(self, fn):
-        # nn.Module._apply keeps a parameter's identity (param.data = fn(param)) but replaces
-        # buffers (and parameters when it cannot set their data): the library's tensors take the
-        # new data, and stay the ones registered here.
-        super()._apply(fn)
-        for kind, items in (("_parameters", self._cpp.named_parameters()),
-                            ("_buffers", self._cpp.named_buffers())):
-            for name, tensor in items:
-                owner, leaf = self._owner(name)
-                current = getattr(owner, kind)[leaf]
-                if current is not tensor and current is not None:
-                    self._cpp.set_data(name, current)
-                    getattr(owner, kind)[leaf] = tensor
-        return self
+    def _bind(self):
+        """Points the library's tensors at this module's current ones (after .to(), a replaced
+        parameter, load_state_dict: whatever they are now); returns the parameters in the
+        library's order."""
+        params = []
+        for name, tensor in self._library_parameters:
+            owner, leaf = self._owner(name)
+            param = getattr(owner, leaf)  # a Parameter, or what functional_call put there
+            if param is not tensor:
+                tensor.data = param
+            params.append(param)
+        for name, tensor in self._library_buffers:
+            owner, leaf = self._owner(name)
+            buffer = getattr(owner, leaf)
+            if buffer is not tensor:
+                tensor.data = buffer
+        return params
+
+    def _call(self, method, *args):
+        """The library module's `method` (a name, or a function of the args) on args (tensors and
+        options), with this module's parameters, differentiable in the tensors among args and in
+        the parameters."""
+        params = self._bind()
+        call = getattr(self._cpp, method) if isinstance(method, str) else method
+        method = method if isinstance(method, str) else method.__name__
+        inputs = [a for a in args if isinstance(a, torch.Tensor)]
+        try:
+            if not torch.is_grad_enabled() or not any(t.requires_grad for t in inputs + params):
+                with torch.no_grad():
+                    return call(*args)
+            library = [tensor for _, tensor in self._library_parameters]
+            return _LibraryCall.apply(call, args, library, *inputs, *params)
+        except TypeError as error:
+            # pybind11's message lists the arguments' reprs (whole tensors): name their types.
+            text = str(error)
+            if "incompatible function arguments" not in text:
+                raise
+            given = ", ".join(f"Tensor{list(a.shape)} {a.dtype}" if isinstance(a, torch.Tensor)
+                              else repr(a) for a in args)
+            signature = text.split("Invoked with")[0].strip()
+            raise TypeError(f"{type(self).__name__}.{method}: arguments of the wrong type: "
+                            f"({given}); {signature}") from None
 
     def train(self, mode: bool = True):
         super().train(mode)
@@ -114,12 +200,12 @@ class _Attention(_LibraryModule):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                 positions: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return self._cpp.forward(q, k, v, causal, positions)
+        return self._call("forward", q, k, v, causal, positions)
 
     def materialize(self, q: torch.Tensor, k: torch.Tensor, causal: bool = False,
                     positions: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The (approximate) attention matrix (B, H, Lq, Lk) whose product with v is forward's."""
-        return self._cpp.materialize(q, k, causal, positions)
+        return self._call("materialize", q, k, causal, positions)
 
 
 class SoftmaxAttention(_Attention):
@@ -138,7 +224,9 @@ class PerformerAttention(_Attention):
     _variant = "performer"
 
     def redraw(self, seed: int) -> None:
-        self._cpp.redraw(seed)
+        self._bind()
+        with torch.no_grad():
+            self._cpp.redraw(seed)
 
 
 class FourierAttention(_Attention):
@@ -156,15 +244,17 @@ class FLTAttention(_Attention):
     _variant = "flt"
 
     def redraw(self, seed: int) -> None:
-        self._cpp.redraw(seed)
+        self._bind()
+        with torch.no_grad():
+            self._cpp.redraw(seed)
 
     def rpe_function(self, delta: torch.Tensor) -> torch.Tensor:
         """The learned RPE f at offsets, per head. delta: (N, l) -> (H, N)"""
-        return self._cpp.rpe_function(delta)
+        return self._call("rpe_function", delta)
 
     def exact_mask(self, positions: torch.Tensor) -> torch.Tensor:
         """N = f(r_i - r_j). positions: (L, l) or (B, L, l) -> (B, H, L, L)"""
-        return self._cpp.exact_mask(positions)
+        return self._call("exact_mask", positions)
 
 
 class SchoenbAttention(_Attention):
@@ -173,7 +263,9 @@ class SchoenbAttention(_Attention):
     _variant = "schoenbat"
 
     def redraw(self, seed: int) -> None:
-        self._cpp.redraw(seed)
+        self._bind()
+        with torch.no_grad():
+            self._cpp.redraw(seed)
 
 
 class FeatureMap(_LibraryModule):
@@ -187,33 +279,134 @@ class FeatureMap(_LibraryModule):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Query features (per-token shift). x: (..., L, input_dim) -> (..., L, M)"""
-        return self._cpp.query_features(x)
+        return self._call("query_features", x)
 
     def key_features(self, x: torch.Tensor, causal: bool = False) -> torch.Tensor:
-        return self._cpp.key_features(x, causal)
+        return self._call("key_features", x, causal)
 
     def redraw(self, seed: int) -> None:
-        self._cpp.redraw(seed)
+        self._bind()
+        with torch.no_grad():
+            self._cpp.redraw(seed)
 
 
-class MultiheadAttention(_LibraryModule):
-    """Multi-head attention around any variant: MultiheadAttention(embed_dim, heads,
-    attention="flt", bias=True, **options of the variant). forward(x (B, L, E), causal=False,
-    positions=None) -> (B, L, E)."""
+_VARIANTS = {}  # attention name -> its module class (filled below)
 
-    def __init__(self, embed_dim: int, heads: int, attention: str = "softmax", bias: bool = True,
-                 **options):
-        args = dict(embed_dim=embed_dim, heads=heads, attention=attention, bias=bias, **options)
-        super().__init__(_C.multihead_attention(embed_dim, heads, attention, bias, options), args)
 
-    def forward(self, x: torch.Tensor, causal: bool = False,
-                positions: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return self._cpp.multihead_forward(x, causal, positions)
+def _causal_mask(mask, lq, lk) -> bool:
+    """Whether attn_mask is the causal mask (bool True above the diagonal, or a float mask that is
+    -inf there and 0 elsewhere), the only mask the library's variants apply."""
+    if mask.dim() != 2 or mask.shape != (lq, lk):
+        return False
+    above = torch.triu(torch.ones(lq, lk, dtype=torch.bool, device=mask.device), 1)
+    if mask.dtype == torch.bool:
+        return bool(torch.equal(mask, above))
+    return bool(torch.all(torch.isneginf(mask) == above)) and bool(torch.all(mask[~above] == 0))
 
-    def attention_weights(self, x: torch.Tensor, causal: bool = False,
-                          positions: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Every head's attention matrix. x: (B, L, E) -> (B, H, L, L)"""
-        return self._cpp.multihead_attention_weights(x, causal, positions)
+
+class MultiheadAttention(nn.Module):
+    """A drop-in for ``torch.nn.MultiheadAttention`` whose heads use any of the library's variants:
+    ``MultiheadAttention(embed_dim, num_heads, bias=True, batch_first=False, *, attention="softmax",
+    **options of the variant)``; ``forward(query, key, value, key_padding_mask=None,
+    need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False, *,
+    positions=None) -> (output, weights or None)``, shapes as torch's ((L, N, E), or (N, L, E) with
+    batch_first). The projections are ``nn.Linear``s (``q_proj``, ``k_proj``, ``v_proj``,
+    ``out_proj``) around the variant's module (``attention``, with heads and head_dim set).
+
+    The variants apply one mask, the causal one: ``is_causal=True``, or an ``attn_mask`` that is
+    the causal mask; other masks, dropout, ``add_bias_kv``, ``add_zero_attn`` and other kdim/vdim
+    raise. ``need_weights=True`` (torch's default) materialises the L x S matrix, quadratic even
+    for the linear variants: pass ``need_weights=False`` for long sequences. ``positions`` are the
+    tokens' positions for variants with relative positional encodings ((L, l) or (N, L, l)).
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 add_bias_kv: bool = False, add_zero_attn: bool = False,
+                 kdim: Optional[int] = None, vdim: Optional[int] = None,
+                 batch_first: bool = False, device=None, dtype=None, *,
+                 attention: str = "softmax", **options):
+        super().__init__()
+        name = type(self).__name__
+        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads != 0:
+            raise ValueError(f"{name}: embed_dim ({embed_dim}) must be a positive multiple of "
+                             f"num_heads ({num_heads})")
+        unsupported = {"dropout": dropout != 0.0, "add_bias_kv": add_bias_kv,
+                       "add_zero_attn": add_zero_attn,
+                       "kdim": kdim not in (None, embed_dim), "vdim": vdim not in (None, embed_dim)}
+        for option, given in unsupported.items():
+            if given:
+                raise ValueError(f"{name}: {option}={locals()[option]!r} is not supported (the "
+                                 f"library's multi-head attention has none)")
+        if attention not in _VARIANTS:
+            raise ValueError(f"{name}: unknown attention {attention!r}, expected one of "
+                             f"{sorted(_VARIANTS)}")
+        head_dim = embed_dim // num_heads
+        for option, value in (("heads", num_heads), ("head_dim", head_dim)):
+            if options.get(option, value) != value:
+                raise ValueError(f"{name}: {option}={options[option]} contradicts embed_dim "
+                                 f"{embed_dim} with num_heads {num_heads} ({option} {value})")
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
+        self.batch_first = batch_first
+        factory = dict(device=device, dtype=dtype)
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
+        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
+        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
+        self.attention = _VARIANTS[attention](**dict(options, heads=num_heads, head_dim=head_dim))
+        self.attention.to(**factory)
+
+    def _heads(self, x, batch):  # (N, L, E) -> (N, H, L, D)
+        return x.view(batch, -1, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                key_padding_mask: Optional[torch.Tensor] = None, need_weights: bool = True,
+                attn_mask: Optional[torch.Tensor] = None, average_attn_weights: bool = True,
+                is_causal: bool = False, *, positions: Optional[torch.Tensor] = None):
+        name = type(self).__name__
+        for label, t in (("query", query), ("key", key), ("value", value)):
+            if not isinstance(t, torch.Tensor) or t.dim() not in (2, 3) or \
+                    t.shape[-1] != self.embed_dim:
+                shape = list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"{name}: {label} must be (L, N, E), (N, L, E) with batch_first "
+                                 f"or (L, E), with E = {self.embed_dim}; got {shape}")
+        if key_padding_mask is not None:
+            raise ValueError(f"{name}: key_padding_mask is not supported (the library's variants "
+                             f"apply no padding mask)")
+        unbatched = query.dim() == 2
+        if unbatched:
+            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+        if not self.batch_first or unbatched:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        batch, lq, lk = query.shape[0], query.shape[1], key.shape[1]
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != batch:
+            raise ValueError(f"{name}: key and value must have the same batch and length as "
+                             f"each other and the batch of query; got query "
+                             f"{list(query.shape)}, key {list(key.shape)}, value "
+                             f"{list(value.shape)} (batch first)")
+        causal = bool(is_causal)
+        if attn_mask is not None:
+            if not _causal_mask(attn_mask, lq, lk):
+                raise ValueError(f"{name}: attn_mask must be the causal mask (the one mask the "
+                                 f"library's variants apply; or pass is_causal=True), got a "
+                                 f"{attn_mask.dtype} mask of shape {list(attn_mask.shape)}")
+            causal = True
+        q = self._heads(self.q_proj(query), batch)
+        k = self._heads(self.k_proj(key), batch)
+        v = self._heads(self.v_proj(value), batch)
+        out = self.attention(q, k, v, causal, positions)  # (N, H, L, D)
+        out = self.out_proj(out.transpose(1, 2).reshape(batch, lq, self.embed_dim))
+        if not self.batch_first or unbatched:
+            out = out.transpose(0, 1)
+        if unbatched:
+            out = out.squeeze(1)
+        weights = None
+        if need_weights:
+            weights = self.attention.materialize(q, k, causal, positions)  # (N, H, L, S)
+            if average_attn_weights:
+                weights = weights.mean(1)
+            if unbatched:
+                weights = weights.squeeze(0)
+        return out, weights
 
 
 class TransformerLM(_LibraryModule):
@@ -232,8 +425,12 @@ class TransformerLM(_LibraryModule):
                          args)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self._cpp.lm_forward(tokens)
+        return self._call("lm_forward", tokens)
 
     def attention_maps(self, tokens: torch.Tensor):
         """Per layer (B, H, L, L), causal."""
-        return self._cpp.lm_attention_maps(tokens)
+        return list(self._call("lm_attention_maps", tokens))
+
+
+_VARIANTS.update(softmax=SoftmaxAttention, linear=LinearAttention, performer=PerformerAttention,
+                 fourier=FourierAttention, flt=FLTAttention, schoenbat=SchoenbAttention)

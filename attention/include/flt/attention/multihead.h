@@ -3,6 +3,8 @@
 
 #include <torch/nn/modules/linear.h>
 
+#include <utility>
+
 #include "flt/attention/variants.h"
 
 namespace flt::attention {
@@ -33,6 +35,9 @@ class MultiheadAttentionImpl : public torch::nn::Cloneable<MultiheadAttentionImp
 
   /// The attention matrix of every head. x: (B, L, E) -> (B, H, L, L)
   torch::Tensor attention_weights(const torch::Tensor& x, const AttentionCall& call = {});
+
+  /// The heads' queries and keys, as the attention sees them. x: (B, L, E) -> q, k (B, H, L, D)
+  std::pair<torch::Tensor, torch::Tensor> queries_and_keys(const torch::Tensor& x);
 
   /// The variant inside, through the common interface.
   Attention& attention() { return *attention_; }

@@ -5,6 +5,7 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/normalization.h>
 
+#include <utility>
 #include <vector>
 
 #include "flt/attention/multihead.h"
@@ -83,6 +84,11 @@ class TransformerStackImpl : public torch::nn::Cloneable<TransformerStackImpl> {
   /// The attention matrices of every layer for these tokens: one (B, H, L, L) tensor per layer.
   std::vector<torch::Tensor> attention_maps(const torch::Tensor& tokens,
                                             const AttentionCall& call = {});
+  /// What layer `layer`'s attention computes with for these tokens: its heads' queries and keys,
+  /// from the embeddings through the layers below. tokens: (B, L) int64 -> q, k (B, H, L, D)
+  std::pair<torch::Tensor, torch::Tensor> queries_and_keys(const torch::Tensor& tokens,
+                                                           int64_t layer,
+                                                           const AttentionCall& call = {});
 
   TransformerOptions options;
   torch::nn::Embedding token_embedding{nullptr}, position_embedding{nullptr};

@@ -119,6 +119,16 @@ class CoordinateMnemosyne : public LearnedOptimizer<CoordinateMnemosyneParamStat
   static LearnedOptimizerModel model_for(const CoordinateMnemosyneOptions& options);
 
   torch::Tensor step(LossClosure closure = nullptr) override;
+
+  using Step = ParameterStep<CoordinateMnemosyneParamState, CoordinateMnemosyneOptions>;
+  /// The rule's copies on devices other than the CPU, by device ("cuda:0"): made on first use,
+  /// refreshed from the rule at every step, so edits to the rule reach every device.
+  using Replicas = std::map<std::string, LearnedOptimizerModel>;
+  /// One step of `model` over parameters whose states the caller keeps (`step()` is this over the
+  /// groups and the optimizer's own states; fltlab.optim keeps them in a Python optimizer's
+  /// `state`). Parameters without a gradient are left alone.
+  static void step_parameters(LearnedOptimizerModel model, Replicas& replicas,
+                              const std::vector<Step>& parameters);
   /// State, options and the model (weights and shape), so `load` continues exactly.
   void save(torch::serialize::OutputArchive& archive) const override;
   /// Throws naming what the archive holds when `save` of a CoordinateMnemosyne (or of the
@@ -135,15 +145,8 @@ class CoordinateMnemosyne : public LearnedOptimizer<CoordinateMnemosyneParamStat
   static std::vector<torch::optim::OptimizerParamGroup> checked(
       std::vector<torch::optim::OptimizerParamGroup> groups,
       const CoordinateMnemosyneOptions& defaults);
-  /// The state of `p`: made on its first step, checked against the rule's shape after a load.
-  CoordinateMnemosyneParamState& state_of(const torch::Tensor& p, std::set<std::string>& refreshed);
-  /// The rule on a parameter's device: model_ itself for CPU parameters; for others a replica made
-  /// on first use and refreshed from model_ once per step (`refreshed` holds the devices done), so
-  /// edits to model() reach every device.
-  LearnedOptimizerModel model_on(const torch::Device& device, std::set<std::string>& refreshed);
-
   LearnedOptimizerModel model_{nullptr};
-  std::map<std::string, LearnedOptimizerModel> replicas_;  ///< by device, e.g. "cuda:0"
+  Replicas replicas_;
 };
 
 }  // namespace flt::optim

@@ -22,6 +22,17 @@ struct ReportedSignals {
   std::optional<double> validation;  ///< the latest validation metric (lower is better)
 };
 
+/// One parameter of a step over states the caller keeps (each optimizer's `step_parameters`, the
+/// shape of PyTorch's functional optimizers): the parameter, whose gradient is `param.grad()`, its
+/// group's options, and its state: made on the parameter's first step (a default-constructed
+/// state), checked against the parameter, updated in place.
+template <class ParamState, class Options>
+struct ParameterStep {
+  torch::Tensor param;
+  ParamState* state;
+  const Options* options;
+};
+
 namespace detail {
 
 /// Every parameter of every group: defined, a leaf, floating point, listed once; at least one.

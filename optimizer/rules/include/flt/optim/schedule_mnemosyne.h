@@ -105,6 +105,13 @@ class ScheduleMnemosyne : public LearnedOptimizer<ScheduleMnemosyneParamState> {
 
   /// Reads the closure's loss (else the one given to report_loss) and the reported validation.
   torch::Tensor step(LossClosure closure = nullptr) override;
+
+  using Step = ParameterStep<ScheduleMnemosyneParamState, ScheduleMnemosyneOptions>;
+  /// One step of `schedule` over parameters whose states the caller keeps (`step()` is this over
+  /// the groups and the optimizer's own states; fltlab.optim keeps them in a Python optimizer's
+  /// `state`). Parameters without a gradient are left alone; `signals` is what the loop reported.
+  static void step_parameters(LearnedSchedule schedule, const std::vector<Step>& parameters,
+                              const ReportedSignals& signals);
   /// State, options and the schedule, so `load` continues exactly.
   void save(torch::serialize::OutputArchive& archive) const override;
   /// Also loads the states the Mnemosyne of earlier versions saved with design tensor-schedule;
@@ -118,15 +125,6 @@ class ScheduleMnemosyne : public LearnedOptimizer<ScheduleMnemosyneParamState> {
   static std::vector<torch::optim::OptimizerParamGroup> checked(
       std::vector<torch::optim::OptimizerParamGroup> groups,
       const ScheduleMnemosyneOptions& defaults);
-  /// The state of `p`: made on its first step, checked against the schedule's shape after a load.
-  ScheduleMnemosyneParamState& state_of(const torch::Tensor& p);
-  /// The composite reference step of one tensor in chunks; adds the pass's statistics to
-  /// sums[0..kStatistics).
-  /// flat_param: (N), updated in place  flat_grad: (N)
-  void composite_step(ScheduleMnemosyneParamState& st, torch::Tensor flat_param,
-                      const torch::Tensor& flat_grad, int64_t t, double step_size, double shrink,
-                      double gain, int64_t chunk_size, double* sums) const;
-
   LearnedSchedule schedule_{nullptr};
 };
 
