@@ -13,10 +13,11 @@
 // faults per call (getrusage over the timed calls): where a fault is costly (the machine line's
 // fresh-page bandwidth), a call that maps and frees large temporaries pays them on every call.
 //
-// --compare_allocators runs the program twice more (same arguments), under glibc's default
-// allocator and with freed memory kept (MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ at 1e9,
-// which glibc reads only at start-up: hence a new process), and prints their times and faults side
-// by side. The variables are the comparison itself; the library never sets them.
+// --compare_allocators runs the program again (same arguments) under glibc's default allocator and
+// with freed memory kept (MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ at 1e9, which glibc
+// reads only at start-up: hence new processes), --compare_rounds=N times each (3 by default),
+// alternating, and prints each cell's median time and faults side by side with the rounds' range of
+// ratios. The variables are the comparison itself; the library never sets them.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -30,6 +31,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -256,57 +258,92 @@ std::map<std::string, std::pair<double, double>> read_results(const std::string&
   return results;
 }
 
-/// Runs this program with argv (less --compare_allocators), first under the default allocator,
-/// then with freed memory kept, and prints both results side by side.
-int compare_allocators(std::vector<char*> args) {
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+/// One run of this program (argv) in a child whose allocator is glibc's default or keeps freed
+/// memory; its results by benchmark name (ms, faults), or nothing when it failed.
+std::optional<std::map<std::string, std::pair<double, double>>> run_child(std::vector<char*> args,
+                                                                          bool kept) {
+  char path[] = "/tmp/bench_random_features_XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return std::nullopt;
+  close(fd);
+  const pid_t child = fork();
+  if (child == 0) {
+    setenv(kResultsVariable, path, 1);
+    if (kept) {
+      setenv("MALLOC_MMAP_THRESHOLD_", "1000000000", 1);
+      setenv("MALLOC_TRIM_THRESHOLD_", "1000000000", 1);
+    } else {
+      unsetenv("MALLOC_MMAP_THRESHOLD_");
+      unsetenv("MALLOC_TRIM_THRESHOLD_");
+    }
+    execv("/proc/self/exe", args.data());
+    std::perror("execv");
+    _exit(127);
+  }
+  int status = 0;
+  const bool ok =
+      child > 0 && waitpid(child, &status, 0) >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  auto results = read_results(path);
+  std::remove(path);
+  if (!ok) return std::nullopt;
+  return results;
+}
+
+/// Runs this program with argv (less --compare_allocators and --compare_rounds) `rounds` times
+/// under each allocator, alternating (default, kept, default, ...), so a machine whose speed drifts
+/// during the run weighs on both alike, and prints each cell's medians side by side with the range
+/// of the rounds' ratios.
+int compare_allocators(std::vector<char*> args, int rounds) {
   const std::pair<const char*, bool> settings[] = {{"default glibc allocator", false},
                                                    {"freed memory kept", true}};
-  std::vector<std::map<std::string, std::pair<double, double>>> runs;
+  // runs[setting][round]: results by name
+  std::vector<std::vector<std::map<std::string, std::pair<double, double>>>> runs(2);
   args.push_back(nullptr);
-  for (const auto& [label, kept] : settings) {
-    char path[] = "/tmp/bench_random_features_XXXXXX";
-    const int fd = mkstemp(path);
-    if (fd < 0) return 1;
-    close(fd);
-    std::printf("\n#### %s\n", label);
-    std::fflush(stdout);
-    const pid_t child = fork();
-    if (child == 0) {
-      setenv(kResultsVariable, path, 1);
-      if (kept) {
-        setenv("MALLOC_MMAP_THRESHOLD_", "1000000000", 1);
-        setenv("MALLOC_TRIM_THRESHOLD_", "1000000000", 1);
-      } else {
-        unsetenv("MALLOC_MMAP_THRESHOLD_");
-        unsetenv("MALLOC_TRIM_THRESHOLD_");
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t i = 0; i < 2; ++i) {
+      std::printf("\n#### round %d of %d: %s\n", round + 1, rounds, settings[i].first);
+      std::fflush(stdout);
+      auto results = run_child(args, settings[i].second);
+      if (!results) {
+        std::fprintf(stderr, "bench_random_features: the run under \"%s\" failed\n",
+                     settings[i].first);
+        return 1;
       }
-      execv("/proc/self/exe", args.data());
-      std::perror("execv");
-      _exit(127);
+      runs[i].push_back(std::move(*results));
     }
-    int status = 0;
-    if (child < 0 || waitpid(child, &status, 0) < 0 || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
-      std::fprintf(stderr, "bench_random_features: the run under \"%s\" failed\n", label);
-      return 1;
-    }
-    runs.push_back(read_results(path));
-    std::remove(path);
   }
   std::printf(
-      "\n== allocators: ms and minor page faults per call; default glibc | freed memory kept "
-      "(MALLOC_MMAP_THRESHOLD_=MALLOC_TRIM_THRESHOLD_=1000000000) | time default / kept\n");
-  std::printf("%-36s | %9s %8s | %9s %8s | %6s\n", "benchmark", "ms", "faults", "ms", "faults",
-              "ratio");
+      "\n== allocators, %d alternating rounds: median ms and minor page faults per call; default "
+      "glibc | freed memory kept (MALLOC_MMAP_THRESHOLD_=MALLOC_TRIM_THRESHOLD_=1000000000) | "
+      "median default / median kept, and the rounds' lowest and highest ratio\n",
+      rounds);
+  std::printf("%-36s | %9s %8s | %9s %8s | %6s  %s\n", "benchmark", "ms", "faults", "ms", "faults",
+              "ratio", "rounds");
   for (const auto& v : variants()) {
     for (const std::string mode : {"fwd", "fwd+bwd"}) {
       for (const auto length : kLengths) {
         const auto name = key(v.name, mode, length);
-        const auto a = runs[0].find(name), b = runs[1].find(name);
-        if (a == runs[0].end() || b == runs[1].end()) continue;
-        std::printf("%-36s | %9.2f %8.0f | %9.2f %8.0f | %5.2fx\n", name.c_str(), a->second.first,
-                    a->second.second, b->second.first, b->second.second,
-                    a->second.first / b->second.first);
+        std::vector<double> ms[2], faults[2], ratios;
+        for (int round = 0; round < rounds; ++round) {
+          const auto a = runs[0][round].find(name), b = runs[1][round].find(name);
+          if (a == runs[0][round].end() || b == runs[1][round].end()) continue;
+          ms[0].push_back(a->second.first);
+          faults[0].push_back(a->second.second);
+          ms[1].push_back(b->second.first);
+          faults[1].push_back(b->second.second);
+          ratios.push_back(a->second.first / b->second.first);
+        }
+        if (ratios.empty()) continue;
+        const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
+        std::printf("%-36s | %9.2f %8.0f | %9.2f %8.0f | %5.2fx  %.2f-%.2fx\n", name.c_str(),
+                    median(ms[0]), median(faults[0]), median(ms[1]), median(faults[1]),
+                    median(ms[0]) / median(ms[1]), *low, *high);
       }
     }
   }
@@ -322,7 +359,22 @@ int main(int argc, char** argv) {
   });
   if (flag != args.end()) {
     args.erase(flag);
-    return compare_allocators(args);
+    int rounds = 3;
+    const auto rounds_flag = std::find_if(args.begin(), args.end(), [](const char* a) {
+      return std::strncmp(a, "--compare_rounds=", 17) == 0;
+    });
+    if (rounds_flag != args.end()) {
+      char* end = nullptr;
+      const long value = std::strtol(*rounds_flag + 17, &end, 10);
+      if (*end != '\0' || value < 1 || value > 100) {
+        std::fprintf(stderr, "bench_random_features: --compare_rounds must be 1-100, got %s\n",
+                     *rounds_flag + 17);
+        return 2;
+      }
+      rounds = static_cast<int>(value);
+      args.erase(rounds_flag);
+    }
+    return compare_allocators(args, rounds);
   }
   const auto& info = flt::init();
   std::printf("machine: %s\n", flt::bench::machine_line(info).c_str());
