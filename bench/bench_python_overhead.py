@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """What the Python wrapper adds to a Mnemosyne step: fltlab.optim.Mnemosyne.step() against the same
 step in C++ (bench_mnemosyne_step: flt::optim::Mnemosyne on the same 1M-parameter model), in
-alternating rounds, plus the library's step called straight through the extension (fltlab._C), which
-isolates the Python optimizer's own bookkeeping. Medians of the rounds, ms per step; and the
-wrapper's fixed cost per call alone (step() when no parameter has a gradient), which the machine's
+alternating rounds, plus the library's step called straight through the extension (the rule's
+`step_parameters` over the same states in optimizer.state), which isolates the Python optimizer's
+own bookkeeping. Medians of the rounds, ms per step; and the wrapper's fixed cost per call alone (step() when no parameter has a gradient), which the machine's
 noise does not hide.
 
     PYTHONPATH=build/python python3 bench/bench_python_overhead.py [--rounds 7] [--steps 50]
@@ -53,11 +53,11 @@ def main():
     params = parameters()
     optimizer = fltlab.optim.Mnemosyne(params)
     optimizer.step()  # the state is made at the first step
-    groups = optimizer.param_groups
-    impl = optimizer._impl
+    states = [optimizer.state[p] for p in params]
+    lrs, total_steps = [1.0] * len(params), [0] * len(params)
 
-    def direct():
-        impl.step([g["lr"] for g in groups], [0 for _ in groups])
+    def direct():  # the library's step_parameters over the same states, lists made once
+        optimizer._rule.step(params, states, lrs, total_steps, None, None)
 
     cpp, wrapper, extension = [], [], []
     for _ in range(args.rounds):
