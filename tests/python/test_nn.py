@@ -324,6 +324,22 @@ def test_state_dict_double_deepcopy_and_pickle():
     assert not torch.equal(loaded(tokens), lm(tokens))  # a copy, not the same tensors
 
 
+@pytest.mark.parametrize("make", [
+    lambda seed: fnn.PerformerAttention(head_dim=8, features=16, seed=seed),
+    lambda seed: fnn.FLTAttention(heads=2, head_dim=8, features=16, rpe_features=8, seed=seed),
+    lambda seed: fnn.SchoenbAttention(heads=2, head_dim=8, features=16, seed=seed),
+], ids=["performer", "flt", "schoenbat"])
+def test_redraw_gives_the_features_of_that_seed_in_the_modules_buffers(make):
+    q, k, v = qkv(dtype=torch.float32)
+    module, other = make(1), make(2)
+    before = {n: b.clone() for n, b in module.named_buffers()}
+    module.redraw(2)
+    assert any(not torch.equal(b, before[n]) for n, b in module.named_buffers())
+    for (n, a), (_, b) in zip(module.named_buffers(), other.named_buffers()):
+        assert torch.equal(a, b), n
+    assert torch.equal(module(q, k, v), other(q, k, v))
+
+
 def test_transformer_lm_trains_with_any_pytorch_optimizer():
     torch.manual_seed(0)
     lm = fnn.TransformerLM(vocab_size=20, embed_dim=16, heads=2, layers=1, attention="fourier")

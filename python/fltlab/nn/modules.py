@@ -188,6 +188,16 @@ class _LibraryModule(nn.Module):
                         self.training)
 
 
+class _RandomFeatures:
+    """What the modules with random features add: redraw(seed) draws them anew (the library writes
+    them in place, into the buffers this module holds)."""
+
+    def redraw(self, seed: int) -> None:
+        self._bind()
+        with torch.no_grad():
+            self._cpp.redraw(seed)
+
+
 class _Attention(_LibraryModule):
     """An attention variant: forward(q, k, v, causal=False, positions=None) with q, k (B, H, L, D),
     v (B, H, L, Dv) -> (B, H, L, Dv); positions (L, l) or (B, L, l) for variants with relative
@@ -218,15 +228,10 @@ class LinearAttention(_Attention):
     _variant = "linear"
 
 
-class PerformerAttention(_Attention):
+class PerformerAttention(_RandomFeatures, _Attention):
     """Performer (FAVOR+). Options: head_dim (needed), features=64, kind="positive",
     orthogonal=True, seed=0, heads, eps."""
     _variant = "performer"
-
-    def redraw(self, seed: int) -> None:
-        self._bind()
-        with torch.no_grad():
-            self._cpp.redraw(seed)
 
 
 class FourierAttention(_Attention):
@@ -236,17 +241,12 @@ class FourierAttention(_Attention):
     _variant = "fourier"
 
 
-class FLTAttention(_Attention):
+class FLTAttention(_RandomFeatures, _Attention):
     """FLT: FAVOR+ with a learned relative positional encoding given through its spectrum. Options:
     heads and head_dim (needed), features=64, rpe_features=32, position_dim=1,
     family="gaussian_mixture", components=2, smoothness=1, rpe_scale=0.1, rpe_weight=1.0,
     proposal="gaussian", proposal_sigma=1.0, learn_proposal=False, kind="positive", seed=0, eps."""
     _variant = "flt"
-
-    def redraw(self, seed: int) -> None:
-        self._bind()
-        with torch.no_grad():
-            self._cpp.redraw(seed)
 
     def rpe_function(self, delta: torch.Tensor) -> torch.Tensor:
         """The learned RPE f at offsets, per head. delta: (N, l) -> (H, N)"""
@@ -257,18 +257,13 @@ class FLTAttention(_Attention):
         return self._call("exact_mask", positions)
 
 
-class SchoenbAttention(_Attention):
+class SchoenbAttention(_RandomFeatures, _Attention):
     """SchoenbAt. Options: heads and head_dim (needed), kernel="exp", features=64, max_degree=8,
     ppsbn=True, sbn_eps, normaliser_floor=0.5, gamma=1.0, beta=1.0, seed=0."""
     _variant = "schoenbat"
 
-    def redraw(self, seed: int) -> None:
-        self._bind()
-        with torch.no_grad():
-            self._cpp.redraw(seed)
 
-
-class FeatureMap(_LibraryModule):
+class FeatureMap(_RandomFeatures, _LibraryModule):
     """The random-feature map of Performer and FLT (for functional.performer_attention)."""
 
     def __init__(self, input_dim: int, features: int, kind: str = "positive",
@@ -283,11 +278,6 @@ class FeatureMap(_LibraryModule):
 
     def key_features(self, x: torch.Tensor, causal: bool = False) -> torch.Tensor:
         return self._call("key_features", x, causal)
-
-    def redraw(self, seed: int) -> None:
-        self._bind()
-        with torch.no_grad():
-            self._cpp.redraw(seed)
 
 
 _VARIANTS = {}  # attention name -> its module class (filled below)
