@@ -11,18 +11,11 @@ step.
 import argparse
 import os
 import statistics
-import time
 
 import torch
 
+from bench_python_overhead import per_step_ms  # this folder is the script's first import path
 from fltlab import nn as fnn
-
-
-def per_step_ms(step, steps):
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return 1e3 * (time.perf_counter() - start) / steps
 
 
 def main():

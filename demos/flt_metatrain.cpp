@@ -1,4 +1,6 @@
-// flt-metatrain: meta-trains the learned optimizer's update rule and writes a weights file.
+// flt-metatrain: meta-trains CoordinateMnemosyne's update rule (the learned optimizer with a memory
+// per coordinate) and writes a weights file. ScheduleMnemosyne's schedule is meta-trained by
+// flt-metatrain-es (episode ES, scripts/metatrain-es).
 //
 //   flt-metatrain --memory flt --out optimizer/pretrained/mnemosyne_flt.pt [--iterations 300]
 //   flt-metatrain --help     (every flag with its default)
@@ -12,14 +14,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli_checks.h"
-#include "flt/detail/progress.h"
 #include "flt/metatrain/meta_train.h"
-#include "flt/metatrain/schedule_meta_train.h"
 #include "flt/optim/mnemosyne.h"
 #include "flt/runtime.h"
 
@@ -40,12 +39,7 @@ struct MetatrainArgs {
   // iterations/s either way for the FLT memory), and one thread makes the result independent of the
   // machine's core count. Run two trainings side by side instead (scripts/optimizer-ablation).
   int threads = 1;
-  // Which optimizer's rule: CoordinateMnemosyne's model or ScheduleMnemosyne's schedule.
-  std::string design = "coordinate-memory";
-  double rescale = fm::ScheduleMetaTrainOptions{}.rescale();
   std::string init;
-  // Meta-validation (tensor-schedule design): selects the weights that ship.
-  fm::ScheduleMetaTrainOptions validation;
   // Distributed: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment (torchrun's).
   std::string rendezvous_method;
   int timeout_seconds = static_cast<int>(
@@ -55,16 +49,6 @@ struct MetatrainArgs {
 void declare_options(CLI::App& app, MetatrainArgs& args) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--out", args.out, "weights file to write")->required();
-  // Which optimizer's rule: CoordinateMnemosyne's model or ScheduleMnemosyne's schedule.
-  app.add_option("--design", args.design,
-                 "which rule: coordinate-memory (CoordinateMnemosyne's) or tensor-schedule "
-                 "(ScheduleMnemosyne's: PES over long runs, --horizon..--horizon-max default "
-                 "500..5000, --unroll 50)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"coordinate-memory", "tensor-schedule"}));
-  app.add_option("--rescale", args.rescale,
-                 "tensor-schedule: each task tensor rescaled by a factor in [1/R, R] (1 = none)")
-      ->capture_default_str();
   app.add_option_function<std::string>(
          "--memory",
          [&](const std::string& name) { args.model_options.memory(fo::memory_from_name(name)); },
@@ -140,23 +124,6 @@ void declare_options(CLI::App& app, MetatrainArgs& args) {
   app.add_option("--checkpoint", args.options.checkpoint(),
                  "checkpoint file: written at every restart boundary, resumed from if present");
   app.add_option("--csv", args.options.csv(), "per-iteration log (appended on resume)");
-  // Meta-validation (tensor-schedule design): selects the weights that ship.
-  app.add_option("--validate-every", args.validation.validate_every(),
-                 "tensor-schedule: iterations between meta-validations (0 = none); each trains "
-                 "fixed unseen instances and scores their held-out loss against the untrained "
-                 "schedule's")
-      ->capture_default_str()
-      ->check(integer_at_least(0));
-  count(app.add_option("--validation-tasks", args.validation.validation_tasks(),
-                       "tensor-schedule: meta-validation instances (Fashion-MNIST logistic and "
-                       "MLP, synthetic MLP classification, in turn)"));
-  count(app.add_option("--validation-horizon", args.validation.validation_horizon(),
-                       "tensor-schedule: steps of each meta-validation run"));
-  app.add_option("--best", args.validation.best(),
-                 "tensor-schedule: weights file of the best meta-validation score (the untrained "
-                 "schedule's until beaten)");
-  app.add_option("--validation-csv", args.validation.validation_csv(),
-                 "tensor-schedule: meta-validation log (appended on resume)");
   app.add_flag_callback(
       "--quiet", [&] { args.options.progress(false); }, "no progress bar");
   count(app.add_option("--threads", args.threads, "intra-op threads"));
@@ -177,76 +144,8 @@ void declare_options(CLI::App& app, MetatrainArgs& args) {
   count(app.add_option("--value-dim", args.model_options.value_dim(), "value width of the memory"));
 }
 
-// ScheduleMnemosyne's schedule: PES over long runs, with its own defaults where a flag is not
-// given.
-int train_tensor_schedule(const CLI::App& app, const MetatrainArgs& args, int world_size) {
-  for (const char* flag : {"--estimator", "--train", "--init", "--late-emphasis", "--rendezvous"})
-    TORCH_CHECK(app.count(flag) == 0, flag,
-                " applies to the coordinate-memory design only (the tensor-schedule design "
-                "always uses PES with its own late weighting)");
-  TORCH_CHECK(world_size == 1, "the tensor-schedule design meta-trains in one process");
-  TORCH_CHECK(args.validation.validate_every() == 0 || !args.validation.best().empty(),
-              "--validate-every needs --best, the file its selection is written to");
-  fm::ScheduleMetaTrainOptions o = args.validation;
-  o.families(args.options.families());
-  o.sampling(args.options.sampling());
-  o.iterations(args.options.iterations());
-  o.pairs(args.options.workers());
-  o.unroll(app.count("--unroll") ? args.options.unroll() : o.unroll());
-  o.min_horizon(app.count("--horizon") ? args.options.horizon() : o.min_horizon());
-  o.max_horizon(app.count("--horizon-max") ? std::max(args.options.horizon_max(), o.min_horizon())
-                                           : std::max(o.max_horizon(), o.min_horizon()));
-  o.sigma(app.count("--pes-sigma") ? args.options.pes_sigma() : o.sigma());
-  o.meta_lr(app.count("--meta-lr") ? args.options.meta_lr() : o.meta_lr());
-  o.meta_lr_end(args.options.meta_lr_end());
-  o.rescale(args.rescale);
-  o.seed(args.options.seed());
-  o.checkpoint(args.options.checkpoint());
-  o.csv(args.options.csv());
-  fo::LearnedSchedule schedule(
-      fo::LearnedScheduleOptions()
-          .memory(args.model_options.memory())
-          .hidden(app.count("--hidden") ? args.model_options.hidden() : 16)
-          .features(app.count("--features") ? args.model_options.features() : 16)
-          .rpe_features(app.count("--rpe-features") ? args.model_options.rpe_features() : 16)
-          .key_dim(args.model_options.key_dim())
-          .value_dim(app.count("--value-dim") ? args.model_options.value_dim() : 4)
-          .seed(args.options.seed()));
-  std::fprintf(stderr,
-               "meta-training the tensor schedule (%s, PES, %lld iterations, %lld pairs, "
-               "unroll %lld, horizon %lld..%lld, rescale %g)\n",
-               fo::memory_name(args.model_options.memory()).c_str(),
-               static_cast<long long>(o.iterations()), static_cast<long long>(o.pairs()),
-               static_cast<long long>(o.unroll()), static_cast<long long>(o.min_horizon()),
-               static_cast<long long>(o.max_horizon()), o.rescale());
-  // Made at the first iteration of this run, so that a resumed run's ETA counts only its own
-  // iterations.
-  std::optional<flt::detail::ProgressBar> bar;
-  const auto history = fm::meta_train_schedule(schedule, o, [&](const fm::ScheduleMetaProgress& p) {
-    const double total = static_cast<double>(p.iterations);
-    if (!bar) bar.emplace("meta-training", args.options.progress(), (p.iteration - 1) / total);
-    char text[96];
-    const int n = std::snprintf(text, sizeof(text), "episode %lld (horizon %lld) %+.4f",
-                                static_cast<long long>(p.episode),
-                                static_cast<long long>(p.horizon), p.meta_loss);
-    if (std::isfinite(p.best_validation))
-      std::snprintf(text + n, sizeof(text) - n, ", best validation %+.3f", p.best_validation);
-    if (std::isfinite(p.validation))
-      std::fprintf(stderr, "\nmeta-validation at iteration %lld: %+.4f (best %+.4f)\n",
-                   static_cast<long long>(p.iteration - 1), p.validation, p.best_validation);
-    bar->update(p.iteration / total, text);
-  });
-  if (bar) bar->finish();
-  fo::save_schedule(schedule, args.out);
-  std::printf("wrote %s (%zu iterations this run)\n", args.out.c_str(), history.size());
-  return 0;
-}
-
 // CoordinateMnemosyne's model, on one rank or several; rank 0 writes the files.
-int train_coordinate_memory(const CLI::App& app, MetatrainArgs& args, int rank, int world_size) {
-  for (const char* flag : {"--validate-every", "--validation-tasks", "--validation-horizon",
-                           "--best", "--validation-csv", "--rescale"})
-    TORCH_CHECK(app.count(flag) == 0, flag, " applies to the tensor-schedule design only");
+int train_coordinate_memory(MetatrainArgs& args, int rank, int world_size) {
   // Every rank builds the rule's shape; meta_train then gives all ranks rank 0's values.
   flt::optim::LearnedOptimizerModel model =
       args.init.empty() ? flt::optim::LearnedOptimizerModel(args.model_options)
@@ -304,8 +203,7 @@ int main(int argc, char** argv) {
     if (world_size > 1) args.options.communicator(fm::connect(rendezvous));
     torch::manual_seed(args.options.seed());
     args.model_options.seed(args.options.seed());
-    if (args.design == "tensor-schedule") return train_tensor_schedule(app, args, world_size);
-    return train_coordinate_memory(app, args, rank, world_size);
+    return train_coordinate_memory(args, rank, world_size);
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-metatrain: %s\n", e.what_without_backtrace());
     return 1;

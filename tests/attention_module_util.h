@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -321,6 +322,51 @@ torch::Tensor expect_redraw_only_on_request(Module module, Module other, const t
   torch::load(other, path);
   EXPECT_TRUE(torch::equal(other(q, q, v), second));  // the draw is in the saved buffers
   return first;
+}
+
+/// A streaming module's (Performer's, FLT's) calls that do not fit `state` (tokens of batch B,
+/// heads H, key width D, value width Dv already appended) throw naming the call (`name`, e.g.
+/// "FLTAttention"), the bad shape or dtype and the state's shape, and leave the state as it was:
+/// another batch, another value width and float inputs to append; another batch, a missing
+/// dimension and float queries to read.
+template <typename Module>
+void expect_streaming_mismatches_named(Module module, flt::attention::LinearAttentionState& state,
+                                       const std::string& name, int64_t B, int64_t H, int64_t D,
+                                       int64_t Dv) {
+  const auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  const auto shape = [](const torch::Tensor& t) {
+    std::ostringstream text;
+    text << t.sizes();
+    return text.str();
+  };
+  const std::string held = shape(state.numerator), append = name + "::append",
+                    read = name + "::read";
+  const int64_t steps = state.steps;
+  const auto other_batch_k = torch::randn({B + 1, H, 1, D}, opts);
+  expect_error(
+      [&] {
+        module->append(state, other_batch_k, torch::randn({B + 1, H, 1, Dv}, opts));
+      },
+      {append, shape(other_batch_k), held});
+  const auto wide_v = torch::randn({B, H, 1, Dv + 2}, opts);
+  expect_error(
+      [&] {
+        module->append(state, torch::randn({B, H, 1, D}, opts), wide_v);
+      },
+      {append, shape(wide_v), held});
+  expect_error(
+      [&] {
+        module->append(state, torch::randn({B, H, 1, D}), torch::randn({B, H, 1, Dv}));
+      },
+      {append, "Float", "Double"});
+  const auto other_batch_q = torch::randn({B + 1, H, 1, D}, opts);
+  expect_error([&] { module->read(state, other_batch_q); }, {read, shape(other_batch_q), held});
+  const auto flat_q = torch::randn({B, H, D}, opts);
+  expect_error([&] { module->read(state, flat_q); }, {read, shape(flat_q)});
+  expect_error([&] { module->read(state, torch::randn({B, H, 1, D})); }, {read, "Float", "Double"});
+  EXPECT_EQ(state.steps, steps);
+  EXPECT_EQ(module->read(state, torch::randn({B, H, 1, D}, opts)).sizes(),
+            torch::IntArrayRef({B, H, 1, Dv}));
 }
 
 }  // namespace flt::testing

@@ -534,31 +534,7 @@ TEST_F(FLT, Streaming_MismatchNamesTheShapes) {
   fa::LinearAttentionState state;
   const auto opts = torch::TensorOptions().dtype(torch::kDouble);
   flt->append(state, torch::randn({2, 2, 3, 4}, opts), torch::randn({2, 2, 3, 5}, opts));
-  expect_error(
-      [&] {
-        flt->append(state, torch::randn({3, 2, 1, 4}, opts), torch::randn({3, 2, 1, 5}, opts));
-      },
-      {"FLTAttention::append", "[3, 2, 1, 4]", "[2, 2, 16, 5]"});
-  expect_error(
-      [&] {
-        flt->append(state, torch::randn({2, 2, 1, 4}, opts), torch::randn({2, 2, 1, 7}, opts));
-      },
-      {"FLTAttention::append", "[2, 2, 1, 7]", "[2, 2, 16, 5]"});
-  expect_error(
-      [&] {
-        flt->read(state, torch::randn({3, 2, 1, 4}, opts));
-      },
-      {"FLTAttention::read", "[3, 2, 1, 4]", "[2, 2, 16, 5]"});
-  expect_error(
-      [&] {
-        flt->read(state, torch::randn({2, 2, 4}, opts));
-      },
-      {"FLTAttention::read", "[2, 2, 4]"});
-  expect_error(
-      [&] {
-        flt->read(state, torch::randn({2, 2, 1, 4}));
-      },
-      {"FLTAttention::read", "Float", "Double"});
+  expect_streaming_mismatches_named(flt, state, "FLTAttention", 2, 2, 4, 5);
   expect_error(
       [&] {
         flt->read(state, torch::randn({2, 2, 4, 4}, opts));
@@ -705,14 +681,12 @@ TEST_F(FLT, BlockedForwardEqualsOnePass) {
   }
 }
 
-// With autograd, CPU calls take the fused autograd function of favor_attention (inputs kept,
-// features recomputed block by block in the backward). In double over three blocks (L = 300, the
-// later keys doubled), causal and not, with the spectrum's parameters and the proposal's width
-// learning: the outputs and the gradients of q, k, v and of every parameter (through the position
-// block's scales and its closed-form norm) equal the composite path's up to rounding, for a
-// positive spectrum (one [cos, sin] block and scale shared by queries and keys) and a signed one
-// (separate scales).
-TEST_F(FLT, FusedBackwardEqualsComposite) {
+// The fused backward's cases: in double over three blocks (L = 300, the later keys doubled), causal
+// and not, with the spectrum's parameters and the proposal's width learning, for a positive
+// spectrum (one [cos, sin] block and scale shared by queries and keys) and a signed one (separate
+// scales). `check(flt, q, k, v, call, label)` runs on each.
+template <class Check>
+void for_each_fused_backward_case(const Check& check) {
   const int64_t batch = 4, heads = 8, dim = 8, length = 300;
   for (double weight : {1.0, -1.0}) {
     auto flt = make_flt(fa::FLTAttentionOptions()
@@ -729,35 +703,25 @@ TEST_F(FLT, FusedBackwardEqualsComposite) {
     for (bool causal : {false, true}) {
       fa::AttentionCall call;
       call.causal = causal;
-      expect_fused_backward_equals_composite(
-          flt, q, k, v, call, "weight " + std::to_string(weight) + (causal ? " causal" : ""));
+      check(flt, q, k, v, call, "weight " + std::to_string(weight) + (causal ? " causal" : ""));
     }
   }
 }
 
+// With autograd, CPU calls take the fused autograd function of favor_attention (inputs kept,
+// features recomputed block by block in the backward): the outputs and the gradients of q, k, v
+// and of every parameter (through the position block's scales and its closed-form norm) equal the
+// composite path's up to rounding.
+TEST_F(FLT, FusedBackwardEqualsComposite) {
+  for_each_fused_backward_case(
+      [](auto&&... args) { expect_fused_backward_equals_composite(args...); });
+}
+
 // The fused backward against central differences along random directions, for q, k, v and every
-// parameter, over three blocks, causal and not
-// (SpectrumGradientsNonZeroAtInitAndMatchFiniteDifferences and
+// parameter (SpectrumGradientsNonZeroAtInitAndMatchFiniteDifferences and
 // GradientsForInputsMatchFiniteDifferences check every coordinate at one block).
 TEST_F(FLT, FusedBackwardMatchesDirectionalDifferences) {
-  for (double weight : {1.0, -1.0}) {
-    auto flt = make_flt(fa::FLTAttentionOptions()
-                            .heads(8)
-                            .head_dim(8)
-                            .features(64)
-                            .rpe_features(8)
-                            .rpe_weight(weight)
-                            .learn_proposal(true));
-    const auto q = torch::randn({4, 8, 300, 8}, torch::kDouble);
-    const auto k = torch::randn({4, 8, 300, 8}, torch::kDouble);
-    const auto v = torch::randn({4, 8, 300, 5}, torch::kDouble);
-    for (bool causal : {false, true}) {
-      fa::AttentionCall call;
-      call.causal = causal;
-      expect_directional_derivatives(
-          flt, q, k, v, call, "weight " + std::to_string(weight) + (causal ? " causal" : ""));
-    }
-  }
+  for_each_fused_backward_case([](auto&&... args) { expect_directional_derivatives(args...); });
 }
 
 // A NaN position or query with autograd: the fused path puts NaN in the same outputs and gradients

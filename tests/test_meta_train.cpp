@@ -6,14 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <numeric>
 #include <set>
-#include <sstream>
 
 #include "flt/metatrain/datasets.h"
 #include "flt/metatrain/meta_train.h"
-#include "flt/metatrain/schedule_meta_train.h"
 #include "flt/metatrain/tasks.h"
 #include "flt/optim/mnemosyne.h"
 #include "learned_optimizer_util.h"
@@ -273,125 +270,4 @@ TEST_F(MetaTrain, LateEmphasis_WeighsTheHorizonsEnd) {
   EXPECT_TRUE(std::isfinite(plain) && std::isfinite(late));
   EXPECT_LT(plain, 0.0) << "the tiny tasks' loss falls";
   EXPECT_LT(late, plain);
-}
-
-// ---- the second design's meta-training ----------------------------------------------------------
-
-namespace {
-fm::ScheduleMetaTrainOptions tiny_schedule_meta(int64_t iterations) {
-  fm::ScheduleMetaTrainOptions o;
-  o.families({fm::TaskFamily::kNoisyQuadratic, fm::TaskFamily::kMLPRegression});
-  o.sampling().min_dim = 2;
-  o.sampling().max_dim = 4;
-  o.iterations(iterations);
-  o.pairs(2);
-  o.unroll(5);
-  o.min_horizon(15).max_horizon(15);
-  o.seed(7);
-  return o;
-}
-
-std::vector<torch::Tensor> weights_of(const fo::LearnedSchedule& schedule) {
-  std::vector<torch::Tensor> out;
-  for (const auto& p : schedule->parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-}  // namespace
-
-TEST_F(MetaTrain, Schedule_IsDeterministicAndResumesExactly) {
-  const auto path = temp_path("schedule_ckpt.pt");
-  std::remove(path.c_str());
-  torch::manual_seed(1);
-  fo::LearnedSchedule straight;
-  const auto before = weights_of(straight);
-  const auto history = fm::meta_train_schedule(straight, tiny_schedule_meta(6));
-  ASSERT_EQ(history.size(), 6u);
-  for (double loss : history) EXPECT_TRUE(std::isfinite(loss));
-  // Killed during the second episode (3 iterations of 5 steps = one 15-step episode): the
-  // checkpoint from its start resumes the run as if nothing happened.
-  torch::manual_seed(1);
-  fo::LearnedSchedule killed;
-  auto options = tiny_schedule_meta(6);
-  options.checkpoint(path);
-  struct Killed {};
-  EXPECT_THROW(fm::meta_train_schedule(killed, options,
-                                       [](const fm::ScheduleMetaProgress& p) {
-                                         if (p.iteration == 5) throw Killed{};
-                                       }),
-               Killed);
-  fo::LearnedSchedule continued;  // a fresh process: everything comes from the checkpoint
-  const auto rest = fm::meta_train_schedule(continued, options);
-  EXPECT_EQ(rest.size(), 3u) << "resumed at the episode's start, iteration 4";
-  const auto a = weights_of(straight), b = weights_of(continued);
-  bool moved = false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
-    moved = moved || !torch::equal(a[i], before[i]);
-  }
-  EXPECT_TRUE(moved) << "PES moved the schedule";
-  EXPECT_EQ(rest.back(), history.back());
-}
-
-TEST_F(MetaTrain, Schedule_MetaValidationKeepsTheBestWeights) {
-  // Validation at every episode boundary (iterations 0, 3, 6) and at the end: the first score is
-  // the untrained schedule's own (0), the best file holds the weights of the lowest score, and
-  // scoring that file again gives that score.
-  const auto best = temp_path("schedule_best.pt"), log = temp_path("schedule_validation.csv");
-  std::remove(best.c_str());
-  std::remove(log.c_str());
-  auto options = tiny_schedule_meta(6);
-  options.validate_every(3);
-  options.validation_families({fm::TaskFamily::kNoisyQuadratic, fm::TaskFamily::kMLPRegression});
-  options.validation_tasks(2);
-  options.validation_horizon(20);
-  options.best(best);
-  options.validation_csv(log);
-  options.meta_lr(0.05);  // large enough that the weights move the validation score
-  torch::manual_seed(1);
-  fo::LearnedSchedule schedule;
-  std::vector<double> reported;
-  fm::meta_train_schedule(schedule, options, [&](const fm::ScheduleMetaProgress& p) {
-    if (std::isfinite(p.validation)) reported.push_back(p.validation);
-  });
-  std::ifstream in(log);
-  std::string line;
-  std::getline(in, line);
-  EXPECT_EQ(line, "iteration,score,worst_log_ratio,best_score,best_iteration");
-  std::vector<double> scores;
-  std::vector<int64_t> at;
-  while (std::getline(in, line)) {
-    std::stringstream fields(line);
-    std::string field;
-    std::getline(fields, field, ',');
-    at.push_back(std::stoll(field));
-    std::getline(fields, field, ',');
-    scores.push_back(std::stod(field));
-  }
-  ASSERT_EQ(at, (std::vector<int64_t>{0, 3, 6}));
-  EXPECT_EQ(scores[0], 0.0) << "the untrained weights against themselves";
-  ASSERT_EQ(reported.size(), 2u) << "iterations 0 and 3 report through the progress callback";
-  const double lowest = std::min({scores[0], scores[1], scores[2]});
-  const auto selected = fo::load_schedule(best);
-  const auto ratio = fm::validation_log_losses(selected, options) -
-                     fm::validation_log_losses(fo::LearnedSchedule(selected->options), options);
-  EXPECT_NEAR(ratio.mean().item<double>(), lowest, 1e-5);
-  for (double score : scores) EXPECT_TRUE(std::isfinite(score));
-}
-
-TEST_F(MetaTrain, Schedule_BadOptionsNameTheValue) {
-  fo::LearnedSchedule schedule;
-  auto o = tiny_schedule_meta(1);
-  o.min_horizon(3);
-  expect_error([&] { fm::meta_train_schedule(schedule, o); },
-               {"unroll <= min_horizon <= max_horizon", "5, 3, 15"});
-  o = tiny_schedule_meta(1);
-  o.rescale(0.5);
-  expect_error([&] { fm::meta_train_schedule(schedule, o); }, {"rescale >= 1", "0.5"});
-  o = tiny_schedule_meta(1);
-  o.families().clear();
-  expect_error([&] { fm::meta_train_schedule(schedule, o); }, {"no task families"});
-  o = tiny_schedule_meta(1);
-  o.validate_every(1);
-  o.validation_horizon(0);
-  expect_error([&] { fm::meta_train_schedule(schedule, o); }, {"validation_horizon >= 1", "0"});
 }

@@ -42,26 +42,6 @@ inline void expect_error(const std::function<void()>& fn, const std::vector<std:
   ADD_FAILURE() << "expected an error mentioning \"" << (parts.empty() ? "" : parts[0]) << "\"";
 }
 
-/// max |a - b| / (atol + rtol |b|) <= 1, reported with the worst entry.
-inline ::testing::AssertionResult all_close(const torch::Tensor& a, const torch::Tensor& b,
-                                            double rtol, double atol) {
-  if (a.sizes() != b.sizes()) {
-    return ::testing::AssertionFailure() << "shapes differ: " << a.sizes() << " vs " << b.sizes();
-  }
-  const auto ad = a.to(torch::kDouble);
-  const auto bd = b.to(torch::kDouble);
-  if (!ad.isfinite().all().item<bool>())
-    return ::testing::AssertionFailure() << "non-finite values";
-  const auto ratio = (ad - bd).abs() / (atol + rtol * bd.abs());
-  const double worst = ratio.max().item<double>();
-  if (worst <= 1.0) return ::testing::AssertionSuccess();
-  const int64_t at = ratio.argmax().item<int64_t>();
-  return ::testing::AssertionFailure()
-         << "max scaled error " << worst << " at flat index " << at << ": "
-         << ad.flatten()[at].item<double>() << " vs " << bd.flatten()[at].item<double>()
-         << " (rtol " << rtol << ", atol " << atol << ")";
-}
-
 /// |a - b| <= bound entry by entry (`bound` broadcasts to a's shape), reported with the worst entry
 /// as a fraction of its bound: for comparisons whose tolerance is derived entry by entry.
 inline ::testing::AssertionResult all_within(const torch::Tensor& a, const torch::Tensor& b,
@@ -84,6 +64,12 @@ inline ::testing::AssertionResult all_within(const torch::Tensor& a, const torch
          << ad.flatten()[at].item<double>() << " vs " << bd.flatten()[at].item<double>()
          << " (bound " << bound.to(torch::kDouble).expand_as(ad).flatten()[at].item<double>()
          << ")";
+}
+
+/// |a - b| <= atol + rtol |b| entry by entry, reported with the worst entry.
+inline ::testing::AssertionResult all_close(const torch::Tensor& a, const torch::Tensor& b,
+                                            double rtol, double atol) {
+  return all_within(a, b, atol + rtol * b.to(torch::kDouble).abs());
 }
 
 // ---- float error bounds (Higham, Accuracy and Stability of Numerical Algorithms, ch. 2-3) ----

@@ -13,7 +13,8 @@ namespace flt::viz {
 
 class HistoryGrid {
  public:
-  explicit HistoryGrid(int64_t first_interval = 1) : interval_(first_interval) {}
+  HistoryGrid() = default;
+  explicit HistoryGrid(int64_t first_interval) : interval_(first_interval) {}
   int64_t interval() const { return interval_; }
   /// Whether a record of `step` belongs on the grid.
   bool due(int64_t step) const { return step % interval_ == 0; }

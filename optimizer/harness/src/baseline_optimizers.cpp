@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <string>
 
 #include "flt/detail/optimizer_state.h"
+#include "flt/optim/learned_optimizer.h"  // detail::check_parameter_groups
 
 namespace flt::harness {
 
@@ -28,25 +28,11 @@ void check_beta(const char* who, const char* name, double beta) {
   TORCH_CHECK(beta >= 0.0 && beta < 1.0, who, ": ", name, " must be in [0, 1), got ", beta);
 }
 
-/// Parameters checked before the base class sees them, so an error names the parameter.
+/// Parameters checked before the base class sees them, so an error names the parameter (the
+/// learned optimizers' check: defined leaves, floating point, each once, at least one).
 std::vector<OptimizerParamGroup> checked_parameters(const char* who,
                                                     std::vector<OptimizerParamGroup> groups) {
-  std::set<const void*> seen;
-  int64_t count = 0;
-  for (const auto& group : groups) {
-    for (size_t i = 0; i < group.params().size(); ++i) {
-      const auto& p = group.params()[i];
-      TORCH_CHECK(p.defined(), who, ": parameter ", i, " is an undefined tensor");
-      TORCH_CHECK(p.is_leaf(), who, ": parameter ", i, " of shape ", p.sizes(),
-                  " is not a leaf tensor (it is computed from others); pass the leaves");
-      TORCH_CHECK(p.is_floating_point(), who, ": parameter ", i, " has dtype ", p.scalar_type(),
-                  "; only floating-point parameters can be optimised");
-      TORCH_CHECK(seen.insert(p.unsafeGetTensorImpl()).second, who, ": parameter ", i, " of shape ",
-                  p.sizes(), " appears more than once");
-      ++count;
-    }
-  }
-  TORCH_CHECK(count > 0, who, ": the parameter list is empty");
+  flt::optim::detail::check_parameter_groups(groups, who);
   return groups;
 }
 
@@ -243,11 +229,7 @@ Prodigy::Prodigy(std::vector<OptimizerParamGroup> param_groups, ProdigyOptions d
 
 torch::Tensor Prodigy::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  const torch::Tensor loss = flt::detail::closure_loss(closure);
   for (const auto& group : param_groups_) {
     check_options(static_cast<const ProdigyOptions&>(group.options()));  // editable between steps
   }
@@ -388,11 +370,7 @@ torch::Tensor ScheduleFreeAdamW::step(LossClosure closure) {
   TORCH_CHECK(training_,
               "ScheduleFreeAdamW: step() in eval mode (the parameters hold x, not y); call train() "
               "first");
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  const torch::Tensor loss = flt::detail::closure_loss(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const ScheduleFreeAdamWOptions&>(group.options());
     check_options(o);  // a group's options can be edited between steps

@@ -282,11 +282,7 @@ LearnedOptimizerModel model_on(const LearnedOptimizerModel& model,
 
 torch::Tensor CoordinateMnemosyne::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  const torch::Tensor loss = flt::detail::closure_loss(closure);
   std::vector<Step> parameters;
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const CoordinateMnemosyneOptions&>(group.options());

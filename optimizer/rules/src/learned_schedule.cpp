@@ -412,7 +412,8 @@ LearnedSchedule read_schedule(torch::serialize::InputArchive& archive, const std
   TORCH_CHECK(archive.try_read("format", value) && value.isString() &&
                   value.toStringRef() == kScheduleFormat,
               "learned schedule weights: ", source,
-              " is not a schedule written by flt-metatrain --design tensor-schedule");
+              " is not a schedule of the tensor-schedule design (ScheduleMnemosyne's weights, as "
+              "save_schedule and flt-metatrain-es write them)");
   archive.read("version", value);
   const auto version = value.toInt();
   TORCH_CHECK(version >= 1 && version <= kScheduleVersion, "learned schedule weights: ", source,

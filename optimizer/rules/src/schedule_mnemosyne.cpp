@@ -191,11 +191,7 @@ std::vector<torch::optim::OptimizerParamGroup> ScheduleMnemosyne::checked(
 
 torch::Tensor ScheduleMnemosyne::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  const torch::Tensor loss = flt::detail::closure_loss(closure);
   auto signals = take_reports();
   if (loss.defined() && loss.numel() == 1) signals.loss = loss.detach().item<double>();
   std::vector<Step> parameters;

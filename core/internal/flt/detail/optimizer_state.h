@@ -1,9 +1,12 @@
 #pragma once
-// The key of a parameter in torch::optim::Optimizer's state map, for optimizers written against
-// LibTorch (internal to the library and the harness: not installed).
+// What every optimizer written against LibTorch's torch::optim::Optimizer needs from it: the key of
+// a parameter in its state map, and a step's closure evaluated as its own optimizers do (internal
+// to the library and the harness: not installed).
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/GradMode.h>
 
+#include <functional>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -24,6 +27,14 @@ typename Map::key_type state_key(const Map&, const at::Tensor& p) {
   } else {
     return static_cast<Key>(p.unsafeGetTensorImpl());
   }
+}
+
+/// The loss of a step's closure, run with gradients on (step() itself runs without), as
+/// torch::optim's optimizers do; undefined without a closure.
+inline at::Tensor closure_loss(const std::function<at::Tensor()>& closure) {
+  if (!closure) return {};
+  c10::AutoGradMode enable_grad(true);
+  return closure();
 }
 
 }  // namespace flt::detail

@@ -8,7 +8,6 @@
 #include "flt/metatrain/episode_es.h"
 #include "flt/metatrain/landscapes.h"
 #include "flt/metatrain/meta_train.h"
-#include "flt/metatrain/schedule_meta_train.h"
 #include "flt/metatrain/swarm_meta_train.h"
 #include "flt/metatrain/tasks.h"
 #include "flt/metatrain/tuned_reference.h"

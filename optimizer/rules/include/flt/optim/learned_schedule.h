@@ -195,8 +195,8 @@ TORCH_MODULE(LearnedSchedule);
 torch::Tensor memory_weights(Memory memory, const torch::Tensor& discount_logit,
                              const attention::FLTAttention& flt, int64_t max_distance);
 
-/// Saves / loads a schedule's options and weights (flt-metatrain --design tensor-schedule writes
-/// them); load throws naming the path when it is missing or not a schedule of this library.
+/// Saves / loads a schedule's options and weights (flt-metatrain-es writes its best as `best.pt`);
+/// load throws naming the path when it is missing or not a schedule of this library.
 void save_schedule(const LearnedSchedule& schedule, const std::string& path);
 LearnedSchedule load_schedule(const std::string& path);
 /// The same into and out of an archive (an optimizer's state holds its schedule); `source` names

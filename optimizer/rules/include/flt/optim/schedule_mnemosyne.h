@@ -38,8 +38,8 @@ struct ScheduleMnemosyneOptions
   TORCH_ARG(int64_t, total_steps) = 0;
   /// Memory of each tensor over the run; selects the shipped schedule when `weights` is empty.
   TORCH_ARG(Memory, memory) = Memory::kFLT;
-  /// Path of a schedule written by flt-metatrain --design tensor-schedule; empty (default) = the
-  /// shipped schedule of `memory`, or the untrained one when none ships.
+  /// Path of a schedule written by save_schedule (flt-metatrain-es's best.pt); empty (default) =
+  /// the shipped schedule of `memory`, or the untrained one when none ships.
   TORCH_ARG(std::string, weights) = "";
   /// The untrained schedule whatever ships (the ablation baseline); `weights` must then be empty.
   TORCH_ARG(bool, untrained) = false;
