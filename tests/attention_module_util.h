@@ -324,6 +324,25 @@ torch::Tensor expect_redraw_only_on_request(Module module, Module other, const t
   return first;
 }
 
+/// Appending tokens one at a time and reading after each append (a streaming module: Performer,
+/// FLT) equals causal attention over the whole sequence to 1e-10.
+template <typename Module>
+void expect_streaming_equals_causal_batch(Module module, const torch::Tensor& q,
+                                          const torch::Tensor& k, const torch::Tensor& v,
+                                          const std::string& label) {
+  flt::attention::AttentionCall call;
+  call.causal = true;
+  const auto batch = module(q, k, v, call);
+  flt::attention::LinearAttentionState state;
+  std::vector<torch::Tensor> outs;
+  for (int64_t t = 0; t < k.size(2); ++t) {
+    module->append(state, k.narrow(2, t, 1), v.narrow(2, t, 1));
+    outs.push_back(module->read(state, q.narrow(2, t, 1)));
+  }
+  EXPECT_EQ(state.steps, k.size(2)) << label;
+  EXPECT_TRUE(all_close(torch::cat(outs, 2), batch, 1e-10, 1e-10)) << label;
+}
+
 /// A streaming module's (Performer's, FLT's) calls that do not fit `state` (tokens of batch B,
 /// heads H, key width D, value width Dv already appended) throw naming the call (`name`, e.g.
 /// "FLTAttention"), the bad shape or dtype and the state's shape, and leave the state as it was:

@@ -477,20 +477,14 @@ TEST_F(FLT, CausalIgnoresFutureAndStreamingEqualsBatch) {
   v2.narrow(2, 50, 40).normal_();
   EXPECT_TRUE(torch::equal(batch.narrow(2, 0, 50), flt(q, k2, v2, call).narrow(2, 0, 50)));
   EXPECT_TRUE(all_close(batch, torch::matmul(flt->materialize(q, k, call), v), 1e-10, 1e-12));
-  fa::LinearAttentionState state;
-  std::vector<torch::Tensor> outs;
-  for (int64_t t = 0; t < 90; ++t) {
-    flt->append(state, k.narrow(2, t, 1), v.narrow(2, t, 1));
-    outs.push_back(flt->read(state, q.narrow(2, t, 1)));
-  }
-  EXPECT_TRUE(all_close(torch::cat(outs, 2), batch, 1e-10, 1e-10));
+  expect_streaming_equals_causal_batch(flt, q, k, v, "1-D positions");
   // Explicit 2-D positions, streamed in chunks of one token.
   auto flt2 = make_flt(base_options().position_dim(2));
   const auto pos = torch::randn({90, 2}, torch::kDouble) * 3.0;
   call.positions = pos;
   const auto batch2 = flt2(q, k, v, call);
   fa::LinearAttentionState state2;
-  outs.clear();
+  std::vector<torch::Tensor> outs;
   for (int64_t t = 0; t < 90; ++t) {
     flt2->append(state2, k.narrow(2, t, 1), v.narrow(2, t, 1), pos.narrow(0, t, 1));
     outs.push_back(flt2->read(state2, q.narrow(2, t, 1), pos.narrow(0, t, 1)));
@@ -663,6 +657,20 @@ TEST_F(FLT, Validation_NamesTheBadValue) {
       {"3 heads but heads is 2"});
 }
 
+namespace {
+// FLT at the shape of the blocked-pass tests (heads 8, head_dim 8, m 64: three blocks at B 4,
+// L 300), with a positive (weight 1) or signed (-1) spectrum.
+fa::FLTAttention make_three_block_flt(double weight, bool learn_proposal) {
+  return make_flt(fa::FLTAttentionOptions()
+                      .heads(8)
+                      .head_dim(8)
+                      .features(64)
+                      .rpe_features(8)
+                      .rpe_weight(weight)
+                      .learn_proposal(learn_proposal));
+}
+}  // namespace
+
 // The blocked forward without autograd (favor_attention; three blocks of 128, 128 and 44 tokens
 // here) equals the one-pass autograd path up to rounding, for a positive spectrum (the position
 // block projected once per block for queries and keys when causal) and a signed one.
@@ -670,12 +678,7 @@ TEST_F(FLT, BlockedForwardEqualsOnePass) {
   const int64_t batch = 4, heads = 8, dim = 8, length = 300;
   static_assert(fa::kFavorBlockBytes / (4 * 8 * 64 * 8) < 300 / 2, "needs at least three blocks");
   for (double weight : {1.0, -1.0}) {
-    auto flt = make_flt(fa::FLTAttentionOptions()
-                            .heads(heads)
-                            .head_dim(dim)
-                            .features(64)
-                            .rpe_features(8)
-                            .rpe_weight(weight));
+    auto flt = make_three_block_flt(weight, /*learn_proposal=*/false);
     expect_blocked_equals_one_pass(flt, batch, heads, length, dim,
                                    "weight " + std::to_string(weight));
   }
@@ -689,13 +692,7 @@ template <class Check>
 void for_each_fused_backward_case(const Check& check) {
   const int64_t batch = 4, heads = 8, dim = 8, length = 300;
   for (double weight : {1.0, -1.0}) {
-    auto flt = make_flt(fa::FLTAttentionOptions()
-                            .heads(heads)
-                            .head_dim(dim)
-                            .features(64)
-                            .rpe_features(8)
-                            .rpe_weight(weight)
-                            .learn_proposal(true));
+    auto flt = make_three_block_flt(weight, /*learn_proposal=*/true);
     const auto q = torch::randn({batch, heads, length, dim}, torch::kDouble);
     auto k = torch::randn({batch, heads, length, dim}, torch::kDouble);
     k.narrow(2, 2 * length / 3, length - 2 * length / 3).mul_(2.0);

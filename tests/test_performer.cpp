@@ -273,20 +273,10 @@ TEST_F(Performer, StreamingEqualsBatchCausal) {
   for (auto kind :
        {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic, fa::FeatureKind::kRelu}) {
     auto performer = make_performer(8, 16, kind);
-    const auto q = torch::randn({2, 2, 80, 8}, torch::kDouble);
-    const auto k = torch::randn({2, 2, 80, 8}, torch::kDouble);
-    const auto v = torch::randn({2, 2, 80, 3}, torch::kDouble);
-    fa::AttentionCall call;
-    call.causal = true;
-    const auto batch = performer(q, k, v, call);
-    fa::LinearAttentionState state;
-    std::vector<torch::Tensor> outs;
-    for (int64_t t = 0; t < 80; ++t) {
-      performer->append(state, k.narrow(2, t, 1), v.narrow(2, t, 1));
-      outs.push_back(performer->read(state, q.narrow(2, t, 1)));
-    }
-    EXPECT_EQ(state.steps, 80);
-    EXPECT_TRUE(all_close(torch::cat(outs, 2), batch, 1e-10, 1e-10)) << fa::feature_kind_name(kind);
+    expect_streaming_equals_causal_batch(performer, torch::randn({2, 2, 80, 8}, torch::kDouble),
+                                         torch::randn({2, 2, 80, 8}, torch::kDouble),
+                                         torch::randn({2, 2, 80, 3}, torch::kDouble),
+                                         fa::feature_kind_name(kind));
   }
 }
 
