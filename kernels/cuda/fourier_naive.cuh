@@ -107,6 +107,48 @@ __device__ __forceinline__ void load_rows(T* dst, const T* __restrict__ src, int
   for (int e = threadIdx.x; e < n * width; e += blockDim.x) dst[e] = src[j0 * width + e];
 }
 
+// The keys' rows a block of query threads (one query each) shares in shared memory, a tile at a
+// time: k, sin, cos (tile x D each) and v (tile x Dv).
+template <typename T>
+struct KeyTile {
+  T* k;
+  T* sin;
+  T* cos;
+  T* v;
+  __device__ KeyTile(unsigned char* shared, int tile, int D)
+      : k(reinterpret_cast<T*>(shared)),
+        sin(k + tile * D),
+        cos(sin + tile * D),
+        v(cos + tile * D) {}
+};
+
+// Calls visit(jj) for every key j0 + jj of the tile in `keys` that query i sees (all keys, or
+// those <= i when causal), tile by tile up to the block's last visible key: every thread of the
+// block loads each tile, inactive ones (i >= Lq) visit nothing.
+template <typename T, typename Visit>
+__device__ __forceinline__ void for_each_visible_key(const FourierDims& p, int tile, int64_t bh,
+                                                     int64_t i, bool active, const T* k,
+                                                     const T* k_sin, const T* k_cos, const T* v,
+                                                     const KeyTile<T>& keys, Visit&& visit) {
+  const int D = static_cast<int>(p.dim), Dv = static_cast<int>(p.dv);
+  const int64_t block_last = min(p.lq, (blockIdx.x + 1) * static_cast<int64_t>(kThreads)) - 1;
+  const int64_t key_end = p.causal ? min(p.lk, block_last + 1) : p.lk;
+  for (int64_t j0 = 0; j0 < key_end; j0 += tile) {
+    const int n = static_cast<int>(min(static_cast<int64_t>(tile), key_end - j0));
+    __syncthreads();
+    load_rows(keys.k, k + bh * p.lk * D, j0, n, D);
+    load_rows(keys.sin, k_sin + bh * p.lk * D, j0, n, D);
+    load_rows(keys.cos, k_cos + bh * p.lk * D, j0, n, D);
+    load_rows(keys.v, v + bh * p.lk * Dv, j0, n, Dv);
+    __syncthreads();
+    if (!active) continue;
+    for (int jj = 0; jj < n; ++jj) {
+      if (p.causal && j0 + jj > i) break;
+      visit(jj);
+    }
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     fourier_forward_kernel(FourierDims p, int tile, const T* __restrict__ q,
@@ -117,10 +159,7 @@ __global__ void __launch_bounds__(kThreads)
                            T* __restrict__ row_sum) {
   extern __shared__ unsigned char shared_raw[];
   const int D = static_cast<int>(p.dim), Dv = static_cast<int>(p.dv);
-  T* sk = reinterpret_cast<T*>(shared_raw);
-  T* ss = sk + tile * D;
-  T* sc = ss + tile * D;
-  T* sv = sc + tile * D;
+  const KeyTile<T> keys(shared_raw, tile, D);
   const int64_t bh = blockIdx.y;
   const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
   const bool active = i < p.lq;
@@ -130,36 +169,23 @@ __global__ void __launch_bounds__(kThreads)
   for (int c = 0; c < Dv; ++c) acc[c] = T(0);
   long long top = kNoWeight;
   T sum = 0;
-  const int64_t block_last = min(p.lq, (blockIdx.x + 1) * static_cast<int64_t>(kThreads)) - 1;
-  const int64_t key_end = p.causal ? min(p.lk, block_last + 1) : p.lk;
-  for (int64_t j0 = 0; j0 < key_end; j0 += tile) {
-    const int n = static_cast<int>(min(static_cast<int64_t>(tile), key_end - j0));
-    __syncthreads();
-    load_rows(sk, k + bh * p.lk * D, j0, n, D);
-    load_rows(ss, k_sin + bh * p.lk * D, j0, n, D);
-    load_rows(sc, k_cos + bh * p.lk * D, j0, n, D);
-    load_rows(sv, v + bh * p.lk * Dv, j0, n, Dv);
-    __syncthreads();
-    if (!active) continue;
-    for (int jj = 0; jj < n; ++jj) {
-      if (p.causal && j0 + jj > i) break;
-      T m;
-      long long e;
-      if (!pair_weight(q + qoff, q_sin + qoff, q_cos + qoff, sk + jj * D, ss + jj * D, sc + jj * D,
-                       rh, D, p.power, p.mode, m, e)) {
-        continue;
-      }
-      if (e > top) {  // online max shift: rescale what was accumulated
-        const T scale = top == kNoWeight ? T(0) : pow2<T>(top - e);
-        sum *= scale;
-        for (int c = 0; c < Dv; ++c) acc[c] *= scale;
-        top = e;
-      }
-      const T w = m * pow2<T>(e - top);
-      sum += w;
-      for (int c = 0; c < Dv; ++c) acc[c] += w * sv[jj * Dv + c];
+  for_each_visible_key(p, tile, bh, i, active, k, k_sin, k_cos, v, keys, [&](int jj) {
+    T m;
+    long long e;
+    if (!pair_weight(q + qoff, q_sin + qoff, q_cos + qoff, keys.k + jj * D, keys.sin + jj * D,
+                     keys.cos + jj * D, rh, D, p.power, p.mode, m, e)) {
+      return;
     }
-  }
+    if (e > top) {  // online max shift: rescale what was accumulated
+      const T scale = top == kNoWeight ? T(0) : pow2<T>(top - e);
+      sum *= scale;
+      for (int c = 0; c < Dv; ++c) acc[c] *= scale;
+      top = e;
+    }
+    const T w = m * pow2<T>(e - top);
+    sum += w;
+    for (int c = 0; c < Dv; ++c) acc[c] += w * keys.v[jj * Dv + c];
+  });
   if (!active) return;
   const int64_t row = bh * p.lq + i;
   const T inv = sum == T(0) ? T(0) : T(1) / sum;  // vanished row: output 0
@@ -197,10 +223,7 @@ __global__ void __launch_bounds__(kThreads)
                       T* __restrict__ dq, T* __restrict__ dr_partial) {
   extern __shared__ unsigned char shared_raw[];
   const int D = static_cast<int>(p.dim), Dv = static_cast<int>(p.dv);
-  T* sk = reinterpret_cast<T*>(shared_raw);
-  T* ss = sk + tile * D;
-  T* sc = ss + tile * D;
-  T* sv = sc + tile * D;
+  const KeyTile<T> keys(shared_raw, tile, D);
   const int64_t bh = blockIdx.y;
   const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
   const bool active = i < p.lq;
@@ -212,39 +235,28 @@ __global__ void __launch_bounds__(kThreads)
   const T* gi = grad_out + row * Dv;
   T dq_acc[kFourierMaxDim], dr_acc[kFourierMaxDim];
   for (int d = 0; d < D; ++d) dq_acc[d] = dr_acc[d] = T(0);
-  const int64_t block_last = min(p.lq, (blockIdx.x + 1) * static_cast<int64_t>(kThreads)) - 1;
-  const int64_t key_end = p.causal ? min(p.lk, block_last + 1) : p.lk;
-  for (int64_t j0 = 0; j0 < key_end; j0 += tile) {
-    const int n = static_cast<int>(min(static_cast<int64_t>(tile), key_end - j0));
-    __syncthreads();
-    load_rows(sk, k + bh * p.lk * D, j0, n, D);
-    load_rows(ss, k_sin + bh * p.lk * D, j0, n, D);
-    load_rows(sc, k_cos + bh * p.lk * D, j0, n, D);
-    load_rows(sv, v + bh * p.lk * Dv, j0, n, Dv);
-    __syncthreads();
-    if (!active) continue;
-    for (int jj = 0; jj < n; ++jj) {
-      if (p.causal && j0 + jj > i) break;
-      T m = 0;
-      long long e = 0;
-      const bool nonzero = pair_weight(qi, qs, qc, sk + jj * D, ss + jj * D, sc + jj * D, rh, D,
-                                       p.power, p.mode, m, e);
-      const T a = normalised_weight(nonzero, m, e, row_max[row], row_sum[row]);
-      if (a == T(0)) continue;
-      T gv = 0;
-      for (int c = 0; c < Dv; ++c) gv += gi[c] * sv[jj * Dv + c];
-      const T coupling = a * (gv - delta[row]);
-      for (int d = 0; d < D; ++d) {
-        const T diff = qi[d] - sk[jj * D + d];
-        const T x = rh[d] * diff;
-        const T sin_x = qs[d] * sc[jj * D + d] - qc[d] * ss[jj * D + d];
-        const T cos_x = qc[d] * sc[jj * D + d] + qs[d] * ss[jj * D + d];
-        const T t = coupling * cot_minus_inv(x, sin_x, cos_x);
-        dq_acc[d] += t;
-        dr_acc[d] += t * diff;
-      }
+  for_each_visible_key(p, tile, bh, i, active, k, k_sin, k_cos, v, keys, [&](int jj) {
+    const T* kj = keys.k + jj * D;
+    const T* ks = keys.sin + jj * D;
+    const T* kc = keys.cos + jj * D;
+    T m = 0;
+    long long e = 0;
+    const bool nonzero = pair_weight(qi, qs, qc, kj, ks, kc, rh, D, p.power, p.mode, m, e);
+    const T a = normalised_weight(nonzero, m, e, row_max[row], row_sum[row]);
+    if (a == T(0)) return;
+    T gv = 0;
+    for (int c = 0; c < Dv; ++c) gv += gi[c] * keys.v[jj * Dv + c];
+    const T coupling = a * (gv - delta[row]);
+    for (int d = 0; d < D; ++d) {
+      const T diff = qi[d] - kj[d];
+      const T x = rh[d] * diff;
+      const T sin_x = qs[d] * kc[d] - qc[d] * ks[d];
+      const T cos_x = qc[d] * kc[d] + qs[d] * ks[d];
+      const T t = coupling * cot_minus_inv(x, sin_x, cos_x);
+      dq_acc[d] += t;
+      dr_acc[d] += t * diff;
     }
-  }
+  });
   if (active) {
     for (int d = 0; d < D; ++d) dq[row * D + d] = static_cast<T>(p.power) * rh[d] * dq_acc[d];
   }
