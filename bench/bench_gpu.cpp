@@ -34,6 +34,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "device_flags.h"
 #include "flt/attention/softmax.h"
 #include "flt/attention/transformer.h"
 #include "flt/attention/variants.h"
@@ -558,28 +559,21 @@ void linear_attention_sweep(const Sizes& z, int reps) {
 
 int main(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if ((arg == "--peak-tflops" || arg == "--repeats") && i + 1 < argc) {
-      char* end = nullptr;
-      const double value = std::strtod(argv[++i], &end);
-      if (*end != '\0' || !(value > 0)) {
-        std::fprintf(stderr, "%s: expected a positive number, got %s\n", arg.c_str(), argv[i]);
-        return 2;
-      }
-      if (arg == "--peak-tflops") options.peak_tflops = value;
-      if (arg == "--repeats") options.repeats = static_cast<int>(value);
-    } else if (arg == "--device" && i + 1 < argc && std::string(argv[i + 1]) == "cpu") {
-      options.dry_run = true;
-      ++i;
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--peak-tflops X] [--repeats N] [--device cpu]\n(unknown argument "
-                   "%s)\n",
-                   argv[0], arg.c_str());
-      return 2;
-    }
-  }
+  const bool known = flt::bench::read_flags(
+      argc, argv, "[--peak-tflops X] [--repeats N] [--device cpu]",
+      [&](const std::string& flag, const std::string& value) {
+        if (flag == "--peak-tflops") {
+          options.peak_tflops = flt::bench::positive_number(flag, value);
+        } else if (flag == "--repeats") {
+          options.repeats = static_cast<int>(flt::bench::positive_number(flag, value));
+        } else if (flag == "--device" && value == "cpu") {
+          options.dry_run = true;
+        } else {
+          return false;
+        }
+        return true;
+      });
+  if (!known) return 2;
   flt::init(/*quiet=*/true);
   if (!options.dry_run && !torch::cuda::is_available()) {
     std::printf("flt_gpu_bench: no CUDA device: skipped\n");

@@ -41,6 +41,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "device_flags.h"
 #include "flt/attention/transformer.h"
 #include "flt/attention/variants.h"
 #include "flt/detail/statistics.h"
@@ -382,30 +383,23 @@ void budget_table(const Sizes& z, const Options& o, const torch::Tensor& train,
 
 int main(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if ((arg == "--budget" || arg == "--time-limit") && i + 1 < argc) {
-      char* end = nullptr;
-      const double value = std::strtod(argv[++i], &end);
-      if (*end != '\0' || !(value > 0)) {
-        std::fprintf(stderr, "%s: expected a positive number of seconds, got %s\n", arg.c_str(),
-                     argv[i]);
-        return 2;
-      }
-      (arg == "--budget" ? options.budget_s : options.time_limit_s) = value;
-    } else if (arg == "--text-root" && i + 1 < argc) {
-      options.text_root = argv[++i];
-    } else if (arg == "--device" && i + 1 < argc && std::string(argv[i + 1]) == "cpu") {
-      options.dry_run = true;
-      ++i;
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--device cpu] [--budget S] [--time-limit S] [--text-root DIR]\n"
-                   "(unknown argument %s)\n",
-                   argv[0], arg.c_str());
-      return 2;
-    }
-  }
+  const bool known = flt::bench::read_flags(
+      argc, argv, "[--device cpu] [--budget S] [--time-limit S] [--text-root DIR]",
+      [&](const std::string& flag, const std::string& value) {
+        if (flag == "--budget") {
+          options.budget_s = flt::bench::positive_number(flag, value);
+        } else if (flag == "--time-limit") {
+          options.time_limit_s = flt::bench::positive_number(flag, value);
+        } else if (flag == "--text-root") {
+          options.text_root = value;
+        } else if (flag == "--device" && value == "cpu") {
+          options.dry_run = true;
+        } else {
+          return false;
+        }
+        return true;
+      });
+  if (!known) return 2;
   g_start = Clock::now();
   flt::init(/*quiet=*/true);
   if (!options.dry_run && !torch::cuda::is_available()) {

@@ -35,6 +35,15 @@ double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a - b).norm() / b.norm()).item<double>();
 }
 
+// The features of `a` and `b` agree to rounding as queries, sequence-shifted keys and causal keys.
+void expect_same_features(const fa::FeatureMap& map, const fa::FeatureInput& a,
+                          const fa::FeatureInput& b) {
+  EXPECT_TRUE(all_close(map->query_features(a), map->query_features(b), 1e-12, 1e-14));
+  for (bool causal : {false, true}) {
+    EXPECT_TRUE(all_close(map->key_features(a, causal), map->key_features(b, causal), 1e-12, 1e-14))
+        << (causal ? "causal keys" : "keys");
+  }
+}
 }  // namespace
 
 // E[phi(x).phi(y)] = exp(x.y) for the three softmax-kernel maps: mean over independent redraws
@@ -119,11 +128,7 @@ TEST_F(Performer, FeatureMap_ColumnScalesEqualTheScaledInput) {
   fa::FeatureInput scaled{position, content};
   scaled.scales = {scale, torch::Tensor()};
   const fa::FeatureInput plain{position * scale, content};
-  EXPECT_TRUE(all_close(map->query_features(scaled), map->query_features(plain), 1e-12, 1e-14));
-  EXPECT_TRUE(
-      all_close(map->key_features(scaled, false), map->key_features(plain, false), 1e-12, 1e-14));
-  EXPECT_TRUE(
-      all_close(map->key_features(scaled, true), map->key_features(plain, true), 1e-12, 1e-14));
+  expect_same_features(map, scaled, plain);
   // One number in every column (the D^{-1/4} of q and k) takes the norm of the block itself (its
   // gradient at a zero row: GradientsMatchFiniteDifferences).
   const auto zero_row = position.clone();
@@ -155,11 +160,7 @@ TEST_F(Performer, FeatureMap_GivenProjectionEqualsComputed) {
     auto given = plain;
     given.projections = {map->project_block(plain, 0)};
     const auto kept = given.projections[0].clone();
-    EXPECT_TRUE(all_close(map->query_features(given), map->query_features(plain), 1e-12, 1e-14));
-    EXPECT_TRUE(
-        all_close(map->key_features(given, false), map->key_features(plain, false), 1e-12, 1e-14));
-    EXPECT_TRUE(
-        all_close(map->key_features(given, true), map->key_features(plain, true), 1e-12, 1e-14));
+    expect_same_features(map, given, plain);
     EXPECT_TRUE(torch::equal(given.projections[0], kept)) << "batch " << batch;
   }
   fa::FeatureInput wrong{torch::randn({1, 3, 5, 6}, torch::kDouble)};
@@ -182,11 +183,7 @@ TEST_F(Performer, FeatureMap_GivenHalfSquaredNormEqualsComputed) {
   auto given = plain;
   given.half_squared_norms = {
       0.5 * torch::tensor({0.25, 1.0, 4.0}, torch::kDouble).view({1, 3, 1, 1}), torch::Tensor()};
-  EXPECT_TRUE(all_close(map->query_features(given), map->query_features(plain), 1e-12, 1e-14));
-  EXPECT_TRUE(
-      all_close(map->key_features(given, false), map->key_features(plain, false), 1e-12, 1e-14));
-  EXPECT_TRUE(
-      all_close(map->key_features(given, true), map->key_features(plain, true), 1e-12, 1e-14));
+  expect_same_features(map, given, plain);
   EXPECT_TRUE(
       all_close(map->unshifted_features(given), map->unshifted_features(plain), 1e-12, 1e-14));
   given.half_squared_norms = {torch::zeros({1, 3, 5, 2}, torch::kDouble)};

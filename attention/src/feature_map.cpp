@@ -480,6 +480,16 @@ int64_t favor_block_rows(const FeatureMapImpl& map, const torch::Tensor& v) {
   return std::max<int64_t>(64, kFavorBlockBytes / std::max<int64_t>(1, row_bytes));
 }
 
+// The forward without autograd also takes at most this many tokens a block. Small maps' blocks
+// were large (B H = 8, m = 64: 1024 tokens in 2 MB), and the call's temporaries of a block's size
+// (features, projection, [v, 1], [num, den]) went back to the system by glibc's heap trimming at
+// the end of every call and were faulted in again at the next: 1000-2000 minor faults a Performer
+// forward at L = 1024-2048, 0-210 with this bound, in 0.80x the time (docs/benchmarks.md). The
+// fused autograd function keeps the larger blocks: its backward recomputes each block's features
+// with a graph of their own, and 256-token blocks made FLT m = 64's forward+backward 1.12-1.21x
+// slower.
+constexpr int64_t kInferenceBlockRows = 256;
+
 // What the non-causal keys leave for the queries: S = sum_j phi_k_j [v_j, 1]^T (B, H, M, Dv + 1),
 // the feature mass sum_j sum_m phi_k_jm (B, H, 1, 1) and the keys' shift (B, H, 1, 1) double
 // (undefined for maps without shifts), both sums at that shift.
@@ -1020,7 +1030,7 @@ torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, Feature
     flat.push_back(v);
     return FavorFunction::apply(call, at::TensorList(flat));
   }
-  const int64_t rows = favor_block_rows(map, v);
+  const int64_t rows = std::min(kInferenceBlockRows, favor_block_rows(map, v));
   if (causal)
     return favor_blocked_causal(map, q, k, v, eps, rows, map.causal_key_shift(k.first_token()));
   return favor_queries(map, q, favor_key_summary(map, k, v, rows), v, eps, rows);

@@ -1,5 +1,9 @@
 #include "flt/attention/variants.h"
 
+#include <tuple>
+#include <type_traits>
+#include <variant>
+
 namespace flt::attention {
 namespace {
 
@@ -9,23 +13,25 @@ AttentionHandle handle_of(Holder holder) {
   return {impl, impl.get()};
 }
 
-AttentionHandle build(const SoftmaxAttentionOptions& o) {
-  return handle_of(SoftmaxAttention(o));
+// The module each options type builds, at that type's position in AttentionOptions (a module
+// given another's options does not compile).
+using AttentionModules = std::tuple<SoftmaxAttention, LinearAttention, PerformerAttention,
+                                    FourierAttention, FLTAttention, SchoenbAttention>;
+static_assert(std::tuple_size_v<AttentionModules> == std::variant_size_v<AttentionOptions>);
+
+template <typename Options, size_t I = 0>
+constexpr size_t alternative_index() {
+  if constexpr (std::is_same_v<std::variant_alternative_t<I, AttentionOptions>, Options>) {
+    return I;
+  } else {
+    return alternative_index<Options, I + 1>();
+  }
 }
-AttentionHandle build(const LinearAttentionOptions& o) {
-  return handle_of(LinearAttention(o));
-}
-AttentionHandle build(const PerformerAttentionOptions& o) {
-  return handle_of(PerformerAttention(o));
-}
-AttentionHandle build(const FourierAttentionOptions& o) {
-  return handle_of(FourierAttention(o));
-}
-AttentionHandle build(const FLTAttentionOptions& o) {
-  return handle_of(FLTAttention(o));
-}
-AttentionHandle build(const SchoenbAttentionOptions& o) {
-  return handle_of(SchoenbAttention(o));
+
+template <typename Options>
+AttentionHandle build(const Options& o) {
+  using Module = std::tuple_element_t<alternative_index<Options>(), AttentionModules>;
+  return handle_of(Module(o));
 }
 
 // The convention of attention.h, the same for every variant: 0 takes the container's value, a

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <exception>
 #include <stdexcept>
+#include <tuple>
 
 #include "flt/attention/fourier.h"
 #include "logic/tensors.h"
@@ -185,9 +186,7 @@ KernelCurves compute_kernel_curves(const KernelSettings& settings, int points, i
     out.kernel_1d = to_vector(kernel_ratio(xs.unsqueeze(1), settings.R, settings.phi));
     out.kernel_2d = to_vector(kernel_ratio(map_points(e, grid, opts), settings.R, settings.phi));
     out.grid = grid;
-    const auto [lo, hi] = std::minmax_element(out.kernel_2d.begin(), out.kernel_2d.end());
-    out.lo = *lo;
-    out.hi = *hi;
+    std::tie(out.lo, out.hi) = value_range(out.kernel_2d);
   } catch (const std::exception& ex) {
     out.error = ex.what();
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <tuple>
 
 #include "flt/attention/flt.h"
 #include "logic/tensors.h"
@@ -105,9 +106,7 @@ RpeCurves compute_rpe_curves(const RpeSettings& settings, uint64_t seed, int poi
       const at::Tensor delta = map_points(settings.extent, grid, opts);
       out.map_2d = to_vector(module->rpe_function(delta).reshape({-1}));
       out.grid = grid;
-      const auto [lo, hi] = std::minmax_element(out.map_2d.begin(), out.map_2d.end());
-      out.map_lo = *lo;
-      out.map_hi = *hi;
+      std::tie(out.map_lo, out.map_hi) = value_range(out.map_2d);
     }
   } catch (const std::exception& ex) {
     out.error = ex.what();

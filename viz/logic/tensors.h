@@ -4,7 +4,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace flt::viz {
@@ -13,6 +15,13 @@ namespace flt::viz {
 inline std::vector<float> to_vector(const at::Tensor& t) {
   const at::Tensor f = t.detach().to(at::kFloat).contiguous();
   return std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+}
+
+/// The smallest and largest of `values` (a heatmap's colour range); {0, 0} when empty.
+inline std::pair<float, float> value_range(const std::vector<float>& values) {
+  if (values.empty()) return {0.0f, 0.0f};
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  return {*lo, *hi};
 }
 
 /// Points on the first axis of an l-dimensional space, the other coordinates 0. t: (N) -> (N, l)
