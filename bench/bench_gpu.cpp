@@ -34,7 +34,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#include "device_flags.h"
+#include "device_bench.h"
 #include "flt/attention/softmax.h"
 #include "flt/attention/transformer.h"
 #include "flt/attention/variants.h"
@@ -388,7 +388,6 @@ OptimizerTimes optimizer_rows(const Sizes& z, int reps, std::vector<Row>& rows) 
 // ---- a TransformerLM training step with each optimizer --------------------------------------
 
 void transformer_rows(const Sizes& z, int reps, std::vector<Row>& rows) {
-  namespace fo = flt::optim;
   const auto options = flt::attention::TransformerOptions(z.vocab, z.embed, z.lm_heads, z.layers)
                            .max_length(z.lm_length);
   const auto tokens = torch::randint(z.vocab, {z.lm_batch, z.lm_length + 1},
@@ -398,18 +397,7 @@ void transformer_rows(const Sizes& z, int reps, std::vector<Row>& rows) {
                             std::to_string(z.lm_heads) + " layers " + std::to_string(z.layers) +
                             " B" + std::to_string(z.lm_batch) + " L" + std::to_string(z.lm_length) +
                             " softmax fp32";
-  using MakeOptimizer =
-      std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
-  const std::vector<std::pair<std::string, MakeOptimizer>> optimizers = {
-      {"torch::optim::Adam 1e-3",
-       [](std::vector<torch::Tensor> p) {
-         return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(1e-3));
-       }},
-      {"Mnemosyne coordinate-memory",
-       [](std::vector<torch::Tensor> p) { return std::make_unique<fo::CoordinateMnemosyne>(p); }},
-      {"Mnemosyne tensor-schedule",
-       [](std::vector<torch::Tensor> p) { return std::make_unique<fo::ScheduleMnemosyne>(p); }},
-  };
+  const auto optimizers = flt::bench::compared_optimizers(1e-3);
   // One step a batch: the first design's step on CUDA takes about a second at this size.
   double adam_ms = 0;
   for (size_t i = 0; i < optimizers.size(); ++i) {
@@ -560,14 +548,12 @@ void linear_attention_sweep(const Sizes& z, int reps) {
 int main(int argc, char** argv) {
   Options options;
   const bool known = flt::bench::read_flags(
-      argc, argv, "[--peak-tflops X] [--repeats N] [--device cpu]",
+      argc, argv, "[--peak-tflops X] [--repeats N]", options.dry_run,
       [&](const std::string& flag, const std::string& value) {
         if (flag == "--peak-tflops") {
           options.peak_tflops = flt::bench::positive_number(flag, value);
         } else if (flag == "--repeats") {
           options.repeats = static_cast<int>(flt::bench::positive_number(flag, value));
-        } else if (flag == "--device" && value == "cpu") {
-          options.dry_run = true;
         } else {
           return false;
         }
@@ -575,11 +561,9 @@ int main(int argc, char** argv) {
       });
   if (!known) return 2;
   flt::init(/*quiet=*/true);
-  if (!options.dry_run && !torch::cuda::is_available()) {
-    std::printf("flt_gpu_bench: no CUDA device: skipped\n");
-    return kSkipped;
-  }
-  g_device = options.dry_run ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
+  const auto device = flt::bench::run_device(options.dry_run, "flt_gpu_bench");
+  if (!device) return kSkipped;
+  g_device = *device;
   const Sizes sizes = options.dry_run ? Sizes::dry_run() : Sizes();
   if (options.dry_run) {
     std::printf("flt_gpu_bench --device cpu: a dry run at small sizes; its times mean nothing\n");

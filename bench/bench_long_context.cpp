@@ -41,7 +41,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
-#include "device_flags.h"
+#include "device_bench.h"
 #include "flt/attention/transformer.h"
 #include "flt/attention/variants.h"
 #include "flt/detail/statistics.h"
@@ -294,22 +294,11 @@ void step_table(const Sizes& z, const Options& o, const torch::Tensor& train) {
 
 void optimizer_table(const Sizes& z, const Options& o, const torch::Tensor& train) {
   if (out_of_time(o, "optimizer table")) return;
-  namespace fo = flt::optim;
   const int64_t length = z.mnemosyne_length;
   const int64_t batch = std::max<int64_t>(1, z.tokens_per_step / length);
   const auto window = windows(train, batch, length, 7);
   const Variant flt = variants()[3];
-  using Make = std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
-  const std::vector<std::pair<std::string, Make>> optimizers = {
-      {"torch::optim::Adam 5e-4",
-       [](std::vector<torch::Tensor> p) {
-         return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(5e-4));
-       }},
-      {"Mnemosyne coordinate-memory",
-       [](std::vector<torch::Tensor> p) { return std::make_unique<fo::CoordinateMnemosyne>(p); }},
-      {"Mnemosyne tensor-schedule",
-       [](std::vector<torch::Tensor> p) { return std::make_unique<fo::ScheduleMnemosyne>(p); }},
-  };
+  const auto optimizers = flt::bench::compared_optimizers(5e-4);
   std::printf(
       "\nOptimizer share, FLT, fp32, L %lld, B %lld: ms a training step (median of 2 after "
       "a warm-up)\n\n| optimizer | step | x Adam |\n|---|---|---|\n",
@@ -384,7 +373,7 @@ void budget_table(const Sizes& z, const Options& o, const torch::Tensor& train,
 int main(int argc, char** argv) {
   Options options;
   const bool known = flt::bench::read_flags(
-      argc, argv, "[--device cpu] [--budget S] [--time-limit S] [--text-root DIR]",
+      argc, argv, "[--budget S] [--time-limit S] [--text-root DIR]", options.dry_run,
       [&](const std::string& flag, const std::string& value) {
         if (flag == "--budget") {
           options.budget_s = flt::bench::positive_number(flag, value);
@@ -392,8 +381,6 @@ int main(int argc, char** argv) {
           options.time_limit_s = flt::bench::positive_number(flag, value);
         } else if (flag == "--text-root") {
           options.text_root = value;
-        } else if (flag == "--device" && value == "cpu") {
-          options.dry_run = true;
         } else {
           return false;
         }
@@ -402,11 +389,9 @@ int main(int argc, char** argv) {
   if (!known) return 2;
   g_start = Clock::now();
   flt::init(/*quiet=*/true);
-  if (!options.dry_run && !torch::cuda::is_available()) {
-    std::printf("flt_long_context_bench: no CUDA device: skipped\n");
-    return kSkipped;
-  }
-  g_device = options.dry_run ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, 0);
+  const auto device = flt::bench::run_device(options.dry_run, "flt_long_context_bench");
+  if (!device) return kSkipped;
+  g_device = *device;
   const Sizes sizes = options.dry_run ? Sizes::dry_run() : Sizes();
   if (options.dry_run) {
     std::printf(
