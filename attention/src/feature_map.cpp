@@ -483,11 +483,11 @@ int64_t favor_block_rows(const FeatureMapImpl& map, const torch::Tensor& v) {
 // The forward without autograd also takes at most this many tokens a block. Small maps' blocks
 // were large (B H = 8, m = 64: 1024 tokens in 2 MB), and the call's temporaries of a block's size
 // (features, projection, [v, 1], [num, den]) went back to the system by glibc's heap trimming at
-// the end of every call and were faulted in again at the next: 1000-2000 minor faults a Performer
-// forward at L = 1024-2048, 0-210 with this bound, in 0.80x the time (docs/benchmarks.md). The
-// fused autograd function keeps the larger blocks: its backward recomputes each block's features
-// with a graph of their own, and 256-token blocks made FLT m = 64's forward+backward 1.12-1.21x
-// slower.
+// the end of every call and were faulted in again at the next: 250-2,243 minor faults a Performer
+// forward at L = 1024-2048, 0-223 with this bound, in 0.66x-0.80x the time (two runs,
+// docs/benchmarks.md). The fused autograd function keeps the larger blocks: its backward
+// recomputes each block's features with a graph of their own, and in one run 256-token blocks made
+// FLT m = 64's forward+backward 1.12-1.21x slower.
 constexpr int64_t kInferenceBlockRows = 256;
 
 // What the non-causal keys leave for the queries: S = sum_j phi_k_j [v_j, 1]^T (B, H, M, Dv + 1),
