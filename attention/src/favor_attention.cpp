@@ -1,0 +1,642 @@
+// FAVOR+ attention over a feature map: the normaliser's floor, the blocked forward without
+// autograd (features formed a block of tokens at a time: no tensor of the features' size per call)
+// and the fused autograd function whose backward recomputes each block's features.
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "flt/attention/feature_map.h"
+#include "flt/kernels/linear_attention.h"
+
+namespace flt::attention {
+
+torch::Tensor favor_floor(const torch::Tensor& phi_q, const torch::Tensor& key_mass, double eps) {
+  torch::NoGradGuard no_grad;
+  const auto largest = at::amax(phi_q, -1, /*keepdim=*/true);
+  return (largest * key_mass.to(phi_q.scalar_type())).clamp_min(1.0).mul_(eps);
+}
+
+torch::Tensor favor_key_mass(const torch::Tensor& phi_k, bool causal) {
+  torch::NoGradGuard no_grad;
+  const auto per_key = phi_k.sum(-1, /*keepdim=*/true);  // (B, H, Lk, 1)
+  return causal ? per_key.cumsum(-2) : per_key.sum(-2, /*keepdim=*/true);
+}
+
+namespace {
+
+bool shares_leading_block(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k) {
+  const auto q_scale = q.scale(0), k_scale = k.scale(0);
+  return map.projection.defined() && q.blocks.size() > 1 && k.blocks.size() > 1 &&
+         q.blocks[0].is_same(k.blocks[0]) && q_scale.is_same(k_scale) &&
+         !q.projection(0).defined() && !k.projection(0).defined();
+}
+
+bool records_grad(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k,
+                  const torch::Tensor& v) {
+  if (!at::GradMode::is_enabled()) return false;
+  const auto any = [](const std::vector<torch::Tensor>& tensors) {
+    return std::any_of(tensors.begin(), tensors.end(),
+                       [](const torch::Tensor& t) { return t.defined() && t.requires_grad(); });
+  };
+  const auto input = [&](const FeatureInput& x) {
+    return any(x.blocks) || any(x.scales) || any(x.projections) || any(x.half_squared_norms);
+  };
+  return v.requires_grad() || (map.projection.defined() && map.projection.requires_grad()) ||
+         input(q) || input(k);
+}
+
+// [v, 1]: the numerator and the denominator of the attention in one product.
+torch::Tensor with_ones(const torch::Tensor& v) {
+  return at::cat({v, at::ones_like(v.narrow(-1, 0, 1))}, -1);
+}
+
+// max(denominator, floor) from both = [numerator, denominator]: the normaliser. -> (B, H, n, 1)
+torch::Tensor favor_normaliser(const torch::Tensor& both, const torch::Tensor& floor) {
+  return at::maximum(both.narrow(-1, both.size(-1) - 1, 1), floor.to(both.scalar_type()));
+}
+
+// out = numerator / max(denominator, floor) from both = [numerator, denominator], into `out`.
+void normalize_into(torch::Tensor out, const torch::Tensor& both, const torch::Tensor& floor) {
+  at::div_out(out, both.narrow(-1, 0, both.size(-1) - 1), favor_normaliser(both, floor));
+}
+
+// Tokens per block of the CPU paths: kFavorBlockBytes of features (B H rows of M), at least 64.
+int64_t favor_block_rows(const FeatureMapImpl& map, const torch::Tensor& v) {
+  const int64_t row_bytes = v.size(0) * v.size(1) * map.output_dim() * v.element_size();
+  return std::max<int64_t>(64, kFavorBlockBytes / std::max<int64_t>(1, row_bytes));
+}
+
+// The forward without autograd also takes at most this many tokens a block. Small maps' blocks
+// were large (B H = 8, m = 64: 1024 tokens in 2 MB), and the call's temporaries of a block's size
+// (features, projection, [v, 1], [num, den]) went back to the system by glibc's heap trimming at
+// the end of every call and were faulted in again at the next: 250-2,243 minor faults a Performer
+// forward at L = 1024-2048, 0-223 with this bound, in 0.66x-0.80x the time (two runs,
+// docs/benchmarks.md). The fused autograd function keeps the larger blocks: its backward
+// recomputes each block's features with a graph of their own, and in one run 256-token blocks made
+// FLT m = 64's forward+backward 1.12-1.21x slower.
+constexpr int64_t kInferenceBlockRows = 256;
+
+// What the non-causal keys leave for the queries: S = sum_j phi_k_j [v_j, 1]^T (B, H, M, Dv + 1),
+// the feature mass sum_j sum_m phi_k_jm (B, H, 1, 1) and the keys' shift (B, H, 1, 1) double
+// (undefined for maps without shifts), both sums at that shift.
+struct KeySummary {
+  torch::Tensor summary, mass, shift;
+};
+
+// The keys' summary block by block (each block at its own shift, the running sums rescaled to the
+// larger one), without autograd.
+KeySummary favor_key_summary(const FeatureMapImpl& map, const FeatureInput& k,
+                             const torch::Tensor& v, int64_t rows) {
+  const int64_t lk = v.size(2);
+  KeySummary s;
+  for (int64_t start = 0; start < lk; start += rows) {
+    const int64_t n = std::min(rows, lk - start);
+    torch::Tensor block_shift;
+    const auto phi_k = map.block_key_features(k.rows(start, n), block_shift);
+    auto part = at::matmul(phi_k.transpose(-2, -1), with_ones(v.narrow(2, start, n)));
+    auto part_mass = phi_k.sum(-1, /*keepdim=*/true).sum(-2, /*keepdim=*/true);
+    if (!s.summary.defined()) {
+      s.summary = std::move(part);
+      s.mass = std::move(part_mass);
+      s.shift = block_shift;
+    } else if (!block_shift.defined()) {
+      s.summary.add_(part);
+      s.mass.add_(part_mass);
+    } else {
+      // Both sums to the larger shift: factors exp(shift - top) <= 1, so nothing overflows.
+      const auto top = at::maximum(s.shift, block_shift);
+      const auto old_factor = (s.shift - top).exp_().to(s.summary.scalar_type());
+      const auto new_factor = (block_shift - top).exp_().to(s.summary.scalar_type());
+      s.summary.mul_(old_factor).add_(part.mul_(new_factor));
+      s.mass.mul_(old_factor).add_(part_mass.mul_(new_factor));
+      s.shift = top;
+    }
+  }
+  return s;
+}
+
+// Each block of queries against the keys' summary. -> (B, H, Lq, Dv)
+torch::Tensor favor_queries(const FeatureMapImpl& map, const FeatureInput& q,
+                            const KeySummary& keys, const torch::Tensor& v, double eps,
+                            int64_t rows) {
+  const int64_t lq = q.blocks.front().size(-2);
+  torch::Tensor out;
+  for (int64_t start = 0; start < lq; start += rows) {
+    const int64_t n = std::min(rows, lq - start);
+    const auto phi_q = map.query_features(q.rows(start, n));
+    const auto both = at::matmul(phi_q, keys.summary);
+    if (!out.defined()) out = at::empty({both.size(0), both.size(1), lq, v.size(3)}, v.options());
+    normalize_into(out.narrow(2, start, n), both, favor_floor(phi_q, keys.mass, eps));
+  }
+  return out;
+}
+
+// The composite path: the features of the whole sequence and autograd through
+// `kernels::normalized_linear_attention` (the reference of the fused backward).
+torch::Tensor favor_composite(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
+                              const torch::Tensor& v, bool causal, double eps) {
+  torch::Tensor query, key;
+  {  // the feature inputs (FLT's position block and its projection) are freed before the kernel
+    FeatureInput qs = std::move(q), ks = std::move(k);
+    share_leading_projection(map, qs, ks);
+    query = map.query_features(qs);
+    key = map.key_features(ks, causal);
+  }
+  return kernels::normalized_linear_attention(query, key, v, causal,
+                                              favor_floor(query, favor_key_mass(key, causal), eps));
+}
+
+// The running sums of a causal pass over blocks: the scan state S = sum_j phi_k_j [v_j, 1]^T of the
+// keys so far (B, H, M, Dv + 1) and their feature mass (B, H, 1, 1).
+struct CausalCarry {
+  torch::Tensor state, mass;
+};
+
+// One causal block: both = [numerator, denominator] of the block's queries against the keys so far
+// (the carry's, then the block's own up to each query; the carry then holds the block's keys too)
+// and the queries' floor, from the keys' running mass. -> both (B, H, n, Dv + 1), floor to `floor`
+torch::Tensor causal_block(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                           const torch::Tensor& values, CausalCarry& carry, double eps,
+                           torch::Tensor& floor) {
+  if (!carry.state.defined()) {
+    carry.state =
+        at::zeros({phi_k.size(0), phi_k.size(1), phi_k.size(3), values.size(3)}, values.options());
+  }
+  auto both = kernels::causal_linear_attention_block(phi_q, phi_k, values, carry.state);
+  // The prefix sums of favor_key_mass, the previous blocks' total added to the first key first
+  // (the order of one cumulative sum).
+  auto per_key = phi_k.sum(-1, /*keepdim=*/true);
+  if (carry.mass.defined()) per_key.narrow(-2, 0, 1).add_(carry.mass);
+  const auto key_mass = per_key.cumsum(-2);
+  carry.mass = key_mass.narrow(-2, key_mass.size(-2) - 1, 1);
+  floor = favor_floor(phi_q, key_mass, eps);
+  return both;
+}
+
+// Causal, blocked: each block's queries and keys together, the scan state and the keys' running
+// mass carried from block to block; `shift` is the keys' (causal_key_shift of the first key).
+// -> (B, H, L, Dv)
+torch::Tensor favor_blocked_causal(const FeatureMapImpl& map, const FeatureInput& q,
+                                   const FeatureInput& k, const torch::Tensor& v, double eps,
+                                   int64_t rows, const torch::Tensor& shift) {
+  const int64_t length = v.size(2);
+  const bool shared = shares_leading_block(map, q, k);
+  CausalCarry carry;
+  torch::Tensor out;
+  for (int64_t start = 0; start < length; start += rows) {
+    const int64_t n = std::min(rows, length - start);
+    auto q_rows = q.rows(start, n), k_rows = k.rows(start, n);
+    if (shared) {
+      const auto projection = map.project_block(k_rows, 0);
+      q_rows.projections = {projection};
+      k_rows.projections = {projection};
+    }
+    const auto phi_k = map.key_features(k_rows, shift);
+    const auto phi_q = map.query_features(q_rows);
+    if (!out.defined())
+      out = at::empty({phi_q.size(0), phi_q.size(1), length, v.size(3)}, v.options());
+    torch::Tensor floor;
+    const auto both =
+        causal_block(phi_q, phi_k, with_ones(v.narrow(2, start, n)), carry, eps, floor);
+    normalize_into(out.narrow(2, start, n), both, floor);
+  }
+  return out;
+}
+
+// ---- the fused autograd function ----------------------------------------------------------------
+
+// The slots of a FeatureInput in one order: blocks, scales, projections, half squared norms.
+std::vector<torch::Tensor*> input_slots(FeatureInput& x) {
+  std::vector<torch::Tensor*> slots;
+  for (auto* list : {&x.blocks, &x.scales, &x.projections, &x.half_squared_norms})
+    for (auto& t : *list) slots.push_back(&t);
+  return slots;
+}
+
+// Whether slot `i` of x (input_slots order) has a row per token (`FeatureInput::rows` narrows it):
+// blocks, projections and per-token norms; scales and constant norms are whole in every block.
+bool row_slot(const FeatureInput& x, size_t i) {
+  const size_t blocks = x.blocks.size(), scales = x.scales.size();
+  const size_t projections = x.projections.size();
+  if (i < blocks) return true;
+  if (i < blocks + scales) return false;
+  if (i < blocks + scales + projections) return true;
+  const auto& n = x.half_squared_norms[i - blocks - scales - projections];
+  return n.size(-2) != 1;
+}
+
+// A FeatureInput as a flat list of its defined tensors (appended to `flat`) and a layout that
+// puts them back: the four slot counts, then per slot its index in `flat` or -1.
+std::vector<int64_t> flatten_input(FeatureInput x, std::vector<torch::Tensor>& flat) {
+  std::vector<int64_t> layout = {static_cast<int64_t>(x.blocks.size()),
+                                 static_cast<int64_t>(x.scales.size()),
+                                 static_cast<int64_t>(x.projections.size()),
+                                 static_cast<int64_t>(x.half_squared_norms.size())};
+  for (auto* slot : input_slots(x)) {
+    layout.push_back(slot->defined() ? static_cast<int64_t>(flat.size()) : -1);
+    if (slot->defined()) flat.push_back(*slot);
+  }
+  return layout;
+}
+
+FeatureInput unflatten_input(const std::vector<int64_t>& layout,
+                             const std::vector<torch::Tensor>& flat) {
+  FeatureInput x(torch::Tensor{});
+  x.blocks.resize(layout[0]);
+  x.scales.resize(layout[1]);
+  x.projections.resize(layout[2]);
+  x.half_squared_norms.resize(layout[3]);
+  const auto slots = input_slots(x);
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (layout[4 + i] >= 0) *slots[i] = flat[layout[4 + i]];
+  return x;
+}
+
+// One block's features computed again (`features` on the block's rows of x), handed to `use`
+// without graph; the dL/dphi that `use` returns (undefined: none) is taken to the block's share of
+// the inputs and added to the gradients of the whole inputs (`grads`, indexed like the flat list;
+// those `wanted`). The features are recomputed on leaves cut from the block's inputs, so their
+// gradients follow the feature map's own formula (in-place exp, shifts, norms, scales folded into
+// W) and the graph spans one block.
+template <typename Features, typename Use>
+void with_block_features(const FeatureInput& x, const std::vector<int64_t>& layout,
+                         const std::vector<bool>& wanted, int64_t start, int64_t n,
+                         const Features& features, const Use& use,
+                         std::vector<torch::Tensor>& grads) {
+  FeatureInput part = x.rows(start, n);
+  std::vector<torch::Tensor> leaves;
+  std::vector<std::pair<int64_t, bool>> targets;  // flat index, row slot
+  const auto slots = input_slots(part);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const int64_t index = layout[4 + i];
+    if (index < 0 || !wanted[index]) {
+      if (slots[i]->defined()) *slots[i] = slots[i]->detach();
+      continue;
+    }
+    *slots[i] = slots[i]->detach().requires_grad_();
+    leaves.push_back(*slots[i]);
+    targets.emplace_back(index, row_slot(part, i));
+  }
+  torch::Tensor phi;
+  {
+    at::AutoGradMode enable(!leaves.empty());
+    phi = features(part);
+  }
+  const torch::Tensor grad_phi = use(phi.detach());
+  if (leaves.empty() || !grad_phi.defined()) return;
+  const auto block_grads = torch::autograd::grad({phi}, leaves, {grad_phi},
+                                                 /*retain_graph=*/false, /*create_graph=*/false,
+                                                 /*allow_unused=*/true);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const auto [index, rows] = targets[i];
+    auto& total = grads[index];
+    if (rows) {  // each block writes its own rows of the whole gradient, allocated once
+      auto mine = total.narrow(-2, start, n);
+      if (block_grads[i].defined()) {
+        mine.copy_(block_grads[i]);
+      } else {
+        mine.zero_();
+      }
+    } else if (block_grads[i].defined()) {
+      total = total.defined() ? total.add_(block_grads[i]) : block_grads[i].clone();
+    }
+  }
+}
+
+// dL/dboth for both = [numerator, denominator] from g = dL/dout, out = num / d with
+// d = max(den, floor): [g / d, -(g . out) / d]; the floor carries no gradient, and at den = floor
+// half of it reaches den, as at::maximum's backward gives. -> (B, H, n, Dv + 1)
+torch::Tensor both_gradient(const torch::Tensor& both, const torch::Tensor& floor,
+                            const torch::Tensor& g) {
+  const int64_t dv = both.size(-1) - 1;
+  const auto d = favor_normaliser(both, floor);
+  const auto den = both.narrow(-1, dv, 1);
+  const auto out = both.narrow(-1, 0, dv) / d;
+  const auto share = at::where(den < floor, 0.0, at::where(den == floor, 0.5, 1.0));
+  return at::cat({g / d, (g * out).sum(-1, /*keepdim=*/true).div_(d).neg_().mul_(share)}, -1);
+}
+
+// The non-tensor part of a fused call (the tensors go in one flat list: q's, k's, then v).
+struct FavorCall {
+  const FeatureMapImpl* map;
+  std::vector<int64_t> q_layout, k_layout;
+  double eps;
+  bool causal;
+};
+
+// FAVOR+ attention as one autograd function (favor_attention). The forward is the blocked one; it
+// keeps the inputs, W, the keys' shift and (non-causal) the keys' summary S and mass. With
+// g = dL/dout and both_i = [num_i, den_i] (dL/dboth_i by `both_gradient`), vv_j = [v_j, 1]:
+//   non-causal, both_i = phi_q_i S, S = sum_j phi_k_j vv_j^T:
+//     dL/dphi_q_i = dL/dboth_i S^T,  dL/dS = sum_i phi_q_i^T dL/dboth_i,
+//     dL/dphi_k_j = dL/dS vv_j,      dL/dv_j = (phi_k_j dL/dS)[:Dv]
+//   in two passes over blocks, queries (dL/dphi_q and dL/dS) then keys;
+//   causal, both_i = phi_q_i sum_{j <= i} phi_k_j vv_j^T (the backward of
+//   kernels::linear_attention_numerator's scans, block by block with carried states):
+//     dL/dphi_q_i = sum_{j <= i} (dL/dboth_i . vv_j) phi_k_j    (forward pass over blocks)
+//     dL/dphi_k_j = sum_{i >= j} (vv_j . dL/dboth_i) phi_q_i    (reverse pass)
+//     dL/dvv_j = sum_{i >= j} (phi_k_j . phi_q_i) dL/dboth_i    (reverse pass)
+//   where the forward pass keeps dL/dboth (B, H, L, Dv + 1) for the reverse one.
+// Each block's feature gradients go to the inputs through `with_block_features`.
+class FavorFunction : public torch::autograd::Function<FavorFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const FavorCall& call,
+                               at::TensorList tensors) {
+    const std::vector<torch::Tensor> flat(tensors.begin(), tensors.end());
+    const auto q = unflatten_input(call.q_layout, flat), k = unflatten_input(call.k_layout, flat);
+    const auto& v = flat.back();
+    const FeatureMapImpl& map = *call.map;
+    const int64_t rows = favor_block_rows(map, v);
+    torch::Tensor out;
+    if (call.causal) {
+      const auto shift = map.causal_key_shift(k.first_token());  // as key_features(k, causal)
+      out = favor_blocked_causal(map, q, k, v, call.eps, rows, shift);
+      ctx->saved_data["shift"] = shift;
+    } else {
+      const auto keys = favor_key_summary(map, k, v, rows);
+      out = favor_queries(map, q, keys, v, call.eps, rows);
+      ctx->saved_data["summary"] = keys.summary;
+      ctx->saved_data["mass"] = keys.mass;
+      ctx->saved_data["shift"] = keys.shift;
+    }
+    auto saved = flat;
+    saved.push_back(map.projection);  // undefined for kElu
+    ctx->save_for_backward(saved);
+    ctx->saved_data["q_layout"] = call.q_layout;
+    ctx->saved_data["k_layout"] = call.k_layout;
+    ctx->saved_data["eps"] = call.eps;
+    ctx->saved_data["causal"] = call.causal;
+    ctx->saved_data["kind"] = static_cast<int64_t>(map.options.kind());
+    ctx->saved_data["input_dim"] = map.options.input_dim();
+    ctx->saved_data["features"] = map.options.features();
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    auto flat = ctx->get_saved_variables();
+    const auto w = flat.back();
+    flat.pop_back();
+    const FeatureMapImpl map(
+        FeatureMapOptions(ctx->saved_data["input_dim"].toInt(), ctx->saved_data["features"].toInt())
+            .kind(static_cast<FeatureKind>(ctx->saved_data["kind"].toInt())),
+        w);
+    Backward b{map,
+               ctx->saved_data["q_layout"].toIntVector(),
+               ctx->saved_data["k_layout"].toIntVector(),
+               flat,
+               {},
+               ctx->saved_data["eps"].toDouble(),
+               grad_outputs[0]};
+    b.wanted.resize(flat.size());
+    for (size_t i = 0; i < flat.size(); ++i) b.wanted[i] = ctx->needs_input_grad(i);
+    const bool causal = ctx->saved_data["causal"].toBool();
+    std::vector<torch::Tensor> grads;
+    if (at::GradMode::is_enabled()) {
+      grads = b.composite(causal);  // create_graph
+    } else if (causal) {
+      grads = b.causal(ctx->saved_data["shift"].toTensor());
+    } else {
+      grads = b.non_causal(ctx->saved_data["summary"].toTensor(),
+                           ctx->saved_data["mass"].toTensor(), ctx->saved_data["shift"].toTensor());
+    }
+    torch::autograd::variable_list result = {torch::Tensor()};  // FavorCall
+    result.insert(result.end(), grads.begin(), grads.end());
+    return result;
+  }
+
+ private:
+  // What a backward works from: the map over the saved W, the inputs (flat, with their layouts),
+  // which of them need gradients, eps and dL/dout.
+  struct Backward {
+    const FeatureMapImpl& map;
+    std::vector<int64_t> q_layout, k_layout;
+    std::vector<torch::Tensor> flat;
+    std::vector<bool> wanted;
+    double eps;
+    torch::Tensor g;
+
+    FeatureInput q() const { return unflatten_input(q_layout, flat); }
+    FeatureInput k() const { return unflatten_input(k_layout, flat); }
+    const torch::Tensor& v() const { return flat.back(); }
+    size_t v_index() const { return flat.size() - 1; }
+    bool needs(const std::vector<int64_t>& layout) const {
+      return std::any_of(layout.begin() + 4, layout.end(),
+                         [&](int64_t index) { return index >= 0 && wanted[index]; });
+    }
+    // Whole gradients of the inputs with a row per token, allocated once (every block writes its
+    // rows); the rest undefined until a block adds to them.
+    std::vector<torch::Tensor> allocate() const {
+      std::vector<torch::Tensor> grads(flat.size());
+      for (const auto* layout : {&q_layout, &k_layout}) {
+        auto x = unflatten_input(*layout, flat);
+        const auto slots = input_slots(x);
+        for (size_t i = 0; i < slots.size(); ++i) {
+          const int64_t index = (*layout)[4 + i];
+          if (index >= 0 && wanted[index] && row_slot(x, i) && !grads[index].defined())
+            grads[index] = at::empty(flat[index].sizes(), flat[index].options());
+        }
+      }
+      if (wanted[v_index()]) grads[v_index()] = at::empty(v().sizes(), v().options());
+      return grads;
+    }
+
+    // create_graph: the composite path again, differentiably (double backward; rare, and its
+    // features are those of the whole sequence).
+    std::vector<torch::Tensor> composite(bool causal) const {
+      std::vector<torch::Tensor> inputs, grads(flat.size());
+      std::vector<size_t> indices;
+      for (size_t i = 0; i < flat.size(); ++i) {
+        if (!wanted[i]) continue;
+        inputs.push_back(flat[i]);
+        indices.push_back(i);
+      }
+      const auto out = favor_composite(map, q(), k(), v(), causal, eps);
+      const auto found = torch::autograd::grad({out}, inputs, {g}, /*retain_graph=*/true,
+                                               /*create_graph=*/true, /*allow_unused=*/true);
+      for (size_t i = 0; i < inputs.size(); ++i) grads[indices[i]] = found[i];
+      return grads;
+    }
+
+    std::vector<torch::Tensor> non_causal(const torch::Tensor& summary, const torch::Tensor& mass,
+                                          const torch::Tensor& shift) const {
+      const auto q = this->q(), k = this->k();
+      const auto& v = this->v();
+      const int64_t rows = favor_block_rows(map, v), dv = v.size(3);
+      const int64_t lq = q.blocks.front().size(-2), lk = v.size(2);
+      const bool query_need = needs(q_layout), key_need = needs(k_layout);
+      const bool value_need = wanted[v_index()];
+      auto grads = allocate();
+      // Queries: dL/dphi_q to q's inputs, dL/dS summed.
+      auto grad_summary = at::zeros_like(summary);
+      const auto summary_t = summary.transpose(-2, -1);
+      const auto query_features = [&](const FeatureInput& x) { return map.query_features(x); };
+      for (int64_t start = 0; start < lq; start += rows) {
+        const int64_t n = std::min(rows, lq - start);
+        with_block_features(
+            q, q_layout, wanted, start, n, query_features,
+            [&](const torch::Tensor& phi_q) {
+              const auto both = at::matmul(phi_q, summary);
+              const auto grad_both =
+                  both_gradient(both, favor_floor(phi_q, mass, eps), g.narrow(2, start, n));
+              if (key_need || value_need)
+                grad_summary.add_(at::matmul(phi_q.transpose(-2, -1), grad_both));
+              return query_need ? at::matmul(grad_both, summary_t) : torch::Tensor();
+            },
+            grads);
+      }
+      // Keys: dL/dv and dL/dphi_k to k's inputs.
+      const auto key_features = [&](const FeatureInput& x) { return map.key_features(x, shift); };
+      const auto grad_summary_t = grad_summary.transpose(-2, -1);
+      for (int64_t start = 0; start < lk && (key_need || value_need); start += rows) {
+        const int64_t n = std::min(rows, lk - start);
+        with_block_features(
+            k, k_layout, wanted, start, n, key_features,
+            [&](const torch::Tensor& phi_k) {
+              if (value_need) {
+                grads[v_index()]
+                    .narrow(2, start, n)
+                    .copy_(at::matmul(phi_k, grad_summary.narrow(-1, 0, dv)));
+              }
+              return key_need ? at::matmul(with_ones(v.narrow(2, start, n)), grad_summary_t)
+                              : torch::Tensor();
+            },
+            grads);
+      }
+      return grads;
+    }
+
+    std::vector<torch::Tensor> causal(const torch::Tensor& shift) const {
+      const auto q = this->q(), k = this->k();
+      const auto& v = this->v();
+      const int64_t rows = favor_block_rows(map, v), dv = v.size(3), length = v.size(2);
+      const bool query_need = needs(q_layout), key_need = needs(k_layout);
+      const bool value_need = wanted[v_index()];
+      auto grads = allocate();
+      const auto zeros = [&](int64_t rows_, int64_t cols) {
+        return at::zeros({v.size(0), v.size(1), rows_, cols}, v.options());
+      };
+      const int64_t features = map.output_dim();
+      // Forward pass: the outputs' scan again (carry), dL/dboth kept, dL/dphi_q by the forward
+      // scan of (dL/dboth, vv, phi_k) from its own carried state.
+      auto grad_both = at::empty({v.size(0), v.size(1), length, dv + 1}, v.options());
+      CausalCarry carry;
+      torch::Tensor query_state;  // sum_{j before the block} vv_j phi_k_j^T: (B, H, Dv + 1, M)
+      const auto query_features = [&](const FeatureInput& x) { return map.query_features(x); };
+      for (int64_t start = 0; start < length; start += rows) {
+        const int64_t n = std::min(rows, length - start);
+        const auto phi_k = map.key_features(k.rows(start, n), shift);
+        const auto values = with_ones(v.narrow(2, start, n));
+        with_block_features(
+            q, q_layout, wanted, start, n, query_features,
+            [&](const torch::Tensor& phi_q) {
+              torch::Tensor floor;
+              const auto both = causal_block(phi_q, phi_k, values, carry, eps, floor);
+              const auto block = both_gradient(both, floor, g.narrow(2, start, n));
+              grad_both.narrow(2, start, n).copy_(block);
+              if (!query_need) return torch::Tensor();
+              if (!query_state.defined()) query_state = zeros(dv + 1, features);
+              return kernels::causal_linear_attention_block(block, values, phi_k, query_state);
+            },
+            grads);
+      }
+      if (!key_need && !value_need) return grads;
+      // Reverse pass: dL/dphi_k by the reverse scan of (vv, dL/dboth, phi_q), dL/dv by that of
+      // (phi_k, phi_q, dL/dboth), each from the later blocks' carried state.
+      torch::Tensor key_state, value_state;  // (B, H, Dv + 1, M), (B, H, M, Dv + 1)
+      const auto key_features = [&](const FeatureInput& x) { return map.key_features(x, shift); };
+      const int64_t last = (length - 1) / rows * rows;
+      for (int64_t start = last; start >= 0; start -= rows) {
+        const int64_t n = std::min(rows, length - start);
+        const auto phi_q = map.query_features(q.rows(start, n));
+        const auto block = grad_both.narrow(2, start, n);
+        with_block_features(
+            k, k_layout, wanted, start, n, key_features,
+            [&](const torch::Tensor& phi_k) {
+              if (value_need) {
+                if (!value_state.defined()) value_state = zeros(features, dv + 1);
+                const auto grad_values = kernels::causal_linear_attention_block(
+                    phi_k, phi_q, block, value_state, /*reverse=*/true);
+                grads[v_index()].narrow(2, start, n).copy_(grad_values.narrow(-1, 0, dv));
+              }
+              if (!key_need) return torch::Tensor();
+              if (!key_state.defined()) key_state = zeros(dv + 1, features);
+              return kernels::causal_linear_attention_block(with_ones(v.narrow(2, start, n)), block,
+                                                            phi_q, key_state,
+                                                            /*reverse=*/true);
+            },
+            grads);
+      }
+      return grads;
+    }
+  };
+};
+
+// Whether the fused function covers a call with autograd recording: on the CPU in float or double
+// (the causal scan kernel's dtypes) with a W that needs no gradient. The others take the composite
+// path: kLearnable's W is a parameter (its gradient, a sum over every block of the features'
+// gradients against the inputs, is not written here), GPUs run the composite path's chunks at once.
+bool fused_covers(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k,
+                  const torch::Tensor& v) {
+  if (FavorCompositeGuard::active()) return false;
+  if (map.projection.defined() && map.projection.requires_grad()) return false;
+  const auto dtype = v.scalar_type();
+  if (dtype != torch::kFloat && dtype != torch::kDouble) return false;
+  if (v.dim() != 4 || !v.device().is_cpu()) return false;
+  const auto fits = [&](const FeatureInput& x) {
+    for (const auto& t : x.blocks)
+      if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != dtype || t.dim() < 2)
+        return false;
+    for (const auto* list : {&x.scales, &x.projections, &x.half_squared_norms})
+      for (const auto& t : *list)
+        if (t.defined() && !t.device().is_cpu()) return false;
+    return !x.blocks.empty();
+  };
+  return fits(q) && fits(k);
+}
+
+}  // namespace
+
+void share_leading_projection(const FeatureMapImpl& map, FeatureInput& q, FeatureInput& k) {
+  if (!shares_leading_block(map, q, k)) return;
+  const auto projection = map.project_block(k, 0);
+  q.projections = {projection};
+  k.projections = {projection};
+}
+
+torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
+                              const torch::Tensor& v, bool causal, double eps) {
+  if (records_grad(map, q, k, v) || !v.device().is_cpu()) {
+    if (!fused_covers(map, q, k, v))
+      return favor_composite(map, std::move(q), std::move(k), v, causal, eps);
+    FavorCall call{&map, {}, {}, eps, causal};
+    std::vector<torch::Tensor> flat;
+    call.q_layout = flatten_input(std::move(q), flat);
+    call.k_layout = flatten_input(std::move(k), flat);
+    flat.push_back(v);
+    return FavorFunction::apply(call, at::TensorList(flat));
+  }
+  const int64_t rows = std::min(kInferenceBlockRows, favor_block_rows(map, v));
+  if (causal)
+    return favor_blocked_causal(map, q, k, v, eps, rows, map.causal_key_shift(k.first_token()));
+  return favor_queries(map, q, favor_key_summary(map, k, v, rows), v, eps, rows);
+}
+
+namespace {
+thread_local int composite_guards = 0;
+}  // namespace
+
+FavorCompositeGuard::FavorCompositeGuard() {
+  ++composite_guards;
+}
+FavorCompositeGuard::~FavorCompositeGuard() {
+  --composite_guards;
+}
+bool FavorCompositeGuard::active() {
+  return composite_guards > 0;
+}
+
+}  // namespace flt::attention
