@@ -192,6 +192,114 @@ FLT_INLINE void block_affine(const float* w, const float* b, const float (*x)[kL
   for (; r < rows; ++r) affine_rows<1>(w, b, x, r, cols, y);
 }
 
+/// The FLT / Performer memory of one block: queries, keys and values from x = in[0..F), their
+/// softmax-kernel features, and the memory `mem` decayed, appended to and read into `read`.
+/// This is attention::LinearAttentionState's decay / append / read, one state per lane, written
+/// out: a block's state lives in `mem` as one vector per slot, and the fused path exists
+/// to avoid tensor operations per block (a LibTorch op costs about a microsecond to dispatch,
+/// the whole step of a block of 16 coordinates less). The composite `step` calls the state
+/// itself; the tests hold the two together. Layout per coordinate: S (m x Dv) row-major, z (m).
+FLT_INLINE void linear_attention_memory(const BlockPlan& w, float (*in)[kLanes],
+                                        float (*mem)[kLanes], float (*read)[kLanes]) {
+  constexpr int64_t L = kLanes;
+  const int64_t F = LearnedOptimizerModelImpl::kFeatures;
+  alignas(64) float q[kMaxWidth][L], k[kMaxWidth][L], v[kMaxWidth][L];
+  alignas(64) float phi_q[kMaxWidth][L], phi_k[kMaxWidth][L];
+  block_affine(w.wq, w.bq, in, w.dk, F, q);
+  block_affine(w.wk, w.bk, in, w.dk, F, k);
+  block_affine(w.wv, w.bv, in, w.dv, F, v);
+  float q_norm[L], k_norm[L], shift[L], denominator[L];
+  FOR_LANES(l) q_norm[l] = 0.0f, k_norm[l] = 0.0f;
+  for (int64_t d = 0; d < w.dk; ++d) {
+    FOR_LANES(l) {
+      q[d][l] = tanh_approx(q[d][l]) * w.quarter;
+      k[d][l] = tanh_approx(k[d][l]) * w.quarter;
+      q_norm[l] += 0.5f * q[d][l] * q[d][l];
+      k_norm[l] += 0.5f * k[d][l] * k[d][l];
+    }
+  }
+  FOR_LANES(l) shift[l] = -3.0e38f;
+  for (int64_t f = 0; f < w.m; ++f) {
+    const float* pf = w.proj + f * w.proj_cols + w.rpe_width;
+    float lq[L], lk[L];
+    FOR_LANES(l) lq[l] = w.rpe_q_logits[f] - q_norm[l], lk[l] = w.rpe_k_logits[f] - k_norm[l];
+    for (int64_t d = 0; d < w.dk; ++d) {
+      FOR_LANES(l) lq[l] += pf[d] * q[d][l], lk[l] += pf[d] * k[d][l];
+    }
+    FOR_LANES(l) {
+      phi_q[f][l] = lq[l];
+      phi_k[f][l] = exp_approx(lk[l]) * w.inv_sqrt_m;  // unshifted keys (bounded inputs)
+      shift[l] = std::max(shift[l], lq[l]);
+    }
+  }
+  FOR_LANES(l) denominator[l] = 0.0f;
+  for (int64_t e = 0; e < w.dv; ++e) {
+    FOR_LANES(l) read[e][l] = 0.0f;
+  }
+  for (int64_t f = 0; f < w.m; ++f) {
+    float* z = mem[w.m * w.dv + f];
+    FOR_LANES(l) {
+      phi_q[f][l] = exp_approx(phi_q[f][l] - shift[l]) * w.inv_sqrt_m;  // per-token shift
+      z[l] = w.gamma * z[l] + phi_k[f][l];
+      denominator[l] += phi_q[f][l] * z[l];
+    }
+    for (int64_t e = 0; e < w.dv; ++e) {
+      float* s = mem[f * w.dv + e];
+      FOR_LANES(l) {
+        s[l] = w.gamma * s[l] + phi_k[f][l] * v[e][l];
+        read[e][l] += phi_q[f][l] * s[l];
+      }
+    }
+  }
+  FOR_LANES(l) denominator[l] = 1.0f / std::max(denominator[l], kReadFloor);
+  for (int64_t e = 0; e < w.dv; ++e) {
+    FOR_LANES(l) read[e][l] *= denominator[l];
+  }
+}
+
+/// The EMA memory of one block: values from x = in[0..F) averaged into `mem`, read unbiased.
+FLT_INLINE void ema_memory(const BlockPlan& w, float (*in)[kLanes], float (*mem)[kLanes],
+                           float (*read)[kLanes]) {
+  constexpr int64_t L = kLanes;
+  const int64_t F = LearnedOptimizerModelImpl::kFeatures;
+  alignas(64) float v[kMaxWidth][L];
+  block_affine(w.wv, w.bv, in, w.dv, F, v);
+  for (int64_t e = 0; e < w.dv; ++e) {
+    FOR_LANES(l) {
+      mem[e][l] = w.ema_keep[e] * mem[e][l] + w.ema_gain[e] * v[e][l];
+      read[e][l] = mem[e][l] * w.ema_unbias[e];
+    }
+  }
+}
+
+/// The LSTM memory of one block, `mem` = [h, c]: the read is the new h.
+FLT_INLINE void lstm_memory(const BlockPlan& w, float (*in)[kLanes], float (*mem)[kLanes],
+                            float (*read)[kLanes]) {
+  constexpr int64_t L = kLanes;
+  const int64_t F = LearnedOptimizerModelImpl::kFeatures;
+  alignas(64) float gates[4 * kMaxWidth][L];
+  // Gates i, f, g, o (LibTorch's order) from x and the previous h; memory = [h, c].
+  block_affine(w.lstm_ih, w.lstm_b, in, 4 * w.dk, F, gates);
+  for (int64_t r = 0; r < 4 * w.dk; ++r) {
+    for (int64_t c = 0; c < w.dk; ++c) {
+      const float wrc = w.lstm_hh[r * w.dk + c];
+      FOR_LANES(l) gates[r][l] += wrc * mem[c][l];
+    }
+  }
+  for (int64_t d = 0; d < w.dk; ++d) {
+    FOR_LANES(l) {
+      const float ig = sigmoid_approx(gates[d][l]), fg = sigmoid_approx(gates[w.dk + d][l]);
+      const float gg = tanh_approx(gates[2 * w.dk + d][l]),
+                  og = sigmoid_approx(gates[3 * w.dk + d][l]);
+      const float c = fg * mem[w.dk + d][l] + ig * gg;
+      const float hh = og * tanh_approx(c);
+      mem[w.dk + d][l] = c;
+      mem[d][l] = hh;
+      read[d][l] = hh;
+    }
+  }
+}
+
 /// One full block of kLanes coordinates starting at grad/param/state (slot j of coordinate l at
 /// state[j * w.slot_stride + l]).
 /// Returns the number of coordinates skipped (non-finite gradient or step); writes the block's sums
@@ -204,8 +312,7 @@ FLT_CLONES_AVX512 int64_t step_block(const BlockPlan& w, const float* grad, floa
   alignas(64) float st[kMaxState][L];  // state, transposed; updated in place
   alignas(64) float g[L], ok[L], update[L];
   alignas(64) float in[LearnedOptimizerModelImpl::kFeatures + kMaxWidth][L];  // [x, read]
-  alignas(64) float q[kMaxWidth][L], k[kMaxWidth][L], v[kMaxWidth][L], h[kMaxWidth][L];
-  alignas(64) float phi_q[kMaxWidth][L], phi_k[kMaxWidth][L], gates[4 * kMaxWidth][L], out[2][L];
+  alignas(64) float h[kMaxWidth][L], out[2][L];
 
   FOR_LANES(l) {
     ok[l] = is_finite(grad[l]) ? 1.0f : 0.0f;
@@ -240,90 +347,11 @@ FLT_CLONES_AVX512 int64_t step_block(const BlockPlan& w, const float* grad, floa
   float(*mem)[L] = st + M;
   float(*read)[L] = in + F;
   if (w.memory == Memory::kFLT || w.memory == Memory::kPerformer) {
-    block_affine(w.wq, w.bq, in, w.dk, F, q);
-    block_affine(w.wk, w.bk, in, w.dk, F, k);
-    block_affine(w.wv, w.bv, in, w.dv, F, v);
-    float q_norm[L], k_norm[L], shift[L], denominator[L];
-    FOR_LANES(l) q_norm[l] = 0.0f, k_norm[l] = 0.0f;
-    for (int64_t d = 0; d < w.dk; ++d) {
-      FOR_LANES(l) {
-        q[d][l] = tanh_approx(q[d][l]) * w.quarter;
-        k[d][l] = tanh_approx(k[d][l]) * w.quarter;
-        q_norm[l] += 0.5f * q[d][l] * q[d][l];
-        k_norm[l] += 0.5f * k[d][l] * k[d][l];
-      }
-    }
-    FOR_LANES(l) shift[l] = -3.0e38f;
-    for (int64_t f = 0; f < w.m; ++f) {
-      const float* pf = w.proj + f * w.proj_cols + w.rpe_width;
-      float lq[L], lk[L];
-      FOR_LANES(l) lq[l] = w.rpe_q_logits[f] - q_norm[l], lk[l] = w.rpe_k_logits[f] - k_norm[l];
-      for (int64_t d = 0; d < w.dk; ++d) {
-        FOR_LANES(l) lq[l] += pf[d] * q[d][l], lk[l] += pf[d] * k[d][l];
-      }
-      FOR_LANES(l) {
-        phi_q[f][l] = lq[l];
-        phi_k[f][l] = exp_approx(lk[l]) * w.inv_sqrt_m;  // unshifted keys (bounded inputs)
-        shift[l] = std::max(shift[l], lq[l]);
-      }
-    }
-    FOR_LANES(l) denominator[l] = 0.0f;
-    for (int64_t e = 0; e < w.dv; ++e) {
-      FOR_LANES(l) read[e][l] = 0.0f;
-    }
-    // The memory is attention::LinearAttentionState's decay / append / read, one state per lane,
-    // written out: a block's state lives in `st` as one vector per slot, and the fused path exists
-    // to avoid tensor operations per block (a LibTorch op costs about a microsecond to dispatch,
-    // the whole step of a block of 16 coordinates less). The composite `step` calls the state
-    // itself; the tests hold the two together. Layout per coordinate: S (m x Dv) row-major, z (m).
-    for (int64_t f = 0; f < w.m; ++f) {
-      float* z = mem[w.m * w.dv + f];
-      FOR_LANES(l) {
-        phi_q[f][l] = exp_approx(phi_q[f][l] - shift[l]) * w.inv_sqrt_m;  // per-token shift
-        z[l] = w.gamma * z[l] + phi_k[f][l];
-        denominator[l] += phi_q[f][l] * z[l];
-      }
-      for (int64_t e = 0; e < w.dv; ++e) {
-        float* s = mem[f * w.dv + e];
-        FOR_LANES(l) {
-          s[l] = w.gamma * s[l] + phi_k[f][l] * v[e][l];
-          read[e][l] += phi_q[f][l] * s[l];
-        }
-      }
-    }
-    FOR_LANES(l) denominator[l] = 1.0f / std::max(denominator[l], kReadFloor);
-    for (int64_t e = 0; e < w.dv; ++e) {
-      FOR_LANES(l) read[e][l] *= denominator[l];
-    }
+    linear_attention_memory(w, in, mem, read);
   } else if (w.memory == Memory::kEMA) {
-    block_affine(w.wv, w.bv, in, w.dv, F, v);
-    for (int64_t e = 0; e < w.dv; ++e) {
-      FOR_LANES(l) {
-        mem[e][l] = w.ema_keep[e] * mem[e][l] + w.ema_gain[e] * v[e][l];
-        read[e][l] = mem[e][l] * w.ema_unbias[e];
-      }
-    }
+    ema_memory(w, in, mem, read);
   } else if (w.memory == Memory::kLSTM) {
-    // Gates i, f, g, o (LibTorch's order) from x and the previous h; memory = [h, c].
-    block_affine(w.lstm_ih, w.lstm_b, in, 4 * w.dk, F, gates);
-    for (int64_t r = 0; r < 4 * w.dk; ++r) {
-      for (int64_t c = 0; c < w.dk; ++c) {
-        const float wrc = w.lstm_hh[r * w.dk + c];
-        FOR_LANES(l) gates[r][l] += wrc * mem[c][l];
-      }
-    }
-    for (int64_t d = 0; d < w.dk; ++d) {
-      FOR_LANES(l) {
-        const float ig = sigmoid_approx(gates[d][l]), fg = sigmoid_approx(gates[w.dk + d][l]);
-        const float gg = tanh_approx(gates[2 * w.dk + d][l]),
-                    og = sigmoid_approx(gates[3 * w.dk + d][l]);
-        const float c = fg * mem[w.dk + d][l] + ig * gg;
-        const float hh = og * tanh_approx(c);
-        mem[w.dk + d][l] = c;
-        mem[d][l] = hh;
-        read[d][l] = hh;
-      }
-    }
+    lstm_memory(w, in, mem, read);
   }
 
   // Head: MLP([x, read]) -> (direction, log-magnitude); update = -scale (adam + gate d) e^a.
