@@ -69,15 +69,15 @@ const Lesson* find_lesson(const std::string& key) {
   return nullptr;
 }
 
-std::string format_number(double value) {
+std::string format_number(double value, int significant, double small, int scientific_digits) {
   if (std::isnan(value)) return "NaN";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
   char text[32];
   const double a = std::abs(value);
-  if (a != 0.0 && (a < 1e-2 || a >= 1e5)) {
-    std::snprintf(text, sizeof(text), "%.2e", value);
+  if (a != 0.0 && (a < small || a >= 1e5)) {
+    std::snprintf(text, sizeof(text), "%.*e", scientific_digits, value);
   } else {
-    std::snprintf(text, sizeof(text), "%.3g", value);
+    std::snprintf(text, sizeof(text), "%.*g", significant, value);
   }
   return text;
 }

@@ -76,7 +76,10 @@ const std::vector<Lesson>& lessons();
 /// The lesson with this key, or nullptr.
 const Lesson* find_lesson(const std::string& key);
 
-/// "1.2e-03"-style text of a number (3 significant digits), "NaN" / "inf" spelled out.
-std::string format_number(double value);
+/// Short text of a number: `significant` digits ("%g"), in scientific notation with
+/// `scientific_digits` after the point when 0 < |value| < `small` or |value| >= 1e5; "NaN" and
+/// "inf" spelled out. The defaults are the tables' "1.2e-03" style.
+std::string format_number(double value, int significant = 3, double small = 1e-2,
+                          int scientific_digits = 2);
 
 }  // namespace flt::demos

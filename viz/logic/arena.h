@@ -95,9 +95,7 @@ struct LandscapeGrid {
 class ArenaGame {
  public:
   ArenaGame();
-  ~ArenaGame();
-  ArenaGame(const ArenaGame&) = delete;
-  ArenaGame& operator=(const ArenaGame&) = delete;
+  ~ArenaGame();  // not copyable or movable: it owns its state (impl_)
 
   /// Starts the level in `settings` from its start (or the custom start), racers reset. Computes
   /// par: the steps the house Adam needs from this start (the budget when it never gets there).

@@ -93,8 +93,7 @@ const char* attention_input_label(AttentionInput input) {
 
 AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, uint64_t seed,
                                          const LiveQueriesKeys* live) {
-  AttentionLabResult result;
-  try {
+  return computed_or_error<AttentionLabResult>([&](AttentionLabResult& result) {
     torch::NoGradGuard no_grad;
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     torch::Tensor q, k;
@@ -114,7 +113,7 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
       case AttentionInput::kLiveModel:
         if (live == nullptr || live->q.empty()) {
           result.error = "no live model yet: open Live Training first";
-          return result;
+          return;
         }
         heads = live->heads;
         length = live->length;
@@ -182,11 +181,7 @@ AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, u
     result.softmax_ms =
         median_ms([&] { flt::attention::softmax_attention(q, k, v, settings.causal); });
     result.valid = true;
-  } catch (const std::exception& e) {
-    result.error = e.what();
-    result.error = result.error.substr(0, result.error.find('\n'));
-  }
-  return result;
+  });
 }
 
 AttentionLab::AttentionLab()

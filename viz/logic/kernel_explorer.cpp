@@ -47,8 +47,7 @@ double correlated_gaussian_density(double x, double y, double rho) {
 
 KernelEstimates compute_kernel_estimates(const KernelSettings& settings, uint64_t seed, int grid,
                                          int points) {
-  KernelEstimates out;
-  try {
+  return computed_or_error<KernelEstimates>([&](KernelEstimates& out) {
     if (!(std::abs(settings.rho) < 1.0))
       throw std::invalid_argument("the correlation rho must lie in (-1, 1), got " +
                                   std::to_string(settings.rho));
@@ -91,8 +90,7 @@ KernelEstimates compute_kernel_estimates(const KernelSettings& settings, uint64_
         hi = std::max(hi, v);
       }
     } catch (const std::exception& ex) {
-      const std::string what = ex.what();
-      out.density_error = what.substr(0, what.find('\n'));
+      out.density_error = first_line(ex);
       out.density_hint = density_error_hint(settings.phi);
       if (out.density_hint.empty()) out.density_hint = out.density_error;
     }
@@ -114,11 +112,7 @@ KernelEstimates compute_kernel_estimates(const KernelSettings& settings, uint64_
     out.reg_sample_y = to_vector(y);
     out.reg_mse = (estimate - regression_truth(grid_x)).pow(2).mean().item<double>();
     out.valid = true;
-  } catch (const std::exception& ex) {
-    const std::string what = ex.what();
-    out.error = what.substr(0, what.find('\n'));
-  }
-  return out;
+  });
 }
 
 void kernel_phi_choice(int choice, FourierPhi* phi, int64_t* power) {
@@ -177,8 +171,7 @@ std::string density_error_hint(int phi) {
 }
 
 KernelCurves compute_kernel_curves(const KernelSettings& settings, int points, int grid) {
-  KernelCurves out;
-  try {
+  return computed_or_error<KernelCurves>([&](KernelCurves& out) {
     const auto opts = at::TensorOptions().dtype(at::kDouble);
     const double e = kernel_view_extent(settings);
     const at::Tensor xs = at::linspace(-e, e, points, opts);
@@ -187,10 +180,7 @@ KernelCurves compute_kernel_curves(const KernelSettings& settings, int points, i
     out.kernel_2d = to_vector(kernel_ratio(map_points(e, grid, opts), settings.R, settings.phi));
     out.grid = grid;
     std::tie(out.lo, out.hi) = value_range(out.kernel_2d);
-  } catch (const std::exception& ex) {
-    out.error = ex.what();
-  }
-  return out;
+  });
 }
 
 }  // namespace flt::viz

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
+
+#include "lessons/lessons.h"
 
 namespace flt::viz {
 
@@ -46,14 +47,7 @@ std::vector<double> log_ticks(double lo, double hi) {
 }
 
 std::string tick_label(double value) {
-  char buffer[32];
-  const double a = std::abs(value);
-  if (a != 0.0 && (a < 1e-3 || a >= 1e5)) {
-    std::snprintf(buffer, sizeof(buffer), "%.0e", value);
-  } else {
-    std::snprintf(buffer, sizeof(buffer), "%.4g", value);
-  }
-  return buffer;
+  return demos::format_number(value, /*significant=*/4, /*small=*/1e-3, /*scientific_digits=*/0);
 }
 
 std::vector<float> smooth_ema(const std::vector<float>& values, float smoothing) {

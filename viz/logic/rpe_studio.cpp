@@ -80,8 +80,7 @@ double rpe_max_error(const RpeSettings& settings, uint64_t seed, int features, i
 }
 
 RpeCurves compute_rpe_curves(const RpeSettings& settings, uint64_t seed, int points, int grid) {
-  RpeCurves out;
-  try {
+  return computed_or_error<RpeCurves>([&](RpeCurves& out) {
     at::NoGradGuard no_grad;
     const FLTAttention module = make_module(settings, seed, settings.features);
     const auto opts = at::TensorOptions().dtype(at::kFloat);
@@ -108,10 +107,7 @@ RpeCurves compute_rpe_curves(const RpeSettings& settings, uint64_t seed, int poi
       out.grid = grid;
       std::tie(out.map_lo, out.map_hi) = value_range(out.map_2d);
     }
-  } catch (const std::exception& ex) {
-    out.error = ex.what();
-  }
-  return out;
+  });
 }
 
 }  // namespace flt::viz

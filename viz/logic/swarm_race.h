@@ -38,9 +38,7 @@ struct SwarmRacer {
 class SwarmRace {
  public:
   SwarmRace();
-  ~SwarmRace();
-  SwarmRace(const SwarmRace&) = delete;
-  SwarmRace& operator=(const SwarmRace&) = delete;
+  ~SwarmRace();  // not copyable or movable: it owns its state (impl_)
   /// Starts a race on Rastrigin 2-D over [-5.12, 5.12]^2: 16 particles each (CMA-ES: its default
   /// lambda), `budget` evaluations per racer.
   void load(uint64_t seed, int64_t budget = 1600);

@@ -1,11 +1,13 @@
 #pragma once
-// Internal to viz/logic: tensors into the plain vectors the scenes hand to the UI, and the point
-// grid every 2-D map is evaluated on.
+// Internal to viz/logic: tensors into the plain vectors the scenes hand to the UI, the point grid
+// every 2-D map is evaluated on, and the errors a computation shows instead of its result.
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,6 +40,27 @@ inline at::Tensor map_points(double extent, int64_t grid, const at::TensorOption
   const at::Tensor y = axis.flip(0).view({grid, 1}).expand({grid, grid});
   const at::Tensor x = axis.view({1, grid}).expand({grid, grid});
   return at::stack({x.reshape({-1}), y.reshape({-1})}, 1);
+}
+
+/// The first line of an exception's message: what a view shows (LibTorch's errors go on with a
+/// C++ backtrace).
+inline std::string first_line(const std::exception& e) {
+  const std::string what = e.what();
+  return what.substr(0, what.find('\n'));
+}
+
+/// A `Result` filled in by `fill(result)`; when that throws, the result as far as it got with
+/// `error` set to the message's first line, so the view shows the error rather than the app
+/// stopping.
+template <typename Result, typename Fill>
+Result computed_or_error(Fill&& fill) {
+  Result result;
+  try {
+    fill(result);
+  } catch (const std::exception& e) {
+    result.error = first_line(e);
+  }
+  return result;
 }
 
 }  // namespace flt::viz

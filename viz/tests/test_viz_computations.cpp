@@ -322,6 +322,11 @@ TEST_F(VizLogic, RpeStudioEstimateApproachesTheExactFunctionAsFeaturesGrow) {
   for (float v : local.g) EXPECT_TRUE(std::isfinite(v));
   EXPECT_GT(local.map_hi, local.map_lo);
   EXPECT_EQ(local.map_2d[10 * 21 + 10], local.map_hi);  // the local shape peaks at delta = 0
+  // A setting the library refuses shows as its message's first line (no C++ backtrace).
+  r.scale = -1.0;
+  const RpeCurves bad = compute_rpe_curves(r, 1);
+  EXPECT_NE(bad.error.find("-1"), std::string::npos) << bad.error;
+  EXPECT_EQ(bad.error.find('\n'), std::string::npos) << bad.error;
 }
 
 TEST_F(VizLogic, KernelExplorerEstimatorsComeFromTheLibrary) {

@@ -292,6 +292,12 @@ TEST_F(VizLogic, PlotMaths) {
   ASSERT_EQ(narrow.size(), 3u);
   EXPECT_DOUBLE_EQ(narrow[0], 5.0);
   EXPECT_DOUBLE_EQ(narrow[2], 20.0);
+  EXPECT_EQ(tick_label(0.001), "0.001");  // the header's examples: 4 digits, then 1e+04 style
+  EXPECT_EQ(tick_label(2.5), "2.5");
+  EXPECT_EQ(tick_label(1e4), "1e+04");
+  EXPECT_EQ(tick_label(1e5), "1e+05");
+  EXPECT_EQ(tick_label(2e-4), "2e-04");
+  EXPECT_EQ(tick_label(0.0), "0");
   const auto smooth = smooth_ema({1, 1, 1, 5}, 0.5f);
   EXPECT_FLOAT_EQ(smooth[0], 1.0f);  // debiased: the first value is kept
   EXPECT_GT(smooth[3], 1.0f);
