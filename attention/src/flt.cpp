@@ -37,6 +37,27 @@ torch::Tensor box_convolution(const torch::Tensor& x, const torch::Tensor& v, in
   return total / factorial * (2.0 * v).pow(k - 1);
 }
 
+// The spectrum's parameters in the dtype of the points `x` it is evaluated at, after checking that
+// `x` (the argument `name` of RpeSpectrum::`fn`) is (H, N, l). `scale` is exp(log_scale): sigma_t,
+// s_t or lambda; the tensors a family does not use stay undefined.
+struct SpectrumAt {
+  torch::Tensor weights, scale, means, radii;
+  double l;
+};
+
+SpectrumAt spectrum_at(const RpeSpectrumImpl& spectrum, const torch::Tensor& x, const char* fn,
+                       const char* name) {
+  const int64_t l = spectrum.options.position_dim();
+  TORCH_CHECK(x.dim() == 3 && x.size(-1) == l, "RpeSpectrum::", fn, ": expected ", name,
+              " of shape (H, N, ", l, "), got ", x.sizes());
+  const auto in_dtype = [&](const torch::Tensor& t) {
+    return t.defined() ? t.to(x.scalar_type()) : t;
+  };
+  const auto log_scale = in_dtype(spectrum.log_scale);
+  return {in_dtype(spectrum.weights), log_scale.defined() ? log_scale.exp() : log_scale,
+          in_dtype(spectrum.means), in_dtype(spectrum.radii), static_cast<double>(l)};
+}
+
 }  // namespace
 
 std::string spectrum_family_name(SpectrumFamily family) {
@@ -124,39 +145,35 @@ void RpeSpectrumImpl::pretty_print(std::ostream& stream) const {
 }
 
 torch::Tensor RpeSpectrumImpl::g(const torch::Tensor& xi) const {
-  TORCH_CHECK(xi.dim() == 3 && xi.size(-1) == options.position_dim(),
-              "RpeSpectrum::g: expected xi of shape (H, N, ", options.position_dim(), "), got ",
-              xi.sizes());
-  const auto dtype = xi.scalar_type();
-  const double l = static_cast<double>(options.position_dim());
-  const auto w = weights.to(dtype);
+  const auto p = spectrum_at(*this, xi, "g", "xi");
+  const auto& w = p.weights;
   switch (options.family()) {
     case SpectrumFamily::kGaussianMixture: {
-      const auto diff = xi.unsqueeze(2) - means.to(dtype).unsqueeze(1);  // (H, N, T, l)
-      const auto sigma = log_scale.to(dtype).exp().unsqueeze(1);         // (H, 1, T)
+      const auto diff = xi.unsqueeze(2) - p.means.unsqueeze(1);  // (H, N, T, l)
+      const auto sigma = p.scale.unsqueeze(1);                   // (H, 1, T)
       return (w.unsqueeze(1) * at::exp(-diff.pow(2).sum(-1) / (2.0 * sigma * sigma))).sum(-1);
     }
     case SpectrumFamily::kLocal: {
-      const auto v = radii.to(dtype).abs().unsqueeze(1);  // (H, 1, T, l)
+      const auto v = p.radii.abs().unsqueeze(1);  // (H, 1, T, l)
       // sin(2 pi v xi) / (pi xi) = 2 v sinc(2 v xi) with torch's normalised sinc (finite at 0).
       const auto ratio = 2.0 * v * at::sinc(2.0 * v * xi.unsqueeze(2));  // (H, N, T, l)
       return (w.unsqueeze(1) * ratio.pow(options.smoothness()).prod(-1)).sum(-1);
     }
     case SpectrumFamily::kGaussianKernel: {
-      const auto lambda = log_scale.to(dtype).exp();  // (H, 1)
-      return w * at::pow(2.0 * kPi * lambda * lambda, 0.5 * l) *
+      const auto& lambda = p.scale;  // (H, 1)
+      return w * at::pow(2.0 * kPi * lambda * lambda, 0.5 * p.l) *
              at::exp(-2.0 * kPi * kPi * lambda * lambda * xi.pow(2).sum(-1));
     }
     case SpectrumFamily::kLaplaceKernel: {
-      const auto lambda = log_scale.to(dtype).exp().unsqueeze(-1);  // (H, 1, 1)
+      const auto lambda = p.scale.unsqueeze(-1);  // (H, 1, 1)
       return w * (2.0 * lambda / (1.0 + 4.0 * kPi * kPi * lambda * lambda * xi.pow(2))).prod(-1);
     }
     case SpectrumFamily::kCauchyKernel: {
-      const auto lambda = log_scale.to(dtype).exp().unsqueeze(-1);
+      const auto lambda = p.scale.unsqueeze(-1);
       return w * (kPi * lambda * at::exp(-2.0 * kPi * lambda * xi.abs())).prod(-1);
     }
     case SpectrumFamily::kGaussianBasis: {
-      const auto s = log_scale.to(dtype).exp().unsqueeze(1);  // (H, 1, T)
+      const auto s = p.scale.unsqueeze(1);  // (H, 1, T)
       return (w.unsqueeze(1) * at::exp(-2.0 * kPi * kPi * s * s * xi.pow(2).sum(-1, true))).sum(-1);
     }
   }
@@ -164,41 +181,36 @@ torch::Tensor RpeSpectrumImpl::g(const torch::Tensor& xi) const {
 }
 
 torch::Tensor RpeSpectrumImpl::f(const torch::Tensor& delta) const {
-  TORCH_CHECK(delta.dim() == 3 && delta.size(-1) == options.position_dim(),
-              "RpeSpectrum::f: expected delta of shape (H, N, ", options.position_dim(), "), got ",
-              delta.sizes());
-  const auto dtype = delta.scalar_type();
-  const double l = static_cast<double>(options.position_dim());
-  const auto w = weights.to(dtype);
+  const auto p = spectrum_at(*this, delta, "f", "delta");
+  const auto& w = p.weights;
   switch (options.family()) {
     case SpectrumFamily::kGaussianMixture: {
-      const auto sigma = log_scale.to(dtype).exp().unsqueeze(1);              // (H, 1, T)
-      const auto sq = delta.pow(2).sum(-1, true);                             // (H, N, 1)
-      const auto phase = at::matmul(delta, means.to(dtype).transpose(1, 2));  // (H, N, T)
-      return (w.unsqueeze(1) * at::pow(2.0 * kPi * sigma * sigma, 0.5 * l) *
+      const auto sigma = p.scale.unsqueeze(1);                        // (H, 1, T)
+      const auto sq = delta.pow(2).sum(-1, true);                     // (H, N, 1)
+      const auto phase = at::matmul(delta, p.means.transpose(1, 2));  // (H, N, T)
+      return (w.unsqueeze(1) * at::pow(2.0 * kPi * sigma * sigma, 0.5 * p.l) *
               at::exp(-2.0 * kPi * kPi * sigma * sigma * sq) * at::cos(2.0 * kPi * phase))
           .sum(-1);
     }
     case SpectrumFamily::kLocal: {
-      const auto v = radii.to(dtype).abs().unsqueeze(1);  // (H, 1, T, l)
+      const auto v = p.radii.abs().unsqueeze(1);  // (H, 1, T, l)
       const auto box = box_convolution(delta.unsqueeze(2), v, options.smoothness());
       return (w.unsqueeze(1) * box.prod(-1)).sum(-1);
     }
     case SpectrumFamily::kGaussianKernel: {
-      const auto lambda = log_scale.to(dtype).exp();
+      const auto& lambda = p.scale;
       return w * at::exp(-delta.pow(2).sum(-1) / (2.0 * lambda * lambda));
     }
     case SpectrumFamily::kLaplaceKernel: {
-      const auto lambda = log_scale.to(dtype).exp();
-      return w * at::exp(-delta.abs().sum(-1) / lambda);
+      return w * at::exp(-delta.abs().sum(-1) / p.scale);
     }
     case SpectrumFamily::kCauchyKernel: {
-      const auto lambda = log_scale.to(dtype).exp().unsqueeze(-1);
+      const auto lambda = p.scale.unsqueeze(-1);
       return w * (1.0 / (1.0 + delta.pow(2) / (lambda * lambda))).prod(-1);
     }
     case SpectrumFamily::kGaussianBasis: {
-      const auto s = log_scale.to(dtype).exp().unsqueeze(1);  // (H, 1, T)
-      return (w.unsqueeze(1) * at::pow(std::sqrt(2.0 * kPi) * s, -l) *
+      const auto s = p.scale.unsqueeze(1);  // (H, 1, T)
+      return (w.unsqueeze(1) * at::pow(std::sqrt(2.0 * kPi) * s, -p.l) *
               at::exp(-delta.pow(2).sum(-1, true) / (2.0 * s * s)))
           .sum(-1);
     }
