@@ -1,13 +1,15 @@
 // FLT's fused paths against their references: the position block's kernel against double, the
 // position block projected once for queries and keys against the concatenated inputs, the float
-// fused path against the composite, the blocked forward against one pass, and the fused autograd
-// function's backward against the composite path's, finite differences and NaN placement.
+// fused path against the composite, the blocked forward against one pass (and its peak memory:
+// the position block made a block of tokens at a time), and the fused autograd function's backward
+// against the composite path's, finite differences and NaN placement.
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "attention_module_util.h"
+#include "flt/allocation_counter.h"
 #include "flt/attention/flt.h"
 #include "flt/kernels/linear_attention.h"
 #include "flt/kernels/position_features.h"
@@ -197,5 +199,29 @@ TEST_F(FLT, FusedBackwardKeepsNaNPlacement) {
     expect_fused_backward_equals_composite(flt, qn, k, v, call, "NaN query" + label);
     call.positions = positions;
     expect_fused_backward_equals_composite(flt, q, k, v, call, "NaN position" + label);
+  }
+}
+
+// Without autograd the position block is made a block of tokens at a time (FeatureInput's
+// leading_rows), never for the whole sequence: the forward's peak of CPU bytes stays below half
+// the whole [cos, sin] block's, causal and not, while forming that block alone (rpe_features)
+// reaches it. H = 8, r = 32, L = 2048 in float: the whole block is 4 MB, q, k, v and the output
+// (head width 4) 256 KB each.
+TEST_F(FLT, ForwardWithoutAutogradNeverFormsThePositionBlockWhole) {
+  const int64_t heads = 8, length = 2048, dim = 4;
+  fa::FLTAttention flt(
+      fa::FLTAttentionOptions().heads(heads).head_dim(dim).features(16).rpe_features(32));
+  const auto q = torch::randn({1, heads, length, dim}), k = torch::randn({1, heads, length, dim});
+  const auto v = torch::randn({1, heads, length, dim});
+  const size_t whole_block_bytes = heads * length * 2 * 32 * sizeof(float);
+  torch::NoGradGuard no_grad;
+  const auto positions = torch::arange(length, torch::kFloat).view({1, length, 1});
+  const size_t formed = flt::peak_cpu_bytes_during([&] { flt->rpe_features(positions); });
+  EXPECT_GE(formed, whole_block_bytes) << "the counting allocator must see the whole block";
+  for (bool causal : {false, true}) {
+    fa::AttentionCall call;
+    call.causal = causal;
+    const size_t peak = flt::peak_cpu_bytes_during([&] { flt(q, k, v, call); });
+    EXPECT_LT(peak, whole_block_bytes / 2) << "causal " << causal;
   }
 }

@@ -28,10 +28,23 @@ torch::Tensor favor_key_mass(const torch::Tensor& phi_k, bool causal) {
 namespace {
 
 bool shares_leading_block(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k) {
-  const auto q_scale = q.scale(0), k_scale = k.scale(0);
-  return map.projection.defined() && q.blocks.size() > 1 && k.blocks.size() > 1 &&
-         q.blocks[0].is_same(k.blocks[0]) && q_scale.is_same(k_scale) &&
-         !q.projection(0).defined() && !k.projection(0).defined();
+  if (!map.projection.defined() || q.blocks.size() < 2 || k.blocks.size() < 2) return false;
+  const bool same_block = q.blocks[0].defined()
+                              ? q.blocks[0].is_same(k.blocks[0])
+                              : q.leading_rows && q.leading_rows == k.leading_rows;
+  return same_block && q.scale(0).is_same(k.scale(0)) && !q.projection(0).defined() &&
+         !k.projection(0).defined();
+}
+
+// Rows start .. start + n of q and k, a block 0 they have in common (one tensor, or one maker:
+// FLT's position block at shared positions) sliced or made once.
+std::pair<FeatureInput, FeatureInput> rows_of_both(const FeatureInput& q, const FeatureInput& k,
+                                                   int64_t start, int64_t n) {
+  auto k_rows = k.rows(start, n);
+  const bool one_block =
+      q.blocks[0].defined() ? q.blocks[0].is_same(k.blocks[0]) : q.leading_rows == k.leading_rows;
+  auto q_rows = one_block ? q.rows(start, n, k_rows.blocks[0]) : q.rows(start, n);
+  return {std::move(q_rows), std::move(k_rows)};
 }
 
 bool records_grad(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k,
@@ -122,7 +135,7 @@ KeySummary favor_key_summary(const FeatureMapImpl& map, const FeatureInput& k,
 torch::Tensor favor_queries(const FeatureMapImpl& map, const FeatureInput& q,
                             const KeySummary& keys, const torch::Tensor& v, double eps,
                             int64_t rows) {
-  const int64_t lq = q.blocks.front().size(-2);
+  const int64_t lq = q.length();
   torch::Tensor out;
   for (int64_t start = 0; start < lq; start += rows) {
     const int64_t n = std::min(rows, lq - start);
@@ -188,7 +201,7 @@ torch::Tensor favor_blocked_causal(const FeatureMapImpl& map, const FeatureInput
   torch::Tensor out;
   for (int64_t start = 0; start < length; start += rows) {
     const int64_t n = std::min(rows, length - start);
-    auto q_rows = q.rows(start, n), k_rows = k.rows(start, n);
+    auto [q_rows, k_rows] = rows_of_both(q, k, start, n);
     if (shared) {
       const auto projection = map.project_block(k_rows, 0);
       q_rows.projections = {projection};

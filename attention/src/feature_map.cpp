@@ -181,8 +181,12 @@ torch::Tensor FeatureInput::scaled(size_t b) const {
   return s.defined() ? blocks[b] * s : blocks[b];
 }
 
-FeatureInput FeatureInput::rows(int64_t start, int64_t length) const {
-  FeatureInput part(blocks.front().narrow(-2, start, length));
+FeatureInput FeatureInput::rows(int64_t start, int64_t length, const torch::Tensor& leading) const {
+  TORCH_CHECK(!blocks.empty() && (blocks.front().defined() || leading_rows || leading.defined()),
+              "FeatureInput::rows: block 0 is neither formed nor made by leading_rows");
+  FeatureInput part(leading.defined()          ? leading
+                    : blocks.front().defined() ? blocks.front().narrow(-2, start, length)
+                                               : (*leading_rows)(start, length));
   for (size_t b = 1; b < blocks.size(); ++b)
     part.blocks.push_back(blocks[b].narrow(-2, start, length));
   part.scales = scales;
@@ -192,6 +196,12 @@ FeatureInput FeatureInput::rows(int64_t start, int64_t length) const {
     part.half_squared_norms.push_back(n.defined() && n.size(-2) != 1 ? n.narrow(-2, start, length)
                                                                      : n);
   return part;
+}
+
+int64_t FeatureInput::length() const {
+  for (const auto& block : blocks)
+    if (block.defined()) return block.size(-2);
+  TORCH_CHECK(false, "FeatureInput: no block is formed, so the input's length is unknown");
 }
 
 torch::Tensor FeatureInput::concatenated() const {
@@ -284,6 +294,14 @@ constexpr double kMaxKeyExponent = 70.0;
 
 torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const torch::Tensor& given,
                                       torch::Tensor* sequence_shift) const {
+  for (size_t b = 0; b < x.blocks.size(); ++b) {
+    TORCH_CHECK(
+        x.blocks[b].defined(), "FeatureMap: block ", b, " of the input is not formed",
+        b == 0 && x.leading_rows
+            ? " (its rows are made a block of tokens at a time, FeatureInput::leading_rows, "
+              "which only favor_attention's forward without autograd reads)"
+            : "");
+  }
   int64_t width = 0;
   for (const auto& block : x.blocks) width += block.size(-1);
   TORCH_CHECK(width == options.input_dim(), "FeatureMap: input has dimension ", width,

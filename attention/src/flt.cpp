@@ -37,6 +37,26 @@ torch::Tensor box_convolution(const torch::Tensor& x, const torch::Tensor& v, in
   return total / factorial * (2.0 * v).pow(k - 1);
 }
 
+// [cos, sin] of 2 pi xi.r for every head. positions (B', L, l), xi (H, r, l) -> (B', H, L, 2r)
+// The phase is formed in turns and in double, whole turns removed, before it becomes an angle of
+// the positions' dtype: in float, 2 pi xi t at t = 4096 is off by up to 1e-3 rad, and cos/sin of
+// such large arguments took 4 ns an entry in their range reduction (2026-11-25). Float on the CPU
+// without gradients for the phase (the default: fixed frequencies and positions) takes the fused
+// kernel, one pass instead of six; otherwise the composite below ((B', 1, L, l) x (H, l, r); frac_
+// and mul_ in place on the fresh product: frac's derivative is 1).
+torch::Tensor position_trig(const torch::Tensor& positions, const torch::Tensor& xi) {
+  const bool phase_learns =
+      at::GradMode::is_enabled() && (positions.requires_grad() || xi.requires_grad());
+  if (positions.scalar_type() == torch::kFloat && positions.device().is_cpu() && !phase_learns)
+    return kernels::fourier_position_features(positions, xi);
+  const auto phase =
+      at::matmul(positions.unsqueeze(1).to(torch::kDouble), xi.to(torch::kDouble).transpose(1, 2))
+          .frac_()
+          .mul_(2.0 * kPi)
+          .to(positions.scalar_type());
+  return at::cat({at::cos(phase), at::sin(phase)}, -1);
+}
+
 // The spectrum's parameters in the dtype of the points `x` it is evaluated at, after checking that
 // `x` (the argument `name` of RpeSpectrum::`fn`) is (H, N, l). `scale` is exp(log_scale): sigma_t,
 // s_t or lambda; the tensors a family does not use stay undefined.
@@ -322,8 +342,8 @@ torch::Tensor FLTAttentionImpl::frequencies() const {
   return base_frequencies * log_proposal_sigma.exp();
 }
 
-FLTAttentionImpl::PositionBlock FLTAttentionImpl::position_block(
-    const torch::Tensor& positions) const {
+FLTAttentionImpl::PositionBlock FLTAttentionImpl::position_block(const torch::Tensor& positions,
+                                                                 bool by_rows) const {
   TORCH_CHECK(positions.dim() == 3 && positions.size(-1) == options.position_dim(),
               "FLTAttention: positions must have shape (B, L, ", options.position_dim(),
               ") (position_dim ", options.position_dim(), "), got ", positions.sizes());
@@ -337,40 +357,29 @@ FLTAttentionImpl::PositionBlock FLTAttentionImpl::position_block(
   const auto magnitude =
       (a.abs() / r).clamp_min(1e-30).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
 
-  // [cos, sin] of 2 pi xi.r for every head, (B', H, L, 2r). The phase is formed in turns and in
-  // double, whole turns removed, before it becomes an angle of the positions' dtype: in float,
-  // 2 pi xi t at t = 4096 is off by up to 1e-3 rad, and cos/sin of such large arguments took 4 ns
-  // an entry in their range reduction (2026-11-25). Float on the CPU without gradients for the
-  // phase (the default: fixed frequencies and positions) takes the fused kernel, one pass instead
-  // of six; otherwise the composite below ((B', 1, L, l) x (H, l, r); frac_ and mul_ in place on
-  // the fresh product: frac's derivative is 1).
-  torch::Tensor trig;
-  const bool phase_learns =
-      at::GradMode::is_enabled() && (positions.requires_grad() || xi.requires_grad());
-  if (dtype == torch::kFloat && positions.device().is_cpu() && !phase_learns) {
-    trig = kernels::fourier_position_features(positions, xi);
+  PositionBlock block;  // [cos, sin] of every position now, or a block of rows at a time later
+  if (by_rows) {
+    block.trig_rows = std::make_shared<const BlockRows>([positions, xi](int64_t start, int64_t n) {
+      return position_trig(positions.narrow(1, start, n), xi);
+    });
   } else {
-    const auto phase =
-        at::matmul(positions.unsqueeze(1).to(torch::kDouble), xi.to(torch::kDouble).transpose(1, 2))
-            .frac_()
-            .mul_(2.0 * kPi)
-            .to(dtype);
-    trig = at::cat({at::cos(phase), at::sin(phase)}, -1);
+    block.trig = position_trig(positions, xi);
   }
   // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...). With no
   // a_t < 0 (a positive spectrum: every family's start) N1 = N2 and both sides get the same scale
   // tensor, which `share_leading_projection` reads as "project the block once". Looking at the
   // signs would synchronise a GPU stream on every call, so off the CPU the sides keep separate
   // scales.
-  auto query_scale = magnitude;
+  block.key_scale = magnitude;
+  block.query_scale = magnitude;
   if (!a.device().is_cpu() || at::any(a < 0).item<bool>()) {
-    query_scale =
+    block.query_scale =
         magnitude * at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
   }
   // |N1_i|^2 = sum_t (|a_t| / r) (cos^2 + sin^2) at every position i: a closed form per head, so
   // the feature map never squares a scaled copy of the block (nor keeps one for the backward).
-  const auto half_squared_norm = 0.25 * magnitude.square().sum(-1, /*keepdim=*/true);
-  return {trig, query_scale, magnitude, half_squared_norm};
+  block.half_squared_norm = 0.25 * magnitude.square().sum(-1, /*keepdim=*/true);
+  return block;
 }
 
 std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(
@@ -395,17 +404,21 @@ torch::Tensor FLTAttentionImpl::positions_for(const char* fn, const torch::Tenso
   return pos;
 }
 
-std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(
-    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& q_pos,
-    const torch::Tensor& k_pos) const {
+std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(const torch::Tensor& q,
+                                                                  const torch::Tensor& k,
+                                                                  const torch::Tensor& q_pos,
+                                                                  const torch::Tensor& k_pos,
+                                                                  bool by_rows) const {
   check_dims_against("FLTAttention", options.heads(), options.head_dim(), q);
-  const auto at_q = position_block(q_pos);
+  const auto at_q = position_block(q_pos, by_rows);
   // One evaluation when positions agree.
-  const auto k_trig = k_pos.is_same(q_pos) ? at_q.trig : position_block(k_pos).trig;
+  const auto at_k = k_pos.is_same(q_pos) ? at_q : position_block(k_pos, by_rows);
   // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] as column blocks: never concatenated, the
   // position blocks (batch 1 when positions are shared) are projected once for the whole batch,
   // N1 and N2 are one [cos, sin] block, and every scale is a column scale of the projection.
-  FeatureInput query{at_q.trig, q}, key{k_trig, k};
+  FeatureInput query{at_q.trig, q}, key{at_k.trig, k};
+  query.leading_rows = at_q.trig_rows;
+  key.leading_rows = at_k.trig_rows;
   query.scales = {at_q.query_scale, detail::quarter_scale(q)};
   key.scales = {at_q.key_scale, detail::quarter_scale(k)};
   query.half_squared_norms = {at_q.half_squared_norm};
@@ -423,7 +436,11 @@ torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Ten
               " leave them undefined (token indices)");
   const auto q_pos = positions_for("FLTAttention", call.positions, q, 0);
   const auto k_pos = q.size(2) == k.size(2) ? q_pos : positions_for("FLTAttention", {}, k, 0);
-  auto [qh, kh] = augmented(q, k, q_pos, k_pos);
+  // Without autograd on the CPU, favor_attention forms its inputs a block of tokens at a time, and
+  // the position block is made so too rather than for the whole sequence.
+  const bool by_rows = !at::GradMode::is_enabled() && q.device().is_cpu() && k.device().is_cpu() &&
+                       v.device().is_cpu();
+  auto [qh, kh] = augmented(q, k, q_pos, k_pos, by_rows);
   return favor_attention(*feature_map, std::move(qh), std::move(kh), v, call.causal, options.eps());
 }
 

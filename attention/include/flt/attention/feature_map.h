@@ -32,7 +32,9 @@
 #include <torch/nn/cloneable.h>
 #include <torch/types.h>
 
+#include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -89,10 +91,21 @@ torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed,
 /// then never builds the concatenation; FLT passes [N1, q D^{-1/4}] this way, and its position
 /// block of batch 1 is projected once for the whole batch). Blocks broadcast against each other
 /// except in the last dimension. x: (..., L, Din) or blocks (..., L, Din_b) with sum_b Din_b = Din
+/// Makes rows start .. start + length of a block that is never formed whole. -> (..., length,
+/// Din_b)
+using BlockRows = std::function<torch::Tensor(int64_t start, int64_t length)>;
+
 struct FeatureInput {
   FeatureInput(const torch::Tensor& x) : blocks{x} {}  // NOLINT: implicit on purpose
   FeatureInput(std::initializer_list<torch::Tensor> parts) : blocks(parts) {}
   std::vector<torch::Tensor> blocks;
+  /// Optional: makes block 0's rows where `blocks[0]` is left undefined, so that a block as long
+  /// as the sequence is never formed whole. Only `rows` reads it, and so only the forward without
+  /// autograd on the CPU (`favor_attention` recording no gradient), which forms its inputs a block
+  /// of tokens at a time; every other use needs block 0 formed. Two inputs with the same maker
+  /// (one pointer) have the same block 0. FLT's [cos, sin] position block comes this way to calls
+  /// without autograd: whole, it is 8 MB at L = 4096, H = 8, r = 32, allocated and freed per call.
+  std::shared_ptr<const BlockRows> leading_rows;
   /// Optional column scales, one per block (none, or an undefined tensor: 1). Block b enters the
   /// map as blocks[b] * scales[b], with the scale broadcast over the tokens: (..., 1, Din_b). A
   /// scale is folded into the projection's columns, so the scaled block is never built. FLT's
@@ -126,9 +139,12 @@ struct FeatureInput {
   /// -> (..., 1, Din_b)
   FeatureInput first_token() const { return rows(0, 1); }
   /// Tokens start .. start + length of every block (dim -2), with the same scales and the same
-  /// rows of the projections and per-token norms (a constant norm stays whole).
-  /// -> (..., length, Din_b)
-  FeatureInput rows(int64_t start, int64_t length) const;
+  /// rows of the projections and per-token norms (a constant norm stays whole); block 0's rows made
+  /// by `leading_rows` where it has them, or `leading` when given (those rows made already, by the
+  /// same maker for another input). -> (..., length, Din_b)
+  FeatureInput rows(int64_t start, int64_t length, const torch::Tensor& leading = {}) const;
+  /// Tokens L (dim -2 of the blocks).
+  int64_t length() const;
   /// The concatenated input (broadcast, then cat). -> (..., L, Din)
   torch::Tensor concatenated() const;
 };
