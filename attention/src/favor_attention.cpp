@@ -27,23 +27,24 @@ torch::Tensor favor_key_mass(const torch::Tensor& phi_k, bool causal) {
 
 namespace {
 
+// Whether q and k have one block 0: one tensor, or one maker of its rows (FLT's position block at
+// shared positions).
+bool same_leading_block(const FeatureInput& q, const FeatureInput& k) {
+  return q.blocks[0].defined() ? q.blocks[0].is_same(k.blocks[0])
+                               : q.leading_rows && q.leading_rows == k.leading_rows;
+}
+
 bool shares_leading_block(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k) {
   if (!map.projection.defined() || q.blocks.size() < 2 || k.blocks.size() < 2) return false;
-  const bool same_block = q.blocks[0].defined()
-                              ? q.blocks[0].is_same(k.blocks[0])
-                              : q.leading_rows && q.leading_rows == k.leading_rows;
-  return same_block && q.scale(0).is_same(k.scale(0)) && !q.projection(0).defined() &&
+  return same_leading_block(q, k) && q.scale(0).is_same(k.scale(0)) && !q.projection(0).defined() &&
          !k.projection(0).defined();
 }
 
-// Rows start .. start + n of q and k, a block 0 they have in common (one tensor, or one maker:
-// FLT's position block at shared positions) sliced or made once.
+// Rows start .. start + n of q and k, a block 0 they have in common sliced or made once.
 std::pair<FeatureInput, FeatureInput> rows_of_both(const FeatureInput& q, const FeatureInput& k,
                                                    int64_t start, int64_t n) {
   auto k_rows = k.rows(start, n);
-  const bool one_block =
-      q.blocks[0].defined() ? q.blocks[0].is_same(k.blocks[0]) : q.leading_rows == k.leading_rows;
-  auto q_rows = one_block ? q.rows(start, n, k_rows.blocks[0]) : q.rows(start, n);
+  auto q_rows = same_leading_block(q, k) ? q.rows(start, n, k_rows.blocks[0]) : q.rows(start, n);
   return {std::move(q_rows), std::move(k_rows)};
 }
 
