@@ -2,7 +2,8 @@
 // position block projected once for queries and keys against the concatenated inputs, the float
 // fused path against the composite, the blocked forward against one pass (and its peak memory:
 // the position block made a block of tokens at a time), and the fused autograd function's backward
-// against the composite path's, finite differences and NaN placement.
+// against the composite path's, finite differences and NaN placement (and its peak memory: the
+// position block made by rows in the backward too).
 #include <cmath>
 #include <limits>
 #include <string>
@@ -224,4 +225,29 @@ TEST_F(FLT, ForwardWithoutAutogradNeverFormsThePositionBlockWhole) {
     const size_t peak = flt::peak_cpu_bytes_during([&] { flt(q, k, v, call); });
     EXPECT_LT(peak, whole_block_bytes / 2) << "causal " << causal;
   }
+}
+
+// With autograd the fused function keeps the position block's maker, not the block, for its
+// backward, which makes each block's rows again: forward and backward together stay below the size
+// of the [cos, sin] block of the whole sequence (32 MB here; the rest of the call, its 2 MB blocks
+// of features with their graphs and the q-sized outputs and gradients, peaked at 19 MB, and at
+// 51 MB with the block formed whole, 2026-11-28). That the gradients are the composite path's
+// (which forms the block whole, as does a proposal width that learns) is
+// FusedBackwardEqualsComposite's.
+TEST_F(FLT, BackwardMakesThePositionBlockByRows) {
+  const int64_t heads = 8, length = 16384, dim = 4, rpe = 32;
+  fa::FLTAttention flt(
+      fa::FLTAttentionOptions().heads(heads).head_dim(dim).features(64).rpe_features(rpe));
+  const size_t whole_block_bytes = heads * length * 2 * rpe * sizeof(float);
+  const auto positions = torch::arange(length, torch::kFloat).view({1, length, 1});
+  const size_t formed = flt::peak_cpu_bytes_during([&] { flt->rpe_features(positions); });
+  EXPECT_GE(formed, whole_block_bytes) << "the counting allocator must see the whole block";
+  const auto q = torch::randn({1, heads, length, dim}).requires_grad_();
+  const auto k = torch::randn({1, heads, length, dim}).requires_grad_();
+  const auto v = torch::randn({1, heads, length, dim}).requires_grad_();
+  const auto weights = torch::randn({1, heads, length, dim});
+  const size_t peak =
+      flt::peak_cpu_bytes_during([&] { (flt(q, k, v) * weights).sum().backward(); });
+  EXPECT_LT(peak, whole_block_bytes);
+  EXPECT_TRUE(q.grad().isfinite().all().item<bool>() && k.grad().isfinite().all().item<bool>());
 }

@@ -148,13 +148,23 @@ torch::Tensor favor_queries(const FeatureMapImpl& map, const FeatureInput& q,
   return out;
 }
 
+// q and k with block 0 formed whole where a maker of its rows stood in for it (made once for
+// both when they share the maker).
+std::pair<FeatureInput, FeatureInput> formed_whole(FeatureInput q, FeatureInput k) {
+  if (q.blocks[0].defined() && k.blocks[0].defined()) return {std::move(q), std::move(k)};
+  if (same_leading_block(q, k)) return rows_of_both(q, k, 0, k.length());
+  if (!q.blocks[0].defined()) q = q.rows(0, q.length());
+  if (!k.blocks[0].defined()) k = k.rows(0, k.length());
+  return {std::move(q), std::move(k)};
+}
+
 // The composite path: the features of the whole sequence and autograd through
 // `kernels::normalized_linear_attention` (the reference of the fused backward).
 torch::Tensor favor_composite(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
                               const torch::Tensor& v, bool causal, double eps) {
   torch::Tensor query, key;
   {  // the feature inputs (FLT's position block and its projection) are freed before the kernel
-    FeatureInput qs = std::move(q), ks = std::move(k);
+    auto [qs, ks] = formed_whole(std::move(q), std::move(k));
     share_leading_projection(map, qs, ks);
     query = map.query_features(qs);
     key = map.key_features(ks, causal);
@@ -257,8 +267,10 @@ std::vector<int64_t> flatten_input(FeatureInput x, std::vector<torch::Tensor>& f
 }
 
 FeatureInput unflatten_input(const std::vector<int64_t>& layout,
-                             const std::vector<torch::Tensor>& flat) {
+                             const std::vector<torch::Tensor>& flat,
+                             std::shared_ptr<const BlockRows> leading_rows) {
   FeatureInput x(torch::Tensor{});
+  x.leading_rows = std::move(leading_rows);
   x.blocks.resize(layout[0]);
   x.scales.resize(layout[1]);
   x.projections.resize(layout[2]);
@@ -333,10 +345,19 @@ torch::Tensor both_gradient(const torch::Tensor& both, const torch::Tensor& floo
   return at::cat({g / d, (g * out).sum(-1, /*keepdim=*/true).div_(d).neg_().mul_(share)}, -1);
 }
 
+// The makers of q's and k's block 0 (`FeatureInput::leading_rows`; null where it is formed):
+// kept for the backward, which makes each block's rows again as it does the features.
+struct LeadingRows : torch::CustomClassHolder {
+  LeadingRows(std::shared_ptr<const BlockRows> q, std::shared_ptr<const BlockRows> k)
+      : q(std::move(q)), k(std::move(k)) {}
+  std::shared_ptr<const BlockRows> q, k;
+};
+
 // The non-tensor part of a fused call (the tensors go in one flat list: q's, k's, then v).
 struct FavorCall {
   const FeatureMapImpl* map;
   std::vector<int64_t> q_layout, k_layout;
+  std::shared_ptr<const BlockRows> q_rows, k_rows;
   double eps;
   bool causal;
 };
@@ -360,7 +381,8 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const FavorCall& call,
                                at::TensorList tensors) {
     const std::vector<torch::Tensor> flat(tensors.begin(), tensors.end());
-    const auto q = unflatten_input(call.q_layout, flat), k = unflatten_input(call.k_layout, flat);
+    const auto q = unflatten_input(call.q_layout, flat, call.q_rows);
+    const auto k = unflatten_input(call.k_layout, flat, call.k_rows);
     const auto& v = flat.back();
     const FeatureMapImpl& map = *call.map;
     const int64_t rows = favor_block_rows(map, v);
@@ -381,6 +403,8 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
     ctx->save_for_backward(saved);
     ctx->saved_data["q_layout"] = call.q_layout;
     ctx->saved_data["k_layout"] = call.k_layout;
+    ctx->saved_data["leading_rows"] =
+        c10::IValue::make_capsule(c10::make_intrusive<LeadingRows>(call.q_rows, call.k_rows));
     ctx->saved_data["eps"] = call.eps;
     ctx->saved_data["causal"] = call.causal;
     ctx->saved_data["kind"] = static_cast<int64_t>(map.options.kind());
@@ -398,9 +422,13 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
         FeatureMapOptions(ctx->saved_data["input_dim"].toInt(), ctx->saved_data["features"].toInt())
             .kind(static_cast<FeatureKind>(ctx->saved_data["kind"].toInt())),
         w);
+    const auto leading = c10::static_intrusive_pointer_cast<LeadingRows>(
+        ctx->saved_data["leading_rows"].toCapsule());
     Backward b{map,
                ctx->saved_data["q_layout"].toIntVector(),
                ctx->saved_data["k_layout"].toIntVector(),
+               leading->q,
+               leading->k,
                flat,
                {},
                ctx->saved_data["eps"].toDouble(),
@@ -423,18 +451,19 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
   }
 
  private:
-  // What a backward works from: the map over the saved W, the inputs (flat, with their layouts),
-  // which of them need gradients, eps and dL/dout.
+  // What a backward works from: the map over the saved W, the inputs (flat, with their layouts
+  // and the makers of their block 0), which of them need gradients, eps and dL/dout.
   struct Backward {
     const FeatureMapImpl& map;
     std::vector<int64_t> q_layout, k_layout;
+    std::shared_ptr<const BlockRows> q_rows, k_rows;
     std::vector<torch::Tensor> flat;
     std::vector<bool> wanted;
     double eps;
     torch::Tensor g;
 
-    FeatureInput q() const { return unflatten_input(q_layout, flat); }
-    FeatureInput k() const { return unflatten_input(k_layout, flat); }
+    FeatureInput q() const { return unflatten_input(q_layout, flat, q_rows); }
+    FeatureInput k() const { return unflatten_input(k_layout, flat, k_rows); }
     const torch::Tensor& v() const { return flat.back(); }
     size_t v_index() const { return flat.size() - 1; }
     bool needs(const std::vector<int64_t>& layout) const {
@@ -446,7 +475,7 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
     std::vector<torch::Tensor> allocate() const {
       std::vector<torch::Tensor> grads(flat.size());
       for (const auto* layout : {&q_layout, &k_layout}) {
-        auto x = unflatten_input(*layout, flat);
+        auto x = unflatten_input(*layout, flat, nullptr);
         const auto slots = input_slots(x);
         for (size_t i = 0; i < slots.size(); ++i) {
           const int64_t index = (*layout)[4 + i];
@@ -480,7 +509,7 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
       const auto q = this->q(), k = this->k();
       const auto& v = this->v();
       const int64_t rows = favor_block_rows(map, v), dv = v.size(3);
-      const int64_t lq = q.blocks.front().size(-2), lk = v.size(2);
+      const int64_t lq = q.length(), lk = v.size(2);
       const bool query_need = needs(q_layout), key_need = needs(k_layout);
       const bool value_need = wanted[v_index()];
       auto grads = allocate();
@@ -601,9 +630,12 @@ bool fused_covers(const FeatureMapImpl& map, const FeatureInput& q, const Featur
   if (dtype != torch::kFloat && dtype != torch::kDouble) return false;
   if (v.dim() != 4 || !v.device().is_cpu()) return false;
   const auto fits = [&](const FeatureInput& x) {
-    for (const auto& t : x.blocks)
+    for (size_t b = 0; b < x.blocks.size(); ++b) {
+      const auto& t = x.blocks[b];
+      if (!t.defined() && b == 0 && x.leading_rows) continue;  // made by rows on the CPU
       if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != dtype || t.dim() < 2)
         return false;
+    }
     for (const auto* list : {&x.scales, &x.projections, &x.half_squared_norms})
       for (const auto& t : *list)
         if (t.defined() && !t.device().is_cpu()) return false;
@@ -626,7 +658,7 @@ torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, Feature
   if (records_grad(map, q, k, v) || !v.device().is_cpu()) {
     if (!fused_covers(map, q, k, v))
       return favor_composite(map, std::move(q), std::move(k), v, causal, eps);
-    FavorCall call{&map, {}, {}, eps, causal};
+    FavorCall call{&map, {}, {}, q.leading_rows, k.leading_rows, eps, causal};
     std::vector<torch::Tensor> flat;
     call.q_layout = flatten_input(std::move(q), flat);
     call.k_layout = flatten_input(std::move(k), flat);

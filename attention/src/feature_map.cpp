@@ -299,7 +299,7 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
         x.blocks[b].defined(), "FeatureMap: block ", b, " of the input is not formed",
         b == 0 && x.leading_rows
             ? " (its rows are made a block of tokens at a time, FeatureInput::leading_rows, "
-              "which only favor_attention's forward without autograd reads)"
+              "which only favor_attention on the CPU reads)"
             : "");
   }
   int64_t width = 0;

@@ -357,8 +357,12 @@ FLTAttentionImpl::PositionBlock FLTAttentionImpl::position_block(const torch::Te
   const auto magnitude =
       (a.abs() / r).clamp_min(1e-30).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
 
+  // Rows made later carry no graph: a phase that learns (positions or the proposal's width
+  // recording gradients) forms the block now.
+  const bool phase_learns =
+      at::GradMode::is_enabled() && (positions.requires_grad() || xi.requires_grad());
   PositionBlock block;  // [cos, sin] of every position now, or a block of rows at a time later
-  if (by_rows) {
+  if (by_rows && !phase_learns) {
     block.trig_rows = std::make_shared<const BlockRows>([positions, xi](int64_t start, int64_t n) {
       return position_trig(positions.narrow(1, start, n), xi);
     });
@@ -436,10 +440,9 @@ torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Ten
               " leave them undefined (token indices)");
   const auto q_pos = positions_for("FLTAttention", call.positions, q, 0);
   const auto k_pos = q.size(2) == k.size(2) ? q_pos : positions_for("FLTAttention", {}, k, 0);
-  // Without autograd on the CPU, favor_attention forms its inputs a block of tokens at a time, and
-  // the position block is made so too rather than for the whole sequence.
-  const bool by_rows = !at::GradMode::is_enabled() && q.device().is_cpu() && k.device().is_cpu() &&
-                       v.device().is_cpu();
+  // On the CPU favor_attention forms its inputs a block of tokens at a time (the fused backward
+  // again), and the position block is made so too rather than for the whole sequence.
+  const bool by_rows = q.device().is_cpu() && k.device().is_cpu() && v.device().is_cpu();
   auto [qh, kh] = augmented(q, k, q_pos, k_pos, by_rows);
   return favor_attention(*feature_map, std::move(qh), std::move(kh), v, call.causal, options.eps());
 }

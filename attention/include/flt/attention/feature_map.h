@@ -100,11 +100,13 @@ struct FeatureInput {
   FeatureInput(std::initializer_list<torch::Tensor> parts) : blocks(parts) {}
   std::vector<torch::Tensor> blocks;
   /// Optional: makes block 0's rows where `blocks[0]` is left undefined, so that a block as long
-  /// as the sequence is never formed whole. Only `rows` reads it, and so only the forward without
-  /// autograd on the CPU (`favor_attention` recording no gradient), which forms its inputs a block
-  /// of tokens at a time; every other use needs block 0 formed. Two inputs with the same maker
-  /// (one pointer) have the same block 0. FLT's [cos, sin] position block comes this way to calls
-  /// without autograd: whole, it is 8 MB at L = 4096, H = 8, r = 32, allocated and freed per call.
+  /// as the sequence is never formed whole. Only `rows` reads it: `favor_attention` on the CPU,
+  /// whose blocked forward and fused backward form their inputs a block of tokens at a time (its
+  /// composite path forms the block whole first; the feature map itself needs block 0 formed).
+  /// The rows it makes are constants: a block that needs a gradient must be formed. Two inputs
+  /// with the same maker (one pointer) have the same block 0. FLT's [cos, sin] position block
+  /// comes this way on the CPU: whole, it is 8 MB at L = 4096, H = 8, r = 32, allocated per call
+  /// (and, with autograd, kept until the backward).
   std::shared_ptr<const BlockRows> leading_rows;
   /// Optional column scales, one per block (none, or an undefined tensor: 1). Block b enters the
   /// map as blocks[b] * scales[b], with the scale broadcast over the tokens: (..., 1, Din_b). A

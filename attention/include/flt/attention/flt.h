@@ -199,8 +199,8 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl, FLTAttentionOp
   /// N1 and N2 as one trigonometric block and two column scales: N1 = trig * query_scale,
   /// N2 = trig * key_scale, trig (B', H, L, 2r), scales (1, H, 1, 2r); and |N2|^2 / 2, the same
   /// at every position, (1, H, 1, 1) (|N1|^2 equals it up to r * 1e-30 where some a_t = 0).
-  /// `by_rows`: trig is not formed, `trig_rows` makes its rows instead
-  /// (FeatureInput::leading_rows).
+  /// `by_rows` (and a phase that records no gradient): trig is not formed, `trig_rows` makes its
+  /// rows instead (FeatureInput::leading_rows).
   struct PositionBlock {
     torch::Tensor trig, query_scale, key_scale, half_squared_norm;
     std::shared_ptr<const BlockRows> trig_rows;
