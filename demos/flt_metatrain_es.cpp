@@ -4,6 +4,7 @@
 //
 //   flt-metatrain-es --dir bench/campaigns/es-schedule --hours 2     (continues if DIR has a state)
 //   flt-metatrain-es --help                                          (every flag with its default)
+//   flt-metatrain-es --dir DIR ... --diagnose    (where the campaign's theta loses on validation)
 //
 // DIR holds config.txt (the campaign's settings; a resumed campaign must match them), state.pt
 // (theta, Adam's moments, the best theta by validation), log.tsv (one line a generation),
@@ -45,6 +46,7 @@ struct EsArgs {
   std::string memory = "flt";
   int64_t stop_check = 100;
   double stop_margin = 0.02;
+  bool diagnose = false;
 };
 
 std::vector<fm::TaskFamily> families(const std::string& list) {
@@ -77,6 +79,36 @@ std::string read_file(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The validation scores of theta_0 (the hand rule), the campaign's theta, and theta_0 moved by
+// only one part of theta's change: the schedule's own step numbers (relative step, floor, growth
+// rate and threshold) or the rest (head, corrector, memory). Which part of what the training
+// families taught costs the held-out families.
+void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
+              const fm::EpisodeESState& state) {
+  const auto theta0 = es.initial_state().theta;
+  const auto change = state.theta - theta0;
+  auto step_part = torch::zeros_like(change);
+  int64_t offset = 0;
+  for (const auto& p : schedule->named_parameters()) {
+    const auto& name = p.key();
+    if (name.rfind("step_", 0) == 0 || name.rfind("growth_", 0) == 0)
+      step_part.narrow(0, offset, p.value().numel()).fill_(1.0);
+    offset += p.value().numel();
+  }
+  const auto validation = es.validation_set();
+  const std::vector<std::pair<const char*, torch::Tensor>> points = {
+      {"hand rule (theta_0)", theta0},
+      {"theta", state.theta},
+      {"theta_0 + theta's change in the step numbers only", theta0 + change * step_part},
+      {"theta_0 + theta's change in the rest only", theta0 + change * (1 - step_part)}};
+  std::printf("validation scores at generation %lld (mean log ratio to tuned AdamW-cosine):\n",
+              static_cast<long long>(state.generation));
+  for (const auto& [label, theta] : points) {
+    std::printf("  %-52s %.4f\n", label, es.mean_score(theta, validation));
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace
@@ -127,6 +159,9 @@ int main(int argc, char** argv) {
       ->check(integer_at_least(1));
   app.add_option("--stop-margin", a.stop_margin,
                  "the best validation score must beat the hand rule's by this much (log ratio)");
+  app.add_flag("--diagnose", a.diagnose,
+               "score the hand rule, theta and theta's change split in two on the validation set, "
+               "then exit (the campaign is not advanced)");
   CLI11_PARSE(app, argc, argv);
   try {
     flt::set_threads(1);
@@ -159,14 +194,19 @@ int main(int argc, char** argv) {
     } else {
       std::ofstream(config_path) << config;
     }
-    if (fs::exists(a.dir + "/STOPPED")) {
+    if (fs::exists(a.dir + "/STOPPED") && !a.diagnose) {
       std::printf("%s", read_file(a.dir + "/STOPPED").c_str());
       return 0;
     }
     fm::ReferenceCache references(a.dir + "/references.tsv");
     torch::manual_seed(static_cast<uint64_t>(seed));  // the schedule's initial weights
-    fm::EpisodeES es(fo::LearnedSchedule(a.shape), a.es, references);
+    const fo::LearnedSchedule schedule(a.shape);
+    fm::EpisodeES es(schedule, a.es, references);
     auto state = fs::exists(state_path) ? fm::load_es_state(state_path) : es.initial_state();
+    if (a.diagnose) {
+      diagnose(es, schedule, state);
+      return 0;
+    }
     std::printf("flt-metatrain-es: %lld numbers, generation %lld of %lld, %zu references cached\n",
                 static_cast<long long>(es.size()), static_cast<long long>(state.generation),
                 static_cast<long long>(a.generations), references.size());
