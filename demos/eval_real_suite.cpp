@@ -49,10 +49,9 @@ RealContenders real_contenders(const RealSuiteOptions& options) {
   if (options.weights.empty()) {
     contenders.push_back(fh::mnemosyne_contender("mnemosyne", "", options.design));
   }
-  for (const auto& spec : options.weights) {
-    const auto eq = spec.find('=');
-    contenders.push_back(
-        fh::mnemosyne_contender(spec.substr(0, eq), spec.substr(eq + 1), options.design));
+  for (const auto& text : options.weights) {
+    const auto spec = weights_spec(text, options.design);
+    contenders.push_back(fh::mnemosyne_contender(spec.name, spec.file, spec.design));
   }
   if (options.known_length) {
     // The loop's cosine schedule on lr is the options' total_steps(run steps): the same
@@ -205,8 +204,8 @@ void write_curves(const std::vector<fh::RunRow>& rows, const std::string& out) {
 }
 
 /// Per run, held-out loss and parameter norms side by side; all runs' losses in one figure; the
-/// schedule design's memory views.
-void draw_figures(const std::vector<fh::TrainingRun>& runs,
+/// schedule design's memory views (returns whether a contender had one).
+bool draw_figures(const std::vector<fh::TrainingRun>& runs,
                   const std::vector<fh::RunContender>& contenders,
                   const std::vector<fh::RunRow>& rows, const RealSuiteOptions& options) {
   const auto find = [&](const std::string& task, const std::string& who) -> const fh::RunRow& {
@@ -257,15 +256,31 @@ void draw_figures(const std::vector<fh::TrainingRun>& runs,
   }
   overview.save(options.out + "/eval-real.png");
   // The second design's memories span the run: their view reaches the longest run's length.
-  if (options.design == fh::MnemosyneDesign::kTensorSchedule) {
-    const auto views = schedule_views(contenders);
+  const auto views = schedule_views(contenders);
+  if (!views.empty()) {
     int64_t longest = 0;
     for (const auto& run : runs) longest = std::max(longest, run.steps);
     write_memory_views(options.out, views, longest);
   }
+  return !views.empty();
 }
 
 }  // namespace
+
+WeightsSpec weights_spec(const std::string& spec, fh::MnemosyneDesign fallback) {
+  const auto eq = spec.find('=');
+  TORCH_CHECK(eq != std::string::npos && eq > 0,
+              "flt-eval-optim: --weights expects NAME=FILE or NAME=DESIGN:FILE, got \"", spec, "\"");
+  WeightsSpec out{spec.substr(0, eq), spec.substr(eq + 1), fallback};
+  for (auto design : {fh::MnemosyneDesign::kCoordinateMemory, fh::MnemosyneDesign::kTensorSchedule}) {
+    const auto prefix = fh::design_name(design) + ":";
+    if (out.file.rfind(prefix, 0) == 0) {
+      out.design = design;
+      out.file = out.file.substr(prefix.size());
+    }
+  }
+  return out;
+}
 
 void run_real_suite(const RealSuiteOptions& options) {
   std::vector<std::string> skipped;
@@ -290,13 +305,12 @@ void run_real_suite(const RealSuiteOptions& options) {
   auto tally = print_run_tables(runs, real, rows, options);
   print_summary(runs, contenders, tally);
   write_curves(rows, options.out);
-  draw_figures(runs, contenders, rows, options);
+  const bool memory_views = draw_figures(runs, contenders, rows, options);
   std::printf(
       "\nwrote %s/eval-real.csv, eval-real-curves.csv, eval-real.png, one eval-real-TASK.png per "
       "run%s\n",
       options.out.c_str(),
-      options.design == fh::MnemosyneDesign::kTensorSchedule ? ", memory.csv and memory-rpe.png"
-                                                             : "");
+      memory_views ? ", memory.csv and memory-rpe.png" : "");
 }
 
 }  // namespace flt::demos

@@ -14,13 +14,23 @@ namespace flt::demos {
 struct RealSuiteOptions {
   std::string out;
   std::vector<std::string> only;
-  std::vector<std::string> weights;  // NAME=FILE
+  std::vector<std::string> weights;  // NAME=FILE or NAME=DESIGN:FILE (weights_spec)
   flt::harness::MnemosyneDesign design = flt::harness::MnemosyneDesign::kCoordinateMemory;
   flt::harness::RunEvalOptions eval;
   double steps_scale = 1.0;
   bool quick = false;
   bool known_length = false;  // also Mnemosyne told the run's length (its cosine annealing)
 };
+
+/// One --weights contender: NAME=FILE, or NAME=DESIGN:FILE to choose its design (coordinate-memory
+/// or tensor-schedule) for this contender alone, so both designs share one run's baselines.
+struct WeightsSpec {
+  std::string name, file;
+  flt::harness::MnemosyneDesign design;
+};
+/// Parses `spec`; `fallback` is the design of a spec without a prefix (--design). Throws naming
+/// the spec when it has no '=' or an empty name.
+WeightsSpec weights_spec(const std::string& spec, flt::harness::MnemosyneDesign fallback);
 
 /// The held-out real training runs: tables, summary, CSVs and figures.
 void run_real_suite(const RealSuiteOptions& options);

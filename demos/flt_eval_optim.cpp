@@ -2,7 +2,7 @@
 // baselines that claim to need no tuning (Prodigy, Schedule-Free AdamW), on held-out tasks.
 //
 //   flt-eval-optim [--suite synthetic|real|all] [--out DIR] [--seeds 5] [--tuning-seeds 3]
-//                  [--tasks rastrigin-2d,...] [--weights NAME=FILE ...] [--no-baselines-sgd]
+//                  [--tasks rastrigin-2d,...] [--weights NAME=[DESIGN:]FILE ...] [--no-baselines-sgd]
 //                  [--tune-learned] [--quick] [--steps-scale 1] [--tuning-cache FILE]
 //                  [--threads 1]
 //
@@ -142,8 +142,9 @@ void declare_options(CLI::App& app, EvalArgs& a) {
                  "a learned optimizer's weights file, instead of the pretrained ones (repeatable; "
                  "real suite: an empty FILE is the design's default weights, untrained for "
                  "tensor-schedule, which ships none; FILE \"untrained\" is the rule with its "
-                 "learned part zeroed)")
-      ->type_name("NAME=FILE")
+                 "learned part zeroed; NAME=DESIGN:FILE picks this contender's design, e.g. "
+                 "learned=tensor-schedule:best.pt beside the default design's contenders)")
+      ->type_name("NAME=[DESIGN:]FILE")
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
@@ -204,20 +205,21 @@ std::vector<fh::Contender> synthetic_contenders(
     };
     contenders.push_back(sgd);
   }
-  if (a.real.design == fh::MnemosyneDesign::kTensorSchedule) {
-    if (a.weights.empty()) contenders.push_back(learned_schedule("mnemosyne-schedule", ""));
-    for (const auto& spec : a.weights) {
-      const auto eq = spec.find('=');
-      contenders.push_back(learned_schedule(spec.substr(0, eq), spec.substr(eq + 1)));
+  if (a.weights.empty()) {
+    if (a.real.design == fh::MnemosyneDesign::kTensorSchedule) {
+      contenders.push_back(learned_schedule("mnemosyne-schedule", ""));
+    } else {
+      for (auto memory : fo::pretrained_memories())
+        rules.emplace_back("mnemosyne-" + fo::memory_name(memory),
+                           fo::load_pretrained_model(memory));
     }
-  } else if (a.weights.empty()) {
-    for (auto memory : fo::pretrained_memories())
-      rules.emplace_back("mnemosyne-" + fo::memory_name(memory), fo::load_pretrained_model(memory));
   }
-  if (a.real.design == fh::MnemosyneDesign::kCoordinateMemory) {
-    for (const auto& spec : a.weights) {
-      const auto eq = spec.find('=');
-      rules.emplace_back(spec.substr(0, eq), fo::load_model(spec.substr(eq + 1)));
+  for (const auto& text : a.weights) {
+    const auto spec = flt::demos::weights_spec(text, a.real.design);
+    if (spec.design == fh::MnemosyneDesign::kTensorSchedule) {
+      contenders.push_back(learned_schedule(spec.name, spec.file));
+    } else {
+      rules.emplace_back(spec.name, fo::load_model(spec.file));
     }
   }
   for (const auto& [name, model] : rules) contenders.push_back(learned(name, model));

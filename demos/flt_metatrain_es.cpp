@@ -5,6 +5,7 @@
 //   flt-metatrain-es --dir bench/campaigns/es-schedule --hours 2     (continues if DIR has a state)
 //   flt-metatrain-es --help                                          (every flag with its default)
 //   flt-metatrain-es --dir DIR ... --diagnose    (where the campaign's theta loses on validation)
+//   flt-metatrain-es --dir DIR ... --export-theta FILE   (theta as it stands, a weights file)
 //
 // DIR holds config.txt (the campaign's settings; a resumed campaign must match them), state.pt
 // (theta, Adam's moments, the best theta by validation), log.tsv (one line a generation),
@@ -47,6 +48,7 @@ struct EsArgs {
   int64_t stop_check = 100;
   double stop_margin = 0.02;
   bool diagnose = false;
+  std::string export_theta;  // write the campaign's current theta as a weights file and exit
 };
 
 std::vector<fm::TaskFamily> families(const std::string& list) {
@@ -162,6 +164,10 @@ int main(int argc, char** argv) {
   app.add_flag("--diagnose", a.diagnose,
                "score the hand rule, theta and theta's change split in two on the validation set, "
                "then exit (the campaign is not advanced)");
+  app.add_option("--export-theta", a.export_theta,
+                 "write the campaign's current theta as a schedule weights file (best.pt is the "
+                 "best by validation, the hand rule until a theta beats it), then exit")
+      ->type_name("FILE");
   CLI11_PARSE(app, argc, argv);
   try {
     flt::set_threads(1);
@@ -194,7 +200,8 @@ int main(int argc, char** argv) {
     } else {
       std::ofstream(config_path) << config;
     }
-    if (fs::exists(a.dir + "/STOPPED") && !a.diagnose) {
+    const bool inspect_only = a.diagnose || !a.export_theta.empty();
+    if (fs::exists(a.dir + "/STOPPED") && !inspect_only) {
       std::printf("%s", read_file(a.dir + "/STOPPED").c_str());
       return 0;
     }
@@ -205,6 +212,16 @@ int main(int argc, char** argv) {
     auto state = fs::exists(state_path) ? fm::load_es_state(state_path) : es.initial_state();
     if (a.diagnose) {
       diagnose(es, schedule, state);
+      return 0;
+    }
+    if (!a.export_theta.empty()) {
+      TORCH_CHECK(fs::exists(state_path), "flt-metatrain-es: --export-theta: ", a.dir,
+                  " holds no campaign (no state.pt)");
+      fo::save_schedule(es.schedule_at(state.theta), a.export_theta);
+      std::printf("wrote theta of generation %lld to %s; best.pt is generation %lld's%s\n",
+                  static_cast<long long>(state.generation), a.export_theta.c_str(),
+                  static_cast<long long>(state.best_generation),
+                  state.best_generation == 0 ? " (the hand rule)" : "");
       return 0;
     }
     std::printf("flt-metatrain-es: %lld numbers, generation %lld of %lld, %zu references cached\n",

@@ -1,0 +1,38 @@
+# Run by ctest as `cmake -DPROGRAM=flt-metatrain-es -DWORK=DIR -P metatrain_es_tiny.cmake`: a tiny
+# campaign (episodes of 20 steps) checkpoints, its stop rule ends it (a margin no theta can beat)
+# and says why in DIR/STOPPED, a second invocation does not advance it, and --export-theta writes
+# the theta it ended at beside best.pt.
+file(REMOVE_RECURSE "${WORK}")
+set(flags --dir "${WORK}" --generations 5 --pairs 1 --tasks 1 --min-steps 20 --max-steps 20
+          --validation-every 1 --validation-tasks 1 --memory none --stop-check 2
+          --stop-margin 10)
+function(run expect_text)
+  execute_process(COMMAND "${PROGRAM}" ${flags} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "${expect_text}")
+    message(FATAL_ERROR "flt-metatrain-es ${ARGN}: exit ${rc}, expected output matching "
+                        "\"${expect_text}\", got:\n${out}\n${err}")
+  endif()
+endfunction()
+run("stopped at generation 2 by the stop rule: the best validation score [0-9.]+ \\(generation [0-9]\\) has not beaten the hand rule's [0-9.]+ by 10")
+file(STRINGS "${WORK}/log.tsv" lines)
+list(LENGTH lines count)
+if(NOT count EQUAL 3)
+  message(FATAL_ERROR "log.tsv: expected a header and generations 0 and 1, got:\n${lines}")
+endif()
+foreach(file config.txt state.pt best.pt references.tsv STOPPED)
+  if(NOT EXISTS "${WORK}/${file}")
+    message(FATAL_ERROR "the campaign did not write ${file}")
+  endif()
+endforeach()
+run("^stopped at generation 2 ")  # a stopped campaign prints why and does not step again
+file(STRINGS "${WORK}/log.tsv" lines)
+list(LENGTH lines count)
+if(NOT count EQUAL 3)
+  message(FATAL_ERROR "a stopped campaign stepped again: log.tsv has ${count} lines")
+endif()
+run("wrote theta of generation 2 to .*theta.pt; best.pt is generation [0-9]'s"
+    --export-theta "${WORK}/theta.pt")
+if(NOT EXISTS "${WORK}/theta.pt")
+  message(FATAL_ERROR "--export-theta did not write ${WORK}/theta.pt")
+endif()
