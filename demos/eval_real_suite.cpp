@@ -270,9 +270,11 @@ bool draw_figures(const std::vector<fh::TrainingRun>& runs,
 WeightsSpec weights_spec(const std::string& spec, fh::MnemosyneDesign fallback) {
   const auto eq = spec.find('=');
   TORCH_CHECK(eq != std::string::npos && eq > 0,
-              "flt-eval-optim: --weights expects NAME=FILE or NAME=DESIGN:FILE, got \"", spec, "\"");
+              "flt-eval-optim: --weights expects NAME=FILE or NAME=DESIGN:FILE, got \"", spec,
+              "\"");
   WeightsSpec out{spec.substr(0, eq), spec.substr(eq + 1), fallback};
-  for (auto design : {fh::MnemosyneDesign::kCoordinateMemory, fh::MnemosyneDesign::kTensorSchedule}) {
+  for (auto design :
+       {fh::MnemosyneDesign::kCoordinateMemory, fh::MnemosyneDesign::kTensorSchedule}) {
     const auto prefix = fh::design_name(design) + ":";
     if (out.file.rfind(prefix, 0) == 0) {
       out.design = design;
@@ -309,8 +311,7 @@ void run_real_suite(const RealSuiteOptions& options) {
   std::printf(
       "\nwrote %s/eval-real.csv, eval-real-curves.csv, eval-real.png, one eval-real-TASK.png per "
       "run%s\n",
-      options.out.c_str(),
-      memory_views ? ", memory.csv and memory-rpe.png" : "");
+      options.out.c_str(), memory_views ? ", memory.csv and memory-rpe.png" : "");
 }
 
 }  // namespace flt::demos

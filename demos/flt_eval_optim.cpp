@@ -2,7 +2,8 @@
 // baselines that claim to need no tuning (Prodigy, Schedule-Free AdamW), on held-out tasks.
 //
 //   flt-eval-optim [--suite synthetic|real|all] [--out DIR] [--seeds 5] [--tuning-seeds 3]
-//                  [--tasks rastrigin-2d,...] [--weights NAME=[DESIGN:]FILE ...] [--no-baselines-sgd]
+//                  [--tasks rastrigin-2d,...] [--weights NAME=[DESIGN:]FILE ...]
+//                  [--no-baselines-sgd]
 //                  [--tune-learned] [--quick] [--steps-scale 1] [--tuning-cache FILE]
 //                  [--threads 1]
 //

@@ -113,6 +113,61 @@ void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
   }
 }
 
+// Runs generations until the campaign's end, this invocation's hours or its stop rule, each a
+// checkpoint (state.pt, best.pt, a line of log.tsv).
+void run_generations(const EsArgs& a, fm::EpisodeES& es, fm::EpisodeESState& state,
+                     size_t cached_references) {
+  namespace fs = std::filesystem;
+  const std::string state_path = a.dir + "/state.pt";
+  std::printf("flt-metatrain-es: %lld numbers, generation %lld of %lld, %zu references cached\n",
+              static_cast<long long>(es.size()), static_cast<long long>(state.generation),
+              static_cast<long long>(a.generations), cached_references);
+  std::fflush(stdout);
+  const bool fresh_log = !fs::exists(a.dir + "/log.tsv");
+  std::ofstream log(a.dir + "/log.tsv", std::ios::app);
+  if (fresh_log)
+    log << "generation\ttheta\thand_rule\tperturbed\tvalidation\tvalidation_hand_rule\t"
+           "seconds\ttasks\n";
+  const auto started = std::chrono::steady_clock::now();
+  const auto elapsed_hours = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() /
+           3600.0;
+  };
+  flt::detail::ProgressBar bar("es", true, static_cast<double>(state.generation) / a.generations);
+  while (state.generation < a.generations && elapsed_hours() < a.hours) {
+    const auto record = es.step(state, [&](int64_t done, int64_t total) {
+      bar.update((state.generation + static_cast<double>(done) / total) / a.generations,
+                 "generation " + std::to_string(state.generation));
+    });
+    fm::save_es_state(state, state_path);
+    fo::save_schedule(es.schedule_at(state.best_theta), a.dir + "/best.pt");
+    log << record.generation << '\t' << record.theta_score << '\t' << record.hand_rule_score << '\t'
+        << record.perturbed_score << '\t' << record.validation << '\t'
+        << record.validation_hand_rule << '\t' << record.seconds << '\t' << record.tasks
+        << std::endl;
+    std::fprintf(stderr,
+                 "\ngeneration %lld: theta %.4f, hand rule %.4f on the batch; validation %.4f "
+                 "(hand rule %.4f); %.0f s\n",
+                 static_cast<long long>(record.generation), record.theta_score,
+                 record.hand_rule_score, record.validation, record.validation_hand_rule,
+                 record.seconds);
+    if (state.generation >= a.stop_check && std::isfinite(record.validation_hand_rule) &&
+        !(state.best_validation < record.validation_hand_rule - a.stop_margin)) {
+      std::ostringstream why;
+      why << "stopped at generation " << state.generation << " by the stop rule: the best "
+          << "validation score " << state.best_validation << " (generation "
+          << state.best_generation << ") has not beaten the hand rule's "
+          << record.validation_hand_rule << " by " << a.stop_margin << "\n";
+      std::ofstream(a.dir + "/STOPPED") << why.str();
+      std::printf("%s", why.str().c_str());
+      return;
+    }
+  }
+  std::printf("flt-metatrain-es: at generation %lld; best validation %.4f (generation %lld)\n",
+              static_cast<long long>(state.generation), state.best_validation,
+              static_cast<long long>(state.best_generation));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,8 +175,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "flt-metatrain-es: meta-trains ScheduleMnemosyne's schedule by evolution strategies over "
       "whole episodes, scored against tuned AdamW-cosine on held-out loss; a campaign in --dir "
-      "that "
-      "checkpoints every generation and continues where it stopped"};
+      "that checkpoints every generation and continues where it stopped"};
   app.option_defaults()->always_capture_default();
   app.add_option("--dir", a.dir, "campaign directory (created; continued if it has a state)")
       ->required();
@@ -224,53 +278,7 @@ int main(int argc, char** argv) {
                   state.best_generation == 0 ? " (the hand rule)" : "");
       return 0;
     }
-    std::printf("flt-metatrain-es: %lld numbers, generation %lld of %lld, %zu references cached\n",
-                static_cast<long long>(es.size()), static_cast<long long>(state.generation),
-                static_cast<long long>(a.generations), references.size());
-    std::fflush(stdout);
-    const bool fresh_log = !fs::exists(a.dir + "/log.tsv");
-    std::ofstream log(a.dir + "/log.tsv", std::ios::app);
-    if (fresh_log)
-      log << "generation\ttheta\thand_rule\tperturbed\tvalidation\tvalidation_hand_rule\t"
-             "seconds\ttasks\n";
-    const auto started = std::chrono::steady_clock::now();
-    const auto elapsed_hours = [&] {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() /
-             3600.0;
-    };
-    flt::detail::ProgressBar bar("es", true, static_cast<double>(state.generation) / a.generations);
-    while (state.generation < a.generations && elapsed_hours() < a.hours) {
-      const auto record = es.step(state, [&](int64_t done, int64_t total) {
-        bar.update((state.generation + static_cast<double>(done) / total) / a.generations,
-                   "generation " + std::to_string(state.generation));
-      });
-      fm::save_es_state(state, state_path);
-      fo::save_schedule(es.schedule_at(state.best_theta), a.dir + "/best.pt");
-      log << record.generation << '\t' << record.theta_score << '\t' << record.hand_rule_score
-          << '\t' << record.perturbed_score << '\t' << record.validation << '\t'
-          << record.validation_hand_rule << '\t' << record.seconds << '\t' << record.tasks
-          << std::endl;
-      std::fprintf(stderr,
-                   "\ngeneration %lld: theta %.4f, hand rule %.4f on the batch; validation %.4f "
-                   "(hand rule %.4f); %.0f s\n",
-                   static_cast<long long>(record.generation), record.theta_score,
-                   record.hand_rule_score, record.validation, record.validation_hand_rule,
-                   record.seconds);
-      if (state.generation >= a.stop_check && std::isfinite(record.validation_hand_rule) &&
-          !(state.best_validation < record.validation_hand_rule - a.stop_margin)) {
-        std::ostringstream why;
-        why << "stopped at generation " << state.generation << " by the stop rule: the best "
-            << "validation score " << state.best_validation << " (generation "
-            << state.best_generation << ") has not beaten the hand rule's "
-            << record.validation_hand_rule << " by " << a.stop_margin << "\n";
-        std::ofstream(a.dir + "/STOPPED") << why.str();
-        std::printf("%s", why.str().c_str());
-        return 0;
-      }
-    }
-    std::printf("flt-metatrain-es: at generation %lld; best validation %.4f (generation %lld)\n",
-                static_cast<long long>(state.generation), state.best_validation,
-                static_cast<long long>(state.best_generation));
+    run_generations(a, es, state, references.size());
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-metatrain-es: %s\n", e.what_without_backtrace());
     return 1;
