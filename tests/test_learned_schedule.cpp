@@ -1,6 +1,6 @@
 // ScheduleMnemosyne and its rule (learned_schedule.h): the untrained schedule's exact
 // formula, the fused pass against the composite reference, robustness, the memory's reach over the
-// run, the optional signals, save and load.
+// run, the optional signals, save and load, settling under pure noise.
 #include <torch/nn/modules/linear.h>
 #include <torch/serialize.h>
 
@@ -473,4 +473,51 @@ TEST_F(LearnedSchedule, Untrained_TrainsAnMLPOnXOR) {
   // sqrt(4 * 0.02) = 0.28 of its 0/1 target (XOR solved with a margin); measured < 1e-5 after the
   // 600 steps (build/tests/test_learned_schedule --gtest_filter='*XOR*', 2026-11-27).
   EXPECT_LT(loss, 0.02);
+}
+
+// ---- settling under pure noise (the untrained schedule, the design's default) ----------------
+
+// 10,000 coordinates fed N(0, 1) gradients for 5000 steps, x_0 = 0, lr 1. With x_0 = 0 the
+// reference scale is the floor (the cap 16 mean(x_0^2) is 0), so eta_t = rho floor exp(G_t) =
+// 2e-4 exp(G_t). G moves by kappa (c_t - c0) = 0.1 (c_t - 0.05) a step from step 2, c_t the
+// 0.9-average of cos(g_t, m / sqrt(v) before g_t): g_t is independent of it, so each cosine is
+// N(0, 1 / 10^4) and their sum over 600 steps N(0, 0.06), 0.245 sd, i.e. 0.0245 in G. Hence G
+// falls 0.005 a step and reaches its floor -3 at step 601 +- 5 (1 sd): above it at step 550
+// (-2.745, 10 sd), on it from step 650 (-3.245, 10 sd) to the end (leaving it needs c_t > 0.05,
+// 20 sd of the averaged cosine). The walk: the increments eta_t m_hat / sqrt(v_hat) are
+// uncorrelated beyond m's ~10-step memory, each of mean square eta_t^2 (m sums to g, v ~ 1), and
+// the untrained decoupled decay s = sigmoid(-11) shrinks x by (1 - s) a step, so E[RMS(x_T)^2] =
+// W_T, W_t = (1 - s)^2 W_{t-1} + eta_t^2, from the step sizes taken: RMS(x_5000) / RMS(x_1000) =
+// sqrt(W_5000 / W_1000) (0.98 here: the decay outweighs the settled step's walk; sqrt(5) = 2.24
+// for a constant step), within 0.03 (20 sd of the sampling error of 10^4 coordinates, as in
+// Mnemosyne.PureNoiseGradients_*); and no further than Adam at lr 1e-3, whose walk reaches
+// 1e-3 sqrt(5000) = 0.0707.
+TEST_F(LearnedSchedule, PureNoiseGradients_TheHandRuleSettlesTheStep) {
+  torch::manual_seed(0);
+  auto x = torch::zeros({10000}).requires_grad_(true);
+  fo::ScheduleMnemosyne opt({x}, schedule_options());
+  const double first = 0.02 * 0.01, floor_step = first * std::exp(-3.0);
+  const double keep = 1.0 - 1.0 / (1.0 + std::exp(11.0));
+  double walk = 0.0, walk_1000 = 0.0, rms_1000 = 0.0;
+  for (int t = 1; t <= 5000; ++t) {
+    x.mutable_grad() = torch::randn({10000});
+    opt.step();
+    const double eta = opt.step_sizes()[0];
+    walk = keep * keep * walk + eta * eta;
+    if (t == 1) EXPECT_NEAR(eta, first, 1e-6 * first);
+    if (t == 550) EXPECT_GT(eta, 1.05 * floor_step) << "G is still above its floor";
+    if (t >= 650) ASSERT_NEAR(eta, floor_step, 1e-5 * floor_step) << "step " << t;
+    if (t == 1000) {
+      walk_1000 = walk;
+      rms_1000 = x.detach().pow(2).mean().sqrt().item<double>();
+    }
+  }
+  const double rms = x.detach().pow(2).mean().sqrt().item<double>();
+  const double walk_ratio = std::sqrt(walk / walk_1000);
+  std::printf(
+      "  pure noise: RMS displacement %.4g after 1000 and %.4g after 5000 steps (ratio "
+      "%.4f, the decayed walk of the steps taken %.4f); step %.3g -> %.3g\n",
+      rms_1000, rms, rms / rms_1000, walk_ratio, first, opt.step_sizes()[0]);
+  EXPECT_NEAR(rms / rms_1000, walk_ratio, 0.03);
+  EXPECT_LT(rms, 1e-3 * std::sqrt(5000.0)) << "no further than Adam at lr 1e-3";
 }
