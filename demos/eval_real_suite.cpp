@@ -290,7 +290,11 @@ void run_real_suite(const RealSuiteOptions& options) {
   if (options.quick) {
     runs.push_back(fh::quick_training_run());
   } else {
-    runs = fh::held_out_training_runs(options.steps_scale, options.only, &skipped);
+    auto all = fh::held_out_training_runs(options.steps_scale, options.only, &skipped);
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (static_cast<int64_t>(i) % options.parts == options.part)
+        runs.push_back(std::move(all[i]));
+    }
   }
   for (const auto& s : skipped) std::fprintf(stderr, "skipped %s\n", s.c_str());
   TORCH_CHECK(!runs.empty(), "flt-eval-optim: no real training runs to evaluate");

@@ -18,6 +18,9 @@ struct RealSuiteOptions {
   flt::harness::MnemosyneDesign design = flt::harness::MnemosyneDesign::kCoordinateMemory;
   flt::harness::RunEvalOptions eval;
   double steps_scale = 1.0;
+  /// Part `part` of `parts`: only the runs whose index i (in the suite's order, after --tasks)
+  /// has i % parts == part, so that several processes share the suite.
+  int64_t part = 0, parts = 1;
   bool quick = false;
   bool known_length = false;  // also Mnemosyne told the run's length (its cosine annealing)
 };

@@ -4,7 +4,7 @@
 //   flt-eval-optim [--suite synthetic|real|all] [--out DIR] [--seeds 5] [--tuning-seeds 3]
 //                  [--tasks rastrigin-2d,...] [--weights NAME=[DESIGN:]FILE ...]
 //                  [--no-baselines-sgd]
-//                  [--tune-learned] [--quick] [--steps-scale 1] [--tuning-cache FILE]
+//                  [--tune-learned] [--quick] [--steps-scale 1] [--part K/N] [--tuning-cache FILE]
 //                  [--threads 1]
 //
 // --suite synthetic (default): the synthetic suite below. --suite real: held-out real training
@@ -100,6 +100,7 @@ struct EvalArgs {
   std::vector<std::string> only;     // --tasks
   std::vector<std::string> weights;  // --weights NAME=FILE
   bool quick = false;
+  std::string part = "0/1";  // --part K/N
   bool no_sgd = false;
   bool tune_learned = false;  // also the FLT rule with its multiplier tuned like the baselines' lr
   std::string suite = "synthetic";
@@ -166,6 +167,19 @@ void declare_options(CLI::App& app, EvalArgs& a) {
   app.add_flag("--quick", a.quick,
                "3 evaluation and 2 tuning seeds, unless given; real suite: one small run (100 "
                "steps), 2 evaluation seeds and 1 tuning seed");
+  app.add_option("--part", a.part,
+                 "real suite: K/N runs only the runs whose index modulo N is K (0 <= K < N), so N "
+                 "processes share the suite")
+      ->type_name("K/N")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            long long k = -1, n = 0;
+            char tail = 0;
+            const bool parsed = std::sscanf(v.c_str(), "%lld/%lld%c", &k, &n, &tail) == 2;
+            return parsed && n >= 1 && k >= 0 && k < n ? ""
+                                                       : "expected K/N with 0 <= K < N, got " + v;
+          },
+          ""));
   app.add_option("--steps-scale", a.real.steps_scale,
                  "real suite: multiplies every run's steps (0.25 for a quick look)")
       ->capture_default_str()
@@ -374,6 +388,10 @@ int main(int argc, char** argv) {
   a.real.eval.tuning_seeds = app.count("--tuning-seeds") ? a.options.tuning_seeds : a.quick ? 1 : 2;
   a.real.out = a.out;
   a.real.quick = a.quick;
+  long long part = 0, parts = 1;
+  std::sscanf(a.part.c_str(), "%lld/%lld", &part, &parts);  // checked by the option's validator
+  a.real.part = part;
+  a.real.parts = parts;
   a.real.weights = a.weights;
   a.real.design = fh::design_from_name(a.design);
   if (a.tune_learned && a.real.design != fh::MnemosyneDesign::kCoordinateMemory) {
