@@ -74,11 +74,12 @@ inline void write_memory_views(const std::string& out, const std::vector<MemoryV
                    flt::optim::memory_name(memory).c_str(), gamma, static_cast<long long>(d),
                    rpe[d], weight[d]);
     }
-    std::printf(
-        "  %-22s %-9s gamma %.4f (1 / (1 - gamma) = %.1f steps); |weight| below half of "
-        "Delta = 0's from Delta = %lld\n",
-        name.c_str(), flt::optim::memory_name(memory).c_str(), gamma, 1.0 / (1.0 - gamma),
-        static_cast<long long>(half_life));
+    const std::string reach =
+        half_life >= 0 ? "below half of Delta = 0's from Delta = " + std::to_string(half_life)
+                       : "above half of Delta = 0's up to Delta = " + std::to_string(max_distance);
+    std::printf("  %-22s %-9s gamma %.4f (1 / (1 - gamma) = %.1f steps); |weight| %s\n",
+                name.c_str(), flt::optim::memory_name(memory).c_str(), gamma, 1.0 / (1.0 - gamma),
+                reach.c_str());
     if (memory == flt::optim::Memory::kFLT) {
       names.push_back(name);
       rpe_series.push_back(rpe);
