@@ -13,7 +13,7 @@
 // `Mnemosyne` names the one that won the held-out test run (18 real runs, 5 seeds, 2026-11-28;
 // docs/learned-optimizer.md, "The test run"): the coordinate-memory design, 10/2/6 against the
 // schedule's untrained rule and the only design whose learned weights beat its untrained form.
-// Its step costs 2.9-19x Adam's; the schedule's, 0.27-0.95x, suits loops where that matters.
+// Its step costs 2.9-19x Adam's; the schedule's, 0.27-1.03x, suits loops where that matters.
 
 #include "flt/optim/coordinate_mnemosyne.h"
 #include "flt/optim/schedule_mnemosyne.h"
