@@ -230,8 +230,8 @@ TEST_F(FLT, ForwardWithoutAutogradNeverFormsThePositionBlockWhole) {
 // With autograd the fused function keeps the position block's maker, not the block, for its
 // backward, which makes each block's rows again: forward and backward together stay below the size
 // of the [cos, sin] block of the whole sequence (32 MB here; the rest of the call, its 2 MB blocks
-// of features with their graphs and the q-sized outputs and gradients, peaked at 19 MB, and at
-// 51 MB with the block formed whole, 2026-11-28). That the gradients are the composite path's
+// of features with their graphs and the q-sized outputs and gradients, peaks at 19 MB, and at
+// 51 MB with the block formed whole). That the gradients are the composite path's
 // (which forms the block whole, as does a proposal width that learns) is
 // FusedBackwardEqualsComposite's.
 TEST_F(FLT, BackwardMakesThePositionBlockByRows) {

@@ -471,7 +471,7 @@ TEST_F(LearnedSchedule, Untrained_TrainsAnMLPOnXOR) {
   // lr 5: the untrained schedule's relative step rho = 0.02 of each tensor's RMS, times 5 = 0.1.
   // 0.02: a mean square error over the 4 cases below which every output is within
   // sqrt(4 * 0.02) = 0.28 of its 0/1 target (XOR solved with a margin); measured < 1e-5 after the
-  // 600 steps (build/tests/test_learned_schedule --gtest_filter='*XOR*', 2026-11-27).
+  // 600 steps (build/tests/test_learned_schedule --gtest_filter='*XOR*').
   EXPECT_LT(loss, 0.02);
 }
 

@@ -290,7 +290,7 @@ TEST_F(Mnemosyne, HugeAndZeroGradients_GiveFiniteSteps) {
   }
   EXPECT_EQ(opt.skipped(), 0);
   // Measured max |x - 1| = 0.151 after the three steps (build/tests/test_mnemosyne
-  // --gtest_filter='*HugeAndZero*', 2026-11-27): steps of the controller's scale (eta <= rho
+  // --gtest_filter='*HugeAndZero*'): steps of the controller's scale (eta <= rho
   // sqrt(16 mean x_0^2 + floor^2) e^c = 0.05 * 4 * e^0.1 = 0.22 here, times the direction
   // (m1 / sqrt(v) = +-1 for constant signs, plus the head's correction) times e^a <= e^2). 10 is
   // no derived bound (the perturbed head's correction has none): it catches steps that escape

@@ -222,7 +222,7 @@ TEST_F(Performer, ErrorFallsWithFeatures) {
 }
 
 // Causal outputs are bitwise unchanged when future tokens change: the key shift depends on the
-// first key only. (A max over the whole sequence, as in performer-pytorch #82, changes them at
+// first key only. (A max over the whole sequence, as performer-pytorch takes, changes them at
 // least at the rounding level, and by far more once the future key dominates the shift.)
 TEST_F(Performer, CausalIgnoresFutureTokens) {
   for (auto kind : {fa::FeatureKind::kPositive, fa::FeatureKind::kHyperbolic}) {

@@ -113,7 +113,7 @@ TEST_F(RandomFeatureTraining, EachVariantLearnsAbsolutePositionTask) {
 // labels, the same token multiset in both classes): a model without positional information (a
 // Performer, measured 0.500) cannot beat it, so it is no baseline worth training here. On 1024
 // test sequences an accuracy at chance stays below 0.5 + 5 sqrt(0.25 / 1024) = 0.58 (5 sd); FLT
-// measured 1.000 (seed 7, 2026-11-27); 0.8 sits between the two.
+// reaches 1.000 (seed 7); 0.8 sits between the two.
 TEST_F(RandomFeatureTraining, LocalRpeLearnsAdjacentPairsWithoutPositions) {
   const double flt = train_and_evaluate(local_flt(), false, adjacent_pair_task, 400, 3e-3);
   std::printf("adjacent-pair task without absolute positions: FLT local RPE %.3f\n", flt);

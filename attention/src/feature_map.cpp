@@ -367,9 +367,9 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
   const auto t = log_terms(x, /*with_level=*/rule != Shift::kPerToken);
   // The exp maps below work in place on the logits, a fresh projection whose max was taken
   // without gradient (exp's backward needs only its output), with 1 / root as a second shift
-  // (after the first: top + log(root) rounds to top when |top| > 1e8): no temporaries where
-  // exp(P - top) / root allocated three tensors of the features' size. At L = 4096, m = 256 the
-  // page faults of those temporaries were a third of the forward (2026-11-25).
+  // (after the first: top + log(root) rounds to top when |top| > 1e8): no temporaries, where
+  // exp(P - top) / root would allocate three tensors of the features' size, whose page faults cost
+  // a third of the forward at L = 4096, m = 256.
   const double log_root = std::log(root);
   if (rule == Shift::kPerToken) {
     return trigonometric ? trig(t.wx) / root : t.logits.sub_(t.top).sub_(log_root).exp_();
@@ -408,8 +408,8 @@ torch::Tensor FeatureMapImpl::causal_key_shift(const FeatureInput& first_key) co
     return at::zeros(shape, first_key.blocks.front().options());
   }
   // The first key is in every query's past: its largest log-feature, in double. (A floor from the
-  // universal bound w.k - |k|^2/2 <= |w|^2/2 was tried and dropped: with FLT's 2r + D input dims
-  // that bound is ~10^3 above typical values and underflowed every feature.)
+  // universal bound w.k - |k|^2/2 <= |w|^2/2 does not serve: with FLT's 2r + D input dims that
+  // bound is ~10^3 above typical values and underflows every feature.)
   torch::NoGradGuard no_grad;
   return log_terms(first_key, /*with_level=*/true).level;
 }

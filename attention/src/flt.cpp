@@ -40,7 +40,7 @@ torch::Tensor box_convolution(const torch::Tensor& x, const torch::Tensor& v, in
 // [cos, sin] of 2 pi xi.r for every head. positions (B', L, l), xi (H, r, l) -> (B', H, L, 2r)
 // The phase is formed in turns and in double, whole turns removed, before it becomes an angle of
 // the positions' dtype: in float, 2 pi xi t at t = 4096 is off by up to 1e-3 rad, and cos/sin of
-// such large arguments took 4 ns an entry in their range reduction (2026-11-25). Float on the CPU
+// such large arguments take 4 ns an entry in their range reduction. Float on the CPU
 // without gradients for the phase (the default: fixed frequencies and positions) takes the fused
 // kernel, one pass instead of six; otherwise the composite below ((B', 1, L, l) x (H, l, r); frac_
 // and mul_ in place on the fresh product: frac's derivative is 1).

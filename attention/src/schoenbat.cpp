@@ -211,8 +211,8 @@ torch::Tensor SchoenbAttentionImpl::features(const torch::Tensor& x) const {
   // Only the factors a feature uses are projected. Features are grouped by degree d, and each
   // group's factors are adjacent columns, so a group's products are one view and prod(-1); a
   // degree-0 feature is the empty product 1. With the degree law 2^-(n+1) that is about F
-  // projected columns where projecting every (feature, factor) pair took F x P (8x the
-  // multiply-adds at the defaults, and four (L, F, P) temporaries; 2026-11-25).
+  // projected columns where projecting every (feature, factor) pair takes F x P (8x the
+  // multiply-adds at the defaults, and four (L, F, P) temporaries).
   const auto mask = degree_mask.to(torch::kCPU, torch::kBool).contiguous();
   const bool* used = mask.data_ptr<bool>();
   std::vector<std::vector<int64_t>> by_degree(static_cast<size_t>(p + 1));

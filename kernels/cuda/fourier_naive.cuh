@@ -1,6 +1,6 @@
-// The first Fourier-attention CUDA kernels, one thread per query (forward, dq) or key (dk, dv),
-// kept as the "naive" variants: the reference the tiled variants are checked and timed against
-// (fourier_attention.cu dispatches between them). Included once, by fourier_attention.cu; the
+// The naive Fourier-attention CUDA kernels, one thread per query (forward, dq) or key (dk, dv):
+// the reference the tiled variants are checked and timed against, and the fallback for double,
+// for tiles that exceed shared memory and for odd powers (fourier_attention.cu dispatches). Included once, by fourier_attention.cu; the
 // kernels and launchers live in its anonymous namespace.
 #pragma once
 
@@ -48,8 +48,8 @@ __global__ void sincos_kernel(int64_t total, int64_t heads, int64_t length, int6
 // Weight of one (query, key) pair as mant * 2^expo (mant signed for odd powers); false when the
 // weight is exactly zero. Same arithmetic as the CPU kernel: running products of |sin x| (or the
 // series) and |x|, exponents moved out every few dimensions. A NaN factor (a NaN or infinite q or
-// k) gives a NaN weight, never a zero one (a ReLU zero from an earlier dimension used to return
-// before the NaN was seen): every row it enters comes out NaN, as in the CPU kernel.
+// k) gives a NaN weight, never a zero one (a ReLU zero in an earlier dimension does not end the
+// loop before the NaN is seen): every row it enters comes out NaN, as in the CPU kernel.
 template <typename T>
 __device__ __forceinline__ bool pair_weight(const T* qi, const T* qs, const T* qc, const T* kj,
                                             const T* ks, const T* kc, const T* r, int dim,

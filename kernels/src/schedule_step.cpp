@@ -23,8 +23,8 @@ FLT_CLONES_AVX512 Sums coordinate_block(const schedule::RuleConstants& c,
                                         int64_t begin, int64_t end) {
   // The count of skipped coordinates is a double reduction like the sums, added after them: GCC
   // 12 vectorises this loop neither with an integer reduction beside the double ones nor with the
-  // count added before the sums ("no vectype"), and then it ran scalar, 13x Adam's step on one
-  // thread (2026-11-27).
+  // count added before the sums ("no vectype"), and then it runs scalar, 13x Adam's step on one
+  // thread.
   double s_gd = 0, s_g2 = 0, s_d2 = 0, s_p2 = 0, skipped = 0;
 #pragma omp simd reduction(+ : s_gd, s_g2, s_d2, s_p2, skipped)
   for (int64_t i = begin; i < end; ++i) {

@@ -332,7 +332,7 @@ TEST_F(VizLogic, SurfaceIsAntiAliasedAndFitsItsRectangleAtEveryAngle) {
 }
 
 TEST_F(VizLogic, ExportsDefaultToATimestampedNameThatTheNextExportDoesNotOverwrite) {
-  const std::time_t when = 1700000000;  // 2023-11-14 22:13:20 UTC
+  const std::time_t when = 1700000000;  // 14 Nov 2023, 22:13:20 UTC
   const std::string png = default_export_path("out", "arena", "", "png", when);
   const std::string panel = default_export_path("out", "arena", "panel", "png", when);
   const std::string later = default_export_path("out", "arena", "", "png", when + 1);
@@ -395,7 +395,7 @@ TEST_F(VizLogic, AFinishedLessonKeepsTheWindowDrawingUntilItsTableIsShown) {
 // approximation that ignores q and k; what a constant or all-zero score gives after normalising;
 // PEERS.md: report errors next to it) must be beaten, and a random-feature estimate must shrink
 // with 4x the features (an unbiased estimator's error falls as 1/sqrt(m): about 2x). Measured
-// (seeds 1, 2; the line this test prints, 2026-11-27): linear 0.227 (uniform 0.248), Performer
+// (seeds 1, 2; the line this test prints): linear 0.227 (uniform 0.248), Performer
 // 0.204 -> 0.083, SchoenbAt 0.195 -> 0.191 (its error against softmax is its kernel's own bias,
 // so more features do not shrink it: only the uniform bound applies), FLT 0.582 -> 0.359 with 4x
 // both m and r (uniform 0.396: at the lab's defaults FLT's estimate is worse than uniform

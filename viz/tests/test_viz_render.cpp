@@ -46,8 +46,8 @@ Image load_png(const std::string& path) {
 }
 
 // Pixels in [x0, x1) x [y0, y1) within L1 distance `tolerance` of `color`.
-// Where the counts below come from: each threshold is half the count measured for that element on
-// 2026-11-27 (Debian 12, Xvfb 1280x1024x24 with Mesa's llvmpipe, a 1280x800 window; every count
+// Where the counts below come from: each threshold is half the count measured for that element
+// (Debian 12, Xvfb 1280x1024x24 with Mesa's llvmpipe, a 1280x800 window; every count
 // printed by a temporary line in this function), rounded down to two digits. So an element that
 // is missing or drawn at half its size fails, while a change of font hinting or line anti-aliasing
 // (a few per cent of an element's pixels) passes. Re-measure and halve again when a scene's layout

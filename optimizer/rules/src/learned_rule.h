@@ -144,8 +144,8 @@ std::tuple<T, T, T> controller_update(const T& log_multiplier, const T& long_gra
                                       const T& dot, const T& grad_square, const T& direction_square,
                                       const T& numel, const T& log_gain, const T& log_target) {
   // Clamped: Cauchy-Schwarz bounds the exact cosine, but float underflow does not (a gradient of
-  // 1e-20 has g d ~ 1e-10 while g^2 flushes to 0), and one unbounded cosine moved c from -30 to
-  // +3 in a single step on a fully fitted network (wine MLP, train loss 0): the step exploded.
+  // 1e-20 has g d ~ 1e-10 while g^2 flushes to 0), and one unbounded cosine on a fitted network
+  // would throw c across its range in a single step (test VanishingGradients_StopTheRule).
   const T cosine =
       clamp_to(dot / (sqrt_of(grad_square * direction_square) + kCosineEpsilon), -1.0, 1.0);
   const T mean_grad_square = grad_square / numel;

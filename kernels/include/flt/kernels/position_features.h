@@ -2,7 +2,7 @@
 // FLT's position block in one pass: [cos, sin] of the phases 2 pi xi_t . x_i (FLT paper, Thm 4.1;
 // attention/src/flt.cpp scales the columns). The composite form (a double matmul, whole turns
 // removed, a float copy, cos, sin, concatenation) makes six passes over the block; at L = 4096 it
-// took as long as one of FLT's projections (2026-11-25). CPU, no autograd: callers use the
+// takes as long as one of FLT's projections. CPU, no autograd: callers use the
 // composite when the frequencies or the positions need gradients.
 #include <ATen/ATen.h>
 

@@ -71,9 +71,8 @@ struct LearnedOptimizerModelOptions {
   TORCH_ARG(int64_t, value_dim) = 2;
   /// FAVOR+ random features m of the attention memory.
   TORCH_ARG(int64_t, features) = 4;
-  /// RPE random features r of the FLT memory. They only enter per-step scalars (no state, no
-  /// per-coordinate cost), and the RPE estimate's variance falls as 1/r: 1000-iteration ablation
-  /// over 3 seeds, mean meta-objective -2.44 with r = 32 vs -2.35 with r = 4 (2026-11-21).
+  /// RPE random features r of the FLT memory. Many by default: they only enter per-step scalars
+  /// (no state, no per-coordinate cost), and the RPE estimate's variance falls as 1/r.
   TORCH_ARG(int64_t, rpe_features) = 32;
   /// Hidden width of the head MLP.
   TORCH_ARG(int64_t, hidden) = 32;

@@ -10,10 +10,11 @@
 //     an FLT cell over the step index) with a per-tensor step-size controller;
 //   ScheduleMnemosyne (schedule_mnemosyne.h): a learned per-tensor schedule whose memory sees the
 //     whole run, over Adam's moments.
-// `Mnemosyne` names the one that won the held-out test run (18 real runs, 5 seeds, 2026-11-28;
-// docs/learned-optimizer.md, "The test run"): the coordinate-memory design, 10/2/6 against the
-// schedule's untrained rule and the only design whose learned weights beat its untrained form.
-// Its step costs 2.9-19x Adam's; the schedule's, 0.27-1.03x, suits loops where that matters.
+// `Mnemosyne` names the coordinate-memory design: it wins the held-out test run against the
+// schedule and is the only design whose learned weights beat their untrained form
+// (docs/learned-optimizer.md, "The test run"). Its step costs several times Adam's; the
+// schedule's costs about Adam's or less and suits loops where that matters (docs/benchmarks.md,
+// "Optimizer step").
 
 #include "flt/optim/coordinate_mnemosyne.h"
 #include "flt/optim/schedule_mnemosyne.h"
