@@ -4,7 +4,7 @@
 cmake_minimum_required(VERSION 3.18)  # IN_LIST
 # -DFLT_SOURCE_DIR=... -DFLT_INCLUDE_FOLDERS=core;kernels;... (the installed include roots)
 
-# Installed headers no umbrella includes on purpose (none today).
+# Installed headers no umbrella includes on purpose (none at present).
 set(excluded "")
 
 set(installed "")

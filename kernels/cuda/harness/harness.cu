@@ -305,7 +305,7 @@ double median_ms(F&& f, int reps) {
 
 // Every forward and backward variant at B=4, H=8, D=Dv=64, power 4, fp32, L in {1024, 2048,
 // 4096}; q, k ~ 0.5 N(0, 1), v ~ N(0, 1), R = 2 (bench/bench_gpu.cpp's data). GFLOP/s counts 6
-// FP32 operations per (query, key, dimension) of the forward (the issue's fixed count) for every
+// FP32 operations per (query, key, dimension) of the forward (the targets' fixed count) for every
 // row, backward and fwd+bwd rows included (their rate is that forward count over their time).
 // "x naive" compares with the naive kernel of the same pass. Each variant's output (backward: dq)
 // is also compared with the naive one's at that size (scaled error <= 1e-3).
