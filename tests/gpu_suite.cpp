@@ -55,8 +55,8 @@ constexpr Tolerance kFloat32{1e-3, 1e-4};
 // every partial result does: about sqrt(n) u for n terms at unit roundoff u (Higham & Mary's
 // probabilistic bound, lambda sqrt(n) u). On an H200 (n = kLength = 1100) the worst entry is
 // 0.67 sqrt(n) u in float16 (u = 2^-11) and 0.77 sqrt(n) u in bfloat16 (u = 2^-8), one constant
-// for both formats; lambda = 1.5 leaves twice that error. atol (relative to max|ref|) is half of rtol: entries near zero come
-// from cancelling terms of the reference's scale.
+// for both formats; lambda = 1.5 leaves twice that error. atol (relative to max|ref|) is half of
+// rtol: entries near zero come from cancelling terms of the reference's scale.
 Tolerance reduced_precision(int significand_bits, int64_t reduction_length) {
   const double unit_roundoff = std::ldexp(1.0, -significand_bits);
   const double rtol = 1.5 * std::sqrt(static_cast<double>(reduction_length)) * unit_roundoff;

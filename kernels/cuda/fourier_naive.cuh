@@ -1,7 +1,8 @@
 // The naive Fourier-attention CUDA kernels, one thread per query (forward, dq) or key (dk, dv):
 // the reference the tiled variants are checked and timed against, and the fallback for double,
-// for tiles that exceed shared memory and for odd powers (fourier_attention.cu dispatches). Included once, by fourier_attention.cu; the
-// kernels and launchers live in its anonymous namespace.
+// for tiles that exceed shared memory and for odd powers (fourier_attention.cu dispatches).
+// Included once, by fourier_attention.cu; the kernels and launchers live in its anonymous
+// namespace.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -16,9 +16,9 @@
 //   - keys, causal or streaming: c = max_i (w_i . k_0 - |k_0|^2/2) from the FIRST key only (it is
 //   in
 //     every query's past). A max over the whole sequence would make causal outputs depend on future
-//     tokens (performer-pytorch takes that max). A later key whose largest log-feature exceeds c by more
-//     than 70 is saturated there (all its features scaled down by one factor); for FAVOR+ inputs
-//     x D^{-1/4} of comparable norms the spread is a few tens at most.
+//     tokens (performer-pytorch takes that max). A later key whose largest log-feature exceeds c by
+//     more than 70 is saturated there (all its features scaled down by one factor); for FAVOR+
+//     inputs x D^{-1/4} of comparable norms the spread is a few tens at most.
 // Numerics: the exponent of feature i of token j is formed as (P_ij - max_i P_ij) + (level_j - c),
 // P = W x (or [W x, -W x]), level_j = max_i P_ij - |x_j|^2/2 the token's largest log-feature, kept
 // in double. The first term is finite or -inf for any finite input, the second is a per-token
