@@ -42,29 +42,51 @@ FLT_CLONES_AVX512 Sums coordinate_block(const schedule::RuleConstants& c,
   return {s_gd, s_g2, s_d2, s_p2, skipped};
 }
 
-void schedule_step_cpu(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
-                       const std::vector<at::Tensor>& moments,
-                       const schedule::RuleConstants& constants,
-                       const std::vector<schedule::TensorDecision>& decisions, double* sums) {
-  // Blocks of a fixed size, summed in block order: the statistics do not depend on the thread
-  // count.
+// One tensor (or one row of a stacked parameter) of a pass: where its coordinates, gradient and
+// moments are, and its decision.
+struct Segment {
+  float* p;
+  const float* gr;
+  float* m_all;
+  float* v_all;
+  int64_t n;
+  schedule::TensorDecision decision;
+};
+
+// Every segment in blocks of a fixed size, the blocks of all segments shared among the threads;
+// each segment's statistics summed in block order, so they do not depend on the thread count.
+// sums: (segments, kSums), added to.
+void schedule_step_cpu(const std::vector<Segment>& segments,
+                       const schedule::RuleConstants& constants, double* sums) {
   constexpr int64_t kBlock = 16384;
-  for (size_t s = 0; s < params.size(); ++s) {
-    const int64_t n = params[s].numel();
-    float* p = params[s].data_ptr<float>();
-    const float* gr = grads[s].data_ptr<float>();
-    float* m_all = moments[s].data_ptr<float>();
-    float* v_all = m_all + n;
-    const int64_t blocks = (n + kBlock - 1) / kBlock;
-    std::vector<Sums> partial(static_cast<size_t>(blocks));
-    at::parallel_for(0, blocks, /*grain_size=*/2, [&](int64_t first, int64_t last) {
-      for (int64_t k = first; k < last; ++k)
-        partial[k] = coordinate_block(constants, decisions[s], gr, p, m_all, v_all, k * kBlock,
-                                      std::min(n, (k + 1) * kBlock));
-    });
-    for (const auto& block : partial)
-      for (int j = 0; j < schedule::kSums; ++j) sums[s * schedule::kSums + j] += block[j];
+  struct Block {
+    size_t segment;
+    int64_t begin, end;
+  };
+  std::vector<Block> blocks;
+  int64_t coordinates = 0;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    for (int64_t begin = 0; begin < segments[s].n; begin += kBlock)
+      blocks.push_back({s, begin, std::min(segments[s].n, begin + kBlock)});
+    coordinates += segments[s].n;
   }
+  if (blocks.empty()) return;
+  std::vector<Sums> partial(blocks.size());
+  // About two full blocks of coordinates per task: smaller work does not pay for a thread.
+  const int64_t count = static_cast<int64_t>(blocks.size());
+  const int64_t grain =
+      std::max<int64_t>(1, count * 2 * kBlock / std::max<int64_t>(1, coordinates));
+  at::parallel_for(0, count, grain, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k) {
+      const auto& b = blocks[static_cast<size_t>(k)];
+      const auto& seg = segments[b.segment];
+      partial[static_cast<size_t>(k)] = coordinate_block(constants, seg.decision, seg.gr, seg.p,
+                                                         seg.m_all, seg.v_all, b.begin, b.end);
+    }
+  });
+  for (size_t k = 0; k < blocks.size(); ++k)
+    for (int j = 0; j < schedule::kSums; ++j)
+      sums[blocks[k].segment * schedule::kSums + j] += partial[k][j];
 }
 
 }  // namespace
@@ -103,7 +125,14 @@ torch::Tensor schedule_step_(const std::vector<torch::Tensor>& params,
         moments[s].sizes(), " ", moments[s].scalar_type());
   }
   if (device.is_cpu()) {
-    schedule_step_cpu(params, grads, moments, constants, decisions, sums.data_ptr<double>());
+    std::vector<Segment> segments;
+    for (size_t s = 0; s < count; ++s) {
+      float* m_all = moments[s].data_ptr<float>();
+      const int64_t n = params[s].numel();
+      segments.push_back({params[s].data_ptr<float>(), grads[s].data_ptr<float>(), m_all, m_all + n,
+                          n, decisions[s]});
+    }
+    schedule_step_cpu(segments, constants, sums.data_ptr<double>());
     return sums;
   }
 #if defined(FLT_WITH_CUDA)
@@ -111,6 +140,50 @@ torch::Tensor schedule_step_(const std::vector<torch::Tensor>& params,
 #else
   TORCH_CHECK(false, "schedule_step_: unreachable (no CUDA pass in this build)");
 #endif
+}
+
+torch::Tensor schedule_step_rows_(const torch::Tensor& params, const torch::Tensor& grads,
+                                  const torch::Tensor& moments,
+                                  const schedule::RuleConstants& constants,
+                                  const std::vector<schedule::TensorDecision>& decisions) {
+  TORCH_CHECK(params.dim() == 2, "schedule_step_rows_: params must be (R, N), got ",
+              params.sizes());
+  const int64_t rows = params.size(0), n = params.size(1);
+  const bool device_has_pass = params.is_cpu() || (params.is_cuda() && detail::kCudaKernels);
+  TORCH_CHECK(device_has_pass && params.scalar_type() == at::kFloat && params.is_contiguous() &&
+                  grads.scalar_type() == at::kFloat && grads.is_contiguous() &&
+                  grads.sizes() == params.sizes() && grads.device() == params.device() &&
+                  moments.scalar_type() == at::kFloat && moments.is_contiguous() &&
+                  moments.dim() == 3 && moments.size(0) == rows && moments.size(1) == 2 &&
+                  moments.size(2) == n && moments.device() == params.device(),
+              "schedule_step_rows_: expected float32 contiguous params (R, N), grads (R, N) and "
+              "moments (R, 2, N) on one device that has the pass, got params ",
+              params.sizes(), " ", params.scalar_type(), " on ", params.device(), ", grads ",
+              grads.sizes(), " ", grads.scalar_type(), ", moments ", moments.sizes(), " ",
+              moments.scalar_type());
+  TORCH_CHECK(static_cast<int64_t>(decisions.size()) == rows,
+              "schedule_step_rows_: expected one decision per row (", rows, "), got ",
+              decisions.size());
+  if (!params.is_cpu()) {
+    // Each row is a tensor of the list pass (few launches on CUDA).
+    std::vector<torch::Tensor> p, g, m;
+    for (int64_t r = 0; r < rows; ++r) {
+      p.push_back(params[r]);
+      g.push_back(grads[r]);
+      m.push_back(moments[r]);
+    }
+    return schedule_step_(p, g, m, constants, decisions);
+  }
+  auto sums = torch::zeros({rows, schedule::kSums}, torch::kDouble);
+  std::vector<Segment> segments;
+  float* p = params.data_ptr<float>();
+  const float* g = grads.data_ptr<float>();
+  float* m = moments.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    segments.push_back({p + r * n, g + r * n, m + 2 * r * n, m + (2 * r + 1) * n, n,
+                        decisions[static_cast<size_t>(r)]});
+  schedule_step_cpu(segments, constants, sums.data_ptr<double>());
+  return sums;
 }
 
 }  // namespace flt::kernels

@@ -256,24 +256,13 @@ Split fashion_mnist(int64_t train_limit, int64_t test_limit) {
   return cache.emplace(key, std::move(split)).first->second;
 }
 
-TextCorpus licence_text() {
-  static std::mutex mutex;
-  static TextCorpus cached;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (cached.vocab > 0) return cached;
-  std::vector<fs::path> files;
-  const std::string dir = env_or("FLT_LICENCE_DIR", kLicenceDir);
-  if (fs::is_directory(dir)) {
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      if (!entry.is_symlink() && entry.is_regular_file()) files.push_back(entry.path());
-    }
-  }
-  TORCH_CHECK(!files.empty(), "licence_text: no licence files in ", dir,
-              " (Debian's base-files package installs them)");
-  std::sort(files.begin(), files.end());
+namespace {
+
+/// A corpus of the files' concatenated bytes: newline and printable ASCII, every other byte the
+/// unknown id; the first 90% to train on, the rest held out.
+TextCorpus corpus_of(const std::vector<fs::path>& files) {
   std::string text;
   for (const auto& file : files) text += read_file(file.string());
-
   TextCorpus corpus;
   std::vector<int64_t> id_of(256, -1);
   corpus.alphabet.push_back('\n');
@@ -293,8 +282,53 @@ TextCorpus licence_text() {
   const int64_t n_train = stream.size(0) - stream.size(0) / 10;
   corpus.train = stream.slice(0, 0, n_train).clone();
   corpus.test = stream.slice(0, n_train).clone();
-  cached = corpus;
   return corpus;
+}
+
+}  // namespace
+
+TextCorpus licence_text() {
+  static std::mutex mutex;
+  static TextCorpus cached;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (cached.vocab > 0) return cached;
+  std::vector<fs::path> files;
+  const std::string dir = env_or("FLT_LICENCE_DIR", kLicenceDir);
+  if (fs::is_directory(dir)) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (!entry.is_symlink() && entry.is_regular_file()) files.push_back(entry.path());
+    }
+  }
+  TORCH_CHECK(!files.empty(), "licence_text: no licence files in ", dir,
+              " (Debian's base-files package installs them)");
+  std::sort(files.begin(), files.end());
+  cached = corpus_of(files);
+  return cached;
+}
+
+TextCorpus source_text() {
+  static std::mutex mutex;
+  static TextCorpus cached;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (cached.vocab > 0) return cached;
+  const std::string root = env_or("FLT_SOURCE_TEXT_DIR", FLT_SOURCE_DIR);
+  std::vector<fs::path> files;
+  for (const char* folder : {"attention", "core", "kernels", "optimizer", "docs"}) {
+    const fs::path dir = fs::path(root) / folder;
+    if (!fs::is_directory(dir)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+      const auto ext = entry.path().extension().string();
+      if (!entry.is_symlink() && entry.is_regular_file() &&
+          (ext == ".h" || ext == ".cpp" || ext == ".md"))
+        files.push_back(entry.path());
+    }
+  }
+  TORCH_CHECK(!files.empty(), "source_text: no .h, .cpp or .md files under ", root,
+              "/{attention,core,kernels,optimizer,docs} (set FLT_SOURCE_TEXT_DIR to a checkout "
+              "of FLT Lab)");
+  std::sort(files.begin(), files.end());
+  cached = corpus_of(files);
+  return cached;
 }
 
 std::vector<std::string> tabular_names() {

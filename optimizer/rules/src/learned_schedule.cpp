@@ -258,7 +258,7 @@ std::pair<ScheduleDecision, torch::Tensor> LearnedScheduleImpl::decide(
       // A non-finite cosine (a pass whose sums overflowed) leaves G as it was.
       if (h[kCount] > 0.0 && std::isfinite(h[kCosineFast]))
         h[kLogGrowth] = std::clamp(h[kLogGrowth] + rate * (h[kCosineFast] - threshold), low, high);
-      log_growth[s] = h[kLogGrowth];
+      log_growth.data_ptr<double>()[s] = h[kLogGrowth];
     }
   }
   const auto log_multiplier = at::clamp(log_growth + head_log_multiplier, low, high);
@@ -270,8 +270,9 @@ std::pair<ScheduleDecision, torch::Tensor> LearnedScheduleImpl::decide(
       at::sigmoid(out.select(1, 1) + std::log(kUntrainedShrink / (max_shrink - kUntrainedShrink)));
   const auto gain = at::tanh(out.select(1, 2));
   auto scale = torch::empty({count}, torch::kDouble);
+  const auto h_in = histories.contiguous();  // read through its storage: many rows, few floats
   for (int64_t s = 0; s < count; ++s)
-    scale[s] = scale_mean_square(histories[s].contiguous().data_ptr<double>());
+    scale.data_ptr<double>()[s] = scale_mean_square(h_in.data_ptr<double>() + s * h_in.size(1));
   const auto step_size = at::exp(step_log_relative.to(at::kDouble) + log_multiplier) *
                          at::sqrt(scale + at::exp(step_log_floor.to(at::kDouble) * 2.0));
   // The signals' running statistics (identical for every tensor: the loss and the metric are the

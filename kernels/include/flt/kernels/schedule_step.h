@@ -28,4 +28,14 @@ torch::Tensor schedule_step_(const std::vector<torch::Tensor>& params,
                              const schedule::RuleConstants& constants,
                              const std::vector<schedule::TensorDecision>& decisions);
 
+/// The same pass over R rows of a stacked parameter, each row a tensor of its own with its own
+/// decision (meta-training steps K task instances' copies of one parameter at once; see
+/// flt/metatrain/batched_tasks.h): params (R, N), grads (R, N), moments (R, 2, N), decisions (R)
+/// -> (R, schedule::kSums) float64 on the CPU, row r's sums exactly as schedule_step_ gives them
+/// for row r alone.
+torch::Tensor schedule_step_rows_(const torch::Tensor& params, const torch::Tensor& grads,
+                                  const torch::Tensor& moments,
+                                  const schedule::RuleConstants& constants,
+                                  const std::vector<schedule::TensorDecision>& decisions);
+
 }  // namespace flt::kernels

@@ -3,6 +3,8 @@
 // the real data sets, distributed meta-training of Mnemosyne and of the swarm, episode ES of the
 // schedule against tuned references).
 
+#include "flt/metatrain/batched_run.h"
+#include "flt/metatrain/batched_tasks.h"
 #include "flt/metatrain/datasets.h"
 #include "flt/metatrain/distributed.h"
 #include "flt/metatrain/episode_es.h"

@@ -54,6 +54,12 @@ struct TextCorpus {
 /// UTF-8) maps to the unknown id. On Debian 12: 237 K characters, 214 K training, 24 K held-out.
 TextCorpus licence_text();
 
+/// Source code as text: this repository's .h, .cpp and .md files under attention/, core/,
+/// kernels/, optimizer/ and docs/ (the checkout the library was built from; the environment
+/// variable FLT_SOURCE_TEXT_DIR names another), in path order, with the alphabet of licence_text.
+/// Meta-training's character models read it (the held-out suite's text is the licences).
+TextCorpus source_text();
+
 /// The small tabular data sets that Debian's `python3-sklearn` package ships as CSV files (the
 /// environment variable FLT_SKLEARN_DATA_DIR overrides their folder
 /// /usr/lib/python3/dist-packages/sklearn/datasets/data): the names of those present, among

@@ -1,0 +1,58 @@
+#pragma once
+// Whole runs of a learned schedule over K task instances at once (batched_tasks.h): the
+// ScheduleMnemosyne rule, the same formulas as the optimizer's (LearnedScheduleImpl::decide and
+// record over every (tensor, instance) row in one call, the fused per-coordinate pass over each
+// stacked parameter's rows), so instance k ends where ScheduleMnemosyne would take it alone, and
+// the per-instance loop that checks it.
+
+#include <torch/types.h>
+
+#include "flt/metatrain/batched_tasks.h"
+#include "flt/metatrain/episode_es.h"
+#include "flt/optim/learned_schedule.h"
+
+namespace flt::metatrain {
+
+/// The rule's state over K instances of a task: per stacked parameter its moments (K, 2, n_i),
+/// and one history row per (tensor, instance), tensor-major: row i K + k.
+class BatchedSchedule {
+ public:
+  /// `params`: the stacked parameters, each (K, shape...) float32 contiguous; `total_steps` > 0
+  /// anneals the step along a half cosine and tells the schedule the run's fraction.
+  BatchedSchedule(optim::LearnedSchedule schedule, const std::vector<torch::Tensor>& params,
+                  int64_t total_steps);
+  /// One step of every instance: reads each parameter's gradient (K, shape...), updates the
+  /// parameters in place.
+  void step(const std::vector<torch::Tensor>& params);
+  /// Steps taken.
+  int64_t steps() const { return t_; }
+  /// Coordinates left unchanged (non-finite gradient or step), per instance. -> (K) int64
+  torch::Tensor skipped() const { return skipped_; }
+
+ private:
+  optim::LearnedSchedule schedule_;
+  int64_t instances_, total_steps_, t_ = 0;
+  std::vector<torch::Tensor> moments_;  ///< per parameter (K, 2, n_i) float32
+  torch::Tensor histories_;             ///< (T K, history) float64
+  torch::Tensor numels_;                ///< (T K) float64
+  torch::Tensor skipped_;               ///< (K) int64
+};
+
+/// The final held-out losses of the task's K instances after spec.steps steps of the schedule at
+/// lr 1 (spec.known_length: the run's length told), mini-batch keys drawn from the run's batch
+/// stream (tuned_reference.h's run_stream(spec.seed, kBatches)); an instance whose training loss
+/// turns non-finite scores +inf. spec.report_loss is not supported yet (each instance would need
+/// its own loss signal). -> (K) float64
+torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
+                                            const optim::LearnedSchedule& schedule);
+
+/// The same, one instance at a time through flt::optim::ScheduleMnemosyne in a plain training loop
+/// (zero_grad, loss, backward, step): what meta-training did before the engine, and the
+/// reference the engine is tested against. -> (K) float64
+torch::Tensor per_instance_schedule_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
+                                                 const optim::LearnedSchedule& schedule);
+
+/// One 64-bit mini-batch key from a run's batch stream.
+uint64_t next_batch_key(at::Generator& batches);
+
+}  // namespace flt::metatrain

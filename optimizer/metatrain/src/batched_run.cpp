@@ -1,0 +1,151 @@
+#include "flt/metatrain/batched_run.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+#include "flt/kernels/schedule_step.h"
+#include "flt/metatrain/tuned_reference.h"
+#include "flt/optim/schedule_mnemosyne.h"
+#include "learned_rule.h"  // detail::anneal, the optimizer's own
+
+namespace flt::metatrain {
+
+using optim::LearnedScheduleImpl;
+
+uint64_t next_batch_key(at::Generator& batches) {
+  auto* impl = at::check_generator<at::CPUGeneratorImpl>(batches);
+  std::lock_guard<std::mutex> lock(impl->mutex_);
+  return impl->random64();
+}
+
+BatchedSchedule::BatchedSchedule(optim::LearnedSchedule schedule,
+                                 const std::vector<torch::Tensor>& params, int64_t total_steps)
+    : schedule_(std::move(schedule)), total_steps_(total_steps) {
+  TORCH_CHECK(!params.empty(), "BatchedSchedule: no parameters");
+  instances_ = params[0].size(0);
+  std::vector<torch::Tensor> rows;
+  std::vector<double> numels;
+  for (const auto& p : params) {
+    TORCH_CHECK(p.dim() >= 1 && p.size(0) == instances_ && p.scalar_type() == at::kFloat &&
+                    p.is_contiguous() && p.is_cpu(),
+                "BatchedSchedule: every parameter must be a contiguous float32 CPU tensor (",
+                instances_, ", ...), got ", p.sizes(), " ", p.scalar_type());
+    const int64_t n = p.numel() / instances_;
+    moments_.push_back(torch::zeros({instances_, LearnedScheduleImpl::kMoments, n}, torch::kFloat));
+    for (int64_t k = 0; k < instances_; ++k) {
+      rows.push_back(schedule_->initial_history(p.detach()[k]));
+      numels.push_back(static_cast<double>(n));
+    }
+  }
+  histories_ = at::stack(rows);
+  numels_ = torch::tensor(numels, torch::kDouble);
+  skipped_ = torch::zeros({instances_}, torch::kInt64);
+}
+
+void BatchedSchedule::step(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  TORCH_CHECK(params.size() == moments_.size(), "BatchedSchedule::step: expected ", moments_.size(),
+              " parameters, got ", params.size());
+  const int64_t t = ++t_;
+  optim::ScheduleSignals signals;
+  if (total_steps_ > 0)
+    signals.fraction = static_cast<double>(t) / static_cast<double>(total_steps_);
+  auto [decision, histories] = schedule_->decide(histories_, t, signals);
+  const double anneal = optim::detail::anneal(t, total_steps_);
+  const auto step_sizes = decision.step_size.contiguous(), shrinks = decision.shrink.contiguous(),
+             gains = decision.gain.contiguous();
+  const auto constants = schedule_->rule_constants(t);
+  const int64_t rows = histories_.size(0);
+  auto sums = torch::empty({rows, LearnedScheduleImpl::kStatistics}, torch::kDouble);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    TORCH_CHECK(p.grad().defined(), "BatchedSchedule::step: parameter ", i, " has no gradient");
+    std::vector<kernels::schedule::TensorDecision> decisions;
+    const int64_t first = static_cast<int64_t>(i) * instances_;
+    for (int64_t r = first; r < first + instances_; ++r)
+      decisions.push_back(LearnedScheduleImpl::tensor_decision(
+          step_sizes.data_ptr<double>()[r] * anneal, shrinks.data_ptr<double>()[r],
+          gains.data_ptr<double>()[r]));
+    const auto pass = kernels::schedule_step_rows_(
+        p.detach().view({instances_, -1}), p.grad().detach().contiguous().view({instances_, -1}),
+        moments_[i], constants, decisions);
+    sums.narrow(0, first, instances_).copy_(pass.narrow(1, 0, LearnedScheduleImpl::kStatistics));
+    skipped_ += pass.select(1, LearnedScheduleImpl::kStatistics).to(at::kLong);
+  }
+  histories_ = LearnedScheduleImpl::record(histories, sums, numels_);
+}
+
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+std::vector<torch::Tensor> leaves(std::vector<torch::Tensor> params) {
+  for (auto& p : params) p = p.detach().clone().requires_grad_(true);
+  return params;
+}
+
+}  // namespace
+
+torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
+                                            const optim::LearnedSchedule& schedule) {
+  TORCH_CHECK(spec.steps > 0, "batched_schedule_final_losses: steps must be positive, got ",
+              spec.steps);
+  TORCH_CHECK(!spec.report_loss,
+              "batched_schedule_final_losses: report_loss is not supported by the batched engine "
+              "(each instance would need its own loss signal)");
+  auto batches = run_stream(spec.seed, RunStream::kBatches);
+  auto params = leaves(task.initial());
+  BatchedSchedule rule(schedule, params, spec.known_length ? spec.steps : 0);
+  const int64_t k = task.instances();
+  auto diverged = torch::zeros({k}, torch::kBool);
+  for (int64_t t = 0; t < spec.steps; ++t) {
+    const auto loss = task.loss(params, next_batch_key(batches));  // (K)
+    // An instance whose loss is not finite stops counting (the per-instance loop returns then);
+    // its rows go on being stepped with the others, harmlessly: instances share no weights.
+    diverged.logical_or_(~at::isfinite(loss.detach()));
+    loss.sum().backward();
+    rule.step(params);
+    for (auto& p : params) p.mutable_grad().zero_();
+  }
+  torch::NoGradGuard no_grad;
+  auto final_losses = task.validation_loss(params).to(at::kDouble);
+  return at::where(diverged | ~at::isfinite(final_losses), kInfinity, final_losses);
+}
+
+torch::Tensor per_instance_schedule_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
+                                                 const optim::LearnedSchedule& schedule) {
+  TORCH_CHECK(spec.steps > 0, "per_instance_schedule_final_losses: steps must be positive, got ",
+              spec.steps);
+  auto out = torch::empty({task.instances()}, torch::kDouble);
+  for (int64_t k = 0; k < task.instances(); ++k) {
+    const auto one = task.instance(k);
+    auto batches = run_stream(spec.seed, RunStream::kBatches);
+    auto params = leaves(one->initial());
+    optim::ScheduleMnemosyne optimizer(
+        params,
+        optim::ScheduleMnemosyneOptions(1.0).total_steps(spec.known_length ? spec.steps : 0),
+        schedule);
+    double final_loss = 0.0;
+    for (int64_t t = 0; t < spec.steps && std::isfinite(final_loss); ++t) {
+      optimizer.zero_grad();
+      const auto loss = one->loss(params, next_batch_key(batches)).sum();
+      final_loss = loss.item<double>();
+      if (!std::isfinite(final_loss)) break;
+      loss.backward();
+      if (spec.report_loss) optimizer.report_loss(final_loss);
+      optimizer.step();
+    }
+    if (std::isfinite(final_loss)) {
+      torch::NoGradGuard no_grad;
+      final_loss = one->validation_loss(params).item<double>();
+    }
+    out[k] = std::isfinite(final_loss) ? final_loss : kInfinity;
+  }
+  return out;
+}
+
+}  // namespace flt::metatrain

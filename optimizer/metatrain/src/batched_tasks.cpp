@@ -1,0 +1,688 @@
+#include "flt/metatrain/batched_tasks.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <torch/autograd.h>
+
+#include <cmath>
+#include <mutex>
+#include <sstream>
+
+#include "flt/metatrain/datasets.h"
+
+namespace flt::metatrain {
+namespace {
+
+// splitmix64: the engine's counter-based randomness (mini-batch rows, rescalings), so what an
+// instance sees depends on its seed and the step's key alone, not on K or on the other instances.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+double unit(uint64_t x) {  // [0, 1)
+  return static_cast<double>(mix(x) >> 11) * 0x1.0p-53;
+}
+
+at::Generator generator_of(uint64_t seed, uint64_t purpose) {
+  return at::make_generator<at::CPUGeneratorImpl>(mix(seed * 4 + purpose));
+}
+enum Purpose : uint64_t { kShape = 1, kData = 2, kInit = 3 };
+
+double uniform(at::Generator& gen) {
+  return at::rand({1}, gen, at::kDouble).item<double>();
+}
+double log_uniform(at::Generator& gen, double lo, double hi) {
+  return std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * uniform(gen));
+}
+int64_t uniform_int(at::Generator& gen, int64_t lo, int64_t hi) {
+  return lo + at::randint(hi - lo + 1, {1}, gen).item<int64_t>();
+}
+
+/// Rows `idx` (K, B) of each instance's data (K, N, ...). -> (K, B, ...)
+torch::Tensor gather_rows(const torch::Tensor& data, const torch::Tensor& idx) {
+  const int64_t k = data.size(0), n = data.size(1), b = idx.size(1);
+  auto flat_sizes = data.sizes().vec();
+  flat_sizes.erase(flat_sizes.begin());
+  flat_sizes[0] = k * n;
+  const auto offsets = at::arange(k, idx.options()).mul_(n).unsqueeze(1);
+  auto out = data.reshape(flat_sizes).index_select(0, (idx + offsets).reshape({-1}));
+  auto sizes = data.sizes().vec();
+  sizes[1] = b;
+  return out.view(sizes);
+}
+
+/// Mean cross-entropy per instance, fused: one pass over the logits forward, one backward. ATen's
+/// log_softmax + gather over a short class dimension costs ~30 ns an entry here (its vector loop
+/// runs along the classes) and its backward scatters: most of a small classifier's step.
+/// logits: (K, B, C) float32  labels: (K, B) int64 -> (K)
+class InstanceCrossEntropy : public torch::autograd::Function<InstanceCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                               const torch::Tensor& labels) {
+    const auto x = logits.contiguous();
+    const auto y = labels.contiguous();
+    const int64_t k = x.size(0), b = x.size(1), c = x.size(2);
+    TORCH_CHECK(x.scalar_type() == at::kFloat && y.sizes() == x.sizes().slice(0, 2),
+                "instance cross-entropy: expected float32 logits (K, B, C) and labels (K, B), got ",
+                x.sizes(), " ", x.scalar_type(), " and ", y.sizes());
+    auto lse = torch::empty({k, b}, x.options());
+    auto loss = torch::empty({k}, x.options());
+    const float* xp = x.data_ptr<float>();
+    const int64_t* yp = y.data_ptr<int64_t>();
+    float* lp = lse.data_ptr<float>();
+    at::parallel_for(0, k, 1, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) {
+        double total = 0.0;
+        for (int64_t r = i * b; r < (i + 1) * b; ++r) {
+          const float* row = xp + r * c;
+          float m = row[0];
+          for (int64_t j = 1; j < c; ++j) m = row[j] > m ? row[j] : m;
+          float sum = 0.0f;
+          for (int64_t j = 0; j < c; ++j) sum += std::exp(row[j] - m);
+          lp[r] = m + std::log(sum);  // NaN anywhere in the row gives NaN here
+          const int64_t label = yp[r];
+          TORCH_CHECK(label >= 0 && label < c, "instance cross-entropy: label ", label,
+                      " outside [0, ", c, ")");
+          total += static_cast<double>(lp[r] - row[label]);
+        }
+        loss.data_ptr<float>()[i] = static_cast<float>(total / static_cast<double>(b));
+      }
+    });
+    ctx->save_for_backward({x, y, lse});
+    return loss;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &y = saved[1], &lse = saved[2];
+    const auto g = grad_outputs[0].contiguous();
+    const int64_t k = x.size(0), b = x.size(1), c = x.size(2);
+    auto grad = torch::empty_like(x);
+    const float* xp = x.data_ptr<float>();
+    const int64_t* yp = y.data_ptr<int64_t>();
+    const float* lp = lse.data_ptr<float>();
+    float* gp = grad.data_ptr<float>();
+    // d loss_k / d x[k, r, j] = (softmax_j - [j = label]) / B
+    at::parallel_for(0, k, 1, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) {
+        const float scale = g.data_ptr<float>()[i] / static_cast<float>(b);
+        for (int64_t r = i * b; r < (i + 1) * b; ++r) {
+          const float* row = xp + r * c;
+          float* out = gp + r * c;
+          for (int64_t j = 0; j < c; ++j) out[j] = scale * std::exp(row[j] - lp[r]);
+          out[yp[r]] -= scale;
+        }
+      }
+    });
+    return {grad, torch::Tensor()};
+  }
+};
+
+torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return InstanceCrossEntropy::apply(logits, labels);
+}
+
+/// A 3x3 convolution (padding 1) of each instance's images by its own filters, as one batched
+/// matrix product over the nine shifted copies of the input (ATen's grouped convolution loops
+/// over groups and images: ~100x slower at these sizes). Channels last throughout.
+/// x: (K, B, H, W, C)  weight: (K, C_out, C, 3, 3)  bias: (K, C_out) -> (K, B, H', W', C_out)
+torch::Tensor conv3x3(const torch::Tensor& x, const torch::Tensor& weight,
+                      const torch::Tensor& bias, int64_t stride) {
+  const int64_t k = x.size(0), b = x.size(1), h = x.size(2), w = x.size(3), c = x.size(4);
+  const int64_t out_h = (h - 1) / stride + 1, out_w = (w - 1) / stride + 1;
+  const int64_t c_out = weight.size(1);
+  const auto padded = at::constant_pad_nd(x, {0, 0, 1, 1, 1, 1});  // (K, B, H+2, W+2, C)
+  std::vector<torch::Tensor> shifted;
+  for (int64_t di = 0; di < 3; ++di)
+    for (int64_t dj = 0; dj < 3; ++dj)
+      shifted.push_back(padded.slice(2, di, di + h, stride).slice(3, dj, dj + w, stride));
+  // (K, B H' W', C 9): entry (c, di 3 + dj) meets weight[:, :, c, di, dj]
+  const auto patches = at::stack(shifted, -1).view({k, b * out_h * out_w, c * 9});
+  const auto out =
+      at::baddbmm(bias.unsqueeze(1), patches, weight.reshape({k, c_out, c * 9}).transpose(1, 2));
+  return out.view({k, b, out_h, out_w, c_out});
+}
+
+/// A weight matrix ~ N(0, gain / fan_in) per instance. -> (K, rows, cols) or (K, shape...)
+torch::Tensor fan_in_normal(const std::vector<at::Generator>& gens, std::vector<int64_t> shape,
+                            int64_t fan_in, double gain = 1.0) {
+  std::vector<torch::Tensor> parts;
+  for (auto gen : gens)
+    parts.push_back(at::randn(shape, gen) * std::sqrt(gain / static_cast<double>(fan_in)));
+  return at::stack(parts);
+}
+torch::Tensor zeros_of(int64_t k, std::vector<int64_t> shape) {
+  shape.insert(shape.begin(), k);
+  return at::zeros(shape);
+}
+
+std::vector<at::Generator> instance_generators(const std::vector<uint64_t>& seeds,
+                                               Purpose purpose) {
+  std::vector<at::Generator> gens;
+  for (auto seed : seeds) gens.push_back(generator_of(seed, purpose));
+  return gens;
+}
+
+// ---- tabular ------------------------------------------------------------------------------------
+
+class TabularBatch : public BatchedTask {
+ public:
+  TabularBatch(uint64_t shape_seed, std::vector<uint64_t> seeds, bool rescale)
+      : BatchedTask(BatchedFamily::kTabular, shape_seed, std::move(seeds), rescale) {
+    auto gen = generator_of(shape_seed, kShape);
+    const int64_t rows = std::llround(log_uniform(gen, 64, 1024));
+    features_ = std::llround(log_uniform(gen, 2, 32));
+    classification_ = uniform(gen) < 0.7;
+    classes_ = classification_ ? (uniform(gen) < 0.5 ? 2 : uniform_int(gen, 3, 6)) : 1;
+    hidden_ = uniform(gen) < 0.5 ? 0 : int64_t{8} << uniform_int(gen, 0, 2);
+    train_rows_ = rows - rows / 5;
+    batch_ = uniform(gen) < 0.5 ? train_rows_
+                                : std::min(int64_t{16} << uniform_int(gen, 0, 2), train_rows_);
+    if (hidden_ > 0) {
+      add_parameter({features_, hidden_});
+      add_parameter({hidden_});
+    }
+    add_parameter({hidden_ > 0 ? hidden_ : features_, classes_});
+    add_parameter({classes_});
+    // Each instance: standard normal rows labelled by a random teacher of the student's shape,
+    // its own separability, label noise and imbalance, then every column on its own scale.
+    std::vector<torch::Tensor> xs, ys;
+    for (auto data_gen : instance_generators(this->seeds(), kData)) {
+      const auto z = at::randn({rows, features_}, data_gen);
+      const double separability = log_uniform(data_gen, 0.3, 10.0);
+      auto h = z;
+      if (hidden_ > 0)
+        h = at::relu(at::matmul(z, at::randn({features_, hidden_}, data_gen) /
+                                       std::sqrt(static_cast<double>(features_))));
+      const int64_t width = hidden_ > 0 ? hidden_ : features_;
+      auto out = at::matmul(h, at::randn({width, classes_}, data_gen)) /
+                 std::sqrt(static_cast<double>(width));
+      out = out / out.std().clamp_min(1e-12) * separability;
+      torch::Tensor y;
+      if (classification_) {
+        const double flip = 0.2 * uniform(data_gen);
+        const double imbalance = uniform(data_gen) < 0.5 ? 3.0 * uniform(data_gen) : 0.0;
+        out.select(1, 0).add_(imbalance);
+        y = out.argmax(1);
+        y = at::where(at::rand({rows}, data_gen) < flip, at::randint(classes_, {rows}, data_gen),
+                      y);
+      } else {
+        y = out.squeeze(1) / separability + 0.3 / separability * at::randn({rows}, data_gen);
+      }
+      xs.push_back(z * at::pow(10.0, at::rand({features_}, data_gen) * 3.0 - 1.5));
+      ys.push_back(y);
+    }
+    const auto x = at::stack(xs), y = at::stack(ys);
+    x_train_ = x.narrow(1, 0, train_rows_).contiguous();
+    y_train_ = y.narrow(1, 0, train_rows_).contiguous();
+    x_test_ = x.narrow(1, train_rows_, rows - train_rows_).contiguous();
+    y_test_ = y.narrow(1, train_rows_, rows - train_rows_).contiguous();
+  }
+
+ protected:
+  std::string describe() const override {
+    std::ostringstream out;
+    out << "tabular_"
+        << (hidden_ > 0       ? "mlp"
+            : classification_ ? "logistic"
+                              : "linear")
+        << "(" << train_rows_ << "x" << features_;
+    if (classification_) out << ", " << classes_ << " classes";
+    if (hidden_ > 0) out << ", hidden " << hidden_;
+    out << ", " << (batch_ >= train_rows_ ? "full batch" : "batch " + std::to_string(batch_))
+        << ")";
+    return out.str();
+  }
+  std::vector<torch::Tensor> initial_weights() const override {
+    auto gens = instance_generators(seeds(), kInit);
+    const int64_t k = instances();
+    std::vector<torch::Tensor> w;
+    if (hidden_ > 0) {
+      w.push_back(fan_in_normal(gens, {features_, hidden_}, features_, 2.0));
+      w.push_back(zeros_of(k, {hidden_}));
+    }
+    const int64_t width = hidden_ > 0 ? hidden_ : features_;
+    w.push_back(fan_in_normal(gens, {width, classes_}, width));
+    w.push_back(zeros_of(k, {classes_}));
+    return w;
+  }
+  torch::Tensor objective(const std::vector<torch::Tensor>& w, uint64_t key,
+                          bool held_out) const override {
+    torch::Tensor x = held_out ? x_test_ : x_train_, y = held_out ? y_test_ : y_train_;
+    if (!held_out && batch_ < train_rows_) {
+      const auto idx = batch_rows(key, batch_, train_rows_);
+      x = gather_rows(x, idx);
+      y = gather_rows(y, idx);
+    }
+    size_t i = 0;
+    auto h = x;  // (K, B, F)
+    if (hidden_ > 0) {
+      h = at::relu(at::baddbmm(w[1].unsqueeze(1), h, w[0]));
+      i = 2;
+    }
+    const auto out = at::baddbmm(w[i + 1].unsqueeze(1), h, w[i]);  // (K, B, C)
+    if (classification_) return cross_entropy(out, y);
+    return (out.squeeze(-1) - y).pow(2).mean(1);
+  }
+
+ private:
+  bool classification_ = true;
+  int64_t features_ = 0, classes_ = 1, hidden_ = 0, batch_ = 0, train_rows_ = 0;
+  torch::Tensor x_train_, y_train_, x_test_, y_test_;
+};
+
+// ---- 8x8 images ---------------------------------------------------------------------------------
+
+/// Fashion-MNIST's training images from index 10,000 on, averaged down to 8x8 (the first 10,000
+/// and the test images stay out of meta-training), and their labels. (N, 8, 8), (N)
+std::pair<torch::Tensor, torch::Tensor> small_images() {
+  static std::mutex mutex;
+  static torch::Tensor images, labels;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!images.defined()) {
+    const auto data = data::fashion_mnist();
+    const int64_t n = data.train_x.size(0) - 10000;
+    images = at::adaptive_avg_pool2d(data.train_x.narrow(0, 10000, n), {8, 8}).squeeze(1);
+    images = ((images - images.mean()) / images.std()).contiguous();
+    labels = data.train_y.narrow(0, 10000, n).contiguous();
+  }
+  return {images, labels};
+}
+
+/// Each instance's own random subset of the images: `train` to train on and `held_out` to score.
+struct ImageSplit {
+  torch::Tensor x_train, y_train, x_test, y_test;  // (K, N, 8, 8), (K, N)
+};
+ImageSplit draw_images(const std::vector<uint64_t>& seeds, int64_t train, int64_t held_out) {
+  const auto [images, labels] = small_images();
+  std::vector<torch::Tensor> xtr, ytr, xte, yte;
+  for (auto gen : instance_generators(seeds, kData)) {
+    const auto idx = at::randperm(images.size(0), gen).narrow(0, 0, train + held_out);
+    const auto tr = idx.narrow(0, 0, train), te = idx.narrow(0, train, held_out);
+    xtr.push_back(images.index_select(0, tr));
+    ytr.push_back(labels.index_select(0, tr));
+    xte.push_back(images.index_select(0, te));
+    yte.push_back(labels.index_select(0, te));
+  }
+  return {at::stack(xtr), at::stack(ytr), at::stack(xte), at::stack(yte)};
+}
+
+class ImageConvBatch : public BatchedTask {
+ public:
+  ImageConvBatch(uint64_t shape_seed, std::vector<uint64_t> seeds, bool rescale)
+      : BatchedTask(BatchedFamily::kImageConv, shape_seed, std::move(seeds), rescale) {
+    auto gen = generator_of(shape_seed, kShape);
+    train_ = int64_t{256} << uniform_int(gen, 0, 2);  // 256 .. 1024 images
+    c1_ = int64_t{2} << uniform_int(gen, 0, 1);
+    c2_ = int64_t{4} << uniform_int(gen, 0, 1);
+    batch_ = int64_t{16} << uniform_int(gen, 0, 1);
+    add_parameter({c1_, 1, 3, 3});
+    add_parameter({c1_});
+    add_parameter({c2_, c1_, 3, 3});
+    add_parameter({c2_});
+    add_parameter({c2_, 10});
+    add_parameter({10});
+    split_ = draw_images(this->seeds(), train_, 512);
+  }
+
+ protected:
+  std::string describe() const override {
+    return "image_conv(" + std::to_string(c1_) + "-" + std::to_string(c2_) + " channels, " +
+           std::to_string(train_) + " images, batch " + std::to_string(batch_) + ")";
+  }
+  std::vector<torch::Tensor> initial_weights() const override {
+    auto gens = instance_generators(seeds(), kInit);
+    const int64_t k = instances();
+    return {fan_in_normal(gens, {c1_, 1, 3, 3}, 9, 2.0),
+            zeros_of(k, {c1_}),
+            fan_in_normal(gens, {c2_, c1_, 3, 3}, 9 * c1_, 2.0),
+            zeros_of(k, {c2_}),
+            fan_in_normal(gens, {c2_, 10}, c2_),
+            zeros_of(k, {10})};
+  }
+  torch::Tensor objective(const std::vector<torch::Tensor>& w, uint64_t key,
+                          bool held_out) const override {
+    torch::Tensor x = held_out ? split_.x_test : split_.x_train,
+                  y = held_out ? split_.y_test : split_.y_train;
+    if (!held_out) {
+      const auto idx = batch_rows(key, batch_, train_);
+      x = gather_rows(x, idx);
+      y = gather_rows(y, idx);
+    }
+    auto h = at::relu(conv3x3(x.unsqueeze(-1), w[0], w[1], 1));  // (K, B, 8, 8, C1)
+    h = at::relu(conv3x3(h, w[2], w[3], 2));                     // (K, B, 4, 4, C2)
+    const auto pooled = h.mean({2, 3});                          // (K, B, C2)
+    return cross_entropy(at::baddbmm(w[5].unsqueeze(1), pooled, w[4]), y);
+  }
+
+ private:
+  int64_t train_ = 0, c1_ = 0, c2_ = 0, batch_ = 0;
+  ImageSplit split_;
+};
+
+class AutoencoderBatch : public BatchedTask {
+ public:
+  AutoencoderBatch(uint64_t shape_seed, std::vector<uint64_t> seeds, bool rescale)
+      : BatchedTask(BatchedFamily::kAutoencoder, shape_seed, std::move(seeds), rescale) {
+    auto gen = generator_of(shape_seed, kShape);
+    train_ = int64_t{256} << uniform_int(gen, 0, 2);
+    code_ = int64_t{4} << uniform_int(gen, 0, 2);  // 4 .. 16
+    batch_ = int64_t{16} << uniform_int(gen, 0, 2);
+    add_parameter({64, code_});
+    add_parameter({code_});
+    add_parameter({code_, 64});
+    add_parameter({64});
+    split_ = draw_images(this->seeds(), train_, 512);
+    split_.x_train = split_.x_train.flatten(2).contiguous();
+    split_.x_test = split_.x_test.flatten(2).contiguous();
+  }
+
+ protected:
+  std::string describe() const override {
+    return "autoencoder(64-" + std::to_string(code_) + "-64, " + std::to_string(train_) +
+           " images, batch " + std::to_string(batch_) + ")";
+  }
+  std::vector<torch::Tensor> initial_weights() const override {
+    auto gens = instance_generators(seeds(), kInit);
+    const int64_t k = instances();
+    return {fan_in_normal(gens, {64, code_}, 64), zeros_of(k, {code_}),
+            fan_in_normal(gens, {code_, 64}, code_), zeros_of(k, {64})};
+  }
+  torch::Tensor objective(const std::vector<torch::Tensor>& w, uint64_t key,
+                          bool held_out) const override {
+    auto x = held_out ? split_.x_test : split_.x_train;  // (K, N, 64)
+    if (!held_out) x = gather_rows(x, batch_rows(key, batch_, train_));
+    const auto code = at::tanh(at::baddbmm(w[1].unsqueeze(1), x, w[0]));
+    return (at::baddbmm(w[3].unsqueeze(1), code, w[2]) - x).pow(2).mean({1, 2});
+  }
+
+ private:
+  int64_t train_ = 0, code_ = 0, batch_ = 0;
+  ImageSplit split_;
+};
+
+// ---- character GRU --------------------------------------------------------------------------
+
+class CharGRUBatch : public BatchedTask {
+ public:
+  CharGRUBatch(uint64_t shape_seed, std::vector<uint64_t> seeds, bool rescale)
+      : BatchedTask(BatchedFamily::kCharGRU, shape_seed, std::move(seeds), rescale) {
+    auto gen = generator_of(shape_seed, kShape);
+    hidden_ = int64_t{8} << uniform_int(gen, 0, 1);
+    length_ = int64_t{8} << uniform_int(gen, 0, 1);
+    batch_ = int64_t{4} << uniform_int(gen, 0, 1);
+    const auto corpus = data::source_text();
+    vocab_ = corpus.vocab;
+    add_parameter({vocab_, 3 * hidden_});   // input projection of each character, with its bias
+    add_parameter({hidden_, 3 * hidden_});  // recurrent weights (reset, update, new)
+    add_parameter({3 * hidden_});
+    add_parameter({hidden_, vocab_});
+    add_parameter({vocab_});
+    // Each instance: its own 16k-character window of the training text, scored on 32 sequences
+    // of its own window of the held-out text.
+    constexpr int64_t kWindow = 16384, kHeldOut = 32;
+    std::vector<torch::Tensor> train, test;
+    for (auto data_gen : instance_generators(this->seeds(), kData)) {
+      const int64_t start =
+          at::randint(corpus.train.size(0) - kWindow, {1}, data_gen).item<int64_t>();
+      train.push_back(corpus.train.narrow(0, start, kWindow));
+      const int64_t need = kHeldOut * (length_ + 1);
+      const int64_t at = at::randint(corpus.test.size(0) - need, {1}, data_gen).item<int64_t>();
+      test.push_back(corpus.test.narrow(0, at, need).view({kHeldOut, length_ + 1}));
+    }
+    train_ = at::stack(train);  // (K, window)
+    test_ = at::stack(test);    // (K, 32, length + 1)
+  }
+
+ protected:
+  std::string describe() const override {
+    return "char_gru(hidden " + std::to_string(hidden_) + ", length " + std::to_string(length_) +
+           ", batch " + std::to_string(batch_) + ")";
+  }
+  std::vector<torch::Tensor> initial_weights() const override {
+    auto gens = instance_generators(seeds(), kInit);
+    const int64_t k = instances();
+    return {fan_in_normal(gens, {vocab_, 3 * hidden_}, 1),
+            fan_in_normal(gens, {hidden_, 3 * hidden_}, hidden_), zeros_of(k, {3 * hidden_}),
+            fan_in_normal(gens, {hidden_, vocab_}, hidden_), zeros_of(k, {vocab_})};
+  }
+  torch::Tensor objective(const std::vector<torch::Tensor>& w, uint64_t key,
+                          bool held_out) const override {
+    torch::Tensor seqs;  // (K, B, length + 1)
+    if (held_out) {
+      seqs = test_;
+    } else {
+      const auto starts = batch_rows(key, batch_, train_.size(1) - length_);  // (K, B)
+      const auto offsets = at::arange(length_ + 1, starts.options());
+      seqs = train_.gather(1, (starts.unsqueeze(-1) + offsets).flatten(1))
+                 .view({instances(), batch_, length_ + 1});
+    }
+    const int64_t k = instances(), b = seqs.size(1), h3 = 3 * hidden_;
+    // Input projections of every position at once: rows of each instance's table. (L, K, B, 3H)
+    const auto ids =
+        seqs.narrow(2, 0, length_) + at::arange(k, seqs.options()).mul_(vocab_).view({k, 1, 1});
+    const auto inputs = w[0].reshape({k * vocab_, h3})
+                            .index_select(0, ids.permute({2, 0, 1}).reshape({-1}))
+                            .view({length_, k, b, h3});
+    auto h = at::zeros({k, b, hidden_}, w[1].options());
+    std::vector<torch::Tensor> states;
+    for (int64_t t = 0; t < length_; ++t) {
+      const auto recurrent = at::baddbmm(w[2].unsqueeze(1), h, w[1]);  // (K, B, 3H)
+      const auto x = inputs[t].chunk(3, -1), r = recurrent.chunk(3, -1);
+      const auto reset = at::sigmoid(x[0] + r[0]), update = at::sigmoid(x[1] + r[1]);
+      const auto candidate = at::tanh(x[2] + reset * r[2]);
+      h = candidate + update * (h - candidate);
+      states.push_back(h);
+    }
+    const auto all = at::stack(states, 2).view({k, b * length_, hidden_});
+    const auto logits = at::baddbmm(w[4].unsqueeze(1), all, w[3]);  // (K, B L, V)
+    const auto targets = seqs.narrow(2, 1, length_).reshape({k, b * length_});
+    return cross_entropy(logits, targets);
+  }
+
+ private:
+  int64_t hidden_ = 0, length_ = 0, batch_ = 0, vocab_ = 0;
+  torch::Tensor train_, test_;
+};
+
+// ---- factorization --------------------------------------------------------------------------
+
+class FactorizationBatch : public BatchedTask {
+ public:
+  FactorizationBatch(uint64_t shape_seed, std::vector<uint64_t> seeds, bool rescale)
+      : BatchedTask(BatchedFamily::kFactorization, shape_seed, std::move(seeds), rescale) {
+    auto gen = generator_of(shape_seed, kShape);
+    rows_ = int64_t{16} << uniform_int(gen, 0, 2);
+    cols_ = int64_t{16} << uniform_int(gen, 0, 2);
+    rank_ = int64_t{2} << uniform_int(gen, 0, 2);
+    add_parameter({rows_, rank_});
+    add_parameter({cols_, rank_});
+    std::vector<torch::Tensor> targets, observed;
+    for (auto data_gen : instance_generators(this->seeds(), kData)) {
+      const int64_t true_rank = uniform_int(data_gen, 1, rank_);
+      const auto m = at::matmul(at::randn({rows_, true_rank}, data_gen),
+                                at::randn({true_rank, cols_}, data_gen)) /
+                     std::sqrt(static_cast<double>(true_rank));
+      const double noise = 0.3 * uniform(data_gen), fraction = 0.2 + 0.6 * uniform(data_gen);
+      targets.push_back(m + noise * at::randn({rows_, cols_}, data_gen));
+      observed.push_back((at::rand({rows_, cols_}, data_gen) < fraction).to(at::kFloat));
+    }
+    target_ = at::stack(targets);
+    train_mask_ = at::stack(observed);
+    test_mask_ = 1.0 - train_mask_;
+  }
+
+ protected:
+  std::string describe() const override {
+    return "factorization(" + std::to_string(rows_) + "x" + std::to_string(cols_) + ", rank " +
+           std::to_string(rank_) + ", full batch)";
+  }
+  std::vector<torch::Tensor> initial_weights() const override {
+    auto gens = instance_generators(seeds(), kInit);
+    return {fan_in_normal(gens, {rows_, rank_}, rank_, 0.1),
+            fan_in_normal(gens, {cols_, rank_}, rank_, 0.1)};
+  }
+  torch::Tensor objective(const std::vector<torch::Tensor>& w, uint64_t,
+                          bool held_out) const override {
+    const auto& mask = held_out ? test_mask_ : train_mask_;
+    const auto error = (at::bmm(w[0], w[1].transpose(1, 2)) - target_).pow(2) * mask;
+    return error.sum({1, 2}) / mask.sum({1, 2}).clamp_min(1.0);
+  }
+
+ private:
+  int64_t rows_ = 0, cols_ = 0, rank_ = 0;
+  torch::Tensor target_, train_mask_, test_mask_;
+};
+
+}  // namespace
+
+// ---- the engine ---------------------------------------------------------------------------------
+
+std::string batched_family_name(BatchedFamily family) {
+  switch (family) {
+    case BatchedFamily::kTabular: return "tabular";
+    case BatchedFamily::kImageConv: return "image_conv";
+    case BatchedFamily::kAutoencoder: return "autoencoder";
+    case BatchedFamily::kCharGRU: return "char_gru";
+    case BatchedFamily::kFactorization: return "factorization";
+  }
+  TORCH_CHECK(false, "batched_family_name: unknown family ", static_cast<int>(family));
+}
+
+std::vector<BatchedFamily> all_batched_families() {
+  return {BatchedFamily::kTabular, BatchedFamily::kImageConv, BatchedFamily::kAutoencoder,
+          BatchedFamily::kCharGRU, BatchedFamily::kFactorization};
+}
+
+BatchedFamily batched_family_from_name(const std::string& name) {
+  std::string known;
+  for (auto family : all_batched_families()) {
+    if (batched_family_name(family) == name) return family;
+    known += (known.empty() ? "" : ", ") + batched_family_name(family);
+  }
+  TORCH_CHECK(false, "unknown batched task family \"", name, "\" (known: ", known, ")");
+}
+
+BatchedTask::BatchedTask(BatchedFamily family, uint64_t shape_seed, std::vector<uint64_t> seeds,
+                         bool rescale)
+    : family_(family), shape_seed_(shape_seed), seeds_(std::move(seeds)), rescale_(rescale) {
+  TORCH_CHECK(!seeds_.empty(), "BatchedTask: at least one instance seed is needed");
+}
+
+std::string BatchedTask::name() const {
+  return describe() + " x " + std::to_string(instances());
+}
+
+int64_t BatchedTask::add_parameter(std::vector<int64_t> shape) {
+  shapes_.push_back(std::move(shape));
+  return static_cast<int64_t>(shapes_.size()) - 1;
+}
+
+int64_t BatchedTask::instance_dim() const {
+  int64_t total = 0;
+  for (const auto& shape : shapes_) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    total += n;
+  }
+  return total;
+}
+
+torch::Tensor BatchedTask::batch_rows(uint64_t key, int64_t batch, int64_t rows) const {
+  TORCH_CHECK(batch > 0 && rows > 0, "BatchedTask::batch_rows: batch (", batch, ") and rows (",
+              rows, ") must be positive");
+  auto out = torch::empty({instances(), batch}, torch::kInt64);
+  auto* idx = out.data_ptr<int64_t>();
+  for (int64_t k = 0; k < instances(); ++k) {
+    const uint64_t stream = mix(seeds_[static_cast<size_t>(k)] ^ mix(key));
+    for (int64_t j = 0; j < batch; ++j)
+      idx[k * batch + j] =
+          static_cast<int64_t>(unit(stream + static_cast<uint64_t>(j)) * static_cast<double>(rows));
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> BatchedTask::weights_of(const std::vector<torch::Tensor>& params) const {
+  TORCH_CHECK(params.size() == shapes_.size(), "BatchedTask ", name(), ": expected ",
+              shapes_.size(), " parameter tensors, got ", params.size());
+  if (scales_.empty()) {
+    for (size_t i = 0; i < shapes_.size(); ++i) {
+      auto scale = torch::ones({instances()}, torch::kFloat);
+      if (rescale_)
+        for (int64_t k = 0; k < instances(); ++k)
+          scale.data_ptr<float>()[k] = static_cast<float>(
+              std::pow(10.0, 6.0 * unit(mix(seeds_[static_cast<size_t>(k)]) + i) - 3.0));
+      scales_.push_back(scale);
+    }
+  }
+  std::vector<torch::Tensor> weights;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto expected = shapes_[i];
+    expected.insert(expected.begin(), instances());
+    TORCH_CHECK(params[i].sizes() == at::IntArrayRef(expected), "BatchedTask ", name(),
+                ": parameter ", i, " must be ", at::IntArrayRef(expected), ", got ",
+                params[i].sizes());
+    if (!rescale_) {
+      weights.push_back(params[i]);
+      continue;
+    }
+    std::vector<int64_t> view(expected.size(), 1);
+    view[0] = instances();
+    weights.push_back(params[i] / scales_[i].view(view));
+  }
+  return weights;
+}
+
+std::vector<torch::Tensor> BatchedTask::initial() const {
+  auto weights = initial_weights();
+  std::vector<torch::Tensor> params;
+  const auto unit_weights = weights_of(weights);  // checks shapes, makes the scales
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!rescale_) {
+      params.push_back(weights[i].contiguous());
+      continue;
+    }
+    std::vector<int64_t> view(weights[i].dim(), 1);
+    view[0] = instances();
+    params.push_back((weights[i] * scales_[i].view(view)).contiguous());
+  }
+  (void)unit_weights;
+  return params;
+}
+
+torch::Tensor BatchedTask::loss(const std::vector<torch::Tensor>& params, uint64_t key) const {
+  return objective(weights_of(params), key, /*held_out=*/false);
+}
+
+torch::Tensor BatchedTask::validation_loss(const std::vector<torch::Tensor>& params) const {
+  return objective(weights_of(params), 0, /*held_out=*/true);
+}
+
+std::unique_ptr<BatchedTask> BatchedTask::instance(int64_t k) const {
+  TORCH_CHECK(k >= 0 && k < instances(), "BatchedTask::instance: k must be in [0, ", instances(),
+              "), got ", k);
+  return make_batched_task(family_, shape_seed_, {seeds_[static_cast<size_t>(k)]}, rescale_);
+}
+
+std::unique_ptr<BatchedTask> make_batched_task(BatchedFamily family, uint64_t shape_seed,
+                                               std::vector<uint64_t> seeds, bool rescale) {
+  switch (family) {
+    case BatchedFamily::kTabular:
+      return std::make_unique<TabularBatch>(shape_seed, std::move(seeds), rescale);
+    case BatchedFamily::kImageConv:
+      return std::make_unique<ImageConvBatch>(shape_seed, std::move(seeds), rescale);
+    case BatchedFamily::kAutoencoder:
+      return std::make_unique<AutoencoderBatch>(shape_seed, std::move(seeds), rescale);
+    case BatchedFamily::kCharGRU:
+      return std::make_unique<CharGRUBatch>(shape_seed, std::move(seeds), rescale);
+    case BatchedFamily::kFactorization:
+      return std::make_unique<FactorizationBatch>(shape_seed, std::move(seeds), rescale);
+  }
+  TORCH_CHECK(false, "make_batched_task: unknown family ", static_cast<int>(family));
+}
+
+}  // namespace flt::metatrain

@@ -1,0 +1,168 @@
+// The batched task engine (batched_tasks.h, batched_run.h): every family's K instances are K
+// independent problems (row k of the batch is instance(k) alone: loss, held-out loss, gradient),
+// the rescaling augmentation leaves the function unchanged, the fused pass over rows is the list
+// pass row by row, and a batched run ends where ScheduleMnemosyne takes each instance alone.
+#include <cmath>
+
+#include "flt/kernels/schedule_step.h"
+#include "flt/metatrain/batched_run.h"
+#include "flt/metatrain/batched_tasks.h"
+#include "test_util.h"
+
+namespace fm = flt::metatrain;
+namespace fo = flt::optim;
+using namespace flt::testing;
+
+namespace {
+
+class BatchedTasks : public SeededTest {};
+
+const std::vector<uint64_t> kSeeds = {11, 12, 13};
+
+std::vector<torch::Tensor> row(const std::vector<torch::Tensor>& params, int64_t k) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : params) out.push_back(p.narrow(0, k, 1).detach().clone());
+  return out;
+}
+
+std::vector<torch::Tensor> leaves(std::vector<torch::Tensor> params) {
+  for (auto& p : params) p = p.detach().clone().requires_grad_(true);
+  return params;
+}
+
+}  // namespace
+
+TEST_F(BatchedTasks, EveryFamily_RowKIsInstanceKAlone) {
+  for (auto family : fm::all_batched_families()) {
+    for (uint64_t shape_seed : {1, 2}) {
+      const auto task = fm::make_batched_task(family, shape_seed, kSeeds);
+      SCOPED_TRACE(task->name());
+      auto params = leaves(task->initial());
+      ASSERT_EQ(params.size(), task->shapes().size());
+      for (size_t i = 0; i < params.size(); ++i) {
+        EXPECT_EQ(params[i].size(0), 3);
+        EXPECT_EQ(params[i].sizes().slice(1), at::IntArrayRef(task->shapes()[i]));
+      }
+      const auto loss = task->loss(params, /*key=*/77);
+      ASSERT_EQ(loss.sizes(), at::IntArrayRef({3}));
+      EXPECT_TRUE(at::isfinite(loss).all().item<bool>());
+      loss.sum().backward();
+      const auto held_out = task->validation_loss(params).detach();
+      ASSERT_EQ(held_out.sizes(), at::IntArrayRef({3}));
+      for (int64_t k = 0; k < 3; ++k) {
+        const auto one = task->instance(k);
+        // Same data, same start, same mini-batch for the same key.
+        auto alone = leaves(one->initial());
+        for (size_t i = 0; i < alone.size(); ++i)
+          EXPECT_TRUE(torch::equal(alone[i], row(params, k)[i])) << "tensor " << i;
+        const auto loss_alone = one->loss(alone, 77);
+        loss_alone.sum().backward();
+        // Batched kernels may sum in another order than the single instance's: float roundoff.
+        EXPECT_NEAR(loss_alone.item<double>(), loss[k].item<double>(),
+                    1e-5 * (1 + std::fabs(loss[k].item<double>())));
+        EXPECT_NEAR(one->validation_loss(alone).item<double>(), held_out[k].item<double>(),
+                    1e-5 * (1 + std::fabs(held_out[k].item<double>())));
+        for (size_t i = 0; i < alone.size(); ++i) {
+          const auto g = params[i].grad().narrow(0, k, 1);
+          EXPECT_TRUE(
+              all_close(alone[i].grad(), g, 1e-4, 1e-6 * (1 + g.abs().max().item<double>())))
+              << "gradient of tensor " << i << ", instance " << k;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(BatchedTasks, MiniBatches_DependOnTheKey) {
+  const auto task = fm::make_batched_task(fm::BatchedFamily::kImageConv, 3, kSeeds);
+  const auto params = task->initial();
+  EXPECT_TRUE(torch::equal(task->loss(params, 5), task->loss(params, 5)));
+  EXPECT_FALSE(torch::equal(task->loss(params, 5), task->loss(params, 6)));
+}
+
+TEST_F(BatchedTasks, Rescaling_KeepsTheFunctionAndSpreadsTheScales) {
+  for (auto family : fm::all_batched_families()) {
+    const auto plain = fm::make_batched_task(family, 4, kSeeds, /*rescale=*/false);
+    const auto rescaled = fm::make_batched_task(family, 4, kSeeds, /*rescale=*/true);
+    SCOPED_TRACE(plain->name());
+    const auto a = plain->initial(), b = rescaled->initial();
+    EXPECT_TRUE(all_close(rescaled->loss(b, 9), plain->loss(a, 9), 1e-5, 1e-6));
+    // Parameter-rescaling augmentation over [1e-3, 1e3]: the stored parameters differ in scale.
+    const auto ratio = (b[0].abs().sum() / a[0].abs().sum().clamp_min(1e-30)).item<double>();
+    EXPECT_GT(std::fabs(std::log10(ratio)), 1e-3);
+  }
+}
+
+TEST_F(BatchedTasks, BadInput_IsNamed) {
+  expect_error([] { fm::batched_family_from_name("mlp9"); }, {"mlp9", "tabular"});
+  expect_error([] { fm::make_batched_task(fm::BatchedFamily::kTabular, 1, {}); },
+               {"at least one instance"});
+  const auto task = fm::make_batched_task(fm::BatchedFamily::kFactorization, 1, kSeeds);
+  auto params = task->initial();
+  params[0] = params[0].narrow(0, 0, 2);
+  expect_error([&] { task->loss(params, 0); }, {"parameter 0", "[3,"});
+  expect_error([&] { task->instance(3); }, {"k must be in [0, 3)", "got 3"});
+  fm::EpisodeSpec spec;
+  spec.steps = 0;
+  expect_error([&] { fm::batched_schedule_final_losses(*task, spec, fo::LearnedSchedule()); },
+               {"steps must be positive, got 0"});
+  spec.steps = 3;
+  spec.report_loss = true;
+  expect_error([&] { fm::batched_schedule_final_losses(*task, spec, fo::LearnedSchedule()); },
+               {"report_loss"});
+}
+
+TEST_F(BatchedTasks, RowsPass_IsTheListPassRowByRow) {
+  const int64_t rows = 5, n = 40000;  // more than two blocks a row: the block order matters
+  const auto p = torch::randn({rows, n}), g = torch::randn({rows, n});
+  const auto m = torch::randn({rows, 2, n}).mul_(0.1).abs_();
+  auto p_rows = p.clone(), m_rows = m.clone();
+  std::vector<flt::kernels::schedule::TensorDecision> decisions;
+  for (int64_t r = 0; r < rows; ++r)
+    decisions.push_back({0.01f * static_cast<float>(r + 1), 1.0f - 1e-4f, 0.3f});
+  fo::LearnedSchedule schedule;
+  const auto constants = schedule->rule_constants(7);
+  const auto sums_rows = flt::kernels::schedule_step_rows_(p_rows, g, m_rows, constants, decisions);
+  for (int64_t r = 0; r < rows; ++r) {
+    auto p_one = p[r].clone(), m_one = m[r].clone();
+    const auto sums_one = flt::kernels::schedule_step_({p_one}, {g[r].contiguous()}, {m_one},
+                                                       constants, {decisions[r]});
+    EXPECT_TRUE(torch::equal(p_rows[r], p_one)) << "row " << r;
+    EXPECT_TRUE(torch::equal(m_rows[r], m_one)) << "row " << r;
+    EXPECT_TRUE(torch::equal(sums_rows[r], sums_one[0])) << "row " << r;
+  }
+  expect_error(
+      [&] { flt::kernels::schedule_step_rows_(p_rows, g, m_rows, constants, {decisions[0]}); },
+      {"one decision per row (5)", "got 1"});
+  expect_error(
+      [&] {
+        flt::kernels::schedule_step_rows_(p_rows, g, m_rows.narrow(1, 0, 1), constants, decisions);
+      },
+      {"moments (R, 2, N)"});
+}
+
+// The engine's run is the optimizer's: K instances batched end where ScheduleMnemosyne takes each
+// alone, for the untrained rule and for a schedule with a nonzero head (memory read, corrector on).
+TEST_F(BatchedTasks, BatchedRun_EndsWhereTheOptimizerTakesEachInstanceAlone) {
+  torch::manual_seed(3);
+  fo::LearnedSchedule trained(fo::LearnedScheduleOptions().key_dim(2).value_dim(2).hidden(4));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : trained->parameters()) p.add_(0.05 * torch::randn_like(p));
+  }
+  for (auto family : fm::all_batched_families()) {
+    for (const auto& schedule : {fo::LearnedSchedule(), trained}) {
+      const auto task = fm::make_batched_task(family, 5, kSeeds, /*rescale=*/true);
+      SCOPED_TRACE(task->name());
+      fm::EpisodeSpec spec;
+      spec.steps = 25;
+      spec.seed = 99;
+      spec.known_length = true;
+      const auto batched = fm::batched_schedule_final_losses(*task, spec, schedule);
+      const auto alone = fm::per_instance_schedule_final_losses(*task, spec, schedule);
+      EXPECT_TRUE(at::isfinite(batched).all().item<bool>());
+      // Batched and single kernels may round differently; 25 steps carry that roundoff along.
+      EXPECT_TRUE(all_close(batched, alone, 1e-4, 1e-7));
+    }
+  }
+}
