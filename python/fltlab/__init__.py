@@ -13,8 +13,8 @@ arrive as RuntimeError with its message.
 import torch  # noqa: F401  (loads libtorch_python, which fltlab._C links against)
 
 from . import _C
-from . import data, nn, optim
+from . import data, distributed, nn, optim
 
 __version__ = _C.version()
 
-__all__ = ["data", "nn", "optim", "__version__"]
+__all__ = ["data", "distributed", "nn", "optim", "__version__"]

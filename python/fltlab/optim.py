@@ -125,8 +125,7 @@ class _LearnedOptimizer(torch.optim.Optimizer):
                 states.append(self.state[p])
                 lrs.append(float(group["lr"]))
                 total_steps.append(_total_steps(group["total_steps"]))
-        self._rule.step(params, states, lrs, total_steps, self._reported_loss,
-                        self._reported_validation)
+        self._rule.step(params, states, lrs, total_steps, *self._reports())
         self._reported_loss = self._reported_validation = None  # each report is read by one step
         if not self._warned_skipped and self.skipped() > 0:
             self._warned_skipped = True
@@ -135,6 +134,10 @@ class _LearnedOptimizer(torch.optim.Optimizer):
                 f"their gradient was NaN or Inf (those coordinates keep their value and state; "
                 f"skipped() counts them). Warned once.", RuntimeWarning, stacklevel=2)
         return loss
+
+    def _reports(self):
+        """The loss and validation metric the coming step records (None: not reported)."""
+        return self._reported_loss, self._reported_validation
 
     def report_loss(self, loss: float) -> None:
         """The training loss of the coming step, for loops that call step() without a closure."""
@@ -270,11 +273,60 @@ class ScheduleMnemosyne(_LearnedOptimizer):
     closure's, or report_loss) and report_validation. No schedule weights ship yet: by default it
     is the untrained schedule, Adam with a step of 2% of each tensor's RMS that a hand rule grows
     (at most 4x) while successive steps agree and shrinks when they stop.
-    """ + _COMMON_ARGS
+    """ + _COMMON_ARGS + """
+        process_group: the ranks of a data-parallel run (torch.distributed; e.g.
+            ``torch.distributed.group.WORLD``). Each rank reports its own shard's loss; with a
+            group, every step() all-reduces the reports and every rank records the mean over the
+            ranks that reported each (a metric rank 0 alone evaluates is rank 0's), so the ranks'
+            states stay bit-identical, as DistributedDataParallel keeps their gradients. Every rank
+            must then call step() at the same steps. None (default): this process's own reports
+            (a process of an initialised group of several ranks that reports a loss warns once).
+            Neither pickled nor in the state_dict, as DDP's. flt::optim's option
+            ``communicator`` does the same in C++, with the same bits.
+    """
     _rule_class = _C.ScheduleMnemosyneRule
     _coordinates, _tensor = "moments", "history"
     # fltlab 0.1's Mnemosyne(design="tensor-schedule") saved them as "state" and "controller".
     _old_keys = ("state", "controller")
+    # Class defaults: an unpickled or deep-copied optimizer has no group (a process's connection).
+    _process_group = None
+    _warned_unreduced = False
+
+    def __init__(self, params, lr: float = 1.0, total_steps: Optional[int] = None,
+                 memory: str = "flt", weights: Optional[str] = None, untrained: bool = False, *,
+                 process_group=None):
+        super().__init__(params, lr=lr, total_steps=total_steps, memory=memory, weights=weights,
+                         untrained=untrained)
+        self._process_group = process_group
+
+    def _reports(self):
+        loss, validation = super()._reports()
+        if self._process_group is None:
+            self._warn_unreduced(loss, validation)
+            return loss, validation
+        # (sum, count) pairs in float64, as flt::optim::ScheduleMnemosyne sums them in C++.
+        sums = torch.tensor([0.0 if loss is None else loss, float(loss is not None),
+                             0.0 if validation is None else validation,
+                             float(validation is not None)], dtype=torch.float64)
+        torch.distributed.all_reduce(sums, group=self._process_group)
+        loss_sum, losses, validation_sum, validations = sums.tolist()
+        return (loss_sum / losses if losses > 0 else None,
+                validation_sum / validations if validations > 0 else None)
+
+    def _warn_unreduced(self, loss, validation):
+        if self._warned_unreduced or (loss is None and validation is None):
+            return
+        distributed = torch.distributed
+        if not (distributed.is_available() and distributed.is_initialized()
+                and distributed.get_world_size() > 1):
+            return
+        self._warned_unreduced = True
+        warnings.warn(
+            f"ScheduleMnemosyne: this process is rank {distributed.get_rank()} of "
+            f"{distributed.get_world_size()} and records its own reported loss and validation, so "
+            f"the ranks' optimizer states differ; in data-parallel training pass "
+            f"process_group=torch.distributed.group.WORLD to average the reports over the ranks. "
+            f"Warned once.", RuntimeWarning, stacklevel=3)
 
 
 # The learned optimizer the library recommends (flt::optim::Mnemosyne).
