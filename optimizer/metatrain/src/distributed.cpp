@@ -2,11 +2,17 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <future>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #ifdef FLT_WITH_C10D
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
@@ -74,6 +80,57 @@ double seconds(std::chrono::milliseconds duration) {
   return duration.count() / 1000.0;
 }
 
+std::string store_key(const char* what, int rank) {
+  return std::string("flt/") + what + "/" + std::to_string(rank);
+}
+
+/// After a failed collective: which ranks are gone. Each rank that sees the failure records it in
+/// the store, then waits up to `grace` for the others' records; a rank without one died or hangs.
+/// Runs on a thread of its own that is abandoned after grace + 1 s, since a TCPStore whose server
+/// (rank 0) is stopped may never answer; that silence names rank 0.
+std::string missing_ranks(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+                          std::chrono::milliseconds grace, bool rank0_serves) {
+  const std::string store_gone =
+      rank0_serves ? "the rendezvous that rank 0 serves" : "the rendezvous file";
+  auto found = std::make_shared<std::promise<std::string> >();
+  auto answer = found->get_future();
+  std::thread([store, rank, world_size, grace, found, store_gone, rank0_serves] {
+    try {
+      store->setTimeout(grace);
+      store->set(store_key("failed", rank), std::vector<uint8_t>{1});
+      std::vector<int> missing;
+      for (int r = 0; r < world_size; ++r)
+        if (r != rank) missing.push_back(r);
+      const auto deadline = std::chrono::steady_clock::now() + grace;
+      while (!missing.empty() && std::chrono::steady_clock::now() < deadline) {
+        std::vector<int> still;
+        for (int r : missing)
+          if (!store->check({store_key("failed", r)})) still.push_back(r);
+        missing.swap(still);
+        if (!missing.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      std::ostringstream text;
+      if (missing.empty()) {
+        text << "every other rank saw the failure too (a connection between ranks broke)";
+      } else {
+        text << (missing.size() == 1 ? "rank" : "ranks");
+        for (int r : missing) text << " " << r;
+        text << " did not report the failure within " << seconds(grace) << " s: "
+             << (missing.size() == 1 ? "it died or hangs"
+                                     : "the one that died or hangs is "
+                                       "among them");
+      }
+      found->set_value(text.str());
+    } catch (const std::exception& e) {
+      found->set_value(store_gone + " is gone (" + reason(e) + ")" +
+                       (rank0_serves ? ": rank 0 died or hangs" : ""));
+    }
+  }).detach();
+  if (answer.wait_for(grace + std::chrono::seconds(1)) == std::future_status::ready)
+    return answer.get();
+  return store_gone + " does not answer" + (rank0_serves ? ": rank 0 died or hangs" : "");
+}
+
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> group,
@@ -101,6 +158,14 @@ class GlooCommunicator final : public Communicator {
     run("barrier", [&] { return group_->barrier(); });
   }
 
+  // Gloo's ring all-reduce: each chunk is summed once and then copied to every rank, so every
+  // rank holds the same bits.
+  void allreduce(torch::Tensor& tensor) override {
+    TORCH_CHECK(tensor.is_contiguous(), "distributed: allreduce needs a contiguous tensor");
+    std::vector<torch::Tensor> tensors{tensor};
+    run("allreduce", [&] { return group_->allreduce(tensors); });
+  }
+
  private:
   /// Starts a collective and waits for it; Gloo fails it when a peer's connection breaks (a rank
   /// died) or after the process group's timeout (a rank hangs or is far behind).
@@ -109,11 +174,19 @@ class GlooCommunicator final : public Communicator {
     try {
       start()->wait();
     } catch (const std::exception& e) {
+      const auto grace = std::min<std::chrono::milliseconds>(rendezvous_.timeout, kGrace);
       TORCH_CHECK(false, "distributed: rank ", rank(), " of ", world_size(), ": the ", what,
                   " failed: another rank died, or hung for longer than the timeout (",
-                  seconds(rendezvous_.timeout), " s): ", reason(e));
+                  seconds(rendezvous_.timeout), " s); ",
+                  missing_ranks(store_, rank(), world_size(), grace,
+                                rendezvous_.method.rfind("file://", 0) != 0),
+                  ": ", reason(e));
     }
   }
+
+  /// How long a rank that saw a collective fail waits for the others to report it: the ranks
+  /// beside a dead one see it at once, all see a hung one at their timeout.
+  static constexpr std::chrono::milliseconds kGrace{2000};
 
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   c10::intrusive_ptr<c10d::Store> store_;  // kept alive with the group: rank 0 serves the TCPStore
@@ -177,28 +250,26 @@ c10::intrusive_ptr<c10d::Store> open_store(const Rendezvous& rendezvous) {
 /// never comes, a rank claimed twice, or ranks that disagree on WORLD_SIZE give an error naming
 /// it instead of a hang in Gloo's own rendezvous.
 void join(c10d::Store& store, const Rendezvous& rendezvous) {
-  const auto key = [](const char* what, int rank) {
-    return std::string("flt/") + what + "/" + std::to_string(rank);
-  };
   const auto as_bytes = [](const std::string& text) {
     return std::vector<uint8_t>(text.begin(), text.end());
   };
-  TORCH_CHECK(store.add(key("claims", rendezvous.rank), 1) == 1, "distributed: two processes ",
-              "were started with RANK ", rendezvous.rank, " (WORLD_SIZE ", rendezvous.world_size,
-              "): every rank must be given once",
+  TORCH_CHECK(store.add(store_key("claims", rendezvous.rank), 1) == 1,
+              "distributed: two processes ", "were started with RANK ", rendezvous.rank,
+              " (WORLD_SIZE ", rendezvous.world_size, "): every rank must be given once",
               rendezvous.method.empty() ? ""
                                         : "; or the rendezvous file is left over from an earlier "
                                           "run: give each run a new path");
-  store.set(key("world_size", rendezvous.rank), as_bytes(std::to_string(rendezvous.world_size)));
+  store.set(store_key("world_size", rendezvous.rank),
+            as_bytes(std::to_string(rendezvous.world_size)));
   std::vector<std::string> everyone;
-  for (int r = 0; r < rendezvous.world_size; ++r) everyone.push_back(key("world_size", r));
+  for (int r = 0; r < rendezvous.world_size; ++r) everyone.push_back(store_key("world_size", r));
   try {
     store.wait(everyone, rendezvous.timeout);
   } catch (const std::exception& e) {
     std::ostringstream missing;
     try {
       for (int r = 0; r < rendezvous.world_size; ++r) {
-        if (!store.check({key("world_size", r)})) missing << " " << r;
+        if (!store.check({store_key("world_size", r)})) missing << " " << r;
       }
     } catch (const std::exception&) {
       missing << " unknown (the rendezvous closed: rank 0 stopped)";
@@ -209,7 +280,7 @@ void join(c10d::Store& store, const Rendezvous& rendezvous) {
         " (is WORLD_SIZE right, and were they started with the same rendezvous?): ", reason(e));
   }
   for (int r = 0; r < rendezvous.world_size; ++r) {
-    const auto theirs = store.get(key("world_size", r));
+    const auto theirs = store.get(store_key("world_size", r));
     const std::string text(theirs.begin(), theirs.end());
     TORCH_CHECK(text == std::to_string(rendezvous.world_size), "distributed: rank ", r,
                 " was started with WORLD_SIZE ", text, ", rank ", rendezvous.rank, " with ",

@@ -109,6 +109,20 @@ void composite_step(const LearnedScheduleImpl& schedule, ScheduleMnemosyneParamS
   }
 }
 
+// The ranks' mean of each reported signal, over the ranks that reported it: one all-reduce of
+// (sum, count) pairs in double, so that every rank records the same values.
+ReportedSignals mean_over_ranks(Communicator& ranks, const ReportedSignals& local) {
+  auto sums = torch::tensor({local.loss.value_or(0.0), local.loss ? 1.0 : 0.0,
+                             local.validation.value_or(0.0), local.validation ? 1.0 : 0.0},
+                            torch::kDouble);  // (4)
+  ranks.allreduce(sums);
+  const double* s = sums.data_ptr<double>();
+  ReportedSignals mean;
+  if (s[1] > 0) mean.loss = s[0] / s[1];
+  if (s[3] > 0) mean.validation = s[2] / s[3];
+  return mean;
+}
+
 }  // namespace
 
 LearnedSchedule load_pretrained_schedule(Memory memory) {
@@ -182,9 +196,16 @@ std::vector<torch::optim::OptimizerParamGroup> ScheduleMnemosyne::checked(
     std::vector<torch::optim::OptimizerParamGroup> groups,
     const ScheduleMnemosyneOptions& defaults) {
   check_options(defaults);
-  for (const auto& group : groups)
-    if (group.has_options())
-      check_options(static_cast<const ScheduleMnemosyneOptions&>(group.options()));
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (!groups[i].has_options()) continue;
+    const auto& options = static_cast<const ScheduleMnemosyneOptions&>(groups[i].options());
+    check_options(options);
+    TORCH_CHECK(!options.communicator() || options.communicator() == defaults.communicator(), kName,
+                ": parameter group ", i,
+                " names a communicator of its own; the reports are "
+                "averaged over the ranks once per step, over the communicator of the optimizer's "
+                "options");
+  }
   detail::check_parameter_groups(groups, kName);
   return groups;
 }
@@ -194,6 +215,8 @@ torch::Tensor ScheduleMnemosyne::step(LossClosure closure) {
   const torch::Tensor loss = flt::detail::closure_loss(closure);
   auto signals = take_reports();
   if (loss.defined() && loss.numel() == 1) signals.loss = loss.detach().item<double>();
+  if (const auto& ranks = static_cast<const ScheduleMnemosyneOptions&>(defaults()).communicator())
+    signals = mean_over_ranks(*ranks, signals);
   std::vector<Step> parameters;
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const ScheduleMnemosyneOptions&>(group.options());

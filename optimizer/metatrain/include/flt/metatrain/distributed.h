@@ -1,12 +1,15 @@
 #pragma once
-// Processes that meta-train together (docs/design.md section 5): PyTorch's c10d with the Gloo
-// backend, rendezvous by a TCPStore (the RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT convention
-// of torchrun) or a FileStore (`file://PATH`, one machine or a shared file system).
+// Processes that meta-train or train together (docs/design.md section 5, docs/data-parallel.md):
+// PyTorch's c10d with the Gloo backend, rendezvous by a TCPStore (the RANK / WORLD_SIZE /
+// MASTER_ADDR / MASTER_PORT convention of torchrun) or a FileStore (`file://PATH`, one machine or
+// a shared file system).
 //
 //   auto rendezvous = flt::metatrain::Rendezvous::from_environment();   // RANK, WORLD_SIZE, ...
 //   MetaTrainOptions options;
 //   if (rendezvous.world_size > 1) options.communicator(flt::metatrain::connect(rendezvous));
 //   flt::metatrain::meta_train(model, options);   // ranks split the workers; rank 0 writes files
+//
+// Data-parallel training with the same communicator: flt/communicator.h.
 //
 // This header does not include c10d: a program that never calls `connect` needs nothing of it, and
 // a build without the c10d Gloo headers (Debian libgloo-dev) still has these declarations;
@@ -19,21 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "flt/communicator.h"
+
 namespace flt::metatrain {
 
-/// The collectives meta-training needs. Every rank calls them in the same order; a call that
-/// cannot complete (a rank died, or hung past the timeout) throws naming the rank and the timeout.
-class Communicator {
- public:
-  virtual ~Communicator() = default;
-  virtual int rank() const = 0;
-  virtual int world_size() const = 0;
-  /// Every rank's `local` (the same shape and dtype on every rank), in rank order.
-  virtual std::vector<torch::Tensor> allgather(const torch::Tensor& local) = 0;
-  /// Rank 0's `tensor` copied into `tensor` on every other rank (same shape and dtype everywhere).
-  virtual void broadcast(torch::Tensor& tensor) = 0;
-  virtual void barrier() = 0;
-};
+/// The collectives meta-training and data-parallel training need (flt/communicator.h).
+using Communicator = flt::Communicator;
 
 /// Where and how the ranks meet.
 struct Rendezvous {
@@ -56,10 +50,13 @@ struct Rendezvous {
 bool distributed_supported();
 
 /// Joins the other ranks (blocks until all `world_size` have joined or the timeout passes) and
-/// returns their communicator. Sets SIGPIPE to be ignored, as Python does, so that a rank that
-/// died is reported by the next collective instead of killing this process. Throws naming the
-/// address when the master cannot be reached, the world size when ranks disagree about it or too
-/// few join, and the rank when two processes claim it.
+/// returns their communicator (its allreduce is Gloo's). Sets SIGPIPE to be ignored, as Python
+/// does, so that a rank that died is reported by the next collective instead of killing this
+/// process. Throws naming the address when the master cannot be reached, the world size when ranks
+/// disagree about it or too few join, and the rank when two processes claim it. A collective that
+/// fails later (a rank died, or hung past the timeout) throws naming the ranks that did not report
+/// the failure within a few seconds (the one that died or hangs), or rank 0 when the rendezvous it
+/// serves no longer answers.
 std::shared_ptr<Communicator> connect(const Rendezvous& rendezvous);
 
 }  // namespace flt::metatrain

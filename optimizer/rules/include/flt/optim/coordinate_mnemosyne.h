@@ -13,6 +13,10 @@
 // Robustness: coordinates whose gradient is NaN or Inf are skipped (parameter and state unchanged)
 // and counted (`skipped()`); gradients of any finite size give finite steps; sparse gradients are
 // rejected. The rule runs in float32 (double parameters get a float32 state).
+//
+// Data-parallel training (docs/data-parallel.md): the rule reads the gradients and the parameters
+// alone (it ignores report_loss and report_validation), so ranks that average their gradients
+// (flt::average_gradients) keep bit-identical parameters and states with no option.
 
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>

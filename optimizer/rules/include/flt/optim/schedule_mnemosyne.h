@@ -16,13 +16,22 @@
 //
 // Robustness: coordinates whose gradient is NaN or Inf are skipped (parameter and moments
 // unchanged) and counted (`skipped()`); sparse gradients are rejected. The rule runs in float32.
+//
+// Data-parallel training (docs/data-parallel.md): besides the gradients, which the ranks average
+// (flt::average_gradients), the schedule reads the loss and validation metric the loop reports,
+// and each rank knows only its own shard's. Give the ranks' communicator
+// (`ScheduleMnemosyneOptions().communicator(ranks)`) and every step() averages them over the
+// ranks, so every rank records the same history and the ranks stay bit-identical; without one
+// each rank records its own values and the ranks' states differ from the first reported loss.
 
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "flt/communicator.h"
 #include "flt/optim/learned_optimizer.h"
 #include "flt/optim/learned_schedule.h"
 
@@ -48,6 +57,14 @@ struct ScheduleMnemosyneOptions
   /// Use the fused pass (CPU float32, CUDA) for contiguous parameters (false: the composite
   /// reference).
   TORCH_ARG(bool, fused) = true;
+  /// The ranks of a data-parallel run (null, the default: this process alone). With it, each
+  /// step() all-reduces what the loop reported (the loss, a closure's loss, the validation metric)
+  /// and every rank records the mean over the ranks that reported each (a metric that rank 0 alone
+  /// evaluates is rank 0's), so every rank's state stays the same bits; every rank must then call
+  /// step() at the same steps, and one that does not stops the others at the communicator's
+  /// timeout. Read from the constructor's options only: a group's own must be null or the same.
+  /// Neither saved nor compared (a process's connection, not a hyperparameter).
+  TORCH_ARG(std::shared_ptr<Communicator>, communicator);
 
  public:
   void serialize(torch::serialize::InputArchive& archive) override;
@@ -103,7 +120,9 @@ class ScheduleMnemosyne : public LearnedOptimizer<ScheduleMnemosyneParamState> {
   /// none ships for `memory`, else the shipped one.
   static LearnedSchedule schedule_for(const ScheduleMnemosyneOptions& options);
 
-  /// Reads the closure's loss (else the one given to report_loss) and the reported validation.
+  /// Reads the closure's loss (else the one given to report_loss) and the reported validation,
+  /// averaged over the ranks when the options name a communicator; returns the closure's loss
+  /// (this rank's).
   torch::Tensor step(LossClosure closure = nullptr) override;
 
   using Step = ParameterStep<ScheduleMnemosyneParamState, ScheduleMnemosyneOptions>;
