@@ -25,7 +25,9 @@ namespace fa = flt::attention;
 // ---- options from Python keyword arguments ------------------------------------------------------
 
 // Reads keyword arguments into an options struct, naming the function, the option and the value
-// when one does not convert; finish() names any option the variant does not have.
+// when one does not convert; finish() names any option the variant does not have. Each option is
+// given with its value in a default-constructed options struct, which defaults() returns: the
+// defaults the Python modules' signatures spell out (python_test_nn checks them against these).
 class Options {
  public:
   Options(std::string fn, const py::dict& kwargs) : fn_(std::move(fn)) {
@@ -35,10 +37,11 @@ class Options {
     }
   }
 
-  /// Calls set(value) when `name` was given.
+  /// Calls set(value) when `name` was given; `current` is its value before (the default).
   template <typename T, typename Set>
-  void take(const char* name, Set set) {
+  void take(const char* name, const T& current, Set set) {
     known_.insert(name);
+    defaults_[name] = py::cast(current);
     const auto it = left_.find(name);
     if (it == left_.end()) return;
     const py::object value = it->second;
@@ -63,8 +66,15 @@ class Options {
 
   /// An option given by name (enums): parse(name) throws naming an unknown one.
   template <typename Parse, typename Set>
-  void take_name(const char* name, Parse parse, Set set) {
-    take<std::string>(name, [&](const std::string& value) { set(parse(value)); });
+  void take_name(const char* name, const std::string& current, Parse parse, Set set) {
+    take<std::string>(name, current, [&](const std::string& value) { set(parse(value)); });
+  }
+
+  /// Every option's default, by name.
+  py::dict defaults() const {
+    py::dict out;
+    for (const auto& [name, value] : defaults_) out[py::str(name)] = value;
+    return out;
   }
 
   /// An unknown keyword is a TypeError, as Python's own calls raise, naming the valid ones.
@@ -80,11 +90,14 @@ class Options {
   std::string fn_;
   std::map<std::string, py::object> left_;
   std::set<std::string> known_;  ///< every option take() was asked for, in sorted order
+  std::map<std::string, py::object> defaults_;
 };
 
 template <typename Enum>
-Enum parse_enum(const char* what, const std::string& name,
-                const std::vector<std::pair<const char*, Enum>>& table) {
+using NameTable = std::vector<std::pair<const char*, Enum>>;
+
+template <typename Enum>
+Enum parse_enum(const char* what, const std::string& name, const NameTable<Enum>& table) {
   std::string known;
   for (const auto& [text, value] : table) {
     if (name == text) return value;
@@ -93,13 +106,26 @@ Enum parse_enum(const char* what, const std::string& name,
   TORCH_CHECK(false, "unknown ", what, " \"", name, "\" (expected one of ", known, ")");
 }
 
+template <typename Enum>
+std::string enum_name(const NameTable<Enum>& table, Enum value) {
+  for (const auto& [text, v] : table)
+    if (v == value) return text;
+  TORCH_INTERNAL_ASSERT(false, "an enum value without a name");
+}
+
+const NameTable<fa::FourierRShape>& r_shapes() {
+  static const NameTable<fa::FourierRShape> table = {
+      {"scalar", fa::FourierRShape::kScalar},
+      {"per_dimension", fa::FourierRShape::kPerDimension},
+      {"per_head", fa::FourierRShape::kPerHead},
+      {"per_head_dimension", fa::FourierRShape::kPerHeadDimension}};
+  return table;
+}
 fa::FourierRShape r_shape_from_name(const std::string& name) {
-  return parse_enum<fa::FourierRShape>(
-      "Fourier r_shape", name,
-      {{"scalar", fa::FourierRShape::kScalar},
-       {"per_dimension", fa::FourierRShape::kPerDimension},
-       {"per_head", fa::FourierRShape::kPerHead},
-       {"per_head_dimension", fa::FourierRShape::kPerHeadDimension}});
+  return parse_enum("Fourier r_shape", name, r_shapes());
+}
+std::string r_shape_name(fa::FourierRShape shape) {
+  return enum_name(r_shapes(), shape);
 }
 
 fa::FourierPhi phi_from_name(const std::string& name) {
@@ -110,86 +136,102 @@ fa::FourierPhi phi_from_name(const std::string& name) {
   return parse_enum("Fourier phi", name, table);
 }
 
+const NameTable<fa::ProposalKind>& proposals() {
+  static const NameTable<fa::ProposalKind> table = {{"gaussian", fa::ProposalKind::kGaussian},
+                                                    {"cauchy", fa::ProposalKind::kCauchy}};
+  return table;
+}
 fa::ProposalKind proposal_from_name(const std::string& name) {
-  return parse_enum<fa::ProposalKind>(
-      "FLT proposal", name,
-      {{"gaussian", fa::ProposalKind::kGaussian}, {"cauchy", fa::ProposalKind::kCauchy}});
+  return parse_enum("FLT proposal", name, proposals());
+}
+std::string proposal_name(fa::ProposalKind proposal) {
+  return enum_name(proposals(), proposal);
 }
 
 // Every variant's options have heads and head_dim.
 template <typename O>
 void take_dims(Options& in, O& o) {
-  in.take<int64_t>("heads", [&](int64_t v) { o.heads(v); });
-  in.take<int64_t>("head_dim", [&](int64_t v) { o.head_dim(v); });
+  in.take<int64_t>("heads", o.heads(), [&](int64_t v) { o.heads(v); });
+  in.take<int64_t>("head_dim", o.head_dim(), [&](int64_t v) { o.head_dim(v); });
 }
 
-fa::AttentionOptions attention_options(const std::string& variant, const py::dict& kwargs) {
+/// The options of `variant` that `kwargs` give; `defaults`, when given, receives every option's
+/// default.
+fa::AttentionOptions attention_options(const std::string& variant, const py::dict& kwargs,
+                                       py::dict* defaults = nullptr) {
   Options in(variant, kwargs);
   fa::AttentionOptions result;
   if (variant == "softmax") {
     fa::SoftmaxAttentionOptions o;
-    in.take<double>("scale", [&](double v) { o.scale(v); });
+    in.take<double>("scale", o.scale(), [&](double v) { o.scale(v); });
     take_dims(in, o);
     result = o;
   } else if (variant == "linear") {
     fa::LinearAttentionOptions o;
-    in.take<double>("eps", [&](double v) { o.eps(v); });
+    in.take<double>("eps", o.eps(), [&](double v) { o.eps(v); });
     take_dims(in, o);
     result = o;
   } else if (variant == "performer") {
     fa::PerformerAttentionOptions o;
-    in.take<int64_t>("features", [&](int64_t v) { o.features(v); });
-    in.take_name("kind", fa::feature_kind_from_name, [&](fa::FeatureKind v) { o.kind(v); });
-    in.take<bool>("orthogonal", [&](bool v) { o.orthogonal(v); });
-    in.take<uint64_t>("seed", [&](uint64_t v) { o.seed(v); });
-    in.take<double>("eps", [&](double v) { o.eps(v); });
+    in.take<int64_t>("features", o.features(), [&](int64_t v) { o.features(v); });
+    in.take_name("kind", fa::feature_kind_name(o.kind()), fa::feature_kind_from_name,
+                 [&](fa::FeatureKind v) { o.kind(v); });
+    in.take<bool>("orthogonal", o.orthogonal(), [&](bool v) { o.orthogonal(v); });
+    in.take<uint64_t>("seed", o.seed(), [&](uint64_t v) { o.seed(v); });
+    in.take<double>("eps", o.eps(), [&](double v) { o.eps(v); });
     take_dims(in, o);
     result = o;
   } else if (variant == "fourier") {
     fa::FourierAttentionOptions o;
-    in.take<double>("r_init", [&](double v) { o.r_init(v); });
-    in.take_name("r_shape", r_shape_from_name, [&](fa::FourierRShape v) { o.r_shape(v); });
-    in.take<bool>("learn_r", [&](bool v) { o.learn_r(v); });
-    in.take<int64_t>("power", [&](int64_t v) { o.power(v); });
-    in.take_name("phi", phi_from_name, [&](fa::FourierPhi v) { o.phi(v); });
+    in.take<double>("r_init", o.r_init(), [&](double v) { o.r_init(v); });
+    in.take_name("r_shape", r_shape_name(o.r_shape()), r_shape_from_name,
+                 [&](fa::FourierRShape v) { o.r_shape(v); });
+    in.take<bool>("learn_r", o.learn_r(), [&](bool v) { o.learn_r(v); });
+    in.take<int64_t>("power", o.power(), [&](int64_t v) { o.power(v); });
+    in.take_name("phi", kernels::fourier_phi_name(o.phi()), phi_from_name,
+                 [&](fa::FourierPhi v) { o.phi(v); });
     take_dims(in, o);
     result = o;
   } else if (variant == "flt") {
     fa::FLTAttentionOptions o;
-    in.take<int64_t>("features", [&](int64_t v) { o.features(v); });
-    in.take<int64_t>("rpe_features", [&](int64_t v) { o.rpe_features(v); });
-    in.take<int64_t>("position_dim", [&](int64_t v) { o.position_dim(v); });
-    in.take_name("family", fa::spectrum_family_from_name,
+    in.take<int64_t>("features", o.features(), [&](int64_t v) { o.features(v); });
+    in.take<int64_t>("rpe_features", o.rpe_features(), [&](int64_t v) { o.rpe_features(v); });
+    in.take<int64_t>("position_dim", o.position_dim(), [&](int64_t v) { o.position_dim(v); });
+    in.take_name("family", fa::spectrum_family_name(o.family()), fa::spectrum_family_from_name,
                  [&](fa::SpectrumFamily v) { o.family(v); });
-    in.take<int64_t>("components", [&](int64_t v) { o.components(v); });
-    in.take<int64_t>("smoothness", [&](int64_t v) { o.smoothness(v); });
-    in.take<double>("rpe_scale", [&](double v) { o.rpe_scale(v); });
-    in.take<double>("rpe_weight", [&](double v) { o.rpe_weight(v); });
-    in.take_name("proposal", proposal_from_name, [&](fa::ProposalKind v) { o.proposal(v); });
-    in.take<double>("proposal_sigma", [&](double v) { o.proposal_sigma(v); });
-    in.take<bool>("learn_proposal", [&](bool v) { o.learn_proposal(v); });
-    in.take_name("kind", fa::feature_kind_from_name, [&](fa::FeatureKind v) { o.kind(v); });
-    in.take<uint64_t>("seed", [&](uint64_t v) { o.seed(v); });
-    in.take<double>("eps", [&](double v) { o.eps(v); });
+    in.take<int64_t>("components", o.components(), [&](int64_t v) { o.components(v); });
+    in.take<int64_t>("smoothness", o.smoothness(), [&](int64_t v) { o.smoothness(v); });
+    in.take<double>("rpe_scale", o.rpe_scale(), [&](double v) { o.rpe_scale(v); });
+    in.take<double>("rpe_weight", o.rpe_weight(), [&](double v) { o.rpe_weight(v); });
+    in.take_name("proposal", proposal_name(o.proposal()), proposal_from_name,
+                 [&](fa::ProposalKind v) { o.proposal(v); });
+    in.take<double>("proposal_sigma", o.proposal_sigma(), [&](double v) { o.proposal_sigma(v); });
+    in.take<bool>("learn_proposal", o.learn_proposal(), [&](bool v) { o.learn_proposal(v); });
+    in.take_name("kind", fa::feature_kind_name(o.kind()), fa::feature_kind_from_name,
+                 [&](fa::FeatureKind v) { o.kind(v); });
+    in.take<uint64_t>("seed", o.seed(), [&](uint64_t v) { o.seed(v); });
+    in.take<double>("eps", o.eps(), [&](double v) { o.eps(v); });
     take_dims(in, o);
     result = o;
   } else if (variant == "schoenbat") {
     fa::SchoenbAttentionOptions o;
-    in.take<std::string>("kernel", [&](const std::string& v) { o.kernel(v); });
-    in.take<int64_t>("features", [&](int64_t v) { o.features(v); });
-    in.take<int64_t>("max_degree", [&](int64_t v) { o.max_degree(v); });
-    in.take<bool>("ppsbn", [&](bool v) { o.ppsbn(v); });
-    in.take<double>("sbn_eps", [&](double v) { o.sbn_eps(v); });
-    in.take<double>("normaliser_floor", [&](double v) { o.normaliser_floor(v); });
-    in.take<double>("gamma", [&](double v) { o.gamma(v); });
-    in.take<double>("beta", [&](double v) { o.beta(v); });
-    in.take<uint64_t>("seed", [&](uint64_t v) { o.seed(v); });
+    in.take<std::string>("kernel", o.kernel(), [&](const std::string& v) { o.kernel(v); });
+    in.take<int64_t>("features", o.features(), [&](int64_t v) { o.features(v); });
+    in.take<int64_t>("max_degree", o.max_degree(), [&](int64_t v) { o.max_degree(v); });
+    in.take<bool>("ppsbn", o.ppsbn(), [&](bool v) { o.ppsbn(v); });
+    in.take<double>("sbn_eps", o.sbn_eps(), [&](double v) { o.sbn_eps(v); });
+    in.take<double>("normaliser_floor", o.normaliser_floor(),
+                    [&](double v) { o.normaliser_floor(v); });
+    in.take<double>("gamma", o.gamma(), [&](double v) { o.gamma(v); });
+    in.take<double>("beta", o.beta(), [&](double v) { o.beta(v); });
+    in.take<uint64_t>("seed", o.seed(), [&](uint64_t v) { o.seed(v); });
     take_dims(in, o);
     result = o;
   } else {
     TORCH_CHECK(false, "unknown attention variant \"", variant,
                 "\" (expected softmax, linear, performer, fourier, flt or schoenbat)");
   }
+  if (defaults != nullptr) *defaults = in.defaults();
   in.finish();
   return result;
 }
@@ -351,6 +393,14 @@ void add_model_methods(ModuleClass& module_class) {
 
 void bind_constructors(py::module_& m) {
   m.def("attention", &make_attention_module, py::arg("variant"), py::arg("options"));
+  m.def(
+      "attention_defaults",
+      [](const std::string& variant) {
+        py::dict defaults;
+        attention_options(variant, py::dict(), &defaults);
+        return defaults;
+      },
+      py::arg("variant"));
   m.def(
       "transformer_lm",
       [](int64_t vocab_size, int64_t embed_dim, int64_t heads, int64_t layers, int64_t max_length,

@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -129,3 +130,19 @@ def test_schedule_averages_the_reports_over_its_group(monkeypatch):
     assert group.calls == 4
     same_bits(lone.state_dict(), ranked.state_dict(), "state_dict")
     same_bits(alone.detach(), member.detach(), "parameter")
+
+
+def test_schedule_warns_once_when_a_rank_of_a_group_reports_alone(monkeypatch):
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None: 1)
+    p = torch.nn.Parameter(torch.randn(3))
+    optimizer = fltlab.optim.ScheduleMnemosyne([p])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            p.grad = torch.ones(3)
+            optimizer.report_loss(1.0)
+            optimizer.step()
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1 and "rank 1 of 2" in messages[0] and "process_group" in messages[0]

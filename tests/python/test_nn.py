@@ -3,6 +3,7 @@ to rounding, the random-feature ones within their estimators' error), parameters
 gradients by torch.autograd.gradcheck in double, and the library's errors."""
 
 import copy
+import inspect
 import io
 import math
 
@@ -426,9 +427,12 @@ def test_bad_input_raises_runtime_error_naming_the_value():
         fnn.PerformerAttention(head_dim=8, features=-3)
     with pytest.raises(RuntimeError, match="gaussian_mixtur"):
         fnn.FLTAttention(heads=2, head_dim=8, family="gaussian_mixtur")
-    # An unknown keyword is a TypeError (as Python's own), listing the valid ones.
-    with pytest.raises(TypeError, match=r"unknown option\(s\) rpe_featurs \(the options: .*rpe_features"):
+    # An unknown keyword is a TypeError: Python's for a variant, whose signature lists its options;
+    # the library's, listing the valid ones, for the variant options TransformerLM passes on.
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'rpe_featurs'"):
         fnn.FLTAttention(heads=2, head_dim=8, rpe_featurs=8)
+    with pytest.raises(TypeError, match=r"unknown option\(s\) rpe_featurs \(the options: .*rpe_features"):
+        fnn.TransformerLM(10, 8, 2, 1, attention="flt", rpe_featurs=8)
     with pytest.raises(RuntimeError, match=r"features must be an integer, got '8'"):
         fnn.FLTAttention(heads=2, head_dim=8, features="8")
     with pytest.raises(RuntimeError, match="lsh"):
@@ -439,6 +443,46 @@ def test_bad_input_raises_runtime_error_naming_the_value():
     with pytest.raises(RuntimeError) as error:
         fnn.PerformerAttention(head_dim=8, features=0)
     assert "frame #" not in str(error.value)
+
+
+VARIANT_CLASSES = {"softmax": fnn.SoftmaxAttention, "linear": fnn.LinearAttention,
+                   "performer": fnn.PerformerAttention, "fourier": fnn.FourierAttention,
+                   "flt": fnn.FLTAttention, "schoenbat": fnn.SchoenbAttention}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANT_CLASSES))
+def test_variant_signature_spells_out_the_library_defaults(variant):
+    # help() and an editor show each option, its type and its default: the library's.
+    parameters = dict(inspect.signature(VARIANT_CLASSES[variant]).parameters)
+    assert parameters.pop("device").default is None and parameters.pop("dtype").default is None
+    defaults = fltlab._C.attention_defaults(variant)
+    assert sorted(parameters) == sorted(defaults)
+    for name, parameter in parameters.items():
+        assert parameter.default == defaults[name], name
+        assert type(parameter.default) is type(defaults[name]), name
+        assert parameter.annotation is type(defaults[name]), name
+        assert parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+    assert list(parameters)[:2] == ["heads", "head_dim"]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANT_CLASSES))
+def test_variant_takes_device_and_dtype_as_torch_modules_do(variant):
+    module = VARIANT_CLASSES[variant](heads=2, head_dim=8, device="cpu", dtype=torch.float64)
+    tensors = list(module.parameters()) + list(module.buffers())
+    assert all(t.dtype == torch.float64 for t in tensors if t.is_floating_point())
+    q, k, v = qkv(h=2, d=8)
+    assert module(q, k, v).dtype == torch.float64
+    # A copy is made with the same arguments, dtype included.
+    copied = copy.deepcopy(module)
+    assert all(t.dtype == torch.float64 for t in copied.parameters())
+
+
+def test_containers_pass_device_and_dtype_to_their_variant():
+    mha = fnn.MultiheadAttention(16, 2, attention="flt", features=8, dtype=torch.float64)
+    assert {p.dtype for p in mha.parameters()} == {torch.float64}
+    lm = fnn.TransformerLM(10, 8, 2, 1, attention="performer", features=8, dtype=torch.float64)
+    assert {p.dtype for p in lm.parameters()} == {torch.float64}
+    assert lm(torch.randint(0, 10, (1, 5))).dtype == torch.float64
 
 
 def test_repr_names_the_parts_tensors_not_private_classes():

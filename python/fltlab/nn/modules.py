@@ -201,12 +201,20 @@ class _RandomFeatures:
 class _Attention(_LibraryModule):
     """An attention variant: forward(q, k, v, causal=False, positions=None) with q, k (B, H, L, D),
     v (B, H, L, Dv) -> (B, H, L, Dv); positions (L, l) or (B, L, l) for variants with relative
-    positional encodings (token indices when None)."""
+    positional encodings (token indices when None).
+
+    Every variant takes ``heads`` and ``head_dim`` (0: set by the container, MultiheadAttention or
+    TransformerLM; a module used alone that needs them says so), its own options as keywords with
+    the library's defaults (flt::attention::<Variant>Options), and ``device`` and ``dtype`` for its
+    parameters and buffers, as torch.nn modules do. Bad values raise RuntimeError naming them."""
 
     _variant = ""
 
-    def __init__(self, **options):
-        super().__init__(_C.attention(self._variant, options), options)
+    def _make(self, options, device, dtype):
+        super().__init__(_C.attention(self._variant, options),
+                         dict(options, device=device, dtype=dtype))
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                 positions: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -219,34 +227,107 @@ class _Attention(_LibraryModule):
 
 
 class SoftmaxAttention(_Attention):
-    """Exact softmax attention. Options: scale (0: 1/sqrt(D)), heads, head_dim."""
+    """Exact softmax attention, the reference.
+
+    Args:
+        heads, head_dim: see the variants' common arguments (fltlab.nn.modules._Attention).
+        scale: the scores' factor (0: 1/sqrt(head_dim)).
+    """
     _variant = "softmax"
+
+    def __init__(self, heads: int = 0, head_dim: int = 0, *, scale: float = 0.0, device=None,
+                 dtype=None):
+        self._make(dict(heads=heads, head_dim=head_dim, scale=scale), device, dtype)
 
 
 class LinearAttention(_Attention):
-    """Linear attention with elu + 1 features. Options: eps, heads, head_dim."""
+    """Linear attention with elu + 1 features (Katharopoulos et al. 2020).
+
+    Args:
+        eps: the floor of the normaliser.
+    """
     _variant = "linear"
+
+    def __init__(self, heads: int = 0, head_dim: int = 0, *, eps: float = 1e-6, device=None,
+                 dtype=None):
+        self._make(dict(heads=heads, head_dim=head_dim, eps=eps), device, dtype)
 
 
 class PerformerAttention(_RandomFeatures, _Attention):
-    """Performer (FAVOR+). Options: head_dim (needed), features=64, kind="positive",
-    orthogonal=True, seed=0, heads, eps."""
+    """Performer, FAVOR+ (Choromanski et al. 2021). Needs head_dim when used alone.
+
+    Args:
+        features: random features m.
+        kind: the feature map: "positive", "hyperbolic", "trigonometric", "relu" or "learnable".
+        orthogonal: orthogonal random projections.
+        seed: the features' draw.
+        eps: the floor of the normaliser.
+    """
     _variant = "performer"
+
+    def __init__(self, heads: int = 0, head_dim: int = 0, *, features: int = 64,
+                 kind: str = "positive", orthogonal: bool = True, seed: int = 0,
+                 eps: float = 1e-30, device=None, dtype=None):
+        self._make(dict(heads=heads, head_dim=head_dim, features=features, kind=kind,
+                        orthogonal=orthogonal, seed=seed, eps=eps), device, dtype)
 
 
 class FourierAttention(_Attention):
-    """FourierFormer attention. Options: r_init=0 (R matched to softmax's temperature from the head
-    dim: fourier_softmax_matched_r), r_shape="scalar" ("per_dimension",
-    "per_head", "per_head_dimension"), learn_r=True, power=4, phi="power", heads, head_dim."""
+    """FourierFormer attention (Nguyen et al. 2022).
+
+    Args:
+        r_init: R's initial value (0: matched to softmax's temperature from the head dim,
+            fourier_softmax_matched_r).
+        r_shape: "scalar", "per_dimension", "per_head" or "per_head_dimension".
+        learn_r: R is a parameter (else a buffer).
+        power: the power p of phi.
+        phi: "power", "abs", "relu" or "sigmoid".
+    """
     _variant = "fourier"
+
+    def __init__(self, heads: int = 0, head_dim: int = 0, *, r_init: float = 0.0,
+                 r_shape: str = "scalar", learn_r: bool = True, power: int = 4,
+                 phi: str = "power", device=None, dtype=None):
+        self._make(dict(heads=heads, head_dim=head_dim, r_init=r_init, r_shape=r_shape,
+                        learn_r=learn_r, power=power, phi=phi), device, dtype)
 
 
 class FLTAttention(_RandomFeatures, _Attention):
-    """FLT: FAVOR+ with a learned relative positional encoding given through its spectrum. Options:
-    heads and head_dim (needed), features=64, rpe_features=32, position_dim=1,
-    family="gaussian_mixture", components=2, smoothness=1, rpe_scale=0.1, rpe_weight=1.0,
-    proposal="gaussian", proposal_sigma=1.0, learn_proposal=False, kind="positive", seed=0, eps."""
+    """FLT: FAVOR+ with a learned relative positional encoding given through its spectrum
+    (Choromanski, Li et al. 2024). Needs heads and head_dim when used alone.
+
+    Args:
+        features: random features m of the queries and keys.
+        rpe_features: random features r of the RPE.
+        position_dim: the positions' dimension l.
+        family: the spectrum: "gaussian_mixture", "local", "gaussian_kernel", "laplace_kernel" or
+            "cauchy_kernel".
+        components: mixture components (gaussian_mixture).
+        smoothness: the local family's k (box^k).
+        rpe_scale: the spectrum's initial width in frequency.
+        rpe_weight: the RPE's initial weight.
+        proposal: the frequencies' proposal: "gaussian" or "cauchy".
+        proposal_sigma: the proposal's scale.
+        learn_proposal: the proposal's scale is a parameter.
+        kind: the query/key feature map, as PerformerAttention's.
+        seed: the features' draw.
+        eps: the floor of the normaliser.
+    """
     _variant = "flt"
+
+    def __init__(self, heads: int = 0, head_dim: int = 0, *, features: int = 64,
+                 rpe_features: int = 32, position_dim: int = 1, family: str = "gaussian_mixture",
+                 components: int = 2, smoothness: int = 1, rpe_scale: float = 0.1,
+                 rpe_weight: float = 1.0, proposal: str = "gaussian",
+                 proposal_sigma: float = 1.0, learn_proposal: bool = False,
+                 kind: str = "positive", seed: int = 0, eps: float = 1e-30, device=None,
+                 dtype=None):
+        self._make(dict(heads=heads, head_dim=head_dim, features=features,
+                        rpe_features=rpe_features, position_dim=position_dim, family=family,
+                        components=components, smoothness=smoothness, rpe_scale=rpe_scale,
+                        rpe_weight=rpe_weight, proposal=proposal, proposal_sigma=proposal_sigma,
+                        learn_proposal=learn_proposal, kind=kind, seed=seed, eps=eps),
+                   device, dtype)
 
     def rpe_function(self, delta: torch.Tensor) -> torch.Tensor:
         """The learned RPE f at offsets, per head. delta: (N, l) -> (H, N)"""
@@ -258,19 +339,41 @@ class FLTAttention(_RandomFeatures, _Attention):
 
 
 class SchoenbAttention(_RandomFeatures, _Attention):
-    """SchoenbAt. Options: heads and head_dim (needed), kernel="exp", features=64, max_degree=8,
-    ppsbn=True, sbn_eps, normaliser_floor=0.5, gamma=1.0, beta=1.0, seed=0."""
+    """SchoenbAt (Guo et al. 2025): random Maclaurin features of a dot-product kernel. Needs heads
+    and head_dim when used alone.
+
+    Args:
+        kernel: "exp", "inv", "logi", "trigh" or "sqrt".
+        features: random features.
+        max_degree: the largest degree of the Maclaurin series drawn.
+        ppsbn: the pre- and post-normalisation (ppSBN).
+        sbn_eps: the normalisation's epsilon.
+        normaliser_floor: the floor of the normaliser.
+        gamma, beta: the post-normalisation's initial scale and shift.
+        seed: the features' draw.
+    """
     _variant = "schoenbat"
+
+    def __init__(self, heads: int = 0, head_dim: int = 0, *, kernel: str = "exp",
+                 features: int = 64, max_degree: int = 8, ppsbn: bool = True,
+                 sbn_eps: float = 1e-5, normaliser_floor: float = 0.5, gamma: float = 1.0,
+                 beta: float = 1.0, seed: int = 0, device=None, dtype=None):
+        self._make(dict(heads=heads, head_dim=head_dim, kernel=kernel, features=features,
+                        max_degree=max_degree, ppsbn=ppsbn, sbn_eps=sbn_eps,
+                        normaliser_floor=normaliser_floor, gamma=gamma, beta=beta, seed=seed),
+                   device, dtype)
 
 
 class FeatureMap(_RandomFeatures, _LibraryModule):
     """The random-feature map of Performer and FLT (for functional.performer_attention)."""
 
     def __init__(self, input_dim: int, features: int, kind: str = "positive",
-                 orthogonal: bool = True, seed: int = 0):
+                 orthogonal: bool = True, seed: int = 0, *, device=None, dtype=None):
         args = dict(input_dim=input_dim, features=features, kind=kind, orthogonal=orthogonal,
                     seed=seed)
-        super().__init__(_C.feature_map(**args), args)
+        super().__init__(_C.feature_map(**args), dict(args, device=device, dtype=dtype))
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Query features (per-token shift). x: (..., L, input_dim) -> (..., L, M)"""
@@ -342,8 +445,8 @@ class MultiheadAttention(nn.Module):
         self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
         self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
-        self.attention = _VARIANTS[attention](**dict(options, heads=num_heads, head_dim=head_dim))
-        self.attention.to(**factory)
+        self.attention = _VARIANTS[attention](**dict(options, heads=num_heads, head_dim=head_dim),
+                                              **factory)
 
     def _heads(self, x, batch):  # (N, L, E) -> (N, H, L, D)
         return x.view(batch, -1, self.num_heads, self.head_dim).transpose(1, 2)
@@ -401,18 +504,23 @@ class MultiheadAttention(nn.Module):
 
 class TransformerLM(_LibraryModule):
     """Causal pre-LN transformer language model: TransformerLM(vocab_size, embed_dim, heads,
-    layers, max_length=0, ff_dim=0, attention="softmax", tie_weights=True, share_rpe=False,
-    **options of the variant). forward(tokens (B, L) int64) -> logits (B, L, vocab_size)."""
+    layers, max_length=0, ff_dim=0, attention="softmax", tie_weights=True, share_rpe=False, *,
+    device=None, dtype=None, **options of the variant: the keywords its class takes, e.g.
+    FLTAttention's features=64). forward(tokens (B, L) int64) -> logits (B, L, vocab_size)."""
 
     def __init__(self, vocab_size: int, embed_dim: int, heads: int, layers: int,
                  max_length: int = 0, ff_dim: int = 0, attention: str = "softmax",
-                 tie_weights: bool = True, share_rpe: bool = False, **options):
+                 tie_weights: bool = True, share_rpe: bool = False, *, device=None, dtype=None,
+                 **options):
         args = dict(vocab_size=vocab_size, embed_dim=embed_dim, heads=heads, layers=layers,
                     max_length=max_length, ff_dim=ff_dim, attention=attention,
-                    tie_weights=tie_weights, share_rpe=share_rpe, **options)
+                    tie_weights=tie_weights, share_rpe=share_rpe, device=device, dtype=dtype,
+                    **options)
         super().__init__(_C.transformer_lm(vocab_size, embed_dim, heads, layers, max_length,
                                            ff_dim, tie_weights, share_rpe, attention, options),
                          args)
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self._call("lm_forward", tokens)
