@@ -2,10 +2,11 @@
 // model, computes the gradient of its shard of each global batch, and the ranks average their
 // gradients before each step, so every rank takes the same step (docs/data-parallel.md).
 //
-//   torchrun --nproc_per_node 2 --no_python build/examples/flt-data-parallel --optimizer schedule
+//   scripts/launch-ranks 2 build/examples/flt-data-parallel --optimizer schedule
 //
-// or by hand, one command per rank (the variables torchrun sets; across machines, MASTER_ADDR is
-// rank 0's address):
+// (or torchrun --nproc_per_node 2 --no_python ..., with a torchrun that runs: Debian 12's does
+// not), or by hand, one command per rank (the variables torchrun sets; across machines,
+// MASTER_ADDR is rank 0's address):
 //
 //   export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500
 //   RANK=0 build/examples/flt-data-parallel & RANK=1 build/examples/flt-data-parallel
