@@ -1,12 +1,12 @@
 // Random-feature attention (Performer, FLT, SchoenbAt) against exact softmax: forward and
 // forward+backward time, peak memory and page faults for L = 256 .. 8192 (the random-feature
 // variants also 16384), B = 1, H = 8, D = 64, m = 64, r = 32, float32; non-causal, Performer and
-// FLT with m = 256 features too (and textbook FAVOR+ at m = 256, the peers' sequence of operations
-// written here as their stand-in) and FLT with a signed spectrum (N1 != N2:
+// FLT with m = 256 features too (and textbook FAVOR+ at m = 64 and 256, the peers' sequence of
+// operations written here with plain LibTorch ops as their stand-in) and FLT with a signed spectrum (N1 != N2:
 // its position block projected twice); causal Performer and SchoenbAt against causal softmax. After
 // the runs it prints, from the same run, each variant's time and memory relative to softmax
-// (causal: to causal softmax), the crossover length, Performer m = 256 / textbook FAVOR+ and
-// FLT / Performer at L = 4096.
+// (causal: to causal softmax), the crossover length, FLT / Performer at L = 4096, and Performer
+// against the plain-ops rows at m = 64 and 256 (time and faults side by side).
 //
 // Peak memory (flt/allocation_counter.h): for one untimed call, the largest number of bytes live at
 // once above what was live before the call (inputs excluded, autograd buffers included). Minor page
@@ -65,7 +65,7 @@ struct Variant {
 /// projected onto m Gaussian rows, exp(Wx - |x|^2/2 - max) per query and with one max over all
 /// keys, plus a small epsilon, then K^T V, the normaliser and the read-out as plain products.
 /// The peers' own code cannot be installed here (not in Debian); this row stands in for their
-/// arithmetic so that the library's Performer at m = 256 has a side-by-side baseline.
+/// arithmetic so that the library's Performer at m = 64 and 256 has a side-by-side baseline.
 torch::Tensor textbook_favor(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& rows) {
   const double normalizer = std::pow(static_cast<double>(q.size(-1)), -0.25);
@@ -91,6 +91,11 @@ const std::vector<Variant>& variants() {
       {"softmax", softmax, false},
       {"performer", performer, false},
       {"performer-m256", fa::PerformerAttentionOptions().features(256), false},
+      {"favor-textbook", performer, false,
+       [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+         static const auto rows = torch::randn({kFeatures, kDim});
+         return textbook_favor(q, k, v, rows);
+       }},
       {"favor-m256-textbook", performer, false,
        [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
          static const auto rows = torch::randn({256, kDim});
@@ -168,6 +173,30 @@ double peak_mb(const flt::bench::Result& r) {
   return r.counters.at("peak_MB");
 }
 
+// The library's non-causal Performer against the same forward written with plain LibTorch ops
+// (textbook_favor), at m = 64 and 256, side by side from one run.
+void print_plain_ops_table(const flt::bench::CollectingReporter& results) {
+  std::printf(
+      "\n== Performer (non-causal) against plain ops, the public code's sequence: ms and minor page "
+      "faults per call; plain / ours above 1: ours faster\n");
+  std::printf("%4s %-8s %6s | %9s %8s | %9s %8s | %12s\n", "m", "pass", "L", "ours ms", "faults",
+              "plain ms", "faults", "plain / ours");
+  const std::pair<int, std::pair<const char*, const char*>> pairs[] = {
+      {kFeatures, {"performer", "favor-textbook"}}, {256, {"performer-m256", "favor-m256-textbook"}}};
+  for (const auto& [m, names] : pairs) {
+    for (const std::string mode : {"fwd", "fwd+bwd"}) {
+      for (const auto length : kLengths) {
+        const auto* ours = results.find(key(names.first, mode, length));
+        const auto* plain = results.find(key(names.second, mode, length));
+        if (!ours || !plain) continue;
+        std::printf("%4d %-8s %6lld | %9.2f %8.0f | %9.2f %8.0f | %11.2fx\n", m, mode.c_str(),
+                    static_cast<long long>(length), ours->ms, ours->counters.at("faults"), plain->ms,
+                    plain->counters.at("faults"), plain->ms / ours->ms);
+      }
+    }
+  }
+}
+
 void print_summary(const flt::bench::CollectingReporter& results) {
   for (const std::string mode : {"fwd", "fwd+bwd"}) {
     std::printf(
@@ -217,16 +246,6 @@ void print_summary(const flt::bench::CollectingReporter& results) {
         std::printf("%s %s: not faster than %s at the longest measured L\n", name.c_str(),
                     mode.c_str(), v.reference().c_str());
       }
-    }
-    for (const auto length : kLengths) {
-      const auto* ours = results.find(key("performer-m256", mode, length));
-      const auto* textbook = results.find(key("favor-m256-textbook", mode, length));
-      if (!ours || !textbook) continue;
-      std::printf(
-          "Performer m = 256 / textbook FAVOR+ at L = %lld (%s): time %.2fx, peak memory "
-          "%.2fx\n",
-          static_cast<long long>(length), mode.c_str(), ours->ms / textbook->ms,
-          peak_mb(*ours) / peak_mb(*textbook));
     }
     const auto* performer = results.find(key("performer", mode, 4096));
     for (const std::string name : {"flt", "flt-signed"}) {
@@ -392,6 +411,7 @@ int main(int argc, char** argv) {
   const char* results_path = std::getenv(kResultsVariable);
   return flt::bench::run_collecting(argc, argv, [&](const flt::bench::CollectingReporter& r) {
     print_summary(r);
+    print_plain_ops_table(r);
     if (results_path != nullptr) write_results(r, results_path);
   });
 }

@@ -101,34 +101,40 @@ struct KeySummary {
 };
 
 // The keys' summary block by block (each block at its own shift, the running sums rescaled to the
-// larger one), without autograd.
+// larger one), without autograd. A block adds phi_k^T v and the column sums of phi_k; [v, 1] and
+// the mass are formed once at the end rather than per block (a copy of the block's values and a
+// reduction per block saved).
 KeySummary favor_key_summary(const FeatureMapImpl& map, const FeatureInput& k,
                              const torch::Tensor& v, int64_t rows) {
   const int64_t lk = v.size(2);
-  KeySummary s;
+  torch::Tensor kv, column_sums, shift;  // (B, H, M, Dv), (B, H, 1, M), (B, H, 1, 1) double
   for (int64_t start = 0; start < lk; start += rows) {
     const int64_t n = std::min(rows, lk - start);
     torch::Tensor block_shift;
     const auto phi_k = map.block_key_features(k.rows(start, n), block_shift);
-    auto part = at::matmul(phi_k.transpose(-2, -1), with_ones(v.narrow(2, start, n)));
-    auto part_mass = phi_k.sum(-1, /*keepdim=*/true).sum(-2, /*keepdim=*/true);
-    if (!s.summary.defined()) {
-      s.summary = std::move(part);
-      s.mass = std::move(part_mass);
-      s.shift = block_shift;
+    auto part = at::matmul(phi_k.transpose(-2, -1), v.narrow(2, start, n));
+    auto part_sums = phi_k.sum(-2, /*keepdim=*/true);
+    if (!kv.defined()) {
+      kv = std::move(part);
+      column_sums = std::move(part_sums);
+      shift = block_shift;
     } else if (!block_shift.defined()) {
-      s.summary.add_(part);
-      s.mass.add_(part_mass);
+      kv.add_(part);
+      column_sums.add_(part_sums);
     } else {
       // Both sums to the larger shift: factors exp(shift - top) <= 1, so nothing overflows.
-      const auto top = at::maximum(s.shift, block_shift);
-      const auto old_factor = (s.shift - top).exp_().to(s.summary.scalar_type());
-      const auto new_factor = (block_shift - top).exp_().to(s.summary.scalar_type());
-      s.summary.mul_(old_factor).add_(part.mul_(new_factor));
-      s.mass.mul_(old_factor).add_(part_mass.mul_(new_factor));
-      s.shift = top;
+      const auto top = at::maximum(shift, block_shift);
+      const auto old_factor = (shift - top).exp_().to(kv.scalar_type());
+      const auto new_factor = (block_shift - top).exp_().to(kv.scalar_type());
+      kv.mul_(old_factor).add_(part.mul_(new_factor));
+      column_sums.mul_(old_factor).add_(part_sums.mul_(new_factor));
+      shift = top;
     }
   }
+  KeySummary s;
+  s.mass = column_sums.sum(-1, /*keepdim=*/true);
+  s.summary = at::cat({kv, column_sums.transpose(-2, -1)}, -1);
+  s.shift = shift;
   return s;
 }
 

@@ -277,7 +277,7 @@ FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x, bool w
     t.logits = options.kind() == FeatureKind::kPositive ? t.wx : at::cat({t.wx, -t.wx}, -1);
     // The token's own max: a shift within the token, it carries no gradient.
     torch::NoGradGuard no_grad;
-    t.top = std::get<0>(t.logits.max(-1, /*keepdim=*/true));
+    t.top = at::amax(t.logits, -1, /*keepdim=*/true);  // max without its indices
   }
   if (!with_level) return t;
   // In double, so for float inputs the level never overflows (in float, |x| >= 2^64 gave inf and
@@ -378,7 +378,7 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
   if (rule == Shift::kPerSequence) {
     // One shift for all keys of the sequence. Shifts are common factors of a query's numerator
     // and denominator: they cancel exactly, so they carry no gradient.
-    const auto shift = std::get<0>(t.level.max(-2, /*keepdim=*/true)).detach();
+    const auto shift = at::amax(t.level, -2, /*keepdim=*/true).detach();
     if (sequence_shift != nullptr) *sequence_shift = shift;
     offset = t.level - shift;
   } else {
