@@ -2,11 +2,11 @@
 // forward+backward time, peak memory and page faults for L = 256 .. 8192 (the random-feature
 // variants also 16384), B = 1, H = 8, D = 64, m = 64, r = 32, float32; non-causal, Performer and
 // FLT with m = 256 features too (and textbook FAVOR+ at m = 64 and 256, the peers' sequence of
-// operations written here with plain LibTorch ops as their stand-in) and FLT with a signed spectrum (N1 != N2:
-// its position block projected twice); causal Performer and SchoenbAt against causal softmax. After
-// the runs it prints, from the same run, each variant's time and memory relative to softmax
-// (causal: to causal softmax), the crossover length, FLT / Performer at L = 4096, and Performer
-// against the plain-ops rows at m = 64 and 256 (time and faults side by side).
+// operations written here with plain LibTorch ops as their stand-in) and FLT with a signed spectrum
+// (N1 != N2: its position block projected twice); causal Performer and SchoenbAt against causal
+// softmax. After the runs it prints, from the same run, each variant's time and memory relative to
+// softmax (causal: to causal softmax), the crossover length, FLT / Performer at L = 4096, and
+// Performer against the plain-ops rows at m = 64 and 256 (time and faults side by side).
 //
 // Peak memory (flt/allocation_counter.h): for one untimed call, the largest number of bytes live at
 // once above what was live before the call (inputs excluded, autograd buffers included). Minor page
@@ -177,12 +177,14 @@ double peak_mb(const flt::bench::Result& r) {
 // (textbook_favor), at m = 64 and 256, side by side from one run.
 void print_plain_ops_table(const flt::bench::CollectingReporter& results) {
   std::printf(
-      "\n== Performer (non-causal) against plain ops, the public code's sequence: ms and minor page "
+      "\n== Performer (non-causal) against plain ops, the public code's sequence: ms and minor "
+      "page "
       "faults per call; plain / ours above 1: ours faster\n");
   std::printf("%4s %-8s %6s | %9s %8s | %9s %8s | %12s\n", "m", "pass", "L", "ours ms", "faults",
               "plain ms", "faults", "plain / ours");
   const std::pair<int, std::pair<const char*, const char*>> pairs[] = {
-      {kFeatures, {"performer", "favor-textbook"}}, {256, {"performer-m256", "favor-m256-textbook"}}};
+      {kFeatures, {"performer", "favor-textbook"}},
+      {256, {"performer-m256", "favor-m256-textbook"}}};
   for (const auto& [m, names] : pairs) {
     for (const std::string mode : {"fwd", "fwd+bwd"}) {
       for (const auto length : kLengths) {
@@ -190,8 +192,8 @@ void print_plain_ops_table(const flt::bench::CollectingReporter& results) {
         const auto* plain = results.find(key(names.second, mode, length));
         if (!ours || !plain) continue;
         std::printf("%4d %-8s %6lld | %9.2f %8.0f | %9.2f %8.0f | %11.2fx\n", m, mode.c_str(),
-                    static_cast<long long>(length), ours->ms, ours->counters.at("faults"), plain->ms,
-                    plain->counters.at("faults"), plain->ms / ours->ms);
+                    static_cast<long long>(length), ours->ms, ours->counters.at("faults"),
+                    plain->ms, plain->counters.at("faults"), plain->ms / ours->ms);
       }
     }
   }
