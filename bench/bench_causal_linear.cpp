@@ -11,7 +11,7 @@
 #include <string>
 
 #include "bench_util.h"
-#include "flt/allocation_counter.h"
+#include "flt/detail/allocation_counter.h"
 #include "flt/kernels/linear_attention.h"
 #include "flt/runtime.h"
 

@@ -14,9 +14,9 @@
 #include <string>
 
 #include "bench_util.h"
-#include "flt/allocation_counter.h"
 #include "flt/attention/fourier.h"
 #include "flt/attention/softmax.h"
+#include "flt/detail/allocation_counter.h"
 #include "flt/kernels/fourier_attention.h"
 #include "flt/runtime.h"
 

@@ -8,10 +8,11 @@
 // softmax (causal: to causal softmax), the crossover length, FLT / Performer at L = 4096, and
 // Performer against the plain-ops rows at m = 64 and 256 (time and faults side by side).
 //
-// Peak memory (flt/allocation_counter.h): for one untimed call, the largest number of bytes live at
-// once above what was live before the call (inputs excluded, autograd buffers included). Minor page
-// faults per call (getrusage over the timed calls): where a fault is costly (the machine line's
-// fresh-page bandwidth), a call that maps and frees large temporaries pays them on every call.
+// Peak memory (flt/detail/allocation_counter.h): for one untimed call, the largest number of bytes
+// live at once above what was live before the call (inputs excluded, autograd buffers included).
+// Minor page faults per call (getrusage over the timed calls): where a fault is costly (the machine
+// line's fresh-page bandwidth), a call that maps and frees large temporaries pays them on every
+// call.
 //
 // --compare_allocators runs the program again (same arguments) under glibc's default allocator and
 // with freed memory kept (MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ at 1e9, which glibc
@@ -36,7 +37,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "flt/allocation_counter.h"
+#include "flt/detail/allocation_counter.h"
 #include "flt/flt.h"
 
 namespace fa = flt::attention;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "favor_composite_guard.h"  // attention/src: internal
 #include "flt/attention/attention.h"
 #include "flt/attention/feature_map.h"
 #include "test_util.h"

@@ -1,12 +1,16 @@
 // The batched task engine (batched_tasks.h, batched_run.h): every family's K instances are K
 // independent problems (row k of the batch is instance(k) alone: loss, held-out loss, gradient),
 // the rescaling augmentation leaves the function unchanged, the fused pass over rows is the list
-// pass row by row, and a batched run ends where ScheduleMnemosyne takes each instance alone.
+// pass row by row, and a batched run ends where ScheduleMnemosyne (or AdamW with a cosine decay)
+// takes each instance alone.
+#include <torch/optim/adamw.h>
+
 #include <cmath>
 
 #include "flt/kernels/schedule_step.h"
 #include "flt/metatrain/batched_run.h"
 #include "flt/metatrain/batched_tasks.h"
+#include "flt/metatrain/tuned_reference.h"
 #include "test_util.h"
 
 namespace fm = flt::metatrain;
@@ -165,4 +169,50 @@ TEST_F(BatchedTasks, BatchedRun_EndsWhereTheOptimizerTakesEachInstanceAlone) {
       EXPECT_TRUE(all_close(batched, alone, 1e-4, 1e-7));
     }
   }
+}
+
+// The batched AdamW-cosine reference: row k ends where torch::optim::AdamW, decayed along the same
+// half cosine, takes instance k alone at row k's learning rate; a grid is extra rows of one seed.
+TEST_F(BatchedTasks, BatchedAdamW_EndsWhereTorchAdamWTakesEachInstanceAlone) {
+  const std::vector<uint64_t> seeds = {11, 11, 12};  // instance 11 at two rates: a grid's rows
+  const auto lrs = torch::tensor({1e-3, 1e-2, 3e-3}, torch::kDouble);
+  fm::EpisodeSpec spec;
+  spec.steps = 25;
+  spec.seed = 99;
+  for (auto family : fm::all_batched_families()) {
+    const auto task = fm::make_batched_task(family, 5, seeds);
+    SCOPED_TRACE(task->name());
+    const auto batched = fm::batched_adamw_cosine_final_losses(*task, spec, lrs);
+    for (int64_t k = 0; k < task->instances(); ++k) {
+      const auto one = task->instance(k);
+      auto params = leaves(one->initial());
+      const double lr = lrs[k].item<double>();
+      torch::optim::AdamW adamw(params, torch::optim::AdamWOptions(lr).weight_decay(1e-2));
+      auto& options = static_cast<torch::optim::AdamWOptions&>(adamw.param_groups()[0].options());
+      auto batches = fm::run_stream(spec.seed, fm::RunStream::kBatches);
+      for (int64_t t = 0; t < spec.steps; ++t) {
+        options.lr(lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(t) / spec.steps)));
+        adamw.zero_grad();
+        one->loss(params, fm::next_batch_key(batches)).sum().backward();
+        adamw.step();
+      }
+      torch::NoGradGuard no_grad;
+      const double alone = one->validation_loss(params).item<double>();
+      // Per-row rates in float against AdamW's double scalars: roundoff carried over 25 steps.
+      EXPECT_NEAR(batched[k].item<double>(), alone, 1e-4 * std::abs(alone) + 1e-7) << "row " << k;
+    }
+    // The grid's two rows of one instance are two different runs.
+    EXPECT_NE(batched[0].item<double>(), batched[1].item<double>());
+  }
+}
+
+TEST_F(BatchedTasks, BatchedAdamW_NamesABadLearningRate) {
+  const auto task = fm::make_batched_task(fm::BatchedFamily::kTabular, 5, kSeeds);
+  fm::EpisodeSpec spec;
+  spec.steps = 2;
+  expect_error(
+      [&] { fm::batched_adamw_cosine_final_losses(*task, spec, torch::tensor({1e-3, -1.0, 1e-3})); },
+      {"learning rate", "-1 for instance 1"});
+  expect_error([&] { fm::batched_adamw_cosine_final_losses(*task, spec, torch::tensor({1e-3})); },
+               {"one rate per instance (3)", "[1]"});
 }

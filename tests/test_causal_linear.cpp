@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "flt/allocation_counter.h"
+#include "flt/detail/allocation_counter.h"
 #include "flt/kernels/causal_matmul.h"
 #include "flt/kernels/linear_attention.h"
 #include "test_util.h"

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "attention_module_util.h"
-#include "flt/allocation_counter.h"
 #include "flt/attention/flt.h"
+#include "flt/detail/allocation_counter.h"
 #include "flt/kernels/linear_attention.h"
 #include "flt/kernels/position_features.h"
 #include "test_util.h"

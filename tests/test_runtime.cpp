@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "flt/allocation_counter.h"
+#include "flt/detail/allocation_counter.h"
 #include "flt/runtime.h"
 #include "flt/version.h"
 #include "test_util.h"

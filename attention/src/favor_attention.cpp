@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "favor_composite_guard.h"
 #include "flt/attention/feature_map.h"
 #include "flt/kernels/linear_attention.h"
 

@@ -1,4 +1,4 @@
-#include "flt/allocation_counter.h"
+#include "flt/detail/allocation_counter.h"
 
 #include <c10/core/CPUAllocator.h>
 

@@ -5,8 +5,8 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
-#include "flt/allocation_counter.h"
 #include "flt/attention/transformer.h"
+#include "flt/detail/allocation_counter.h"
 #include "flt/runtime.h"
 #include "lessons/common.h"
 

@@ -116,6 +116,57 @@ torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const Episo
   return at::where(diverged | ~at::isfinite(final_losses), kInfinity, final_losses);
 }
 
+torch::Tensor batched_adamw_cosine_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
+                                                const torch::Tensor& lrs) {
+  constexpr const char* kName = "batched_adamw_cosine_final_losses";
+  const int64_t k = task.instances();
+  TORCH_CHECK(spec.steps > 0, kName, ": steps must be positive, got ", spec.steps);
+  TORCH_CHECK(lrs.dim() == 1 && lrs.size(0) == k, kName, ": lrs must have one rate per instance (",
+              k, "), got shape ", lrs.sizes());
+  const auto rates = lrs.to(at::kCPU, at::kDouble).contiguous();
+  const auto bad = ~(at::isfinite(rates) & (rates > 0));
+  TORCH_CHECK(!bad.any().item<bool>(), kName,
+              ": every learning rate must be positive and finite, got ",
+              rates.masked_select(bad)[0].item<double>(), " for instance ",
+              bad.nonzero()[0][0].item<int64_t>());
+  // torch::optim::AdamW's defaults and adamw_cosine_final_loss's weight decay.
+  constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kWeightDecay = 1e-2;
+  auto batches = run_stream(spec.seed, RunStream::kBatches);
+  auto params = leaves(task.initial());
+  std::vector<torch::Tensor> first, second;
+  for (const auto& p : params) {
+    first.push_back(torch::zeros_like(p));
+    second.push_back(torch::zeros_like(p));
+  }
+  auto diverged = torch::zeros({k}, torch::kBool);
+  for (int64_t t = 0; t < spec.steps; ++t) {
+    const auto loss = task.loss(params, next_batch_key(batches));  // (K)
+    diverged.logical_or_(~at::isfinite(loss.detach()));
+    loss.sum().backward();
+    torch::NoGradGuard no_grad;
+    const double anneal = 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(t) / spec.steps));
+    const double correction1 = 1.0 - std::pow(kBeta1, static_cast<double>(t + 1));
+    const double correction2 = 1.0 - std::pow(kBeta2, static_cast<double>(t + 1));
+    const auto lr = (rates * anneal).to(at::kFloat);  // (K): each row's rate this step
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto& p = params[i];
+      std::vector<int64_t> per_row(p.dim(), 1);
+      per_row[0] = k;
+      const auto row_lr = lr.view(per_row);
+      const auto& g = p.grad();
+      p.mul_(1.0 - row_lr * kWeightDecay);  // decoupled weight decay first, as AdamW does
+      first[i].mul_(kBeta1).add_(g, 1.0 - kBeta1);
+      second[i].mul_(kBeta2).addcmul_(g, g, 1.0 - kBeta2);
+      const auto denominator = (second[i].sqrt() / std::sqrt(correction2)).add_(kEps);
+      p.sub_(first[i] / denominator * (row_lr / correction1));
+      p.mutable_grad().zero_();
+    }
+  }
+  torch::NoGradGuard no_grad;
+  auto final_losses = task.validation_loss(params).to(at::kDouble);
+  return at::where(diverged | ~at::isfinite(final_losses), kInfinity, final_losses);
+}
+
 torch::Tensor per_instance_schedule_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
                                                  const optim::LearnedSchedule& schedule) {
   TORCH_CHECK(spec.steps > 0, "per_instance_schedule_final_losses: steps must be positive, got ",

@@ -43,7 +43,6 @@ enum Slot : int64_t {
   kLogGrowth,  // the hand rule's log growth G of the step (0 at the start)
 };
 static_assert(kLogGrowth + 1 == Impl::kHistory, "one slot per history entry");
-static_assert(kLogGrowth == Impl::kHistoryOfVersion0_1, "version 0.1's slots come first");
 
 constexpr double kTimeScales[] = {10.0, 100.0, 1000.0, 10000.0};
 constexpr double kFeatureClip = 5.0;

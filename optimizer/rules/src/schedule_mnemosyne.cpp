@@ -54,13 +54,12 @@ void prepare_state(const LearnedScheduleImpl& schedule, ScheduleMnemosyneParamSt
               kName, ": the moments of a parameter of shape ", p.sizes(), " must be (", slots, ", ",
               n, "), got ", st.moments().defined() ? st.moments().sizes() : at::IntArrayRef{});
   const int64_t history = schedule.history_size();
-  // Version 0.1's histories lack the hand rule's log growth: it starts at 0 (their schedules load
-  // with the hand rule off, which never reads it).
-  constexpr int64_t added =
-      LearnedScheduleImpl::kHistory - LearnedScheduleImpl::kHistoryOfVersion0_1;
+  // Version 0.1's histories lack the hand rule's log growth, the last slot of a history's fixed
+  // part: it starts at 0 (their schedules load with the hand rule off, which never reads it).
+  constexpr int64_t added = 1;
   if (st.history().defined() && st.history().numel() == history - added) {
     const auto old = st.history().to(at::kCPU, at::kDouble).reshape({-1});
-    constexpr int64_t kept = LearnedScheduleImpl::kHistoryOfVersion0_1;
+    constexpr int64_t kept = LearnedScheduleImpl::kHistory - added;
     st.history(at::cat({old.narrow(0, 0, kept), torch::zeros({added}, torch::kDouble),
                         old.narrow(0, kept, old.numel() - kept)}));
   }

@@ -263,25 +263,12 @@ constexpr int64_t kFavorBlockBytes = int64_t{2} << 20;
 /// through the feature map's own formula. Causal backward passes run the scans of
 /// `kernels::linear_attention_numerator`'s backward block by block with carried states (forward
 /// for the queries, reverse for keys and values) and keep dL/d[numerator, denominator], the size
-/// of v. A W that requires grad (kLearnable), other devices and dtypes, and `FavorCompositeGuard`
-/// take the four calls above (autograd then keeps the features of the whole sequence); so does a
-/// backward with create_graph (double backward), from the saved inputs.
-/// q: (..., Lq, Din) blocks  k: (..., Lk, Din) blocks  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
+/// of v. A W that requires grad (kLearnable), other devices and dtypes, and the tests' composite
+/// guard take the four calls above (autograd then keeps the features of the whole sequence); so
+/// does a backward with create_graph (double backward), from the saved inputs. q: (..., Lq, Din)
+/// blocks  k: (..., Lk, Din) blocks  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
 torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
                               const torch::Tensor& v, bool causal, double eps);
-
-/// While one exists, `favor_attention` on this thread takes the composite path with autograd
-/// recording (features of the whole sequence, autograd's backward): the reference the tests hold
-/// the fused backward to. Nests; not for production use.
-class FavorCompositeGuard {
- public:
-  FavorCompositeGuard();
-  ~FavorCompositeGuard();
-  FavorCompositeGuard(const FavorCompositeGuard&) = delete;
-  FavorCompositeGuard& operator=(const FavorCompositeGuard&) = delete;
-  /// Whether one exists on this thread.
-  static bool active();
-};
 
 /// Streaming causal linear attention: the state (S, z) of `append`ed keys and values, `read` by
 /// queries. Its outputs equal the batch causal outputs token by token. For RNN-style use (one step

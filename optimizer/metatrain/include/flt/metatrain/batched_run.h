@@ -3,7 +3,8 @@
 // ScheduleMnemosyne rule, the same formulas as the optimizer's (LearnedScheduleImpl::decide and
 // record over every (tensor, instance) row in one call, the fused per-coordinate pass over each
 // stacked parameter's rows), so instance k ends where ScheduleMnemosyne would take it alone, and
-// the per-instance loop that checks it.
+// the per-instance loop that checks it; and the tuned reference's runs, AdamW with a half-cosine
+// decay, every instance at its own learning rate.
 
 #include <torch/types.h>
 
@@ -51,6 +52,16 @@ torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const Episo
 /// reference the engine is tested against. -> (K) float64
 torch::Tensor per_instance_schedule_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
                                                  const optim::LearnedSchedule& schedule);
+
+/// The final held-out losses of the task's K instances after spec.steps steps of AdamW at each
+/// instance's own learning rate `lrs[k]` (torch::optim::AdamW's update: betas 0.9 and 0.999, eps
+/// 1e-8, weight decay 1e-2), decayed along a half cosine to 0 as adamw_cosine_final_loss does, with
+/// the mini-batch keys of batched_schedule_final_losses. A grid of learning rates is extra
+/// instances: repeat an instance's seed once per rate (an instance is a function of its seed), so
+/// one batched run tunes every instance. An instance whose training loss turns non-finite scores
+/// +inf. lrs: (K) -> (K) float64
+torch::Tensor batched_adamw_cosine_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
+                                                const torch::Tensor& lrs);
 
 /// One 64-bit mini-batch key from a run's batch stream.
 uint64_t next_batch_key(at::Generator& batches);

@@ -21,7 +21,7 @@
 //   head          MLP([f_t, read]) -> (log step multiplier L in (-3, log 4), decay in (0, 1e-3),
 //                 correction gain in (-1, 1)): bounded around the untrained rule
 //   hand rule     the log growth G of the tensor's step, set by hand from first principles (on
-//                 by default; off for schedules of format versions 1-2): G_t = clamp(G_{t-1} +
+//                 by default; off for weights saved before it existed): G_t = clamp(G_{t-1} +
 //                 kappa (c_t - c0), low, high), c_t the averaged cosine between the gradient
 //                 and the step before it. A larger step makes the loss fall faster while
 //                 successive steps agree (the hypergradient g_t . d_{t-1} > 0, Baydin et al.
@@ -76,15 +76,15 @@ struct LearnedScheduleOptions {
   TORCH_ARG(double, scale_floor) = 1e-2;
   /// Bounds of the learned log step multiplier L, around the untrained rule's 0: the head can
   /// anneal a tensor's step to exp(-3) = 1/20 of the untrained rule's or raise it 4x, no further
-  /// (weights files of format version 1 were trained with (-10, 2) and load with those).
+  /// (older weights files load with the bounds they were trained with).
   TORCH_ARG(double, log_step_low) = -3.0;
   TORCH_ARG(double, log_step_high) = 1.3862943611198906;  // log 4
-  /// Upper bound of the learned decoupled weight decay per step (version 1 files: 1).
+  /// Upper bound of the learned decoupled weight decay per step.
   TORCH_ARG(double, max_shrink) = 1e-3;
   /// Seed of the random features.
   TORCH_ARG(uint64_t, seed) = 0;
-  /// The hand rule's step growth (see above); schedules of format versions 1-2 load with it off,
-  /// so states saved by them continue exactly.
+  /// The hand rule's step growth (see above); weights saved before it existed load with it off,
+  /// so states saved with them continue exactly.
   TORCH_ARG(bool, hand_rule) = true;
   /// Its initial rate kappa (log growth per step at full agreement) and threshold c0 (the cosine
   /// below which the step shrinks): learnable parameters, these their starting values.
@@ -119,9 +119,6 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
   /// averages and the minimum of the loss, the minimum, last value and last change of the
   /// validation metric, the hand rule's log growth G]. Unseen signals are NaN.
   static constexpr int64_t kHistory = 18;
-  /// The slots of version 0.1's states (no log growth): ScheduleMnemosyne reads those histories
-  /// with G = 0 inserted.
-  static constexpr int64_t kHistoryOfVersion0_1 = 17;
   /// Per-coordinate statistics a pass adds up for its tensor: g d_prev, g^2, d_prev^2, p_new^2.
   static constexpr int64_t kStatistics = 4;
   /// Hidden units of the per-coordinate corrector.

@@ -1,6 +1,7 @@
 #pragma once
 // Counts the bytes LibTorch allocates on the CPU, for peak-memory measurements in tests and
-// benchmarks (a counting hook, not a timer): wraps the CPU allocator once, process-wide.
+// benchmarks (a counting hook, not a timer): wraps the CPU allocator once, process-wide. Internal:
+// the tests, benchmarks and lessons use it; it is not installed.
 
 #include <cstddef>
 #include <functional>

@@ -1,0 +1,147 @@
+// Which users' runs the batched families cover, measured before a campaign draws from them: for
+// each family, SHAPES shape seeds x INSTANCES instances, AdamW with a half-cosine decay on the
+// reference grid (1e-4 .. 1e-1, every rate one row of a single batched run) and the untrained
+// schedule (the hand rule, told the run's length) on the same instances and mini-batches. Per
+// family it prints the tuned rates (lowest, median, highest, and how many sit at the grid's edge,
+// where the grid may be too narrow), the hand rule's final held-out loss over the tuned one, and
+// untuned AdamW's (1e-3). Then the tuned rates of the held-out suite's real runs, from its tuning
+// cache (AdamW-cosine rows): families whose tuned rates miss that range train a rule for runs
+// users do not have.
+//   build/bench/families_report [SHAPES=4] [INSTANCES=8] [STEPS=200] [CSV=bench/eval-real-tuning.csv]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "flt/metatrain/batched_run.h"
+#include "flt/metatrain/batched_tasks.h"
+#include "flt/metatrain/tuned_reference.h"
+
+namespace fm = flt::metatrain;
+
+namespace {
+
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(values.begin(), values.end());
+  return values[static_cast<size_t>(std::lround(q * static_cast<double>(values.size() - 1)))];
+}
+
+struct RateSummary {
+  std::vector<double> rates;
+  int at_edge = 0;
+};
+
+void print_rates(const char* what, const RateSummary& s, size_t runs) {
+  std::printf("%-28s | %4zu | %8.0e %8.0e %8.0e | %2d of %zu\n", what, runs, quantile(s.rates, 0),
+              quantile(s.rates, 0.5), quantile(s.rates, 1), s.at_edge, runs);
+}
+
+// The held-out suite's tuned AdamW-cosine rate per run (task and signature) from its tuning cache:
+// the grid point of the lowest median final held-out loss.
+RateSummary suite_rates(const std::string& path, const std::vector<double>& grid) {
+  std::ifstream in(path);
+  RateSummary s;
+  if (!in) {
+    std::fprintf(stderr, "families_report: cannot read %s (the suite's rates are left out)\n",
+                 path.c_str());
+    return s;
+  }
+  std::map<std::string, std::pair<double, double>> best;  // run -> (loss, lr)
+  std::string line;
+  std::getline(in, line);  // header: task,signature,contender,tuning_seeds,lr,median_final_held_out
+  while (std::getline(in, line)) {
+    std::vector<std::string> field;
+    std::stringstream row(line);
+    for (std::string f; std::getline(row, f, ',');) field.push_back(f);
+    if (field.size() != 6 || field[2] != "adamw-cosine") continue;
+    const double lr = std::stod(field[4]), loss = std::stod(field[5]);
+    auto& b = best.try_emplace(field[0] + "|" + field[1], loss, lr).first->second;
+    if (loss < b.first) b = {loss, lr};
+  }
+  for (const auto& [run, b] : best) {
+    s.rates.push_back(b.second);
+    if (b.second <= grid.front() * 1.01 || b.second >= grid.back() * 0.99) ++s.at_edge;
+  }
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto info = flt::init(/*quiet=*/true);
+  const int64_t shapes = argc > 1 ? std::stoll(argv[1]) : 4;
+  const int64_t instances = argc > 2 ? std::stoll(argv[2]) : 8;
+  fm::EpisodeSpec spec;
+  spec.steps = argc > 3 ? std::stoll(argv[3]) : 200;
+  spec.seed = 1;
+  spec.known_length = true;
+  const std::string csv = argc > 4 ? argv[4] : "bench/eval-real-tuning.csv";
+  const auto grid = fm::default_reference_grid();
+  const int64_t g = static_cast<int64_t>(grid.size());
+  const auto untuned = std::find(grid.begin(), grid.end(), 1e-3) - grid.begin();
+  std::printf("machine: %s\n", flt::bench::machine_line(info).c_str());
+  std::printf(
+      "%lld shapes x %lld instances a family, %lld steps, rescaling off; AdamW-cosine on %lld "
+      "rates 1e-4 .. 1e-1 as rows of one batched run\n\n",
+      static_cast<long long>(shapes), static_cast<long long>(instances),
+      static_cast<long long>(spec.steps), static_cast<long long>(g));
+  std::printf("%-28s | %4s | %26s | %9s | %-32s | %-20s\n", "family", "runs",
+              "tuned lr: lowest median top", "at edge", "hand rule / tuned: median worst <=1.05x",
+              "AdamW 1e-3 / tuned: median worst");
+  RateSummary all;
+  for (const auto family : fm::all_batched_families()) {
+    RateSummary s;
+    std::vector<double> hand_ratio, untuned_ratio;
+    for (int64_t shape = 0; shape < shapes; ++shape) {
+      std::vector<uint64_t> seeds, rows;
+      for (int64_t n = 0; n < instances; ++n) {
+        seeds.push_back(static_cast<uint64_t>(1000 * (shape + 1) + n));
+        for (int64_t i = 0; i < g; ++i) rows.push_back(seeds.back());
+      }
+      const uint64_t shape_seed = static_cast<uint64_t>(shape + 1);
+      auto lrs = torch::tensor(grid, torch::kDouble).repeat({instances});
+      const auto tuning = fm::make_batched_task(family, shape_seed, rows);
+      const auto by_rate = fm::batched_adamw_cosine_final_losses(*tuning, spec, lrs)
+                               .view({instances, g});
+      const auto hand = fm::batched_schedule_final_losses(
+          *fm::make_batched_task(family, shape_seed, seeds), spec, flt::optim::LearnedSchedule());
+      for (int64_t n = 0; n < instances; ++n) {
+        const auto row = by_rate[n];
+        const int64_t best = row.argmin().item<int64_t>();
+        const double tuned = row[best].item<double>();
+        if (!std::isfinite(tuned) || tuned <= 0) continue;  // every rate diverged: no reference
+        s.rates.push_back(grid[best]);
+        if (best == 0 || best == g - 1) ++s.at_edge;
+        hand_ratio.push_back(hand[n].item<double>() / tuned);
+        untuned_ratio.push_back(row[untuned].item<double>() / tuned);
+      }
+    }
+    const auto within = std::count_if(hand_ratio.begin(), hand_ratio.end(),
+                                      [](double r) { return r <= 1.05; });
+    char hand_text[64], untuned_text[64];
+    std::snprintf(hand_text, sizeof(hand_text), "%6.2f %8.2f %7ld of %zu",
+                  quantile(hand_ratio, 0.5), quantile(hand_ratio, 1), static_cast<long>(within),
+                  hand_ratio.size());
+    std::snprintf(untuned_text, sizeof(untuned_text), "%6.2f %8.2f", quantile(untuned_ratio, 0.5),
+                  quantile(untuned_ratio, 1));
+    std::printf("%-28s | %4zu | %8.0e %8.0e %8.0e | %2d of %-3zu | %-32s | %-20s\n",
+                fm::batched_family_name(family).c_str(), s.rates.size(), quantile(s.rates, 0),
+                quantile(s.rates, 0.5), quantile(s.rates, 1), s.at_edge, s.rates.size(),
+                hand_text, untuned_text);
+    std::fflush(stdout);
+    all.rates.insert(all.rates.end(), s.rates.begin(), s.rates.end());
+    all.at_edge += s.at_edge;
+  }
+  std::printf("\ntuned AdamW-cosine rates: runs | lowest median top | at the grid's edge\n");
+  print_rates("the five families", all, all.rates.size());
+  const auto suite = suite_rates(csv, grid);
+  if (!suite.rates.empty()) print_rates("the held-out suite's real runs", suite, suite.rates.size());
+  return 0;
+}
