@@ -9,7 +9,7 @@
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
-#include <imgui_internal.h>  // ClosePopupToLevel: Escape closes popups
+#include <imgui_internal.h>  // ClosePopupToLevel, BringWindowToDisplayFront
 #include <stb_image_write.h>
 
 #include <algorithm>
@@ -110,6 +110,8 @@ void show_toast(AppState& s) {
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_AlwaysAutoResize |
                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing |
                    ImGuiWindowFlags_NoNav | ImGuiWindowFlags_NoInputs);
+  // above an open dialog too (a refused export keeps its dialog open): not dimmed behind it
+  ImGui::BringWindowToDisplayFront(ImGui::GetCurrentWindow());
   ImGui::PushTextWrapPos(ImGui::GetFontSize() * 50.0f);
   if (s.toast.failure) {  // what was asked did not happen: white on red, as the NaN banner
     ImGui::TextColored(ImVec4(1, 1, 1, 1), "%s", s.toast.text.c_str());

@@ -24,7 +24,8 @@ std::string default_progress_path() {
   const char* state = std::getenv("XDG_STATE_HOME");
   if (state != nullptr && state[0] == '/') return std::string(state) + "/flt-lab/progress";
   const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] != '\0') return std::string(home) + "/.local/state/flt-lab/progress";
+  if (home != nullptr && home[0] != '\0')
+    return std::string(home) + "/.local/state/flt-lab/progress";
   return {};
 }
 

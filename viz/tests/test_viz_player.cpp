@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,8 +36,7 @@ namespace {
 class TempFolder {
  public:
   explicit TempFolder(const std::string& name)
-      : path_(fs::temp_directory_path() /
-              ("flt-viz-" + name + "-" + std::to_string(::getpid()))) {
+      : path_(fs::temp_directory_path() / ("flt-viz-" + name + "-" + std::to_string(::getpid()))) {
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -255,8 +254,7 @@ TEST_F(VizLogic, ARacerThatLeavesTheEggCrateIsFlagged) {
     if (racer.status != RacerStatus::kOutOfSteps) continue;
     const auto& p = racer.path.back();
     const auto& l = game.level();
-    EXPECT_TRUE(p[0] >= l.lo_x && p[0] <= l.hi_x && p[1] >= l.lo_y && p[1] <= l.hi_y)
-        << racer.name;
+    EXPECT_TRUE(p[0] >= l.lo_x && p[0] <= l.hi_x && p[1] >= l.lo_y && p[1] <= l.hi_y) << racer.name;
   }
 }
 
