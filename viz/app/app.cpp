@@ -9,7 +9,7 @@
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
-#include <imgui_internal.h>  // ClosePopupToLevel: Escape closes popups
+#include <imgui_internal.h>  // ClosePopupToLevel, BringWindowToDisplayFront
 #include <stb_image_write.h>
 
 #include <algorithm>
@@ -103,14 +103,24 @@ void show_toast(AppState& s) {
                           ImGuiCond_Always, ImVec2(1.0f, 1.0f));
   ImGui::SetNextWindowBgAlpha(0.95f * s.toast.alpha(now));
   ImGui::PushStyleVar(ImGuiStyleVar_Alpha, std::max(0.05f, s.toast.alpha(now)));
+  ImGui::PushStyleColor(ImGuiCol_WindowBg, s.toast.failure
+                                               ? ImGui::ColorConvertU32ToFloat4(kBannerRed)
+                                               : ImGui::GetStyleColorVec4(ImGuiCol_WindowBg));
   ImGui::Begin("##toast", nullptr,
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_AlwaysAutoResize |
                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing |
                    ImGuiWindowFlags_NoNav | ImGuiWindowFlags_NoInputs);
+  // above an open dialog too (a refused export keeps its dialog open): not dimmed behind it
+  ImGui::BringWindowToDisplayFront(ImGui::GetCurrentWindow());
   ImGui::PushTextWrapPos(ImGui::GetFontSize() * 50.0f);
-  ImGui::TextColored(kRunningColor, "%s", s.toast.text.c_str());
+  if (s.toast.failure) {  // what was asked did not happen: white on red, as the NaN banner
+    ImGui::TextColored(ImVec4(1, 1, 1, 1), "%s", s.toast.text.c_str());
+  } else {
+    ImGui::TextColored(kRunningColor, "%s", s.toast.text.c_str());
+  }
   ImGui::PopTextWrapPos();
   ImGui::End();
+  ImGui::PopStyleColor();
   ImGui::PopStyleVar();
 }
 
@@ -184,6 +194,11 @@ void confirm(AppState& s, const std::string& message) {
   s.toast.show(message, now_seconds());
 }
 
+void report_failure(AppState& s, const std::string& message) {
+  s.lab.message = message;
+  s.toast.show(message, now_seconds(), /*failed=*/true);
+}
+
 void App::on_event(GLFWwindow* window) {
   if (auto* app = static_cast<App*>(glfwGetWindowUserPointer(window))) app->events_ += 1;
 }
@@ -192,7 +207,8 @@ void App::on_key(GLFWwindow* window, int key, int scancode, int action, int mods
   auto* app = static_cast<App*>(glfwGetWindowUserPointer(window));
   if (app == nullptr) return;
   app->events_ += 1;
-  if (action == GLFW_PRESS) app->state_->keys.press(key);  // kept even if released this frame
+  // kept even if released this frame; with Ctrl held it is a chord (Ctrl may be up by then too)
+  if (action == GLFW_PRESS) app->state_->keys.press(key, (mods & GLFW_MOD_CONTROL) != 0);
 }
 
 App::App(int width, int height, bool hidden) : state_(std::make_unique<AppState>()) {
@@ -269,7 +285,34 @@ void App::start_worker() {
 
 bool App::animating() const {
   return lab_animating(state_->lab) || state_->toast.visible(now_seconds()) ||
-         !state_->pending_screenshot.empty();
+         !state_->pending_screenshot.empty() || trailing_frames_ > 0;
+}
+
+void App::hold_quick_taps() {
+  // Dear ImGui 1.86 reads each key's state once a frame, so a key pressed and released between
+  // two frames (a quick tap) was never seen: hold such a key down for one frame (what the key
+  // callback counted), then give it back its real state. Enter and Escape confirm and cancel text
+  // fields; a key pressed with Ctrl is a chord (Ctrl+Q quits, Ctrl+A selects a field's text), so
+  // Ctrl is held with it when it was let go as quickly.
+  ImGuiIO& io = ImGui::GetIO();
+  for (int key : held_taps_) io.KeysDown[key] = glfwGetKey(window_, key) == GLFW_PRESS;
+  held_taps_.clear();
+  const auto hold = [&](int key) {
+    if (io.KeysDown[key]) return;
+    io.KeysDown[key] = true;
+    held_taps_.push_back(key);
+  };
+  for (int key : {GLFW_KEY_ENTER, GLFW_KEY_KP_ENTER, GLFW_KEY_ESCAPE}) {
+    if (state_->keys.count(key) > 0) hold(key);
+  }
+  for (const auto& [key, presses] : state_->keys.chords()) {
+    if (presses == 0 || key < 0 || key >= IM_ARRAYSIZE(io.KeysDown)) continue;
+    if (!io.KeysDown[GLFW_KEY_LEFT_CONTROL] && !io.KeysDown[GLFW_KEY_RIGHT_CONTROL])
+      hold(GLFW_KEY_LEFT_CONTROL);
+    hold(key);
+  }
+  // the backend sets the modifier only in its key callback: follow the keys as held now
+  io.KeyCtrl = io.KeysDown[GLFW_KEY_LEFT_CONTROL] || io.KeysDown[GLFW_KEY_RIGHT_CONTROL];
 }
 
 void App::run() {
@@ -302,7 +345,7 @@ double App::frame(const InputOverride* input, bool swap) {
   ImGui_ImplGlfw_NewFrame();
   ImGuiIO& io = ImGui::GetIO();
   if (input != nullptr) {  // scripted input replaces the real mouse (the GLFW backend just set it)
-    for (int key : input->key_taps) state_->keys.press(key);
+    for (int key : input->key_taps) state_->keys.press(key, input->taps_with_control);
     io.MousePos = input->mouse;
     io.MouseDown[0] = input->left_down;
     for (int key = 0; key < IM_ARRAYSIZE(io.KeysDown); ++key) {
@@ -310,17 +353,8 @@ double App::frame(const InputOverride* input, bool swap) {
                          input->keys_down.end();
     }
   }
-  // Dear ImGui 1.86 reads each key's state once a frame, so Enter or Escape pressed and released
-  // between two frames (a quick tap) was never seen: hold such a key down for one frame (what the
-  // key callback counted), then give it back its real state.
-  for (int key : held_taps_) io.KeysDown[key] = glfwGetKey(window_, key) == GLFW_PRESS;
-  held_taps_.clear();
-  for (int key : {GLFW_KEY_ENTER, GLFW_KEY_KP_ENTER, GLFW_KEY_ESCAPE}) {
-    if (state_->keys.count(key) > 0 && !io.KeysDown[key]) {
-      io.KeysDown[key] = true;
-      held_taps_.push_back(key);
-    }
-  }
+  hold_quick_taps();
+  const bool was_animating = lab_animating(state_->lab);
   const bool fixed_step = state_->headless || input != nullptr;
   if (fixed_step) io.DeltaTime = static_cast<float>(kFixedFrameSeconds);
   ImGui::NewFrame();
@@ -334,7 +368,18 @@ double App::frame(const InputOverride* input, bool swap) {
   if (control && ImGui::IsKeyPressed(GLFW_KEY_Q, false) && !io.WantTextInput) {
     glfwSetWindowShouldClose(window_, GLFW_TRUE);
   }
+  if (!state_->lab.alert.empty()) {  // a failure the lab met on its own (progress not saved)
+    std::fprintf(stderr, "%s\n", state_->lab.alert.c_str());
+    report_failure(*state_, state_->lab.alert);
+    state_->lab.alert.clear();
+  }
   show_main_window(*state_, fixed_step ? kFixedFrameSeconds : io.DeltaTime);
+  // the frame that ended a race or a run drew it as it was when the frame began: draw a few more
+  if (was_animating && !lab_animating(state_->lab)) {
+    trailing_frames_ = kSettleFrames;
+  } else if (trailing_frames_ > 0) {
+    --trailing_frames_;
+  }
   ImGui::Render();
   int width = 0, height = 0;
   glfwGetFramebufferSize(window_, &width, &height);
@@ -351,8 +396,11 @@ double App::frame(const InputOverride* input, bool swap) {
     auto pixels = read_pixels(&w, &h);
     if (state_->screenshot_panel_only)
       pixels = crop(pixels, w, state_->probe.scene_min, state_->probe.scene_max, &w, &h);
-    const bool ok = write_png(path, pixels, w, h);
-    confirm(*state_, ok ? "Wrote " + path : "Could not write " + path);
+    if (write_png(path, pixels, w, h)) {
+      confirm(*state_, "Wrote " + path);
+    } else {
+      report_failure(*state_, "Could not write " + path);
+    }
   }
   // 4. present
   if (swap) glfwSwapBuffers(window_);

@@ -30,14 +30,18 @@ struct InputOverride {
   bool left_down = false;
   std::vector<int> keys_down;  ///< GLFW key codes held this frame (all others up)
   std::vector<int> key_taps;   ///< keys pressed and released since the last frame (then cleared)
+  bool taps_with_control = false;  ///< Ctrl was held (and released) around key_taps: chords
 };
 
-/// The export dialog: which file, where (the user may edit the path).
+/// The export dialog: which file, in which folder (the user may edit both; the name opens
+/// selected, so typing replaces it).
 struct ExportDialog {
   enum class Kind { kWindowPng, kPanelPng, kCsv };
   Kind kind = Kind::kWindowPng;
   bool open_requested = false;
-  char path[1024] = {};
+  char folder[1024] = {};
+  char name[256] = {};
+  std::string error;  ///< why Save refused the folder and name (the dialog stays open)
 };
 
 /// Everything the panels read and write.
@@ -67,10 +71,14 @@ struct AppState {
 
 /// Shows `message` as the fading confirmation (and in the status line).
 void confirm(AppState& s, const std::string& message);
+/// Shows `message` as a failure: the same box in red (and in the status line).
+void report_failure(AppState& s, const std::string& message);
 
-/// Writes what the export dialog describes to its path (folders created; a PNG after the next
-/// render) and confirms the absolute path, or says why it could not.
-void run_export(AppState& s);
+/// Writes what the export dialog describes: its name in its folder (the folder created; a PNG
+/// after the next render), and confirms the absolute path. Refuses a name that would create a
+/// folder or land outside the folder (export_target): returns false with the reason in
+/// export_dialog.error and in a failure box.
+bool run_export(AppState& s);
 
 /// The window, GL context and ImGui context; one per process.
 class App {
@@ -110,6 +118,13 @@ class App {
   std::unique_ptr<AppState> state_;
   std::atomic<int64_t> events_{0};  ///< input and wake-ups seen (GLFW callbacks, the worker)
   std::vector<int> held_taps_;      ///< keys held down for one frame after a quick tap
+  /// Frames still to draw after the lab stopped animating: the frame that ended a race or a run
+  /// drew the button and table as they were when it began ("Pause", a column cut short).
+  int trailing_frames_ = 0;
+
+  /// Holds quick taps down for one frame (what the key callback counted): Enter, Escape, and
+  /// keys pressed with Ctrl, Ctrl with them.
+  void hold_quick_taps();
 
   static void on_key(GLFWwindow* window, int key, int scancode, int action, int mods);
   static void on_event(GLFWwindow* window);

@@ -8,7 +8,9 @@
 //
 // NAME is one of attention, kernel, rpe, training, arena. Without a display (DISPLAY and
 // WAYLAND_DISPLAY unset) --headless and --profile start their own Xvfb. `flt-lab --help` lists
-// the options.
+// the options. The interactive window keeps the arena player's stars in
+// $XDG_STATE_HOME/flt-lab/progress (~/.local/state/flt-lab/progress); --headless and --profile
+// neither read nor write them.
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include "app/app.h"
 #include "app/display.h"
 #include "flt/runtime.h"
+#include "logic/progress_file.h"
 
 namespace {
 
@@ -183,7 +186,11 @@ int main(int argc, char** argv) {
     // Interactive: the skeleton of Dear ImGui's example_glfw_opengl3 main.cpp, with the set-up and
     // teardown steps in App's constructor and destructor.
     flt::viz::App app(kWidth, kHeight, /*hidden=*/false);  // 1-2. window, GL context, ImGui
+    // the player's stars (headless renders and --profile start fresh and leave them alone)
+    flt::viz::use_progress_file(app.lab(), flt::viz::default_progress_path());
     flt::viz::apply_scenario(app.lab(), scenario);
+    const std::string locked = flt::viz::locked_level_note(app.lab());
+    if (!locked.empty()) flt::viz::confirm(app.state(), locked);
     app.start_worker();  // training runs on its own thread; the UI only reads snapshots
     app.run();           // 3-4. poll (or wait when idle), new frame, panels, render, swap
     return 0;            // 5. teardown in ~App

@@ -26,14 +26,17 @@ struct ArenaView {
   float yaw = 0.7f, pitch = 0.9f;
   LandscapeMapView map;  ///< the level's landscape
   bool dragging_start = false;
-  LandscapeMapView swarm_map;   ///< the swarm level's
-  bool attention_lines = true;  ///< draw the swarm's attention between particles
+  LandscapeMapView swarm_map;      ///< the swarm level's
+  bool attention_lines = true;     ///< draw the swarm's attention between particles
+  ImVec2 race_checkbox_min{0, 0};  ///< where "race" was drawn (render tests: controls stay put)
 };
 
 struct TrainingView {
   int layer = 0;
   bool compare = true;        ///< earlier runs (TrainingSnapshot::previous) as faint curves
   ImVec2 break_it_min{0, 0};  ///< where "Break it" was drawn (render tests: controls stay put)
+  float plots_max_y = 0.0f;   ///< the bottom of the loss and accuracy plots, legends included
+  ImVec2 banner_min{0, 0};    ///< the NaN banner's top left ((0, 0): none shown)
   std::vector<std::unique_ptr<Texture>> head_textures;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 namespace flt::viz {
 
@@ -329,20 +330,26 @@ void surface_plot(const char* id, const std::vector<float>& heights, int rows, i
     draw->AddConvexPolyFilled(q.p, 4, to_imu32(colormap(map, q.t)));
     draw->AddPolyline(q.p, 4, IM_COL32(0, 0, 0, 60), ImDrawFlags_Closed, 1.0f);
   }
-  // paths on top (a dark outline keeps them visible on any colour), a dot at the current point
+  // paths on top (a dark outline keeps them visible on any colour), a dot at the current point.
+  // Separate segments between points at least 2 px apart: the joins of a thick polyline through a
+  // racer jittering in place stuck out as black spikes around its dot.
   for (const auto& path : paths) {
     if (path.points.empty()) continue;
-    std::vector<ImVec2> screen;
+    std::vector<std::array<float, 2>> screen;
     screen.reserve(path.points.size());
-    for (const auto& p : path.points)
-      screen.push_back(project_xyz(2.0f * p[0] - 1.0f, 2.0f * p[1] - 1.0f, p[2]).screen);
-    if (screen.size() >= 2) {
-      draw->AddPolyline(screen.data(), static_cast<int>(screen.size()), IM_COL32(0, 0, 0, 200), 0,
-                        4.0f);
-      draw->AddPolyline(screen.data(), static_cast<int>(screen.size()), path.color, 0, 2.0f);
+    for (const auto& p : path.points) {
+      const ImVec2 q = project_xyz(2.0f * p[0] - 1.0f, 2.0f * p[1] - 1.0f, p[2]).screen;
+      screen.push_back({q.x, q.y});
     }
-    draw->AddCircleFilled(screen.back(), 5.5f, path.color);
-    draw->AddCircle(screen.back(), 5.5f, IM_COL32(0, 0, 0, 255), 0, 1.5f);
+    const auto kept = path_vertices(screen, 2.0f);
+    const auto at = [&](size_t k) { return ImVec2(screen[kept[k]][0], screen[kept[k]][1]); };
+    for (const auto& [color, width] : {std::pair{IM_COL32(0, 0, 0, 200), 4.0f},
+                                       std::pair{static_cast<ImU32>(path.color), 2.0f}}) {
+      for (size_t k = 1; k < kept.size(); ++k) draw->AddLine(at(k - 1), at(k), color, width);
+    }
+    const ImVec2 dot(screen.back()[0], screen.back()[1]);
+    draw->AddCircleFilled(dot, 5.5f, path.color);
+    draw->AddCircle(dot, 5.5f, IM_COL32(0, 0, 0, 255), 0, 1.5f);
   }
   draw->PopClipRect();
   draw->AddText(ImVec2(origin.x + 6, origin.y + 4), kText, "drag to rotate");

@@ -292,6 +292,24 @@ void show_leaderboard(const ArenaGame& game) {
   ImGui::EndTable();
 }
 
+// The par line in a region as tall as the longer of its two forms (par, or the sentence saying
+// there is none) at this width: dragging the start between the two moved every control below it
+// by a line, and the next click landed on another slider.
+void show_par(const ArenaGame& game) {
+  const float width = ImGui::GetContentRegionAvail().x;
+  float height = 0.0f;
+  for (const bool reached : {true, false}) {
+    const std::string text = par_sentence(game.level(), reached, game.par());
+    height = std::max(height, ImGui::CalcTextSize(text.c_str(), nullptr, false, width).y);
+  }
+  ImGui::BeginChild("par", ImVec2(width, height), false,
+                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ImGui::PushTextWrapPos(0.0f);
+  ImGui::TextUnformatted(game.par_text().c_str());
+  ImGui::PopTextWrapPos();
+  ImGui::EndChild();
+}
+
 }  // namespace
 
 void show_arena(LabState& lab, ArenaView& view) {
@@ -321,10 +339,13 @@ void show_arena(LabState& lab, ArenaView& view) {
       rebuild_scene(lab, SceneId::kArena);
     }
     for (int i = 0; i < static_cast<int>(levels.size()); ++i) {
-      const bool unlocked = lab.arena.progress.unlocked(i) || i <= settings.level;
+      // the level on screen stays selectable: a state string may have opened it while locked
+      const bool earned = lab.arena.progress.unlocked(i);
+      const bool unlocked = earned || (!settings.swarm && i == settings.level);
       std::string label = levels[i].name + "  " +
                           std::string(static_cast<size_t>(lab.arena.progress.best_stars[i]), '*');
       if (!unlocked) label += "  (locked: a star on the level before opens it)";
+      if (unlocked && !earned) label += "  (locked; opened by a state string)";
       if (ImGui::Selectable(label.c_str(), !settings.swarm && i == settings.level,
                             unlocked ? 0 : ImGuiSelectableFlags_Disabled)) {
         settings.swarm = false;
@@ -356,24 +377,21 @@ void show_arena(LabState& lab, ArenaView& view) {
   }
   const auto& level = game.level();
   ImGui::TextWrapped("%s", level.hint.c_str());
-  ImGui::Text("step %d / %d", game.step_count(), level.max_steps);
-  ImGui::SameLine();
-  if (game.par_reached()) {
-    ImGui::TextUnformatted(game.par_text().c_str());
-  } else {
-    ImGui::TextWrapped("%s", game.par_text().c_str());
-  }
+  // steps of the racer furthest along: in "click each step" mode only yours move
+  ImGui::Text("step %d / %d", game.steps_taken(), level.max_steps);
+  show_par(game);
   const int stars = game.stars();
   ImGui::Text("stars: ");
   ImGui::SameLine();
   for (int i = 0; i < 3; ++i) {
-    ImGui::TextColored(i < stars ? ImVec4(1.0f, 0.85f, 0.2f, 1) : ImVec4(0.4f, 0.4f, 0.4f, 1),
+    ImGui::TextColored(i < stars ? kGoldColor : ImVec4(0.4f, 0.4f, 0.4f, 1),
                        i < stars ? "[*]" : "[ ]");
     ImGui::SameLine();
   }
   ImGui::NewLine();
   section("Your racer (SGD with momentum)");
   bool changed = ImGui::Checkbox("race", &settings.human_enabled);
+  view.race_checkbox_min = ImGui::GetItemRectMin();
   ImGui::SetNextItemWidth(200);
   changed |= slider_double("learning rate", &settings.human_lr, 1e-4, 1.0, "%.4g", true);
   ImGui::SetNextItemWidth(200);
@@ -394,7 +412,12 @@ void show_arena(LabState& lab, ArenaView& view) {
   }
   section("Leaderboard (click a header to sort)");
   show_leaderboard(game);
-  if (game.step_count() == 0) ImGui::TextDisabled("Ready: press Play (Space) or Step (S).");
+  if (game.steps_taken() == 0) {
+    ImGui::TextDisabled(view.click_mode ? "Ready: press My step, or Play (Space) to race all."
+                                        : "Ready: press Play (Space) or Step (S).");
+  }
+  const std::string done = game.human_done_line();
+  if (!done.empty() && !game.finished()) ImGui::TextColored(kGoldColor, "%s", done.c_str());
   const std::string coach = game.coach_line();
   if (!coach.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, kWarningColor);
@@ -403,7 +426,7 @@ void show_arena(LabState& lab, ArenaView& view) {
   }
   if (game.finished()) {
     ImGui::TextColored(
-        ImVec4(1.0f, 0.85f, 0.2f, 1), "Race over: %d star%s. %s", stars, stars == 1 ? "" : "s",
+        kGoldColor, "Race over: %d star%s. %s", stars, stars == 1 ? "" : "s",
         lab.arena.progress.unlocked(game.level_index() + 1) ? "Next level unlocked." : "");
   }
   section("How to play");

@@ -12,6 +12,47 @@
 
 namespace flt::viz {
 
+namespace {
+
+// The chosen variant's own options; true when one changed.
+bool variant_knobs(AttentionLabSettings& settings) {
+  bool changed = false;
+  const std::string& variant = variant_name(settings.variant);
+  if (variant == "softmax") {
+    changed |= slider_double("logit scale", &settings.softmax_scale, 0.0, 2.0, "%.3f", false);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("SoftmaxAttentionOptions::scale; 0 means 1/sqrt(D)");
+  } else if (variant == "linear") {
+    changed |= slider_double("eps", &settings.linear_eps, 1e-9, 1e-2, "%.1e", true);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("LinearAttentionOptions::eps: floor of the normaliser");
+  } else if (variant == "fourier") {
+    // clamped: a typed 0 would mean "R from the head dimension" to the library, and below 0
+    // nothing at all
+    changed |= slider_double("R", &settings.fourier_r, 0.1, 20.0, "%.3g", true,
+                             ImGuiSliderFlags_AlwaysClamp);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "The kernel's width: phi(sin(R x) / (R x)), 0.1 to 20\n"
+          "(FourierAttentionOptions::r_init)");
+    changed |= enum_combo("phi", &settings.fourier_phi, kKernelPhiCount, kernel_phi_label);
+  } else if (variant == "performer" || variant == "flt" || variant == "schoenbat") {
+    changed |= ImGui::SliderInt(variant == "schoenbat" ? "features D" : "features m",
+                                &settings.features, 4, 1024, "%d", ImGuiSliderFlags_Logarithmic);
+    if (variant == "flt") {
+      changed |= combo("spectrum", &settings.flt_family, rpe_family_labels());
+      changed |= ImGui::SliderInt("components T", &settings.flt_components, 1, 8);
+      changed |= ImGui::SliderInt("RPE features r", &settings.flt_rpe_features, 1, 512, "%d",
+                                  ImGuiSliderFlags_Logarithmic);
+    } else if (variant == "schoenbat") {
+      changed |= combo("kernel", &settings.schoenbat_kernel, schoenbat_kernel_names());
+    }
+  }
+  return changed;
+}
+
+}  // namespace
+
 void show_attention(LabState& lab, AttentionView& view) {
   auto& settings = lab.scenario.attention;
   bool changed = false;
@@ -27,10 +68,23 @@ void show_attention(LabState& lab, AttentionView& view) {
   }
   ImGui::Separator();
   changed |= enum_combo("input", &settings.input, kAttentionInputCount, attention_input_label);
+  // The live model's probe sequence fixes L, D and the heads: those sliders would move nothing.
+  const bool live = settings.input == AttentionInput::kLiveModel;
+  const auto& shown = lab.attention.job.result();
+  const auto live_tooltip = [&] {
+    if (live && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip(
+          "The live model's probe sequence sets this: L = %d, %d heads (Live "
+          "Training's task and model).",
+          shown.length, shown.heads);
+  };
+  ImGui::BeginDisabled(live);
   changed |= ImGui::SliderInt("length L", &settings.length, 4, 256);
+  live_tooltip();
   changed |= ImGui::SliderInt("head dim D", &settings.head_dim, 2, 64);
+  live_tooltip();
   changed |= ImGui::SliderInt("heads", &settings.heads, 1, 4);
-  ImGui::BeginDisabled(settings.input == AttentionInput::kLiveModel);
+  live_tooltip();
   changed |= slider_double("q,k scale", &settings.input_scale, 0.1, 4.0, "%.2f", true);
   ImGui::EndDisabled();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
@@ -38,38 +92,20 @@ void show_attention(LabState& lab, AttentionView& view) {
         "q and k are multiplied by this before attention. Larger: sharper softmax, and the\n"
         "random-feature estimates' variance grows fast (Performer's error passes 1 at 1.0).\n"
         "The live model's q and k are used as the model computes them (no scale).");
-  // the chosen variant's own options
-  const std::string& variant = variant_name(settings.variant);
-  if (variant == "softmax") {
-    changed |= slider_double("logit scale", &settings.softmax_scale, 0.0, 2.0, "%.3f", false);
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("SoftmaxAttentionOptions::scale; 0 means 1/sqrt(D)");
-  } else if (variant == "linear") {
-    changed |= slider_double("eps", &settings.linear_eps, 1e-9, 1e-2, "%.1e", true);
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("LinearAttentionOptions::eps: floor of the normaliser");
-  } else if (variant == "fourier") {
-    changed |= slider_double("R", &settings.fourier_r, 0.1, 20.0, "%.3g", true);
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("FourierAttentionOptions::r_init: the kernel is phi(sin(R x) / (R x))");
-    changed |= enum_combo("phi", &settings.fourier_phi, kKernelPhiCount, kernel_phi_label);
-  } else if (variant == "performer" || variant == "flt" || variant == "schoenbat") {
-    changed |= ImGui::SliderInt(variant == "schoenbat" ? "features D" : "features m",
-                                &settings.features, 4, 1024, "%d", ImGuiSliderFlags_Logarithmic);
-    if (variant == "flt") {
-      changed |= combo("spectrum", &settings.flt_family, rpe_family_labels());
-      changed |= ImGui::SliderInt("components T", &settings.flt_components, 1, 8);
-      changed |= ImGui::SliderInt("RPE features r", &settings.flt_rpe_features, 1, 512, "%d",
-                                  ImGuiSliderFlags_Logarithmic);
-    } else if (variant == "schoenbat") {
-      changed |= combo("kernel", &settings.schoenbat_kernel, schoenbat_kernel_names());
-    }
-  }
+  if (live && shown.valid)
+    ImGui::TextDisabled("live model: L = %d, %d heads (its probe sequence)", shown.length,
+                        shown.heads);
+  changed |= variant_knobs(settings);
   changed |= ImGui::Checkbox("causal", &settings.causal);
   if (changed) rebuild_scene(lab, SceneId::kAttention);
   ImGui::Separator();
   const auto& result = lab.attention.job.result();
   job_status(lab.attention.job.busy(), result.error);
+  if (!lab.attention.settings_error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, kWarningColor);
+    ImGui::TextWrapped("%s", lab.attention.settings_error.c_str());
+    ImGui::PopStyleColor();
+  }
   if (result.valid) {
     ImGui::Text("relative error vs exact %s", result.reference.c_str());
     ImGui::Text("  %.4g", result.relative_error);

@@ -36,6 +36,18 @@ void lesson_plot(const char* id, const flt::demos::PlotPanel& panel, ImVec2 size
     out.markers = out.xs.size() == 1;
     if (!out.xs.empty()) series.push_back(std::move(out));
   }
+  // a curve drawn under another with the same values (within 0.5% of the plot's height, about a
+  // line's width) cannot be seen: its legend entry says where it is
+  std::vector<std::vector<float>> xs, ys;
+  for (const auto& s : series) {
+    xs.push_back(s.xs);
+    ys.push_back(s.ys);
+  }
+  const auto hidden = hidden_curves(xs, ys, panel.log_y, 0.005f);
+  for (size_t i = 0; i < series.size(); ++i) {
+    if (hidden[i] >= 0 && !series[i].label.empty())
+      series[i].label += " (under " + series[static_cast<size_t>(hidden[i])].label + ")";
+  }
   fitted_text(panel.title, size.x);
   line_plot(id, series, size, panel.log_y, panel.x_label.c_str(), panel.y_label.c_str(),
             panel.log_x);

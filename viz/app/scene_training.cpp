@@ -65,6 +65,24 @@ void show_schedule(const ScheduleTrace& trace, int64_t step, float plot_w) {
         trace.memory.c_str());
 }
 
+// The NaN banner over the bottom of the plots column, drawn last: a row inserted above the
+// controls moved every control down under the pointer (the next click landed on another widget),
+// and over the top of the plots it hid their legends. The attention maps' last rows matter least.
+void show_nan_banner(const std::string& banner, ImVec2 origin, ImVec2 avail, TrainingView& view) {
+  view.banner_min = ImVec2(0, 0);
+  if (banner.empty()) return;
+  const float left = 320 + ImGui::GetStyle().ItemSpacing.x;
+  const float height =
+      2 * ImGui::GetTextLineHeightWithSpacing() + 2 * ImGui::GetStyle().WindowPadding.y;
+  ImGui::SetCursorScreenPos(ImVec2(origin.x + left, origin.y + avail.y - 4 - height));
+  view.banner_min = ImGui::GetCursorScreenPos();
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, kBannerRed);
+  ImGui::BeginChild("nan_banner", ImVec2(avail.x - left, height), true);
+  ImGui::TextWrapped("%s", banner.c_str());
+  ImGui::EndChild();
+  ImGui::PopStyleColor();
+}
+
 }  // namespace
 
 void show_training(LabState& lab, TrainingView& view) {
@@ -172,6 +190,7 @@ void show_training(LabState& lab, TrainingView& view) {
   line_plot("loss", loss, ImVec2(plot_w, plot_h), settings.log_loss, "step", "loss");
   ImGui::SameLine();
   line_plot("accuracy", accuracy, ImVec2(plot_w, plot_h), false, "step", "accuracy");
+  view.plots_max_y = ImGui::GetItemRectMax().y;
   if (!snap.schedule.tensors.empty()) show_schedule(snap.schedule, snap.step, plot_w);
   // attention maps of the probe sequence, one per head of the chosen layer
   if (snap.layers > 0) {
@@ -202,17 +221,7 @@ void show_training(LabState& lab, TrainingView& view) {
     }
   }
   ImGui::EndChild();
-  if (!snap.banner.empty()) {
-    // Over the top of the plots, drawn last: a row inserted above the controls moved every
-    // control down under the pointer (the next click landed on another widget).
-    const float left = 320 + ImGui::GetStyle().ItemSpacing.x;
-    ImGui::SetCursorScreenPos(ImVec2(origin.x + left, origin.y));
-    ImGui::PushStyleColor(ImGuiCol_ChildBg, kBannerRed);
-    ImGui::BeginChild("nan_banner", ImVec2(avail.x - left, 30), true);
-    ImGui::TextUnformatted(snap.banner.c_str());
-    ImGui::EndChild();
-    ImGui::PopStyleColor();
-  }
+  show_nan_banner(snap.banner, origin, avail, view);
 }
 
 }  // namespace flt::viz

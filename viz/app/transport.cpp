@@ -24,20 +24,13 @@ bool write_text(const std::string& path, const std::string& text) {
   return static_cast<bool>(out);
 }
 
-// The absolute form of `path` with its folder created; empty (and `error` set) when it cannot be.
-std::string prepare_path(const std::string& path, std::string* error) {
+// Creates the folder of `path` (the export folder the user chose); false with `error` set.
+bool create_folder_of(const std::string& path, std::string* error) {
   std::error_code ec;
-  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
-  if (ec || path.empty()) {
-    *error = "Could not export to '" + path + "': not a valid path";
-    return {};
-  }
-  if (absolute.has_parent_path()) std::filesystem::create_directories(absolute.parent_path(), ec);
-  if (ec) {
-    *error = "Could not create " + absolute.parent_path().string() + ": " + ec.message();
-    return {};
-  }
-  return absolute.string();
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::filesystem::create_directories(folder, ec);
+  if (ec) *error = "Could not create the folder " + folder.string() + ": " + ec.message();
+  return !ec;
 }
 
 // Rebuilds the current scene from the scenario, paused.
@@ -67,22 +60,26 @@ void transport_keys(AppState& s) {
 void request_export(AppState& s, ExportDialog::Kind kind) {
   const char* what = kind == ExportDialog::Kind::kPanelPng ? "panel" : "";
   const char* extension = kind == ExportDialog::Kind::kCsv ? "csv" : "png";
-  const std::string path = default_export_path(s.export_dir, scene_key(s.lab.scenario.scene), what,
-                                               extension, std::time(nullptr));
-  std::snprintf(s.export_dialog.path, sizeof(s.export_dialog.path), "%s", path.c_str());
-  s.export_dialog.kind = kind;
-  s.export_dialog.open_requested = true;
+  const std::string name =
+      default_export_path("", scene_key(s.lab.scenario.scene), what, extension, std::time(nullptr));
+  auto& dialog = s.export_dialog;
+  std::snprintf(dialog.folder, sizeof(dialog.folder), "%s", s.export_dir.c_str());
+  std::snprintf(dialog.name, sizeof(dialog.name), "%s", name.c_str());
+  dialog.error.clear();
+  dialog.kind = kind;
+  dialog.open_requested = true;
 }
 
 }  // namespace
 
-void run_export(AppState& s) {
-  std::string error;
-  const std::string path = prepare_path(s.export_dialog.path, &error);
-  if (path.empty()) {
-    confirm(s, error);
-    return;
+bool run_export(AppState& s) {
+  auto& dialog = s.export_dialog;
+  const std::string path = export_target(dialog.folder, dialog.name, &dialog.error);
+  if (path.empty() || !create_folder_of(path, &dialog.error)) {
+    report_failure(s, "Not exported: " + dialog.error);
+    return false;
   }
+  s.export_dir = dialog.folder;  // the next export offers the folder chosen now
   const SceneId scene = s.lab.scenario.scene;
   switch (s.export_dialog.kind) {
     case ExportDialog::Kind::kWindowPng:
@@ -91,35 +88,53 @@ void run_export(AppState& s) {
       s.screenshot_panel_only = s.export_dialog.kind == ExportDialog::Kind::kPanelPng;
       s.screenshot_skip_frames = 1;  // this frame still draws the dialog that asked for it
       break;
-    case ExportDialog::Kind::kCsv: {
-      const bool ok = write_text(path, scene_csv(s.lab, scene));
-      confirm(s, ok ? "Wrote " + path : "Could not write " + path);
+    case ExportDialog::Kind::kCsv:
+      if (!write_text(path, scene_csv(s.lab, scene))) {
+        report_failure(s, "Could not write " + path);
+        return false;
+      }
+      confirm(s, "Wrote " + path);
       break;
-    }
   }
+  return true;
 }
 
 namespace {
 
 void export_dialog(AppState& s) {
-  if (s.export_dialog.open_requested) {
+  auto& dialog = s.export_dialog;
+  if (dialog.open_requested) {
     ImGui::OpenPopup("Export");
-    s.export_dialog.open_requested = false;
+    dialog.open_requested = false;
   }
   if (!ImGui::BeginPopupModal("Export", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) return;
   static const char* kWhat[] = {"the window as a PNG", "the scene panel as a PNG",
                                 "the data as CSV"};
-  ImGui::Text("Export %s to:", kWhat[static_cast<int>(s.export_dialog.kind)]);
-  ImGui::SetNextItemWidth(560);
+  ImGui::Text("Export %s", kWhat[static_cast<int>(dialog.kind)]);
+  ImGui::SetNextItemWidth(480);
+  ImGui::InputText("folder", dialog.folder, sizeof(dialog.folder));
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Created if missing. A relative folder starts in the folder flt-lab was "
+        "started from.");
+  // The name opens with its whole text selected (typing replaces it), wherever the cursor was
+  // left in the last dialog.
+  ImGui::SetNextItemWidth(480);
   if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
-  const bool enter = ImGui::InputText("##path", s.export_dialog.path, sizeof(s.export_dialog.path),
-                                      ImGuiInputTextFlags_EnterReturnsTrue);
-  std::error_code ec;
-  ImGui::TextDisabled("= %s", std::filesystem::absolute(s.export_dialog.path, ec).string().c_str());
-  ImGui::TextDisabled("(a relative path starts in the folder flt-lab was started from)");
+  const bool enter =
+      ImGui::InputText("name", dialog.name, sizeof(dialog.name),
+                       ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_AutoSelectAll);
+  std::string problem;
+  const std::string target = export_target(dialog.folder, dialog.name, &problem);
+  if (target.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, kWarningColor);
+    ImGui::TextWrapped("%s", problem.c_str());
+    ImGui::PopStyleColor();
+  } else {
+    ImGui::TextDisabled("= %s", target.c_str());
+  }
   if (ImGui::Button("Save", ImVec2(100, 0)) || enter) {
-    ImGui::CloseCurrentPopup();
-    run_export(s);
+    if (run_export(s)) ImGui::CloseCurrentPopup();  // refused: the dialog stays, saying why
   }
   ImGui::SameLine();
   if (ImGui::Button("Cancel", ImVec2(100, 0)) || ImGui::IsKeyPressed(GLFW_KEY_ESCAPE, false))
@@ -133,9 +148,17 @@ void export_buttons(AppState& s) {
   ImGui::SameLine();
   if (ImGui::Button("Export panel PNG...")) request_export(s, ExportDialog::Kind::kPanelPng);
   ImGui::SameLine();
-  ImGui::BeginDisabled(scene != SceneId::kArena && scene != SceneId::kTraining);
+  const std::string no_csv = csv_unavailable_reason(scene);
+  ImGui::BeginDisabled(!no_csv.empty());
   if (ImGui::Button("Export CSV...")) request_export(s, ExportDialog::Kind::kCsv);
   ImGui::EndDisabled();
+  if (!no_csv.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30.0f);
+    ImGui::TextUnformatted(no_csv.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+  }
   export_dialog(s);
 }
 
@@ -182,9 +205,11 @@ void show_transport(AppState& s) {
   ImGui::SameLine();
   if (ImGui::Button("Paste state")) {
     const char* clip = ImGui::GetClipboardText();
-    apply_state_string(lab, clip ? clip : "");
-    confirm(s, lab.message == "state applied" ? "Applied the state string from the clipboard"
-                                              : lab.message);
+    if (apply_state_string(lab, clip ? clip : "")) {
+      confirm(s, lab.message);  // with a note when it opens a level still locked
+    } else {
+      report_failure(s, lab.message);
+    }
   }
   ImGui::SameLine();
   export_buttons(s);

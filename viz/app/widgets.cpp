@@ -17,9 +17,9 @@ void section(const char* title) {
 }
 
 bool slider_double(const char* label, double* value, double lo, double hi, const char* format,
-                   bool log) {
+                   bool log, ImGuiSliderFlags flags) {
   return ImGui::SliderScalar(label, ImGuiDataType_Double, value, &lo, &hi, format,
-                             log ? ImGuiSliderFlags_Logarithmic : ImGuiSliderFlags_None);
+                             flags | (log ? ImGuiSliderFlags_Logarithmic : ImGuiSliderFlags_None));
 }
 
 bool combo(const char* label, int* index, const std::vector<std::string>& items) {

@@ -13,6 +13,7 @@ namespace flt::viz {
 
 inline const ImVec4 kHeadingColor(0.55f, 0.8f, 1.0f, 1.0f);
 inline const ImVec4 kWarningColor(1.0f, 0.8f, 0.3f, 1.0f);
+inline const ImVec4 kGoldColor(1.0f, 0.85f, 0.2f, 1.0f);       ///< stars
 inline const ImVec4 kRunningColor(0.45f, 0.95f, 0.55f, 1.0f);  ///< "training", confirmations
 inline constexpr ImU32 kBannerRed = IM_COL32(200, 40, 40, 255);
 
@@ -22,9 +23,10 @@ ImU32 rgb(const std::array<uint8_t, 3>& c, uint8_t alpha = 255);
 /// A coloured heading with a separator under it.
 void section(const char* title);
 
-/// SliderScalar over a double, logarithmic when `log`.
+/// SliderScalar over a double, logarithmic when `log`; `flags` adds ImGuiSliderFlags (e.g.
+/// AlwaysClamp, so a value typed with Ctrl+click stays in range).
 bool slider_double(const char* label, double* value, double lo, double hi, const char* format,
-                   bool log);
+                   bool log, ImGuiSliderFlags flags = 0);
 
 /// A combo box over `items` (e.g. the library's list of spectrum families); *index is clamped
 /// into the list when drawn.

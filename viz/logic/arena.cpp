@@ -135,15 +135,31 @@ std::string diverged_advice(RacerKind kind, double lr, double momentum) {
 
 LevelProgress::LevelProgress() : best_stars(arena_levels().size(), 0) {}
 
-void LevelProgress::record(int level, int stars) {
-  if (level < 0 || level >= static_cast<int>(best_stars.size())) return;
-  best_stars[level] = std::max(best_stars[level], stars);
+bool LevelProgress::record(int level, int stars) {
+  if (level < 0 || level >= static_cast<int>(best_stars.size())) return false;
+  if (stars <= best_stars[level]) return false;
+  best_stars[level] = stars;
+  return true;
 }
 
 bool LevelProgress::unlocked(int level) const {
   if (level <= 0) return level == 0;
   if (level >= static_cast<int>(best_stars.size())) return false;
   return best_stars[level - 1] >= 1;
+}
+
+std::string par_sentence(const ArenaLevel& level, bool par_reached, int par) {
+  char text[200];
+  if (par_reached) {
+    std::snprintf(text, sizeof(text), "par %d (the house Adam's steps to eps=%.0e)", par,
+                  level.epsilon);
+  } else {
+    std::snprintf(text, sizeof(text),
+                  "no par: the house Adam does not reach eps=%.0e in %d steps, so reaching it "
+                  "at all earns 3 stars",
+                  level.epsilon, level.max_steps);
+  }
+  return text;
 }
 
 // ---- racing ------------------------------------------------------------------------------------
@@ -204,6 +220,21 @@ std::vector<std::array<double, 2>> minima_of(const ArenaLevel& level) {
   return out;
 }
 
+// What to try when a racer's steps carried it off the map, where it stayed (not a blow-up).
+std::string wandered_advice(double lr, double momentum) {
+  char text[240];
+  std::snprintf(text, sizeof(text),
+                "Its steps carried it over the ridges and off the map: try momentum %.2g or "
+                "learning rate %.3g.",
+                momentum > 0.0 ? momentum / 2 : 0.0, lr / 3);
+  return text;
+}
+
+// Whether (x, y) lies outside the level's view box (where the map cannot show it).
+bool off_map(const ArenaLevel& level, double x, double y) {
+  return x < level.lo_x || x > level.hi_x || y < level.lo_y || y > level.hi_y;
+}
+
 // One optimizer step of `racer`, with the NaN guard: a non-finite gradient or value, or a point far
 // outside the view box, ends the racer as diverged instead of letting NaN spread.
 void step_racer(const ArenaLevel& level, const std::vector<std::array<double, 2>>& minima,
@@ -228,14 +259,21 @@ void step_racer(const ArenaLevel& level, const std::vector<std::array<double, 2>
   const auto coordinates = p.accessor<double, 1>();
   const double x = coordinates[0], y = coordinates[1];
   const double value = clean_value(level, x, y);
+  // Off the map by more than half its width: the racer has left for good. (Three widths, as
+  // before, let a racer on the 10-wide egg crate sit 14 away as "out of steps" while the 4-wide
+  // banana flagged the same case.)
   const double span = std::max(level.hi_x - level.lo_x, level.hi_y - level.lo_y);
-  const bool far = std::abs(x - 0.5 * (level.lo_x + level.hi_x)) > 3 * span ||
-                   std::abs(y - 0.5 * (level.lo_y + level.hi_y)) > 3 * span;
+  const bool far = std::abs(x - 0.5 * (level.lo_x + level.hi_x)) > span ||
+                   std::abs(y - 0.5 * (level.lo_y + level.hi_y)) > span;
+  // A racer that crossed the map in one step blew up; one that drifted off carried on too far.
+  const bool drifted = !racer.path.empty() && racer.kind != RacerKind::kLearned &&
+                       std::hypot(x - racer.path.back()[0], y - racer.path.back()[1]) < 0.5 * span;
   if (!std::isfinite(value) || !std::isfinite(x) || !std::isfinite(y) || far) {
     racer.status = RacerStatus::kDiverged;
     racer.note = far ? "left the map at step " + std::to_string(racer.steps)
                      : "non-finite value at step " + std::to_string(racer.steps);
-    racer.advice = diverged_advice(racer.kind, runner.lr, runner.momentum);
+    racer.advice = far && drifted ? wandered_advice(runner.lr, runner.momentum)
+                                  : diverged_advice(racer.kind, runner.lr, runner.momentum);
     return;
   }
   if (level.max_swings >= 0 && !racer.path.empty()) {  // big reversals across the swing axis
@@ -253,6 +291,17 @@ void step_racer(const ArenaLevel& level, const std::vector<std::array<double, 2>
   if (value <= level.epsilon) {
     racer.status = RacerStatus::kReached;
     racer.steps_to_epsilon = racer.steps;
+  } else if (racer.steps >= level.max_steps && off_map(level, x, y)) {
+    // its budget spent somewhere the player cannot see: it left the map, it did not run short
+    char where[160];
+    std::snprintf(where, sizeof(where),
+                  "left the map: ended at (%.2f, %.2f), outside x in [%.3g, %.3g], y in "
+                  "[%.3g, %.3g]",
+                  x, y, level.lo_x, level.hi_x, level.lo_y, level.hi_y);
+    racer.status = RacerStatus::kDiverged;
+    racer.note = where;
+    racer.advice = drifted ? wandered_advice(runner.lr, runner.momentum)
+                           : diverged_advice(racer.kind, runner.lr, runner.momentum);
   } else if (racer.steps >= level.max_steps) {
     racer.status = RacerStatus::kOutOfSteps;
   }
@@ -391,6 +440,30 @@ int ArenaGame::step_count() const {
   return impl_->steps;
 }
 
+int ArenaGame::steps_taken() const {
+  int most = impl_->steps;
+  for (const auto& racer : impl_->racers) most = std::max(most, racer.steps);
+  return most;
+}
+
+std::string ArenaGame::human_done_line() const {
+  for (const auto& racer : impl_->racers) {
+    if (racer.kind != RacerKind::kHuman) continue;
+    const int stars = racer_stars(racer);
+    const std::string earned =
+        std::to_string(stars) + (stars == 1 ? " star" : " stars") + " (recorded).";
+    switch (racer.status) {
+      case RacerStatus::kReached:
+        return "Your racer reached eps in " + std::to_string(racer.steps_to_epsilon) +
+               " steps: " + earned;
+      case RacerStatus::kDiverged: return "Your racer diverged: 0 stars.";
+      case RacerStatus::kOutOfSteps: return "Your racer ran out of steps: 0 stars.";
+      default: return {};
+    }
+  }
+  return {};
+}
+
 bool ArenaGame::finished() const {
   for (const auto& racer : impl_->racers) {
     if (racer.status == RacerStatus::kReady || racer.status == RacerStatus::kRunning) return false;
@@ -413,18 +486,7 @@ bool ArenaGame::par_reached() const {
 }
 
 std::string ArenaGame::par_text() const {
-  const auto& s = *impl_;
-  char text[200];
-  if (s.par_reached) {
-    std::snprintf(text, sizeof(text), "par %d (the house Adam's steps to eps=%.0e)", s.par,
-                  s.level.epsilon);
-  } else {
-    std::snprintf(text, sizeof(text),
-                  "no par: the house Adam does not reach eps=%.0e in %d steps, so reaching it "
-                  "at all earns 3 stars",
-                  s.level.epsilon, s.level.max_steps);
-  }
-  return text;
+  return par_sentence(impl_->level, impl_->par_reached, impl_->par);
 }
 
 int ArenaGame::racer_stars(const Racer& racer) const {

@@ -64,11 +64,16 @@ struct Racer {
 /// 1 to 3 stars for reaching epsilon within par, 2 par, or the budget; 0 when not reached.
 int stars_for(int steps_to_epsilon, int par);
 
+/// The par line: "par 91 (the house Adam's steps to eps=1e-03)" when the house Adam reached eps
+/// in `par` steps, else the sentence saying there is no par and what earns 3 stars.
+std::string par_sentence(const ArenaLevel& level, bool par_reached, int par);
+
 /// Which levels the player may pick: level 0, and each level after one with at least one star.
 struct LevelProgress {
   std::vector<int> best_stars;  ///< per level
   LevelProgress();
-  void record(int level, int stars);
+  /// Keeps the best of `stars` and what the level had; true when that raised it.
+  bool record(int level, int stars);
   bool unlocked(int level) const;
 };
 
@@ -110,7 +115,13 @@ class ArenaGame {
   int advance(double seconds, float speed);
 
   int step_count() const;
+  /// The steps of the racer furthest along: step_count() while every racer steps, your racer's
+  /// steps in "click each step" mode (where only it moves).
+  int steps_taken() const;
   bool finished() const;  ///< no racer running
+  /// Once your racer stopped (reached eps, diverged, out of steps): one line saying how and its
+  /// stars; empty while it races or when it does not race.
+  std::string human_done_line() const;
   const ArenaLevel& level() const;
   int level_index() const;
   /// Par: the house Adam's steps to eps from this start, or the budget when it never gets there.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <type_traits>
 #include <variant>
 
@@ -18,6 +19,7 @@
 #include "logic/kernel_explorer.h"
 #include "logic/tensors.h"
 #include "logic/variant_options.h"
+#include "logic/variants.h"
 
 namespace flt::viz {
 namespace {
@@ -60,6 +62,21 @@ const std::string& schoenbat_kernel_name(int index) {
   return names[std::clamp<size_t>(std::max(index, 0), 0, names.size() - 1)];
 }
 
+std::string attention_settings_error(const AttentionLabSettings& settings) {
+  // FourierAttentionOptions::r_init takes 0 as "match R to the head dimension"; the panel has no
+  // such choice, so its R must be a width
+  const double r = settings.fourier_r;
+  if (variant_name(settings.variant) == "fourier" && !(r > 0.0 && std::isfinite(r))) {
+    char text[200];
+    std::snprintf(text, sizeof(text),
+                  "R must be a positive number (the kernel is phi(sin(R x) / (R x))), got %g: "
+                  "showing the last pictures computed",
+                  r);
+    return text;
+  }
+  return {};
+}
+
 std::string attention_error_hint(const std::string& variant) {
   if (variant == "softmax")
     return "Exact: 0 by construction. The logit scale sharpens or flattens it.";
@@ -94,6 +111,8 @@ const char* attention_input_label(AttentionInput input) {
 AttentionLabResult compute_attention_lab(const AttentionLabSettings& settings, uint64_t seed,
                                          const LiveQueriesKeys* live) {
   return computed_or_error<AttentionLabResult>([&](AttentionLabResult& result) {
+    result.error = attention_settings_error(settings);
+    if (!result.error.empty()) return;
     torch::NoGradGuard no_grad;
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     torch::Tensor q, k;

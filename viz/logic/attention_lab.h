@@ -26,6 +26,10 @@ const std::vector<std::string>& schoenbat_kernel_names();
 /// schoenbat_kernel_names()[index], clamped to the list.
 const std::string& schoenbat_kernel_name(int index);
 
+/// Why `settings` cannot be computed, in the panel's words ("R must be positive ..."), naming the
+/// bad value; empty when they can.
+std::string attention_settings_error(const AttentionLabSettings& settings);
+
 /// One line under a variant's error: what the number measures and the knob that moves it.
 std::string attention_error_hint(const std::string& variant);
 

@@ -1,6 +1,8 @@
 #include "logic/interaction.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 
 namespace flt::viz {
 
@@ -47,6 +49,50 @@ std::string default_export_path(const std::string& dir, const std::string& scene
   std::string name = "flt-lab-" + scene;
   if (!what.empty()) name += "-" + what;
   return (dir.empty() ? std::string() : dir + "/") + name + "-" + stamp + "." + extension;
+}
+
+std::string export_target(const std::string& folder, const std::string& name, std::string* error) {
+  namespace fs = std::filesystem;
+  error->clear();
+  if (folder.empty()) {
+    *error = "Choose a folder to export to (it is empty)";
+    return {};
+  }
+  if (name.empty()) {
+    *error = "Type a file name to export to (it is empty)";
+    return {};
+  }
+  if (name.find('/') != std::string::npos) {
+    *error = "The file name '" + name +
+             "' holds a folder separator '/': type a name only, and choose the folder above";
+    return {};
+  }
+  if (name == "." || name == "..") {
+    *error = "'" + name + "' is not a file name";
+    return {};
+  }
+  std::error_code ec;
+  fs::path dir = fs::absolute(folder, ec).lexically_normal();
+  if (ec) {
+    *error = "The folder '" + folder + "' is not a valid path: " + ec.message();
+    return {};
+  }
+  if (!dir.has_filename() && dir != dir.root_path()) dir = dir.parent_path();  // "out/" -> "out"
+  const fs::path target = dir / name;
+  // where it really lands: a name that is a link to elsewhere, or a folder that is, resolve there
+  const fs::path real_dir = fs::weakly_canonical(dir, ec);
+  fs::path real_target = ec ? fs::path() : fs::weakly_canonical(target, ec);
+  std::error_code missing;  // a name not there yet is no error
+  if (!ec && fs::is_symlink(fs::symlink_status(target, missing))) {  // even one to nothing yet
+    const fs::path link = fs::read_symlink(target, ec);
+    if (!ec) real_target = fs::weakly_canonical(link.is_absolute() ? link : dir / link, ec);
+  }
+  if (ec || real_target.parent_path() != real_dir) {
+    *error = "'" + name + "' resolves to " + real_target.string() + ", outside the folder " +
+             dir.string() + ": choose another name";
+    return {};
+  }
+  return target.string();
 }
 
 }  // namespace flt::viz

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "logic/progress_file.h"
+
 namespace flt::viz {
 namespace {
 
@@ -39,13 +41,15 @@ void post_request(LabState& lab, SceneId scene) {
   switch (scene) {
     case SceneId::kAttention:
       if (lab.attention.transport.dirty) {
+        lab.attention.transport.dirty = false;
+        lab.attention.settings_error = attention_settings_error(sc.attention);
+        if (!lab.attention.settings_error.empty()) break;  // the last pictures stay
         LiveQueriesKeys live;
         if (sc.attention.input == AttentionInput::kLiveModel) {
           lab.training.session.probe_queries_keys(&live.q, &live.k, &live.heads, &live.length,
                                                   &live.dim);
         }
         lab.attention.job.request(sc.attention, sc.seed, std::move(live));
-        lab.attention.transport.dirty = false;
       }
       break;
     case SceneId::kKernel:
@@ -85,7 +89,39 @@ void update_job_scene(LabState& lab, SceneId scene, DrawTransport& transport, Jo
   if (job.poll()) version += 1;
 }
 
+// Records the stars of the race on screen as soon as they are earned (a racer's stars are final
+// when it reaches eps, and in "click each step" mode the house racers may never finish), and
+// saves the progress when a level's best rose.
+void record_arena_stars(LabState& lab) {
+  ArenaScene& arena = lab.arena;
+  if (!arena.progress.record(arena.game.level_index(), arena.game.stars())) return;
+  if (arena.progress_path.empty()) return;
+  std::string error;
+  if (!save_progress(arena.progress_path, arena.progress, &error) && !arena.progress_reported) {
+    arena.progress_reported = true;  // once: the next stars would only repeat it
+    lab.alert = error + " (stars are kept until flt-lab closes)";
+  }
+}
+
 }  // namespace
+
+void use_progress_file(LabState& lab, const std::string& path) {
+  std::string error;
+  lab.arena.progress = load_progress(path, &error);
+  lab.arena.progress_path = path;
+  lab.arena.progress_reported = false;
+  if (!error.empty()) lab.alert = error;
+}
+
+std::string locked_level_note(const LabState& lab) {
+  const ArenaSettings& arena = lab.scenario.arena;
+  if (arena.swarm || lab.arena.progress.unlocked(arena.level)) return {};
+  const auto& levels = arena_levels();
+  if (arena.level <= 0 || arena.level >= static_cast<int>(levels.size())) return {};
+  return "Level " + levels[arena.level].name + " is still locked in your progress (a star on " +
+         levels[arena.level - 1].name +
+         " opens it): the state string opens it anyway, and stars earned here count.";
+}
 
 LessonOutcome run_lesson_quick(const LessonRequest& request) {
   LessonOutcome outcome;
@@ -117,7 +153,6 @@ void rebuild_scene(LabState& lab, SceneId scene) {
   if (scene == SceneId::kArena) {
     lab.arena.game.load(sc.arena, sc.seed);
     if (sc.arena.swarm) lab.arena.swarm.load(sc.seed);
-    lab.arena.recorded_level = -1;
   } else if (scene == SceneId::kTraining) {
     lab.training.session.configure(sc.training, sc.seed);
   } else if (scene == SceneId::kLessons) {
@@ -143,7 +178,8 @@ void apply_scenario(LabState& lab, const Scenario& scenario, std::optional<Scene
 bool apply_state_string(LabState& lab, const std::string& text) {
   try {
     apply_scenario(lab, decode_state(text));
-    lab.message = "state applied";
+    const std::string note = locked_level_note(lab);
+    lab.message = "Applied the state string" + (note.empty() ? "" : ". " + note);
     return true;
   } catch (const std::invalid_argument& e) {
     lab.message = e.what();
@@ -220,16 +256,9 @@ void update_scene(LabState& lab, SceneId scene, double dt) {
         break;
       }
       if (arena.playing) arena.game.advance(dt, speed);
-      // A star, once earned, stays (a swing cap lowers stars to 1, never to 0): the next level
-      // opens now, not when the last racer stops. The full count is recorded at the finish.
-      if (arena.game.stars() >= 1) arena.progress.record(arena.game.level_index(), 1);
-      if (arena.game.finished()) {
-        arena.playing = false;
-        if (arena.recorded_level != arena.game.level_index()) {
-          arena.progress.record(arena.game.level_index(), arena.game.stars());
-          arena.recorded_level = arena.game.level_index();
-        }
-      }
+      // Stars count when earned, not when the last racer stops: the next level opens now.
+      record_arena_stars(lab);
+      if (arena.game.finished()) arena.playing = false;
       break;
     }
     case SceneId::kTraining:  // the worker trains; the panel reads snapshots
@@ -276,6 +305,21 @@ std::string scene_csv(const LabState& lab, SceneId scene) {
   }
   if (scene == SceneId::kTraining) return lab.training.session.curves_csv();
   return {};
+}
+
+std::string csv_unavailable_reason(SceneId scene) {
+  switch (scene) {
+    case SceneId::kArena:
+    case SceneId::kTraining: return {};
+    case SceneId::kAttention:
+    case SceneId::kKernel:
+    case SceneId::kRpe:
+    case SceneId::kLessons: break;
+  }
+  return std::string(scene_title(scene)) +
+         " has no table to export: CSV export is for the Optimizer Arena's trajectories and "
+         "Live Training's curves. Export PNG keeps this picture (flt-demo writes the lessons' "
+         "CSV files).";
 }
 
 std::vector<std::string> background_activity(const LabState& lab, SceneId visible) {

@@ -35,8 +35,9 @@ struct ArenaScene {
   ArenaGame game;
   SwarmRace swarm;  ///< the swarm level, when ArenaSettings::swarm
   bool playing = false;
-  LevelProgress progress;   ///< stars per level (kept across scenarios)
-  int recorded_level = -1;  ///< the finished race's stars are recorded once
+  LevelProgress progress;          ///< stars per level (kept across scenarios)
+  std::string progress_path;       ///< where progress is saved (empty: kept in memory only)
+  bool progress_reported = false;  ///< a failure to save it was reported (once)
 };
 
 struct TrainingScene {
@@ -47,7 +48,8 @@ struct TrainingScene {
 struct AttentionScene {
   DrawTransport transport;
   AttentionLab job;
-  int64_t version = 0;  ///< changes when a new result arrives
+  std::string settings_error;  ///< the knobs cannot be computed (the last result stays shown)
+  int64_t version = 0;         ///< changes when a new result arrives
 };
 
 struct KernelJobRequest {
@@ -125,7 +127,8 @@ struct LabState {
   KernelScene kernel;
   RpeScene rpe;
   LessonsScene lessons;
-  std::string message;        ///< the status line: applied states, exports, errors
+  std::string message;  ///< the status line: applied states, exports, errors
+  std::string alert;    ///< a failure for the UI to show once (it clears it): progress not saved
   bool scene_changed = true;  ///< scenario.scene was set from outside: the UI shows that tab
 };
 
@@ -138,6 +141,16 @@ void apply_scenario(LabState& lab, const Scenario& scenario,
 /// Paste state: decodes `text` and applies it. On a bad string nothing changes and lab.message
 /// names the bad key or value; returns whether it applied.
 bool apply_state_string(LabState& lab, const std::string& text);
+
+/// Loads the arena player's progress from `path` (a missing file is a first start) and saves it
+/// there each time a level's best stars rise. A corrupt or unreadable file is ignored and named in
+/// lab.alert; so is the first failure to save. An empty path keeps progress in memory only (what
+/// headless renders and tests use, so they neither see nor change a player's stars).
+void use_progress_file(LabState& lab, const std::string& path);
+
+/// When lab.scenario opens an arena level that the player's progress has not unlocked: one
+/// sentence saying so (the state string opens it anyway; stars earned there count); else empty.
+std::string locked_level_note(const LabState& lab);
 
 /// Rebuilds `scene` from lab.scenario after its settings changed (a knob), keeping play state.
 void rebuild_scene(LabState& lab, SceneId scene);
@@ -165,6 +178,9 @@ bool lab_animating(const LabState& lab);
 /// The data of what `scene` shows as CSV (Export CSV): the arena's trajectories (the swarm
 /// level's race when it is on), Live Training's curves; empty for scenes without one.
 std::string scene_csv(const LabState& lab, SceneId scene);
+
+/// Why Export CSV is off on `scene` (a sentence for its tooltip); empty where it exports.
+std::string csv_unavailable_reason(SceneId scene);
 
 /// What keeps running while `visible` is shown, one line each ("Live Training: step 412, 18.3
 /// steps/s"); empty when nothing does.

@@ -235,4 +235,47 @@ SurfaceCamera fit_surface_camera(float yaw, float pitch, float width, float heig
   return camera;
 }
 
+std::vector<size_t> path_vertices(const std::vector<std::array<float, 2>>& points, float min_step) {
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (!kept.empty()) {
+      const auto& last = points[kept.back()];
+      const float step = std::hypot(points[i][0] - last[0], points[i][1] - last[1]);
+      if (step < min_step) {
+        if (i + 1 == points.size()) kept.back() = i;  // the current point is where the dot is
+        continue;
+      }
+    }
+    kept.push_back(i);
+  }
+  if (kept.size() == 1 && points.size() > 1) kept.insert(kept.begin(), 0);
+  return kept;
+}
+
+std::vector<int> hidden_curves(const std::vector<std::vector<float>>& xs,
+                               const std::vector<std::vector<float>>& ys, bool log_y,
+                               float tolerance) {
+  const auto t = [log_y](float y) { return log_y ? std::log10(y) : y; };
+  float lo = INFINITY, hi = -INFINITY;
+  for (const auto& curve : ys) {
+    for (float y : curve) {
+      if (!std::isfinite(t(y))) continue;
+      lo = std::min(lo, t(y));
+      hi = std::max(hi, t(y));
+    }
+  }
+  const float limit = tolerance * (hi > lo ? hi - lo : 1.0f);
+  std::vector<int> hidden(ys.size(), -1);
+  for (size_t i = 0; i < ys.size(); ++i) {
+    for (size_t j = ys.size(); j-- > i + 1 && hidden[i] < 0;) {  // the topmost cover first
+      if (ys[j].size() != ys[i].size() || xs[j] != xs[i] || ys[i].empty()) continue;
+      bool covered = true;
+      for (size_t k = 0; k < ys[i].size() && covered; ++k)
+        covered = std::abs(t(ys[i][k]) - t(ys[j][k])) <= limit;
+      if (covered) hidden[i] = static_cast<int>(j);
+    }
+  }
+  return hidden;
+}
+
 }  // namespace flt::viz

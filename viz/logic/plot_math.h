@@ -75,4 +75,18 @@ struct SurfaceCamera {
 };
 SurfaceCamera fit_surface_camera(float yaw, float pitch, float width, float height, float margin);
 
+/// The indices of `points` (screen pixels) a drawn path goes through: each at least `min_step`
+/// from the one kept before it, the first and the last always kept. An optimizer circling its
+/// minimum for hundreds of steps otherwise leaves segments a fraction of a pixel long whose thick
+/// joins stick out as spikes.
+std::vector<size_t> path_vertices(const std::vector<std::array<float, 2>>& points, float min_step);
+
+/// For each curve i (drawn in order, later ones on top), the index of a later curve that hides it:
+/// one sampled at the same x whose y is everywhere within `tolerance` of the plot's height (the y
+/// range of all curves; log10 of y when `log_y`) of curve i's; -1 when none does. A legend entry
+/// whose curve cannot be seen should say where it is.
+std::vector<int> hidden_curves(const std::vector<std::vector<float>>& xs,
+                               const std::vector<std::vector<float>>& ys, bool log_y,
+                               float tolerance);
+
 }  // namespace flt::viz

@@ -95,6 +95,19 @@ Field double_field(const char* key, T Scenario::*outer, double T::*member) {
   return {key, [=](const Scenario& s) { return format_double((s.*outer).*member); },
           [=](Scenario& s, const std::string& v) { (s.*outer).*member = parse_double(key, v); }};
 }
+// A number that only means something above 0 (a kernel's width): 0 and below are refused.
+template <typename T>
+Field positive_field(const char* key, T Scenario::*outer, double T::*member) {
+  return {key, [=](const Scenario& s) { return format_double((s.*outer).*member); },
+          [=](Scenario& s, const std::string& v) {
+            const double value = parse_double(key, v);
+            if (value <= 0.0) {
+              throw std::invalid_argument("state string: key '" + std::string(key) +
+                                          "' must be positive, got '" + v + "'");
+            }
+            (s.*outer).*member = value;
+          }};
+}
 template <typename T>
 Field bool_field(const char* key, T Scenario::*outer, bool T::*member) {
   return {key, [=](const Scenario& s) { return std::string((s.*outer).*member ? "1" : "0"); },
@@ -202,7 +215,7 @@ const std::vector<Field>& fields() {
       double_field("l.softmax_scale", &Scenario::attention, &AttentionLabSettings::softmax_scale),
       double_field("l.linear_eps", &Scenario::attention, &AttentionLabSettings::linear_eps),
       int_field("l.m", &Scenario::attention, &AttentionLabSettings::features, 1, 4096),
-      double_field("l.R", &Scenario::attention, &AttentionLabSettings::fourier_r),
+      positive_field("l.R", &Scenario::attention, &AttentionLabSettings::fourier_r),
       int_field("l.phi", &Scenario::attention, &AttentionLabSettings::fourier_phi, 0,
                 kKernelPhiCount - 1),
       int_field("l.family", &Scenario::attention, &AttentionLabSettings::flt_family, 0,

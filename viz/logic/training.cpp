@@ -332,8 +332,11 @@ struct TrainingSession::Impl {
       snap.playing = false;
       snap.nan_paused = true;
       snap.nan_step = step + 1;
+      // advice fits the cause: a NaN injected by "Break it" says nothing about the learning rate
       snap.banner = "Training paused: " + problem + " at step " + std::to_string(step + 1) +
-                    " (the update was not applied). Lower the learning rate or reset.";
+                    (poisoned ? ", injected by \"Break it\" (the update was not applied). Play "
+                                "goes on from here."
+                              : " (the update was not applied). Lower the learning rate or reset.");
       if (poisoned) nan_inject_step = -1;
       return false;
     }
@@ -508,9 +511,15 @@ TrainingStatus TrainingSession::status() const {
 std::string TrainingSession::curves_csv() const {
   const auto snap = snapshot();
   std::ostringstream out;
-  out << "step,loss,accuracy\n";
-  for (size_t i = 0; i < snap.loss.size(); ++i)
-    out << i + 1 << ',' << snap.loss[i] << ',' << snap.accuracy[i] << '\n';
+  out << "run,step,loss,accuracy\n";
+  // the earlier runs the plots compare, oldest first, then the current one
+  const auto write = [&out](const std::string& label, const std::vector<float>& loss,
+                            const std::vector<float>& accuracy) {
+    for (size_t i = 0; i < loss.size() && i < accuracy.size(); ++i)
+      out << '"' << label << "\"," << i + 1 << ',' << loss[i] << ',' << accuracy[i] << '\n';
+  };
+  for (const auto& run : snap.previous) write(run.label, run.loss, run.accuracy);
+  write(snap.label, snap.loss, snap.accuracy);
   return out.str();
 }
 

@@ -124,7 +124,8 @@ class TrainingSession {
   void run_steps(int n);
   TrainingSnapshot snapshot() const;
   TrainingStatus status() const;
-  /// "step,loss,accuracy" rows.
+  /// "run,step,loss,accuracy" rows: every earlier run kept for the plots (oldest first), then the
+  /// current one; run is the quoted label of the plots' legend.
   std::string curves_csv() const;
 
   /// Layer-0 queries and keys of the probe sequence, (heads, L, D) row-major; false before a model.
