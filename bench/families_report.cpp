@@ -7,7 +7,8 @@
 // untuned AdamW's (1e-3). Then the tuned rates of the held-out suite's real runs, from its tuning
 // cache (AdamW-cosine rows): families whose tuned rates miss that range train a rule for runs
 // users do not have.
-//   build/bench/families_report [SHAPES=4] [INSTANCES=8] [STEPS=200] [CSV=bench/eval-real-tuning.csv]
+//   build/bench/families_report [SHAPES=4] [INSTANCES=8] [STEPS=200]
+//   [CSV=bench/eval-real-tuning.csv]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -108,8 +109,8 @@ int main(int argc, char** argv) {
       const uint64_t shape_seed = static_cast<uint64_t>(shape + 1);
       auto lrs = torch::tensor(grid, torch::kDouble).repeat({instances});
       const auto tuning = fm::make_batched_task(family, shape_seed, rows);
-      const auto by_rate = fm::batched_adamw_cosine_final_losses(*tuning, spec, lrs)
-                               .view({instances, g});
+      const auto by_rate =
+          fm::batched_adamw_cosine_final_losses(*tuning, spec, lrs).view({instances, g});
       const auto hand = fm::batched_schedule_final_losses(
           *fm::make_batched_task(family, shape_seed, seeds), spec, flt::optim::LearnedSchedule());
       for (int64_t n = 0; n < instances; ++n) {
@@ -123,8 +124,8 @@ int main(int argc, char** argv) {
         untuned_ratio.push_back(row[untuned].item<double>() / tuned);
       }
     }
-    const auto within = std::count_if(hand_ratio.begin(), hand_ratio.end(),
-                                      [](double r) { return r <= 1.05; });
+    const auto within =
+        std::count_if(hand_ratio.begin(), hand_ratio.end(), [](double r) { return r <= 1.05; });
     char hand_text[64], untuned_text[64];
     std::snprintf(hand_text, sizeof(hand_text), "%6.2f %8.2f %7ld of %zu",
                   quantile(hand_ratio, 0.5), quantile(hand_ratio, 1), static_cast<long>(within),
@@ -133,8 +134,8 @@ int main(int argc, char** argv) {
                   quantile(untuned_ratio, 1));
     std::printf("%-28s | %4zu | %8.0e %8.0e %8.0e | %2d of %-3zu | %-32s | %-20s\n",
                 fm::batched_family_name(family).c_str(), s.rates.size(), quantile(s.rates, 0),
-                quantile(s.rates, 0.5), quantile(s.rates, 1), s.at_edge, s.rates.size(),
-                hand_text, untuned_text);
+                quantile(s.rates, 0.5), quantile(s.rates, 1), s.at_edge, s.rates.size(), hand_text,
+                untuned_text);
     std::fflush(stdout);
     all.rates.insert(all.rates.end(), s.rates.begin(), s.rates.end());
     all.at_edge += s.at_edge;
@@ -142,6 +143,7 @@ int main(int argc, char** argv) {
   std::printf("\ntuned AdamW-cosine rates: runs | lowest median top | at the grid's edge\n");
   print_rates("the five families", all, all.rates.size());
   const auto suite = suite_rates(csv, grid);
-  if (!suite.rates.empty()) print_rates("the held-out suite's real runs", suite, suite.rates.size());
+  if (!suite.rates.empty())
+    print_rates("the held-out suite's real runs", suite, suite.rates.size());
   return 0;
 }

@@ -211,7 +211,9 @@ TEST_F(BatchedTasks, BatchedAdamW_NamesABadLearningRate) {
   fm::EpisodeSpec spec;
   spec.steps = 2;
   expect_error(
-      [&] { fm::batched_adamw_cosine_final_losses(*task, spec, torch::tensor({1e-3, -1.0, 1e-3})); },
+      [&] {
+        fm::batched_adamw_cosine_final_losses(*task, spec, torch::tensor({1e-3, -1.0, 1e-3}));
+      },
       {"learning rate", "-1 for instance 1"});
   expect_error([&] { fm::batched_adamw_cosine_final_losses(*task, spec, torch::tensor({1e-3})); },
                {"one rate per instance (3)", "[1]"});
