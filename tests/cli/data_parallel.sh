@@ -16,6 +16,7 @@
 #   rank_hangs            rank 1 (then rank 0) stops answering: the other stops within its 3 s
 #                         timeout plus the 2 s it waits for reports, naming it
 set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 case_name=$1 example=$2 compare=$3 launcher=$4 work=$5
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 export OMP_WAIT_POLICY=PASSIVE GLOO_SOCKET_IFNAME=lo
@@ -23,22 +24,8 @@ unset RANK WORLD_SIZE MASTER_ADDR MASTER_PORT LOCAL_WORLD_SIZE
 
 small=(--threads 1 --hidden 32 --batch 64 --log-every 1000)
 
-fail() {
-  echo "FAIL: $*" >&2
-  for log in *.log; do [ -f "$log" ] && { echo "--- $log" >&2; cat "$log" >&2; }; done
-  exit 1
-}
-started=()
-cleanup() { for pid in "${started[@]}"; do kill -9 "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-# A TCP port on 127.0.0.1 that nothing listens on now.
-free_port() {
-  local port
-  for ((port = 20000 + RANDOM % 20000; ; ++port)); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
-  done
-}
+# fail, started/cleanup, free_port
+source "$here/ranks_util.sh"
 
 # Starts both ranks of an endless run in the background (rank R logs to rankR.log) and waits
 # until rank 0 has logged 3 steps.

@@ -10,6 +10,7 @@
 #   unreachable_master   a rank whose MASTER_ADDR:MASTER_PORT has no master names that address
 #   missing_rank         WORLD_SIZE 2 with one rank started names the missing rank
 set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 case_name=$1 program=$2 launcher=$3 work=$4
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 export OMP_WAIT_POLICY=PASSIVE GLOO_SOCKET_IFNAME=lo FLT_METATRAIN="$program"
@@ -18,22 +19,8 @@ unset RANK WORLD_SIZE MASTER_ADDR MASTER_PORT
 # A tiny meta-training: 4 workers, tasks restart every 2 iterations (a checkpoint each time).
 tiny=(--workers 4 --unroll 2 --horizon 4 --families noisy_quadratic,rosenbrock --threads 1)
 
-fail() {
-  echo "FAIL: $*" >&2
-  for log in *.log; do [ -f "$log" ] && { echo "--- $log" >&2; cat "$log" >&2; }; done
-  exit 1
-}
-started=()
-cleanup() { for pid in "${started[@]}"; do kill -9 "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-# A TCP port on 127.0.0.1 that nothing listens on now.
-free_port() {
-  local port
-  for ((port = 20000 + RANDOM % 20000; ; ++port)); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
-  done
-}
+# fail, started/cleanup, free_port
+source "$here/ranks_util.sh"
 
 # Starts rank $1 of 2 in the background (rendezvous file ./store) with the remaining flags.
 start_rank() {
