@@ -24,7 +24,7 @@ unset RANK WORLD_SIZE MASTER_ADDR MASTER_PORT LOCAL_WORLD_SIZE
 
 small=(--threads 1 --hidden 32 --batch 64 --log-every 1000)
 
-# fail, started/cleanup, free_port
+# fail, started/cleanup, free_port, wait_for
 source "$here/ranks_util.sh"
 
 # Starts both ranks of an endless run in the background (rank R logs to rankR.log) and waits
@@ -43,16 +43,6 @@ start_endless() {
     [ "$(grep -c '^step' rank0.log 2>/dev/null)" -ge 3 ] && return || sleep 0.1
   done
   fail "rank 0 logged no 3 steps in 30 s"
-}
-
-# Waits up to $2 seconds for process $1 to end; sets `waited` (seconds) and `code` (exit code).
-wait_for() {
-  local pid=$1 limit=$2 begin=$SECONDS
-  while kill -0 "$pid" 2>/dev/null && ((SECONDS - begin < limit)); do sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && fail "process $pid still runs after ${limit} s"
-  waited=$((SECONDS - begin))
-  code=0
-  wait "$pid" || code=$?
 }
 
 same() {  # OPTIMIZER FILE FILE...: bit-identical, or fail

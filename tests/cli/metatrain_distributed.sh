@@ -19,7 +19,7 @@ unset RANK WORLD_SIZE MASTER_ADDR MASTER_PORT
 # A tiny meta-training: 4 workers, tasks restart every 2 iterations (a checkpoint each time).
 tiny=(--workers 4 --unroll 2 --horizon 4 --families noisy_quadratic,rosenbrock --threads 1)
 
-# fail, started/cleanup, free_port
+# fail, started/cleanup, free_port, wait_for
 source "$here/ranks_util.sh"
 
 # Starts rank $1 of 2 in the background (rendezvous file ./store) with the remaining flags.
@@ -28,16 +28,6 @@ start_rank() {
   shift
   RANK=$rank WORLD_SIZE=2 "$program" --rendezvous "file://$work/store" "$@" >"rank$rank.log" 2>&1 &
   started+=($!)
-}
-
-# Waits up to $2 seconds for process $1 to end; sets `waited` (seconds) and `code` (exit code).
-wait_for() {
-  local pid=$1 limit=$2 begin=$SECONDS
-  while kill -0 "$pid" 2>/dev/null && ((SECONDS - begin < limit)); do sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && fail "process $pid still runs after ${limit} s"
-  waited=$((SECONDS - begin))
-  code=0
-  wait "$pid" || code=$?
 }
 
 case "$case_name" in
