@@ -166,12 +166,8 @@ TEST_F(VizLogic, StepRateCountsSlowStepsAndRestartsAfterAPause) {
 
 TEST_F(VizLogic, TrainingKeepsThePreviousRunOfEachOptimizer) {
   TrainingSession session;
-  TrainingSettings adam;
-  adam.length = 3;
-  train(session, adam, 1, 3);
-  TrainingSettings learned = adam;
-  learned.optimizer = TrainingOptimizer::kMnemosyne;
-  session.configure(learned, 1);  // switching the optimizer keeps the Adam curves
+  // switching the optimizer keeps the Adam curves
+  const auto [adam, learned] = adam_then_mnemosyne(session);
   auto snap = session.snapshot();
   EXPECT_TRUE(snap.loss.empty());
   ASSERT_EQ(snap.previous.size(), 1u);

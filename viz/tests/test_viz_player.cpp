@@ -261,12 +261,7 @@ TEST_F(VizLogic, ARacerThatLeavesTheEggCrateIsFlagged) {
 // Export CSV holds every run the plots compare, each row named by its run's legend label.
 TEST_F(VizLogic, TrainingCsvHoldsEveryComparedRun) {
   TrainingSession session;
-  TrainingSettings adam;
-  adam.length = 3;
-  train(session, adam, 1, 3);
-  TrainingSettings learned = adam;
-  learned.optimizer = TrainingOptimizer::kMnemosyne;
-  session.configure(learned, 1);
+  const auto [adam, learned] = adam_then_mnemosyne(session);
   session.run_steps(2);
   const std::string csv = session.curves_csv();
   EXPECT_EQ(csv.rfind("run,step,loss,accuracy\n\"" + run_label(adam) + "\",1,", 0), 0u) << csv;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "flt/runtime.h"
 #include "logic/training.h"
 
@@ -16,5 +18,18 @@ class VizLogic : public ::testing::Test {
                     uint64_t seed, int steps) {
     session.configure(settings, seed);
     session.run_steps(steps);
+  }
+
+  /// Three steps of Adam at sequence length 3 from seed 1, then the session switched to
+  /// Mnemosyne (not yet stepped): two runs to compare. Returns {Adam's settings, Mnemosyne's}.
+  static std::pair<flt::viz::TrainingSettings, flt::viz::TrainingSettings> adam_then_mnemosyne(
+      flt::viz::TrainingSession& session) {
+    flt::viz::TrainingSettings adam;
+    adam.length = 3;
+    train(session, adam, 1, 3);
+    flt::viz::TrainingSettings learned = adam;
+    learned.optimizer = flt::viz::TrainingOptimizer::kMnemosyne;
+    session.configure(learned, 1);
+    return {adam, learned};
   }
 };
