@@ -203,7 +203,7 @@ TEST_F(FLT, FusedBackwardKeepsNaNPlacement) {
   }
 }
 
-// Without autograd the position block is made a block of tokens at a time (FeatureInput's
+// Without autograd the position block is made a block of tokens at a time (PrecomputedInput's
 // leading_rows), never for the whole sequence: the forward's peak of CPU bytes stays below half
 // the whole [cos, sin] block's, causal and not, while forming that block alone (rpe_features)
 // reaches it. H = 8, r = 32, L = 2048 in float: the whole block is 4 MB, q, k, v and the output

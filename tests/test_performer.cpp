@@ -13,9 +13,11 @@
 #include "flt/attention/multihead.h"
 #include "flt/attention/performer.h"
 #include "flt/attention/softmax.h"
+#include "precomputed_input.h"
 #include "test_util.h"
 
 namespace fa = flt::attention;
+namespace fad = flt::attention::detail;
 using namespace flt::testing;
 
 namespace {
@@ -35,12 +37,14 @@ double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a - b).norm() / b.norm()).item<double>();
 }
 
-// The features of `a` and `b` agree to rounding as queries, sequence-shifted keys and causal keys.
-void expect_same_features(const fa::FeatureMap& map, const fa::FeatureInput& a,
-                          const fa::FeatureInput& b) {
-  EXPECT_TRUE(all_close(map->query_features(a), map->query_features(b), 1e-12, 1e-14));
+// The features of `a` and `b` agree to rounding as queries, sequence-shifted keys and causal keys
+// (read by the functions the map's methods call, which also read the terms an input carries).
+void expect_same_features(const fa::FeatureMap& map, const fad::PrecomputedInput& a,
+                          const fad::PrecomputedInput& b) {
+  EXPECT_TRUE(all_close(fad::query_features(*map, a), fad::query_features(*map, b), 1e-12, 1e-14));
   for (bool causal : {false, true}) {
-    EXPECT_TRUE(all_close(map->key_features(a, causal), map->key_features(b, causal), 1e-12, 1e-14))
+    EXPECT_TRUE(all_close(fad::key_features(*map, a, causal), fad::key_features(*map, b, causal),
+                          1e-12, 1e-14))
         << (causal ? "causal keys" : "keys");
   }
 }
@@ -145,9 +149,9 @@ TEST_F(Performer, FeatureMap_ColumnScalesEqualTheScaledInput) {
                {"the scale of block 0 must have shape (..., 1, 4)", "[1, 3, 1, 3]"});
 }
 
-// A given projection (FeatureInput::projections, made by project_block) gives the same features as
-// the map's own, for queries, sequence-shifted and causal keys; the shared tensor is not changed by
-// the maps' in-place work, whichever block is the widest; a projection of the wrong shape throws
+// A given projection (PrecomputedInput::projections, made by project_block) gives the same features
+// as the map's own, for queries, sequence-shifted and causal keys; the shared tensor is not changed
+// by the maps' in-place work, whichever block is the widest; a projection of the wrong shape throws
 // naming it.
 TEST_F(Performer, FeatureMap_GivenProjectionEqualsComputed) {
   fa::FeatureMap map(fa::FeatureMapOptions(6, 8));
@@ -155,23 +159,23 @@ TEST_F(Performer, FeatureMap_GivenProjectionEqualsComputed) {
   for (int64_t batch : {1, 2}) {
     const auto position = torch::randn({1, 3, 5, 4}, torch::kDouble);
     const auto content = torch::randn({batch, 3, 5, 2}, torch::kDouble);
-    fa::FeatureInput plain{position, content};
+    fad::PrecomputedInput plain{position, content};
     plain.scales = {torch::randn({1, 3, 1, 4}, torch::kDouble), torch::Tensor()};
     auto given = plain;
-    given.projections = {map->project_block(plain, 0)};
+    given.projections = {fad::project_block(*map, plain, 0)};
     const auto kept = given.projections[0].clone();
     expect_same_features(map, given, plain);
     EXPECT_TRUE(torch::equal(given.projections[0], kept)) << "batch " << batch;
   }
-  fa::FeatureInput wrong{torch::randn({1, 3, 5, 6}, torch::kDouble)};
+  fad::PrecomputedInput wrong{torch::randn({1, 3, 5, 6}, torch::kDouble)};
   wrong.projections = {torch::randn({1, 3, 5, 7}, torch::kDouble)};
-  expect_error([&] { map->query_features(wrong); },
+  expect_error([&] { fad::query_features(*map, wrong); },
                {"the projection of block 0 must have shape (..., 5, 8)", "[1, 3, 5, 7]"});
 }
 
-// A given half squared norm (FeatureInput::half_squared_norms; FLT's [cos, sin] block has one per
-// head) stands in for the computed one: rows of a block with the same norm at every token give the
-// same features, shifted keys and causal keys included, and a norm of the wrong shape throws.
+// A given half squared norm (PrecomputedInput::half_squared_norms; FLT's [cos, sin] block has one
+// per head) stands in for the computed one: rows of a block with the same norm at every token give
+// the same features, shifted keys and causal keys included, and a norm of the wrong shape throws.
 TEST_F(Performer, FeatureMap_GivenHalfSquaredNormEqualsComputed) {
   fa::FeatureMap map(fa::FeatureMapOptions(6, 8));
   map->to(torch::kDouble);
@@ -179,16 +183,16 @@ TEST_F(Performer, FeatureMap_GivenHalfSquaredNormEqualsComputed) {
   rows = rows / rows.norm(2, -1, true) *
          torch::tensor({0.5, 1.0, 2.0}, torch::kDouble).view({1, 3, 1, 1});  // norm per head
   const auto content = torch::randn({2, 3, 5, 2}, torch::kDouble);
-  const fa::FeatureInput plain{rows, content};
+  const fad::PrecomputedInput plain{rows, content};
   auto given = plain;
   given.half_squared_norms = {
       0.5 * torch::tensor({0.25, 1.0, 4.0}, torch::kDouble).view({1, 3, 1, 1}), torch::Tensor()};
   expect_same_features(map, given, plain);
-  EXPECT_TRUE(
-      all_close(map->unshifted_features(given), map->unshifted_features(plain), 1e-12, 1e-14));
+  EXPECT_TRUE(all_close(fad::unshifted_features(*map, given), fad::unshifted_features(*map, plain),
+                        1e-12, 1e-14));
   given.half_squared_norms = {torch::zeros({1, 3, 5, 2}, torch::kDouble)};
   expect_error(
-      [&] { map->key_features(given, false); },
+      [&] { fad::key_features(*map, given, false); },
       {"the half squared norm of block 0 must have shape (..., 5 or 1, 1)", "[1, 3, 5, 2]"});
 }
 

@@ -11,8 +11,11 @@
 #include "favor_composite_guard.h"
 #include "flt/attention/feature_map.h"
 #include "flt/kernels/linear_attention.h"
+#include "precomputed_input.h"
 
 namespace flt::attention {
+
+using detail::PrecomputedInput;
 
 torch::Tensor favor_floor(const torch::Tensor& phi_q, const torch::Tensor& key_mass, double eps) {
   torch::NoGradGuard no_grad;
@@ -30,33 +33,35 @@ namespace {
 
 // Whether q and k have one block 0: one tensor, or one maker of its rows (FLT's position block at
 // shared positions).
-bool same_leading_block(const FeatureInput& q, const FeatureInput& k) {
+bool same_leading_block(const PrecomputedInput& q, const PrecomputedInput& k) {
   return q.blocks[0].defined() ? q.blocks[0].is_same(k.blocks[0])
                                : q.leading_rows && q.leading_rows == k.leading_rows;
 }
 
-bool shares_leading_block(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k) {
+bool shares_leading_block(const FeatureMapImpl& map, const PrecomputedInput& q,
+                          const PrecomputedInput& k) {
   if (!map.projection.defined() || q.blocks.size() < 2 || k.blocks.size() < 2) return false;
   return same_leading_block(q, k) && q.scale(0).is_same(k.scale(0)) && !q.projection(0).defined() &&
          !k.projection(0).defined();
 }
 
 // Rows start .. start + n of q and k, a block 0 they have in common sliced or made once.
-std::pair<FeatureInput, FeatureInput> rows_of_both(const FeatureInput& q, const FeatureInput& k,
-                                                   int64_t start, int64_t n) {
+std::pair<PrecomputedInput, PrecomputedInput> rows_of_both(const PrecomputedInput& q,
+                                                           const PrecomputedInput& k, int64_t start,
+                                                           int64_t n) {
   auto k_rows = k.rows(start, n);
   auto q_rows = same_leading_block(q, k) ? q.rows(start, n, k_rows.blocks[0]) : q.rows(start, n);
   return {std::move(q_rows), std::move(k_rows)};
 }
 
-bool records_grad(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k,
+bool records_grad(const FeatureMapImpl& map, const PrecomputedInput& q, const PrecomputedInput& k,
                   const torch::Tensor& v) {
   if (!at::GradMode::is_enabled()) return false;
   const auto any = [](const std::vector<torch::Tensor>& tensors) {
     return std::any_of(tensors.begin(), tensors.end(),
                        [](const torch::Tensor& t) { return t.defined() && t.requires_grad(); });
   };
-  const auto input = [&](const FeatureInput& x) {
+  const auto input = [&](const PrecomputedInput& x) {
     return any(x.blocks) || any(x.scales) || any(x.projections) || any(x.half_squared_norms);
   };
   return v.requires_grad() || (map.projection.defined() && map.projection.requires_grad()) ||
@@ -105,14 +110,14 @@ struct KeySummary {
 // larger one), without autograd. A block adds phi_k^T v and the column sums of phi_k; [v, 1] and
 // the mass are formed once at the end rather than per block (a copy of the block's values and a
 // reduction per block saved).
-KeySummary favor_key_summary(const FeatureMapImpl& map, const FeatureInput& k,
+KeySummary favor_key_summary(const FeatureMapImpl& map, const PrecomputedInput& k,
                              const torch::Tensor& v, int64_t rows) {
   const int64_t lk = v.size(2);
   torch::Tensor kv, column_sums, shift;  // (B, H, M, Dv), (B, H, 1, M), (B, H, 1, 1) double
   for (int64_t start = 0; start < lk; start += rows) {
     const int64_t n = std::min(rows, lk - start);
     torch::Tensor block_shift;
-    const auto phi_k = map.block_key_features(k.rows(start, n), block_shift);
+    const auto phi_k = detail::block_key_features(map, k.rows(start, n), block_shift);
     auto part = at::matmul(phi_k.transpose(-2, -1), v.narrow(2, start, n));
     auto part_sums = phi_k.sum(-2, /*keepdim=*/true);
     if (!kv.defined()) {
@@ -140,14 +145,14 @@ KeySummary favor_key_summary(const FeatureMapImpl& map, const FeatureInput& k,
 }
 
 // Each block of queries against the keys' summary. -> (B, H, Lq, Dv)
-torch::Tensor favor_queries(const FeatureMapImpl& map, const FeatureInput& q,
+torch::Tensor favor_queries(const FeatureMapImpl& map, const PrecomputedInput& q,
                             const KeySummary& keys, const torch::Tensor& v, double eps,
                             int64_t rows) {
   const int64_t lq = q.length();
   torch::Tensor out;
   for (int64_t start = 0; start < lq; start += rows) {
     const int64_t n = std::min(rows, lq - start);
-    const auto phi_q = map.query_features(q.rows(start, n));
+    const auto phi_q = detail::query_features(map, q.rows(start, n));
     const auto both = at::matmul(phi_q, keys.summary);
     if (!out.defined()) out = at::empty({both.size(0), both.size(1), lq, v.size(3)}, v.options());
     normalize_into(out.narrow(2, start, n), both, favor_floor(phi_q, keys.mass, eps));
@@ -157,7 +162,7 @@ torch::Tensor favor_queries(const FeatureMapImpl& map, const FeatureInput& q,
 
 // q and k with block 0 formed whole where a maker of its rows stood in for it (made once for
 // both when they share the maker).
-std::pair<FeatureInput, FeatureInput> formed_whole(FeatureInput q, FeatureInput k) {
+std::pair<PrecomputedInput, PrecomputedInput> formed_whole(PrecomputedInput q, PrecomputedInput k) {
   if (q.blocks[0].defined() && k.blocks[0].defined()) return {std::move(q), std::move(k)};
   if (same_leading_block(q, k)) return rows_of_both(q, k, 0, k.length());
   if (!q.blocks[0].defined()) q = q.rows(0, q.length());
@@ -167,14 +172,14 @@ std::pair<FeatureInput, FeatureInput> formed_whole(FeatureInput q, FeatureInput 
 
 // The composite path: the features of the whole sequence and autograd through
 // `kernels::normalized_linear_attention` (the reference of the fused backward).
-torch::Tensor favor_composite(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
+torch::Tensor favor_composite(const FeatureMapImpl& map, PrecomputedInput q, PrecomputedInput k,
                               const torch::Tensor& v, bool causal, double eps) {
   torch::Tensor query, key;
   {  // the feature inputs (FLT's position block and its projection) are freed before the kernel
     auto [qs, ks] = formed_whole(std::move(q), std::move(k));
-    share_leading_projection(map, qs, ks);
-    query = map.query_features(qs);
-    key = map.key_features(ks, causal);
+    detail::share_leading_projection(map, qs, ks);
+    query = detail::query_features(map, qs);
+    key = detail::key_features(map, ks, causal);
   }
   return kernels::normalized_linear_attention(query, key, v, causal,
                                               favor_floor(query, favor_key_mass(key, causal), eps));
@@ -210,8 +215,8 @@ torch::Tensor causal_block(const torch::Tensor& phi_q, const torch::Tensor& phi_
 // Causal, blocked: each block's queries and keys together, the scan state and the keys' running
 // mass carried from block to block; `shift` is the keys' (causal_key_shift of the first key).
 // -> (B, H, L, Dv)
-torch::Tensor favor_blocked_causal(const FeatureMapImpl& map, const FeatureInput& q,
-                                   const FeatureInput& k, const torch::Tensor& v, double eps,
+torch::Tensor favor_blocked_causal(const FeatureMapImpl& map, const PrecomputedInput& q,
+                                   const PrecomputedInput& k, const torch::Tensor& v, double eps,
                                    int64_t rows, const torch::Tensor& shift) {
   const int64_t length = v.size(2);
   const bool shared = shares_leading_block(map, q, k);
@@ -221,12 +226,12 @@ torch::Tensor favor_blocked_causal(const FeatureMapImpl& map, const FeatureInput
     const int64_t n = std::min(rows, length - start);
     auto [q_rows, k_rows] = rows_of_both(q, k, start, n);
     if (shared) {
-      const auto projection = map.project_block(k_rows, 0);
+      const auto projection = detail::project_block(map, k_rows, 0);
       q_rows.projections = {projection};
       k_rows.projections = {projection};
     }
-    const auto phi_k = map.key_features(k_rows, shift);
-    const auto phi_q = map.query_features(q_rows);
+    const auto phi_k = detail::key_features(map, k_rows, shift);
+    const auto phi_q = detail::query_features(map, q_rows);
     if (!out.defined())
       out = at::empty({phi_q.size(0), phi_q.size(1), length, v.size(3)}, v.options());
     torch::Tensor floor;
@@ -239,17 +244,17 @@ torch::Tensor favor_blocked_causal(const FeatureMapImpl& map, const FeatureInput
 
 // ---- the fused autograd function ----------------------------------------------------------------
 
-// The slots of a FeatureInput in one order: blocks, scales, projections, half squared norms.
-std::vector<torch::Tensor*> input_slots(FeatureInput& x) {
+// The slots of a PrecomputedInput in one order: blocks, scales, projections, half squared norms.
+std::vector<torch::Tensor*> input_slots(PrecomputedInput& x) {
   std::vector<torch::Tensor*> slots;
   for (auto* list : {&x.blocks, &x.scales, &x.projections, &x.half_squared_norms})
     for (auto& t : *list) slots.push_back(&t);
   return slots;
 }
 
-// Whether slot `i` of x (input_slots order) has a row per token (`FeatureInput::rows` narrows it):
-// blocks, projections and per-token norms; scales and constant norms are whole in every block.
-bool row_slot(const FeatureInput& x, size_t i) {
+// Whether slot `i` of x (input_slots order) has a row per token (`PrecomputedInput::rows` narrows
+// it): blocks, projections and per-token norms; scales and constant norms are whole in every block.
+bool row_slot(const PrecomputedInput& x, size_t i) {
   const size_t blocks = x.blocks.size(), scales = x.scales.size();
   const size_t projections = x.projections.size();
   if (i < blocks) return true;
@@ -259,9 +264,9 @@ bool row_slot(const FeatureInput& x, size_t i) {
   return n.size(-2) != 1;
 }
 
-// A FeatureInput as a flat list of its defined tensors (appended to `flat`) and a layout that
+// A PrecomputedInput as a flat list of its defined tensors (appended to `flat`) and a layout that
 // puts them back: the four slot counts, then per slot its index in `flat` or -1.
-std::vector<int64_t> flatten_input(FeatureInput x, std::vector<torch::Tensor>& flat) {
+std::vector<int64_t> flatten_input(PrecomputedInput x, std::vector<torch::Tensor>& flat) {
   std::vector<int64_t> layout = {static_cast<int64_t>(x.blocks.size()),
                                  static_cast<int64_t>(x.scales.size()),
                                  static_cast<int64_t>(x.projections.size()),
@@ -273,10 +278,10 @@ std::vector<int64_t> flatten_input(FeatureInput x, std::vector<torch::Tensor>& f
   return layout;
 }
 
-FeatureInput unflatten_input(const std::vector<int64_t>& layout,
-                             const std::vector<torch::Tensor>& flat,
-                             std::shared_ptr<const BlockRows> leading_rows) {
-  FeatureInput x(torch::Tensor{});
+PrecomputedInput unflatten_input(const std::vector<int64_t>& layout,
+                                 const std::vector<torch::Tensor>& flat,
+                                 std::shared_ptr<const detail::BlockRows> leading_rows) {
+  PrecomputedInput x(torch::Tensor{});
   x.leading_rows = std::move(leading_rows);
   x.blocks.resize(layout[0]);
   x.scales.resize(layout[1]);
@@ -295,11 +300,11 @@ FeatureInput unflatten_input(const std::vector<int64_t>& layout,
 // gradients follow the feature map's own formula (in-place exp, shifts, norms, scales folded into
 // W) and the graph spans one block.
 template <typename Features, typename Use>
-void with_block_features(const FeatureInput& x, const std::vector<int64_t>& layout,
+void with_block_features(const PrecomputedInput& x, const std::vector<int64_t>& layout,
                          const std::vector<bool>& wanted, int64_t start, int64_t n,
                          const Features& features, const Use& use,
                          std::vector<torch::Tensor>& grads) {
-  FeatureInput part = x.rows(start, n);
+  PrecomputedInput part = x.rows(start, n);
   std::vector<torch::Tensor> leaves;
   std::vector<std::pair<int64_t, bool>> targets;  // flat index, row slot
   const auto slots = input_slots(part);
@@ -352,19 +357,20 @@ torch::Tensor both_gradient(const torch::Tensor& both, const torch::Tensor& floo
   return at::cat({g / d, (g * out).sum(-1, /*keepdim=*/true).div_(d).neg_().mul_(share)}, -1);
 }
 
-// The makers of q's and k's block 0 (`FeatureInput::leading_rows`; null where it is formed):
+// The makers of q's and k's block 0 (`PrecomputedInput::leading_rows`; null where it is formed):
 // kept for the backward, which makes each block's rows again as it does the features.
 struct LeadingRows : torch::CustomClassHolder {
-  LeadingRows(std::shared_ptr<const BlockRows> q, std::shared_ptr<const BlockRows> k)
+  LeadingRows(std::shared_ptr<const detail::BlockRows> q,
+              std::shared_ptr<const detail::BlockRows> k)
       : q(std::move(q)), k(std::move(k)) {}
-  std::shared_ptr<const BlockRows> q, k;
+  std::shared_ptr<const detail::BlockRows> q, k;
 };
 
 // The non-tensor part of a fused call (the tensors go in one flat list: q's, k's, then v).
 struct FavorCall {
   const FeatureMapImpl* map;
   std::vector<int64_t> q_layout, k_layout;
-  std::shared_ptr<const BlockRows> q_rows, k_rows;
+  std::shared_ptr<const detail::BlockRows> q_rows, k_rows;
   double eps;
   bool causal;
 };
@@ -395,7 +401,8 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
     const int64_t rows = favor_block_rows(map, v);
     torch::Tensor out;
     if (call.causal) {
-      const auto shift = map.causal_key_shift(k.first_token());  // as key_features(k, causal)
+      const auto shift =
+          detail::causal_key_shift(map, k.first_token());  // as key_features(k, causal)
       out = favor_blocked_causal(map, q, k, v, call.eps, rows, shift);
       ctx->saved_data["shift"] = shift;
     } else {
@@ -463,14 +470,14 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
   struct Backward {
     const FeatureMapImpl& map;
     std::vector<int64_t> q_layout, k_layout;
-    std::shared_ptr<const BlockRows> q_rows, k_rows;
+    std::shared_ptr<const detail::BlockRows> q_rows, k_rows;
     std::vector<torch::Tensor> flat;
     std::vector<bool> wanted;
     double eps;
     torch::Tensor g;
 
-    FeatureInput q() const { return unflatten_input(q_layout, flat, q_rows); }
-    FeatureInput k() const { return unflatten_input(k_layout, flat, k_rows); }
+    PrecomputedInput q() const { return unflatten_input(q_layout, flat, q_rows); }
+    PrecomputedInput k() const { return unflatten_input(k_layout, flat, k_rows); }
     const torch::Tensor& v() const { return flat.back(); }
     size_t v_index() const { return flat.size() - 1; }
     bool needs(const std::vector<int64_t>& layout) const {
@@ -523,7 +530,9 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
       // Queries: dL/dphi_q to q's inputs, dL/dS summed.
       auto grad_summary = at::zeros_like(summary);
       const auto summary_t = summary.transpose(-2, -1);
-      const auto query_features = [&](const FeatureInput& x) { return map.query_features(x); };
+      const auto query_features = [&](const PrecomputedInput& x) {
+        return detail::query_features(map, x);
+      };
       for (int64_t start = 0; start < lq; start += rows) {
         const int64_t n = std::min(rows, lq - start);
         with_block_features(
@@ -539,7 +548,9 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
             grads);
       }
       // Keys: dL/dv and dL/dphi_k to k's inputs.
-      const auto key_features = [&](const FeatureInput& x) { return map.key_features(x, shift); };
+      const auto key_features = [&](const PrecomputedInput& x) {
+        return detail::key_features(map, x, shift);
+      };
       const auto grad_summary_t = grad_summary.transpose(-2, -1);
       for (int64_t start = 0; start < lk && (key_need || value_need); start += rows) {
         const int64_t n = std::min(rows, lk - start);
@@ -575,10 +586,12 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
       auto grad_both = at::empty({v.size(0), v.size(1), length, dv + 1}, v.options());
       CausalCarry carry;
       torch::Tensor query_state;  // sum_{j before the block} vv_j phi_k_j^T: (B, H, Dv + 1, M)
-      const auto query_features = [&](const FeatureInput& x) { return map.query_features(x); };
+      const auto query_features = [&](const PrecomputedInput& x) {
+        return detail::query_features(map, x);
+      };
       for (int64_t start = 0; start < length; start += rows) {
         const int64_t n = std::min(rows, length - start);
-        const auto phi_k = map.key_features(k.rows(start, n), shift);
+        const auto phi_k = detail::key_features(map, k.rows(start, n), shift);
         const auto values = with_ones(v.narrow(2, start, n));
         with_block_features(
             q, q_layout, wanted, start, n, query_features,
@@ -597,11 +610,13 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
       // Reverse pass: dL/dphi_k by the reverse scan of (vv, dL/dboth, phi_q), dL/dv by that of
       // (phi_k, phi_q, dL/dboth), each from the later blocks' carried state.
       torch::Tensor key_state, value_state;  // (B, H, Dv + 1, M), (B, H, M, Dv + 1)
-      const auto key_features = [&](const FeatureInput& x) { return map.key_features(x, shift); };
+      const auto key_features = [&](const PrecomputedInput& x) {
+        return detail::key_features(map, x, shift);
+      };
       const int64_t last = (length - 1) / rows * rows;
       for (int64_t start = last; start >= 0; start -= rows) {
         const int64_t n = std::min(rows, length - start);
-        const auto phi_q = map.query_features(q.rows(start, n));
+        const auto phi_q = detail::query_features(map, q.rows(start, n));
         const auto block = grad_both.narrow(2, start, n);
         with_block_features(
             k, k_layout, wanted, start, n, key_features,
@@ -629,14 +644,14 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
 // (the causal scan kernel's dtypes) with a W that needs no gradient. The others take the composite
 // path: kLearnable's W is a parameter (its gradient, a sum over every block of the features'
 // gradients against the inputs, is not written here), GPUs run the composite path's chunks at once.
-bool fused_covers(const FeatureMapImpl& map, const FeatureInput& q, const FeatureInput& k,
+bool fused_covers(const FeatureMapImpl& map, const PrecomputedInput& q, const PrecomputedInput& k,
                   const torch::Tensor& v) {
   if (FavorCompositeGuard::active()) return false;
   if (map.projection.defined() && map.projection.requires_grad()) return false;
   const auto dtype = v.scalar_type();
   if (dtype != torch::kFloat && dtype != torch::kDouble) return false;
   if (v.dim() != 4 || !v.device().is_cpu()) return false;
-  const auto fits = [&](const FeatureInput& x) {
+  const auto fits = [&](const PrecomputedInput& x) {
     for (size_t b = 0; b < x.blocks.size(); ++b) {
       const auto& t = x.blocks[b];
       if (!t.defined() && b == 0 && x.leading_rows) continue;  // made by rows on the CPU
@@ -653,15 +668,17 @@ bool fused_covers(const FeatureMapImpl& map, const FeatureInput& q, const Featur
 
 }  // namespace
 
-void share_leading_projection(const FeatureMapImpl& map, FeatureInput& q, FeatureInput& k) {
+void detail::share_leading_projection(const FeatureMapImpl& map, PrecomputedInput& q,
+                                      PrecomputedInput& k) {
   if (!shares_leading_block(map, q, k)) return;
-  const auto projection = map.project_block(k, 0);
+  const auto projection = detail::project_block(map, k, 0);
   q.projections = {projection};
   k.projections = {projection};
 }
 
-torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
-                              const torch::Tensor& v, bool causal, double eps) {
+torch::Tensor detail::favor_attention(const FeatureMapImpl& map, PrecomputedInput q,
+                                      PrecomputedInput k, const torch::Tensor& v, bool causal,
+                                      double eps) {
   if (records_grad(map, q, k, v) || !v.device().is_cpu()) {
     if (!fused_covers(map, q, k, v))
       return favor_composite(map, std::move(q), std::move(k), v, causal, eps);
@@ -674,8 +691,14 @@ torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, Feature
   }
   const int64_t rows = std::min(kInferenceBlockRows, favor_block_rows(map, v));
   if (causal)
-    return favor_blocked_causal(map, q, k, v, eps, rows, map.causal_key_shift(k.first_token()));
+    return favor_blocked_causal(map, q, k, v, eps, rows,
+                                detail::causal_key_shift(map, k.first_token()));
   return favor_queries(map, q, favor_key_summary(map, k, v, rows), v, eps, rows);
+}
+
+torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
+                              const torch::Tensor& v, bool causal, double eps) {
+  return detail::favor_attention(map, std::move(q), std::move(k), v, causal, eps);
 }
 
 namespace {

@@ -9,8 +9,12 @@
 
 #include "flt/attention/linear.h"
 #include "flt/detail/random.h"
+#include "precomputed_input.h"
 
 namespace flt::attention {
+
+using detail::PrecomputedInput;
+
 namespace {
 
 bool exp_kind(FeatureKind kind) {
@@ -28,7 +32,7 @@ bool uniform_constant(const torch::Tensor& s) {
 
 // |x|^2 / 2 over the column blocks of x, in `dtype` (a block's given norm where it has one).
 // -> (..., L, 1)
-torch::Tensor half_squared_norm(const FeatureInput& x, at::ScalarType dtype) {
+torch::Tensor half_squared_norm(const PrecomputedInput& x, at::ScalarType dtype) {
   torch::Tensor total;
   std::vector<int64_t> shape{1};
   for (size_t i = 0; i < x.blocks.size(); ++i) {
@@ -68,7 +72,7 @@ bool broadcastable(at::IntArrayRef a, at::IntArrayRef b, size_t skip) {
 // |x|^2 / 2 as a double tensor, for the per-token levels. In x's own dtype it overflows for
 // |x| >= 2^64 (float); where it does (and on GPUs, where looking would synchronise every call) it
 // is formed in double, exact up to |x| ~ 1e154. -> (..., L, 1) double
-torch::Tensor half_squared_norm_double(const FeatureInput& x) {
+torch::Tensor half_squared_norm_double(const PrecomputedInput& x) {
   const auto dtype = x.blocks.front().scalar_type();
   if (dtype != torch::kDouble && x.blocks.front().device().is_cpu()) {
     auto fast = half_squared_norm(x, dtype);
@@ -181,12 +185,21 @@ torch::Tensor FeatureInput::scaled(size_t b) const {
   return s.defined() ? blocks[b] * s : blocks[b];
 }
 
-FeatureInput FeatureInput::rows(int64_t start, int64_t length, const torch::Tensor& leading) const {
+FeatureInput FeatureInput::rows(int64_t start, int64_t length) const {
+  FeatureInput part(torch::Tensor{});
+  part.blocks.clear();
+  for (const auto& block : blocks) part.blocks.push_back(block.narrow(-2, start, length));
+  part.scales = scales;
+  return part;
+}
+
+PrecomputedInput PrecomputedInput::rows(int64_t start, int64_t length,
+                                        const torch::Tensor& leading) const {
   TORCH_CHECK(!blocks.empty() && (blocks.front().defined() || leading_rows || leading.defined()),
-              "FeatureInput::rows: block 0 is neither formed nor made by leading_rows");
-  FeatureInput part(leading.defined()          ? leading
-                    : blocks.front().defined() ? blocks.front().narrow(-2, start, length)
-                                               : (*leading_rows)(start, length));
+              "PrecomputedInput::rows: block 0 is neither formed nor made by leading_rows");
+  PrecomputedInput part(leading.defined()          ? leading
+                        : blocks.front().defined() ? blocks.front().narrow(-2, start, length)
+                                                   : (*leading_rows)(start, length));
   for (size_t b = 1; b < blocks.size(); ++b)
     part.blocks.push_back(blocks[b].narrow(-2, start, length));
   part.scales = scales;
@@ -218,11 +231,11 @@ torch::Tensor FeatureInput::concatenated() const {
   return at::cat(parts, -1);
 }
 
-torch::Tensor FeatureMapImpl::project_block(const FeatureInput& x, size_t b) const {
-  TORCH_CHECK(projection.defined(), "FeatureMap::project_block: the ",
-              feature_kind_name(options.kind()), " map has no projection");
+torch::Tensor detail::project_block(const FeatureMapImpl& map, const FeatureInput& x, size_t b) {
+  TORCH_CHECK(map.projection.defined(), "FeatureMap::project_block: the ",
+              feature_kind_name(map.options.kind()), " map has no projection");
   TORCH_CHECK(b < x.blocks.size(), "FeatureMap::project_block: block ", b, " of ", x.blocks.size());
-  const auto w = projection.to(x.blocks[b].scalar_type());
+  const auto w = map.projection.to(x.blocks[b].scalar_type());
   int64_t offset = 0;
   for (size_t j = 0; j < b; ++j) offset += x.blocks[j].size(-1);
   auto columns = w.narrow(1, offset, x.blocks[b].size(-1));  // (m, Din_b)
@@ -232,10 +245,13 @@ torch::Tensor FeatureMapImpl::project_block(const FeatureInput& x, size_t b) con
   return at::matmul(x.blocks[b], columns.transpose(-2, -1));
 }
 
-torch::Tensor FeatureMapImpl::project(const FeatureInput& x) const {
+namespace {
+
+// W x without building the concatenated x. -> (..., L, m)
+torch::Tensor project(const FeatureMapImpl& map, const PrecomputedInput& x) {
   const auto part = [&](size_t b) {
     const auto given = x.projection(b);
-    return given.defined() ? given : project_block(x, b);
+    return given.defined() ? given : detail::project_block(map, x, b);
   };
   // The sum starts from the block of the most entries (the batch's, where others are shared
   // position blocks broadcast over it) and the others add in place: no tensor per addition. A given
@@ -264,7 +280,16 @@ torch::Tensor FeatureMapImpl::project(const FeatureInput& x) const {
   return fresh ? total : total.clone();
 }
 
-FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x, bool with_level) const {
+// The softmax-kernel maps' pieces: W x (..., L, m); the logits P = W x (positive) or [W x, -W x]
+// (hyperbolic; undefined for the trigonometric map) and their per-token max `top` (..., L, 1),
+// detached (0 for the trigonometric map); with `with_level`, each token's largest log-feature
+// `level` = top - |x|^2/2 (trigonometric: +|x|^2/2), (..., L, 1) in double.
+struct LogTerms {
+  torch::Tensor wx, logits, top, level;
+};
+
+LogTerms log_terms(const FeatureMapImpl& map, const PrecomputedInput& x, bool with_level) {
+  const auto& options = map.options;
   TORCH_INTERNAL_ASSERT(exp_kind(options.kind()), "log_terms for a map without shifts");
   LogTerms t;
   // The norm before the projection: its temporaries (each block scaled and squared) are freed
@@ -272,7 +297,7 @@ FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x, bool w
   // shared with the queries, is alive throughout).
   torch::Tensor half_norm;
   if (with_level) half_norm = half_squared_norm_double(x);
-  t.wx = project(x);
+  t.wx = project(map, x);
   if (options.kind() != FeatureKind::kTrigonometric) {
     t.logits = options.kind() == FeatureKind::kPositive ? t.wx : at::cat({t.wx, -t.wx}, -1);
     // The token's own max: a shift within the token, it carries no gradient.
@@ -292,13 +317,19 @@ FeatureMapImpl::LogTerms FeatureMapImpl::log_terms(const FeatureInput& x, bool w
 
 constexpr double kMaxKeyExponent = 70.0;
 
-torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const torch::Tensor& given,
-                                      torch::Tensor* sequence_shift) const {
+enum class Shift { kNone, kPerToken, kPerSequence, kGiven };
+
+// The one formula of every map, with the shift chosen by `rule` (`given` for kGiven). With
+// `sequence_shift` and kPerSequence, the shift taken goes there ((..., 1, 1) double).
+// x: (..., L, Din) -> (..., L, M)
+torch::Tensor compute(const FeatureMapImpl& map, const PrecomputedInput& x, Shift rule,
+                      const torch::Tensor& given = {}, torch::Tensor* sequence_shift = nullptr) {
+  const auto& options = map.options;
   for (size_t b = 0; b < x.blocks.size(); ++b) {
     TORCH_CHECK(
         x.blocks[b].defined(), "FeatureMap: block ", b, " of the input is not formed",
         b == 0 && x.leading_rows
-            ? " (its rows are made a block of tokens at a time, FeatureInput::leading_rows, "
+            ? " (its rows are made a block of tokens at a time, PrecomputedInput::leading_rows, "
               "which only favor_attention on the CPU reads)"
             : "");
   }
@@ -342,8 +373,8 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
   const double m = static_cast<double>(options.features());
   switch (options.kind()) {
     case FeatureKind::kElu: return elu_feature_map(x.concatenated());
-    case FeatureKind::kRelu: return at::relu(project(x)) / std::sqrt(m);
-    case FeatureKind::kLearnable: return elu_feature_map(project(x));
+    case FeatureKind::kRelu: return at::relu(project(map, x)) / std::sqrt(m);
+    case FeatureKind::kLearnable: return elu_feature_map(project(map, x));
     default: break;
   }
   const bool trigonometric = options.kind() == FeatureKind::kTrigonometric;
@@ -352,7 +383,7 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
   const auto trig = [](const torch::Tensor& wx) { return at::cat({at::cos(wx), at::sin(wx)}, -1); };
   if (rule == Shift::kNone) {
     // The plain formula (nothing is subtracted, so nothing can cancel): exp(Wx - |x|^2/2) etc.
-    const auto wx = project(x);
+    const auto wx = project(map, x);
     const auto half_norm = half_squared_norm(x, wx.scalar_type());
     if (trigonometric) return trig(wx) * (at::exp(half_norm) / root);
     const auto logits = options.kind() == FeatureKind::kPositive ? wx : at::cat({wx, -wx}, -1);
@@ -364,7 +395,7 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
   // any finite input; the per-token offset is formed in double (as one difference of levels, so
   // the first key's offset is exactly 0 however large |x|^2/2). Per-token shifts (queries) are
   // level_j itself: the offset is 0 and |x|^2/2, which cancels, is never computed.
-  const auto t = log_terms(x, /*with_level=*/rule != Shift::kPerToken);
+  const auto t = log_terms(map, x, /*with_level=*/rule != Shift::kPerToken);
   // The exp maps below work in place on the logits, a fresh projection whose max was taken
   // without gradient (exp's backward needs only its output), with 1 / root as a second shift
   // (after the first: top + log(root) rounds to top when |top| > 1e8): no temporaries, where
@@ -393,16 +424,19 @@ torch::Tensor FeatureMapImpl::compute(const FeatureInput& x, Shift rule, const t
       .exp_();
 }
 
-torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const {
-  return compute(x, Shift::kNone);
+}  // namespace
+
+torch::Tensor detail::unshifted_features(const FeatureMapImpl& map, const PrecomputedInput& x) {
+  return compute(map, x, Shift::kNone);
 }
 
-torch::Tensor FeatureMapImpl::query_features(const FeatureInput& x) const {
-  return compute(x, exp_kind(options.kind()) ? Shift::kPerToken : Shift::kNone);
+torch::Tensor detail::query_features(const FeatureMapImpl& map, const PrecomputedInput& x) {
+  return compute(map, x, exp_kind(map.options.kind()) ? Shift::kPerToken : Shift::kNone);
 }
 
-torch::Tensor FeatureMapImpl::causal_key_shift(const FeatureInput& first_key) const {
-  if (!exp_kind(options.kind())) {
+torch::Tensor detail::causal_key_shift(const FeatureMapImpl& map,
+                                       const PrecomputedInput& first_key) {
+  if (!exp_kind(map.options.kind())) {
     auto shape = first_key.blocks.front().sizes().vec();
     shape.back() = 1;
     return at::zeros(shape, first_key.blocks.front().options());
@@ -411,25 +445,52 @@ torch::Tensor FeatureMapImpl::causal_key_shift(const FeatureInput& first_key) co
   // universal bound w.k - |k|^2/2 <= |w|^2/2 does not serve: with FLT's 2r + D input dims that
   // bound is ~10^3 above typical values and underflows every feature.)
   torch::NoGradGuard no_grad;
-  return log_terms(first_key, /*with_level=*/true).level;
+  return log_terms(map, first_key, /*with_level=*/true).level;
+}
+
+torch::Tensor detail::key_features(const FeatureMapImpl& map, const PrecomputedInput& x,
+                                   bool causal) {
+  if (!exp_kind(map.options.kind())) return compute(map, x, Shift::kNone);
+  if (causal) return compute(map, x, Shift::kGiven, causal_key_shift(map, x.first_token()));
+  return compute(map, x, Shift::kPerSequence);  // one shift for all keys of the sequence
+}
+
+torch::Tensor detail::key_features(const FeatureMapImpl& map, const PrecomputedInput& x,
+                                   const torch::Tensor& shift) {
+  return compute(map, x, Shift::kGiven, shift);
+}
+
+torch::Tensor detail::block_key_features(const FeatureMapImpl& map, const PrecomputedInput& x,
+                                         torch::Tensor& shift) {
+  shift = torch::Tensor();
+  if (!exp_kind(map.options.kind())) return compute(map, x, Shift::kNone);
+  return compute(map, x, Shift::kPerSequence, {}, &shift);
+}
+
+torch::Tensor FeatureMapImpl::unshifted_features(const FeatureInput& x) const {
+  return detail::unshifted_features(*this, x);
+}
+
+torch::Tensor FeatureMapImpl::query_features(const FeatureInput& x) const {
+  return detail::query_features(*this, x);
+}
+
+torch::Tensor FeatureMapImpl::causal_key_shift(const FeatureInput& first_key) const {
+  return detail::causal_key_shift(*this, first_key);
 }
 
 torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x, bool causal) const {
-  if (!exp_kind(options.kind())) return compute(x, Shift::kNone);
-  if (causal) return compute(x, Shift::kGiven, causal_key_shift(x.first_token()));
-  return compute(x, Shift::kPerSequence);  // one shift for all keys of the sequence
+  return detail::key_features(*this, x, causal);
 }
 
 torch::Tensor FeatureMapImpl::key_features(const FeatureInput& x,
                                            const torch::Tensor& shift) const {
-  return compute(x, Shift::kGiven, shift);
+  return detail::key_features(*this, x, shift);
 }
 
 torch::Tensor FeatureMapImpl::block_key_features(const FeatureInput& x,
                                                  torch::Tensor& shift) const {
-  shift = torch::Tensor();
-  if (!exp_kind(options.kind())) return compute(x, Shift::kNone);
-  return compute(x, Shift::kPerSequence, {}, &shift);
+  return detail::block_key_features(*this, x, shift);
 }
 
 void check_attention_feature_kind(const char* fn, FeatureKind kind) {

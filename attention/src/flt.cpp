@@ -9,9 +9,13 @@
 #include "flt/attention/softmax.h"
 #include "flt/kernels/linear_attention.h"
 #include "flt/kernels/position_features.h"
+#include "precomputed_input.h"
 #include "quarter_scale.h"
 
 namespace flt::attention {
+
+using detail::PrecomputedInput;
+
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
@@ -76,6 +80,88 @@ SpectrumAt spectrum_at(const RpeSpectrumImpl& spectrum, const torch::Tensor& x, 
   const auto log_scale = in_dtype(spectrum.log_scale);
   return {in_dtype(spectrum.weights), log_scale.defined() ? log_scale.exp() : log_scale,
           in_dtype(spectrum.means), in_dtype(spectrum.radii), static_cast<double>(l)};
+}
+
+// N1 and N2 as one trigonometric block and two column scales: N1 = trig * query_scale,
+// N2 = trig * key_scale, trig (B', H, L, 2r), scales (1, H, 1, 2r); and |N2|^2 / 2, the same at
+// every position, (1, H, 1, 1) (|N1|^2 equals it up to r * 1e-30 where some a_t = 0). `by_rows`
+// (and a phase that records no gradient): trig is not formed, `trig_rows` makes its rows instead
+// (PrecomputedInput::leading_rows).
+struct PositionBlock {
+  torch::Tensor trig, query_scale, key_scale, half_squared_norm;
+  std::shared_ptr<const detail::BlockRows> trig_rows;
+};
+
+PositionBlock position_block(const FLTAttentionImpl& attention, const torch::Tensor& positions,
+                             bool by_rows = false) {
+  const auto& options = attention.options;
+  TORCH_CHECK(positions.dim() == 3 && positions.size(-1) == options.position_dim(),
+              "FLTAttention: positions must have shape (B, L, ", options.position_dim(),
+              ") (position_dim ", options.position_dim(), "), got ", positions.sizes());
+  const auto dtype = positions.scalar_type();
+  const double r = static_cast<double>(options.rpe_features());
+  const auto xi = attention.base_frequencies.to(dtype) *
+                  attention.log_proposal_sigma.to(dtype).exp();          // (H, r, l)
+  const auto a = attention.rpe->g(xi) / attention.proposal_density(xi);  // (H, r)
+  // In float32, g underflows to exactly 0 at frequencies far from the spectrum's mass, and
+  // d sqrt(x)/dx is infinite at 0 (0 * inf = NaN in the backward): the floor keeps the gradient at
+  // 0 there while changing N1.N2 by at most r * 1e-30.
+  const auto magnitude =
+      (a.abs() / r).clamp_min(1e-30).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
+
+  // Rows made later carry no graph: a phase that learns (positions or the proposal's width
+  // recording gradients) forms the block now.
+  const bool phase_learns =
+      at::GradMode::is_enabled() && (positions.requires_grad() || xi.requires_grad());
+  PositionBlock block;  // [cos, sin] of every position now, or a block of rows at a time later
+  if (by_rows && !phase_learns) {
+    block.trig_rows =
+        std::make_shared<const detail::BlockRows>([positions, xi](int64_t start, int64_t n) {
+          return position_trig(positions.narrow(1, start, n), xi);
+        });
+  } else {
+    block.trig = position_trig(positions, xi);
+  }
+  // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...). With no
+  // a_t < 0 (a positive spectrum: every family's start) N1 = N2 and both sides get the same scale
+  // tensor, which `share_leading_projection` reads as "project the block once". Looking at the
+  // signs would synchronise a GPU stream on every call, so off the CPU the sides keep separate
+  // scales.
+  block.key_scale = magnitude;
+  block.query_scale = magnitude;
+  if (!a.device().is_cpu() || at::any(a < 0).item<bool>()) {
+    block.query_scale =
+        magnitude * at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
+  }
+  // |N1_i|^2 = sum_t (|a_t| / r) (cos^2 + sin^2) at every position i: a closed form per head, so
+  // the feature map never squares a scaled copy of the block (nor keeps one for the backward).
+  block.half_squared_norm = 0.25 * magnitude.square().sum(-1, /*keepdim=*/true);
+  return block;
+}
+
+// positions (B', L, l) -> Q^ or K^ parts: returns ([N1, q D^{-1/4}], [N2, k D^{-1/4}]), the
+// position blocks as one [cos, sin] block with column scales, made a block of tokens at a time
+// when `by_rows`.
+std::pair<PrecomputedInput, PrecomputedInput> augmented(
+    const FLTAttentionImpl& attention, const torch::Tensor& q, const torch::Tensor& k,
+    const torch::Tensor& q_pos, const torch::Tensor& k_pos, bool by_rows = false) {
+  check_dims_against("FLTAttention", attention.options.heads(), attention.options.head_dim(), q);
+  const auto at_q = position_block(attention, q_pos, by_rows);
+  // One evaluation when positions agree.
+  const auto at_k = k_pos.is_same(q_pos) ? at_q : position_block(attention, k_pos, by_rows);
+  // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] as column blocks: never concatenated, the
+  // position blocks (batch 1 when positions are shared) are projected once for the whole batch,
+  // N1 and N2 are one [cos, sin] block, and every scale is a column scale of the projection.
+  PrecomputedInput query{at_q.trig, q}, key{at_k.trig, k};
+  query.leading_rows = at_q.trig_rows;
+  key.leading_rows = at_k.trig_rows;
+  query.scales = {at_q.query_scale, detail::quarter_scale(q)};
+  key.scales = {at_q.key_scale, detail::quarter_scale(k)};
+  query.half_squared_norms = {at_q.half_squared_norm};
+  key.half_squared_norms = {at_q.half_squared_norm};
+  // N1 = N2 at the same positions: the same block and scale tensors on both sides, which
+  // `share_leading_projection` reads as "project the block once for queries and keys".
+  return {query, key};
 }
 
 }  // namespace
@@ -342,53 +428,9 @@ torch::Tensor FLTAttentionImpl::frequencies() const {
   return base_frequencies * log_proposal_sigma.exp();
 }
 
-FLTAttentionImpl::PositionBlock FLTAttentionImpl::position_block(const torch::Tensor& positions,
-                                                                 bool by_rows) const {
-  TORCH_CHECK(positions.dim() == 3 && positions.size(-1) == options.position_dim(),
-              "FLTAttention: positions must have shape (B, L, ", options.position_dim(),
-              ") (position_dim ", options.position_dim(), "), got ", positions.sizes());
-  const auto dtype = positions.scalar_type();
-  const double r = static_cast<double>(options.rpe_features());
-  const auto xi = base_frequencies.to(dtype) * log_proposal_sigma.to(dtype).exp();  // (H, r, l)
-  const auto a = rpe->g(xi) / proposal_density(xi);                                 // (H, r)
-  // In float32, g underflows to exactly 0 at frequencies far from the spectrum's mass, and
-  // d sqrt(x)/dx is infinite at 0 (0 * inf = NaN in the backward): the floor keeps the gradient at
-  // 0 there while changing N1.N2 by at most r * 1e-30.
-  const auto magnitude =
-      (a.abs() / r).clamp_min(1e-30).sqrt().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
-
-  // Rows made later carry no graph: a phase that learns (positions or the proposal's width
-  // recording gradients) forms the block now.
-  const bool phase_learns =
-      at::GradMode::is_enabled() && (positions.requires_grad() || xi.requires_grad());
-  PositionBlock block;  // [cos, sin] of every position now, or a block of rows at a time later
-  if (by_rows && !phase_learns) {
-    block.trig_rows = std::make_shared<const BlockRows>([positions, xi](int64_t start, int64_t n) {
-      return position_trig(positions.narrow(1, start, n), xi);
-    });
-  } else {
-    block.trig = position_trig(positions, xi);
-  }
-  // Thm 4.1, real part: sgn(a_t) on one side only keeps N1.N2 = (1/r) sum_t a_t cos(...). With no
-  // a_t < 0 (a positive spectrum: every family's start) N1 = N2 and both sides get the same scale
-  // tensor, which `share_leading_projection` reads as "project the block once". Looking at the
-  // signs would synchronise a GPU stream on every call, so off the CPU the sides keep separate
-  // scales.
-  block.key_scale = magnitude;
-  block.query_scale = magnitude;
-  if (!a.device().is_cpu() || at::any(a < 0).item<bool>()) {
-    block.query_scale =
-        magnitude * at::sign(a).detach().repeat({1, 2}).view({1, a.size(0), 1, 2 * a.size(1)});
-  }
-  // |N1_i|^2 = sum_t (|a_t| / r) (cos^2 + sin^2) at every position i: a closed form per head, so
-  // the feature map never squares a scaled copy of the block (nor keeps one for the backward).
-  block.half_squared_norm = 0.25 * magnitude.square().sum(-1, /*keepdim=*/true);
-  return block;
-}
-
 std::pair<torch::Tensor, torch::Tensor> FLTAttentionImpl::rpe_features(
     const torch::Tensor& positions) const {
-  const auto block = position_block(positions);
+  const auto block = position_block(*this, positions);
   return {block.trig * block.query_scale, block.trig * block.key_scale};
 }
 
@@ -408,30 +450,6 @@ torch::Tensor FLTAttentionImpl::positions_for(const char* fn, const torch::Tenso
   return pos;
 }
 
-std::pair<FeatureInput, FeatureInput> FLTAttentionImpl::augmented(const torch::Tensor& q,
-                                                                  const torch::Tensor& k,
-                                                                  const torch::Tensor& q_pos,
-                                                                  const torch::Tensor& k_pos,
-                                                                  bool by_rows) const {
-  check_dims_against("FLTAttention", options.heads(), options.head_dim(), q);
-  const auto at_q = position_block(q_pos, by_rows);
-  // One evaluation when positions agree.
-  const auto at_k = k_pos.is_same(q_pos) ? at_q : position_block(k_pos, by_rows);
-  // Q^ = [N1, q D^{-1/4}], K^ = [N2, k D^{-1/4}] as column blocks: never concatenated, the
-  // position blocks (batch 1 when positions are shared) are projected once for the whole batch,
-  // N1 and N2 are one [cos, sin] block, and every scale is a column scale of the projection.
-  FeatureInput query{at_q.trig, q}, key{at_k.trig, k};
-  query.leading_rows = at_q.trig_rows;
-  key.leading_rows = at_k.trig_rows;
-  query.scales = {at_q.query_scale, detail::quarter_scale(q)};
-  key.scales = {at_q.key_scale, detail::quarter_scale(k)};
-  query.half_squared_norms = {at_q.half_squared_norm};
-  key.half_squared_norms = {at_q.half_squared_norm};
-  // N1 = N2 at the same positions: the same block and scale tensors on both sides, which
-  // `share_leading_projection` reads as "project the block once for queries and keys".
-  return {query, key};
-}
-
 torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, const AttentionCall& call) {
   check_call("FLTAttention", q, k, v, call.causal);
@@ -443,8 +461,9 @@ torch::Tensor FLTAttentionImpl::forward(const torch::Tensor& q, const torch::Ten
   // On the CPU favor_attention forms its inputs a block of tokens at a time (the fused backward
   // again), and the position block is made so too rather than for the whole sequence.
   const bool by_rows = q.device().is_cpu() && k.device().is_cpu() && v.device().is_cpu();
-  auto [qh, kh] = augmented(q, k, q_pos, k_pos, by_rows);
-  return favor_attention(*feature_map, std::move(qh), std::move(kh), v, call.causal, options.eps());
+  auto [qh, kh] = augmented(*this, q, k, q_pos, k_pos, by_rows);
+  return detail::favor_attention(*feature_map, std::move(qh), std::move(kh), v, call.causal,
+                                 options.eps());
 }
 
 torch::Tensor FLTAttentionImpl::materialize(const torch::Tensor& q, const torch::Tensor& k,
@@ -452,10 +471,10 @@ torch::Tensor FLTAttentionImpl::materialize(const torch::Tensor& q, const torch:
   check_call("FLTAttention::materialize", q, k, {}, call.causal);
   const auto q_pos = positions_for("FLTAttention::materialize", call.positions, q, 0);
   const auto k_pos = q.size(2) == k.size(2) ? q_pos : positions_for("FLTAttention", {}, k, 0);
-  auto [qh, kh] = augmented(q, k, q_pos, k_pos);
-  share_leading_projection(*feature_map, qh, kh);
-  const auto query = feature_map->query_features(qh);
-  const auto key = feature_map->key_features(kh, call.causal);
+  auto [qh, kh] = augmented(*this, q, k, q_pos, k_pos);
+  detail::share_leading_projection(*feature_map, qh, kh);
+  const auto query = detail::query_features(*feature_map, qh);
+  const auto key = detail::key_features(*feature_map, kh, call.causal);
   return feature_attention_matrix(
       query, key, call.causal, favor_floor(query, favor_key_mass(key, call.causal), options.eps()));
 }
@@ -512,9 +531,9 @@ void FLTAttentionImpl::append(LinearAttentionState& state, const torch::Tensor& 
   check_call("FLTAttention::append", k, k, v, false);
   state.check_tokens("FLTAttention::append", k, v);
   const auto pos = positions_for("FLTAttention::append", positions, k, state.steps);
-  const auto kh = augmented(k, k, pos, pos).second;
-  if (state.empty()) state.key_shift = feature_map->causal_key_shift(kh.first_token());
-  state.append(feature_map->key_features(kh, state.key_shift), v);
+  const auto kh = augmented(*this, k, k, pos, pos).second;
+  if (state.empty()) state.key_shift = detail::causal_key_shift(*feature_map, kh.first_token());
+  state.append(detail::key_features(*feature_map, kh, state.key_shift), v);
 }
 
 torch::Tensor FLTAttentionImpl::read(const LinearAttentionState& state, const torch::Tensor& q,
@@ -525,8 +544,8 @@ torch::Tensor FLTAttentionImpl::read(const LinearAttentionState& state, const to
               " tokens appended; their default positions are the "
               "latest tokens' indices, so pass positions to read further");
   const auto pos = positions_for("FLTAttention::read", positions, q, state.steps - q.size(2));
-  const auto qh = augmented(q, q, pos, pos).first;
-  const auto query = feature_map->query_features(qh);
+  const auto qh = augmented(*this, q, q, pos, pos).first;
+  const auto query = detail::query_features(*feature_map, qh);
   return state.read(query,
                     favor_floor(query, state.normaliser.sum(-2, /*keepdim=*/true), options.eps()));
 }

@@ -32,9 +32,7 @@
 #include <torch/nn/cloneable.h>
 #include <torch/types.h>
 
-#include <functional>
 #include <initializer_list>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -91,60 +89,26 @@ torch::Tensor orthogonal_gaussian_rows(int64_t m, int64_t dim, uint64_t seed,
 /// then never builds the concatenation; FLT passes [N1, q D^{-1/4}] this way, and its position
 /// block of batch 1 is projected once for the whole batch). Blocks broadcast against each other
 /// except in the last dimension. x: (..., L, Din) or blocks (..., L, Din_b) with sum_b Din_b = Din
-/// Makes rows start .. start + length of a block that is never formed whole. -> (..., length,
-/// Din_b)
-using BlockRows = std::function<torch::Tensor(int64_t start, int64_t length)>;
-
 struct FeatureInput {
   FeatureInput(const torch::Tensor& x) : blocks{x} {}  // NOLINT: implicit on purpose
   FeatureInput(std::initializer_list<torch::Tensor> parts) : blocks(parts) {}
   std::vector<torch::Tensor> blocks;
-  /// Optional: makes block 0's rows where `blocks[0]` is left undefined, so that a block as long
-  /// as the sequence is never formed whole. Only `rows` reads it: `favor_attention` on the CPU,
-  /// whose blocked forward and fused backward form their inputs a block of tokens at a time (its
-  /// composite path forms the block whole first; the feature map itself needs block 0 formed).
-  /// The rows it makes are constants: a block that needs a gradient must be formed. Two inputs
-  /// with the same maker (one pointer) have the same block 0. FLT's [cos, sin] position block
-  /// comes this way on the CPU: whole, it is 8 MB at L = 4096, H = 8, r = 32, allocated per call
-  /// (and, with autograd, kept until the backward).
-  std::shared_ptr<const BlockRows> leading_rows;
   /// Optional column scales, one per block (none, or an undefined tensor: 1). Block b enters the
   /// map as blocks[b] * scales[b], with the scale broadcast over the tokens: (..., 1, Din_b). A
   /// scale is folded into the projection's columns, so the scaled block is never built. FLT's
   /// position blocks N1 = [cos, sin] |a| sgn(a) and N2 = [cos, sin] |a| share one [cos, sin]
   /// tensor this way.
   std::vector<torch::Tensor> scales;
-  /// Optional projections, one per block (none, or an undefined tensor: computed): block b's share
-  /// of W x, W_b (blocks[b] * scales[b]) -> (..., L, m), made by `FeatureMapImpl::project_block` of
-  /// the same map for the same input (it is not checked against W: a stale one gives wrong
-  /// features). A block that enters two inputs alike is projected once this way: FLT's position
-  /// block, shared by its queries and keys when every a_t >= 0 (N1 = N2).
-  std::vector<torch::Tensor> projections;
-  /// Optional half squared norms, one per block (none, or an undefined tensor: computed):
-  /// |blocks[b] * scales[b]|^2 / 2 per token, broadcastable to (..., L, 1), for a block whose norm
-  /// has a closed form. FLT's [cos, sin] block has the same norm at every position (cos^2 + sin^2 =
-  /// 1): a constant per head, so its scaled copy is never built, nor kept for the backward.
-  std::vector<torch::Tensor> half_squared_norms;
   /// Block b with its scale applied (a new tensor when it has one). -> (..., L, Din_b)
   torch::Tensor scaled(size_t b) const;
   /// Block b's scale, or an undefined tensor.
   torch::Tensor scale(size_t b) const { return b < scales.size() ? scales[b] : torch::Tensor(); }
-  /// Block b's given projection, or an undefined tensor.
-  torch::Tensor projection(size_t b) const {
-    return b < projections.size() ? projections[b] : torch::Tensor();
-  }
-  /// Block b's given half squared norm, or an undefined tensor.
-  torch::Tensor half_squared_norm(size_t b) const {
-    return b < half_squared_norms.size() ? half_squared_norms[b] : torch::Tensor();
-  }
-  /// Each block's first token (dim -2), with the same scales, projections and norms.
+  /// Each block's first token (dim -2), with the same scales: the input of `causal_key_shift`.
   /// -> (..., 1, Din_b)
   FeatureInput first_token() const { return rows(0, 1); }
-  /// Tokens start .. start + length of every block (dim -2), with the same scales and the same
-  /// rows of the projections and per-token norms (a constant norm stays whole); block 0's rows made
-  /// by `leading_rows` where it has them, or `leading` when given (those rows made already, by the
-  /// same maker for another input). -> (..., length, Din_b)
-  FeatureInput rows(int64_t start, int64_t length, const torch::Tensor& leading = {}) const;
+  /// Tokens start .. start + length of every block (dim -2), with the same scales.
+  /// -> (..., length, Din_b)
+  FeatureInput rows(int64_t start, int64_t length) const;
   /// Tokens L (dim -2 of the blocks).
   int64_t length() const;
   /// The concatenated input (broadcast, then cat). -> (..., L, Din)
@@ -210,35 +174,8 @@ class FeatureMapImpl : public torch::nn::Cloneable<FeatureMapImpl> {
   FeatureMapOptions options;
   torch::Tensor
       projection;  ///< W: (m, Din) buffer (a parameter for kLearnable); undefined for kElu
-
-  /// Block b's share of W x: W_b (x.blocks[b] * x.scales[b]), the scale folded into W's columns.
-  /// -> (..., L, m); for `FeatureInput::projections` (the map must project, not kElu).
-  torch::Tensor project_block(const FeatureInput& x, size_t b) const;
-
- private:
-  enum class Shift { kNone, kPerToken, kPerSequence, kGiven };
-  /// The one formula of every map, with the shift chosen by `rule` (`given` for kGiven).
-  /// x: (..., L, Din) -> (..., L, M)
-  /// With `sequence_shift` and kPerSequence, the shift taken goes there ((..., 1, 1) double).
-  torch::Tensor compute(const FeatureInput& x, Shift rule, const torch::Tensor& given = {},
-                        torch::Tensor* sequence_shift = nullptr) const;
-  /// W x without building the concatenated x. -> (..., L, m)
-  torch::Tensor project(const FeatureInput& x) const;
-  /// The softmax-kernel maps' pieces: W x (..., L, m); the logits P = W x (positive) or [W x, -W x]
-  /// (hyperbolic; undefined for the trigonometric map) and their per-token max `top` (..., L, 1),
-  /// detached (0 for the trigonometric map); with `with_level`, each token's largest log-feature
-  /// `level` = top - |x|^2/2 (trigonometric: +|x|^2/2), (..., L, 1) in double.
-  struct LogTerms {
-    torch::Tensor wx, logits, top, level;
-  };
-  LogTerms log_terms(const FeatureInput& x, bool with_level) const;
 };
 TORCH_MODULE(FeatureMap);
-
-/// Where queries and keys begin with the same block under the same scale (FLT's position block at
-/// shared positions while N1 = N2), gives both the projection of that block, computed once (two
-/// products would cost as much as the q and k projections together). Does nothing otherwise.
-void share_leading_projection(const FeatureMapImpl& map, FeatureInput& q, FeatureInput& k);
 
 /// Rows of features a CPU call of `favor_attention` holds at once (its blocked forward, and the
 /// fused backward), as bytes of one block of query or key features (B H rows M columns each; at
@@ -253,20 +190,19 @@ constexpr int64_t kFavorBlockBytes = int64_t{2} << 20;
 /// (docs/benchmarks.md). Causal blocks carry the scan state and the key mass, addition for
 /// addition as one pass. Non-causal keys are summed block by block, each block shifted by its own
 /// largest log-feature and the sums rescaled to the running one (the shift cancels in the ratio;
-/// equal to one pass up to rounding, exactly so when the keys fit one block); the queries' position
-/// block (FLT) is then projected in both passes.
-/// With autograd recording (any input, scale, given projection or norm, or W requiring grad), a
+/// equal to one pass up to rounding, exactly so when the keys fit one block).
+/// With autograd recording (any input, scale or W requiring grad), a
 /// CPU float or double call is one autograd function that keeps only its inputs, W, the keys' shift
 /// and (non-causal) the keys' summary S = sum_j phi_k_j [v_j, 1]^T and mass (M (Dv + 1) + 2
 /// numbers a head): its forward is the blocked one, and its backward recomputes the features
-/// block by block and takes their gradients to the inputs (scales and norms too: FLT's spectrum)
+/// block by block and takes their gradients to the inputs (scales too: FLT's spectrum)
 /// through the feature map's own formula. Causal backward passes run the scans of
 /// `kernels::linear_attention_numerator`'s backward block by block with carried states (forward
 /// for the queries, reverse for keys and values) and keep dL/d[numerator, denominator], the size
 /// of v. A W that requires grad (kLearnable), other devices and dtypes, and the tests' composite
-/// guard take the four calls above (autograd then keeps the features of the whole sequence); so
-/// does a backward with create_graph (double backward), from the saved inputs. q: (..., Lq, Din)
-/// blocks  k: (..., Lk, Din) blocks  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
+/// guard take the calls above on whole tensors (autograd then keeps the features of the whole
+/// sequence); so does a backward with create_graph (double backward), from the saved inputs. q:
+/// (..., Lq, Din) blocks  k: (..., Lk, Din) blocks  v: (B, H, Lk, Dv) -> (B, H, Lq, Dv)
 torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,
                               const torch::Tensor& v, bool causal, double eps);
 

@@ -196,23 +196,6 @@ class FLTAttentionImpl : public AttentionModule<FLTAttentionImpl, FLTAttentionOp
   torch::Tensor log_proposal_sigma;  ///< log s: scalar (parameter when learnt, else buffer)
 
  private:
-  /// N1 and N2 as one trigonometric block and two column scales: N1 = trig * query_scale,
-  /// N2 = trig * key_scale, trig (B', H, L, 2r), scales (1, H, 1, 2r); and |N2|^2 / 2, the same
-  /// at every position, (1, H, 1, 1) (|N1|^2 equals it up to r * 1e-30 where some a_t = 0).
-  /// `by_rows` (and a phase that records no gradient): trig is not formed, `trig_rows` makes its
-  /// rows instead (FeatureInput::leading_rows).
-  struct PositionBlock {
-    torch::Tensor trig, query_scale, key_scale, half_squared_norm;
-    std::shared_ptr<const BlockRows> trig_rows;
-  };
-  PositionBlock position_block(const torch::Tensor& positions, bool by_rows = false) const;
-  /// positions (B', L, l) -> Q^ or K^ parts: returns ([N1, q D^{-1/4}], [N2, k D^{-1/4}]), the
-  /// position blocks as one [cos, sin] block with column scales (FeatureInput::scales), made a
-  /// block of tokens at a time when `by_rows`.
-  std::pair<FeatureInput, FeatureInput> augmented(const torch::Tensor& q, const torch::Tensor& k,
-                                                  const torch::Tensor& q_pos,
-                                                  const torch::Tensor& k_pos,
-                                                  bool by_rows = false) const;
   torch::Tensor positions_for(const char* fn, const torch::Tensor& positions,
                               const torch::Tensor& x, int64_t first_index) const;
   void draw_frequencies(uint64_t seed);
