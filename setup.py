@@ -32,7 +32,7 @@ class CMakeBuild(build_ext):
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []
             subprocess.check_call([
                 "cmake", "-S", SOURCE, "-B", build, *generator, "-DCMAKE_BUILD_TYPE=Release",
-                "-DFLT_BUILD_TESTS=OFF", "-DFLT_BUILD_BENCH=OFF", "-DFLT_BUILD_DEMOS=OFF",
+                "-DFLT_BUILD_TESTS=OFF", "-DFLT_BUILD_BENCH=OFF", "-DFLT_BUILD_DEMOS=OFF", "-DFLT_BUILD_TOOLS=OFF",
                 "-DFLT_BUILD_VIZ=OFF", "-DFLT_BUILD_PYTHON=ON",
                 "-DFLT_PYTHON_EXECUTABLE=" + sys.executable])
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))

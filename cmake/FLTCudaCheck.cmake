@@ -1,5 +1,5 @@
 # flt_cuda_check: compiles kernels/cuda/*.cu with nvcc alone (no LibTorch, no CMake CUDA language)
-# and links the standalone harness (CPU reference vs GPU, kernels/cuda/harness/harness.cu), so CI
+# and links the standalone harness (CPU reference vs GPU, dev/cuda-harness/harness.cu), so CI
 # machines without a GPU or a CUDA LibTorch still prove the CUDA code compiles. Built on request
 # (ctest's cuda_compile_check builds it); absent nvcc, the test reports itself skipped.
 set(FLT_CUDA_CHECK_ARCHS "80;90" CACHE STRING "SM architectures the nvcc check target compiles for")
@@ -13,8 +13,9 @@ if(FLT_NVCC)
   file(GLOB _cuda_kernels CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu)
   file(GLOB _cuda_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.h
                                             ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cuh
-                                            ${PROJECT_SOURCE_DIR}/kernels/cuda/harness/*.h
-                                            ${PROJECT_SOURCE_DIR}/kernels/cuda/harness/*.cu
+                                            ${PROJECT_SOURCE_DIR}/dev/cuda-harness/*.h
+                                            ${PROJECT_SOURCE_DIR}/dev/cuda-harness/*.cu
+                                            ${PROJECT_SOURCE_DIR}/tests/cuda_emulation/fourier_reference.h
                                             ${PROJECT_SOURCE_DIR}/kernels/include/flt/kernels/fourier_series.h
                                             ${PROJECT_SOURCE_DIR}/kernels/include/flt/kernels/schedule_rule.h)
   set(_objects "")
@@ -29,10 +30,11 @@ if(FLT_NVCC)
     list(APPEND _objects ${object})
   endforeach()
   # The harness and its own kernel variants (the candidates the library's kernels were chosen from).
-  file(GLOB _harness_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/harness/*.cu)
+  file(GLOB _harness_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/dev/cuda-harness/*.cu)
   set(_harness ${CMAKE_CURRENT_BINARY_DIR}/flt_cuda_harness)
   add_custom_command(OUTPUT ${_harness}
-    COMMAND ${FLT_NVCC} ${_flags} ${_harness_sources} ${_objects} -o ${_harness}
+    COMMAND ${FLT_NVCC} ${_flags} -I${PROJECT_SOURCE_DIR}/tests/cuda_emulation ${_harness_sources}
+            ${_objects} -o ${_harness}
     DEPENDS ${_harness_sources} ${_objects} ${_cuda_headers}
     COMMENT "nvcc (check) flt_cuda_harness" VERBATIM)
   add_custom_target(flt_cuda_check DEPENDS ${_objects} ${_harness})

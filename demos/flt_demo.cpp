@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "cli_checks.h"
+#include "flt/detail/cli_checks.h"
 #include "flt/detail/progress.h"
+#include "flt/detail/raster_plot.h"
 #include "flt/runtime.h"
 #include "lessons/lessons.h"
-#include "raster_plot.h"
 
 namespace fd = flt::demos;
 
@@ -73,19 +73,21 @@ bool write_csv(const fd::LessonResult& r, const std::string& path) {
 bool write_png(const fd::Lesson& lesson, const fd::LessonResult& r, const std::string& path) {
   const int panel_w = 520, panel_h = 340, title_h = 40;
   const int columns = std::max<int>(1, static_cast<int>(r.panels.size()));
-  fd::Canvas canvas(columns * panel_w, title_h + panel_h);
+  flt::detail::Canvas canvas(columns * panel_w, title_h + panel_h);
   canvas.text(8, 6, lesson.title, {0, 0, 0}, 2);
   canvas.text(8, 26, lesson.paper + " | flt-demo " + lesson.key, {90, 90, 90});
   for (size_t p = 0; p < r.panels.size(); ++p) {
     const auto& panel = r.panels[p];
-    std::vector<fd::XySeries> series;
+    std::vector<flt::detail::XySeries> series;
     size_t colour = 0;
     for (const auto& s : panel.series) {
-      const fd::Rgb c = s.reference ? fd::Rgb{120, 120, 120} : fd::series_color(colour++);
+      const flt::detail::Rgb c =
+          s.reference ? flt::detail::Rgb{120, 120, 120} : flt::detail::series_color(colour++);
       series.push_back({s.label, s.x, s.y, c, s.reference});
     }
-    fd::plot_xy_panel(canvas, static_cast<int>(p) * panel_w, title_h, panel_w, panel_h, panel.title,
-                      panel.x_label, panel.y_label, series, panel.log_x, panel.log_y);
+    flt::detail::plot_xy_panel(canvas, static_cast<int>(p) * panel_w, title_h, panel_w, panel_h,
+                               panel.title, panel.x_label, panel.y_label, series, panel.log_x,
+                               panel.log_y);
   }
   return canvas.save(path);
 }
@@ -139,10 +141,10 @@ int main(int argc, char** argv) {
     sub->add_option("--out", out, "output directory")->capture_default_str();
     sub->add_option("--seed", seed, "random seed")
         ->capture_default_str()
-        ->check(fd::integer_at_least(0));
+        ->check(flt::detail::integer_at_least(0));
     sub->add_option("--threads", threads,
                     "intra-op threads (default: all cores, or OMP_NUM_THREADS)")
-        ->check(fd::integer_at_least(1));
+        ->check(flt::detail::integer_at_least(1));
   };
   for (const auto& lesson : fd::lessons()) {
     add_common(app.add_subcommand(lesson.key, lesson.title + " (" + lesson.paper + ")"));

@@ -2,7 +2,7 @@
 //
 // The library ships one kernel of each kind, the fastest that passed every check of a device run
 // of the harness (docs/benchmarks.md, "GPU"; the configurations tried and their timings are the
-// harness's own, kernels/cuda/harness/fourier_variants.cu):
+// harness's own, dev/cuda-harness/fourier_variants.cu):
 //   forward   tiled, 64 queries x 32 keys a block of 256 threads, 4 x 2 pairs a thread
 //             (fourier_tiled_forward.h): the tables a = r x, sin a, cos a, then each pair's
 //             weight from sin(a_q - a_k) = sin a_q cos a_k - cos a_q sin a_k in registers, with an

@@ -1,7 +1,7 @@
 // The tiled Fourier-attention kernels' launchers: the CUDA kernels around the block code of
 // fourier_tiled.h and the templates that size, check and launch one tile configuration. Included by
 // the library (fourier_attention.cu: the shipped configurations) and by the harness
-// (harness/fourier_variants.cu: every configuration tried); like fourier_naive.cuh, everything
+// (dev/cuda-harness/fourier_variants.cu: every configuration tried); like fourier_naive.cuh, everything
 // lives in an anonymous namespace of the including file.
 #pragma once
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fourier_tiled.h"
-#include "harness/fourier_reference.h"
+#include "fourier_reference.h"
 
 namespace {
 

@@ -106,7 +106,7 @@ FLT_INLINE float log_approx(float x) {
 
 /// tanh x = x P(x^2) / Q(x^2) on |x| <= 9 (tanh 9 = 1 in float), a (5, 4) rational fitted to
 /// tanh(x)/x by weighted least squares (Sanathanan-Koerner iterations in double precision on 4000
-/// points of [0, 9]; scripts/fit_tanh_rational.cpp); in float over 2e6 points of [0, 10]: absolute
+/// points of [0, 9]; dev/fit_tanh_rational.cpp); in float over 2e6 points of [0, 10]: absolute
 /// error < 3.6e-7.
 /// Cheaper than 1 - 2 / (e^{2x} + 1) (step 5% faster; the head takes 32 tanh per coordinate).
 FLT_INLINE float tanh_approx(float x) {

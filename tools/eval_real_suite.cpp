@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "flt/detail/raster_plot.h"
 #include "flt/detail/statistics.h"
 #include "memory_views.h"
-#include "raster_plot.h"
 
 namespace fh = flt::harness;
 
-namespace flt::demos {
+namespace flt::tools {
 namespace {
 
 std::string verdict(int comparison) {
@@ -223,21 +223,21 @@ bool draw_figures(const std::vector<fh::TrainingRun>& runs,
     }
     return out;
   };
-  const auto x_label = [](flt::demos::Canvas& canvas, int x, int y, int w, int64_t steps) {
+  const auto x_label = [](flt::detail::Canvas& canvas, int x, int y, int w, int64_t steps) {
     canvas.text(x + 60, y, "0", {0, 0, 0});
     const std::string last = "step " + std::to_string(steps);
     canvas.text(x + w - 12 - stb_easy_font_width(const_cast<char*>(last.c_str())), y, last,
                 {0, 0, 0});
   };
   for (const auto& run : runs) {
-    flt::demos::Canvas probe(2 * panel_w, 1);
-    const int legend_h = flt::demos::draw_legend(probe, 2 * panel_w, names);
-    flt::demos::Canvas canvas(2 * panel_w, legend_h + panel_h + 14);
-    flt::demos::draw_legend(canvas, 2 * panel_w, names);
-    flt::demos::plot_panel(canvas, 0, legend_h, panel_w, panel_h,
-                           run.name + ": held-out loss (log)", series(run.name, false), true);
-    flt::demos::plot_panel(canvas, panel_w, legend_h, panel_w, panel_h,
-                           "sum of parameter norms (log)", series(run.name, true), true);
+    flt::detail::Canvas probe(2 * panel_w, 1);
+    const int legend_h = flt::detail::draw_legend(probe, 2 * panel_w, names);
+    flt::detail::Canvas canvas(2 * panel_w, legend_h + panel_h + 14);
+    flt::detail::draw_legend(canvas, 2 * panel_w, names);
+    flt::detail::plot_panel(canvas, 0, legend_h, panel_w, panel_h,
+                            run.name + ": held-out loss (log)", series(run.name, false), true);
+    flt::detail::plot_panel(canvas, panel_w, legend_h, panel_w, panel_h,
+                            "sum of parameter norms (log)", series(run.name, true), true);
     x_label(canvas, 0, legend_h + panel_h - 10, panel_w, run.steps);
     x_label(canvas, panel_w, legend_h + panel_h - 10, panel_w, run.steps);
     canvas.save(options.out + "/eval-real-" + run.name + ".png");
@@ -245,14 +245,14 @@ bool draw_figures(const std::vector<fh::TrainingRun>& runs,
   const int columns = std::min<int>(4, static_cast<int>(runs.size()));
   const int rows_n = (static_cast<int>(runs.size()) + columns - 1) / columns;
   const int small_w = 330, small_h = 220;
-  flt::demos::Canvas probe(columns * small_w, 1);
-  const int legend_h = flt::demos::draw_legend(probe, columns * small_w, names);
-  flt::demos::Canvas overview(columns * small_w, legend_h + rows_n * small_h);
-  flt::demos::draw_legend(overview, columns * small_w, names);
+  flt::detail::Canvas probe(columns * small_w, 1);
+  const int legend_h = flt::detail::draw_legend(probe, columns * small_w, names);
+  flt::detail::Canvas overview(columns * small_w, legend_h + rows_n * small_h);
+  flt::detail::draw_legend(overview, columns * small_w, names);
   for (size_t i = 0; i < runs.size(); ++i) {
-    flt::demos::plot_panel(overview, static_cast<int>(i % columns) * small_w,
-                           legend_h + static_cast<int>(i / columns) * small_h, small_w, small_h,
-                           runs[i].name, series(runs[i].name, false), true);
+    flt::detail::plot_panel(overview, static_cast<int>(i % columns) * small_w,
+                            legend_h + static_cast<int>(i / columns) * small_h, small_w, small_h,
+                            runs[i].name, series(runs[i].name, false), true);
   }
   overview.save(options.out + "/eval-real.png");
   // The second design's memories span the run: their view reaches the longest run's length.
@@ -318,4 +318,4 @@ void run_real_suite(const RealSuiteOptions& options) {
       options.out.c_str(), memory_views ? ", memory.csv and memory-rpe.png" : "");
 }
 
-}  // namespace flt::demos
+}  // namespace flt::tools

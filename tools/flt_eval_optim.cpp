@@ -36,22 +36,22 @@
 #include <string>
 #include <vector>
 
-#include "cli_checks.h"
 #include "eval_real_suite.h"
+#include "flt/detail/cli_checks.h"
+#include "flt/detail/raster_plot.h"
 #include "flt/detail/statistics.h"
 #include "flt/harness/evaluate.h"
 #include "flt/harness/training_runs.h"
 #include "flt/optim/mnemosyne.h"
 #include "flt/runtime.h"
 #include "memory_views.h"
-#include "raster_plot.h"
 
 namespace fo = flt::optim;
 
 namespace fh = flt::harness;
-using flt::demos::memory_view;
-using flt::demos::schedule_views;
-using flt::demos::write_memory_views;
+using flt::tools::memory_view;
+using flt::tools::schedule_views;
+using flt::tools::write_memory_views;
 
 namespace {
 
@@ -105,7 +105,7 @@ struct EvalArgs {
   bool tune_learned = false;  // also the FLT rule with its multiplier tuned like the baselines' lr
   std::string suite = "synthetic";
   std::string design = "coordinate-memory";
-  flt::demos::RealSuiteOptions real;
+  flt::tools::RealSuiteOptions real;
   int threads = 1;
 };
 
@@ -130,10 +130,10 @@ void declare_options(CLI::App& app, EvalArgs& a) {
   app.add_option("--out", a.out, "output directory")->capture_default_str();
   app.add_option("--seeds", a.options.eval_seeds, "evaluation seeds")
       ->capture_default_str()
-      ->check(flt::demos::integer_at_least(1));
+      ->check(flt::detail::integer_at_least(1));
   app.add_option("--tuning-seeds", a.options.tuning_seeds, "seeds for tuning learning rates")
       ->capture_default_str()
-      ->check(flt::demos::integer_at_least(1));
+      ->check(flt::detail::integer_at_least(1));
   app.add_option("--tasks", a.only, "held-out tasks, comma-separated (default: all)")
       ->delimiter(',')
       ->expected(1)
@@ -192,7 +192,7 @@ void declare_options(CLI::App& app, EvalArgs& a) {
                "a half cosine to 0, as the tuned baselines' schedule)");
   app.add_option("--threads", a.threads, "LibTorch intra-op threads")
       ->capture_default_str()
-      ->check(flt::demos::integer_at_least(1));
+      ->check(flt::detail::integer_at_least(1));
 }
 
 /// The synthetic suite's contenders: tuned Adam (and SGD-momentum), the learned optimizers the
@@ -230,7 +230,7 @@ std::vector<fh::Contender> synthetic_contenders(
     }
   }
   for (const auto& text : a.weights) {
-    const auto spec = flt::demos::weights_spec(text, a.real.design);
+    const auto spec = flt::tools::weights_spec(text, a.real.design);
     if (spec.design == fh::MnemosyneDesign::kTensorSchedule) {
       contenders.push_back(learned_schedule(spec.name, spec.file));
     } else {
@@ -334,11 +334,11 @@ void draw_synthetic_figure(const std::vector<fh::EvalTask>& tasks,
     legend_x += width;
   }
   const int legend_h = legend_y + legend_row + 6;
-  flt::demos::Canvas canvas(columns * panel_w,
-                            legend_h + ((panels + columns - 1) / columns) * panel_h);
+  flt::detail::Canvas canvas(columns * panel_w,
+                             legend_h + ((panels + columns - 1) / columns) * panel_h);
   for (size_t c = 0; c < contenders.size(); ++c) {
     const auto [x, y] = legend_at[c];
-    canvas.rect(x, y, x + 14, y + 14, flt::demos::series_color(c));
+    canvas.rect(x, y, x + 14, y + 14, flt::detail::series_color(c));
     canvas.text(x + 20, y, contenders[c].name, {0, 0, 0}, 2);
   }
   for (int t = 0; t < panels; ++t) {
@@ -346,8 +346,8 @@ void draw_synthetic_figure(const std::vector<fh::EvalTask>& tasks,
     for (const auto& r : rows) {
       if (r.task == tasks[t].name) series.push_back(r.median_curve);
     }
-    flt::demos::plot_panel(canvas, (t % columns) * panel_w, legend_h + (t / columns) * panel_h,
-                           panel_w, panel_h, tasks[t].name, series, /*log_y=*/true);
+    flt::detail::plot_panel(canvas, (t % columns) * panel_w, legend_h + (t / columns) * panel_h,
+                            panel_w, panel_h, tasks[t].name, series, /*log_y=*/true);
   }
   canvas.save(out + "/eval.png");
 }
@@ -422,7 +422,7 @@ int main(int argc, char** argv) {
   flt::init();
   flt::set_threads(a.threads);
   try {
-    if (run_real) flt::demos::run_real_suite(a.real);
+    if (run_real) flt::tools::run_real_suite(a.real);
     if (run_synthetic) run_synthetic_suite(a, synthetic_only);
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-eval-optim: %s\n", e.what_without_backtrace());

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "flt/detail/raster_plot.h"
 #include "flt/optim/learned_schedule.h"
 #include "flt/optim/mnemosyne.h"
-#include "raster_plot.h"
 
-namespace flt::demos {
+namespace flt::tools {
 
 /// A learned rule's memory over the step index, as the views below read it (both designs'
 /// modules name these members alike).
@@ -89,14 +89,14 @@ inline void write_memory_views(const std::string& out, const std::vector<MemoryV
   std::fclose(csv);
   if (names.empty()) return;
   const int panel_w = 480, panel_h = 280;
-  flt::demos::Canvas probe(2 * panel_w, 1);
-  const int legend_h = flt::demos::draw_legend(probe, 2 * panel_w, names);
-  flt::demos::Canvas canvas(2 * panel_w, legend_h + panel_h + 14);
-  flt::demos::draw_legend(canvas, 2 * panel_w, names);
-  flt::demos::plot_panel(canvas, 0, legend_h, panel_w, panel_h, "learned RPE f(Delta)", rpe_series,
-                         false);
-  flt::demos::plot_panel(canvas, panel_w, legend_h, panel_w, panel_h, "gamma^Delta f(Delta)",
-                         weight_series, false);
+  flt::detail::Canvas probe(2 * panel_w, 1);
+  const int legend_h = flt::detail::draw_legend(probe, 2 * panel_w, names);
+  flt::detail::Canvas canvas(2 * panel_w, legend_h + panel_h + 14);
+  flt::detail::draw_legend(canvas, 2 * panel_w, names);
+  flt::detail::plot_panel(canvas, 0, legend_h, panel_w, panel_h, "learned RPE f(Delta)", rpe_series,
+                          false);
+  flt::detail::plot_panel(canvas, panel_w, legend_h, panel_w, panel_h, "gamma^Delta f(Delta)",
+                          weight_series, false);
   for (int panel = 0; panel < 2; ++panel) {
     canvas.text(panel * panel_w + 60, legend_h + panel_h - 10, "Delta = 0", {0, 0, 0});
     canvas.text(panel * panel_w + panel_w - 80, legend_h + panel_h - 10,
@@ -105,4 +105,4 @@ inline void write_memory_views(const std::string& out, const std::vector<MemoryV
   canvas.save(out + "/memory-rpe.png");
 }
 
-}  // namespace flt::demos
+}  // namespace flt::tools

@@ -1,6 +1,6 @@
 #pragma once
 // The Fourier kernels' candidate configurations side by side, for the harness to check and time
-// (harness/fourier_variants.cu). The library runs one of each kind (fourier_forward,
+// (dev/cuda-harness/fourier_variants.cu). The library runs one of each kind (fourier_forward,
 // fourier_backward in flt_cuda_kernels.h).
 
 #include "flt_cuda_kernels.h"

@@ -2,7 +2,7 @@
 // x^2/81, x in [0, 9], by Sanathanan-Koerner iterations of weighted linear least squares in double
 // precision; prints the coefficients (in t and, as used in float, in y = x^2) and the float
 // evaluation's max error over 2e6 points of [0, 10].
-//   g++ -O2 -std=c++17 scripts/fit_tanh_rational.cpp -o /tmp/fit_tanh \
+//   g++ -O2 -std=c++17 dev/fit_tanh_rational.cpp -o /tmp/fit_tanh \
 //       -I/usr/include/torch/csrc/api/include -ltorch -ltorch_cpu -lc10 && /tmp/fit_tanh 5 4
 #include <torch/torch.h>
 

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace flt::demos {
+namespace flt::detail {
 
 /// A whole base-10 integer >= `min`. CLI11 2.1's own conversion reads "010" as octal and reports
 /// "3x" as out of the range 0 to 1.8e308; this check rejects "3x" as "expected an integer" and
@@ -46,4 +46,4 @@ CLI::Validator library_name(Parse parse) {
       "");
 }
 
-}  // namespace flt::demos
+}  // namespace flt::detail

@@ -16,22 +16,22 @@
 #include <string>
 #include <vector>
 
-#include "cli_checks.h"
+#include "flt/detail/cli_checks.h"
 #include "flt/detail/progress.h"
+#include "flt/detail/raster_plot.h"
 #include "flt/harness/swarm_comparison.h"
 #include "flt/metatrain/swarm_meta_train.h"
 #include "flt/optim/swarm.h"
 #include "flt/runtime.h"
-#include "raster_plot.h"
 
 namespace fo = flt::optim;
 
 namespace fh = flt::harness;
 
 namespace fm = flt::metatrain;
-namespace fd = flt::demos;
-using flt::demos::integer_at_least;
-using flt::demos::library_name;
+
+using flt::detail::integer_at_least;
+using flt::detail::library_name;
 
 namespace {
 
@@ -85,14 +85,14 @@ int run_eval(const fh::ComparisonOptions& base, const std::string& out_dir, bool
     std::printf("\n");
     // One PNG per function: median best-so-far vs evaluations, log y.
     const int64_t budget = options.budget_per_dim * f.box.dims();
-    std::vector<fd::XySeries> series;
+    std::vector<flt::detail::XySeries> series;
     for (size_t i = 0; i < searchers.size(); ++i) {
       auto curve = fh::median_best_curve(runs, f.name, searchers[i], budget, 60);
       for (auto& y : curve.second) y = std::max(y, 1e-12);  // log axis
-      series.push_back({searchers[i], curve.first, curve.second, fd::series_color(i)});
+      series.push_back({searchers[i], curve.first, curve.second, flt::detail::series_color(i)});
     }
-    fd::Canvas canvas(760, 460);
-    fd::plot_xy_panel(
+    flt::detail::Canvas canvas(760, 460);
+    flt::detail::plot_xy_panel(
         canvas, 0, 0, 760, 460,
         f.name + ": median best so far over " + std::to_string(options.seeds) + " seeds",
         "function evaluations", "best value", series, false, true);

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace flt::demos {
+namespace flt::detail {
 
 using Rgb = std::array<unsigned char, 3>;
 
@@ -283,4 +283,4 @@ inline int draw_legend(Canvas& canvas, int width, const std::vector<std::string>
   return y + row + 6;
 }
 
-}  // namespace flt::demos
+}  // namespace flt::detail

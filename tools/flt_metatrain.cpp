@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "cli_checks.h"
+#include "flt/detail/cli_checks.h"
 #include "flt/metatrain/meta_train.h"
 #include "flt/optim/mnemosyne.h"
 #include "flt/runtime.h"
@@ -25,8 +25,8 @@
 namespace fo = flt::optim;
 
 namespace fm = flt::metatrain;
-using flt::demos::integer_at_least;
-using flt::demos::library_name;
+using flt::detail::integer_at_least;
+using flt::detail::library_name;
 
 namespace {
 

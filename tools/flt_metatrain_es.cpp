@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "cli_checks.h"
+#include "flt/detail/cli_checks.h"
 #include "flt/detail/progress.h"
 #include "flt/metatrain/episode_es.h"
 #include "flt/optim/schedule_mnemosyne.h"
@@ -31,7 +31,7 @@
 namespace fo = flt::optim;
 
 namespace fm = flt::metatrain;
-using flt::demos::integer_at_least;
+using flt::detail::integer_at_least;
 
 namespace {
 

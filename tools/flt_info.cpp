@@ -1,5 +1,5 @@
 // flt-info: prints what flt::init() found on this machine (threads, BLAS, matmul throughput).
-//   build/demos/flt-info
+//   build/tools/flt-info
 #include <CLI/CLI.hpp>
 #include <cstdio>
 

@@ -8,7 +8,7 @@
 
 #include "flt/harness/training_runs.h"
 
-namespace flt::demos {
+namespace flt::tools {
 
 /// What the command line sets for the real suite.
 struct RealSuiteOptions {
@@ -38,4 +38,4 @@ WeightsSpec weights_spec(const std::string& spec, flt::harness::MnemosyneDesign 
 /// The held-out real training runs: tables, summary, CSVs and figures.
 void run_real_suite(const RealSuiteOptions& options);
 
-}  // namespace flt::demos
+}  // namespace flt::tools
