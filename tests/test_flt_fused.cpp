@@ -132,9 +132,10 @@ fa::FLTAttention make_three_block_flt(double weight, bool learn_proposal) {
 }
 }  // namespace
 
-// The blocked forward without autograd (favor_attention; three blocks of 128, 128 and 44 tokens
-// here) equals the one-pass autograd path up to rounding, for a positive spectrum (the position
-// block projected once per block for queries and keys when causal) and a signed one.
+// The blocked forward without autograd (favor_attention; causal: three blocks of 128, 128 and 44
+// tokens here; non-causal: panels of whole heads, batch by batch) equals the one-pass autograd path
+// up to rounding, for a positive spectrum (the position block projected once per block for queries
+// and keys when causal) and a signed one.
 TEST_F(FLT, BlockedForwardEqualsOnePass) {
   const int64_t batch = 4, heads = 8, dim = 8, length = 300;
   static_assert(fa::kFavorBlockBytes / (4 * 8 * 64 * 8) < 300 / 2, "needs at least three blocks");

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "attention_module_util.h"
+#include "favor_composite_guard.h"
 #include "flt/attention/feature_map.h"
 #include "flt/attention/linear.h"
 #include "flt/attention/multihead.h"
@@ -537,11 +538,11 @@ TEST_F(Performer, StreamingWithDecayMatchesWeightedSums) {
   }
 }
 
-// Without autograd on the CPU the forward runs over blocks of tokens (favor_attention,
+// Without autograd on the CPU the causal forward runs over blocks of tokens (favor_attention,
 // kFavorBlockBytes): here 128 rows (B H M = 4 x 8 x 64 doubles a row; 64 for the hyperbolic map's
-// 2m), so L = 300 gives three blocks, the last of 44. The later keys are larger, so the non-causal
-// key sums are rescaled to a new shift in a later block. The blocked outputs equal the one-pass
-// autograd path's (q requiring grad) up to rounding in double.
+// 2m), so L = 300 gives three blocks, the last of 44; the non-causal one over panels of whole heads
+// (3 heads of 300 tokens at m = 64). The blocked outputs equal the one-pass autograd path's (q
+// requiring grad) up to rounding in double.
 TEST_F(Performer, BlockedForwardEqualsOnePass) {
   const int64_t batch = 4, heads = 8, dim = 8, length = 300;
   static_assert(fa::kFavorBlockBytes / (4 * 8 * 64 * 8) < 300 / 2, "needs at least three blocks");
@@ -554,9 +555,9 @@ TEST_F(Performer, BlockedForwardEqualsOnePass) {
 
 // With autograd, CPU calls take the fused autograd function of favor_attention (inputs kept,
 // features recomputed block by block in the backward) instead of the composite path (features of
-// the whole sequence kept for autograd). In double over several blocks (L = 300: blocks of 128 rows
-// for m = 64, 64 for the hyperbolic map's 2m; the later keys doubled, so the non-causal keys' sums
-// are rescaled to a new shift), causal and not, and Lq != Lk: the outputs and the gradients of q, k
+// the whole sequence kept for autograd). In double over several blocks (L = 300: causal blocks of
+// 128 rows for m = 64, 64 for the hyperbolic map's 2m; non-causal panels of whole heads, batch by
+// batch), causal and not, and Lq != Lk: the outputs and the gradients of q, k
 // and v equal the composite path's up to rounding. ReLU features (no shift) take the fused path
 // too; the learnable map (W a parameter) falls back to the composite path, whose W gets a gradient.
 TEST_F(Performer, FusedBackwardEqualsComposite) {
@@ -580,6 +581,34 @@ TEST_F(Performer, FusedBackwardEqualsComposite) {
                                                /*fused_path=*/kind != fa::FeatureKind::kLearnable);
       }
     }
+  }
+}
+
+// A head whose tokens do not fit one panel (kFavorPanelBytes: 1024 tokens of m = 64 doubles) is
+// read in blocks of tokens, the keys' sums rescaled to the larger shift of a later block (the last
+// keys are larger): without autograd and through the fused backward, batch 2 (panels per batch)
+// and Lq != Lk, the outputs and gradients equal the one-pass composite path's up to rounding.
+TEST_F(Performer, NonCausalPanelsSplitALongHeadIntoBlocks) {
+  static_assert(fad::kFavorPanelBytes / (64 * 8) < 2600 / 2, "needs at least three blocks");
+  auto performer = make_performer(8, 64);
+  for (int64_t queries : {int64_t{2600}, int64_t{700}}) {
+    const auto q = torch::randn({2, 2, queries, 8}, torch::kDouble);
+    auto k = torch::randn({2, 2, 2600, 8}, torch::kDouble);
+    k.narrow(2, 2000, 600).mul_(2.0);
+    const auto v = torch::randn({2, 2, 2600, 5}, torch::kDouble);
+    const fa::AttentionCall call;
+    torch::Tensor blocked, one_pass;
+    {
+      torch::NoGradGuard no_grad;
+      blocked = performer(q, k, v, call);
+    }
+    {
+      fa::FavorCompositeGuard composite;
+      one_pass = performer(q.clone().requires_grad_(), k, v, call).detach();
+    }
+    EXPECT_TRUE(all_close(blocked, one_pass, 1e-12, 1e-14)) << "Lq " << queries;
+    expect_fused_backward_equals_composite(performer, q, k, v, call,
+                                           "Lq " + std::to_string(queries));
   }
 }
 

@@ -89,11 +89,11 @@ int64_t favor_block_rows(const FeatureMapImpl& map, const torch::Tensor& v) {
   return std::max<int64_t>(64, kFavorBlockBytes / std::max<int64_t>(1, row_bytes));
 }
 
-// The forward without autograd also takes at most this many tokens a block. Small maps' blocks
-// were large (B H = 8, m = 64: 1024 tokens in 2 MB), and the call's temporaries of a block's size
-// (features, projection, [v, 1], [num, den]) went back to the system by glibc's heap trimming at
-// the end of every call and were faulted in again at the next: 250-2,243 minor faults a Performer
-// forward at L = 1024-2048, 0-223 with this bound, in 0.66x-0.80x the time (two runs,
+// The causal forward without autograd also takes at most this many tokens a block. Small maps'
+// blocks were large (B H = 8, m = 64: 1024 tokens in 2 MB), and the call's temporaries of a block's
+// size (features, projection, [v, 1], [num, den]) went back to the system by glibc's heap trimming
+// at the end of every call and were faulted in again at the next: 250-2,243 minor faults a
+// Performer forward at L = 1024-2048, 0-223 with this bound, in 0.66x-0.80x the time (two runs,
 // docs/benchmarks.md). The fused autograd function keeps the larger blocks: its backward
 // recomputes each block's features with a graph of their own, and in one run 256-token blocks made
 // FLT m = 64's forward+backward 1.12-1.21x slower.
@@ -144,18 +144,68 @@ KeySummary favor_key_summary(const FeatureMapImpl& map, const PrecomputedInput& 
   return s;
 }
 
-// Each block of queries against the keys' summary. -> (B, H, Lq, Dv)
-torch::Tensor favor_queries(const FeatureMapImpl& map, const PrecomputedInput& q,
-                            const KeySummary& keys, const torch::Tensor& v, double eps,
-                            int64_t rows) {
+// Each block of queries against the keys' summary, into `out` (B, H, Lq, Dv).
+void favor_queries(const FeatureMapImpl& map, const PrecomputedInput& q, const KeySummary& keys,
+                   double eps, int64_t rows, const torch::Tensor& out) {
   const int64_t lq = q.length();
-  torch::Tensor out;
   for (int64_t start = 0; start < lq; start += rows) {
     const int64_t n = std::min(rows, lq - start);
     const auto phi_q = detail::query_features(map, q.rows(start, n));
-    const auto both = at::matmul(phi_q, keys.summary);
-    if (!out.defined()) out = at::empty({both.size(0), both.size(1), lq, v.size(3)}, v.options());
-    normalize_into(out.narrow(2, start, n), both, favor_floor(phi_q, keys.mass, eps));
+    normalize_into(out.narrow(2, start, n), at::matmul(phi_q, keys.summary),
+                   favor_floor(phi_q, keys.mass, eps));
+  }
+}
+
+// Non-causal FAVOR+ in panels: as many whole heads as fit detail::kFavorPanelBytes of features (one
+// head with its tokens in blocks where one does not), each panel's keys summed, then its queries
+// read. A panel's inputs, features and outputs are contiguous, so its products copy nothing (blocks
+// of tokens across every head made matmul copy each block of q and k whole, and the output was
+// written through strides), and the keys of a panel of whole heads are one block (no rescaled
+// sums). Panels of 512 KB rather than 2 MB: temporaries of 2 MB were given back to the system by
+// glibc at the end of every call and faulted in again at the next (docs/benchmarks.md, "Performer
+// (non-causal) against plain ops"). The keys' per-token norms are computed once for the call.
+// With `keys`, the keys' summary (B, H, M, Dv + 1), mass and shift of every head are kept there.
+// -> (B, H, Lq, Dv)
+// The panels of the non-causal passes: heads a panel (`group`) and tokens a block within it.
+struct Panels {
+  int64_t group, rows;
+};
+Panels favor_panels(const FeatureMapImpl& map, int64_t lq, int64_t lk, const torch::Tensor& v) {
+  // A token's features, or its input where that is wider (FLT's position block: 2r columns).
+  const int64_t row_bytes = std::max(map.output_dim(), map.options.input_dim()) * v.element_size();
+  const int64_t group =
+      std::clamp<int64_t>(detail::kFavorPanelBytes / (std::max(lq, lk) * row_bytes), 1, v.size(1));
+  return {group, std::max<int64_t>(64, detail::kFavorPanelBytes / (group * row_bytes))};
+}
+
+torch::Tensor favor_non_causal(const FeatureMapImpl& map, const PrecomputedInput& q,
+                               const PrecomputedInput& k, const torch::Tensor& v, double eps,
+                               KeySummary* keys = nullptr) {
+  const int64_t batch = v.size(0), heads = v.size(1);
+  const auto [group, rows] = favor_panels(map, q.length(), v.size(2), v);
+  const auto keys_normed = detail::with_half_squared_norms(k);
+  auto out = at::empty({batch, heads, q.length(), v.size(3)}, v.options());
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; h += group) {
+      const int64_t n = std::min(group, heads - h);
+      const auto panel = [&](const torch::Tensor& t) { return detail::heads_of(t, b, h, n); };
+      const auto summary = favor_key_summary(map, keys_normed.heads(b, h, n), panel(v), rows);
+      favor_queries(map, q.heads(b, h, n), summary, eps, rows, panel(out));
+      if (keys == nullptr) continue;
+      const auto keep = [&](torch::Tensor& whole, const torch::Tensor& part) {
+        if (!part.defined()) return;
+        if (!whole.defined()) {
+          auto shape = part.sizes().vec();
+          shape[0] = batch;
+          shape[1] = heads;
+          whole = at::empty(shape, part.options());
+        }
+        panel(whole).copy_(part);
+      };
+      keep(keys->summary, summary.summary);
+      keep(keys->mass, summary.mass);
+      keep(keys->shift, summary.shift);
+    }
   }
   return out;
 }
@@ -406,8 +456,8 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
       out = favor_blocked_causal(map, q, k, v, call.eps, rows, shift);
       ctx->saved_data["shift"] = shift;
     } else {
-      const auto keys = favor_key_summary(map, k, v, rows);
-      out = favor_queries(map, q, keys, v, call.eps, rows);
+      KeySummary keys;
+      out = favor_non_causal(map, q, k, v, call.eps, &keys);
       ctx->saved_data["summary"] = keys.summary;
       ctx->saved_data["mass"] = keys.mass;
       ctx->saved_data["shift"] = keys.shift;
@@ -475,9 +525,22 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
     std::vector<bool> wanted;
     double eps;
     torch::Tensor g;
+    // The panel this backward covers (PrecomputedInput::batch and heads; -1: the whole call).
+    int64_t batch = -1, first_head = 0, head_count = -1;
+    // Where the gradients with a row per token go (a panel's slices of the whole call's); where
+    // undefined, `allocate` makes them.
+    std::vector<torch::Tensor> into;
 
-    PrecomputedInput q() const { return unflatten_input(q_layout, flat, q_rows); }
-    PrecomputedInput k() const { return unflatten_input(k_layout, flat, k_rows); }
+    PrecomputedInput input(const std::vector<int64_t>& layout,
+                           const std::shared_ptr<const detail::BlockRows>& rows) const {
+      auto x = unflatten_input(layout, flat, rows);
+      x.batch = batch;
+      x.first_head = first_head;
+      x.head_count = head_count;
+      return x;
+    }
+    PrecomputedInput q() const { return input(q_layout, q_rows); }
+    PrecomputedInput k() const { return input(k_layout, k_rows); }
     const torch::Tensor& v() const { return flat.back(); }
     size_t v_index() const { return flat.size() - 1; }
     bool needs(const std::vector<int64_t>& layout) const {
@@ -494,11 +557,16 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
         for (size_t i = 0; i < slots.size(); ++i) {
           const int64_t index = (*layout)[4 + i];
           if (index >= 0 && wanted[index] && row_slot(x, i) && !grads[index].defined())
-            grads[index] = at::empty(flat[index].sizes(), flat[index].options());
+            grads[index] = given(index);
         }
       }
-      if (wanted[v_index()]) grads[v_index()] = at::empty(v().sizes(), v().options());
+      if (wanted[v_index()]) grads[v_index()] = given(v_index());
       return grads;
+    }
+    // `into[index]` where given, else a new tensor of flat[index]'s shape.
+    torch::Tensor given(size_t index) const {
+      if (index < into.size() && into[index].defined()) return into[index];
+      return at::empty(flat[index].sizes(), flat[index].options());
     }
 
     // create_graph: the composite path again, differentiably (double backward; rare, and its
@@ -518,11 +586,63 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
       return grads;
     }
 
+    // In the forward's panels: each panel's inputs, dL/dout and key summary sliced, its gradients
+    // those of a call on the panel alone, added to the whole inputs' (where an input is broadcast
+    // over batch or heads, FLT's position block shared by the batch, every panel adds to it).
     std::vector<torch::Tensor> non_causal(const torch::Tensor& summary, const torch::Tensor& mass,
                                           const torch::Tensor& shift) const {
+      const int64_t batch_size = v().size(0), heads = v().size(1);
+      const auto [group, rows] = favor_panels(map, q().length(), v().size(2), v());
+      // A head too long for a panel: blocks of tokens across every head (fewer, larger steps; one
+      // head at a time made L = 2048-4096 at m = 64 slower, docs/benchmarks.md).
+      if (group == 1 && heads > 1)
+        return non_causal_panel(summary, mass, shift, favor_block_rows(map, v()));
+      if (batch_size == 1 && group == heads) return non_causal_panel(summary, mass, shift, rows);
+      // An input broadcast over the panels (fewer than 3 dims, or batch or heads of 1 where the
+      // panels split them) takes the sum of every panel's gradient; the others' gradients are
+      // written by each panel into its slice.
+      const auto shared = [&](const torch::Tensor& t) {
+        if (t.dim() < 3) return true;
+        const bool over_heads = t.size(-3) == 1 && group < heads;
+        const bool over_batch = (t.dim() < 4 || t.size(-4) == 1) && batch_size > 1;
+        return over_heads || over_batch;
+      };
+      auto grads = allocate();
+      std::vector<bool> summed(flat.size());
+      for (size_t i = 0; i < flat.size(); ++i) {
+        summed[i] = !grads[i].defined() || shared(flat[i]);
+        if (summed[i]) grads[i] = torch::Tensor();
+      }
+      for (int64_t b = 0; b < batch_size; ++b) {
+        for (int64_t h = 0; h < heads; h += group) {
+          const int64_t n = std::min(group, heads - h);
+          const auto panel = [&](const torch::Tensor& t) { return detail::heads_of(t, b, h, n); };
+          Backward part = *this;
+          for (auto& t : part.flat) t = panel(t);
+          part.g = panel(g);
+          part.batch = b;
+          part.first_head = h;
+          part.head_count = n;
+          part.into.assign(flat.size(), torch::Tensor());
+          for (size_t i = 0; i < flat.size(); ++i)
+            if (!summed[i]) part.into[i] = panel(grads[i]);
+          const auto found = part.non_causal_panel(panel(summary), panel(mass), panel(shift), rows);
+          for (size_t i = 0; i < found.size(); ++i) {
+            if (!summed[i] || !found[i].defined()) continue;
+            if (!grads[i].defined()) grads[i] = at::zeros(flat[i].sizes(), flat[i].options());
+            panel(grads[i]).add_(found[i]);
+          }
+        }
+      }
+      return grads;
+    }
+
+    std::vector<torch::Tensor> non_causal_panel(const torch::Tensor& summary,
+                                                const torch::Tensor& mass,
+                                                const torch::Tensor& shift, int64_t rows) const {
       const auto q = this->q(), k = this->k();
       const auto& v = this->v();
-      const int64_t rows = favor_block_rows(map, v), dv = v.size(3);
+      const int64_t dv = v.size(3);
       const int64_t lq = q.length(), lk = v.size(2);
       const bool query_need = needs(q_layout), key_need = needs(k_layout);
       const bool value_need = wanted[v_index()];
@@ -689,11 +809,10 @@ torch::Tensor detail::favor_attention(const FeatureMapImpl& map, PrecomputedInpu
     flat.push_back(v);
     return FavorFunction::apply(call, at::TensorList(flat));
   }
+  if (!causal) return favor_non_causal(map, q, k, v, eps);
   const int64_t rows = std::min(kInferenceBlockRows, favor_block_rows(map, v));
-  if (causal)
-    return favor_blocked_causal(map, q, k, v, eps, rows,
-                                detail::causal_key_shift(map, k.first_token()));
-  return favor_queries(map, q, favor_key_summary(map, k, v, rows), v, eps, rows);
+  return favor_blocked_causal(map, q, k, v, eps, rows,
+                              detail::causal_key_shift(map, k.first_token()));
 }
 
 torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, FeatureInput k,

@@ -74,7 +74,10 @@ bool broadcastable(at::IntArrayRef a, at::IntArrayRef b, size_t skip) {
 // is formed in double, exact up to |x| ~ 1e154. -> (..., L, 1) double
 torch::Tensor half_squared_norm_double(const PrecomputedInput& x) {
   const auto dtype = x.blocks.front().scalar_type();
-  if (dtype != torch::kDouble && x.blocks.front().device().is_cpu()) {
+  bool all_given = true;
+  for (size_t b = 0; b < x.blocks.size(); ++b)
+    all_given = all_given && x.half_squared_norm(b).defined();
+  if (dtype != torch::kDouble && x.blocks.front().device().is_cpu() && !all_given) {
     auto fast = half_squared_norm(x, dtype);
     if (at::isfinite(fast).all().item<bool>()) return fast.to(torch::kDouble);
   }
@@ -197,9 +200,13 @@ PrecomputedInput PrecomputedInput::rows(int64_t start, int64_t length,
                                         const torch::Tensor& leading) const {
   TORCH_CHECK(!blocks.empty() && (blocks.front().defined() || leading_rows || leading.defined()),
               "PrecomputedInput::rows: block 0 is neither formed nor made by leading_rows");
+  const auto made = [&] {
+    auto x = (*leading_rows)(start, length, first_head, head_count);
+    return batch >= 0 && x.dim() >= 4 && x.size(-4) > 1 ? x.narrow(-4, batch, 1) : x;
+  };
   PrecomputedInput part(leading.defined()          ? leading
                         : blocks.front().defined() ? blocks.front().narrow(-2, start, length)
-                                                   : (*leading_rows)(start, length));
+                                                   : made());
   for (size_t b = 1; b < blocks.size(); ++b)
     part.blocks.push_back(blocks[b].narrow(-2, start, length));
   part.scales = scales;
@@ -208,6 +215,23 @@ PrecomputedInput PrecomputedInput::rows(int64_t start, int64_t length,
   for (const auto& n : half_squared_norms)  // (..., L, 1) or a constant (..., 1, 1)
     part.half_squared_norms.push_back(n.defined() && n.size(-2) != 1 ? n.narrow(-2, start, length)
                                                                      : n);
+  return part;
+}
+
+torch::Tensor detail::heads_of(const torch::Tensor& t, int64_t b, int64_t h, int64_t n) {
+  if (!t.defined() || t.dim() < 3) return t;
+  const auto x = t.size(-3) > 1 ? t.narrow(-3, h, n) : t;
+  return x.dim() >= 4 && x.size(-4) > 1 ? x.narrow(-4, b, 1) : x;
+}
+
+PrecomputedInput PrecomputedInput::heads(int64_t b, int64_t h, int64_t n) const {
+  TORCH_INTERNAL_ASSERT(batch < 0 && head_count < 0, "PrecomputedInput::heads of a part");
+  PrecomputedInput part = *this;
+  for (auto* list : {&part.blocks, &part.scales, &part.projections, &part.half_squared_norms})
+    for (auto& t : *list) t = detail::heads_of(t, b, h, n);
+  part.batch = b;
+  part.first_head = h;
+  part.head_count = n;
   return part;
 }
 
@@ -425,6 +449,18 @@ torch::Tensor compute(const FeatureMapImpl& map, const PrecomputedInput& x, Shif
 }
 
 }  // namespace
+
+PrecomputedInput detail::with_half_squared_norms(const PrecomputedInput& x) {
+  PrecomputedInput out = x;
+  out.half_squared_norms.resize(x.blocks.size());
+  for (size_t b = 0; b < x.blocks.size(); ++b) {
+    if (out.half_squared_norms[b].defined() || !x.blocks[b].defined()) continue;
+    PrecomputedInput block(x.blocks[b]);
+    block.scales = {x.scale(b)};
+    out.half_squared_norms[b] = half_squared_norm_double(block);
+  }
+  return out;
+}
 
 torch::Tensor detail::unshifted_features(const FeatureMapImpl& map, const PrecomputedInput& x) {
   return compute(map, x, Shift::kNone);

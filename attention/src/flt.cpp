@@ -115,9 +115,10 @@ PositionBlock position_block(const FLTAttentionImpl& attention, const torch::Ten
       at::GradMode::is_enabled() && (positions.requires_grad() || xi.requires_grad());
   PositionBlock block;  // [cos, sin] of every position now, or a block of rows at a time later
   if (by_rows && !phase_learns) {
-    block.trig_rows =
-        std::make_shared<const detail::BlockRows>([positions, xi](int64_t start, int64_t n) {
-          return position_trig(positions.narrow(1, start, n), xi);
+    block.trig_rows = std::make_shared<const detail::BlockRows>(
+        [positions, xi](int64_t start, int64_t n, int64_t first, int64_t count) {
+          return position_trig(positions.narrow(1, start, n),
+                               count < 0 ? xi : xi.narrow(0, first, count));
         });
   } else {
     block.trig = position_trig(positions, xi);

@@ -14,9 +14,10 @@
 
 namespace flt::attention::detail {
 
-/// Makes rows start .. start + length of a block that is never formed whole.
-/// -> (..., length, Din_b)
-using BlockRows = std::function<torch::Tensor(int64_t start, int64_t length)>;
+/// Makes rows start .. start + length of heads first .. first + count (dim -3; count < 0: every
+/// head) of a block that is never formed whole. -> (..., count, length, Din_b)
+using BlockRows =
+    std::function<torch::Tensor(int64_t start, int64_t length, int64_t first, int64_t count)>;
 
 /// A `FeatureInput` with optional terms computed by its caller.
 struct PrecomputedInput : FeatureInput {
@@ -32,6 +33,9 @@ struct PrecomputedInput : FeatureInput {
   /// comes this way on the CPU: whole, it is 8 MB at L = 4096, H = 8, r = 32, allocated per call
   /// (and, with autograd, kept until the backward).
   std::shared_ptr<const BlockRows> leading_rows;
+  /// What `leading_rows` makes for this input: batch `batch` (dim -4, where the rows have more
+  /// than one; -1: all) and heads first_head .. first_head + head_count (-1: all).
+  int64_t batch = -1, first_head = 0, head_count = -1;
   /// Projections, one per block (none, or an undefined tensor: computed): block b's share of W x,
   /// W_b (blocks[b] * scales[b]) -> (..., L, m), made by `project_block` with the same map for the
   /// same input. A block that enters two inputs alike is projected once this way: FLT's position
@@ -57,11 +61,23 @@ struct PrecomputedInput : FeatureInput {
   /// stays whole); block 0's rows made by `leading_rows` where it has them, or `leading` when given
   /// (those rows made already, by the same maker for another input). -> (..., length, Din_b)
   PrecomputedInput rows(int64_t start, int64_t length, const torch::Tensor& leading = {}) const;
+  /// Batch b, heads h .. h + n of every block and term (dims -4 and -3 where they are not
+  /// broadcast), block 0's maker told the same. -> (..., 1, n, L, Din_b)
+  PrecomputedInput heads(int64_t b, int64_t h, int64_t n) const;
 };
 
 /// Block b's share of W x: W_b (x.blocks[b] * x.scales[b]), the scale folded into W's columns.
 /// -> (..., L, m); for `PrecomputedInput::projections` (the map must project, not kElu).
 torch::Tensor project_block(const FeatureMapImpl& map, const FeatureInput& x, size_t b);
+
+/// Batch b, heads h .. h + n of a tensor broadcast against (B, H, ...): dims -4 and -3 where they
+/// are not 1 (undefined stays undefined; tensors of fewer than 3 dims are whole).
+torch::Tensor heads_of(const torch::Tensor& t, int64_t b, int64_t h, int64_t n);
+
+/// `x` with the half squared norm of every formed block that has none given, computed once in
+/// double as the feature map would (`PrecomputedInput::rows` then slices them for each block of
+/// tokens).
+PrecomputedInput with_half_squared_norms(const PrecomputedInput& x);
 
 /// The feature map's methods of the same names, reading the given terms.
 torch::Tensor query_features(const FeatureMapImpl& map, const PrecomputedInput& x);
@@ -77,6 +93,11 @@ torch::Tensor unshifted_features(const FeatureMapImpl& map, const PrecomputedInp
 /// shared positions while N1 = N2), gives both the projection of that block, computed once (two
 /// products would cost as much as the q and k projections together). Does nothing otherwise.
 void share_leading_projection(const FeatureMapImpl& map, PrecomputedInput& q, PrecomputedInput& k);
+
+/// Bytes of features (or of inputs, where wider) a panel of the non-causal CPU passes of
+/// `favor_attention` holds: whole heads where one head's tokens fit, else one head's tokens in
+/// blocks of this size.
+constexpr int64_t kFavorPanelBytes = int64_t{512} << 10;
 
 /// `flt::attention::favor_attention`, reading the given terms.
 torch::Tensor favor_attention(const FeatureMapImpl& map, PrecomputedInput q, PrecomputedInput k,
