@@ -117,7 +117,8 @@ torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const Episo
 }
 
 torch::Tensor batched_adamw_cosine_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
-                                                const torch::Tensor& lrs) {
+                                                const torch::Tensor& lrs,
+                                                torch::Tensor* lowest_at) {
   constexpr const char* kName = "batched_adamw_cosine_final_losses";
   const int64_t k = task.instances();
   TORCH_CHECK(spec.steps > 0, kName, ": steps must be positive, got ", spec.steps);
@@ -139,7 +140,26 @@ torch::Tensor batched_adamw_cosine_final_losses(const BatchedTask& task, const E
     second.push_back(torch::zeros_like(p));
   }
   auto diverged = torch::zeros({k}, torch::kBool);
+  // The lowest held-out loss so far and where (with `lowest_at`): 20 looks, the last at the end.
+  constexpr int64_t kLooks = 20;
+  torch::Tensor lowest, lowest_step;
+  const auto look = [&](int64_t done) {
+    torch::NoGradGuard no_grad;
+    auto held_out = task.validation_loss(params).to(at::kDouble);
+    held_out = at::where(diverged | ~at::isfinite(held_out), kInfinity, held_out);
+    const auto fraction = torch::full({k}, static_cast<double>(done) / spec.steps, at::kDouble);
+    if (!lowest.defined()) {
+      lowest = held_out;
+      lowest_step = fraction;
+      return;
+    }
+    const auto better = held_out < lowest;
+    lowest = at::where(better, held_out, lowest);
+    lowest_step = at::where(better, fraction, lowest_step);
+  };
   for (int64_t t = 0; t < spec.steps; ++t) {
+    if (lowest_at != nullptr && t > 0 && t * kLooks / spec.steps != (t - 1) * kLooks / spec.steps)
+      look(t);
     const auto loss = task.loss(params, next_batch_key(batches));  // (K)
     diverged.logical_or_(~at::isfinite(loss.detach()));
     loss.sum().backward();
@@ -161,6 +181,10 @@ torch::Tensor batched_adamw_cosine_final_losses(const BatchedTask& task, const E
       p.sub_(first[i] / denominator * (row_lr / correction1));
       p.mutable_grad().zero_();
     }
+  }
+  if (lowest_at != nullptr) {
+    look(spec.steps);
+    *lowest_at = lowest_step;
   }
   torch::NoGradGuard no_grad;
   auto final_losses = task.validation_loss(params).to(at::kDouble);

@@ -59,9 +59,12 @@ torch::Tensor per_instance_schedule_final_losses(const BatchedTask& task, const 
 /// the mini-batch keys of batched_schedule_final_losses. A grid of learning rates is extra
 /// instances: repeat an instance's seed once per rate (an instance is a function of its seed), so
 /// one batched run tunes every instance. An instance whose training loss turns non-finite scores
-/// +inf. lrs: (K) -> (K) float64
+/// +inf. With `lowest_at`, the held-out loss is also taken at 20 evenly spaced steps of the run and
+/// each instance's fraction of the run where it was lowest goes there ((K) float64, in (0, 1]).
+/// lrs: (K) -> (K) float64
 torch::Tensor batched_adamw_cosine_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
-                                                const torch::Tensor& lrs);
+                                                const torch::Tensor& lrs,
+                                                torch::Tensor* lowest_at = nullptr);
 
 /// One 64-bit mini-batch key from a run's batch stream.
 uint64_t next_batch_key(at::Generator& batches);
