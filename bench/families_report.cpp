@@ -10,7 +10,7 @@
 // held-out suite's real runs, from its tuning cache (AdamW-cosine rows, grid 1e-4 .. 1e-1):
 // families whose tuned rates miss that range train a rule for runs users do not have.
 //   build/bench/families_report [SHAPES=3] [INSTANCES=8] [STEPS=0: log-spaced 100 .. 3000]
-//   [CSV=bench/eval-real-tuning.csv]
+//   [CSV=bench/eval-real-tuning.csv] [FAMILIES=all, or names separated by commas]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -96,6 +96,14 @@ int main(int argc, char** argv) {
   const int64_t instances = argc > 2 ? std::stoll(argv[2]) : 8;
   const int64_t fixed_steps = argc > 3 ? std::stoll(argv[3]) : 0;
   const std::string csv = argc > 4 ? argv[4] : "bench/eval-real-tuning.csv";
+  std::vector<fm::BatchedFamily> families;
+  if (argc > 5 && std::string(argv[5]) != "all") {
+    std::stringstream names(argv[5]);
+    for (std::string name; std::getline(names, name, ',');)
+      families.push_back(fm::batched_family_from_name(name));
+  } else {
+    families = fm::all_batched_families();
+  }
   const auto grid = wide_grid();
   const int64_t g = static_cast<int64_t>(grid.size());
   const auto untuned = std::find(grid.begin(), grid.end(), 1e-3) - grid.begin();
@@ -113,7 +121,7 @@ int main(int argc, char** argv) {
               "tuned lr: lowest median top", "at edge", "lowest held-out at",
               "hand rule / tuned: median worst <=1.05x", "AdamW 1e-3 / tuned: median worst");
   RateSummary all;
-  for (const auto family : fm::all_batched_families()) {
+  for (const auto family : families) {
     RateSummary s;
     std::vector<double> hand_ratio, untuned_ratio, lowest_fraction;
     for (int64_t shape = 0; shape < shapes; ++shape) {
@@ -167,7 +175,9 @@ int main(int argc, char** argv) {
     all.at_edge += s.at_edge;
   }
   std::printf("\ntuned AdamW-cosine rates: runs | lowest median top | at the grid's edge\n");
-  print_rates("the five families", all, all.rates.size());
+  print_rates(
+      families.size() == fm::all_batched_families().size() ? "every family" : "these families", all,
+      all.rates.size());
   const auto suite = suite_rates(csv, fm::default_reference_grid());
   if (!suite.rates.empty())
     print_rates("the held-out suite's real runs", suite, suite.rates.size());

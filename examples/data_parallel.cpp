@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -39,7 +40,7 @@ namespace fo = flt::optim;
 struct Flags {
   std::string optimizer = "coordinate";
   int64_t steps = 200, stop_at = 0, batch = 256, accumulate = 1, hidden = 256, log_every = 20;
-  int threads = 0, timeout = 60;
+  int64_t threads = 0, timeout = 60;
   std::string save, resume;
 };
 
@@ -70,24 +71,15 @@ Flags parse(int argc, char** argv) {
         throw std::invalid_argument(flag + " must be an integer >= 1, got " + value);
       return v;
     };
-    if (flag == "--optimizer")
+    // The flags that take a whole number, and where each goes.
+    const std::map<std::string, int64_t*> counts = {
+        {"--steps", &f.steps},           {"--stop-at", &f.stop_at}, {"--batch", &f.batch},
+        {"--accumulate", &f.accumulate}, {"--hidden", &f.hidden},   {"--log-every", &f.log_every},
+        {"--threads", &f.threads},       {"--timeout", &f.timeout}};
+    if (const auto it = counts.find(flag); it != counts.end())
+      *it->second = number();
+    else if (flag == "--optimizer")
       f.optimizer = value;
-    else if (flag == "--steps")
-      f.steps = number();
-    else if (flag == "--stop-at")
-      f.stop_at = number();
-    else if (flag == "--batch")
-      f.batch = number();
-    else if (flag == "--accumulate")
-      f.accumulate = number();
-    else if (flag == "--hidden")
-      f.hidden = number();
-    else if (flag == "--log-every")
-      f.log_every = number();
-    else if (flag == "--threads")
-      f.threads = static_cast<int>(number());
-    else if (flag == "--timeout")
-      f.timeout = static_cast<int>(number());
     else if (flag == "--save")
       f.save = value;
     else if (flag == "--resume")
@@ -206,7 +198,7 @@ int main(int argc, char** argv) try {
   const char* local = std::getenv("LOCAL_WORLD_SIZE");
   const int here = local != nullptr ? std::max(1, std::atoi(local)) : world;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  flt::set_threads(flags.threads > 0 ? flags.threads : std::max(1, cores / here));
+  flt::set_threads(flags.threads > 0 ? static_cast<int>(flags.threads) : std::max(1, cores / here));
 
   // 2. The model: the same initial weights on every rank (rank 0's, sent to the others).
   torch::manual_seed(0);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "flt/optim/learned_optimizer.h"  // detail::check_parameter_groups
@@ -22,6 +23,16 @@ inline void check_finite_at_least(const char* who, const char* name, double valu
 
 inline void check_beta(const char* who, const char* name, double beta) {
   TORCH_CHECK(beta >= 0.0 && beta < 1.0, who, ": ", name, " must be in [0, 1), got ", beta);
+}
+
+/// The options every Adam-like baseline has: lr, betas (beta1, beta2), eps and weight decay.
+template <typename Options>
+void check_adam_options(const char* who, const Options& o) {
+  check_finite_at_least(who, "lr", o.lr(), 0.0);
+  check_beta(who, "beta1", std::get<0>(o.betas()));
+  check_beta(who, "beta2", std::get<1>(o.betas()));
+  check_finite_at_least(who, "eps", o.eps(), 0.0);
+  check_finite_at_least(who, "weight_decay", o.weight_decay(), 0.0);
 }
 
 /// Parameters checked before the base class sees them, so an error names the parameter (the

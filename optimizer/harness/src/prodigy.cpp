@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
 
 #include "baseline_checks.h"
 #include "flt/detail/optimizer_state.h"
@@ -14,25 +13,15 @@ namespace flt::harness {
 
 namespace {
 
-using detail::check_beta;
-using detail::check_finite_at_least;
-using detail::check_kind;
-using detail::checked_parameters;
-using detail::dense_grad;
-using detail::write_kind;
+using namespace detail;  // the baselines' shared checks (baseline_checks.h)
 using flt::detail::state_key;
 using torch::optim::OptimizerParamGroup;
 
 // ---- Prodigy ------------------------------------------------------------------------------------
 
 void check_options(const ProdigyOptions& o) {
-  const char* who = "Prodigy";
-  check_finite_at_least(who, "lr", o.lr(), 0.0);
-  check_beta(who, "beta1", std::get<0>(o.betas()));
-  check_beta(who, "beta2", std::get<1>(o.betas()));
-  if (o.beta3().has_value()) check_beta(who, "beta3", *o.beta3());
-  check_finite_at_least(who, "eps", o.eps(), 0.0);
-  check_finite_at_least(who, "weight_decay", o.weight_decay(), 0.0);
+  check_adam_options("Prodigy", o);
+  if (o.beta3().has_value()) check_beta("Prodigy", "beta3", *o.beta3());
   TORCH_CHECK(std::isfinite(o.d0()) && o.d0() > 0.0,
               "Prodigy: d0 must be finite and positive, got ", o.d0());
   TORCH_CHECK(o.growth_rate() >= 1.0, "Prodigy: growth_rate must be >= 1 (inf: unbounded), got ",

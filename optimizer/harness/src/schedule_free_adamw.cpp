@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
 
 #include "baseline_checks.h"
 #include "flt/detail/optimizer_state.h"
@@ -14,12 +13,7 @@ namespace flt::harness {
 
 namespace {
 
-using detail::check_beta;
-using detail::check_finite_at_least;
-using detail::check_kind;
-using detail::checked_parameters;
-using detail::dense_grad;
-using detail::write_kind;
+using namespace detail;  // the baselines' shared checks (baseline_checks.h)
 using flt::detail::state_key;
 using torch::optim::OptimizerParamGroup;
 
@@ -27,11 +21,7 @@ using torch::optim::OptimizerParamGroup;
 
 void check_options(const ScheduleFreeAdamWOptions& o) {
   const char* who = "ScheduleFreeAdamW";
-  check_finite_at_least(who, "lr", o.lr(), 0.0);
-  check_beta(who, "beta1", std::get<0>(o.betas()));
-  check_beta(who, "beta2", std::get<1>(o.betas()));
-  check_finite_at_least(who, "eps", o.eps(), 0.0);
-  check_finite_at_least(who, "weight_decay", o.weight_decay(), 0.0);
+  check_adam_options(who, o);
   TORCH_CHECK(o.warmup_steps() >= 0, "ScheduleFreeAdamW: warmup_steps must be >= 0 (0: none), got ",
               o.warmup_steps());
   check_finite_at_least(who, "r", o.r(), 0.0);

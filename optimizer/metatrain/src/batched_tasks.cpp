@@ -174,11 +174,13 @@ class TabularBatch : public BatchedTask {
   TabularBatch(uint64_t shape_seed, std::vector<uint64_t> seeds, bool rescale)
       : BatchedTask(BatchedFamily::kTabular, shape_seed, std::move(seeds), rescale) {
     auto gen = generator_of(shape_seed, kShape);
-    const int64_t rows = std::llround(log_uniform(gen, 64, 1024));
+    const int64_t rows = std::llround(log_uniform(gen, 128, 2048));
     features_ = std::llround(log_uniform(gen, 2, 32));
     classification_ = uniform(gen) < 0.7;
     classes_ = classification_ ? (uniform(gen) < 0.5 ? 2 : uniform_int(gen, 3, 6)) : 1;
-    hidden_ = uniform(gen) < 0.5 ? 0 : int64_t{8} << uniform_int(gen, 0, 2);
+    hidden_ = uniform(gen) < 0.3 ? 0 : int64_t{16} << uniform_int(gen, 0, 3);
+    // Most users standardise their columns; some train on raw scales.
+    const bool raw_scales = uniform(gen) < 0.4;
     train_rows_ = rows - rows / 5;
     batch_ = uniform(gen) < 0.5 ? train_rows_
                                 : std::min(int64_t{16} << uniform_int(gen, 0, 2), train_rows_);
@@ -189,11 +191,12 @@ class TabularBatch : public BatchedTask {
     add_parameter({hidden_ > 0 ? hidden_ : features_, classes_});
     add_parameter({classes_});
     // Each instance: standard normal rows labelled by a random teacher of the student's shape,
-    // its own separability, label noise and imbalance, then every column on its own scale.
+    // its own separability, label noise and imbalance, then (raw scales) every column on its own
+    // scale.
     std::vector<torch::Tensor> xs, ys;
     for (auto data_gen : instance_generators(this->seeds(), kData)) {
       const auto z = at::randn({rows, features_}, data_gen);
-      const double separability = log_uniform(data_gen, 0.3, 10.0);
+      const double separability = log_uniform(data_gen, 0.3, 3.0);
       auto h = z;
       if (hidden_ > 0)
         h = at::relu(at::matmul(z, at::randn({features_, hidden_}, data_gen) /
@@ -213,7 +216,7 @@ class TabularBatch : public BatchedTask {
       } else {
         y = out.squeeze(1) / separability + 0.3 / separability * at::randn({rows}, data_gen);
       }
-      xs.push_back(z * at::pow(10.0, at::rand({features_}, data_gen) * 3.0 - 1.5));
+      xs.push_back(raw_scales ? z * at::pow(10.0, at::rand({features_}, data_gen) * 2.0 - 1.0) : z);
       ys.push_back(y);
     }
     const auto x = at::stack(xs), y = at::stack(ys);

@@ -28,10 +28,10 @@ namespace flt::metatrain {
 /// Families shaped like users' small runs; their data never include Fashion-MNIST's first 10,000
 /// training images nor its test images (the outside checks use those).
 enum class BatchedFamily {
-  /// An MLP (ReLU, one hidden layer of 8-32) or a linear / logistic model on synthetic tabular
-  /// data:
-  /// 64-1024 rows, 2-32 features on raw scales (10^U(-1.5, 1.5)), classification (2-6 classes,
-  /// label noise, imbalance) or regression; full batch or mini-batches of 16-64.
+  /// An MLP (ReLU, one hidden layer of 16-128) or a linear / logistic model on synthetic tabular
+  /// data: 128-2048 rows, 2-32 features, standardised or (2 shapes in 5) on raw scales
+  /// (10^U(-1, 1)), classification (2-6 classes, label noise, imbalance) or regression; full batch
+  /// or mini-batches of 16-64.
   kTabular,
   /// A small CNN (3x3 convolutions of 2-4 then 4-8 channels, the second with stride 2, global
   /// pooling, a linear classifier) on 256-1024 8x8 Fashion-MNIST images from training index 10,000
