@@ -1,8 +1,8 @@
 // The tiled Fourier-attention kernels' launchers: the CUDA kernels around the block code of
 // fourier_tiled.h and the templates that size, check and launch one tile configuration. Included by
 // the library (fourier_attention.cu: the shipped configurations) and by the harness
-// (dev/cuda-harness/fourier_variants.cu: every configuration tried); like fourier_naive.cuh, everything
-// lives in an anonymous namespace of the including file.
+// (dev/cuda-harness/fourier_variants.cu: every configuration tried); like fourier_naive.cuh,
+// everything lives in an anonymous namespace of the including file.
 #pragma once
 
 #include <cuda_runtime.h>

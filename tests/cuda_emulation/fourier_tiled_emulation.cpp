@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "fourier_tiled.h"
 #include "fourier_reference.h"
+#include "fourier_tiled.h"
 
 namespace {
 

@@ -499,9 +499,11 @@ class FactorizationBatch : public BatchedTask {
   FactorizationBatch(uint64_t shape_seed, std::vector<uint64_t> seeds, bool rescale)
       : BatchedTask(BatchedFamily::kFactorization, shape_seed, std::move(seeds), rescale) {
     auto gen = generator_of(shape_seed, kShape);
-    rows_ = int64_t{16} << uniform_int(gen, 0, 2);
-    cols_ = int64_t{16} << uniform_int(gen, 0, 2);
+    rows_ = int64_t{32} << uniform_int(gen, 0, 2);
+    cols_ = int64_t{32} << uniform_int(gen, 0, 2);
     rank_ = int64_t{2} << uniform_int(gen, 0, 2);
+    // Users start factors near the target's scale or well below it.
+    init_gain_ = log_uniform(gen, 0.1, 1.0);
     add_parameter({rows_, rank_});
     add_parameter({cols_, rank_});
     std::vector<torch::Tensor> targets, observed;
@@ -526,8 +528,8 @@ class FactorizationBatch : public BatchedTask {
   }
   std::vector<torch::Tensor> initial_weights() const override {
     auto gens = instance_generators(seeds(), kInit);
-    return {fan_in_normal(gens, {rows_, rank_}, rank_, 0.1),
-            fan_in_normal(gens, {cols_, rank_}, rank_, 0.1)};
+    return {fan_in_normal(gens, {rows_, rank_}, rank_, init_gain_),
+            fan_in_normal(gens, {cols_, rank_}, rank_, init_gain_)};
   }
   torch::Tensor objective(const std::vector<torch::Tensor>& w, uint64_t,
                           bool held_out) const override {
@@ -538,6 +540,7 @@ class FactorizationBatch : public BatchedTask {
 
  private:
   int64_t rows_ = 0, cols_ = 0, rank_ = 0;
+  double init_gain_ = 0.1;
   torch::Tensor target_, train_mask_, test_mask_;
 };
 

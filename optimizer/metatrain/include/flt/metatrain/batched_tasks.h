@@ -44,8 +44,10 @@ enum class BatchedFamily {
   /// characters in mini-batches of 4-8 (one batched recurrent step per position), cross-entropy of
   /// the next character.
   kCharGRU,
-  /// Low-rank matrix completion: U V^T (16-64 rows and columns, rank 2-8) fitted to the observed
-  /// 20-80% of a noisy low-rank matrix, full batch, the other entries scoring it.
+  /// Low-rank matrix completion: U V^T (32-128 rows and columns, rank 2-8, factors drawn with
+  /// variance g / rank, g log-uniform over 0.1-1) fitted to the observed 20-80% of a noisy low-rank
+  /// matrix, full
+  /// batch, the other entries scoring it.
   kFactorization,
 };
 std::string batched_family_name(BatchedFamily family);
