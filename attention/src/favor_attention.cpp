@@ -1,6 +1,6 @@
-// FAVOR+ attention over a feature map: the normaliser's floor, the blocked forward without
-// autograd (features formed a block of tokens at a time: no tensor of the features' size per call)
-// and the fused autograd function whose backward recomputes each block's features.
+// FAVOR+ attention over a feature map: the normaliser's floor, the entry point (the blocked passes
+// of favor_blocks.cpp without autograd) and the fused autograd function whose backward recomputes
+// each block's features.
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "favor_blocks.h"
 #include "favor_composite_guard.h"
 #include "flt/attention/feature_map.h"
 #include "flt/kernels/linear_attention.h"
@@ -15,7 +16,7 @@
 
 namespace flt::attention {
 
-using detail::PrecomputedInput;
+using namespace detail;  // PrecomputedInput and the blocked passes (favor_blocks.h)
 
 torch::Tensor favor_floor(const torch::Tensor& phi_q, const torch::Tensor& key_mass, double eps) {
   torch::NoGradGuard no_grad;
@@ -31,29 +32,6 @@ torch::Tensor favor_key_mass(const torch::Tensor& phi_k, bool causal) {
 
 namespace {
 
-// Whether q and k have one block 0: one tensor, or one maker of its rows (FLT's position block at
-// shared positions).
-bool same_leading_block(const PrecomputedInput& q, const PrecomputedInput& k) {
-  return q.blocks[0].defined() ? q.blocks[0].is_same(k.blocks[0])
-                               : q.leading_rows && q.leading_rows == k.leading_rows;
-}
-
-bool shares_leading_block(const FeatureMapImpl& map, const PrecomputedInput& q,
-                          const PrecomputedInput& k) {
-  if (!map.projection.defined() || q.blocks.size() < 2 || k.blocks.size() < 2) return false;
-  return same_leading_block(q, k) && q.scale(0).is_same(k.scale(0)) && !q.projection(0).defined() &&
-         !k.projection(0).defined();
-}
-
-// Rows start .. start + n of q and k, a block 0 they have in common sliced or made once.
-std::pair<PrecomputedInput, PrecomputedInput> rows_of_both(const PrecomputedInput& q,
-                                                           const PrecomputedInput& k, int64_t start,
-                                                           int64_t n) {
-  auto k_rows = k.rows(start, n);
-  auto q_rows = same_leading_block(q, k) ? q.rows(start, n, k_rows.blocks[0]) : q.rows(start, n);
-  return {std::move(q_rows), std::move(k_rows)};
-}
-
 bool records_grad(const FeatureMapImpl& map, const PrecomputedInput& q, const PrecomputedInput& k,
                   const torch::Tensor& v) {
   if (!at::GradMode::is_enabled()) return false;
@@ -66,230 +44,6 @@ bool records_grad(const FeatureMapImpl& map, const PrecomputedInput& q, const Pr
   };
   return v.requires_grad() || (map.projection.defined() && map.projection.requires_grad()) ||
          input(q) || input(k);
-}
-
-// [v, 1]: the numerator and the denominator of the attention in one product.
-torch::Tensor with_ones(const torch::Tensor& v) {
-  return at::cat({v, at::ones_like(v.narrow(-1, 0, 1))}, -1);
-}
-
-// max(denominator, floor) from both = [numerator, denominator]: the normaliser. -> (B, H, n, 1)
-torch::Tensor favor_normaliser(const torch::Tensor& both, const torch::Tensor& floor) {
-  return at::maximum(both.narrow(-1, both.size(-1) - 1, 1), floor.to(both.scalar_type()));
-}
-
-// out = numerator / max(denominator, floor) from both = [numerator, denominator], into `out`.
-void normalize_into(torch::Tensor out, const torch::Tensor& both, const torch::Tensor& floor) {
-  at::div_out(out, both.narrow(-1, 0, both.size(-1) - 1), favor_normaliser(both, floor));
-}
-
-// Tokens per block of the CPU paths: kFavorBlockBytes of features (B H rows of M), at least 64.
-int64_t favor_block_rows(const FeatureMapImpl& map, const torch::Tensor& v) {
-  const int64_t row_bytes = v.size(0) * v.size(1) * map.output_dim() * v.element_size();
-  return std::max<int64_t>(64, kFavorBlockBytes / std::max<int64_t>(1, row_bytes));
-}
-
-// The causal forward without autograd also takes at most this many tokens a block. Small maps'
-// blocks were large (B H = 8, m = 64: 1024 tokens in 2 MB), and the call's temporaries of a block's
-// size (features, projection, [v, 1], [num, den]) went back to the system by glibc's heap trimming
-// at the end of every call and were faulted in again at the next: 250-2,243 minor faults a
-// Performer forward at L = 1024-2048, 0-223 with this bound, in 0.66x-0.80x the time (two runs,
-// docs/benchmarks.md). The fused autograd function keeps the larger blocks: its backward
-// recomputes each block's features with a graph of their own, and in one run 256-token blocks made
-// FLT m = 64's forward+backward 1.12-1.21x slower.
-constexpr int64_t kInferenceBlockRows = 256;
-
-// What the non-causal keys leave for the queries: S = sum_j phi_k_j [v_j, 1]^T (B, H, M, Dv + 1),
-// the feature mass sum_j sum_m phi_k_jm (B, H, 1, 1) and the keys' shift (B, H, 1, 1) double
-// (undefined for maps without shifts), both sums at that shift.
-struct KeySummary {
-  torch::Tensor summary, mass, shift;
-};
-
-// The keys' summary block by block (each block at its own shift, the running sums rescaled to the
-// larger one), without autograd. A block adds phi_k^T v and the column sums of phi_k; [v, 1] and
-// the mass are formed once at the end rather than per block (a copy of the block's values and a
-// reduction per block saved).
-KeySummary favor_key_summary(const FeatureMapImpl& map, const PrecomputedInput& k,
-                             const torch::Tensor& v, int64_t rows) {
-  const int64_t lk = v.size(2);
-  torch::Tensor kv, column_sums, shift;  // (B, H, M, Dv), (B, H, 1, M), (B, H, 1, 1) double
-  for (int64_t start = 0; start < lk; start += rows) {
-    const int64_t n = std::min(rows, lk - start);
-    torch::Tensor block_shift;
-    const auto phi_k = detail::block_key_features(map, k.rows(start, n), block_shift);
-    auto part = at::matmul(phi_k.transpose(-2, -1), v.narrow(2, start, n));
-    auto part_sums = phi_k.sum(-2, /*keepdim=*/true);
-    if (!kv.defined()) {
-      kv = std::move(part);
-      column_sums = std::move(part_sums);
-      shift = block_shift;
-    } else if (!block_shift.defined()) {
-      kv.add_(part);
-      column_sums.add_(part_sums);
-    } else {
-      // Both sums to the larger shift: factors exp(shift - top) <= 1, so nothing overflows.
-      const auto top = at::maximum(shift, block_shift);
-      const auto old_factor = (shift - top).exp_().to(kv.scalar_type());
-      const auto new_factor = (block_shift - top).exp_().to(kv.scalar_type());
-      kv.mul_(old_factor).add_(part.mul_(new_factor));
-      column_sums.mul_(old_factor).add_(part_sums.mul_(new_factor));
-      shift = top;
-    }
-  }
-  KeySummary s;
-  s.mass = column_sums.sum(-1, /*keepdim=*/true);
-  s.summary = at::cat({kv, column_sums.transpose(-2, -1)}, -1);
-  s.shift = shift;
-  return s;
-}
-
-// Each block of queries against the keys' summary, into `out` (B, H, Lq, Dv).
-void favor_queries(const FeatureMapImpl& map, const PrecomputedInput& q, const KeySummary& keys,
-                   double eps, int64_t rows, const torch::Tensor& out) {
-  const int64_t lq = q.length();
-  for (int64_t start = 0; start < lq; start += rows) {
-    const int64_t n = std::min(rows, lq - start);
-    const auto phi_q = detail::query_features(map, q.rows(start, n));
-    normalize_into(out.narrow(2, start, n), at::matmul(phi_q, keys.summary),
-                   favor_floor(phi_q, keys.mass, eps));
-  }
-}
-
-// Non-causal FAVOR+ in panels: as many whole heads as fit detail::kFavorPanelBytes of features (one
-// head with its tokens in blocks where one does not), each panel's keys summed, then its queries
-// read. A panel's inputs, features and outputs are contiguous, so its products copy nothing (blocks
-// of tokens across every head made matmul copy each block of q and k whole, and the output was
-// written through strides), and the keys of a panel of whole heads are one block (no rescaled
-// sums). Panels of 512 KB rather than 2 MB: temporaries of 2 MB were given back to the system by
-// glibc at the end of every call and faulted in again at the next (docs/benchmarks.md, "Performer
-// (non-causal) against plain ops"). The keys' per-token norms are computed once for the call.
-// With `keys`, the keys' summary (B, H, M, Dv + 1), mass and shift of every head are kept there.
-// -> (B, H, Lq, Dv)
-// The panels of the non-causal passes: heads a panel (`group`) and tokens a block within it.
-struct Panels {
-  int64_t group, rows;
-};
-Panels favor_panels(const FeatureMapImpl& map, int64_t lq, int64_t lk, const torch::Tensor& v) {
-  // A token's features, or its input where that is wider (FLT's position block: 2r columns).
-  const int64_t row_bytes = std::max(map.output_dim(), map.options.input_dim()) * v.element_size();
-  const int64_t group =
-      std::clamp<int64_t>(detail::kFavorPanelBytes / (std::max(lq, lk) * row_bytes), 1, v.size(1));
-  return {group, std::max<int64_t>(64, detail::kFavorPanelBytes / (group * row_bytes))};
-}
-
-torch::Tensor favor_non_causal(const FeatureMapImpl& map, const PrecomputedInput& q,
-                               const PrecomputedInput& k, const torch::Tensor& v, double eps,
-                               KeySummary* keys = nullptr) {
-  const int64_t batch = v.size(0), heads = v.size(1);
-  const auto [group, rows] = favor_panels(map, q.length(), v.size(2), v);
-  const auto keys_normed = detail::with_half_squared_norms(k);
-  auto out = at::empty({batch, heads, q.length(), v.size(3)}, v.options());
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t h = 0; h < heads; h += group) {
-      const int64_t n = std::min(group, heads - h);
-      const auto panel = [&](const torch::Tensor& t) { return detail::heads_of(t, b, h, n); };
-      const auto summary = favor_key_summary(map, keys_normed.heads(b, h, n), panel(v), rows);
-      favor_queries(map, q.heads(b, h, n), summary, eps, rows, panel(out));
-      if (keys == nullptr) continue;
-      const auto keep = [&](torch::Tensor& whole, const torch::Tensor& part) {
-        if (!part.defined()) return;
-        if (!whole.defined()) {
-          auto shape = part.sizes().vec();
-          shape[0] = batch;
-          shape[1] = heads;
-          whole = at::empty(shape, part.options());
-        }
-        panel(whole).copy_(part);
-      };
-      keep(keys->summary, summary.summary);
-      keep(keys->mass, summary.mass);
-      keep(keys->shift, summary.shift);
-    }
-  }
-  return out;
-}
-
-// q and k with block 0 formed whole where a maker of its rows stood in for it (made once for
-// both when they share the maker).
-std::pair<PrecomputedInput, PrecomputedInput> formed_whole(PrecomputedInput q, PrecomputedInput k) {
-  if (q.blocks[0].defined() && k.blocks[0].defined()) return {std::move(q), std::move(k)};
-  if (same_leading_block(q, k)) return rows_of_both(q, k, 0, k.length());
-  if (!q.blocks[0].defined()) q = q.rows(0, q.length());
-  if (!k.blocks[0].defined()) k = k.rows(0, k.length());
-  return {std::move(q), std::move(k)};
-}
-
-// The composite path: the features of the whole sequence and autograd through
-// `kernels::normalized_linear_attention` (the reference of the fused backward).
-torch::Tensor favor_composite(const FeatureMapImpl& map, PrecomputedInput q, PrecomputedInput k,
-                              const torch::Tensor& v, bool causal, double eps) {
-  torch::Tensor query, key;
-  {  // the feature inputs (FLT's position block and its projection) are freed before the kernel
-    auto [qs, ks] = formed_whole(std::move(q), std::move(k));
-    detail::share_leading_projection(map, qs, ks);
-    query = detail::query_features(map, qs);
-    key = detail::key_features(map, ks, causal);
-  }
-  return kernels::normalized_linear_attention(query, key, v, causal,
-                                              favor_floor(query, favor_key_mass(key, causal), eps));
-}
-
-// The running sums of a causal pass over blocks: the scan state S = sum_j phi_k_j [v_j, 1]^T of the
-// keys so far (B, H, M, Dv + 1) and their feature mass (B, H, 1, 1).
-struct CausalCarry {
-  torch::Tensor state, mass;
-};
-
-// One causal block: both = [numerator, denominator] of the block's queries against the keys so far
-// (the carry's, then the block's own up to each query; the carry then holds the block's keys too)
-// and the queries' floor, from the keys' running mass. -> both (B, H, n, Dv + 1), floor to `floor`
-torch::Tensor causal_block(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                           const torch::Tensor& values, CausalCarry& carry, double eps,
-                           torch::Tensor& floor) {
-  if (!carry.state.defined()) {
-    carry.state =
-        at::zeros({phi_k.size(0), phi_k.size(1), phi_k.size(3), values.size(3)}, values.options());
-  }
-  auto both = kernels::causal_linear_attention_block(phi_q, phi_k, values, carry.state);
-  // The prefix sums of favor_key_mass, the previous blocks' total added to the first key first
-  // (the order of one cumulative sum).
-  auto per_key = phi_k.sum(-1, /*keepdim=*/true);
-  if (carry.mass.defined()) per_key.narrow(-2, 0, 1).add_(carry.mass);
-  const auto key_mass = per_key.cumsum(-2);
-  carry.mass = key_mass.narrow(-2, key_mass.size(-2) - 1, 1);
-  floor = favor_floor(phi_q, key_mass, eps);
-  return both;
-}
-
-// Causal, blocked: each block's queries and keys together, the scan state and the keys' running
-// mass carried from block to block; `shift` is the keys' (causal_key_shift of the first key).
-// -> (B, H, L, Dv)
-torch::Tensor favor_blocked_causal(const FeatureMapImpl& map, const PrecomputedInput& q,
-                                   const PrecomputedInput& k, const torch::Tensor& v, double eps,
-                                   int64_t rows, const torch::Tensor& shift) {
-  const int64_t length = v.size(2);
-  const bool shared = shares_leading_block(map, q, k);
-  CausalCarry carry;
-  torch::Tensor out;
-  for (int64_t start = 0; start < length; start += rows) {
-    const int64_t n = std::min(rows, length - start);
-    auto [q_rows, k_rows] = rows_of_both(q, k, start, n);
-    if (shared) {
-      const auto projection = detail::project_block(map, k_rows, 0);
-      q_rows.projections = {projection};
-      k_rows.projections = {projection};
-    }
-    const auto phi_k = detail::key_features(map, k_rows, shift);
-    const auto phi_q = detail::query_features(map, q_rows);
-    if (!out.defined())
-      out = at::empty({phi_q.size(0), phi_q.size(1), length, v.size(3)}, v.options());
-    torch::Tensor floor;
-    const auto both =
-        causal_block(phi_q, phi_k, with_ones(v.narrow(2, start, n)), carry, eps, floor);
-    normalize_into(out.narrow(2, start, n), both, floor);
-  }
-  return out;
 }
 
 // ---- the fused autograd function ----------------------------------------------------------------
@@ -496,7 +250,11 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
                flat,
                {},
                ctx->saved_data["eps"].toDouble(),
-               grad_outputs[0]};
+               grad_outputs[0],
+               /*batch=*/-1,
+               /*first_head=*/0,
+               /*head_count=*/-1,
+               /*into=*/{}};
     b.wanted.resize(flat.size());
     for (size_t i = 0; i < flat.size(); ++i) b.wanted[i] = ctx->needs_input_grad(i);
     const bool causal = ctx->saved_data["causal"].toBool();
