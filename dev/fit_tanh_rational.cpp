@@ -1,4 +1,4 @@
-// Fits the rational tanh of optimizer/rules/src/learned_step_fused.cpp: tanh(x)/x ~ P(t)/Q(t), t =
+// Fits the rational tanh of kernels/src/coordinate_step.cpp: tanh(x)/x ~ P(t)/Q(t), t =
 // x^2/81, x in [0, 9], by Sanathanan-Koerner iterations of weighted linear least squares in double
 // precision; prints the coefficients (in t and, as used in float, in y = x^2) and the float
 // evaluation's max error over 2e6 points of [0, 10].

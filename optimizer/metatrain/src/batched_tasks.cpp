@@ -2,17 +2,20 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
-#include <torch/autograd.h>
 
 #include <cmath>
 #include <mutex>
 #include <sstream>
 
+#include "batched_ops.h"
 #include "flt/metatrain/datasets.h"
 
 namespace flt::metatrain {
 namespace {
+
+using detail::conv3x3;
+using detail::cross_entropy;
+using detail::gather_rows;
 
 // splitmix64: the engine's counter-based randomness (mini-batch rows, rescalings), so what an
 // instance sees depends on its seed and the step's key alone, not on K or on the other instances.
@@ -40,111 +43,6 @@ double log_uniform(at::Generator& gen, double lo, double hi) {
 }
 int64_t uniform_int(at::Generator& gen, int64_t lo, int64_t hi) {
   return lo + at::randint(hi - lo + 1, {1}, gen).item<int64_t>();
-}
-
-/// Rows `idx` (K, B) of each instance's data (K, N, ...). -> (K, B, ...)
-torch::Tensor gather_rows(const torch::Tensor& data, const torch::Tensor& idx) {
-  const int64_t k = data.size(0), n = data.size(1), b = idx.size(1);
-  auto flat_sizes = data.sizes().vec();
-  flat_sizes.erase(flat_sizes.begin());
-  flat_sizes[0] = k * n;
-  const auto offsets = at::arange(k, idx.options()).mul_(n).unsqueeze(1);
-  auto out = data.reshape(flat_sizes).index_select(0, (idx + offsets).reshape({-1}));
-  auto sizes = data.sizes().vec();
-  sizes[1] = b;
-  return out.view(sizes);
-}
-
-/// Mean cross-entropy per instance, fused: one pass over the logits forward, one backward. ATen's
-/// log_softmax + gather over a short class dimension costs ~30 ns an entry here (its vector loop
-/// runs along the classes) and its backward scatters: most of a small classifier's step.
-/// logits: (K, B, C) float32  labels: (K, B) int64 -> (K)
-class InstanceCrossEntropy : public torch::autograd::Function<InstanceCrossEntropy> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
-                               const torch::Tensor& labels) {
-    const auto x = logits.contiguous();
-    const auto y = labels.contiguous();
-    const int64_t k = x.size(0), b = x.size(1), c = x.size(2);
-    TORCH_CHECK(x.scalar_type() == at::kFloat && y.sizes() == x.sizes().slice(0, 2),
-                "instance cross-entropy: expected float32 logits (K, B, C) and labels (K, B), got ",
-                x.sizes(), " ", x.scalar_type(), " and ", y.sizes());
-    auto lse = torch::empty({k, b}, x.options());
-    auto loss = torch::empty({k}, x.options());
-    const float* xp = x.data_ptr<float>();
-    const int64_t* yp = y.data_ptr<int64_t>();
-    float* lp = lse.data_ptr<float>();
-    at::parallel_for(0, k, 1, [&](int64_t first, int64_t last) {
-      for (int64_t i = first; i < last; ++i) {
-        double total = 0.0;
-        for (int64_t r = i * b; r < (i + 1) * b; ++r) {
-          const float* row = xp + r * c;
-          float m = row[0];
-          for (int64_t j = 1; j < c; ++j) m = row[j] > m ? row[j] : m;
-          float sum = 0.0f;
-          for (int64_t j = 0; j < c; ++j) sum += std::exp(row[j] - m);
-          lp[r] = m + std::log(sum);  // NaN anywhere in the row gives NaN here
-          const int64_t label = yp[r];
-          TORCH_CHECK(label >= 0 && label < c, "instance cross-entropy: label ", label,
-                      " outside [0, ", c, ")");
-          total += static_cast<double>(lp[r] - row[label]);
-        }
-        loss.data_ptr<float>()[i] = static_cast<float>(total / static_cast<double>(b));
-      }
-    });
-    ctx->save_for_backward({x, y, lse});
-    return loss;
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grad_outputs) {
-    const auto saved = ctx->get_saved_variables();
-    const auto &x = saved[0], &y = saved[1], &lse = saved[2];
-    const auto g = grad_outputs[0].contiguous();
-    const int64_t k = x.size(0), b = x.size(1), c = x.size(2);
-    auto grad = torch::empty_like(x);
-    const float* xp = x.data_ptr<float>();
-    const int64_t* yp = y.data_ptr<int64_t>();
-    const float* lp = lse.data_ptr<float>();
-    float* gp = grad.data_ptr<float>();
-    // d loss_k / d x[k, r, j] = (softmax_j - [j = label]) / B
-    at::parallel_for(0, k, 1, [&](int64_t first, int64_t last) {
-      for (int64_t i = first; i < last; ++i) {
-        const float scale = g.data_ptr<float>()[i] / static_cast<float>(b);
-        for (int64_t r = i * b; r < (i + 1) * b; ++r) {
-          const float* row = xp + r * c;
-          float* out = gp + r * c;
-          for (int64_t j = 0; j < c; ++j) out[j] = scale * std::exp(row[j] - lp[r]);
-          out[yp[r]] -= scale;
-        }
-      }
-    });
-    return {grad, torch::Tensor()};
-  }
-};
-
-torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels) {
-  return InstanceCrossEntropy::apply(logits, labels);
-}
-
-/// A 3x3 convolution (padding 1) of each instance's images by its own filters, as one batched
-/// matrix product over the nine shifted copies of the input (ATen's grouped convolution loops
-/// over groups and images: ~100x slower at these sizes). Channels last throughout.
-/// x: (K, B, H, W, C)  weight: (K, C_out, C, 3, 3)  bias: (K, C_out) -> (K, B, H', W', C_out)
-torch::Tensor conv3x3(const torch::Tensor& x, const torch::Tensor& weight,
-                      const torch::Tensor& bias, int64_t stride) {
-  const int64_t k = x.size(0), b = x.size(1), h = x.size(2), w = x.size(3), c = x.size(4);
-  const int64_t out_h = (h - 1) / stride + 1, out_w = (w - 1) / stride + 1;
-  const int64_t c_out = weight.size(1);
-  const auto padded = at::constant_pad_nd(x, {0, 0, 1, 1, 1, 1});  // (K, B, H+2, W+2, C)
-  std::vector<torch::Tensor> shifted;
-  for (int64_t di = 0; di < 3; ++di)
-    for (int64_t dj = 0; dj < 3; ++dj)
-      shifted.push_back(padded.slice(2, di, di + h, stride).slice(3, dj, dj + w, stride));
-  // (K, B H' W', C 9): entry (c, di 3 + dj) meets weight[:, :, c, di, dj]
-  const auto patches = at::stack(shifted, -1).view({k, b * out_h * out_w, c * 9});
-  const auto out =
-      at::baddbmm(bias.unsqueeze(1), patches, weight.reshape({k, c_out, c * 9}).transpose(1, 2));
-  return out.view({k, b, out_h, out_w, c_out});
 }
 
 /// A weight matrix ~ N(0, gain / fan_in) per instance. -> (K, rows, cols) or (K, shape...)
@@ -178,11 +76,12 @@ class TabularBatch : public BatchedTask {
     features_ = std::llround(log_uniform(gen, 2, 32));
     classification_ = uniform(gen) < 0.7;
     classes_ = classification_ ? (uniform(gen) < 0.5 ? 2 : uniform_int(gen, 3, 6)) : 1;
-    hidden_ = uniform(gen) < 0.3 ? 0 : int64_t{16} << uniform_int(gen, 0, 3);
+    hidden_ = uniform(gen) < 0.3 ? 0 : int64_t{32} << uniform_int(gen, 0, 3);  // 32 .. 256
     // Most users standardise their columns; some train on raw scales.
     const bool raw_scales = uniform(gen) < 0.4;
     train_rows_ = rows - rows / 5;
-    batch_ = uniform(gen) < 0.5 ? train_rows_
+    // Most users' tabular loops take mini-batches of 16 .. 64 rows, some the whole set.
+    batch_ = uniform(gen) < 0.3 ? train_rows_
                                 : std::min(int64_t{16} << uniform_int(gen, 0, 2), train_rows_);
     if (hidden_ > 0) {
       add_parameter({features_, hidden_});
@@ -499,11 +398,13 @@ class FactorizationBatch : public BatchedTask {
   FactorizationBatch(uint64_t shape_seed, std::vector<uint64_t> seeds, bool rescale)
       : BatchedTask(BatchedFamily::kFactorization, shape_seed, std::move(seeds), rescale) {
     auto gen = generator_of(shape_seed, kShape);
-    rows_ = int64_t{32} << uniform_int(gen, 0, 2);
-    cols_ = int64_t{32} << uniform_int(gen, 0, 2);
-    rank_ = int64_t{2} << uniform_int(gen, 0, 2);
+    rows_ = int64_t{64} << uniform_int(gen, 0, 2);  // 64 .. 256
+    cols_ = int64_t{64} << uniform_int(gen, 0, 2);
+    rank_ = int64_t{4} << uniform_int(gen, 0, 2);  // 4 .. 16
     // Users start factors near the target's scale or well below it.
     init_gain_ = log_uniform(gen, 0.1, 1.0);
+    // As users' matrix completion: 256 .. 1024 cells a step, the observed ones scored.
+    batch_ = int64_t{256} << uniform_int(gen, 0, 2);
     add_parameter({rows_, rank_});
     add_parameter({cols_, rank_});
     std::vector<torch::Tensor> targets, observed;
@@ -524,22 +425,30 @@ class FactorizationBatch : public BatchedTask {
  protected:
   std::string describe() const override {
     return "factorization(" + std::to_string(rows_) + "x" + std::to_string(cols_) + ", rank " +
-           std::to_string(rank_) + ", full batch)";
+           std::to_string(rank_) + ", batch " + std::to_string(batch_) + ")";
   }
   std::vector<torch::Tensor> initial_weights() const override {
     auto gens = instance_generators(seeds(), kInit);
     return {fan_in_normal(gens, {rows_, rank_}, rank_, init_gain_),
             fan_in_normal(gens, {cols_, rank_}, rank_, init_gain_)};
   }
-  torch::Tensor objective(const std::vector<torch::Tensor>& w, uint64_t,
+  torch::Tensor objective(const std::vector<torch::Tensor>& w, uint64_t key,
                           bool held_out) const override {
-    const auto& mask = held_out ? test_mask_ : train_mask_;
-    const auto error = (at::bmm(w[0], w[1].transpose(1, 2)) - target_).pow(2) * mask;
-    return error.sum({1, 2}) / mask.sum({1, 2}).clamp_min(1.0);
+    const int64_t k = instances(), cells = rows_ * cols_;
+    if (held_out)
+      return ((at::bmm(w[0], w[1].transpose(1, 2)) - target_).pow(2) * test_mask_).sum({1, 2}) /
+             test_mask_.sum({1, 2}).clamp_min(1.0);
+    const auto idx = batch_rows(key, batch_, cells);                    // (K, B) cells, row-major
+    const auto rows = gather_rows(w[0], at::div(idx, cols_, "floor"));  // (K, B, rank)
+    const auto cols = gather_rows(w[1], at::remainder(idx, cols_));
+    const auto target = gather_rows(target_.view({k, cells}), idx);  // (K, B)
+    const auto mask = gather_rows(train_mask_.view({k, cells}), idx);
+    const auto error = ((rows * cols).sum(-1) - target).pow(2) * mask;
+    return error.sum(1) / mask.sum(1).clamp_min(1.0);
   }
 
  private:
-  int64_t rows_ = 0, cols_ = 0, rank_ = 0;
+  int64_t rows_ = 0, cols_ = 0, rank_ = 0, batch_ = 0;
   double init_gain_ = 0.1;
   torch::Tensor target_, train_mask_, test_mask_;
 };

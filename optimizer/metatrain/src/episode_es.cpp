@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 
+#include "antithetic_es.h"
 #include "flt/optim/schedule_mnemosyne.h"
 
 namespace flt::metatrain {
@@ -174,27 +175,12 @@ GenerationRecord EpisodeES::step(EpisodeESState& state,
   record.hand_rule_score = scored(theta0_);
   record.theta_score = scored(state.theta);
   auto noise_gen = generator(options_.seed(), state.generation, kNoise);
-  auto direction = torch::zeros_like(state.theta);
-  double perturbed = 0.0;
-  for (int64_t i = 0; i < pairs; ++i) {
-    const auto eps = at::randn(state.theta.sizes(), noise_gen, at::kDouble);
-    const double plus = scored(state.theta + options_.sigma() * eps);
-    const double minus = scored(state.theta - options_.sigma() * eps);
-    perturbed += plus + minus;
-    // Only the sign of the difference (VeLO): one instance's outlier cannot steer the update.
-    const double sign = plus > minus ? 1.0 : (plus < minus ? -1.0 : 0.0);
-    direction += sign * eps;
-  }
-  record.perturbed_score = perturbed / static_cast<double>(2 * pairs);
-  direction /= static_cast<double>(pairs);
-  // Adam on theta, descending the score.
-  constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEpsilon = 1e-8;
-  const double t = static_cast<double>(state.generation + 1);
-  state.adam_m = kBeta1 * state.adam_m + (1 - kBeta1) * direction;
-  state.adam_v = kBeta2 * state.adam_v + (1 - kBeta2) * direction * direction;
-  const auto m_hat = state.adam_m / (1 - std::pow(kBeta1, t));
-  const auto v_hat = state.adam_v / (1 - std::pow(kBeta2, t));
-  state.theta = state.theta - options_.learning_rate() * m_hat / (v_hat.sqrt() + kEpsilon);
+  const auto eps = at::randn({options_.pairs(), state.theta.numel()}, noise_gen, at::kDouble);
+  const auto estimate =
+      detail::antithetic_es(state.theta, eps, options_.sigma(), detail::EsShaping::kSign, scored);
+  record.perturbed_score = estimate.mean_score;
+  detail::adam_step(state.theta, state.adam_m, state.adam_v, state.generation, estimate.gradient,
+                    options_.learning_rate());
   ++state.generation;
   if (state.generation % options_.validation_every() == 0) {
     if (validation_.empty()) {

@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/autograd.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
 
@@ -16,9 +15,9 @@
 
 #include "flt/detail/progress.h"
 #include "flt/detail/random.h"
-#include "learned_rule.h"
 #include "learned_step_fused.h"
 #include "meta_train_state.h"
+#include "truncated_unroll.h"
 
 namespace flt::metatrain {
 
@@ -28,139 +27,12 @@ namespace {
 using detail::Assignment;
 using detail::family_slot;
 using detail::GatherCost;
+using detail::kGradient;
+using detail::kLoss;
+using detail::kSeconds;
+using detail::numel;
+using detail::Worker;
 using detail::WorkerPlacement;
-
-constexpr double kMinLoss = 1e-12, kMaxLoss = 1e30;
-
-at::Generator generator_for(uint64_t seed, uint64_t a, uint64_t b) {
-  // splitmix-style mixing keeps the streams of (seed, a, b) independent and reproducible.
-  uint64_t x = seed * 0x9E3779B97F4A7C15ULL ^ (a + 0x632BE59BD9B4E019ULL) * 0xBF58476D1CE4E5B9ULL ^
-               (b + 1) * 0x94D049BB133111EBULL;
-  x ^= x >> 31;
-  return at::make_generator<at::CPUGeneratorImpl>(x);
-}
-
-/// One inner optimisation in flight.
-struct Particle {
-  torch::Tensor params;      // (dim)
-  torch::Tensor state;       // (dim, state_size)
-  torch::Tensor controller;  // (segments, kTensorState): one step-size controller per tensor
-  // PES runs the fused inference step: the state of each tensor slot-major, (state_size, n_i),
-  // instead of `state`.
-  std::vector<torch::Tensor> slot_major;
-  int64_t t = 0;
-  at::Generator noise;
-  bool diverged = false;
-};
-
-struct Worker {
-  std::unique_ptr<Task> task;
-  torch::Tensor segment_sizes;  // (segments) int64: the task's tensors
-  torch::Tensor segment_ids;    // (dim) int64: the tensor of each coordinate
-  double log_initial = 0.0;
-  int64_t horizon = 0;              // inner steps of this task
-  std::vector<Particle> particles;  // 1 (backprop) or 2 (PES: +eps, -eps)
-  torch::Tensor accumulated;        // PES: sum of this worker's perturbations since the restart
-};
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-/// log(loss) - log(initial), with the loss clamped so a diverging task cannot produce inf.
-torch::Tensor meta_term(const torch::Tensor& loss, double log_initial) {
-  return at::log(loss.clamp(kMinLoss, kMaxLoss)) - log_initial;
-}
-
-/// The meta-loss weight of inner step t (1..horizon): the density (p + 1) x^p integrated over the
-/// step's share ((t - 1) / T, t / T] of the horizon, times T, so the weights' mean is exactly 1.
-double step_weight(double late_emphasis, int64_t t, int64_t horizon) {
-  if (late_emphasis == 0.0) return 1.0;
-  const double T = static_cast<double>(horizon);
-  return T * (std::pow(t / T, late_emphasis + 1.0) - std::pow((t - 1) / T, late_emphasis + 1.0));
-}
-
-/// Runs one truncation of `particle` with `model` and returns the mean of its meta-terms. With
-/// `meta_graph` the result is a graph into the model's parameters (truncated back-propagation);
-/// without it (PES) only values are computed. The inner gradients always need autograd.
-torch::Tensor unroll(LearnedOptimizerModelImpl& model, const Worker& worker, Particle& particle,
-                     int64_t steps, bool meta_graph, double late_emphasis) {
-  at::AutoGradMode inner_gradients(true);
-  const Task& task = *worker.task;
-  auto total = at::zeros({});
-  if (particle.diverged) return total;
-  auto p = particle.params.detach().requires_grad_(true);
-  auto state = particle.state;
-  auto controller = particle.controller;
-  const auto numels = worker.segment_sizes.to(at::kFloat);
-  const int64_t segments = worker.segment_sizes.size(0);
-  auto loss = task.loss(p, particle.noise);
-  for (int64_t u = 0; u < steps; ++u) {
-    const auto grad =
-        torch::autograd::grad({loss}, {p}, {}, /*retain_graph=*/meta_graph)[0].detach();
-    if (!at::isfinite(grad).all().item<bool>() || !std::isfinite(loss.item<double>())) {
-      particle.diverged = true;
-      break;
-    }
-    if (!particle.slot_major.empty()) {
-      // Values only (PES): the fused step, tensor by tensor, 3x faster than the composite
-      // in one measurement (4 iterations on real-data families: 9 s instead of 28 s).
-      torch::NoGradGuard no_grad;
-      const auto sizes = model.tensor_step_size(controller, particle.t + 1).to(at::kDouble);
-      auto flat = p.detach();
-      auto sums = at::zeros({segments, optim::detail::kStatistics}, at::kDouble);
-      const auto size_of = sizes.accessor<double, 1>();
-      std::vector<optim::detail::FusedTensor> tensors;
-      for (int64_t i = 0, offset = 0; i < segments; ++i) {
-        const int64_t n = particle.slot_major[i].size(1);
-        tensors.push_back({flat.narrow(0, offset, n),
-                           grad.narrow(0, offset, n),
-                           particle.slot_major[i],
-                           size_of[i],
-                           {}});
-        offset += n;
-      }
-      optim::detail::LearnedModelInternals::fused_steps_(
-          model, *optim::detail::LearnedModelInternals::prepare_fused_step(model, particle.t + 1),
-          tensors);
-      auto sums_of = sums.accessor<double, 2>();
-      for (int64_t i = 0; i < segments; ++i) {
-        for (int64_t j = 0; j < optim::detail::kStatistics; ++j)
-          sums_of[i][j] = tensors[i].result.statistics[j];
-      }
-      controller = model.next_tensor_state(controller, sums, numels);
-    } else {
-      at::AutoGradMode meta(meta_graph);
-      const auto step_size =
-          model.tensor_step_size(controller, particle.t + 1).index_select(0, worker.segment_ids);
-      auto result = model.step(grad, p, state, particle.t + 1, step_size);
-      const auto next_p = (meta_graph ? p : p.detach()) + result.update;
-      const auto sums =
-          at::zeros({segments, optim::detail::kStatistics}, at::kDouble)
-              .index_add(
-                  0, worker.segment_ids,
-                  LearnedOptimizerModelImpl::step_statistics(grad, state, next_p).to(at::kDouble));
-      controller = model.next_tensor_state(controller, sums, numels);
-      if (meta_graph) {
-        p = next_p;
-        state = result.state;
-      } else {
-        p = next_p.detach().requires_grad_(true);
-        state = result.state.detach();
-        controller = controller.detach();
-      }
-    }
-    ++particle.t;
-    loss = task.loss(p, particle.noise);
-    const auto scored = task.has_validation() ? task.validation_loss(p, particle.noise) : loss;
-    total = total + meta_term(meta_graph ? scored : scored.detach(), worker.log_initial) *
-                        step_weight(late_emphasis, particle.t, worker.horizon);
-  }
-  particle.params = p.detach();
-  if (state.defined()) particle.state = state.detach();
-  particle.controller = controller.detach();
-  return total / static_cast<double>(steps);
-}
 
 std::vector<torch::Tensor> trainable(LearnedOptimizerModelImpl& model, MetaTrainTarget target) {
   std::vector<torch::Tensor> out;
@@ -176,7 +48,7 @@ std::vector<torch::Tensor> trainable(LearnedOptimizerModelImpl& model, MetaTrain
 /// The horizon of restart `index`: fixed, or drawn log-uniformly in [horizon, horizon_max].
 int64_t restart_horizon(const MetaTrainOptions& options, int64_t index) {
   if (options.horizon_max() <= options.horizon()) return options.horizon();
-  auto gen = generator_for(options.seed() ^ 0x40A12, index, 0);
+  auto gen = detail::generator_for(options.seed() ^ 0x40A12, index, 0);
   const double h = flt::detail::log_uniform(gen, static_cast<double>(options.horizon()),
                                             static_cast<double>(options.horizon_max()));
   return std::max<int64_t>(1, std::llround(h / double(options.unroll()))) * options.unroll();
@@ -190,7 +62,7 @@ void restart(std::vector<Worker>& workers, const std::vector<int64_t>& owned,
   const int64_t particles = options.estimator() == MetaEstimator::kPES ? 2 : 1;
   for (auto& worker : workers) worker = Worker();
   for (const int64_t w : owned) {
-    auto gen = generator_for(options.seed(), 1 + restart_index, w);
+    auto gen = detail::generator_for(options.seed(), 1 + restart_index, w);
     const auto family = options.families()[family_slot(options, restart_index, w)];
     auto& worker = workers[w];
     worker.task = sample_task(family, gen, options.sampling());
@@ -202,14 +74,13 @@ void restart(std::vector<Worker>& workers, const std::vector<int64_t>& owned,
                 worker.task->name(), " sum to ", worker.segment_ids.size(0), ", not ",
                 worker.task->dim());
     const auto start = worker.task->initial(gen);
-    worker.log_initial =
-        std::log(std::clamp(worker.task->eval_loss(start).item<double>(), kMinLoss, kMaxLoss));
+    worker.log_initial = detail::clamped_log(worker.task->eval_loss(start).item<double>());
     worker.horizon = restart_horizon(options, restart_index);
     worker.particles.clear();
     const uint64_t noise_seed =
         static_cast<uint64_t>(at::randint(1LL << 62, {1}, gen).item<int64_t>());
     for (int64_t i = 0; i < particles; ++i) {
-      Particle particle;
+      detail::Particle particle;
       particle.params = start.clone();
       if (options.estimator() == MetaEstimator::kPES &&
           optim::detail::LearnedModelInternals::fused_supported(model)) {
@@ -230,12 +101,6 @@ void restart(std::vector<Worker>& workers, const std::vector<int64_t>& owned,
     worker.accumulated = torch::Tensor();
   }
 }
-
-// ---- the pieces of an iteration
-// ------------------------------------------------------------------
-
-// A worker's row of contributions: [meta-loss, seconds it took, meta-gradient (P)].
-constexpr int64_t kLoss = 0, kSeconds = 1, kGradient = 2;
 
 void check_options(const MetaTrainOptions& options) {
   TORCH_CHECK(!options.families().empty(), "meta_train: no task families given");
@@ -293,86 +158,6 @@ void set_meta_lr(torch::optim::Adam& adam, const MetaTrainOptions& options, int6
   for (auto& group : adam.param_groups()) {
     static_cast<torch::optim::AdamOptions&>(group.options()).lr(options.meta_lr() * decay);
   }
-}
-
-int64_t numel(const std::vector<torch::Tensor>& params) {
-  int64_t n = 0;
-  for (const auto& p : params) n += p.numel();
-  return n;
-}
-
-/// Truncated back-propagation: each worker in `mine` unrolls one truncation with a graph into
-/// `params`. -> (mine, kGradient + P) rows, in double.
-torch::Tensor estimate_by_backprop(LearnedOptimizerModelImpl& model, std::vector<Worker>& workers,
-                                   const std::vector<int64_t>& mine,
-                                   const std::vector<torch::Tensor>& params,
-                                   const MetaTrainOptions& options) {
-  auto local =
-      at::zeros({static_cast<int64_t>(mine.size()), kGradient + numel(params)}, at::kDouble);
-  for (size_t k = 0; k < mine.size(); ++k) {
-    const auto worker_start = std::chrono::steady_clock::now();
-    auto& worker = workers[mine[k]];
-    auto row = local[k];
-    const auto loss = unroll(model, worker, worker.particles[0], options.unroll(),
-                             /*meta_graph=*/true, options.late_emphasis());
-    row[kLoss].fill_(loss.item<double>());
-    if (loss.requires_grad()) {  // else diverged: no graph, no gradient
-      const auto grads = torch::autograd::grad({loss}, params, {}, /*retain_graph=*/false,
-                                               /*create_graph=*/false, /*allow_unused=*/true);
-      for (size_t i = 0, offset = kGradient; i < params.size(); offset += params[i++].numel()) {
-        if (grads[i].defined())
-          row.narrow(0, offset, params[i].numel()).copy_(grads[i].reshape(-1));
-      }
-    }
-    row[kSeconds].fill_(seconds_since(worker_start));
-  }
-  return local;
-}
-
-/// Antithetic PES: each worker in `mine` unrolls one truncation at theta + eps and theta - eps (in
-/// `scratch`, whose parameters `scratch_params` are the trainable ones), eps drawn from (seed,
-/// iteration, worker) and accumulated since the worker's restart. -> (mine, kGradient + P) rows.
-torch::Tensor estimate_by_pes(LearnedOptimizerModelImpl& scratch,
-                              const std::vector<torch::Tensor>& scratch_params,
-                              std::vector<Worker>& workers, const std::vector<int64_t>& mine,
-                              const std::vector<torch::Tensor>& params,
-                              const MetaTrainOptions& options, int64_t iteration) {
-  torch::NoGradGuard no_grad;
-  const int64_t parameter_count = numel(params);
-  auto local =
-      at::zeros({static_cast<int64_t>(mine.size()), kGradient + parameter_count}, at::kDouble);
-  const auto theta = torch::cat([&] {
-    std::vector<torch::Tensor> flat;
-    for (auto& p : params) flat.push_back(p.detach().reshape(-1));
-    return flat;
-  }());
-  for (size_t k = 0; k < mine.size(); ++k) {
-    const auto worker_start = std::chrono::steady_clock::now();
-    const int64_t w = mine[k];
-    auto& worker = workers[w];
-    auto gen = generator_for(options.seed() ^ 0x5EED, iteration, w);
-    const auto eps = at::randn(theta.sizes(), gen) * options.pes_sigma();
-    worker.accumulated = worker.accumulated.defined() ? worker.accumulated + eps : eps;
-    double losses[2];
-    for (int sign = 0; sign < 2; ++sign) {
-      const auto perturbed = theta + (sign == 0 ? eps : -eps);
-      int64_t offset = 0;
-      for (auto& p : scratch_params) {
-        p.copy_(perturbed.narrow(0, offset, p.numel()).view(p.sizes()));
-        offset += p.numel();
-      }
-      losses[sign] = unroll(scratch, worker, worker.particles[sign], options.unroll(),
-                            /*meta_graph=*/false, options.late_emphasis())
-                         .item<double>();
-    }
-    auto row = local[k];
-    row[kLoss].fill_(0.5 * (losses[0] + losses[1]));
-    row.narrow(0, kGradient, parameter_count)
-        .copy_(worker.accumulated.to(at::kDouble) *
-               ((losses[0] - losses[1]) / (2.0 * options.pes_sigma() * options.pes_sigma())));
-    row[kSeconds].fill_(seconds_since(worker_start));
-  }
-  return local;
 }
 
 /// The mean of the workers' rows, added in worker order (the same on every rank). -> (columns)
@@ -517,10 +302,11 @@ std::vector<double> meta_train(LearnedOptimizerModel model, const MetaTrainOptio
     --truncations_left;
     set_meta_lr(adam, options, iteration);
     // Rows are kept per worker, so that every world size adds the same rows in the same order.
-    const auto local = options.estimator() == MetaEstimator::kTruncatedBackprop
-                           ? estimate_by_backprop(*model, workers, owned[rank], params, options)
-                           : estimate_by_pes(*scratch, scratch_params, workers, owned[rank], params,
-                                             options, iteration);
+    const auto local =
+        options.estimator() == MetaEstimator::kTruncatedBackprop
+            ? detail::estimate_by_backprop(*model, workers, owned[rank], params, options)
+            : detail::estimate_by_pes(*scratch, scratch_params, workers, owned[rank], params,
+                                      options, iteration);
     const auto rows =
         detail::gather_workers(local, owned, options.workers(), communicator, gathering);
     const auto mean = mean_of_rows(rows, options.workers());

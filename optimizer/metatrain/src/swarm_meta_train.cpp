@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "antithetic_es.h"
 #include "flt/detail/progress.h"
 #include "flt/detail/random.h"
 #include "flt/metatrain/landscapes.h"
@@ -136,41 +137,28 @@ std::vector<double> meta_train_swarm(SwarmModel model, const SwarmMetaTrainOptio
     for (int64_t i = 0; i < options.tasks(); ++i)
       tasks.push_back(sample_rastrigin_task(options.family(), n, gen));
     const auto eps = at::randn({options.pairs(), theta.numel()}, gen, torch::kDouble);
-    std::vector<double> differences;
-    double total = 0.0;
-    for (int64_t k = 0; k < options.pairs(); ++k) {
-      const uint64_t episode_seed =
-          options.seed() * 7919ULL + static_cast<uint64_t>(it) * 131ULL + k;
-      model->set_flat_parameters(theta + options.sigma() * eps[k]);
-      const double plus =
-          swarm_episode_loss(*model, tasks, options.particles(), steps, episode_seed)
-              .mean()
-              .item<double>();
-      model->set_flat_parameters(theta - options.sigma() * eps[k]);
-      const double minus =
-          swarm_episode_loss(*model, tasks, options.particles(), steps, episode_seed)
-              .mean()
-              .item<double>();
-      differences.push_back(plus - minus);
-      total += 0.5 * (plus + minus);
-    }
-    // Fitness shaping: the loss scale differs by an order of magnitude between n = 2 and n = 30;
-    // dividing the pairs' differences by their RMS gives every iteration the same weight.
-    const auto d = torch::tensor(differences, torch::kDouble);
-    const auto shaped = d / (d.pow(2).mean().sqrt() + 1e-12);
-    const auto gradient = (shaped.unsqueeze(1) * eps).mean(0) / (2.0 * options.sigma());
-    const double meta_loss = total / static_cast<double>(options.pairs());
-    // Adam with a half-cosine learning rate from meta_lr to meta_lr * meta_lr_end.
-    constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
+    // Pair k's two candidates run the same episodes (seed of (iteration, k)): antithetic
+    // candidates differ only by the perturbation's sign. They come as +, - for each pair in turn.
+    int64_t calls = 0;
+    const auto meta_loss_at = [&](const torch::Tensor& candidate) {
+      const uint64_t episode_seed = options.seed() * 7919ULL + static_cast<uint64_t>(it) * 131ULL +
+                                    static_cast<uint64_t>(calls++ / 2);
+      model->set_flat_parameters(candidate);
+      return swarm_episode_loss(*model, tasks, options.particles(), steps, episode_seed)
+          .mean()
+          .item<double>();
+    };
+    // The loss scale differs by an order of magnitude between n = 2 and n = 30: the pairs'
+    // differences over their RMS give every iteration the same weight.
+    const auto estimate =
+        detail::antithetic_es(theta, eps, options.sigma(), detail::EsShaping::kRms, meta_loss_at);
+    const double meta_loss = estimate.mean_score;
+    // A half-cosine learning rate from meta_lr to meta_lr * meta_lr_end.
     const double frac = static_cast<double>(it) / static_cast<double>(options.iterations());
     const double lr =
         options.meta_lr() * (options.meta_lr_end() +
                              (1.0 - options.meta_lr_end()) * 0.5 * (1.0 + std::cos(kPi * frac)));
-    adam_m = kBeta1 * adam_m + (1.0 - kBeta1) * gradient;
-    adam_v = kBeta2 * adam_v + (1.0 - kBeta2) * gradient * gradient;
-    const double t = static_cast<double>(it + 1);
-    theta = theta - lr * (adam_m / (1.0 - std::pow(kBeta1, t))) /
-                        ((adam_v / (1.0 - std::pow(kBeta2, t))).sqrt() + kEps);
+    detail::adam_step(theta, adam_m, adam_v, it, estimate.gradient, lr);
     losses.push_back(meta_loss);
     if (csv.is_open())
       csv << it << "," << n << "," << steps << "," << meta_loss << "," << bar.seconds() << "\n"

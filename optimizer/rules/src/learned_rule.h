@@ -1,7 +1,8 @@
 #pragma once
 // Constants and per-tensor formulas of the learned update rule (learned_model.h), shared by its
 // composite reference (LearnedOptimizerModelImpl::step, learned_model.cpp), its fused inference
-// path (learned_step_fused.cpp) and the optimizer (mnemosyne.cpp), so they cannot drift apart.
+// path (learned_step_fused.cpp over flt/kernels/coordinate_step.h) and the optimizer
+// (coordinate_mnemosyne.cpp), so they cannot drift apart.
 // Internal to the library.
 
 #include <ATen/ATen.h>
@@ -10,41 +11,25 @@
 #include <cmath>
 #include <tuple>
 
+#include "flt/kernels/coordinate_rule.h"
+
 namespace flt::optim::detail {
 
-/// EMA decays of the moments: m1 of g (Adam's beta1), m2 of g (a slower momentum), v of g^2
-/// (Adam's beta2).
-constexpr double kBeta1 = 0.9, kBeta2 = 0.99, kBetaV = 0.999;
-/// |g| is clipped here before squaring so that v stays finite in float32 (1e18^2 = 1e36 < 3.4e38);
-/// the features only see ratios and logarithms, so larger gradients change nothing downstream.
-constexpr double kMaxGradient = 1e18;
-/// Added under the square root of rms = sqrt(v_hat + eps): finite ratios for an all-zero history.
-constexpr double kRmsEpsilon = 1e-30;
-/// The ratio features g / rms, m1 / rms, m2 / rms are clipped to [-kRatioClip, kRatioClip].
-constexpr double kRatioClip = 10.0;
-/// The head's log-magnitude a is squashed to (-kMaxLogMagnitude, kMaxLogMagnitude) by
-/// kMaxLogMagnitude * tanh(a / kMaxLogMagnitude): the head reshapes the step within a tensor (up to
-/// e^2 = 7.4x either way) while the per-tensor controller below owns its overall size.
-constexpr double kMaxLogMagnitude = 2.0;
-/// The head's additive correction to the Adam direction is multiplied by
-///   gate = min(1, max(|g / rms|, |m1 / rms|, |m2 / rms|)),
-/// the largest of the normalised gradient features: 1 while the coordinate has gradient signal,
-/// vanishing with it. Without the gate a fully fitted network (training loss 0, gradients 1e-8 and
-/// less) kept moving on the head's bias alone: wine MLP parameter norm 24 -> 142 in 750 steps of
-/// zero loss, held-out loss up to 1e3 on other seeds. With it, no gradient means no step, as in
-/// Adam.
-inline float correction_gate(float g_ratio, float m1_ratio, float m2_ratio) {
-  return std::min(1.0f, std::max({std::fabs(g_ratio), std::fabs(m1_ratio), std::fabs(m2_ratio)}));
-}
+// The per-coordinate constants (EMA decays, clips, the correction gate, the encodings' threshold,
+// the read's floor, the controller's statistics) are the fused step's:
+// flt/kernels/coordinate_rule.h.
+using kernels::coordinate::correction_gate;
+using kernels::coordinate::kBeta1, kernels::coordinate::kBeta2, kernels::coordinate::kBetaV;
+using kernels::coordinate::kCosineEpsilon, kernels::coordinate::kStatistics;
+using kernels::coordinate::kLogSignK, kernels::coordinate::kMaxGradient;
+using kernels::coordinate::kMaxLogMagnitude, kernels::coordinate::kRatioClip;
+using kernels::coordinate::kReadFloor, kernels::coordinate::kRmsEpsilon;
+/// The gate on tensors (the composite reference's): see correction_gate(float, ...).
 inline at::Tensor correction_gate(const at::Tensor& g_ratio, const at::Tensor& m1_ratio,
                                   const at::Tensor& m2_ratio) {
   return at::clamp_max(at::maximum(at::maximum(g_ratio.abs(), m1_ratio.abs()), m2_ratio.abs()),
                        1.0);
 }
-/// Threshold exponent k of the log-and-sign encodings (threshold e^-k).
-constexpr double kLogSignK = 5.0;
-/// Floor of the attention memory's normaliser phi_q . z (positive features; guards underflow).
-constexpr double kReadFloor = 1e-20;
 
 // ---- the per-tensor step-size controller ------------------------------------------------------
 //
@@ -77,13 +62,9 @@ constexpr double kMaxScaleGrowth = 4.0;
 /// and raised the step e^3-fold (breast-cancer MLP: held-out loss 0.05 -> 2.5). A gradient 25x
 /// below its long-run RMS no longer beats the target and the step shrinks.
 constexpr double kBetaLongGradient = 0.999;
-/// Per-coordinate terms summed over a tensor after each step: g d_prev, g^2, d_prev^2, p_new^2.
-constexpr int64_t kStatistics = 4;
 /// Bounds of the log-multiplier c: the step grows at most e^3 = 20x over its relative start; it can
 /// shrink to nothing in practice (e^-30).
 constexpr double kMinLogMultiplier = -30.0, kMaxLogMultiplier = 3.0;
-/// Added to the cosine's denominator (an all-zero previous direction gives h = 0).
-constexpr double kCosineEpsilon = 1e-30;
 /// Lower bounds of the gain kappa and the target of the cosine (see above).
 constexpr double kMinGain = 0.03, kMinTarget = 0.03;
 

@@ -1,7 +1,8 @@
 #pragma once
 // The coordinate-memory rule as CoordinateMnemosyne and meta-training run it for inference: the
-// fused step (learned_step_fused.cpp: one vectorised pass per block of coordinates, OpenMP over the
-// blocks of all a step's tensors) and the per-tensor controller in double (learned_model.cpp).
+// fused step (flt/kernels/coordinate_step.h: one vectorised pass per block of coordinates, OpenMP
+// over the blocks of all a step's tensors; learned_step_fused.cpp lays the model out for it) and
+// the per-tensor controller in double (learned_model.cpp).
 // LearnedOptimizerModelImpl::step and its tensor controller functions (learned_model.h) are their
 // differentiable reference. Internal to the library: not installed.
 

@@ -11,7 +11,7 @@
 //                      each clone is a code path of its own whose vector widths change the order
 //                      of the sums.
 //   FLT_CLONES_AVX512  AVX-512 (x86-64-v4) first: the learned optimizer's fused step
-//                      (optimizer/rules/src/learned_step_fused.cpp) works on blocks of 16 float
+//                      (kernels/src/coordinate_step.cpp) works on blocks of 16 float
 //                      lanes, one AVX-512 register; 56 ns per coordinate against 81 for its AVX2
 //                      clone.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)

@@ -9,7 +9,8 @@
 // batch: the schedule's numbers theta +- sigma eps_i for `pairs` antithetic pairs, the current
 // theta, and the hand rule (the untrained schedule, theta_0). A candidate's score on an instance
 // is reference_score(its final held-out loss, tuned AdamW-cosine's): log of the ratio, 0 level,
-// negative better. The update is Adam on theta along mean_i sign(score(+) - score(-)) eps_i.
+// negative better. The update is torch::optim::Adam on theta along the antithetic estimate
+// mean_i sign(score(+) - score(-)) eps_i / (2 sigma).
 // Every `validation_every` generations theta is scored on a fixed set of instances from the
 // validation families (none of them trained on) beside the hand rule on the same set; the best
 // theta by that score is what the campaign keeps. Everything is a function of the seed and the

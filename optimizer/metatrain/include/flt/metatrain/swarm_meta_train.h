@@ -7,7 +7,8 @@
 // Each iteration draws one dimension n and `tasks` Rastrigin-like functions of it; each of `pairs`
 // antithetic pairs runs theta +- sigma eps on the same tasks with the same random numbers, batched
 // over the tasks. Episode loss per task: (mean over steps + final) / 2 of log(1 + best true value
-// so far); the meta-gradient goes to Adam with a half-cosine learning rate.
+// so far); the meta-gradient (the pairs' differences over their RMS) goes to torch::optim::Adam
+// with a half-cosine learning rate.
 
 #include <torch/arg.h>
 

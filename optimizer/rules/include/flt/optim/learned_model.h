@@ -38,6 +38,7 @@
 
 #include "flt/attention/feature_map.h"
 #include "flt/attention/flt.h"
+#include "flt/kernels/coordinate_rule.h"
 
 namespace flt::optim {
 namespace detail {
@@ -137,9 +138,9 @@ class LearnedOptimizerModelImpl : public torch::nn::Cloneable<LearnedOptimizerMo
                                   const torch::Tensor& numels) const;
 
   /// Number of input features of the head (without the memory read-out).
-  static constexpr int64_t kFeatures = 10;
+  static constexpr int64_t kFeatures = kernels::coordinate::kFeatures;
   /// Moment slots at the start of the state: m1, m2, v.
-  static constexpr int64_t kMoments = 3;
+  static constexpr int64_t kMoments = kernels::coordinate::kMoments;
 
   LearnedOptimizerModelOptions options;
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  ///< attention memories

@@ -1,0 +1,113 @@
+#include "batched_ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/autograd.h>
+
+#include <cmath>
+#include <vector>
+
+namespace flt::metatrain::detail {
+
+torch::Tensor gather_rows(const torch::Tensor& data, const torch::Tensor& idx) {
+  const int64_t k = data.size(0), n = data.size(1), b = idx.size(1);
+  auto flat_sizes = data.sizes().vec();
+  flat_sizes.erase(flat_sizes.begin());
+  flat_sizes[0] = k * n;
+  const auto offsets = at::arange(k, idx.options()).mul_(n).unsqueeze(1);
+  auto out = data.reshape(flat_sizes).index_select(0, (idx + offsets).reshape({-1}));
+  auto sizes = data.sizes().vec();
+  sizes[1] = b;
+  return out.view(sizes);
+}
+
+namespace {
+
+// The autograd function behind cross_entropy.
+class InstanceCrossEntropy : public torch::autograd::Function<InstanceCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                               const torch::Tensor& labels) {
+    const auto x = logits.contiguous();
+    const auto y = labels.contiguous();
+    const int64_t k = x.size(0), b = x.size(1), c = x.size(2);
+    TORCH_CHECK(x.scalar_type() == at::kFloat && y.sizes() == x.sizes().slice(0, 2),
+                "instance cross-entropy: expected float32 logits (K, B, C) and labels (K, B), got ",
+                x.sizes(), " ", x.scalar_type(), " and ", y.sizes());
+    auto lse = torch::empty({k, b}, x.options());
+    auto loss = torch::empty({k}, x.options());
+    const float* xp = x.data_ptr<float>();
+    const int64_t* yp = y.data_ptr<int64_t>();
+    float* lp = lse.data_ptr<float>();
+    at::parallel_for(0, k, 1, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) {
+        double total = 0.0;
+        for (int64_t r = i * b; r < (i + 1) * b; ++r) {
+          const float* row = xp + r * c;
+          float m = row[0];
+          for (int64_t j = 1; j < c; ++j) m = row[j] > m ? row[j] : m;
+          float sum = 0.0f;
+          for (int64_t j = 0; j < c; ++j) sum += std::exp(row[j] - m);
+          lp[r] = m + std::log(sum);  // NaN anywhere in the row gives NaN here
+          const int64_t label = yp[r];
+          TORCH_CHECK(label >= 0 && label < c, "instance cross-entropy: label ", label,
+                      " outside [0, ", c, ")");
+          total += static_cast<double>(lp[r] - row[label]);
+        }
+        loss.data_ptr<float>()[i] = static_cast<float>(total / static_cast<double>(b));
+      }
+    });
+    ctx->save_for_backward({x, y, lse});
+    return loss;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &y = saved[1], &lse = saved[2];
+    const auto g = grad_outputs[0].contiguous();
+    const int64_t k = x.size(0), b = x.size(1), c = x.size(2);
+    auto grad = torch::empty_like(x);
+    const float* xp = x.data_ptr<float>();
+    const int64_t* yp = y.data_ptr<int64_t>();
+    const float* lp = lse.data_ptr<float>();
+    float* gp = grad.data_ptr<float>();
+    // d loss_k / d x[k, r, j] = (softmax_j - [j = label]) / B
+    at::parallel_for(0, k, 1, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) {
+        const float scale = g.data_ptr<float>()[i] / static_cast<float>(b);
+        for (int64_t r = i * b; r < (i + 1) * b; ++r) {
+          const float* row = xp + r * c;
+          float* out = gp + r * c;
+          for (int64_t j = 0; j < c; ++j) out[j] = scale * std::exp(row[j] - lp[r]);
+          out[yp[r]] -= scale;
+        }
+      }
+    });
+    return {grad, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return InstanceCrossEntropy::apply(logits, labels);
+}
+
+torch::Tensor conv3x3(const torch::Tensor& x, const torch::Tensor& weight,
+                      const torch::Tensor& bias, int64_t stride) {
+  const int64_t k = x.size(0), b = x.size(1), h = x.size(2), w = x.size(3), c = x.size(4);
+  const int64_t out_h = (h - 1) / stride + 1, out_w = (w - 1) / stride + 1;
+  const int64_t c_out = weight.size(1);
+  const auto padded = at::constant_pad_nd(x, {0, 0, 1, 1, 1, 1});  // (K, B, H+2, W+2, C)
+  std::vector<torch::Tensor> shifted;
+  for (int64_t di = 0; di < 3; ++di)
+    for (int64_t dj = 0; dj < 3; ++dj)
+      shifted.push_back(padded.slice(2, di, di + h, stride).slice(3, dj, dj + w, stride));
+  // (K, B H' W', C 9): entry (c, di 3 + dj) meets weight[:, :, c, di, dj]
+  const auto patches = at::stack(shifted, -1).view({k, b * out_h * out_w, c * 9});
+  const auto out =
+      at::baddbmm(bias.unsqueeze(1), patches, weight.reshape({k, c_out, c * 9}).transpose(1, 2));
+  return out.view({k, b, out_h, out_w, c_out});
+}
+
+}  // namespace flt::metatrain::detail
