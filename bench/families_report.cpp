@@ -141,19 +141,26 @@ int main(int argc, char** argv) {
       const auto by_rate = fm::batched_adamw_cosine_final_losses(*tuning, spec, lrs, &lowest_at)
                                .view({instances, g});
       lowest_at = lowest_at.view({instances, g});
-      const auto hand = fm::batched_schedule_final_losses(
-          *fm::make_batched_task(family, shape_seed, seeds), spec, flt::optim::LearnedSchedule());
+      const auto task = fm::make_batched_task(family, shape_seed, seeds);
+      const auto hand =
+          fm::batched_schedule_final_losses(*task, spec, flt::optim::LearnedSchedule());
+      std::vector<double> shape_rates;
       for (int64_t n = 0; n < instances; ++n) {
         const auto row = by_rate[n];
         const int64_t best = row.argmin().item<int64_t>();
         const double tuned = row[best].item<double>();
         if (!std::isfinite(tuned) || tuned <= 0) continue;  // every rate diverged: no reference
         s.rates.push_back(grid[best]);
+        shape_rates.push_back(grid[best]);
         lowest_fraction.push_back(lowest_at[n][best].item<double>());
         if (best == 0 || best == g - 1) ++s.at_edge;
         hand_ratio.push_back(hand[n].item<double>() / tuned);
         untuned_ratio.push_back(row[untuned].item<double>() / tuned);
       }
+      // Each shape on stderr: which of a family's shapes want which rates.
+      std::fprintf(stderr, "  %s, %lld steps: tuned lr median %.0e (of %zu)\n",
+                   task->name().c_str(), static_cast<long long>(spec.steps),
+                   quantile(shape_rates, 0.5), shape_rates.size());
     }
     const auto within =
         std::count_if(hand_ratio.begin(), hand_ratio.end(), [](double r) { return r <= 1.05; });

@@ -59,8 +59,8 @@ TEST_F(MetaEstimators, RmsShapingConvergesToTheUnitSlope) {
   const auto estimate = linear_estimate(fd::EsShaping::kRms, sigma);
   const auto unit = slope() / slope().norm();
   const double bound = 5.0 * std::sqrt(2.0 / static_cast<double>(kPairs));
-  EXPECT_TRUE(all_within(estimate.gradient * (2.0 * sigma), unit,
-                         torch::full({1}, bound, torch::kDouble)));
+  EXPECT_TRUE(
+      all_within(estimate.gradient * (2.0 * sigma), unit, torch::full({1}, bound, torch::kDouble)));
 }
 
 TEST_F(MetaEstimators, CandidatesComePlusThenMinusPairByPair) {

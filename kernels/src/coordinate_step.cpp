@@ -36,7 +36,7 @@ constexpr float kMaxGradientF = kMaxGradient, kRatioClipF = kRatioClip;
 constexpr float kMaxLogMagnitudeF = kMaxLogMagnitude, kLogSignKF = kLogSignK;
 constexpr float kRmsEpsilonF = kRmsEpsilon, kReadFloorF = kReadFloor;
 constexpr float kCosineEpsilonF = kCosineEpsilon;
-constexpr int64_t kLanes = 16;      // coordinates per block: one AVX-512 or two AVX2 registers
+constexpr int64_t kLanes = 16;  // coordinates per block: one AVX-512 or two AVX2 registers
 
 // ---- branch-free float math (vectorisable; accurate to a few ulp on the ranges used) ------------
 

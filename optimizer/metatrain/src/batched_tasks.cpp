@@ -5,10 +5,10 @@
 
 #include <cmath>
 #include <mutex>
-#include <sstream>
 
 #include "batched_ops.h"
 #include "flt/metatrain/datasets.h"
+#include "tabular_name.h"
 
 namespace flt::metatrain {
 namespace {
@@ -127,17 +127,8 @@ class TabularBatch : public BatchedTask {
 
  protected:
   std::string describe() const override {
-    std::ostringstream out;
-    out << "tabular_"
-        << (hidden_ > 0       ? "mlp"
-            : classification_ ? "logistic"
-                              : "linear")
-        << "(" << train_rows_ << "x" << features_;
-    if (classification_) out << ", " << classes_ << " classes";
-    if (hidden_ > 0) out << ", hidden " << hidden_;
-    out << ", " << (batch_ >= train_rows_ ? "full batch" : "batch " + std::to_string(batch_))
-        << ")";
-    return out.str();
+    return detail::tabular_name(train_rows_, features_, classification_ ? classes_ : 0, hidden_,
+                                batch_);
   }
   std::vector<torch::Tensor> initial_weights() const override {
     auto gens = instance_generators(seeds(), kInit);

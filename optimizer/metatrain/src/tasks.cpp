@@ -9,6 +9,7 @@
 #include "flt/attention/softmax.h"
 #include "flt/metatrain/datasets.h"
 #include "flt/metatrain/landscapes.h"
+#include "tabular_name.h"
 
 namespace flt::metatrain {
 
@@ -283,15 +284,8 @@ class TabularTask : public LayoutTask {
     y_test_ = y.narrow(0, train_rows, rows - train_rows);
   }
   std::string name() const override {
-    std::ostringstream out;
-    out << "tabular_"
-        << (hidden_ > 0       ? "mlp"
-            : classification_ ? "logistic"
-                              : "linear")
-        << "(" << x_train_.size(0) << "x" << features_ << (classification_ ? ", classes " : "")
-        << (classification_ ? std::to_string(classes_) : "") << ", "
-        << (batch_ >= x_train_.size(0) ? "full batch" : "batch " + std::to_string(batch_)) << ")";
-    return out.str();
+    return detail::tabular_name(x_train_.size(0), features_, classification_ ? classes_ : 0,
+                                hidden_, batch_);
   }
   TaskFamily family() const override { return TaskFamily::kTabular; }
   torch::Tensor loss(const torch::Tensor& params, at::Generator gen) const override {

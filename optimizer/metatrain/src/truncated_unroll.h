@@ -32,10 +32,10 @@ struct Particle {
 
 struct Worker {
   std::unique_ptr<Task> task;
-  torch::Tensor segment_sizes;  ///< (segments) int64: the task's tensors
-  torch::Tensor segment_ids;    ///< (dim) int64: the tensor of each coordinate
-  double log_initial = 0.0;     ///< log of the starting loss (clamped_log)
-  int64_t horizon = 0;          ///< inner steps of this task
+  torch::Tensor segment_sizes;      ///< (segments) int64: the task's tensors
+  torch::Tensor segment_ids;        ///< (dim) int64: the tensor of each coordinate
+  double log_initial = 0.0;         ///< log of the starting loss (clamped_log)
+  int64_t horizon = 0;              ///< inner steps of this task
   std::vector<Particle> particles;  ///< 1 (backprop) or 2 (PES: +eps, -eps)
   torch::Tensor accumulated;        ///< PES: sum of this worker's perturbations since the restart
 };

@@ -1,8 +1,8 @@
 #pragma once
-// The constants of the learned optimizer's first design (flt/optim/learned_model.h), per coordinate:
-// one copy for its composite reference (LearnedOptimizerModelImpl::step, in double and float
-// tensors), its fused CPU step (flt/kernels/coordinate_step.h) and the per-tensor controller around
-// them (optimizer/rules/src/learned_rule.h). Plain C++, no LibTorch.
+// The constants of the learned optimizer's first design (flt/optim/learned_model.h), per
+// coordinate: one copy for its composite reference (LearnedOptimizerModelImpl::step, in double and
+// float tensors), its fused CPU step (flt/kernels/coordinate_step.h) and the per-tensor controller
+// around them (optimizer/rules/src/learned_rule.h). Plain C++, no LibTorch.
 
 #include <algorithm>
 #include <cmath>
