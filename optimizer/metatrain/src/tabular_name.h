@@ -13,8 +13,11 @@ namespace flt::metatrain::detail {
 inline std::string tabular_name(int64_t train_rows, int64_t features, int64_t classes,
                                 int64_t hidden, int64_t batch) {
   std::ostringstream out;
-  out << "tabular_" << (hidden > 0 ? "mlp" : classes > 0 ? "logistic" : "linear") << "("
-      << train_rows << "x" << features;
+  out << "tabular_"
+      << (hidden > 0    ? "mlp"
+          : classes > 0 ? "logistic"
+                        : "linear")
+      << "(" << train_rows << "x" << features;
   if (classes > 0) out << ", " << classes << " classes";
   if (hidden > 0) out << ", hidden " << hidden;
   out << ", " << (batch >= train_rows ? "full batch" : "batch " + std::to_string(batch)) << ")";
