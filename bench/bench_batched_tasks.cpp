@@ -21,15 +21,7 @@
 
 namespace fm = flt::metatrain;
 
-namespace {
-
-double seconds_of(const std::function<void()>& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
+using flt::bench::seconds_of;
 
 int main(int argc, char** argv) {
   const auto info = flt::init(/*quiet=*/true);

@@ -81,6 +81,13 @@ inline double measure_fma_per_second(int threads) {
   return 128.0 * rounds * threads / seconds;
 }
 
+/// Wall-clock seconds of one call of `fn`.
+inline double seconds_of(const std::function<void()>& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 /// Bytes per second written by memset into a kept 64 MB buffer and into freshly allocated ones
 /// (malloc, memset, free each round): blocks that large come from mmap and go back to the kernel,
 /// so the second pays a page fault per 4 KB page. On a VM where faults are costly the gap is wide,
@@ -89,23 +96,18 @@ inline double measure_fma_per_second(int threads) {
 inline std::pair<double, double> measure_write_bandwidth() {
   constexpr size_t kBytes = size_t{64} << 20;
   constexpr int kRounds = 5;
-  const auto seconds_of = [](auto&& body) {
+  const auto best_of = [](const std::function<void()>& body) {
     double best = 1e30;
-    for (int r = 0; r < kRounds; ++r) {
-      const auto start = std::chrono::steady_clock::now();
-      body();
-      best = std::min(
-          best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
+    for (int r = 0; r < kRounds; ++r) best = std::min(best, seconds_of(body));
     return best;
   };
   std::vector<char> kept(kBytes, 1);
-  const double reused = seconds_of([&] {
+  const double reused = best_of([&] {
     std::memset(kept.data(), 2, kBytes);
     benchmark::DoNotOptimize(kept.data());
   });
   bool allocated = true;
-  const double fresh = seconds_of([&] {
+  const double fresh = best_of([&] {
     char* block = static_cast<char*>(std::malloc(kBytes));
     if (block == nullptr) {
       allocated = false;
