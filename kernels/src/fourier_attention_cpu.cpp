@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "flt/detail/cpu_clones.h"  // FLT_CLONES: one AVX2/FMA clone and the baseline; FLT_INLINE
 
@@ -32,21 +33,15 @@ using fourier::FactorMode;
 constexpr int64_t kQueryTile = 8;
 constexpr int64_t kKeyChunk = 128;
 
+// IEEE layout of T: the integer of its width, mantissa bits, exponent bias and exponent mask
+// (float: 23, 127, 0xff; double: 52, 1023, 0x7ff).
 template <typename T>
-struct Float;
-template <>
-struct Float<float> {
-  using Int = int32_t;
-  static constexpr int kMantissa = 23;
-  static constexpr Int kBias = 127;
-  static constexpr Int kExpMask = 0xff;
-};
-template <>
-struct Float<double> {
-  using Int = int64_t;
-  static constexpr int kMantissa = 52;
-  static constexpr Int kBias = 1023;
-  static constexpr Int kExpMask = 0x7ff;
+struct Float {
+  using Int = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  static_assert(sizeof(Int) == sizeof(T) && std::numeric_limits<T>::is_iec559);
+  static constexpr int kMantissa = std::numeric_limits<T>::digits - 1;
+  static constexpr Int kBias = std::numeric_limits<T>::max_exponent - 1;
+  static constexpr Int kExpMask = 2 * kBias + 1;
 };
 
 template <typename T>
@@ -116,6 +111,21 @@ Head<T> head_of(const FourierProblem& p, const FourierOperands<T>& in, int64_t b
           p.power};
 }
 
+// Dimension d of the pair loop of query i against keys from j0: the query's scalars and the keys'
+// columns (keys are contiguous per dimension).
+template <typename T>
+struct PairDim {
+  T q, r, sin_q, cos_q;
+  const T *k, *sin_k, *cos_k;
+};
+
+template <typename T>
+FLT_INLINE PairDim<T> pair_dim(const Head<T>& hd, int64_t i, int64_t d, int64_t j0) {
+  const int64_t qd = i * hd.dim + d, kd = d * hd.lk + j0;
+  return {hd.q[qd],    hd.r[d],         hd.q_sin[qd],   hd.q_cos[qd],
+          hd.k_t + kd, hd.k_sin_t + kd, hd.k_cos_t + kd};
+}
+
 // Scratch of one query-chunk evaluation.
 template <typename T>
 struct PairScratch {
@@ -148,19 +158,16 @@ FLT_INLINE void pair_weights(const Head<T>& hd, int64_t i, int64_t j0, int64_t n
     den_exp[j] = 0;
     sign[j] = 0;
   }
-  const T* qi = hd.q + i * hd.dim;
-  const T* qs = hd.q_sin + i * hd.dim;
-  const T* qc = hd.q_cos + i * hd.dim;
   for (int64_t d = 0; d < hd.dim; ++d) {
-    const T q_d = qi[d], r_d = hd.r[d], sin_q = qs[d], cos_q = qc[d];
-    const T* __restrict k_d = hd.k_t + d * hd.lk + j0;
-    const T* __restrict sin_k = hd.k_sin_t + d * hd.lk + j0;
-    const T* __restrict cos_k = hd.k_cos_t + d * hd.lk + j0;
+    const PairDim<T> pd = pair_dim(hd, i, d, j0);
+    const T* __restrict k_d = pd.k;
+    const T* __restrict sin_k = pd.sin_k;
+    const T* __restrict cos_k = pd.cos_k;
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-      const T x = r_d * (q_d - k_d[j]);
+      const T x = pd.r * (pd.q - k_d[j]);
       const T x2 = x * x;
-      const T sin_x = sin_q * cos_k[j] - cos_q * sin_k[j];
+      const T sin_x = pd.sin_q * cos_k[j] - pd.cos_q * sin_k[j];
       const bool small = x2 < kSmall2;
       // Both branches computed, then selected: a select of values vectorises, a branch around
       // floating-point work does not (GCC will not speculate it under -ftrapping-math).
@@ -318,23 +325,20 @@ FLT_INLINE void backward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool ca
         }
         coupling[j] = a * (gv - delta[i - i0]);
       }
-      const T* qi = hd.q + i * hd.dim;
-      const T* qs = hd.q_sin + i * hd.dim;
-      const T* qc = hd.q_cos + i * hd.dim;
       for (int64_t d = 0; d < hd.dim; ++d) {
-        const T q_d = qi[d], r_d = hd.r[d], sin_q = qs[d], cos_q = qc[d];
-        const T* __restrict k_d = hd.k_t + d * hd.lk + j0;
-        const T* __restrict sin_k = hd.k_sin_t + d * hd.lk + j0;
-        const T* __restrict cos_k = hd.k_cos_t + d * hd.lk + j0;
+        const PairDim<T> pd = pair_dim(hd, i, d, j0);
+        const T* __restrict k_d = pd.k;
+        const T* __restrict sin_k = pd.sin_k;
+        const T* __restrict cos_k = pd.cos_k;
         T* __restrict dk_d = dk_t + d * hd.lk + j0;
         T acc_q = 0, acc_r = 0;
 #pragma omp simd reduction(+ : acc_q, acc_r)
         for (int64_t j = 0; j < n; ++j) {
-          const T diff = q_d - k_d[j];
-          const T x = r_d * diff;
+          const T diff = pd.q - k_d[j];
+          const T x = pd.r * diff;
           const T x2 = x * x;
-          const T sin_x = sin_q * cos_k[j] - cos_q * sin_k[j];
-          const T cos_x = cos_q * cos_k[j] + sin_q * sin_k[j];
+          const T sin_x = pd.sin_q * cos_k[j] - pd.cos_q * sin_k[j];
+          const T cos_x = pd.cos_q * cos_k[j] + pd.sin_q * sin_k[j];
           const bool small = x2 < kSmall2;
           const T denom = x * sin_x;
           // At an exact zero of sin the weight is 0 (coupling 0); keep c finite there.
@@ -348,7 +352,7 @@ FLT_INLINE void backward_item(const Head<T>& hd, int64_t i0, int64_t i1, bool ca
           acc_r += t * diff;
           dk_d[j] += t;
         }
-        dq[i * hd.dim + d] += power * r_d * acc_q;
+        dq[i * hd.dim + d] += power * pd.r * acc_q;
         dr[d] += power * acc_r;
       }
     }

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "flt/detail/optimizer_state.h"
-#include "learned_options.h"
 #include "learned_rule.h"
 #include "learned_step_fused.h"
 #include "pretrained_weights.h"
@@ -98,38 +97,22 @@ std::vector<Memory> pretrained_memories() {
 
 // ---- options and state ------------------------------------------------------------------------
 
-void CoordinateMnemosyneOptions::serialize(torch::serialize::OutputArchive& archive) const {
-  detail::write_learned_options(archive, *this, "coordinate-memory");
-}
-
-void CoordinateMnemosyneOptions::serialize(torch::serialize::InputArchive& archive) {
-  detail::read_learned_options(archive, *this);
-}
-
-bool operator==(const CoordinateMnemosyneOptions& lhs, const CoordinateMnemosyneOptions& rhs) {
-  return detail::same_learned_options(lhs, rhs);
-}
-
 void CoordinateMnemosyneParamState::serialize(torch::serialize::OutputArchive& archive) const {
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(step);
+  write_counters(archive);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(state);
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(skipped);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(controller);
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(last_step_size);
 }
 
 void CoordinateMnemosyneParamState::serialize(torch::serialize::InputArchive& archive) {
-  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, step);
+  read_counters(archive);
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, state);
-  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, skipped);
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, controller);
-  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, last_step_size);
 }
 
 bool operator==(const CoordinateMnemosyneParamState& lhs,
                 const CoordinateMnemosyneParamState& rhs) {
-  return lhs.step() == rhs.step() && lhs.skipped() == rhs.skipped() &&
-         torch::equal(lhs.state(), rhs.state()) && torch::equal(lhs.controller(), rhs.controller());
+  return lhs.same_counters(rhs) && torch::equal(lhs.state(), rhs.state()) &&
+         torch::equal(lhs.controller(), rhs.controller());
 }
 
 // ---- the optimizer ------------------------------------------------------------------------------
@@ -137,13 +120,6 @@ bool operator==(const CoordinateMnemosyneParamState& lhs,
 namespace {
 
 constexpr const char* kName = "CoordinateMnemosyne";
-
-// Every option of every constructor and param group, checked in one place; a bad value is named.
-void check_options(const CoordinateMnemosyneOptions& o) {
-  detail::check_learned_options(kName, o.lr(), o.chunk_size(), o.total_steps());
-  TORCH_CHECK(!(o.untrained() && !o.weights().empty()), kName, ": untrained(true) and weights(\"",
-              o.weights(), "\") contradict each other: the untrained rule has no weights");
-}
 
 // The controller's update once a tensor's step is done: its statistics become its next state.
 void finish_tensor(const detail::ControllerParameters& parameters,
@@ -158,7 +134,7 @@ void finish_tensor(const detail::ControllerParameters& parameters,
 }  // namespace
 
 LearnedOptimizerModel CoordinateMnemosyne::model_for(const CoordinateMnemosyneOptions& options) {
-  check_options(options);
+  options.check(kName);
   if (!options.weights().empty()) return load_model(options.weights());
   if (options.untrained())
     return LearnedOptimizerModel(LearnedOptimizerModelOptions().memory(options.memory()));
@@ -168,28 +144,14 @@ LearnedOptimizerModel CoordinateMnemosyne::model_for(const CoordinateMnemosyneOp
 CoordinateMnemosyne::CoordinateMnemosyne(
     std::vector<torch::optim::OptimizerParamGroup> param_groups,
     CoordinateMnemosyneOptions defaults)
-    : LearnedOptimizer(checked(std::move(param_groups), defaults),
-                       std::make_unique<CoordinateMnemosyneOptions>(defaults)),
-      model_(model_for(defaults)) {}
+    : LearnedOptimizer(std::move(param_groups), defaults, kName), model_(model_for(defaults)) {}
 
 CoordinateMnemosyne::CoordinateMnemosyne(std::vector<torch::Tensor> params,
                                          CoordinateMnemosyneOptions defaults,
                                          LearnedOptimizerModel model)
-    : LearnedOptimizer(checked({torch::optim::OptimizerParamGroup(std::move(params))}, defaults),
-                       std::make_unique<CoordinateMnemosyneOptions>(defaults)),
+    : LearnedOptimizer({torch::optim::OptimizerParamGroup(std::move(params))}, defaults, kName),
       model_(std::move(model)) {
   TORCH_CHECK(!model_.is_empty(), kName, ": the model is empty");
-}
-
-std::vector<torch::optim::OptimizerParamGroup> CoordinateMnemosyne::checked(
-    std::vector<torch::optim::OptimizerParamGroup> groups,
-    const CoordinateMnemosyneOptions& defaults) {
-  check_options(defaults);
-  for (const auto& group : groups)
-    if (group.has_options())
-      check_options(static_cast<const CoordinateMnemosyneOptions&>(group.options()));
-  detail::check_parameter_groups(groups, kName);
-  return groups;
 }
 
 namespace {
@@ -283,17 +245,7 @@ LearnedOptimizerModel model_on(const LearnedOptimizerModel& model,
 torch::Tensor CoordinateMnemosyne::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   const torch::Tensor loss = flt::detail::closure_loss(closure);
-  std::vector<Step> parameters;
-  for (auto& group : param_groups_) {
-    const auto& options = static_cast<const CoordinateMnemosyneOptions&>(group.options());
-    for (auto& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      auto& st = state_[state_key(state_, p)];
-      if (!st) st = std::make_unique<CoordinateMnemosyneParamState>();
-      parameters.push_back({p, static_cast<CoordinateMnemosyneParamState*>(st.get()), &options});
-    }
-  }
-  step_parameters(model_, replicas_, parameters);
+  step_parameters(model_, replicas_, steps_with_gradients());
   return loss;
 }
 
@@ -317,7 +269,7 @@ void CoordinateMnemosyne::step_parameters(LearnedOptimizerModel model, Replicas&
     const auto& p = parameter.param;
     if (!p.grad().defined()) continue;
     const auto& options = *parameter.options;
-    check_options(options);  // a group's options can be edited between steps
+    options.check(kName);  // a group's options can be edited between steps
     const auto& grad = p.grad();
     TORCH_CHECK(!grad.is_sparse(), kName,
                 ": sparse gradients are not supported (parameter of shape ", p.sizes(), ")");
@@ -371,7 +323,7 @@ void CoordinateMnemosyne::load(torch::serialize::InputArchive& archive) {
   detail::check_learned_state_archive(archive, kName, "coordinate-memory");
   torch::optim::serialize<CoordinateMnemosyneParamState, CoordinateMnemosyneOptions>(archive,
                                                                                      *this);
-  restore_group_options<CoordinateMnemosyneOptions>(archive);
+  restore_group_options(archive);
   torch::serialize::InputArchive model_archive;
   if (archive.try_read("learned_model", model_archive)) {
     model_ = read_model(model_archive, "the optimizer archive");

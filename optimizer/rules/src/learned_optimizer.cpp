@@ -31,13 +31,6 @@ std::string class_of_design(const std::string& design) {
 
 }  // namespace
 
-void check_learned_options(const char* name, double lr, int64_t chunk_size, int64_t total_steps) {
-  TORCH_CHECK(std::isfinite(lr) && lr >= 0.0, name, ": lr must be finite and >= 0, got ", lr);
-  TORCH_CHECK(chunk_size > 0, name, ": chunk_size must be positive, got ", chunk_size);
-  TORCH_CHECK(total_steps >= 0, name, ": total_steps must be >= 0 (0 = unknown), got ",
-              total_steps);
-}
-
 void check_parameter_groups(const std::vector<torch::optim::OptimizerParamGroup>& groups,
                             const char* name) {
   std::set<const void*> seen;
@@ -93,15 +86,15 @@ void check_learned_state_archive(torch::serialize::InputArchive& archive, const 
 
 }  // namespace detail
 
-template <class ParamState>
-int64_t LearnedOptimizer<ParamState>::skipped() const {
+template <class ParamState, class Options>
+int64_t LearnedOptimizer<ParamState, Options>::skipped() const {
   int64_t total = 0;
   for (const auto& entry : state_) total += static_cast<const ParamState&>(*entry.second).skipped();
   return total;
 }
 
-template <class ParamState>
-std::vector<double> LearnedOptimizer<ParamState>::step_sizes() const {
+template <class ParamState, class Options>
+std::vector<double> LearnedOptimizer<ParamState, Options>::step_sizes() const {
   std::vector<double> sizes;
   for (const auto& group : param_groups_) {
     for (const auto& p : group.params()) {
@@ -113,7 +106,22 @@ std::vector<double> LearnedOptimizer<ParamState>::step_sizes() const {
   return sizes;
 }
 
-template class LearnedOptimizer<CoordinateMnemosyneParamState>;
-template class LearnedOptimizer<ScheduleMnemosyneParamState>;
+template <class ParamState, class Options>
+auto LearnedOptimizer<ParamState, Options>::steps_with_gradients() -> std::vector<Step> {
+  std::vector<Step> steps;
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const Options&>(group.options());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& st = state_[flt::detail::state_key(state_, p)];
+      if (!st) st = std::make_unique<ParamState>();
+      steps.push_back({p, static_cast<ParamState*>(st.get()), &options});
+    }
+  }
+  return steps;
+}
+
+template class LearnedOptimizer<CoordinateMnemosyneParamState, CoordinateMnemosyneOptions>;
+template class LearnedOptimizer<ScheduleMnemosyneParamState, ScheduleMnemosyneOptions>;
 
 }  // namespace flt::optim

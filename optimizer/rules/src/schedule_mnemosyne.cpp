@@ -12,7 +12,6 @@
 
 #include "flt/detail/optimizer_state.h"
 #include "flt/kernels/schedule_step.h"
-#include "learned_options.h"
 #include "learned_rule.h"
 #include "pretrained_weights.h"
 
@@ -22,13 +21,6 @@ namespace {
 using flt::detail::state_key;
 
 constexpr const char* kName = "ScheduleMnemosyne";
-
-// Every option of every constructor and param group, checked in one place; a bad value is named.
-void check_options(const ScheduleMnemosyneOptions& o) {
-  detail::check_learned_options(kName, o.lr(), o.chunk_size(), o.total_steps());
-  TORCH_CHECK(!(o.untrained() && !o.weights().empty()), kName, ": untrained(true) and weights(\"",
-              o.weights(), "\") contradict each other: the untrained schedule has no weights");
-}
 
 // Reads `key`, else `old_key` (the name the Mnemosyne of earlier versions gave the same entry).
 torch::Tensor read_tensor(torch::serialize::InputArchive& archive, const char* key,
@@ -134,43 +126,27 @@ LearnedSchedule load_pretrained_schedule(Memory memory) {
 
 // ---- options and state ------------------------------------------------------------------------
 
-void ScheduleMnemosyneOptions::serialize(torch::serialize::OutputArchive& archive) const {
-  detail::write_learned_options(archive, *this, "tensor-schedule");
-}
-
-void ScheduleMnemosyneOptions::serialize(torch::serialize::InputArchive& archive) {
-  detail::read_learned_options(archive, *this);
-}
-
-bool operator==(const ScheduleMnemosyneOptions& lhs, const ScheduleMnemosyneOptions& rhs) {
-  return detail::same_learned_options(lhs, rhs);
-}
-
 void ScheduleMnemosyneParamState::serialize(torch::serialize::OutputArchive& archive) const {
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(step);
+  write_counters(archive);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(moments);
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(skipped);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(history);
-  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(last_step_size);
 }
 
 void ScheduleMnemosyneParamState::serialize(torch::serialize::InputArchive& archive) {
-  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, step);
+  read_counters(archive);
   moments(read_tensor(archive, "moments", "state"));
-  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, skipped);
   history(read_tensor(archive, "history", "controller"));
-  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, last_step_size);
 }
 
 bool operator==(const ScheduleMnemosyneParamState& lhs, const ScheduleMnemosyneParamState& rhs) {
-  return lhs.step() == rhs.step() && lhs.skipped() == rhs.skipped() &&
-         torch::equal(lhs.moments(), rhs.moments()) && torch::equal(lhs.history(), rhs.history());
+  return lhs.same_counters(rhs) && torch::equal(lhs.moments(), rhs.moments()) &&
+         torch::equal(lhs.history(), rhs.history());
 }
 
 // ---- the optimizer ------------------------------------------------------------------------------
 
 LearnedSchedule ScheduleMnemosyne::schedule_for(const ScheduleMnemosyneOptions& options) {
-  check_options(options);
+  options.check(kName);
   if (!options.weights().empty()) return load_schedule(options.weights());
   LearnedSchedule shipped =
       options.untrained() ? nullptr : load_pretrained_schedule(options.memory());
@@ -179,34 +155,28 @@ LearnedSchedule ScheduleMnemosyne::schedule_for(const ScheduleMnemosyneOptions& 
 
 ScheduleMnemosyne::ScheduleMnemosyne(std::vector<torch::optim::OptimizerParamGroup> param_groups,
                                      ScheduleMnemosyneOptions defaults)
-    : LearnedOptimizer(checked(std::move(param_groups), defaults),
-                       std::make_unique<ScheduleMnemosyneOptions>(defaults)),
-      schedule_(schedule_for(defaults)) {}
+    : LearnedOptimizer(std::move(param_groups), defaults, kName),
+      schedule_(schedule_for(defaults)) {
+  check_group_communicators();
+}
 
 ScheduleMnemosyne::ScheduleMnemosyne(std::vector<torch::Tensor> params,
                                      ScheduleMnemosyneOptions defaults, LearnedSchedule schedule)
-    : LearnedOptimizer(checked({torch::optim::OptimizerParamGroup(std::move(params))}, defaults),
-                       std::make_unique<ScheduleMnemosyneOptions>(defaults)),
+    : LearnedOptimizer({torch::optim::OptimizerParamGroup(std::move(params))}, defaults, kName),
       schedule_(std::move(schedule)) {
+  check_group_communicators();
   TORCH_CHECK(!schedule_.is_empty(), kName, ": the schedule is empty");
 }
 
-std::vector<torch::optim::OptimizerParamGroup> ScheduleMnemosyne::checked(
-    std::vector<torch::optim::OptimizerParamGroup> groups,
-    const ScheduleMnemosyneOptions& defaults) {
-  check_options(defaults);
-  for (size_t i = 0; i < groups.size(); ++i) {
-    if (!groups[i].has_options()) continue;
-    const auto& options = static_cast<const ScheduleMnemosyneOptions&>(groups[i].options());
-    check_options(options);
-    TORCH_CHECK(!options.communicator() || options.communicator() == defaults.communicator(), kName,
-                ": parameter group ", i,
-                " names a communicator of its own; the reports are "
-                "averaged over the ranks once per step, over the communicator of the optimizer's "
-                "options");
+void ScheduleMnemosyne::check_group_communicators() const {
+  const auto& ranks = static_cast<const ScheduleMnemosyneOptions&>(defaults()).communicator();
+  for (size_t i = 0; i < param_groups_.size(); ++i) {
+    const auto& own =
+        static_cast<const ScheduleMnemosyneOptions&>(param_groups_[i].options()).communicator();
+    TORCH_CHECK(!own || own == ranks, kName, ": parameter group ", i,
+                " names a communicator of its own; the reports are averaged over the ranks once "
+                "per step, over the communicator of the optimizer's options");
   }
-  detail::check_parameter_groups(groups, kName);
-  return groups;
 }
 
 torch::Tensor ScheduleMnemosyne::step(LossClosure closure) {
@@ -216,17 +186,7 @@ torch::Tensor ScheduleMnemosyne::step(LossClosure closure) {
   if (loss.defined() && loss.numel() == 1) signals.loss = loss.detach().item<double>();
   if (const auto& ranks = static_cast<const ScheduleMnemosyneOptions&>(defaults()).communicator())
     signals = mean_over_ranks(*ranks, signals);
-  std::vector<Step> parameters;
-  for (auto& group : param_groups_) {
-    const auto& options = static_cast<const ScheduleMnemosyneOptions&>(group.options());
-    for (auto& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      auto& st = state_[state_key(state_, p)];
-      if (!st) st = std::make_unique<ScheduleMnemosyneParamState>();
-      parameters.push_back({p, static_cast<ScheduleMnemosyneParamState*>(st.get()), &options});
-    }
-  }
-  step_parameters(schedule_, parameters, signals);
+  step_parameters(schedule_, steps_with_gradients(), signals);
   return loss;
 }
 
@@ -243,7 +203,7 @@ void ScheduleMnemosyne::step_parameters(LearnedSchedule schedule,
   for (const auto& parameter : parameters) {
     const auto& p = parameter.param;
     if (!p.grad().defined()) continue;
-    check_options(*parameter.options);  // a group's options can be edited between steps
+    parameter.options->check(kName);  // a group's options can be edited between steps
     TORCH_CHECK(!p.grad().is_sparse(), kName,
                 ": sparse gradients are not supported (parameter of shape ", p.sizes(), ")");
     auto& st = *parameter.state;
@@ -323,7 +283,7 @@ void ScheduleMnemosyne::save(torch::serialize::OutputArchive& archive) const {
 void ScheduleMnemosyne::load(torch::serialize::InputArchive& archive) {
   detail::check_learned_state_archive(archive, kName, "tensor-schedule");
   torch::optim::serialize<ScheduleMnemosyneParamState, ScheduleMnemosyneOptions>(archive, *this);
-  restore_group_options<ScheduleMnemosyneOptions>(archive);
+  restore_group_options(archive);
   torch::serialize::InputArchive schedule_archive;
   if (archive.try_read("learned_schedule", schedule_archive))
     schedule_ = read_schedule(schedule_archive, "the optimizer archive");

@@ -28,10 +28,11 @@ namespace flt::metatrain {
 /// Families shaped like users' small runs; their data never include Fashion-MNIST's first 10,000
 /// training images nor its test images (the outside checks use those).
 enum class BatchedFamily {
-  /// An MLP (ReLU, one hidden layer of 16-128) or a linear / logistic model on synthetic tabular
+  /// An MLP (ReLU, one hidden layer of 32-256) or a linear / logistic model on synthetic tabular
   /// data: 128-2048 rows, 2-32 features, standardised or (2 shapes in 5) on raw scales
-  /// (10^U(-1, 1)), classification (2-6 classes, label noise, imbalance) or regression; full batch
-  /// or mini-batches of 16-64.
+  /// (10^U(-1, 1)), classification (2-6 classes, label noise, imbalance) or regression;
+  /// mini-batches
+  /// of 16-64 rows (7 shapes in 10) or the full batch.
   kTabular,
   /// A small CNN (3x3 convolutions of 2-4 then 4-8 channels, the second with stride 2, global
   /// pooling, a linear classifier) on 256-1024 8x8 Fashion-MNIST images from training index 10,000
@@ -44,10 +45,9 @@ enum class BatchedFamily {
   /// characters in mini-batches of 4-8 (one batched recurrent step per position), cross-entropy of
   /// the next character.
   kCharGRU,
-  /// Low-rank matrix completion: U V^T (32-128 rows and columns, rank 2-8, factors drawn with
+  /// Low-rank matrix completion: U V^T (64-256 rows and columns, rank 4-16, factors drawn with
   /// variance g / rank, g log-uniform over 0.1-1) fitted to the observed 20-80% of a noisy low-rank
-  /// matrix, full
-  /// batch, the other entries scoring it.
+  /// matrix, 256-1024 cells a step (the observed ones scored), the other entries scoring it.
   kFactorization,
 };
 std::string batched_family_name(BatchedFamily family);

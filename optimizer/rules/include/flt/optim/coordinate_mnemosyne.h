@@ -31,54 +31,22 @@
 
 namespace flt::optim {
 
-struct CoordinateMnemosyneOptions
-    : public torch::optim::OptimizerCloneableOptions<CoordinateMnemosyneOptions> {
-  CoordinateMnemosyneOptions(double lr = 1.0) : lr_(lr) {}
-  /// Multiplier on the learned step (1 = the step the meta-trained rule chose).
-  TORCH_ARG(double, lr) = 1.0;
-  /// The run's length in steps when known (0 = unknown, the default): the step then anneals to 0
-  /// along a half cosine at that step, as a tuned Adam schedule would. Without it the rule's own
-  /// controller shrinks the step when progress stalls.
-  TORCH_ARG(int64_t, total_steps) = 0;
-  /// Memory cell of every coordinate; selects the pretrained weights when `weights` is empty.
-  TORCH_ARG(Memory, memory) = Memory::kFLT;
-  /// Path of a weights file written by flt-metatrain; empty (default) = the shipped pretrained
-  /// ones.
-  TORCH_ARG(std::string, weights) = "";
-  /// The untrained rule instead of any weights (the ablation every learned result is measured
-  /// against): the head zeroed, so the step is Adam's direction at the controller's untrained step
-  /// size. `weights` must then be empty.
-  TORCH_ARG(bool, untrained) = false;
-  /// Coordinates processed per batch by the composite path: bounds its scratch memory whatever the
-  /// model size (the fused path needs no scratch).
-  TORCH_ARG(int64_t, chunk_size) = 1 << 16;
-  /// Use the fused CPU step for contiguous float32 parameters (false: the composite reference).
-  TORCH_ARG(bool, fused) = true;
-
- public:
-  void serialize(torch::serialize::InputArchive& archive) override;
-  void serialize(torch::serialize::OutputArchive& archive) const override;
-  friend bool operator==(const CoordinateMnemosyneOptions& lhs,
-                         const CoordinateMnemosyneOptions& rhs);
-  double get_lr() const override { return lr(); }
-  void set_lr(const double lr) override { this->lr(lr); }
+/// The shared options (learned_optimizer.h). Without `total_steps` the rule's own controller
+/// shrinks the step when progress stalls; `untrained` zeroes the head, so the step is Adam's
+/// direction at the controller's untrained step size.
+struct CoordinateMnemosyneOptions : public LearnedOptimizerOptions<CoordinateMnemosyneOptions> {
+  static constexpr const char* kDesign = "coordinate-memory";
+  CoordinateMnemosyneOptions(double lr = 1.0) : LearnedOptimizerOptions(lr) {}
 };
 
-struct CoordinateMnemosyneParamState
-    : public torch::optim::OptimizerCloneableParamState<CoordinateMnemosyneParamState> {
-  /// Steps taken on this parameter.
-  TORCH_ARG(int64_t, step) = 0;
+struct CoordinateMnemosyneParamState : public LearnedParamState<CoordinateMnemosyneParamState> {
   /// (state_size, numel) float32: moments and memory of every coordinate, slot-major (row j holds
   /// slot j of every coordinate), the layout the fused step reads with vector loads.
   TORCH_ARG(torch::Tensor, state);
-  /// Coordinate updates skipped because the gradient (or the step) was not finite.
-  TORCH_ARG(int64_t, skipped) = 0;
   /// (5) float32: the tensor's step-size controller [log-multiplier c, mean square of the
   /// parameter, last cosine between gradient and previous step, mean square at the start,
   /// long-run mean square of the gradient] (learned_model.h).
   TORCH_ARG(torch::Tensor, controller);
-  /// The step size of the last step (lr included): how far the controller has annealed.
-  TORCH_ARG(double, last_step_size) = 0.0;
 
  public:
   void serialize(torch::serialize::InputArchive& archive) override;
@@ -102,7 +70,8 @@ LearnedOptimizerModel read_model(torch::serialize::InputArchive& archive,
 /// Memory kinds whose pretrained weights ship with this build.
 std::vector<Memory> pretrained_memories();
 
-class CoordinateMnemosyne : public LearnedOptimizer<CoordinateMnemosyneParamState> {
+class CoordinateMnemosyne
+    : public LearnedOptimizer<CoordinateMnemosyneParamState, CoordinateMnemosyneOptions> {
  public:
   using Options = CoordinateMnemosyneOptions;
   using ParamState = CoordinateMnemosyneParamState;
@@ -124,7 +93,6 @@ class CoordinateMnemosyne : public LearnedOptimizer<CoordinateMnemosyneParamStat
 
   torch::Tensor step(LossClosure closure = nullptr) override;
 
-  using Step = ParameterStep<CoordinateMnemosyneParamState, CoordinateMnemosyneOptions>;
   /// The rule's copies on devices other than the CPU, by device ("cuda:0"): made on first use,
   /// refreshed from the rule at every step, so edits to the rule reach every device.
   using Replicas = std::map<std::string, LearnedOptimizerModel>;
@@ -144,11 +112,6 @@ class CoordinateMnemosyne : public LearnedOptimizer<CoordinateMnemosyneParamStat
   LearnedOptimizerModel model() const { return model_; }
 
  private:
-  /// Validates the options and groups before the base class sees them, so errors name the
-  /// parameter or the option.
-  static std::vector<torch::optim::OptimizerParamGroup> checked(
-      std::vector<torch::optim::OptimizerParamGroup> groups,
-      const CoordinateMnemosyneOptions& defaults);
   LearnedOptimizerModel model_{nullptr};
   Replicas replicas_;
 };

@@ -37,26 +37,11 @@
 
 namespace flt::optim {
 
-struct ScheduleMnemosyneOptions
-    : public torch::optim::OptimizerCloneableOptions<ScheduleMnemosyneOptions> {
-  ScheduleMnemosyneOptions(double lr = 1.0) : lr_(lr) {}
-  /// Multiplier on the scheduled step.
-  TORCH_ARG(double, lr) = 1.0;
-  /// The run's length in steps when known (0 = unknown, the default): the schedule then sees the
-  /// run's fraction and the step anneals to 0 along a half cosine at that step.
-  TORCH_ARG(int64_t, total_steps) = 0;
-  /// Memory of each tensor over the run; selects the shipped schedule when `weights` is empty.
-  TORCH_ARG(Memory, memory) = Memory::kFLT;
-  /// Path of a schedule written by save_schedule (flt-metatrain-es's best.pt); empty (default) =
-  /// the shipped schedule of `memory`, or the untrained one when none ships.
-  TORCH_ARG(std::string, weights) = "";
-  /// The untrained schedule whatever ships (the ablation baseline); `weights` must then be empty.
-  TORCH_ARG(bool, untrained) = false;
-  /// Coordinates processed per batch by the composite path (bounded scratch memory).
-  TORCH_ARG(int64_t, chunk_size) = 1 << 16;
-  /// Use the fused pass (CPU float32, CUDA) for contiguous parameters (false: the composite
-  /// reference).
-  TORCH_ARG(bool, fused) = true;
+/// The shared options (learned_optimizer.h); with `total_steps` the schedule also sees the run's
+/// fraction. The fused pass runs on the CPU (float32) and on CUDA.
+struct ScheduleMnemosyneOptions : public LearnedOptimizerOptions<ScheduleMnemosyneOptions> {
+  static constexpr const char* kDesign = "tensor-schedule";
+  ScheduleMnemosyneOptions(double lr = 1.0) : LearnedOptimizerOptions(lr) {}
   /// The ranks of a data-parallel run (null, the default: this process alone). With it, each
   /// step() all-reduces what the loop reported (the loss, a closure's loss, the validation metric)
   /// and every rank records the mean over the ranks that reported each (a metric that rank 0 alone
@@ -65,28 +50,14 @@ struct ScheduleMnemosyneOptions
   /// timeout. Read from the constructor's options only: a group's own must be null or the same.
   /// Neither saved nor compared (a process's connection, not a hyperparameter).
   TORCH_ARG(std::shared_ptr<Communicator>, communicator);
-
- public:
-  void serialize(torch::serialize::InputArchive& archive) override;
-  void serialize(torch::serialize::OutputArchive& archive) const override;
-  friend bool operator==(const ScheduleMnemosyneOptions& lhs, const ScheduleMnemosyneOptions& rhs);
-  double get_lr() const override { return lr(); }
-  void set_lr(const double lr) override { this->lr(lr); }
 };
 
-struct ScheduleMnemosyneParamState
-    : public torch::optim::OptimizerCloneableParamState<ScheduleMnemosyneParamState> {
-  /// Steps taken on this parameter.
-  TORCH_ARG(int64_t, step) = 0;
+struct ScheduleMnemosyneParamState : public LearnedParamState<ScheduleMnemosyneParamState> {
   /// (2, numel) float32: Adam's two moments, slot-major.
   TORCH_ARG(torch::Tensor, moments);
-  /// Coordinate updates skipped because the gradient (or the step) was not finite.
-  TORCH_ARG(int64_t, skipped) = 0;
   /// (LearnedScheduleImpl::history_size()) float64: the tensor's statistics and memory over the
   /// run.
   TORCH_ARG(torch::Tensor, history);
-  /// The step size of the last step (lr and the anneal included).
-  TORCH_ARG(double, last_step_size) = 0.0;
 
  public:
   /// Reads states saved by the Mnemosyne of earlier versions with design tensor-schedule too
@@ -100,7 +71,8 @@ struct ScheduleMnemosyneParamState
 /// The shipped schedule of a memory kind, or null when none ships with this build.
 LearnedSchedule load_pretrained_schedule(Memory memory);
 
-class ScheduleMnemosyne : public LearnedOptimizer<ScheduleMnemosyneParamState> {
+class ScheduleMnemosyne
+    : public LearnedOptimizer<ScheduleMnemosyneParamState, ScheduleMnemosyneOptions> {
  public:
   using Options = ScheduleMnemosyneOptions;
   using ParamState = ScheduleMnemosyneParamState;
@@ -125,7 +97,6 @@ class ScheduleMnemosyne : public LearnedOptimizer<ScheduleMnemosyneParamState> {
   /// (this rank's).
   torch::Tensor step(LossClosure closure = nullptr) override;
 
-  using Step = ParameterStep<ScheduleMnemosyneParamState, ScheduleMnemosyneOptions>;
   /// One step of `schedule` over parameters whose states the caller keeps (`step()` is this over
   /// the groups and the optimizer's own states; fltlab.optim keeps them in a Python optimizer's
   /// `state`). Parameters without a gradient are left alone; `signals` is what the loop reported.
@@ -141,9 +112,8 @@ class ScheduleMnemosyne : public LearnedOptimizer<ScheduleMnemosyneParamState> {
   LearnedSchedule schedule() const { return schedule_; }
 
  private:
-  static std::vector<torch::optim::OptimizerParamGroup> checked(
-      std::vector<torch::optim::OptimizerParamGroup> groups,
-      const ScheduleMnemosyneOptions& defaults);
+  /// A group's own communicator must be null or the optimizer's (one all-reduce a step).
+  void check_group_communicators() const;
   LearnedSchedule schedule_{nullptr};
 };
 
