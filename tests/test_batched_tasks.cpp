@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "batched_ops.h"
 #include "flt/kernels/schedule_step.h"
 #include "flt/metatrain/batched_run.h"
 #include "flt/metatrain/batched_tasks.h"
@@ -75,6 +76,31 @@ TEST_F(BatchedTasks, EveryFamily_RowKIsInstanceKAlone) {
       }
     }
   }
+}
+
+TEST_F(BatchedTasks, GatherRows_IsIndexSelectPerInstanceAndItsGradientAddsBack) {
+  const auto data = torch::randn({3, 5, 2, 2}, torch::kDouble).requires_grad_(true);
+  const auto idx = torch::tensor({0, 4, 4, 1, 2, 2, 2, 0, 3, 1, 0, 3}, torch::kLong).view({3, 4});
+  const auto out = fm::detail::gather_rows(data, idx);
+  ASSERT_EQ(out.sizes(), at::IntArrayRef({3, 4, 2, 2}));
+  const auto upstream = torch::randn({3, 4, 2, 2}, torch::kDouble);
+  (out * upstream).sum().backward();
+  for (int64_t k = 0; k < 3; ++k) {
+    EXPECT_TRUE(torch::equal(out[k], data[k].index_select(0, idx[k])));
+    // Repeated rows add their gradients, as index_select's backward does.
+    const auto expected =
+        torch::zeros({5, 2, 2}, torch::kDouble).index_add_(0, idx[k], upstream[k]);
+    EXPECT_TRUE(all_close(data.grad()[k], expected, 1e-14, 1e-14)) << "instance " << k;
+  }
+  // Labels: any dtype, no gradient.
+  const auto labels = torch::arange(15, torch::kLong).view({3, 5});
+  EXPECT_TRUE(
+      torch::equal(fm::detail::gather_rows(labels, idx)[2], labels[2].index_select(0, idx[2])));
+  expect_error(
+      [&] {
+        fm::detail::gather_rows(data, torch::full({3, 1}, 5, torch::kLong));
+      },
+      {"gather_rows: index 5 outside [0, 5)"});
 }
 
 TEST_F(BatchedTasks, MiniBatches_DependOnTheKey) {

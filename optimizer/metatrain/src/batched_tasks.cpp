@@ -355,17 +355,14 @@ class CharGRUBatch : public BatchedTask {
                  .view({instances(), batch_, length_ + 1});
     }
     const int64_t k = instances(), b = seqs.size(1), h3 = 3 * hidden_;
-    // Input projections of every position at once: rows of each instance's table. (L, K, B, 3H)
-    const auto ids =
-        seqs.narrow(2, 0, length_) + at::arange(k, seqs.options()).mul_(vocab_).view({k, 1, 1});
-    const auto inputs = w[0].reshape({k * vocab_, h3})
-                            .index_select(0, ids.permute({2, 0, 1}).reshape({-1}))
-                            .view({length_, k, b, h3});
+    // Input projections of every position at once: rows of each instance's table. (K, B, L, 3H)
+    const auto inputs = gather_rows(w[0], seqs.narrow(2, 0, length_).reshape({k, b * length_}))
+                            .view({k, b, length_, h3});
     auto h = at::zeros({k, b, hidden_}, w[1].options());
     std::vector<torch::Tensor> states;
     for (int64_t t = 0; t < length_; ++t) {
       const auto recurrent = at::baddbmm(w[2].unsqueeze(1), h, w[1]);  // (K, B, 3H)
-      const auto x = inputs[t].chunk(3, -1), r = recurrent.chunk(3, -1);
+      const auto x = inputs.select(2, t).chunk(3, -1), r = recurrent.chunk(3, -1);
       const auto reset = at::sigmoid(x[0] + r[0]), update = at::sigmoid(x[1] + r[1]);
       const auto candidate = at::tanh(x[2] + reset * r[2]);
       h = candidate + update * (h - candidate);
