@@ -156,6 +156,37 @@ TEST_F(LearnedSchedule, NonFiniteGradients_TouchOnlyThatCoordinate) {
   }
 }
 
+TEST_F(LearnedSchedule, DecoupledDecay_AnnealsWithTheStepWhenTheLengthIsKnown) {
+  // Zero gradients: Adam's direction is 0, so each step only decays, x_t = prod (1 - s a_t) with
+  // the untrained decay s = sigmoid(-11) and a_t the cosine anneal (1 when anneal_decay is off).
+  const double s = 1.0 / (1.0 + std::exp(11.0));
+  constexpr int64_t kSteps = 4;
+  for (bool fused : {true, false}) {
+    for (bool anneal_decay : {true, false}) {
+      for (int64_t total_steps : {kSteps, int64_t{0}}) {
+        SCOPED_TRACE(::testing::Message() << "fused " << fused << ", anneal_decay " << anneal_decay
+                                          << ", total_steps " << total_steps);
+        auto x = torch::ones({5}).requires_grad_(true);
+        fo::ScheduleMnemosyne opt(
+            {x}, fo::ScheduleMnemosyneOptions().total_steps(total_steps).fused(fused),
+            fo::LearnedSchedule(fo::LearnedScheduleOptions().anneal_decay(anneal_decay)));
+        double expected = 1.0;
+        for (int64_t t = 1; t <= kSteps; ++t) {
+          x.mutable_grad() = torch::zeros_like(x);
+          opt.step();
+          const double a = anneal_decay && total_steps > 0
+                               ? 0.5 * (1.0 + std::cos(M_PI * (t - 1) / double(total_steps)))
+                               : 1.0;
+          expected *= 1.0 - s * a;
+        }
+        // The steps differ by 2.5e-5 between the annealed and the constant decay; float keeps 6e-8.
+        EXPECT_NEAR(x[0].item<double>(), expected, 2e-7);
+        EXPECT_TRUE(torch::equal(x, x[0].expand_as(x)));
+      }
+    }
+  }
+}
+
 TEST_F(LearnedSchedule, HugeAndZeroGradients_GiveFiniteSteps) {
   auto x = torch::randn({10}).requires_grad_(true);
   fo::ScheduleMnemosyne opt({x}, schedule_options(), perturbed_schedule(fo::Memory::kFLT, 4));
@@ -350,6 +381,10 @@ TEST_F(LearnedSchedule, WeightsFile_RoundTripAndErrors) {
   fo::save_schedule(schedule, path);
   auto loaded = fo::load_schedule(path);
   EXPECT_EQ(loaded->options.memory(), fo::Memory::kPerformer);
+  EXPECT_TRUE(loaded->options.anneal_decay());
+  fo::save_schedule(fo::LearnedSchedule(fo::LearnedScheduleOptions().anneal_decay(false)), path);
+  EXPECT_FALSE(fo::load_schedule(path)->options.anneal_decay());
+  fo::save_schedule(schedule, path);
   const auto a = schedule->parameters(), b = loaded->parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i]));

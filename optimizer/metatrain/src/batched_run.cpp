@@ -56,6 +56,7 @@ void BatchedSchedule::step(const std::vector<torch::Tensor>& params) {
     signals.fraction = static_cast<double>(t) / static_cast<double>(total_steps_);
   auto [decision, histories] = schedule_->decide(histories_, t, signals);
   const double anneal = optim::detail::anneal(t, total_steps_);
+  const double decay_anneal = schedule_->options.anneal_decay() ? anneal : 1.0;
   const auto step_sizes = decision.step_size.contiguous(), shrinks = decision.shrink.contiguous(),
              gains = decision.gain.contiguous();
   const auto constants = schedule_->rule_constants(t);
@@ -68,7 +69,7 @@ void BatchedSchedule::step(const std::vector<torch::Tensor>& params) {
     const int64_t first = static_cast<int64_t>(i) * instances_;
     for (int64_t r = first; r < first + instances_; ++r)
       decisions.push_back(LearnedScheduleImpl::tensor_decision(
-          step_sizes.data_ptr<double>()[r] * anneal, shrinks.data_ptr<double>()[r],
+          step_sizes.data_ptr<double>()[r] * anneal, shrinks.data_ptr<double>()[r] * decay_anneal,
           gains.data_ptr<double>()[r]));
     const auto pass = kernels::schedule_step_rows_(
         p.detach().view({instances_, -1}), p.grad().detach().contiguous().view({instances_, -1}),

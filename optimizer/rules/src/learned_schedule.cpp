@@ -147,7 +147,8 @@ void LearnedScheduleImpl::reset() {
 void LearnedScheduleImpl::pretty_print(std::ostream& stream) const {
   stream << "flt::optim::LearnedSchedule(memory=" << memory_name(options.memory())
          << ", history=" << history_size() << " floats/tensor, hidden=" << options.hidden()
-         << ", hand_rule=" << (options.hand_rule() ? "true" : "false") << ")";
+         << ", hand_rule=" << (options.hand_rule() ? "true" : "false")
+         << ", anneal_decay=" << (options.anneal_decay() ? "true" : "false") << ")";
 }
 
 detail::StepMemory LearnedScheduleImpl::step_memory() const {
@@ -387,10 +388,11 @@ kernels::schedule::TensorDecision LearnedScheduleImpl::tensor_decision(double st
 
 namespace {
 constexpr const char* kScheduleFormat = "flt-learned-schedule";
-// Version 3 adds the hand rule (its flag and options; its learned numbers are among the weights).
-// Version 2 stores the bounds of the step multiplier and of the decay; version 1 (the stopped
-// campaign's files) had them fixed at (-10, 2) and 1. Both load with the hand rule off.
-constexpr int64_t kScheduleVersion = 3;
+// Version 4 adds anneal_decay (older files load with it off). Version 3 adds the hand rule (its
+// flag and options; its learned numbers are among the weights). Version 2 stores the bounds of the
+// step multiplier and of the decay; version 1 (the stopped campaign's files) had them fixed at
+// (-10, 2) and 1. Versions 1 and 2 load with the hand rule off.
+constexpr int64_t kScheduleVersion = 4;
 }  // namespace
 
 void write_schedule(torch::serialize::OutputArchive& archive, const LearnedScheduleImpl& schedule) {
@@ -404,6 +406,7 @@ void write_schedule(torch::serialize::OutputArchive& archive, const LearnedSched
   archive.write("hand_rule", torch::IValue(o.hand_rule()));
   archive.write("growth_rate", torch::IValue(o.growth_rate()));
   archive.write("growth_threshold", torch::IValue(o.growth_threshold()));
+  archive.write("anneal_decay", torch::IValue(o.anneal_decay()));
   detail::write_module_weights(archive, schedule);
 }
 
@@ -438,6 +441,7 @@ LearnedSchedule read_schedule(torch::serialize::InputArchive& archive, const std
         .growth_rate(read_double("growth_rate"))
         .growth_threshold(read_double("growth_threshold"));
   }
+  o.anneal_decay(version >= 4 && archive.try_read("anneal_decay", value) && value.toBool());
   LearnedSchedule schedule(o);
   detail::read_module_weights(archive, *schedule);
   return schedule;

@@ -234,9 +234,11 @@ void ScheduleMnemosyne::step_parameters(LearnedSchedule schedule,
     std::map<std::string, FusedBatch> fused;
     for (int64_t i = 0; i < count; ++i) {
       auto& e = entries[i];
-      const double step_size =
-          e.options->lr() * step_sizes.data_ptr<double>()[i] * detail::anneal(t, total_steps);
-      const double shrink = shrinks.data_ptr<double>()[i], gain = gains.data_ptr<double>()[i];
+      const double anneal = detail::anneal(t, total_steps);
+      const double step_size = e.options->lr() * step_sizes.data_ptr<double>()[i] * anneal;
+      const double shrink = shrinks.data_ptr<double>()[i] *
+                            (schedule->options.anneal_decay() ? anneal : 1.0),
+                   gain = gains.data_ptr<double>()[i];
       e.state->last_step_size(step_size);
       const auto& p = e.param;
       auto flat_param = p.detach().reshape({-1});

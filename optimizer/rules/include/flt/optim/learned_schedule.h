@@ -34,7 +34,7 @@
 // Per coordinate (Adam's moments, two floats of state):
 //   a = m_hat / (sqrt(v_hat) + eps), b = g / (sqrt(v_hat) + eps)   (clipped to +-10)
 //   direction  a + gain * corrector(a, b), a 2-4-1 MLP with softsign units
-//   update     p <- (1 - shrink) p - eta * direction
+//   update     p <- (1 - shrink anneal(t, total_steps)) p - eta * direction
 // The head's last layer and the corrector's output start at zero: an untrained schedule is Adam
 // with a step relative to each tensor's RMS grown or shrunk by the hand rule, and a tiny decoupled
 // weight decay.
@@ -81,6 +81,11 @@ struct LearnedScheduleOptions {
   TORCH_ARG(double, log_step_high) = 1.3862943611198906;  // log 4
   /// Upper bound of the learned decoupled weight decay per step.
   TORCH_ARG(double, max_shrink) = 1e-3;
+  /// The decay anneals with the step when the run's length is known, as AdamW's lr x weight_decay
+  /// does under a schedule (a decay left on while the step anneals to 0 pulls every weight toward
+  /// 0 at the run's end: a floor where the data allow an exact fit). Weights saved before it
+  /// existed load with it off, so states saved with them continue exactly.
+  TORCH_ARG(bool, anneal_decay) = true;
   /// Seed of the random features.
   TORCH_ARG(uint64_t, seed) = 0;
   /// The hand rule's step growth (see above); weights saved before it existed load with it off,
