@@ -18,12 +18,13 @@ class GatherRows : public torch::autograd::Function<GatherRows> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& data,
                                const torch::Tensor& idx) {
+    TORCH_CHECK(data.dim() >= 2 && idx.dim() == 2 && idx.size(0) == data.size(0) &&
+                    idx.scalar_type() == at::kLong,
+                "gather_rows: expected data (K, N, ...) and int64 indices (K, B), got ",
+                data.sizes(), " and ", idx.sizes(), " ", idx.scalar_type());
     const auto x = data.contiguous();
     const auto rows = idx.contiguous();
     const int64_t k = x.size(0), n = x.size(1), b = rows.size(1);
-    TORCH_CHECK(rows.dim() == 2 && rows.size(0) == k && rows.scalar_type() == at::kLong,
-                "gather_rows: expected int64 indices (", k, ", B), got ", rows.sizes(), " ",
-                rows.scalar_type());
     auto sizes = x.sizes().vec();
     sizes[1] = b;
     auto out = at::empty(sizes, x.options());
@@ -79,14 +80,6 @@ class GatherRows : public torch::autograd::Function<GatherRows> {
     return {grad, torch::Tensor()};
   }
 };
-
-}  // namespace
-
-torch::Tensor gather_rows(const torch::Tensor& data, const torch::Tensor& idx) {
-  return GatherRows::apply(data, idx);
-}
-
-namespace {
 
 // The autograd function behind cross_entropy.
 class InstanceCrossEntropy : public torch::autograd::Function<InstanceCrossEntropy> {
@@ -153,6 +146,10 @@ class InstanceCrossEntropy : public torch::autograd::Function<InstanceCrossEntro
 };
 
 }  // namespace
+
+torch::Tensor gather_rows(const torch::Tensor& data, const torch::Tensor& idx) {
+  return GatherRows::apply(data, idx);
+}
 
 torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels) {
   return InstanceCrossEntropy::apply(logits, labels);
