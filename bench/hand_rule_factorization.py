@@ -1,7 +1,8 @@
 """The hand rule (ScheduleMnemosyne untrained, told the run's length) on mini-batch matrix
 completion, against AdamW with a half-cosine decay at five rates: the factorization family's
 shape (128 x 256, 256 cells a step, 3000 steps), four instances that differ in noise, observed
-fraction and rank. Prints each one's final held-out loss and the ratio to AdamW's best.
+fraction and rank. Prints each one's final held-out loss and the ratio to AdamW's best, then the
+hand rule's with its step multiplied by 3, 10 and 30 (`lr`).
 
     PYTHONPATH=build/python python3 bench/hand_rule_factorization.py
 """
@@ -13,6 +14,7 @@ import fltlab.optim
 
 ROWS, COLS, BATCH, STEPS, GAIN = 128, 256, 256, 3000, 0.3
 RATES = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+HAND_MULTIPLIERS = (3, 10, 30)
 
 
 def final_held_out_loss(make_optimizer, noise, observed, true_rank, rank, seed=0):
@@ -46,8 +48,8 @@ def adamw_cosine(lr):
     return make
 
 
-def hand_rule(params):
-    return fltlab.optim.ScheduleMnemosyne(params, untrained=True, total_steps=STEPS), None
+def hand_rule(params, lr=1.0):
+    return fltlab.optim.ScheduleMnemosyne(params, lr=lr, untrained=True, total_steps=STEPS), None
 
 
 if __name__ == "__main__":
@@ -58,5 +60,8 @@ if __name__ == "__main__":
         adamw = {lr: final_held_out_loss(adamw_cosine(lr), noise, observed, true_rank, rank)
                  for lr in RATES}
         best = min(adamw, key=adamw.get)
+        scaled = [final_held_out_loss(lambda p, m=m: hand_rule(p, lr=m), noise, observed, true_rank,
+                                      rank) for m in HAND_MULTIPLIERS]
         print(f"noise {noise}, observed {observed}, true rank {true_rank}, rank {rank}: hand rule "
-              f"{hand:.2e}, AdamW's best {adamw[best]:.2e} at {best:.0e}, ratio {hand / adamw[best]:.2f}")
+              f"{hand:.2e}, AdamW's best {adamw[best]:.2e} at {best:.0e}, ratio {hand / adamw[best]:.2f}; "
+              "hand rule with lr " + ", ".join(f"{m}: {loss:.2e}" for m, loss in zip(HAND_MULTIPLIERS, scaled)))
