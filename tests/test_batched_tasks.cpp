@@ -103,6 +103,28 @@ TEST_F(BatchedTasks, GatherRows_IsIndexSelectPerInstanceAndItsGradientAddsBack) 
       {"gather_rows: index 5 outside [0, 5)"});
 }
 
+TEST_F(BatchedTasks, Conv3x3_IsEachInstancesConv2dAndItsGradientsMatchFiniteDifferences) {
+  for (int64_t stride : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << "stride " << stride);
+    // Channels last: (K, B, H, W, C); an odd width, so the strided window meets the border.
+    const auto x = torch::randn({2, 2, 4, 5, 3}, torch::kDouble).requires_grad_(true);
+    const auto w = torch::randn({2, 4, 3, 3, 3}, torch::kDouble).requires_grad_(true);
+    const auto b = torch::randn({2, 4}, torch::kDouble).requires_grad_(true);
+    const auto out = fm::detail::conv3x3(x, w, b, stride);
+    for (int64_t k = 0; k < 2; ++k) {
+      const auto expected =
+          at::conv2d(x[k].permute({0, 3, 1, 2}), w[k], b[k], stride, /*padding=*/1)
+              .permute({0, 2, 3, 1});
+      EXPECT_TRUE(all_close(out[k], expected, 1e-12, 1e-12)) << "instance " << k;
+    }
+    expect_gradients_match(
+        [stride](const std::vector<torch::Tensor>& in) {
+          return fm::detail::conv3x3(in[0], in[1], in[2], stride);
+        },
+        {x, w, b});
+  }
+}
+
 TEST_F(BatchedTasks, MiniBatches_DependOnTheKey) {
   const auto task = fm::make_batched_task(fm::BatchedFamily::kImageConv, 3, kSeeds);
   const auto params = task->initial();
