@@ -125,6 +125,31 @@ TEST_F(BatchedTasks, Conv3x3_IsEachInstancesConv2dAndItsGradientsMatchFiniteDiff
   }
 }
 
+TEST_F(BatchedTasks, Affine_IsBaddbmmOnBothPathsAndItsGradientsMatchFiniteDifferences) {
+  // 5 x 4 x 3 multiply-adds an instance take the plain loops, 64 x 16 x 8 baddbmm.
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{5, 4, 3}, {64, 16, 8}}) {
+    const int64_t rows = shape[0], in = shape[1], out = shape[2];
+    SCOPED_TRACE(::testing::Message() << rows << " x " << in << " x " << out);
+    const auto x = torch::randn({3, rows, in}, torch::kDouble).requires_grad_(true);
+    const auto w = torch::randn({3, in, out}, torch::kDouble).requires_grad_(true);
+    const auto b = torch::randn({3, out}, torch::kDouble).requires_grad_(true);
+    EXPECT_TRUE(
+        all_close(fm::detail::affine(x, w, b), at::baddbmm(b.unsqueeze(1), x, w), 1e-13, 1e-13));
+    // A transposed (non-contiguous) weight reads the same.
+    const auto wt = w.detach().transpose(1, 2).contiguous().transpose(1, 2);
+    EXPECT_TRUE(
+        all_close(fm::detail::affine(x, wt, b), at::baddbmm(b.unsqueeze(1), x, wt), 1e-13, 1e-13));
+  }
+  const auto x = torch::randn({2, 5, 4}, torch::kDouble).requires_grad_(true);
+  const auto w = torch::randn({2, 4, 3}, torch::kDouble).requires_grad_(true);
+  const auto b = torch::randn({2, 3}, torch::kDouble).requires_grad_(true);
+  expect_gradients_match(
+      [](const std::vector<torch::Tensor>& in) { return fm::detail::affine(in[0], in[1], in[2]); },
+      {x, w, b});
+  expect_error([&] { fm::detail::affine(x, w.narrow(1, 0, 3), b); },
+               {"affine: expected x (K, B, In), weight (K, In, Out)", "[2, 3, 3]"});
+}
+
 TEST_F(BatchedTasks, MiniBatches_DependOnTheKey) {
   const auto task = fm::make_batched_task(fm::BatchedFamily::kImageConv, 3, kSeeds);
   const auto params = task->initial();

@@ -13,6 +13,13 @@ namespace flt::metatrain::detail {
 /// Rows `idx` (K, B) of each instance's data (K, N, ...). -> (K, B, ...)
 torch::Tensor gather_rows(const torch::Tensor& data, const torch::Tensor& idx);
 
+/// Each instance's affine map x w + b. ATen's batched product takes one select and one BLAS call
+/// per instance (three with the backward), which dominates where an instance's product is tiny
+/// (a recurrent step of a hidden width of 8-16); there plain loops run it, elsewhere `baddbmm`.
+/// x: (K, B, In)  weight: (K, In, Out)  bias: (K, Out) -> (K, B, Out)
+torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight,
+                     const torch::Tensor& bias);
+
 /// Mean cross-entropy per instance, fused: one pass over the logits forward, one backward. ATen's
 /// log_softmax + gather over a short class dimension costs ~30 ns an entry here (its vector loop
 /// runs along the classes) and its backward scatters: most of a small classifier's step.

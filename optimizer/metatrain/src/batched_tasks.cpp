@@ -13,6 +13,7 @@
 namespace flt::metatrain {
 namespace {
 
+using detail::affine;
 using detail::conv3x3;
 using detail::cross_entropy;
 using detail::gather_rows;
@@ -154,10 +155,10 @@ class TabularBatch : public BatchedTask {
     size_t i = 0;
     auto h = x;  // (K, B, F)
     if (hidden_ > 0) {
-      h = at::relu(at::baddbmm(w[1].unsqueeze(1), h, w[0]));
+      h = at::relu(affine(h, w[0], w[1]));
       i = 2;
     }
-    const auto out = at::baddbmm(w[i + 1].unsqueeze(1), h, w[i]);  // (K, B, C)
+    const auto out = affine(h, w[i], w[i + 1]);  // (K, B, C)
     if (classification_) return cross_entropy(out, y);
     return (out.squeeze(-1) - y).pow(2).mean(1);
   }
@@ -249,7 +250,7 @@ class ImageConvBatch : public BatchedTask {
     auto h = at::relu(conv3x3(x.unsqueeze(-1), w[0], w[1], 1));  // (K, B, 8, 8, C1)
     h = at::relu(conv3x3(h, w[2], w[3], 2));                     // (K, B, 4, 4, C2)
     const auto pooled = h.mean({2, 3});                          // (K, B, C2)
-    return cross_entropy(at::baddbmm(w[5].unsqueeze(1), pooled, w[4]), y);
+    return cross_entropy(affine(pooled, w[4], w[5]), y);
   }
 
  private:
@@ -289,8 +290,8 @@ class AutoencoderBatch : public BatchedTask {
                           bool held_out) const override {
     auto x = held_out ? split_.x_test : split_.x_train;  // (K, N, 64)
     if (!held_out) x = gather_rows(x, batch_rows(key, batch_, train_));
-    const auto code = at::tanh(at::baddbmm(w[1].unsqueeze(1), x, w[0]));
-    return (at::baddbmm(w[3].unsqueeze(1), code, w[2]) - x).pow(2).mean({1, 2});
+    const auto code = at::tanh(affine(x, w[0], w[1]));
+    return (affine(code, w[2], w[3]) - x).pow(2).mean({1, 2});
   }
 
  private:
@@ -361,7 +362,7 @@ class CharGRUBatch : public BatchedTask {
     auto h = at::zeros({k, b, hidden_}, w[1].options());
     std::vector<torch::Tensor> states;
     for (int64_t t = 0; t < length_; ++t) {
-      const auto recurrent = at::baddbmm(w[2].unsqueeze(1), h, w[1]);  // (K, B, 3H)
+      const auto recurrent = affine(h, w[1], w[2]);  // (K, B, 3H)
       const auto x = inputs.select(2, t).chunk(3, -1), r = recurrent.chunk(3, -1);
       const auto reset = at::sigmoid(x[0] + r[0]), update = at::sigmoid(x[1] + r[1]);
       const auto candidate = at::tanh(x[2] + reset * r[2]);
@@ -369,7 +370,7 @@ class CharGRUBatch : public BatchedTask {
       states.push_back(h);
     }
     const auto all = at::stack(states, 2).view({k, b * length_, hidden_});
-    const auto logits = at::baddbmm(w[4].unsqueeze(1), all, w[3]);  // (K, B L, V)
+    const auto logits = affine(all, w[3], w[4]);  // (K, B L, V)
     const auto targets = seqs.narrow(2, 1, length_).reshape({k, b * length_});
     return cross_entropy(logits, targets);
   }
