@@ -295,6 +295,40 @@ class SmallAffine : public torch::autograd::Function<SmallAffine> {
   }
 };
 
+// gru_cell's gradients with respect to x, r and h, from r, h, the forward's gates and dL/dh'.
+torch::autograd::variable_list gru_cell_gradients(const torch::Tensor& r, const torch::Tensor& h,
+                                                  const torch::Tensor& gates,
+                                                  const torch::Tensor& grad) {
+  const auto g = grad.contiguous();
+  const int64_t hidden = h.size(-1), rows = h.numel() / hidden;
+  auto dx = at::empty_like(gates), dr = at::empty_like(gates), dh = at::empty_like(h);
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "gru_cell backward", [&] {
+    const scalar_t *rp = r.data_ptr<scalar_t>(), *hp = h.data_ptr<scalar_t>(),
+                   *gates_p = gates.data_ptr<scalar_t>(), *gp = g.data_ptr<scalar_t>();
+    scalar_t *dxp = dx.data_ptr<scalar_t>(), *drp = dr.data_ptr<scalar_t>(),
+             *dhp = dh.data_ptr<scalar_t>();
+    for (int64_t row = 0; row < rows; ++row) {
+      const int64_t o = row * 3 * hidden;
+      for (int64_t c = 0; c < hidden; ++c) {
+        const scalar_t reset = gates_p[o + c], update = gates_p[o + hidden + c],
+                       candidate = gates_p[o + 2 * hidden + c];
+        const scalar_t gc = gp[row * hidden + c], hc = hp[row * hidden + c];
+        dhp[row * hidden + c] = gc * update;
+        const scalar_t d_pre_update = gc * (hc - candidate) * update * (scalar_t(1) - update);
+        const scalar_t d_a = gc * (scalar_t(1) - update) * (scalar_t(1) - candidate * candidate);
+        const scalar_t d_pre_reset = d_a * rp[o + 2 * hidden + c] * reset * (scalar_t(1) - reset);
+        dxp[o + c] = d_pre_reset;
+        drp[o + c] = d_pre_reset;
+        dxp[o + hidden + c] = d_pre_update;
+        drp[o + hidden + c] = d_pre_update;
+        dxp[o + 2 * hidden + c] = d_a;
+        drp[o + 2 * hidden + c] = d_a * reset;
+      }
+    }
+  });
+  return {dx, dr, dh};
+}
+
 // The autograd function behind gru_cell. With a = x_2 + reset r_2 and g = dL/dh':
 //   dh = g update,  d update = g (h - candidate),  da = g (1 - update) (1 - candidate^2),
 //   d reset = da r_2,  then through the sigmoids: d(x_0 + r_0) = d reset reset (1 - reset), and
@@ -336,35 +370,7 @@ class GRUCell : public torch::autograd::Function<GRUCell> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &r = saved[0], &h = saved[1], &gates = saved[2];
-    const auto g = grads[0].contiguous();
-    const int64_t hidden = h.size(-1), rows = h.numel() / hidden;
-    auto dx = at::empty_like(gates), dr = at::empty_like(gates), dh = at::empty_like(h);
-    AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "gru_cell backward", [&] {
-      const scalar_t *rp = r.data_ptr<scalar_t>(), *hp = h.data_ptr<scalar_t>(),
-                     *gates_p = gates.data_ptr<scalar_t>(), *gp = g.data_ptr<scalar_t>();
-      scalar_t *dxp = dx.data_ptr<scalar_t>(), *drp = dr.data_ptr<scalar_t>(),
-               *dhp = dh.data_ptr<scalar_t>();
-      for (int64_t row = 0; row < rows; ++row) {
-        const int64_t o = row * 3 * hidden;
-        for (int64_t c = 0; c < hidden; ++c) {
-          const scalar_t reset = gates_p[o + c], update = gates_p[o + hidden + c],
-                         candidate = gates_p[o + 2 * hidden + c];
-          const scalar_t gc = gp[row * hidden + c], hc = hp[row * hidden + c];
-          dhp[row * hidden + c] = gc * update;
-          const scalar_t d_pre_update = gc * (hc - candidate) * update * (scalar_t(1) - update);
-          const scalar_t d_a = gc * (scalar_t(1) - update) * (scalar_t(1) - candidate * candidate);
-          const scalar_t d_pre_reset = d_a * rp[o + 2 * hidden + c] * reset * (scalar_t(1) - reset);
-          dxp[o + c] = d_pre_reset;
-          drp[o + c] = d_pre_reset;
-          dxp[o + hidden + c] = d_pre_update;
-          drp[o + hidden + c] = d_pre_update;
-          dxp[o + 2 * hidden + c] = d_a;
-          drp[o + 2 * hidden + c] = d_a * reset;
-        }
-      }
-    });
-    return {dx, dr, dh};
+    return gru_cell_gradients(saved[0], saved[1], saved[2], grads[0]);
   }
 };
 
