@@ -295,7 +295,11 @@ class SmallAffine : public torch::autograd::Function<SmallAffine> {
   }
 };
 
-// gru_cell's gradients with respect to x, r and h, from r, h, the forward's gates and dL/dh'.
+// gru_cell's gradients with respect to x, r and h, from r, h, the forward's gates and g = dL/dh'.
+// With a = x_2 + reset r_2: dh = g update,  d update = g (h - candidate),
+//   da = g (1 - update) (1 - candidate^2),  d reset = da r_2,  then through the sigmoids
+//   d(x_0 + r_0) = d reset reset (1 - reset), d(x_1 + r_1) = d update update (1 - update);
+//   dx = [d(x_0 + r_0), d(x_1 + r_1), da], dr = [d(x_0 + r_0), d(x_1 + r_1), da reset].
 torch::autograd::variable_list gru_cell_gradients(const torch::Tensor& r, const torch::Tensor& h,
                                                   const torch::Tensor& gates,
                                                   const torch::Tensor& grad) {
@@ -329,10 +333,7 @@ torch::autograd::variable_list gru_cell_gradients(const torch::Tensor& r, const 
   return {dx, dr, dh};
 }
 
-// The autograd function behind gru_cell. With a = x_2 + reset r_2 and g = dL/dh':
-//   dh = g update,  d update = g (h - candidate),  da = g (1 - update) (1 - candidate^2),
-//   d reset = da r_2,  then through the sigmoids: d(x_0 + r_0) = d reset reset (1 - reset), and
-//   so on; dx = [d pre-reset, d pre-update, da], dr = [d pre-reset, d pre-update, da reset].
+// The autograd function behind gru_cell.
 class GRUCell : public torch::autograd::Function<GRUCell> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& input,
