@@ -150,27 +150,6 @@ TEST_F(BatchedTasks, Affine_IsBaddbmmOnBothPathsAndItsGradientsMatchFiniteDiffer
                {"affine: expected x (K, B, In), weight (K, In, Out)", "[2, 3, 3]"});
 }
 
-TEST_F(BatchedTasks, GruCell_IsTheGruFormulaAndItsGradientsMatchFiniteDifferences) {
-  // x as the family passes it: one position of a (K, B, L, 3H) tensor, not contiguous.
-  const auto inputs = torch::randn({2, 3, 4, 6}, torch::kDouble);
-  const auto x = inputs.select(2, 1).requires_grad_(true);
-  const auto r = torch::randn({2, 3, 6}, torch::kDouble).requires_grad_(true);
-  const auto h = torch::randn({2, 3, 2}, torch::kDouble).requires_grad_(true);
-  const auto xs = x.chunk(3, -1), rs = r.chunk(3, -1);
-  const auto reset = at::sigmoid(xs[0] + rs[0]), update = at::sigmoid(xs[1] + rs[1]);
-  const auto candidate = at::tanh(xs[2] + reset * rs[2]);
-  EXPECT_TRUE(
-      all_close(fm::detail::gru_cell(x, r, h), candidate + update * (h - candidate), 1e-14, 1e-14));
-  const auto leaf_x = x.detach().clone().requires_grad_(true);
-  expect_gradients_match(
-      [](const std::vector<torch::Tensor>& in) {
-        return fm::detail::gru_cell(in[0], in[1], in[2]);
-      },
-      {leaf_x, r, h});
-  expect_error([&] { fm::detail::gru_cell(x, r, h.narrow(-1, 0, 1)); },
-               {"gru_cell: expected x and r (K, B, 3H) and h (K, B, H)", "[2, 3, 1]"});
-}
-
 TEST_F(BatchedTasks, MiniBatches_DependOnTheKey) {
   const auto task = fm::make_batched_task(fm::BatchedFamily::kImageConv, 3, kSeeds);
   const auto params = task->initial();

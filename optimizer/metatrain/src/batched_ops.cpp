@@ -295,86 +295,6 @@ class SmallAffine : public torch::autograd::Function<SmallAffine> {
   }
 };
 
-// gru_cell's gradients with respect to x, r and h, from r, h, the forward's gates and g = dL/dh'.
-// With a = x_2 + reset r_2: dh = g update,  d update = g (h - candidate),
-//   da = g (1 - update) (1 - candidate^2),  d reset = da r_2,  then through the sigmoids
-//   d(x_0 + r_0) = d reset reset (1 - reset), d(x_1 + r_1) = d update update (1 - update);
-//   dx = [d(x_0 + r_0), d(x_1 + r_1), da], dr = [d(x_0 + r_0), d(x_1 + r_1), da reset].
-torch::autograd::variable_list gru_cell_gradients(const torch::Tensor& r, const torch::Tensor& h,
-                                                  const torch::Tensor& gates,
-                                                  const torch::Tensor& grad) {
-  const auto g = grad.contiguous();
-  const int64_t hidden = h.size(-1), rows = h.numel() / hidden;
-  auto dx = at::empty_like(gates), dr = at::empty_like(gates), dh = at::empty_like(h);
-  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "gru_cell backward", [&] {
-    const scalar_t *rp = r.data_ptr<scalar_t>(), *hp = h.data_ptr<scalar_t>(),
-                   *gates_p = gates.data_ptr<scalar_t>(), *gp = g.data_ptr<scalar_t>();
-    scalar_t *dxp = dx.data_ptr<scalar_t>(), *drp = dr.data_ptr<scalar_t>(),
-             *dhp = dh.data_ptr<scalar_t>();
-    for (int64_t row = 0; row < rows; ++row) {
-      const int64_t o = row * 3 * hidden;
-      for (int64_t c = 0; c < hidden; ++c) {
-        const scalar_t reset = gates_p[o + c], update = gates_p[o + hidden + c],
-                       candidate = gates_p[o + 2 * hidden + c];
-        const scalar_t gc = gp[row * hidden + c], hc = hp[row * hidden + c];
-        dhp[row * hidden + c] = gc * update;
-        const scalar_t d_pre_update = gc * (hc - candidate) * update * (scalar_t(1) - update);
-        const scalar_t d_a = gc * (scalar_t(1) - update) * (scalar_t(1) - candidate * candidate);
-        const scalar_t d_pre_reset = d_a * rp[o + 2 * hidden + c] * reset * (scalar_t(1) - reset);
-        dxp[o + c] = d_pre_reset;
-        drp[o + c] = d_pre_reset;
-        dxp[o + hidden + c] = d_pre_update;
-        drp[o + hidden + c] = d_pre_update;
-        dxp[o + 2 * hidden + c] = d_a;
-        drp[o + 2 * hidden + c] = d_a * reset;
-      }
-    }
-  });
-  return {dx, dr, dh};
-}
-
-// The autograd function behind gru_cell.
-class GRUCell : public torch::autograd::Function<GRUCell> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& input,
-                               const torch::Tensor& recurrent, const torch::Tensor& state) {
-    const auto x = input.contiguous(), r = recurrent.contiguous(), h = state.contiguous();
-    const int64_t hidden = h.size(-1), rows = h.numel() / hidden;
-    TORCH_CHECK(x.sizes() == r.sizes() && x.size(-1) == 3 * hidden && x.numel() == 3 * h.numel(),
-                "gru_cell: expected x and r (K, B, 3H) and h (K, B, H), got ", x.sizes(), ", ",
-                r.sizes(), " and ", h.sizes());
-    auto next = at::empty_like(h);
-    auto gates = at::empty_like(x);  // [reset, update, candidate] for the backward
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gru_cell", [&] {
-      const scalar_t *xp = x.data_ptr<scalar_t>(), *rp = r.data_ptr<scalar_t>(),
-                     *hp = h.data_ptr<scalar_t>();
-      scalar_t *np = next.data_ptr<scalar_t>(), *gp = gates.data_ptr<scalar_t>();
-      const auto sigmoid = [](scalar_t v) { return scalar_t(1) / (scalar_t(1) + std::exp(-v)); };
-      for (int64_t row = 0; row < rows; ++row) {
-        const scalar_t *xr = xp + row * 3 * hidden, *rr = rp + row * 3 * hidden;
-        scalar_t* gr = gp + row * 3 * hidden;
-        for (int64_t c = 0; c < hidden; ++c) {
-          const scalar_t reset = sigmoid(xr[c] + rr[c]);
-          const scalar_t update = sigmoid(xr[hidden + c] + rr[hidden + c]);
-          const scalar_t candidate = std::tanh(xr[2 * hidden + c] + reset * rr[2 * hidden + c]);
-          gr[c] = reset;
-          gr[hidden + c] = update;
-          gr[2 * hidden + c] = candidate;
-          np[row * hidden + c] = candidate + update * (hp[row * hidden + c] - candidate);
-        }
-      }
-    });
-    ctx->save_for_backward({r, h, gates});
-    return next;
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    return gru_cell_gradients(saved[0], saved[1], saved[2], grads[0]);
-  }
-};
-
 }  // namespace
 
 torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight,
@@ -395,10 +315,6 @@ torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight,
 
 torch::Tensor gather_rows(const torch::Tensor& data, const torch::Tensor& idx) {
   return GatherRows::apply(data, idx);
-}
-
-torch::Tensor gru_cell(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& h) {
-  return GRUCell::apply(x, r, h);
 }
 
 torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels) {

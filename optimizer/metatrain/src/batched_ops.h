@@ -20,14 +20,6 @@ torch::Tensor gather_rows(const torch::Tensor& data, const torch::Tensor& idx);
 torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias);
 
-/// One GRU step of every instance and sequence as one operation forward and one backward (it was
-/// eleven elementwise operations and their gradients a position):
-///   reset = sigmoid(x_0 + r_0), update = sigmoid(x_1 + r_1),
-///   candidate = tanh(x_2 + reset r_2), h' = candidate + update (h - candidate)
-/// with x_g, r_g the thirds (reset, update, new) of the input and recurrent projections.
-/// x, r: (K, B, 3H)  h: (K, B, H) -> h' (K, B, H)
-torch::Tensor gru_cell(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& h);
-
 /// Mean cross-entropy per instance, fused: one pass over the logits forward, one backward. ATen's
 /// log_softmax + gather over a short class dimension costs ~30 ns an entry here (its vector loop
 /// runs along the classes) and its backward scatters: most of a small classifier's step.

@@ -17,7 +17,6 @@ using detail::affine;
 using detail::conv3x3;
 using detail::cross_entropy;
 using detail::gather_rows;
-using detail::gru_cell;
 
 // splitmix64: the engine's counter-based randomness (mini-batch rows, rescalings), so what an
 // instance sees depends on its seed and the step's key alone, not on K or on the other instances.
@@ -364,7 +363,10 @@ class CharGRUBatch : public BatchedTask {
     std::vector<torch::Tensor> states;
     for (int64_t t = 0; t < length_; ++t) {
       const auto recurrent = affine(h, w[1], w[2]);  // (K, B, 3H)
-      h = gru_cell(inputs.select(2, t), recurrent, h);
+      const auto x = inputs.select(2, t).chunk(3, -1), r = recurrent.chunk(3, -1);
+      const auto reset = at::sigmoid(x[0] + r[0]), update = at::sigmoid(x[1] + r[1]);
+      const auto candidate = at::tanh(x[2] + reset * r[2]);
+      h = candidate + update * (h - candidate);
       states.push_back(h);
     }
     const auto all = at::stack(states, 2).view({k, b * length_, hidden_});
