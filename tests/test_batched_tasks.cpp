@@ -3,6 +3,7 @@
 // the rescaling augmentation leaves the function unchanged, the fused pass over rows is the list
 // pass row by row, and a batched run ends where ScheduleMnemosyne (or AdamW with a cosine decay)
 // takes each instance alone.
+#include <torch/nn/functional/loss.h>
 #include <torch/optim/adamw.h>
 
 #include <cmath>
@@ -148,6 +149,29 @@ TEST_F(BatchedTasks, Affine_IsBaddbmmOnBothPathsAndItsGradientsMatchFiniteDiffer
       {x, w, b});
   expect_error([&] { fm::detail::affine(x, w.narrow(1, 0, 3), b); },
                {"affine: expected x (K, B, In), weight (K, In, Out)", "[2, 3, 3]"});
+}
+
+TEST_F(BatchedTasks, CrossEntropy_IsEachInstancesMeanCrossEntropyAndItsGradient) {
+  const auto logits = (3 * torch::randn({3, 5, 4})).requires_grad_(true);
+  const auto labels = torch::randint(4, {3, 5}, torch::kLong);
+  const auto loss = fm::detail::cross_entropy(logits, labels);
+  ASSERT_EQ(loss.sizes(), at::IntArrayRef({3}));
+  const auto upstream = torch::randn({3});
+  (loss * upstream).sum().backward();
+  const auto reference_logits = logits.detach().clone().requires_grad_(true);
+  torch::Tensor reference_total = torch::zeros({});
+  for (int64_t k = 0; k < 3; ++k) {
+    const auto reference = torch::nn::functional::cross_entropy(reference_logits[k], labels[k]);
+    EXPECT_NEAR(loss[k].item<double>(), reference.item<double>(), 1e-6) << "instance " << k;
+    reference_total = reference_total + upstream[k] * reference;
+  }
+  reference_total.backward();
+  EXPECT_TRUE(all_close(logits.grad(), reference_logits.grad(), 1e-5, 1e-7));
+  expect_error(
+      [&] {
+        fm::detail::cross_entropy(logits, torch::full({3, 5}, 4, torch::kLong));
+      },
+      {"label 4 outside [0, 4)"});
 }
 
 TEST_F(BatchedTasks, MiniBatches_DependOnTheKey) {
