@@ -258,6 +258,51 @@ class ImageConvBatch : public BatchedTask {
   ImageSplit split_;
 };
 
+class ImageMLPBatch : public BatchedTask {
+ public:
+  ImageMLPBatch(uint64_t shape_seed, std::vector<uint64_t> seeds, bool rescale)
+      : BatchedTask(BatchedFamily::kImageMLP, shape_seed, std::move(seeds), rescale) {
+    auto gen = generator_of(shape_seed, kShape);
+    train_ = int64_t{256} << uniform_int(gen, 0, 2);   // 256 .. 1024 images
+    hidden_ = int64_t{128} << uniform_int(gen, 0, 3);  // 128 .. 1024: width lowers the tuned rate
+    batch_ = int64_t{16} << uniform_int(gen, 0, 2);
+    add_parameter({64, hidden_});
+    add_parameter({hidden_});
+    add_parameter({hidden_, 10});
+    add_parameter({10});
+    split_ = draw_images(this->seeds(), train_, 512);
+    split_.x_train = split_.x_train.flatten(2).contiguous();
+    split_.x_test = split_.x_test.flatten(2).contiguous();
+  }
+
+ protected:
+  std::string describe() const override {
+    return "image_mlp(64-" + std::to_string(hidden_) + "-10, " + std::to_string(train_) +
+           " images, batch " + std::to_string(batch_) + ")";
+  }
+  std::vector<torch::Tensor> initial_weights() const override {
+    auto gens = instance_generators(seeds(), kInit);
+    const int64_t k = instances();
+    return {fan_in_normal(gens, {64, hidden_}, 64, 2.0), zeros_of(k, {hidden_}),
+            fan_in_normal(gens, {hidden_, 10}, hidden_), zeros_of(k, {10})};
+  }
+  torch::Tensor objective(const std::vector<torch::Tensor>& w, uint64_t key,
+                          bool held_out) const override {
+    torch::Tensor x = held_out ? split_.x_test : split_.x_train,  // (K, N, 64)
+        y = held_out ? split_.y_test : split_.y_train;
+    if (!held_out) {
+      const auto idx = batch_rows(key, batch_, train_);
+      x = gather_rows(x, idx);
+      y = gather_rows(y, idx);
+    }
+    return cross_entropy(affine(at::relu(affine(x, w[0], w[1])), w[2], w[3]), y);
+  }
+
+ private:
+  int64_t train_ = 0, hidden_ = 0, batch_ = 0;
+  ImageSplit split_;
+};
+
 class AutoencoderBatch : public BatchedTask {
  public:
   AutoencoderBatch(uint64_t shape_seed, std::vector<uint64_t> seeds, bool rescale)
@@ -450,6 +495,7 @@ std::string batched_family_name(BatchedFamily family) {
   switch (family) {
     case BatchedFamily::kTabular: return "tabular";
     case BatchedFamily::kImageConv: return "image_conv";
+    case BatchedFamily::kImageMLP: return "image_mlp";
     case BatchedFamily::kAutoencoder: return "autoencoder";
     case BatchedFamily::kCharGRU: return "char_gru";
     case BatchedFamily::kFactorization: return "factorization";
@@ -458,8 +504,8 @@ std::string batched_family_name(BatchedFamily family) {
 }
 
 std::vector<BatchedFamily> all_batched_families() {
-  return {BatchedFamily::kTabular, BatchedFamily::kImageConv, BatchedFamily::kAutoencoder,
-          BatchedFamily::kCharGRU, BatchedFamily::kFactorization};
+  return {BatchedFamily::kTabular,     BatchedFamily::kImageConv, BatchedFamily::kImageMLP,
+          BatchedFamily::kAutoencoder, BatchedFamily::kCharGRU,   BatchedFamily::kFactorization};
 }
 
 BatchedFamily batched_family_from_name(const std::string& name) {
@@ -579,6 +625,8 @@ std::unique_ptr<BatchedTask> make_batched_task(BatchedFamily family, uint64_t sh
       return std::make_unique<TabularBatch>(shape_seed, std::move(seeds), rescale);
     case BatchedFamily::kImageConv:
       return std::make_unique<ImageConvBatch>(shape_seed, std::move(seeds), rescale);
+    case BatchedFamily::kImageMLP:
+      return std::make_unique<ImageMLPBatch>(shape_seed, std::move(seeds), rescale);
     case BatchedFamily::kAutoencoder:
       return std::make_unique<AutoencoderBatch>(shape_seed, std::move(seeds), rescale);
     case BatchedFamily::kCharGRU:

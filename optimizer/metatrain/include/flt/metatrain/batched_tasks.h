@@ -38,6 +38,9 @@ enum class BatchedFamily {
   /// pooling, a linear classifier) on 256-1024 8x8 Fashion-MNIST images from training index 10,000
   /// on, mini-batches of 16-32.
   kImageConv,
+  /// An MLP classifier (64 -> 128-1024 ReLU units -> 10) on the same 8x8 images, mini-batches of
+  /// 16-64: the wide models users fit, which tune to smaller rates than narrow ones.
+  kImageMLP,
   /// An MLP autoencoder (64 -> 4-16 -> 64, tanh) on the same 8x8 images, mean squared error,
   /// mini-batches of 16-64.
   kAutoencoder,
