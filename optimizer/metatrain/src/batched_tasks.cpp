@@ -205,6 +205,13 @@ ImageSplit draw_images(const std::vector<uint64_t>& seeds, int64_t train, int64_
   return {at::stack(xtr), at::stack(ytr), at::stack(xte), at::stack(yte)};
 }
 
+// The same split with each image as a row of 64 pixels: (K, N, 64).
+ImageSplit flattened(ImageSplit split) {
+  split.x_train = split.x_train.flatten(2).contiguous();
+  split.x_test = split.x_test.flatten(2).contiguous();
+  return split;
+}
+
 class ImageConvBatch : public BatchedTask {
  public:
   ImageConvBatch(uint64_t shape_seed, std::vector<uint64_t> seeds, bool rescale)
@@ -270,9 +277,7 @@ class ImageMLPBatch : public BatchedTask {
     add_parameter({hidden_});
     add_parameter({hidden_, 10});
     add_parameter({10});
-    split_ = draw_images(this->seeds(), train_, 512);
-    split_.x_train = split_.x_train.flatten(2).contiguous();
-    split_.x_test = split_.x_test.flatten(2).contiguous();
+    split_ = flattened(draw_images(this->seeds(), train_, 512));
   }
 
  protected:
@@ -315,9 +320,7 @@ class AutoencoderBatch : public BatchedTask {
     add_parameter({code_});
     add_parameter({code_, 64});
     add_parameter({64});
-    split_ = draw_images(this->seeds(), train_, 512);
-    split_.x_train = split_.x_train.flatten(2).contiguous();
-    split_.x_test = split_.x_test.flatten(2).contiguous();
+    split_ = flattened(draw_images(this->seeds(), train_, 512));
   }
 
  protected:
