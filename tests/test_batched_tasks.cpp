@@ -268,6 +268,45 @@ TEST_F(BatchedTasks, BatchedRun_EndsWhereTheOptimizerTakesEachInstanceAlone) {
   }
 }
 
+// Several schedules in one run (an ES generation's candidates): block c of the instances ends where
+// schedule c takes those instances in a run of its own.
+TEST_F(BatchedTasks, BatchedRun_EachBlockOfInstancesRunsItsOwnSchedule) {
+  torch::manual_seed(5);
+  const auto shape = fo::LearnedScheduleOptions().key_dim(2).value_dim(2).hidden(4);
+  fo::LearnedSchedule untrained(shape), trained(shape);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : trained->parameters()) p.add_(0.05 * torch::randn_like(p));
+  }
+  const std::vector<fo::LearnedSchedule> schedules = {untrained, trained};
+  fm::EpisodeSpec spec;
+  spec.steps = 25;
+  spec.seed = 7;
+  spec.known_length = true;
+  for (auto family : {fm::BatchedFamily::kTabular, fm::BatchedFamily::kCharGRU}) {
+    const std::vector<uint64_t> twice = {11, 12, 11, 12};
+    const auto both = fm::make_batched_task(family, 5, twice);
+    SCOPED_TRACE(both->name());
+    const auto together = fm::batched_schedule_final_losses(*both, spec, schedules);
+    const auto one = fm::make_batched_task(family, 5, {11, 12});
+    for (size_t c = 0; c < schedules.size(); ++c) {
+      const auto alone = fm::batched_schedule_final_losses(*one, spec, schedules[c]);
+      EXPECT_TRUE(all_close(together.narrow(0, 2 * static_cast<int64_t>(c), 2), alone, 1e-6, 1e-9))
+          << "schedule " << c;
+    }
+    EXPECT_NE(together[0].item<double>(), together[2].item<double>());
+  }
+  const auto three = fm::make_batched_task(fm::BatchedFamily::kTabular, 5, kSeeds);
+  expect_error([&] { fm::batched_schedule_final_losses(*three, spec, schedules); },
+               {"3 instances do not split into 2"});
+  const auto two = fm::make_batched_task(fm::BatchedFamily::kTabular, 5, {11, 12});
+  expect_error(
+      [&] {
+        fm::batched_schedule_final_losses(*two, spec, {untrained, fo::LearnedSchedule()});
+      },
+      {"schedule 1", "history of 98", "66"});
+}
+
 // The batched AdamW-cosine reference: row k ends where torch::optim::AdamW, decayed along the same
 // half cosine, takes instance k alone at row k's learning rate; a grid is extra rows of one seed.
 TEST_F(BatchedTasks, BatchedAdamW_EndsWhereTorchAdamWTakesEachInstanceAlone) {

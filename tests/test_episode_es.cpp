@@ -1,14 +1,14 @@
-// Episode ES (episode_es.h): a candidate's episode is the reference's run (same start, same
-// batches), a generation is a function of the seed and its index, a campaign resumes exactly from
-// its checkpoint, the update follows the sign of the antithetic differences, bad settings are
-// named.
+// Episode ES (episode_es.h) on the batched engine: a generation is a function of the seed and its
+// index, references are tuned once per instance (the grid's best, instance by instance) and kept,
+// a candidate scores what its own runs score whatever else shares the batch, a campaign resumes
+// exactly from its checkpoint, the update follows the sign of the antithetic differences, bad
+// settings are named.
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
-#include <filesystem>
 
+#include "flt/metatrain/batched_run.h"
 #include "flt/metatrain/episode_es.h"
-#include "flt/metatrain/tasks.h"
 #include "flt/metatrain/tuned_reference.h"
 #include "test_util.h"
 
@@ -23,14 +23,15 @@ class EpisodeES : public SeededTest {};
 
 fm::EpisodeESOptions tiny_options() {
   fm::EpisodeESOptions o;
-  o.train_families({fm::TaskFamily::kTabular, fm::TaskFamily::kMLPRegression});
-  o.validation_families({fm::TaskFamily::kMLPClassification});
+  o.train_families({fm::BatchedFamily::kTabular, fm::BatchedFamily::kFactorization});
+  o.validation_families({fm::BatchedFamily::kAutoencoder});
   o.pairs(2)
-      .tasks_per_generation(2)
+      .episodes(2)
+      .instances(2)
       .min_steps(20)
       .max_steps(40)
       .validation_every(2)
-      .validation_tasks(2)
+      .validation_episodes(1)
       .seed(11);
   return o;
 }
@@ -40,28 +41,14 @@ fo::LearnedSchedule small_schedule() {
   return fo::LearnedSchedule(fo::LearnedScheduleOptions().key_dim(2).value_dim(2).hidden(4));
 }
 
-}  // namespace
-
-TEST_F(EpisodeES, AnEpisodeIsDeterministicAndScoredOnHeldOutData) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
-  const auto task = fm::sample_task(fm::TaskFamily::kTabular, gen);
-  const auto schedule = small_schedule();
-  fm::EpisodeSpec spec;
-  spec.steps = 50;
-  spec.seed = 3;
-  const double a = fm::schedule_final_loss(*task, spec, schedule);
-  EXPECT_EQ(a, fm::schedule_final_loss(*task, spec, schedule));
-  ASSERT_TRUE(std::isfinite(a));
-  // Trained: below the held-out loss at the start (the same start the reference uses).
-  auto init = fm::run_stream(spec.seed, fm::RunStream::kInitialPoint);
-  auto batches = fm::run_stream(spec.seed, fm::RunStream::kBatches);
-  EXPECT_LT(a, fm::held_out_loss(*task, task->initial(init).to(at::kFloat), batches));
-  // Told its length, the step anneals: another run.
-  spec.known_length = true;
-  EXPECT_NE(a, fm::schedule_final_loss(*task, spec, schedule));
-  spec.steps = 0;
-  expect_error([&] { fm::schedule_final_loss(*task, spec, schedule); }, {"steps", "got 0"});
+// theta_0 moved off the untrained head, so the memory is read and the corrector is on.
+torch::Tensor trained_theta(const fm::EpisodeES& es) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(4);
+  const auto theta0 = es.initial_state().theta;
+  return theta0 + 0.05 * at::randn(theta0.sizes(), gen, at::kDouble);
 }
+
+}  // namespace
 
 TEST_F(EpisodeES, AGenerationIsAFunctionOfSeedAndIndex) {
   fm::ReferenceCache references;
@@ -69,15 +56,71 @@ TEST_F(EpisodeES, AGenerationIsAFunctionOfSeedAndIndex) {
   const auto a = es.batch(3), b = es.batch(3), c = es.batch(4);
   ASSERT_EQ(a.size(), 2u);
   for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first->name(), b[i].first->name());
-    EXPECT_EQ(a[i].second.steps, b[i].second.steps);
-    EXPECT_EQ(a[i].second.seed, b[i].second.seed);
-    EXPECT_GE(a[i].second.steps, 20);
-    EXPECT_LE(a[i].second.steps, 40);
+    EXPECT_EQ(a[i].task->name(), b[i].task->name());
+    EXPECT_EQ(a[i].task->seeds(), b[i].task->seeds());
+    EXPECT_EQ(a[i].task->instances(), 2);
+    EXPECT_EQ(a[i].spec.steps, b[i].spec.steps);
+    EXPECT_EQ(a[i].spec.seed, b[i].spec.seed);
+    EXPECT_GE(a[i].spec.steps, 20);
+    EXPECT_LE(a[i].spec.steps, 40);
   }
-  EXPECT_NE(a[0].second.seed, c[0].second.seed);
-  for (const auto& [task, spec] : es.validation_set())
-    EXPECT_EQ(task->family(), fm::TaskFamily::kMLPClassification);
+  EXPECT_NE(a[0].spec.seed, c[0].spec.seed);
+  for (const auto& episode : es.validation_set())
+    EXPECT_EQ(episode.task->family(), fm::BatchedFamily::kAutoencoder);
+}
+
+// Instance k's reference is the best over the grid of AdamW-cosine runs of instance k alone; a
+// second call reads the cache.
+TEST_F(EpisodeES, ReferencesAreEachInstancesBestOverTheGridAndKept) {
+  fm::ReferenceCache references;
+  fm::EpisodeES es(small_schedule(), tiny_options(), references);
+  const auto episodes = es.batch(0);
+  const auto& episode = episodes[0];
+  const auto tuned = es.references(episode);
+  EXPECT_EQ(references.tuned(), 2);
+  EXPECT_TRUE(torch::equal(tuned, es.references(episode)));
+  EXPECT_EQ(references.tuned(), 2);
+  const auto grid = fm::episode_reference_grid();
+  for (int64_t k = 0; k < 2; ++k) {
+    const auto one = episode.task->instance(k);
+    double best = INFINITY;
+    for (double lr : grid) {
+      const auto loss = fm::batched_adamw_cosine_final_losses(*one, episode.spec,
+                                                              torch::tensor({lr}, torch::kDouble));
+      best = std::min(best, loss.item<double>());
+    }
+    // The grid's rows batched against one row at a time: float roundoff over the run.
+    EXPECT_NEAR(tuned[k].item<double>(), best, 1e-4 * best) << "instance " << k;
+    const auto* kept = references.find(fm::batched_reference_key(*episode.task, k, episode.spec));
+    ASSERT_NE(kept, nullptr);
+    EXPECT_EQ(kept->by_lr.size(), grid.size());
+    EXPECT_EQ(kept->final_loss, tuned[k].item<double>());
+  }
+}
+
+// Candidates share a batched run, yet each scores what its own runs score: the mean of
+// reference_score over the episodes' instances of its schedule's final losses.
+TEST_F(EpisodeES, ACandidateScoresItsOwnRunsWhateverSharesTheBatch) {
+  fm::ReferenceCache references;
+  fm::EpisodeES es(small_schedule(), tiny_options(), references);
+  const auto episodes = es.batch(1);
+  const auto theta0 = es.initial_state().theta, theta = trained_theta(es);
+  const auto together = es.mean_scores({theta0, theta}, episodes);
+  const auto alone = es.mean_scores({theta}, episodes);
+  double expected = 0.0;
+  int64_t count = 0;
+  for (const auto& episode : episodes) {
+    const auto losses =
+        fm::batched_schedule_final_losses(*episode.task, episode.spec, es.schedule_at(theta));
+    const auto reference = es.references(episode);
+    for (int64_t k = 0; k < episode.task->instances(); ++k, ++count)
+      expected += fm::reference_score(losses[k].item<double>(), reference[k].item<double>());
+  }
+  expected /= static_cast<double>(count);
+  ASSERT_EQ(together.size(), 2u);
+  EXPECT_NEAR(together[1], expected, 1e-6);
+  EXPECT_NEAR(alone[0], expected, 1e-6);
+  EXPECT_NE(together[0], together[1]);
 }
 
 TEST_F(EpisodeES, ACampaignResumesExactlyFromItsCheckpoint) {
@@ -97,6 +140,9 @@ TEST_F(EpisodeES, ACampaignResumesExactlyFromItsCheckpoint) {
   EXPECT_EQ(first.validation, second.validation);
   EXPECT_TRUE(std::isfinite(first.validation));
   EXPECT_EQ(resumed.generation, 2);
+  // Every instance of every candidate counted: (2 + 2 pairs) x 2 episodes x 2 instances x steps,
+  // then the validation's two single-candidate runs.
+  EXPECT_GT(first.inner_steps, 6 * 2 * 2 * 20);
   // The best so far is the better of theta and the hand rule on the validation set.
   EXPECT_EQ(straight.best_validation, std::min(first.validation, first.validation_hand_rule));
   EXPECT_TRUE(torch::equal(straight.best_theta, first.validation < first.validation_hand_rule
@@ -119,7 +165,7 @@ TEST_F(EpisodeES, ACampaignResumesExactlyFromItsCheckpoint) {
 TEST_F(EpisodeES, BadSettingsAreNamed) {
   fm::ReferenceCache references;
   auto overlap = tiny_options();
-  overlap.validation_families().push_back(fm::TaskFamily::kTabular);
+  overlap.validation_families().push_back(fm::BatchedFamily::kTabular);
   expect_error([&] { fm::EpisodeES(small_schedule(), overlap, references); },
                {"tabular", "both trained on and held out"});
   expect_error(
@@ -129,6 +175,8 @@ TEST_F(EpisodeES, BadSettingsAreNamed) {
       {"min_steps", "50", "10"});
   expect_error([&] { fm::EpisodeES(small_schedule(), tiny_options().sigma(0), references); },
                {"sigma"});
+  expect_error([&] { fm::EpisodeES(small_schedule(), tiny_options().instances(0), references); },
+               {"instances"});
   fm::EpisodeES es(small_schedule(), tiny_options(), references);
   expect_error([&] { es.schedule_at(torch::zeros({3}, torch::kDouble)); }, {"theta has 3 numbers"});
 }

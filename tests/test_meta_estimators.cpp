@@ -82,6 +82,30 @@ TEST_F(MetaEstimators, CandidatesComePlusThenMinusPairByPair) {
                {"sigma must be positive", "0"});
 }
 
+// Scores on several instances (a batched generation): sign shaping gives each instance one vote
+// per pair, so one instance whose differences are large cannot outvote three with small ones of the
+// other sign; RMS shaping weighs the mean difference. One instance is the scalar form.
+TEST_F(MetaEstimators, SignShapingGivesEachInstanceOneVote) {
+  const auto eps = torch::tensor({{1.0, 0.0}, {0.0, 1.0}}, torch::kDouble);
+  // Pair 0: instance 0 moves by +10, instances 1-3 by -0.1 each; pair 1: all four by +1.
+  const auto plus = torch::tensor({{10.0, -0.1, -0.1, -0.1}, {1.0, 1.0, 1.0, 1.0}}, torch::kDouble);
+  const auto minus = torch::zeros_like(plus);
+  const double sigma = 0.5;
+  const auto vote = fd::antithetic_es(eps, sigma, fd::EsShaping::kSign, plus, minus);
+  // w = (mean(+1, -1, -1, -1), mean(+1 x 4)) = (-0.5, 1); gradient = w eps / (K 2 sigma).
+  EXPECT_TRUE(
+      torch::allclose(vote.gradient, torch::tensor({-0.25, 0.5}, torch::kDouble), 0, 1e-15));
+  EXPECT_NEAR(vote.mean_score, (10.0 - 0.3 + 4.0) / 16.0, 1e-15);
+  // RMS: mean differences (2.425, 1) over their RMS.
+  const auto rms = fd::antithetic_es(eps, sigma, fd::EsShaping::kRms, plus, minus);
+  const double scale = std::sqrt((2.425 * 2.425 + 1.0) / 2.0);
+  EXPECT_TRUE(torch::allclose(
+      rms.gradient, torch::tensor({2.425 / scale / 2.0, 1.0 / scale / 2.0}, torch::kDouble), 1e-12,
+      0));
+  expect_error([&] { fd::antithetic_es(eps, sigma, fd::EsShaping::kSign, plus, minus.t()); },
+               {"(pairs, instances)", "[2, 4]", "[4, 2]"});
+}
+
 TEST_F(MetaEstimators, TheOuterStepIsAdamsFormula) {
   // Adam after 3 earlier steps, in double: m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2,
   // theta' = theta - lr (m' / (1 - b1^4)) / (sqrt(v' / (1 - b2^4)) + 1e-8).

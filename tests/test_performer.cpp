@@ -600,6 +600,7 @@ TEST_F(Performer, NonCausalPanelsSplitALongHeadIntoBlocks) {
     torch::Tensor blocked, one_pass;
     {
       torch::NoGradGuard no_grad;
+      fa::FavorBlockedGuard blocked_path;
       blocked = performer(q, k, v, call);
     }
     {
@@ -676,7 +677,11 @@ TEST_F(Performer, FusedBackwardTwiceEqualsComposite) {
       dq.pow(2).sum().backward();
       return std::vector<torch::Tensor>{dq.detach(), qg.grad(), kg.grad()};
     };
-    const auto fused = run();
+    std::vector<torch::Tensor> fused;
+    {
+      fa::FavorBlockedGuard fused_path_at_any_size;
+      fused = run();
+    }
     fa::FavorCompositeGuard guard;
     const auto composite = run();
     for (size_t i = 0; i < fused.size(); ++i)

@@ -1,6 +1,7 @@
 // flt-metatrain-es: meta-trains ScheduleMnemosyne's schedule by evolution strategies over whole
-// episodes against tuned references on held-out loss (flt/metatrain/episode_es.h), as a campaign
-// that checkpoints every generation and continues where it stopped.
+// episodes against tuned references on held-out loss (flt/metatrain/episode_es.h), every
+// candidate's runs batched on the task engine, as a campaign that checkpoints every generation and
+// continues where it stopped.
 //
 //   flt-metatrain-es --dir bench/campaigns/es-schedule --hours 2     (continues if DIR has a state)
 //   flt-metatrain-es --help                                          (every flag with its default)
@@ -40,22 +41,23 @@ struct EsArgs {
   double hours = 1.0;
   int64_t generations = 400;
   fm::EpisodeESOptions es;
-  std::string train = "tabular,mlp_classification,mlp_regression,fashion_logistic,transformer_lm";
-  std::string validation = "fashion_mlp,text_gru";
+  std::string train = "tabular,image_mlp,autoencoder,factorization";
+  std::string validation = "image_conv,char_gru";
   fo::LearnedScheduleOptions shape =
       fo::LearnedScheduleOptions().hidden(8).key_dim(4).value_dim(4).features(16).rpe_features(16);
   std::string memory = "flt";
   int64_t stop_check = 100;
   double stop_margin = 0.02;
   bool diagnose = false;
+  int64_t step_sweep = 0;  // score the hand rule's step moved up and down, on this many generations
   std::string export_theta;  // write the campaign's current theta as a weights file and exit
 };
 
-std::vector<fm::TaskFamily> families(const std::string& list) {
-  std::vector<fm::TaskFamily> out;
+std::vector<fm::BatchedFamily> families(const std::string& list) {
+  std::vector<fm::BatchedFamily> out;
   std::stringstream s(list);
   for (std::string name; std::getline(s, name, ',');)
-    if (!name.empty()) out.push_back(fm::task_family_from_name(name));
+    if (!name.empty()) out.push_back(fm::batched_family_from_name(name));
   return out;
 }
 
@@ -65,14 +67,14 @@ std::string config_text(const EsArgs& a) {
   std::ostringstream s;
   const auto& o = a.es;
   s << "pairs " << o.pairs() << "\nsigma " << o.sigma() << "\nlearning_rate " << o.learning_rate()
-    << "\ntasks_per_generation " << o.tasks_per_generation() << "\nsteps " << o.min_steps() << ".."
-    << o.max_steps() << "\ntrain " << a.train << "\nvalidation " << a.validation
-    << "\nvalidation_every " << o.validation_every() << "\nvalidation_tasks "
-    << o.validation_tasks() << "\nseed " << o.seed() << "\nmemory " << a.memory << "\nhidden "
-    << a.shape.hidden() << "\nkey_dim " << a.shape.key_dim() << "\nvalue_dim "
-    << a.shape.value_dim() << "\nfeatures " << a.shape.features() << "\nrpe_features "
-    << a.shape.rpe_features() << "\nstop_check " << a.stop_check << "\nstop_margin "
-    << a.stop_margin << "\n";
+    << "\nepisodes " << o.episodes() << "\ninstances " << o.instances() << "\nsteps "
+    << o.min_steps() << ".." << o.max_steps() << "\nrescale " << o.rescale() << "\ntrain "
+    << a.train << "\nvalidation " << a.validation << "\nvalidation_every " << o.validation_every()
+    << "\nvalidation_episodes " << o.validation_episodes() << "\nseed " << o.seed() << "\nmemory "
+    << a.memory << "\nhidden " << a.shape.hidden() << "\nkey_dim " << a.shape.key_dim()
+    << "\nvalue_dim " << a.shape.value_dim() << "\nfeatures " << a.shape.features()
+    << "\nrpe_features " << a.shape.rpe_features() << "\nstop_check " << a.stop_check
+    << "\nstop_margin " << a.stop_margin << "\n";
   return s.str();
 }
 
@@ -108,8 +110,63 @@ void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
   std::printf("validation scores at generation %lld (mean log ratio to tuned AdamW-cosine):\n",
               static_cast<long long>(state.generation));
   for (const auto& [label, theta] : points) {
-    std::printf("  %-52s %.4f\n", label, es.mean_score(theta, validation));
+    std::printf("  %-52s %.4f\n", label, es.mean_scores({theta}, validation)[0]);
     std::fflush(stdout);
+  }
+}
+
+// Where each training and validation family wants the step: theta_0 with its relative step moved
+// by log -0.6 .. 1.2, every point scored in one batched run per episode, on the first `generations`
+// generations' training episodes and on the validation set, family by family. A campaign can move
+// the shared step only toward where the training families want it; where the validation families
+// want another step, it cannot win there (the earlier campaigns' failure,
+// docs/learned-optimizer.md).
+void step_sweep(fm::EpisodeES& es, const fo::LearnedSchedule& schedule, int64_t generations) {
+  const auto theta0 = es.initial_state().theta;
+  int64_t offset = 0, index = -1;
+  for (const auto& p : schedule->named_parameters()) {
+    if (p.key() == "step_log_relative") index = offset;
+    offset += p.value().numel();
+  }
+  TORCH_CHECK(index >= 0, "flt-metatrain-es: the schedule has no step_log_relative");
+  const std::vector<double> shifts = {-0.6, -0.3, 0.0, 0.3, 0.6, 0.9, 1.2};
+  std::vector<torch::Tensor> thetas;
+  for (double shift : shifts) {
+    auto theta = theta0.clone();
+    theta[index] += shift;
+    thetas.push_back(theta);
+  }
+  std::vector<fm::Episode> training;
+  for (int64_t g = 0; g < generations; ++g)
+    for (auto& episode : es.batch(g)) training.push_back(std::move(episode));
+  std::printf(
+      "the hand rule's relative step moved by log d: mean score over the family's "
+      "instances (log ratio to tuned AdamW-cosine; lower is better)\n%-26s",
+      "family (episodes)");
+  for (double shift : shifts) std::printf(" %7.1f", shift);
+  std::printf("\n");
+  const auto validation = es.validation_set();
+  for (bool train : {true, false}) {
+    const auto& episodes = train ? training : validation;
+    for (auto family : fm::all_batched_families()) {
+      std::vector<fm::Episode> mine;
+      for (const auto& episode : episodes) {
+        if (episode.task->family() != family) continue;
+        fm::Episode copy;
+        copy.task = fm::make_batched_task(family, episode.task->shape_seed(), episode.task->seeds(),
+                                          episode.task->rescaled());
+        copy.spec = episode.spec;
+        mine.push_back(std::move(copy));
+      }
+      if (mine.empty()) continue;
+      const auto scores = es.mean_scores(thetas, mine);
+      const auto label = std::string(train ? "train " : "valid ") +
+                         fm::batched_family_name(family) + " (" + std::to_string(mine.size()) + ")";
+      std::printf("%-26s", label.c_str());
+      for (double score : scores) std::printf(" %7.4f", score);
+      std::printf("\n");
+      std::fflush(stdout);
+    }
   }
 }
 
@@ -127,7 +184,7 @@ void run_generations(const EsArgs& a, fm::EpisodeES& es, fm::EpisodeESState& sta
   std::ofstream log(a.dir + "/log.tsv", std::ios::app);
   if (fresh_log)
     log << "generation\ttheta\thand_rule\tperturbed\tvalidation\tvalidation_hand_rule\t"
-           "seconds\ttasks\n";
+           "seconds\tinner_steps\ttasks\n";
   const auto started = std::chrono::steady_clock::now();
   const auto elapsed_hours = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() /
@@ -143,14 +200,14 @@ void run_generations(const EsArgs& a, fm::EpisodeES& es, fm::EpisodeESState& sta
     fo::save_schedule(es.schedule_at(state.best_theta), a.dir + "/best.pt");
     log << record.generation << '\t' << record.theta_score << '\t' << record.hand_rule_score << '\t'
         << record.perturbed_score << '\t' << record.validation << '\t'
-        << record.validation_hand_rule << '\t' << record.seconds << '\t' << record.tasks
-        << std::endl;
+        << record.validation_hand_rule << '\t' << record.seconds << '\t' << record.inner_steps
+        << '\t' << record.tasks << std::endl;
     std::fprintf(stderr,
                  "\ngeneration %lld: theta %.4f, hand rule %.4f on the batch; validation %.4f "
-                 "(hand rule %.4f); %.0f s\n",
+                 "(hand rule %.4f); %.0f s, %.0f inner steps/s\n",
                  static_cast<long long>(record.generation), record.theta_score,
                  record.hand_rule_score, record.validation, record.validation_hand_rule,
-                 record.seconds);
+                 record.seconds, static_cast<double>(record.inner_steps) / record.seconds);
     if (state.generation >= a.stop_check && std::isfinite(record.validation_hand_rule) &&
         !(state.best_validation < record.validation_hand_rule - a.stop_margin)) {
       std::ostringstream why;
@@ -183,9 +240,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--generations", a.generations, "the campaign ends at this generation")
       ->check(integer_at_least(1));
-  int64_t pairs = a.es.pairs(), tasks = a.es.tasks_per_generation(), min_steps = a.es.min_steps(),
-          max_steps = a.es.max_steps(), every = a.es.validation_every(),
-          validation_tasks = a.es.validation_tasks();
+  int64_t pairs = a.es.pairs(), episodes = a.es.episodes(), instances = a.es.instances(),
+          min_steps = a.es.min_steps(), max_steps = a.es.max_steps(),
+          every = a.es.validation_every(), validation_episodes = a.es.validation_episodes();
+  bool rescale = a.es.rescale();
   double sigma = a.es.sigma(), lr = a.es.learning_rate();
   int64_t seed = 0, hidden = a.shape.hidden(), key_dim = a.shape.key_dim(),
           value_dim = a.shape.value_dim(), features = a.shape.features(),
@@ -193,7 +251,11 @@ int main(int argc, char** argv) {
   app.add_option("--pairs", pairs, "antithetic pairs per generation")->check(integer_at_least(1));
   app.add_option("--sigma", sigma, "perturbation scale")->check(CLI::PositiveNumber);
   app.add_option("--lr", lr, "Adam's step on the schedule's numbers")->check(CLI::PositiveNumber);
-  app.add_option("--tasks", tasks, "task instances per generation")->check(integer_at_least(1));
+  app.add_option("--episodes", episodes, "episodes (a family's shape each) per generation")
+      ->check(integer_at_least(1));
+  app.add_option("--instances", instances, "instances per episode, every candidate on each")
+      ->check(integer_at_least(1));
+  app.add_flag("--rescale", rescale, "the parameter-rescaling augmentation on every episode");
   app.add_option("--min-steps", min_steps, "shortest episode")->check(integer_at_least(1));
   app.add_option("--max-steps", max_steps, "longest episode")->check(integer_at_least(1));
   app.add_option("--train-families", a.train, "families the generations draw from");
@@ -201,7 +263,7 @@ int main(int argc, char** argv) {
                  "held-out families validation draws from (none trained on)");
   app.add_option("--validation-every", every, "generations between validations")
       ->check(integer_at_least(1));
-  app.add_option("--validation-tasks", validation_tasks, "instances in the validation set")
+  app.add_option("--validation-episodes", validation_episodes, "episodes in the validation set")
       ->check(integer_at_least(1));
   app.add_option("--seed", seed, "campaign seed")->check(integer_at_least(0));
   app.add_option("--memory", a.memory, "the schedule's memory: flt, performer, lstm, ema or none");
@@ -218,6 +280,11 @@ int main(int argc, char** argv) {
   app.add_flag("--diagnose", a.diagnose,
                "score the hand rule, theta and theta's change split in two on the validation set, "
                "then exit (the campaign is not advanced)");
+  app.add_option("--step-sweep", a.step_sweep,
+                 "score the hand rule with its relative step moved by log -0.6 .. 1.2 on the "
+                 "first N generations' training episodes and on the validation set, family by "
+                 "family, then exit")
+      ->check(integer_at_least(1));
   app.add_option("--export-theta", a.export_theta,
                  "write the campaign's current theta as a schedule weights file (best.pt is the "
                  "best by validation, the hand rule until a theta beats it), then exit")
@@ -228,11 +295,13 @@ int main(int argc, char** argv) {
     a.es.pairs(pairs)
         .sigma(sigma)
         .learning_rate(lr)
-        .tasks_per_generation(tasks)
+        .episodes(episodes)
+        .instances(instances)
         .min_steps(min_steps)
         .max_steps(max_steps)
+        .rescale(rescale)
         .validation_every(every)
-        .validation_tasks(validation_tasks)
+        .validation_episodes(validation_episodes)
         .seed(static_cast<uint64_t>(seed));
     a.es.train_families(families(a.train));
     a.es.validation_families(families(a.validation));
@@ -254,7 +323,7 @@ int main(int argc, char** argv) {
     } else {
       std::ofstream(config_path) << config;
     }
-    const bool inspect_only = a.diagnose || !a.export_theta.empty();
+    const bool inspect_only = a.diagnose || a.step_sweep > 0 || !a.export_theta.empty();
     if (fs::exists(a.dir + "/STOPPED") && !inspect_only) {
       std::printf("%s", read_file(a.dir + "/STOPPED").c_str());
       return 0;
@@ -266,6 +335,10 @@ int main(int argc, char** argv) {
     auto state = fs::exists(state_path) ? fm::load_es_state(state_path) : es.initial_state();
     if (a.diagnose) {
       diagnose(es, schedule, state);
+      return 0;
+    }
+    if (a.step_sweep > 0) {
+      step_sweep(es, schedule, a.step_sweep);
       return 0;
     }
     if (!a.export_theta.empty()) {

@@ -544,6 +544,26 @@ bool fused_covers(const FeatureMapImpl& map, const PrecomputedInput& q, const Pr
   return fits(q) && fits(k);
 }
 
+// Non-causal CPU Performer calls whose features take at most this many bytes a side (B H max(Lq,
+// Lk) M) take the whole-sequence path, with or without autograd: there the blocked passes' extra
+// work (the fused backward recomputes each block's features; the forward's panels are many small
+// products) costs more than the features' pages. Measured side by side at B = 1, H = 8, D = 64,
+// two threads (docs/benchmarks.md, "Performer (non-causal) against plain ops"): whole / blocked
+// forward + backward 1.10-1.49x up to 8 MB of features, 0.94-0.96x at 16 MB, 0.67-0.76x at 32 MB;
+// forward 0.93-1.14x up to 8 MB, 0.80-0.95x at 32 MB.
+constexpr int64_t kWholeSequenceBytes = int64_t{8} << 20;
+
+bool whole_sequence_pays(const FeatureMapImpl& map, const PrecomputedInput& q,
+                         const PrecomputedInput& k, const torch::Tensor& v, bool causal) {
+  if (causal || FavorBlockedGuard::active() || !v.device().is_cpu()) return false;
+  // Measured for plain Performer inputs (one block); FLT's position block stays blocked (its
+  // pages, 2r columns a token, are what the blocked passes exist to avoid).
+  if (q.blocks.size() != 1 || k.blocks.size() != 1) return false;
+  const int64_t bytes =
+      v.size(0) * v.size(1) * std::max(q.length(), v.size(2)) * map.output_dim() * v.element_size();
+  return bytes <= kWholeSequenceBytes;
+}
+
 }  // namespace
 
 void detail::share_leading_projection(const FeatureMapImpl& map, PrecomputedInput& q,
@@ -557,6 +577,8 @@ void detail::share_leading_projection(const FeatureMapImpl& map, PrecomputedInpu
 torch::Tensor detail::favor_attention(const FeatureMapImpl& map, PrecomputedInput q,
                                       PrecomputedInput k, const torch::Tensor& v, bool causal,
                                       double eps) {
+  if (whole_sequence_pays(map, q, k, v, causal))
+    return favor_composite(map, std::move(q), std::move(k), v, causal, eps);
   if (records_grad(map, q, k, v) || !v.device().is_cpu()) {
     if (!fused_covers(map, q, k, v))
       return favor_composite(map, std::move(q), std::move(k), v, causal, eps);
@@ -579,7 +601,7 @@ torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, Feature
 }
 
 namespace {
-thread_local int composite_guards = 0;
+thread_local int composite_guards = 0, blocked_guards = 0;
 }  // namespace
 
 FavorCompositeGuard::FavorCompositeGuard() {
@@ -590,6 +612,16 @@ FavorCompositeGuard::~FavorCompositeGuard() {
 }
 bool FavorCompositeGuard::active() {
   return composite_guards > 0;
+}
+
+FavorBlockedGuard::FavorBlockedGuard() {
+  ++blocked_guards;
+}
+FavorBlockedGuard::~FavorBlockedGuard() {
+  --blocked_guards;
+}
+bool FavorBlockedGuard::active() {
+  return blocked_guards > 0;
 }
 
 }  // namespace flt::attention

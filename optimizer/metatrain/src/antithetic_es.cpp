@@ -13,25 +13,33 @@ EsEstimate antithetic_es(const torch::Tensor& theta, const torch::Tensor& eps, d
   TORCH_CHECK(eps.dim() == 2 && eps.size(0) >= 1 && eps.size(1) == theta.numel(),
               "antithetic_es: eps must be (pairs >= 1, ", theta.numel(), "), got ", eps.sizes());
   TORCH_CHECK(sigma > 0, "antithetic_es: sigma must be positive, got ", sigma);
-  const int64_t pairs = eps.size(0);
   const auto directions = eps.to(theta.options());
-  std::vector<double> differences(pairs);
-  double total = 0.0;
-  for (int64_t k = 0; k < pairs; ++k) {
-    const double plus = score(theta + sigma * directions[k]);
-    const double minus = score(theta - sigma * directions[k]);
-    differences[k] = plus - minus;
-    total += plus + minus;
+  auto plus = torch::empty({eps.size(0), 1}, theta.options()), minus = torch::empty_like(plus);
+  for (int64_t k = 0; k < eps.size(0); ++k) {
+    plus[k][0] = score(theta + sigma * directions[k]);
+    minus[k][0] = score(theta - sigma * directions[k]);
   }
-  auto weights = torch::tensor(differences, theta.options());
+  return antithetic_es(directions, sigma, shaping, plus, minus);
+}
+
+EsEstimate antithetic_es(const torch::Tensor& eps, double sigma, EsShaping shaping,
+                         const torch::Tensor& plus, const torch::Tensor& minus) {
+  TORCH_CHECK(eps.dim() == 2 && eps.size(0) >= 1 && plus.dim() == 2 &&
+                  plus.size(0) == eps.size(0) && plus.size(1) >= 1 && minus.sizes() == plus.sizes(),
+              "antithetic_es: need (pairs, instances) plus and minus scores for eps ", eps.sizes(),
+              ", got ", plus.sizes(), " and ", minus.sizes());
+  TORCH_CHECK(sigma > 0, "antithetic_es: sigma must be positive, got ", sigma);
+  const auto differences = (plus - minus).to(eps.options());  // (K, n)
+  torch::Tensor weights;
   if (shaping == EsShaping::kSign) {
-    weights = weights.sign();
+    weights = differences.sign().mean(1);
   } else {
-    weights = weights / (weights.pow(2).mean().sqrt() + 1e-12);
+    const auto mean = differences.mean(1);
+    weights = mean / (mean.pow(2).mean().sqrt() + 1e-12);
   }
   EsEstimate estimate;
-  estimate.gradient = (weights.unsqueeze(1) * directions).mean(0) / (2.0 * sigma);
-  estimate.mean_score = total / static_cast<double>(2 * pairs);
+  estimate.gradient = (weights.unsqueeze(1) * eps).mean(0) / (2.0 * sigma);
+  estimate.mean_score = 0.5 * (plus.mean() + minus.mean()).item<double>();
   return estimate;
 }
 

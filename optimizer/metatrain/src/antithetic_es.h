@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace flt::metatrain::detail {
 
@@ -31,6 +32,15 @@ struct EsEstimate {
 EsEstimate antithetic_es(const torch::Tensor& theta, const torch::Tensor& eps, double sigma,
                          EsShaping shaping,
                          const std::function<double(const torch::Tensor&)>& score);
+
+/// The same from scores already computed (a batched run scores every candidate at once), each on
+/// n instances: `plus` (K, n) holds score(theta + sigma eps_k) on each instance, `minus` (K, n)
+/// score(theta - sigma eps_k). d_k is then the vector of instance differences, and the shapings
+/// read it per instance: kSign weighs eps_k by the mean over instances of sign(d_ki) (each
+/// instance one vote, so an instance whose scores move most cannot outvote the others), kRms by
+/// mean_i d_ki / rms. With n = 1 both are the scalar forms above.
+EsEstimate antithetic_es(const torch::Tensor& eps, double sigma, EsShaping shaping,
+                         const torch::Tensor& plus, const torch::Tensor& minus);
 
 /// One step of torch::optim::Adam (default betas and epsilon, learning rate `lr`) descending
 /// `gradient` from `theta`, with the first and second moments `exp_avg`, `exp_avg_sq` after

@@ -22,11 +22,21 @@ uint64_t next_batch_key(at::Generator& batches) {
   return impl->random64();
 }
 
-BatchedSchedule::BatchedSchedule(optim::LearnedSchedule schedule,
+BatchedSchedule::BatchedSchedule(std::vector<optim::LearnedSchedule> schedules,
                                  const std::vector<torch::Tensor>& params, int64_t total_steps)
-    : schedule_(std::move(schedule)), total_steps_(total_steps) {
+    : schedules_(std::move(schedules)), total_steps_(total_steps) {
   TORCH_CHECK(!params.empty(), "BatchedSchedule: no parameters");
+  TORCH_CHECK(!schedules_.empty(), "BatchedSchedule: no schedules");
   instances_ = params[0].size(0);
+  const auto groups = static_cast<int64_t>(schedules_.size());
+  TORCH_CHECK(instances_ % groups == 0, "BatchedSchedule: ", instances_,
+              " instances do not split into ", groups, " equal blocks, one per schedule");
+  const int64_t per_group = instances_ / groups;
+  for (size_t c = 1; c < schedules_.size(); ++c)
+    TORCH_CHECK(schedules_[c]->history_size() == schedules_[0]->history_size(),
+                "BatchedSchedule: schedule ", c, " keeps a history of ",
+                schedules_[c]->history_size(), " numbers a tensor, schedule 0 of ",
+                schedules_[0]->history_size(), ": the schedules of one run must share a shape");
   std::vector<torch::Tensor> rows;
   std::vector<double> numels;
   for (const auto& p : params) {
@@ -37,13 +47,21 @@ BatchedSchedule::BatchedSchedule(optim::LearnedSchedule schedule,
     const int64_t n = p.numel() / instances_;
     moments_.push_back(torch::zeros({instances_, LearnedScheduleImpl::kMoments, n}, torch::kFloat));
     for (int64_t k = 0; k < instances_; ++k) {
-      rows.push_back(schedule_->initial_history(p.detach()[k]));
+      rows.push_back(schedules_[k / per_group]->initial_history(p.detach()[k]));
       numels.push_back(static_cast<double>(n));
     }
   }
   histories_ = at::stack(rows);
   numels_ = torch::tensor(numels, torch::kDouble);
   skipped_ = torch::zeros({instances_}, torch::kInt64);
+  const auto tensors = static_cast<int64_t>(params.size());
+  for (int64_t c = 0; c < groups; ++c) {
+    std::vector<int64_t> mine;
+    for (int64_t i = 0; i < tensors; ++i)
+      for (int64_t k = c * per_group; k < (c + 1) * per_group; ++k)
+        mine.push_back(i * instances_ + k);
+    group_rows_.push_back(torch::tensor(mine, torch::kInt64));
+  }
 }
 
 void BatchedSchedule::step(const std::vector<torch::Tensor>& params) {
@@ -54,28 +72,47 @@ void BatchedSchedule::step(const std::vector<torch::Tensor>& params) {
   optim::ScheduleSignals signals;
   if (total_steps_ > 0)
     signals.fraction = static_cast<double>(t) / static_cast<double>(total_steps_);
-  auto [decision, histories] = schedule_->decide(histories_, t, signals);
   const double anneal = optim::detail::anneal(t, total_steps_);
-  const double decay_anneal = schedule_->options.anneal_decay() ? anneal : 1.0;
-  const auto step_sizes = decision.step_size.contiguous(), shrinks = decision.shrink.contiguous(),
-             gains = decision.gain.contiguous();
-  const auto constants = schedule_->rule_constants(t);
-  const int64_t rows = histories_.size(0);
+  const int64_t rows = histories_.size(0), groups = static_cast<int64_t>(schedules_.size()),
+                per_group = instances_ / groups;
+  // Each schedule decides for its own rows; the decisions go to every row's slot, with the
+  // anneals applied, in the pass's form.
+  auto histories = torch::empty_like(histories_);
+  std::vector<kernels::schedule::TensorDecision> decisions(static_cast<size_t>(rows));
+  std::vector<kernels::schedule::RuleConstants> constants;
+  for (int64_t c = 0; c < groups; ++c) {
+    auto& schedule = schedules_[static_cast<size_t>(c)];
+    const auto& mine = group_rows_[static_cast<size_t>(c)];
+    auto [decision, stepped] = schedule->decide(histories_.index_select(0, mine), t, signals);
+    histories.index_copy_(0, mine, stepped);
+    const double decay_anneal = schedule->options.anneal_decay() ? anneal : 1.0;
+    const auto step_sizes = decision.step_size.contiguous(), shrinks = decision.shrink.contiguous(),
+               gains = decision.gain.contiguous();
+    for (int64_t s = 0; s < mine.size(0); ++s)
+      decisions[static_cast<size_t>(mine.data_ptr<int64_t>()[s])] =
+          LearnedScheduleImpl::tensor_decision(step_sizes.data_ptr<double>()[s] * anneal,
+                                               shrinks.data_ptr<double>()[s] * decay_anneal,
+                                               gains.data_ptr<double>()[s]);
+    constants.push_back(schedule->rule_constants(t));
+  }
   auto sums = torch::empty({rows, LearnedScheduleImpl::kStatistics}, torch::kDouble);
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& p = params[i];
     TORCH_CHECK(p.grad().defined(), "BatchedSchedule::step: parameter ", i, " has no gradient");
-    std::vector<kernels::schedule::TensorDecision> decisions;
-    const int64_t first = static_cast<int64_t>(i) * instances_;
-    for (int64_t r = first; r < first + instances_; ++r)
-      decisions.push_back(LearnedScheduleImpl::tensor_decision(
-          step_sizes.data_ptr<double>()[r] * anneal, shrinks.data_ptr<double>()[r] * decay_anneal,
-          gains.data_ptr<double>()[r]));
-    const auto pass = kernels::schedule_step_rows_(
-        p.detach().view({instances_, -1}), p.grad().detach().contiguous().view({instances_, -1}),
-        moments_[i], constants, decisions);
-    sums.narrow(0, first, instances_).copy_(pass.narrow(1, 0, LearnedScheduleImpl::kStatistics));
-    skipped_ += pass.select(1, LearnedScheduleImpl::kStatistics).to(at::kLong);
+    const auto values = p.detach().view({instances_, -1});
+    const auto grads = p.grad().detach().contiguous().view({instances_, -1});
+    for (int64_t c = 0; c < groups; ++c) {
+      const int64_t first = static_cast<int64_t>(i) * instances_ + c * per_group;
+      const std::vector<kernels::schedule::TensorDecision> block(
+          decisions.begin() + first, decisions.begin() + first + per_group);
+      const auto pass = kernels::schedule_step_rows_(
+          values.narrow(0, c * per_group, per_group), grads.narrow(0, c * per_group, per_group),
+          moments_[i].narrow(0, c * per_group, per_group), constants[static_cast<size_t>(c)],
+          block);
+      sums.narrow(0, first, per_group).copy_(pass.narrow(1, 0, LearnedScheduleImpl::kStatistics));
+      skipped_.narrow(0, c * per_group, per_group) +=
+          pass.select(1, LearnedScheduleImpl::kStatistics).to(at::kLong);
+    }
   }
   histories_ = LearnedScheduleImpl::record(histories, sums, numels_);
 }
@@ -93,6 +130,11 @@ std::vector<torch::Tensor> leaves(std::vector<torch::Tensor> params) {
 
 torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
                                             const optim::LearnedSchedule& schedule) {
+  return batched_schedule_final_losses(task, spec, std::vector<optim::LearnedSchedule>{schedule});
+}
+
+torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
+                                            const std::vector<optim::LearnedSchedule>& schedules) {
   TORCH_CHECK(spec.steps > 0, "batched_schedule_final_losses: steps must be positive, got ",
               spec.steps);
   TORCH_CHECK(!spec.report_loss,
@@ -100,7 +142,7 @@ torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const Episo
               "(each instance would need its own loss signal)");
   auto batches = run_stream(spec.seed, RunStream::kBatches);
   auto params = leaves(task.initial());
-  BatchedSchedule rule(schedule, params, spec.known_length ? spec.steps : 0);
+  BatchedSchedule rule(schedules, params, spec.known_length ? spec.steps : 0);
   const int64_t k = task.instances();
   auto diverged = torch::zeros({k}, torch::kBool);
   for (int64_t t = 0; t < spec.steps; ++t) {

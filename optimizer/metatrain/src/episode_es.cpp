@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "antithetic_es.h"
-#include "flt/optim/schedule_mnemosyne.h"
 
 namespace flt::metatrain {
 
@@ -33,74 +32,69 @@ double uniform(at::Generator& gen) {
   return at::rand({1}, gen).item<double>();
 }
 
-// Instances of `families` with their run specs, drawn from `gen`.
-std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>> draw(
-    const std::vector<TaskFamily>& families, int64_t count, const EpisodeESOptions& o,
-    at::Generator gen) {
+// Episodes of `families`, drawn from `gen`.
+std::vector<Episode> draw(const std::vector<BatchedFamily>& families, int64_t count,
+                          const EpisodeESOptions& o, at::Generator gen) {
   TORCH_CHECK(!families.empty(), "EpisodeES: no task families to draw from");
-  std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>> out;
+  std::vector<Episode> out;
+  const auto seed = [&] { return static_cast<uint64_t>(uniform(gen) * 1e9); };
   for (int64_t i = 0; i < count; ++i) {
     const auto family =
         families[static_cast<size_t>(uniform(gen) * static_cast<double>(families.size())) %
                  families.size()];
-    EpisodeSpec spec;
+    const uint64_t shape_seed = seed();
+    std::vector<uint64_t> seeds;
+    for (int64_t k = 0; k < o.instances(); ++k) seeds.push_back(seed());
+    Episode episode;
     const double log_steps = std::log(static_cast<double>(o.min_steps())) +
                              uniform(gen) * std::log(static_cast<double>(o.max_steps()) /
                                                      static_cast<double>(o.min_steps()));
-    spec.steps = static_cast<int64_t>(std::round(std::exp(log_steps)));
-    spec.seed = static_cast<uint64_t>(uniform(gen) * 1e9);
-    spec.known_length = uniform(gen) < 0.5;
-    spec.report_loss = uniform(gen) < 0.5;
-    out.emplace_back(sample_task(family, gen), spec);
+    episode.spec.steps = static_cast<int64_t>(std::round(std::exp(log_steps)));
+    episode.spec.seed = seed();
+    episode.spec.known_length = uniform(gen) < 0.5;
+    episode.task = make_batched_task(family, shape_seed, std::move(seeds), o.rescale());
+    out.push_back(std::move(episode));
   }
   return out;
 }
 
-std::string describe(const std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>>& tasks) {
+std::string describe(const std::vector<Episode>& episodes) {
   std::ostringstream s;
-  for (size_t i = 0; i < tasks.size(); ++i)
-    s << (i ? "; " : "") << tasks[i].first->name() << " x" << tasks[i].second.steps
-      << (tasks[i].second.known_length ? " told" : "")
-      << (tasks[i].second.report_loss ? " loss" : "");
+  for (size_t i = 0; i < episodes.size(); ++i)
+    s << (i ? "; " : "") << episodes[i].task->name() << " x" << episodes[i].spec.steps
+      << (episodes[i].spec.known_length ? " told" : "");
   return s.str();
+}
+
+// The task of `episode` with its instances repeated `times` times (block r is a copy).
+std::unique_ptr<BatchedTask> repeated(const BatchedTask& task, int64_t times) {
+  std::vector<uint64_t> seeds;
+  for (int64_t r = 0; r < times; ++r)
+    seeds.insert(seeds.end(), task.seeds().begin(), task.seeds().end());
+  return make_batched_task(task.family(), task.shape_seed(), std::move(seeds), task.rescaled());
 }
 
 }  // namespace
 
-double schedule_final_loss(const Task& task, const EpisodeSpec& spec,
-                           const LearnedSchedule& schedule) {
-  TORCH_CHECK(spec.steps > 0, "schedule_final_loss: steps must be positive, got ", spec.steps);
-  auto init = run_stream(spec.seed, RunStream::kInitialPoint),
-       batches = run_stream(spec.seed, RunStream::kBatches);
-  const auto start = task.initial(init).to(at::kFloat);
-  std::vector<torch::Tensor> params;
-  int64_t offset = 0;
-  for (int64_t size : task.segments()) {
-    params.push_back(start.narrow(0, offset, size).clone().requires_grad_(true));
-    offset += size;
-  }
-  ScheduleMnemosyne optimizer(
-      params, ScheduleMnemosyneOptions(1.0).total_steps(spec.known_length ? spec.steps : 0),
-      schedule);
-  for (int64_t t = 0; t < spec.steps; ++t) {
-    optimizer.zero_grad();
-    const auto loss = task.loss(at::cat(params), batches);
-    const double value = loss.item<double>();
-    if (!std::isfinite(value)) return kInfinity;
-    loss.backward();
-    if (spec.report_loss) optimizer.report_loss(value);
-    optimizer.step();
-  }
-  const double final_loss = held_out_loss(task, at::cat(params).detach(), batches);
-  return std::isfinite(final_loss) ? final_loss : kInfinity;
+std::vector<double> episode_reference_grid() {
+  return {1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0};
+}
+
+std::string batched_reference_key(const BatchedTask& task, int64_t k, const EpisodeSpec& spec) {
+  TORCH_CHECK(k >= 0 && k < task.instances(), "batched_reference_key: k must be in [0, ",
+              task.instances(), "), got ", k);
+  std::ostringstream key;
+  key << task.name() << '|' << task.shape_seed() << '|' << task.seeds()[static_cast<size_t>(k)]
+      << '|' << (task.rescaled() ? "rescaled" : "plain") << '|' << spec.steps << '|' << spec.seed;
+  return key.str();
 }
 
 EpisodeES::EpisodeES(LearnedSchedule schedule, EpisodeESOptions options, ReferenceCache& references)
     : template_(std::move(schedule)), options_(std::move(options)), references_(references) {
   const auto& o = options_;
-  TORCH_CHECK(o.pairs() > 0 && o.tasks_per_generation() > 0 && o.validation_tasks() > 0 &&
-                  o.validation_every() > 0,
-              "EpisodeES: pairs, tasks_per_generation, validation_tasks and validation_every "
+  TORCH_CHECK(o.pairs() > 0 && o.episodes() > 0 && o.instances() > 0 &&
+                  o.validation_episodes() > 0 && o.validation_every() > 0,
+              "EpisodeES: pairs, episodes, instances, validation_episodes and validation_every "
               "must be positive");
   TORCH_CHECK(o.sigma() > 0 && o.learning_rate() > 0, "EpisodeES: sigma (", o.sigma(),
               ") and learning_rate (", o.learning_rate(), ") must be positive");
@@ -109,7 +103,7 @@ EpisodeES::EpisodeES(LearnedSchedule schedule, EpisodeESOptions options, Referen
               o.max_steps());
   for (auto family : o.validation_families())
     for (auto trained : o.train_families())
-      TORCH_CHECK(family != trained, "EpisodeES: family ", task_family_name(family),
+      TORCH_CHECK(family != trained, "EpisodeES: family ", batched_family_name(family),
                   " is both trained on and held out for validation");
   torch::NoGradGuard no_grad;
   theta0_ = torch::nn::utils::parameters_to_vector(template_->parameters()).to(at::kDouble).clone();
@@ -133,61 +127,131 @@ LearnedSchedule EpisodeES::schedule_at(const torch::Tensor& theta) const {
   return LearnedSchedule(copy);
 }
 
-std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>> EpisodeES::batch(
-    int64_t generation) const {
-  return draw(options_.train_families(), options_.tasks_per_generation(), options_,
+std::vector<Episode> EpisodeES::batch(int64_t generation) const {
+  return draw(options_.train_families(), options_.episodes(), options_,
               generator(options_.seed(), generation, kBatch));
 }
 
-std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>> EpisodeES::validation_set() const {
-  return draw(options_.validation_families(), options_.validation_tasks(), options_,
+std::vector<Episode> EpisodeES::validation_set() const {
+  return draw(options_.validation_families(), options_.validation_episodes(), options_,
               generator(options_.seed(), 0, kValidation));
 }
 
-double EpisodeES::mean_score(
-    const torch::Tensor& theta,
-    const std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>>& tasks) {
-  const auto schedule = schedule_at(theta);
-  double total = 0.0;
-  for (const auto& [task, spec] : tasks) {
-    const double reference = references_.get(*task, spec.steps, spec.seed).final_loss;
-    total += reference_score(schedule_final_loss(*task, spec, schedule), reference);
+torch::Tensor EpisodeES::references(const Episode& episode) {
+  const auto& task = *episode.task;
+  const int64_t k = task.instances();
+  auto out = torch::empty({k}, torch::kDouble);
+  bool known = true;
+  for (int64_t i = 0; i < k && known; ++i) {
+    const auto* reference = references_.find(batched_reference_key(task, i, episode.spec));
+    if (reference != nullptr) out[i] = reference->final_loss;
+    known = reference != nullptr;
   }
-  return total / static_cast<double>(tasks.size());
+  if (known) return out;
+  // Every instance at every rate of the grid in one batched run: block g is the grid's rate g.
+  const auto grid = episode_reference_grid();
+  const auto g = static_cast<int64_t>(grid.size());
+  auto lrs = torch::empty({g * k}, torch::kDouble);
+  for (int64_t r = 0; r < g; ++r) lrs.narrow(0, r * k, k).fill_(grid[static_cast<size_t>(r)]);
+  const auto losses =
+      batched_adamw_cosine_final_losses(*repeated(task, g), episode.spec, lrs).contiguous();
+  for (int64_t i = 0; i < k; ++i) {
+    const auto key = batched_reference_key(task, i, episode.spec);
+    TunedReference reference;
+    reference.final_loss = kInfinity;
+    for (int64_t r = 0; r < g; ++r) {
+      const double loss = losses.data_ptr<double>()[r * k + i];
+      reference.by_lr.push_back(loss);
+      if (loss < reference.final_loss) reference.final_loss = loss, reference.lr = grid[r];
+    }
+    TORCH_CHECK(std::isfinite(reference.final_loss),
+                "EpisodeES: AdamW-cosine diverged at every "
+                "rate of the grid on ",
+                key);
+    if (references_.find(key) == nullptr) references_.add(key, reference);
+    out[i] = reference.final_loss;
+  }
+  return out;
+}
+
+torch::Tensor EpisodeES::instance_scores(const std::vector<torch::Tensor>& thetas,
+                                         const std::vector<Episode>& episodes,
+                                         const std::function<void()>& progress) {
+  TORCH_CHECK(!thetas.empty() && !episodes.empty(), "EpisodeES: nothing to score");
+  std::vector<LearnedSchedule> schedules;
+  for (const auto& theta : thetas) schedules.push_back(schedule_at(theta));
+  const auto candidates = static_cast<int64_t>(thetas.size());
+  std::vector<torch::Tensor> columns;  // per episode (C, K)
+  for (const auto& episode : episodes) {
+    const auto reference = references(episode);
+    const int64_t k = episode.task->instances();
+    const auto losses =
+        batched_schedule_final_losses(*repeated(*episode.task, candidates), episode.spec, schedules)
+            .contiguous();
+    auto scores = torch::empty({candidates, k}, torch::kDouble);
+    for (int64_t c = 0; c < candidates; ++c)
+      for (int64_t i = 0; i < k; ++i)
+        scores[c][i] =
+            reference_score(losses.data_ptr<double>()[c * k + i], reference.data_ptr<double>()[i]);
+    columns.push_back(scores);
+    inner_steps_ += candidates * k * episode.spec.steps;
+    if (progress) progress();
+  }
+  return at::cat(columns, 1);
+}
+
+std::vector<double> EpisodeES::mean_scores(const std::vector<torch::Tensor>& thetas,
+                                           const std::vector<Episode>& episodes,
+                                           const std::function<void()>& progress) {
+  const auto means = instance_scores(thetas, episodes, progress).mean(1).contiguous();
+  return {means.data_ptr<double>(), means.data_ptr<double>() + means.numel()};
 }
 
 GenerationRecord EpisodeES::step(EpisodeESState& state,
                                  const std::function<void(int64_t, int64_t)>& progress) {
   const auto started = std::chrono::steady_clock::now();
+  const int64_t inner_steps_before = inner_steps_;
   GenerationRecord record;
   record.generation = state.generation;
-  const auto tasks = batch(state.generation);
-  record.tasks = describe(tasks);
-  // The references first (tuned once per instance, cached), so the candidates' loop is uniform.
-  for (const auto& [task, spec] : tasks) references_.get(*task, spec.steps, spec.seed);
-  const int64_t pairs = options_.pairs(), total = 2 * pairs + 2;
+  const auto episodes = batch(state.generation);
+  record.tasks = describe(episodes);
+  const bool validating = (state.generation + 1) % options_.validation_every() == 0;
+  const int64_t total =
+      static_cast<int64_t>(episodes.size()) +
+      (validating ? (validation_.empty() ? 2 : 1) * options_.validation_episodes() : 0);
   int64_t done = 0;
-  const auto scored = [&](const torch::Tensor& theta) {
-    const double score = mean_score(theta, tasks);
+  const auto tick = [&] {
     if (progress) progress(++done, total);
-    return score;
   };
-  record.hand_rule_score = scored(theta0_);
-  record.theta_score = scored(state.theta);
+  // Every candidate on the same episodes, in one batched run an episode: the hand rule, theta,
+  // then theta + sigma eps_k and theta - sigma eps_k pair by pair.
   auto noise_gen = generator(options_.seed(), state.generation, kNoise);
   const auto eps = at::randn({options_.pairs(), state.theta.numel()}, noise_gen, at::kDouble);
-  const auto estimate =
-      detail::antithetic_es(state.theta, eps, options_.sigma(), detail::EsShaping::kSign, scored);
+  std::vector<torch::Tensor> thetas = {theta0_, state.theta};
+  for (int64_t k = 0; k < options_.pairs(); ++k) {
+    thetas.push_back(state.theta + options_.sigma() * eps[k]);
+    thetas.push_back(state.theta - options_.sigma() * eps[k]);
+  }
+  const auto scores = instance_scores(thetas, episodes, tick);  // (2 + 2 pairs, instances)
+  record.hand_rule_score = scores[0].mean().item<double>();
+  record.theta_score = scores[1].mean().item<double>();
+  const auto perturbed = scores.narrow(0, 2, 2 * options_.pairs()).view({options_.pairs(), 2, -1});
+  // Each instance one vote on each pair (the mean of the signs of its differences): the families
+  // whose scores move most with the step (factorization's ~10x those of the image MLPs at the hand
+  // rule, docs/learned-optimizer.md) cannot outvote the others.
+  const auto estimate = detail::antithetic_es(eps, options_.sigma(), detail::EsShaping::kSign,
+                                              perturbed.select(1, 0), perturbed.select(1, 1));
   record.perturbed_score = estimate.mean_score;
   detail::adam_step(state.theta, state.adam_m, state.adam_v, state.generation, estimate.gradient,
                     options_.learning_rate());
   ++state.generation;
-  if (state.generation % options_.validation_every() == 0) {
+  if (validating) {
+    // Each scored alone, so a resumed campaign scores exactly what an uninterrupted one does.
     if (validation_.empty()) {
       validation_ = validation_set();
-      validation_hand_rule_ = mean_score(theta0_, validation_);
+      validation_hand_rule_ = mean_scores({theta0_}, validation_, tick)[0];
     }
-    record.validation = mean_score(state.theta, validation_);
+    record.validation = mean_scores({state.theta}, validation_, tick)[0];
     record.validation_hand_rule = validation_hand_rule_;
     // The hand rule is the best until a theta beats it on the validation set.
     if (validation_hand_rule_ < state.best_validation) {
@@ -201,6 +265,7 @@ GenerationRecord EpisodeES::step(EpisodeESState& state,
       state.best_generation = state.generation;
     }
   }
+  record.inner_steps = inner_steps_ - inner_steps_before;
   record.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return record;

@@ -116,11 +116,13 @@ ReferenceCache::ReferenceCache(std::string path) : path_(std::move(path)) {
   }
 }
 
-const TunedReference& ReferenceCache::get(const Task& task, int64_t steps, uint64_t seed) {
-  const auto key = reference_key(task, steps, seed);
+const TunedReference* ReferenceCache::find(const std::string& key) const {
   const auto found = entries_.find(key);
-  if (found != entries_.end()) return found->second;
-  auto reference = tune_adamw_cosine(task, steps, seed);
+  return found == entries_.end() ? nullptr : &found->second;
+}
+
+const TunedReference& ReferenceCache::add(const std::string& key, TunedReference reference) {
+  TORCH_CHECK(entries_.count(key) == 0, "ReferenceCache: ", key, " is already known");
   ++tuned_;
   if (!path_.empty()) {
     std::ofstream file(path_, std::ios::app);
@@ -137,6 +139,12 @@ const TunedReference& ReferenceCache::get(const Task& task, int64_t steps, uint6
     file << '\n';
   }
   return entries_.emplace(key, std::move(reference)).first->second;
+}
+
+const TunedReference& ReferenceCache::get(const Task& task, int64_t steps, uint64_t seed) {
+  const auto key = reference_key(task, steps, seed);
+  if (const auto* known = find(key)) return *known;
+  return add(key, tune_adamw_cosine(task, steps, seed));
 }
 
 }  // namespace flt::metatrain

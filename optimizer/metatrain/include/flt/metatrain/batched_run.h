@@ -9,19 +9,29 @@
 #include <torch/types.h>
 
 #include "flt/metatrain/batched_tasks.h"
-#include "flt/metatrain/episode_es.h"
 #include "flt/optim/learned_schedule.h"
 
 namespace flt::metatrain {
 
+/// How a run of a task's instances is done (the same for every candidate it compares).
+struct EpisodeSpec {
+  int64_t steps = 0;
+  uint64_t seed = 0;          ///< the run's mini-batch stream (tuned_reference.h's run_stream)
+  bool known_length = false;  ///< ScheduleMnemosyneOptions::total_steps(steps), else unknown
+  bool report_loss = false;   ///< the training loss given to report_loss every step
+};
+
 /// The rule's state over K instances of a task: per stacked parameter its moments (K, 2, n_i),
-/// and one history row per (tensor, instance), tensor-major: row i K + k.
+/// and one history row per (tensor, instance), tensor-major: row i K + k. The instances may be
+/// run by several schedules at once (the candidates of an evolution-strategies generation): with
+/// C schedules, schedule c steps the c-th block of K / C consecutive instances.
 class BatchedSchedule {
  public:
   /// `params`: the stacked parameters, each (K, shape...) float32 contiguous; `total_steps` > 0
-  /// anneals the step along a half cosine and tells the schedule the run's fraction.
-  BatchedSchedule(optim::LearnedSchedule schedule, const std::vector<torch::Tensor>& params,
-                  int64_t total_steps);
+  /// anneals the step along a half cosine and tells the schedule the run's fraction. K must be a
+  /// multiple of the number of schedules.
+  BatchedSchedule(std::vector<optim::LearnedSchedule> schedules,
+                  const std::vector<torch::Tensor>& params, int64_t total_steps);
   /// One step of every instance: reads each parameter's gradient (K, shape...), updates the
   /// parameters in place.
   void step(const std::vector<torch::Tensor>& params);
@@ -31,7 +41,8 @@ class BatchedSchedule {
   torch::Tensor skipped() const { return skipped_; }
 
  private:
-  optim::LearnedSchedule schedule_;
+  std::vector<optim::LearnedSchedule> schedules_;
+  std::vector<torch::Tensor> group_rows_;  ///< per schedule, its history rows (T K / C) int64
   int64_t instances_, total_steps_, t_ = 0;
   std::vector<torch::Tensor> moments_;  ///< per parameter (K, 2, n_i) float32
   torch::Tensor histories_;             ///< (T K, history) float64
@@ -46,6 +57,11 @@ class BatchedSchedule {
 /// its own loss signal). -> (K) float64
 torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
                                             const optim::LearnedSchedule& schedule);
+/// The same with C schedules in one run: schedule c runs the c-th block of K / C consecutive
+/// instances (a task whose seeds repeat C times runs each schedule on the same instances).
+/// -> (K) float64
+torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
+                                            const std::vector<optim::LearnedSchedule>& schedules);
 
 /// The same, one instance at a time through flt::optim::ScheduleMnemosyne in a plain training loop
 /// (zero_grad, loss, backward, step): what meta-training did before the engine, and the

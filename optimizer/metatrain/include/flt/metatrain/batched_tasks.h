@@ -68,6 +68,8 @@ class BatchedTask {
   int64_t instances() const { return static_cast<int64_t>(seeds_.size()); }
   uint64_t shape_seed() const { return shape_seed_; }
   const std::vector<uint64_t>& seeds() const { return seeds_; }
+  /// Whether the parameter-rescaling augmentation is on.
+  bool rescaled() const { return rescale_; }
   /// Shapes of one instance's parameter tensors, in order.
   const std::vector<std::vector<int64_t>>& shapes() const { return shapes_; }
   /// Coordinates of one instance.

@@ -1,17 +1,19 @@
 #pragma once
 // Meta-training a learned schedule by evolution strategies over whole episodes, against tuned
 // references on held-out loss (VeLO's recipe at this machine's budget: few numbers, many whole
-// runs, only the sign of each antithetic difference).
+// runs, only the sign of each antithetic difference), on the batched task engine.
 //
-// A generation draws a batch of task instances from the training families (each with its own
-// run length, log-uniform in [min_steps, max_steps], and its own way of being run: the length
-// told to the optimizer or not, the loss reported or not), then runs every candidate on that same
-// batch: the schedule's numbers theta +- sigma eps_i for `pairs` antithetic pairs, the current
-// theta, and the hand rule (the untrained schedule, theta_0). A candidate's score on an instance
-// is reference_score(its final held-out loss, tuned AdamW-cosine's): log of the ratio, 0 level,
-// negative better. The update is torch::optim::Adam on theta along the antithetic estimate
-// mean_i sign(score(+) - score(-)) eps_i / (2 sigma).
-// Every `validation_every` generations theta is scored on a fixed set of instances from the
+// A generation draws episodes from the training families: each is one shape of a family with a
+// few instances (batched_tasks.h), a run length log-uniform in [min_steps, max_steps] and the
+// length told to the optimizer or not. Every candidate runs on the same episodes: the schedule's
+// numbers theta +- sigma eps_i for `pairs` antithetic pairs, the current theta, and the hand rule
+// (the untrained schedule, theta_0). An episode's instances are repeated once per candidate and
+// all of them run as one batched computation (batched_run.h), each candidate's block of instances
+// stepped by its own schedule. A candidate's score on an instance is reference_score(its final
+// held-out loss, tuned AdamW-cosine's): log of the ratio, 0 level, negative better. The update is
+// torch::optim::Adam on theta along the antithetic estimate mean_k w_k eps_k / (2 sigma), w_k the
+// mean over the generation's instances of sign(score(+) - score(-)): each instance one vote.
+// Every `validation_every` generations theta is scored on a fixed set of episodes from the
 // validation families (none of them trained on) beside the hand rule on the same set; the best
 // theta by that score is what the campaign keeps. Everything is a function of the seed and the
 // generation, so a campaign stops and resumes exactly from its checkpoint.
@@ -25,46 +27,41 @@
 #include <string>
 #include <vector>
 
-#include "flt/metatrain/tasks.h"
+#include "flt/metatrain/batched_run.h"
+#include "flt/metatrain/batched_tasks.h"
 #include "flt/metatrain/tuned_reference.h"
 #include "flt/optim/learned_schedule.h"
 
 namespace flt::metatrain {
 
-/// How one task instance of a generation is run (the same for every candidate).
-struct EpisodeSpec {
-  int64_t steps = 0;
-  uint64_t seed = 0;          ///< the run's initial point and mini-batches (tuned_reference.h)
-  bool known_length = false;  ///< ScheduleMnemosyneOptions::total_steps(steps), else unknown
-  bool report_loss = false;   ///< the training loss given to report_loss every step
+/// One episode: a family's shape with its instances (K = instances), and how they are run.
+struct Episode {
+  std::unique_ptr<BatchedTask> task;
+  EpisodeSpec spec;
 };
-
-/// The final held-out loss (the validation split; the noise-free loss without one) of `task`
-/// after spec.steps steps of ScheduleMnemosyne with `schedule` at lr 1, one parameter tensor per
-/// task segment; the initial point and mini-batches are those of adamw_cosine_final_loss with
-/// the same seed. A run whose loss turns non-finite returns +inf.
-double schedule_final_loss(const Task& task, const EpisodeSpec& spec,
-                           const optim::LearnedSchedule& schedule);
 
 struct EpisodeESOptions {
   /// Families the generations draw from, and the held-out families validation draws from (the two
   /// must not overlap).
-  TORCH_ARG(std::vector<TaskFamily>, train_families);
-  TORCH_ARG(std::vector<TaskFamily>, validation_families);
+  TORCH_ARG(std::vector<BatchedFamily>, train_families);
+  TORCH_ARG(std::vector<BatchedFamily>, validation_families);
   /// Antithetic pairs per generation (2 x pairs perturbed candidates).
   TORCH_ARG(int64_t, pairs) = 16;
   /// Perturbation scale, on every number of theta.
   TORCH_ARG(double, sigma) = 0.05;
   /// Adam's step on theta.
   TORCH_ARG(double, learning_rate) = 0.01;
-  /// Task instances per generation, every candidate run on each.
-  TORCH_ARG(int64_t, tasks_per_generation) = 4;
+  /// Episodes per generation, and instances per episode; every candidate runs every instance.
+  TORCH_ARG(int64_t, episodes) = 4;
+  TORCH_ARG(int64_t, instances) = 4;
   /// Run lengths, drawn log-uniformly.
-  TORCH_ARG(int64_t, min_steps) = 300;
+  TORCH_ARG(int64_t, min_steps) = 100;
   TORCH_ARG(int64_t, max_steps) = 3000;
-  /// Validation every this many generations, over this many fixed instances.
+  /// The parameter-rescaling augmentation (batched_tasks.h) on every episode.
+  TORCH_ARG(bool, rescale) = false;
+  /// Validation every this many generations, over this many fixed episodes.
   TORCH_ARG(int64_t, validation_every) = 5;
-  TORCH_ARG(int64_t, validation_tasks) = 8;
+  TORCH_ARG(int64_t, validation_episodes) = 8;
   TORCH_ARG(uint64_t, seed) = 0;
 };
 
@@ -75,7 +72,8 @@ struct GenerationRecord {
   double hand_rule_score = 0;  ///< mean score of the hand rule on the same batch
   double perturbed_score = 0;  ///< mean over the perturbed candidates
   double seconds = 0;
-  std::string tasks;  ///< the batch's instances and lengths
+  int64_t inner_steps = 0;  ///< training steps of every instance of every candidate, validation too
+  std::string tasks;        ///< the batch's episodes and lengths
   /// Validation (NaN when not validated this generation): theta's and the hand rule's mean score
   /// on the validation set.
   double validation = std::numeric_limits<double>::quiet_NaN();
@@ -91,6 +89,10 @@ struct EpisodeESState {
   double best_validation = std::numeric_limits<double>::infinity();
   int64_t best_generation = -1;
 };
+
+/// The learning rates the references are tuned over: 1e-4 .. 1, half decades (the families'
+/// tuned rates reach 1, docs/benchmarks.md "Which runs the families cover").
+std::vector<double> episode_reference_grid();
 
 class EpisodeES {
  public:
@@ -108,13 +110,22 @@ class EpisodeES {
   /// Numbers in theta.
   int64_t size() const { return theta0_.numel(); }
 
-  /// The generation's batch: instances and how each is run (a function of seed and generation).
-  std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>> batch(int64_t generation) const;
+  /// The generation's episodes (a function of seed and generation).
+  std::vector<Episode> batch(int64_t generation) const;
   /// The fixed validation set.
-  std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>> validation_set() const;
-  /// Mean reference score of the schedule at `theta` over `tasks`.
-  double mean_score(const torch::Tensor& theta,
-                    const std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>>& tasks);
+  std::vector<Episode> validation_set() const;
+  /// The reference score of each of `thetas` on every instance of `episodes`, all candidates of an
+  /// episode in one batched run (`progress`: each finished episode). -> (thetas, instances) float64
+  torch::Tensor instance_scores(const std::vector<torch::Tensor>& thetas,
+                                const std::vector<Episode>& episodes,
+                                const std::function<void()>& progress = nullptr);
+  /// Their means over the instances. -> one per theta
+  std::vector<double> mean_scores(const std::vector<torch::Tensor>& thetas,
+                                  const std::vector<Episode>& episodes,
+                                  const std::function<void()>& progress = nullptr);
+  /// The final held-out losses of tuned AdamW-cosine on each instance of `episode` (from the
+  /// cache, else tuned over episode_reference_grid() in one batched run). -> (K) float64
+  torch::Tensor references(const Episode& episode);
 
  private:
   optim::LearnedSchedule template_;
@@ -122,9 +133,13 @@ class EpisodeES {
   EpisodeESOptions options_;
   ReferenceCache& references_;
   /// The validation set and the hand rule's score on it, made at the first validation.
-  std::vector<std::pair<std::unique_ptr<Task>, EpisodeSpec>> validation_;
+  std::vector<Episode> validation_;
   double validation_hand_rule_ = std::numeric_limits<double>::quiet_NaN();
+  int64_t inner_steps_ = 0;  ///< training steps run by mean_scores, every instance counted
 };
+
+/// The reference cache's key of instance k of a batched task run as `spec`.
+std::string batched_reference_key(const BatchedTask& task, int64_t k, const EpisodeSpec& spec);
 
 /// Writes / reads a campaign's state (a small torch archive); read throws naming the path.
 void save_es_state(const EpisodeESState& state, const std::string& path);

@@ -61,9 +61,14 @@ class ReferenceCache {
   explicit ReferenceCache(std::string path = "");
   /// The reference of `task` at `steps` and `seed`: from the cache, else tuned and appended.
   const TunedReference& get(const Task& task, int64_t steps, uint64_t seed);
+  /// The reference under `key`, or nullptr when none is known (a caller that tunes its own way,
+  /// several instances at once, then adds what it tuned).
+  const TunedReference* find(const std::string& key) const;
+  /// Keeps `reference` under `key` (a new key) and appends it to the file.
+  const TunedReference& add(const std::string& key, TunedReference reference);
   /// Entries known (read or tuned).
   size_t size() const { return entries_.size(); }
-  /// How many `get` calls tuned a new reference.
+  /// How many references were tuned and added since the file was read.
   int64_t tuned() const { return tuned_; }
 
  private:
