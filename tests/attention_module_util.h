@@ -179,7 +179,6 @@ void expect_blocked_equals_one_pass(Module module, int64_t batch, int64_t heads,
     torch::Tensor blocked;
     {
       torch::NoGradGuard no_grad;
-      flt::attention::FavorBlockedGuard blocked_path;  // at this small size too
       blocked = module(q, k, v, call);
     }
     torch::Tensor one_pass;
@@ -248,7 +247,7 @@ void expect_fused_backward_equals_composite(Module module, const torch::Tensor& 
   std::string path, composite_path;
   std::vector<torch::Tensor> fused;
   {
-    flt::attention::FavorBlockedGuard fused_path_at_any_size;
+    flt::attention::FavorFusedGuard fused_path_at_any_size;
     fused = attention_output_and_gradients(module, q, k, v, upstream, call, path);
   }
   std::vector<torch::Tensor> composite;
@@ -276,7 +275,7 @@ void expect_directional_derivatives(Module module, const torch::Tensor& q, const
                                     const std::string& label, double step = 1e-6,
                                     double rtol = 1e-6) {
   const auto upstream = torch::randn({v.size(0), v.size(1), q.size(2), v.size(3)}, v.options());
-  flt::attention::FavorBlockedGuard fused_path_at_any_size;
+  flt::attention::FavorFusedGuard fused_path_at_any_size;
   std::string path;
   const auto grads = attention_output_and_gradients(module, q, k, v, upstream, call, path);
   std::vector<torch::Tensor> inputs = {q, k, v};

@@ -600,7 +600,6 @@ TEST_F(Performer, NonCausalPanelsSplitALongHeadIntoBlocks) {
     torch::Tensor blocked, one_pass;
     {
       torch::NoGradGuard no_grad;
-      fa::FavorBlockedGuard blocked_path;
       blocked = performer(q, k, v, call);
     }
     {
@@ -679,7 +678,7 @@ TEST_F(Performer, FusedBackwardTwiceEqualsComposite) {
     };
     std::vector<torch::Tensor> fused;
     {
-      fa::FavorBlockedGuard fused_path_at_any_size;
+      fa::FavorFusedGuard fused_path_at_any_size;
       fused = run();
     }
     fa::FavorCompositeGuard guard;

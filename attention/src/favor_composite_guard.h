@@ -5,31 +5,24 @@
 
 namespace flt::attention {
 
-/// While one exists, `favor_attention` on this thread takes the composite path with autograd
-/// recording (features of the whole sequence, autograd's backward): the reference the tests hold
-/// the fused backward to. Nests.
-class FavorCompositeGuard {
- public:
-  FavorCompositeGuard();
-  ~FavorCompositeGuard();
-  FavorCompositeGuard(const FavorCompositeGuard&) = delete;
-  FavorCompositeGuard& operator=(const FavorCompositeGuard&) = delete;
-  /// Whether one exists on this thread.
-  static bool active();
-};
+/// The path `favor_attention` takes with autograd recording on this thread while a guard of it
+/// exists, whatever the call's size: kComposite, features of the whole sequence and autograd's
+/// backward (the reference the tests hold the fused backward to); kFused, the fused function at
+/// every size it covers, small non-causal calls included (which otherwise take the composite path,
+/// faster there: what the tests hold to the reference at their small sizes). Guards nest.
+enum class FavorPath { kComposite, kFused };
 
-/// While one exists, `favor_attention` on this thread takes its blocked passes (no autograd) and
-/// its fused function (autograd) at every size they cover, small non-causal calls included (which
-/// otherwise take the whole-sequence path, faster there): what the tests hold to the composite
-/// reference at their small sizes. Nests.
-class FavorBlockedGuard {
+template <FavorPath Path>
+class FavorPathGuard {
  public:
-  FavorBlockedGuard();
-  ~FavorBlockedGuard();
-  FavorBlockedGuard(const FavorBlockedGuard&) = delete;
-  FavorBlockedGuard& operator=(const FavorBlockedGuard&) = delete;
+  FavorPathGuard();
+  ~FavorPathGuard();
+  FavorPathGuard(const FavorPathGuard&) = delete;
+  FavorPathGuard& operator=(const FavorPathGuard&) = delete;
   /// Whether one exists on this thread.
   static bool active();
 };
+using FavorCompositeGuard = FavorPathGuard<FavorPath::kComposite>;
+using FavorFusedGuard = FavorPathGuard<FavorPath::kFused>;
 
 }  // namespace flt::attention

@@ -3,8 +3,8 @@
 # and says why in DIR/STOPPED, a second invocation does not advance it, and --export-theta writes
 # the theta it ended at beside best.pt.
 file(REMOVE_RECURSE "${WORK}")
-set(flags --dir "${WORK}" --generations 5 --pairs 1 --tasks 1 --min-steps 20 --max-steps 20
-          --validation-every 1 --validation-tasks 1 --memory none --stop-check 2
+set(flags --dir "${WORK}" --generations 5 --pairs 1 --episodes 1 --instances 2 --min-steps 20
+          --max-steps 20 --validation-every 1 --validation-episodes 1 --memory none --stop-check 2
           --stop-margin 10)
 function(run expect_text)
   execute_process(COMMAND "${PROGRAM}" ${flags} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
