@@ -237,8 +237,8 @@ GenerationRecord EpisodeES::step(EpisodeESState& state,
   record.theta_score = scores[1].mean().item<double>();
   const auto perturbed = scores.narrow(0, 2, 2 * options_.pairs()).view({options_.pairs(), 2, -1});
   // Each instance one vote on each pair (the mean of the signs of its differences): the families
-  // whose scores move most with the step (factorization's ~10x those of the image MLPs at the hand
-  // rule, docs/learned-optimizer.md) cannot outvote the others.
+  // whose scores move most with the step (factorization's 8-50x the others' in the step sweep,
+  // docs/learned-optimizer.md) cannot outvote the others.
   const auto estimate = detail::antithetic_es(eps, options_.sigma(), detail::EsShaping::kSign,
                                               perturbed.select(1, 0), perturbed.select(1, 1));
   record.perturbed_score = estimate.mean_score;
