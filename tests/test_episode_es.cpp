@@ -81,6 +81,9 @@ TEST_F(EpisodeES, ReferencesAreEachInstancesBestOverTheGridAndKept) {
   EXPECT_TRUE(torch::equal(tuned, es.references(episode)));
   EXPECT_EQ(references.tuned(), 2);
   const auto grid = fm::episode_reference_grid();
+  const auto keys = fm::batched_reference_keys(*episode.task, episode.spec);
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_NE(keys[0], keys[1]);
   for (int64_t k = 0; k < 2; ++k) {
     const auto one = episode.task->instance(k);
     double best = INFINITY;
@@ -91,7 +94,7 @@ TEST_F(EpisodeES, ReferencesAreEachInstancesBestOverTheGridAndKept) {
     }
     // The grid's rows batched against one row at a time: float roundoff over the run.
     EXPECT_NEAR(tuned[k].item<double>(), best, 1e-4 * best) << "instance " << k;
-    const auto* kept = references.find(fm::batched_reference_key(*episode.task, k, episode.spec));
+    const auto* kept = references.find(keys[static_cast<size_t>(k)]);
     ASSERT_NE(kept, nullptr);
     EXPECT_EQ(kept->by_lr.size(), grid.size());
     EXPECT_EQ(kept->final_loss, tuned[k].item<double>());

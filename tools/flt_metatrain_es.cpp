@@ -145,19 +145,13 @@ void step_sweep(fm::EpisodeES& es, const fo::LearnedSchedule& schedule, int64_t 
       "family (episodes)");
   for (double shift : shifts) std::printf(" %7.1f", shift);
   std::printf("\n");
-  const auto validation = es.validation_set();
+  auto validation = es.validation_set();
   for (bool train : {true, false}) {
-    const auto& episodes = train ? training : validation;
+    auto& episodes = train ? training : validation;
     for (auto family : fm::all_batched_families()) {
-      std::vector<fm::Episode> mine;
-      for (const auto& episode : episodes) {
-        if (episode.task->family() != family) continue;
-        fm::Episode copy;
-        copy.task = fm::make_batched_task(family, episode.task->shape_seed(), episode.task->seeds(),
-                                          episode.task->rescaled());
-        copy.spec = episode.spec;
-        mine.push_back(std::move(copy));
-      }
+      std::vector<fm::Episode> mine;  // the family's episodes, moved out of the set
+      for (auto& episode : episodes)
+        if (episode.task && episode.task->family() == family) mine.push_back(std::move(episode));
       if (mine.empty()) continue;
       const auto scores = es.mean_scores(thetas, mine);
       const auto label = std::string(train ? "train " : "valid ") +

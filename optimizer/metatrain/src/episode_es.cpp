@@ -80,13 +80,21 @@ std::vector<double> episode_reference_grid() {
   return {1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0};
 }
 
-std::string batched_reference_key(const BatchedTask& task, int64_t k, const EpisodeSpec& spec) {
-  TORCH_CHECK(k >= 0 && k < task.instances(), "batched_reference_key: k must be in [0, ",
-              task.instances(), "), got ", k);
-  std::ostringstream key;
-  key << task.name() << '|' << task.shape_seed() << '|' << task.seeds()[static_cast<size_t>(k)]
-      << '|' << (task.rescaled() ? "rescaled" : "plain") << '|' << spec.steps << '|' << spec.seed;
-  return key.str();
+std::vector<std::string> batched_reference_keys(const BatchedTask& task, const EpisodeSpec& spec) {
+  torch::NoGradGuard no_grad;
+  const auto fingerprints =
+      task.validation_loss(task.initial()).to(at::kDouble).contiguous();  // (K)
+  std::vector<std::string> keys;
+  for (int64_t k = 0; k < task.instances(); ++k) {
+    char fingerprint[32];
+    std::snprintf(fingerprint, sizeof(fingerprint), "%.17g", fingerprints.data_ptr<double>()[k]);
+    std::ostringstream key;
+    key << task.name() << '|' << task.shape_seed() << '|' << task.seeds()[static_cast<size_t>(k)]
+        << '|' << (task.rescaled() ? "rescaled" : "plain") << '|' << fingerprint << '|'
+        << spec.steps << '|' << spec.seed;
+    keys.push_back(key.str());
+  }
+  return keys;
 }
 
 EpisodeES::EpisodeES(LearnedSchedule schedule, EpisodeESOptions options, ReferenceCache& references)
@@ -140,10 +148,11 @@ std::vector<Episode> EpisodeES::validation_set() const {
 torch::Tensor EpisodeES::references(const Episode& episode) {
   const auto& task = *episode.task;
   const int64_t k = task.instances();
+  const auto keys = batched_reference_keys(task, episode.spec);
   auto out = torch::empty({k}, torch::kDouble);
   bool known = true;
   for (int64_t i = 0; i < k && known; ++i) {
-    const auto* reference = references_.find(batched_reference_key(task, i, episode.spec));
+    const auto* reference = references_.find(keys[static_cast<size_t>(i)]);
     if (reference != nullptr) out[i] = reference->final_loss;
     known = reference != nullptr;
   }
@@ -156,7 +165,7 @@ torch::Tensor EpisodeES::references(const Episode& episode) {
   const auto losses =
       batched_adamw_cosine_final_losses(*repeated(task, g), episode.spec, lrs).contiguous();
   for (int64_t i = 0; i < k; ++i) {
-    const auto key = batched_reference_key(task, i, episode.spec);
+    const auto& key = keys[static_cast<size_t>(i)];
     TunedReference reference;
     reference.final_loss = kInfinity;
     for (int64_t r = 0; r < g; ++r) {
@@ -165,9 +174,7 @@ torch::Tensor EpisodeES::references(const Episode& episode) {
       if (loss < reference.final_loss) reference.final_loss = loss, reference.lr = grid[r];
     }
     TORCH_CHECK(std::isfinite(reference.final_loss),
-                "EpisodeES: AdamW-cosine diverged at every "
-                "rate of the grid on ",
-                key);
+                "EpisodeES: AdamW-cosine diverged at every rate of the grid on ", key);
     if (references_.find(key) == nullptr) references_.add(key, reference);
     out[i] = reference.final_loss;
   }
@@ -191,7 +198,7 @@ torch::Tensor EpisodeES::instance_scores(const std::vector<torch::Tensor>& theta
     auto scores = torch::empty({candidates, k}, torch::kDouble);
     for (int64_t c = 0; c < candidates; ++c)
       for (int64_t i = 0; i < k; ++i)
-        scores[c][i] =
+        scores.data_ptr<double>()[c * k + i] =
             reference_score(losses.data_ptr<double>()[c * k + i], reference.data_ptr<double>()[i]);
     columns.push_back(scores);
     inner_steps_ += candidates * k * episode.spec.steps;

@@ -138,8 +138,11 @@ class EpisodeES {
   int64_t inner_steps_ = 0;  ///< training steps run by mean_scores, every instance counted
 };
 
-/// The reference cache's key of instance k of a batched task run as `spec`.
-std::string batched_reference_key(const BatchedTask& task, int64_t k, const EpisodeSpec& spec);
+/// The reference cache's keys of a batched task's instances run as `spec`: the task's name, shape
+/// seed, the instance's seed, rescaling, the run's length and seed, and a fingerprint of the
+/// instance's data (its held-out loss at its initial point, 17 digits), so a family whose data
+/// changed (char_gru reads this repository's text) is tuned again, not read from the cache.
+std::vector<std::string> batched_reference_keys(const BatchedTask& task, const EpisodeSpec& spec);
 
 /// Writes / reads a campaign's state (a small torch archive); read throws naming the path.
 void save_es_state(const EpisodeESState& state, const std::string& path);
