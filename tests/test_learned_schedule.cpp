@@ -300,6 +300,71 @@ TEST_F(LearnedSchedule, UntrainedHead_LeavesTheMemoryUnsteppedAndDecidesAlike) {
   }
 }
 
+// Several schedules deciding at once (an ES generation's candidates): each schedule's rows get
+// what its own decide gives them, for every memory kind, with an untrained schedule among trained
+// ones (its memory stays unstepped), over steps that cross the RPE rows' blocks.
+TEST_F(LearnedSchedule, Stack_DecidesForEachScheduleWhatItsOwnDecideGives) {
+  for (auto memory : fo::all_memories()) {
+    SCOPED_TRACE(fo::memory_name(memory));
+    std::vector<fo::LearnedSchedule> schedules = {
+        perturbed_schedule(memory, 1), fo::LearnedSchedule(fo::LearnedScheduleOptions().memory(memory)),
+        perturbed_schedule(memory, 2)};
+    {
+      torch::NoGradGuard no_grad;  // every weight differs between the trained ones, not just the head
+      for (auto& p : schedules[2]->parameters()) p.add_(0.05 * torch::randn_like(p));
+    }
+    fo::ScheduleStack stack(schedules, /*rpe_block=*/4);
+    std::vector<torch::Tensor> alone;
+    for (size_t c = 0; c < schedules.size(); ++c) {
+      std::vector<torch::Tensor> rows;
+      for (int s = 0; s < 3; ++s)
+        rows.push_back(schedules[c]->initial_history(torch::randn({5 + s})));
+      alone.push_back(at::stack(rows));
+    }
+    auto together = at::stack(alone);
+    torch::NoGradGuard no_grad;
+    const fo::ScheduleSignals signals{std::nullopt, 0.25, std::nullopt};
+    for (int64_t t = 1; t <= 10; ++t) {
+      auto [decision, next] = stack.decide(together, t, signals);
+      const auto sums = torch::rand({3, Impl::kStatistics}, torch::kDouble) + 0.1;
+      for (size_t c = 0; c < schedules.size(); ++c) {
+        const auto i = static_cast<int64_t>(c);
+        auto [own, own_next] = schedules[c]->decide(alone[c], t, signals);
+        EXPECT_TRUE(all_close(decision.step_size[i], own.step_size, 1e-6, 0.0)) << t << " " << c;
+        EXPECT_TRUE(all_close(decision.shrink[i], own.shrink, 1e-6, 0.0)) << t << " " << c;
+        EXPECT_TRUE(all_close(decision.gain[i], own.gain, 1e-5, 1e-7)) << t << " " << c;
+        // Unseen signals are NaN in both: compared as a number neither holds.
+        const auto filled = [](const torch::Tensor& x) { return at::nan_to_num(x, -7.0); };
+        EXPECT_TRUE(all_close(filled(next[i]), filled(own_next), 1e-5, 1e-7)) << t << " " << c;
+        alone[c] = Impl::record(own_next, sums, torch::full({3}, 6.0, torch::kDouble));
+      }
+      together = Impl::record(next.view({9, -1}), sums.repeat({3, 1}),
+                              torch::full({9}, 6.0, torch::kDouble))
+                     .view({3, 3, -1});
+    }
+    if (memory != fo::Memory::kNone) {
+      const auto slots = schedules[1]->history_size() - Impl::kHistory;
+      EXPECT_TRUE(torch::equal(together[1].narrow(1, Impl::kHistory, slots),
+                               torch::zeros({3, slots}, torch::kDouble)))
+          << "the untrained schedule's memory was stepped";
+    }
+  }
+  // Schedules of other shapes or other random features cannot share a stack.
+  expect_error(
+      [] {
+        fo::ScheduleStack({fo::LearnedSchedule(), fo::LearnedSchedule(fo::LearnedScheduleOptions().hidden(8))});
+      },
+      {"schedule 1", "head's width"});
+  expect_error(
+      [] {
+        fo::ScheduleStack({fo::LearnedSchedule(), fo::LearnedSchedule(fo::LearnedScheduleOptions().seed(3))});
+      },
+      {"model 1", "other random features"});
+  fo::ScheduleStack two({fo::LearnedSchedule(), fo::LearnedSchedule()});
+  expect_error([&] { two.decide(torch::zeros({3, 1, 98}, torch::kDouble), 1, {}); },
+               {"3 schedules' rows", "the stack has 2"});
+}
+
 // ---- signals, contract, save and load ----------------------------------------------------------
 
 TEST_F(LearnedSchedule, Signals_ReachTheFeatures) {

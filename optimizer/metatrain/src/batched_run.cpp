@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -37,7 +38,11 @@ BatchedSchedule::BatchedSchedule(std::vector<optim::LearnedSchedule> schedules,
                 "BatchedSchedule: schedule ", c, " keeps a history of ",
                 schedules_[c]->history_size(), " numbers a tensor, schedule 0 of ",
                 schedules_[0]->history_size(), ": the schedules of one run must share a shape");
-  std::vector<torch::Tensor> rows;
+  torch::NoGradGuard no_grad;  // the schedules' weights are read, not trained
+  stack_ = std::make_unique<optim::ScheduleStack>(schedules_);
+  // Schedule c's rows: (tensor i, its instance j of the block) at i * per_group + j.
+  std::vector<torch::Tensor> rows(static_cast<size_t>(groups));
+  std::vector<std::vector<torch::Tensor>> mine(static_cast<size_t>(groups));
   std::vector<double> numels;
   for (const auto& p : params) {
     TORCH_CHECK(p.dim() >= 1 && p.size(0) == instances_ && p.scalar_type() == at::kFloat &&
@@ -46,23 +51,22 @@ BatchedSchedule::BatchedSchedule(std::vector<optim::LearnedSchedule> schedules,
                 instances_, ", ...), got ", p.sizes(), " ", p.scalar_type());
     const int64_t n = p.numel() / instances_;
     moments_.push_back(torch::zeros({instances_, LearnedScheduleImpl::kMoments, n}, torch::kFloat));
-    for (int64_t k = 0; k < instances_; ++k) {
-      rows.push_back(schedules_[k / per_group]->initial_history(p.detach()[k]));
-      numels.push_back(static_cast<double>(n));
-    }
+    for (int64_t k = 0; k < instances_; ++k)
+      mine[static_cast<size_t>(k / per_group)].push_back(
+          schedules_[static_cast<size_t>(k / per_group)]->initial_history(p.detach()[k]));
+    numels.push_back(static_cast<double>(n));
   }
-  histories_ = at::stack(rows);
-  numels_ = torch::tensor(numels, torch::kDouble);
+  for (size_t c = 0; c < mine.size(); ++c) rows[c] = at::stack(mine[c]);
+  histories_ = at::stack(rows);  // (C, T per_group, H)
+  // Every schedule's rows list the tensors in the same order, per_group rows each.
+  numels_ = torch::tensor(numels, torch::kDouble)
+                .repeat_interleave(per_group)
+                .repeat({groups});
   skipped_ = torch::zeros({instances_}, torch::kInt64);
-  const auto tensors = static_cast<int64_t>(params.size());
-  for (int64_t c = 0; c < groups; ++c) {
-    std::vector<int64_t> mine;
-    for (int64_t i = 0; i < tensors; ++i)
-      for (int64_t k = c * per_group; k < (c + 1) * per_group; ++k)
-        mine.push_back(i * instances_ + k);
-    group_rows_.push_back(torch::tensor(mine, torch::kInt64));
-  }
+  for (const auto& schedule : schedules_) constants_.push_back(schedule->rule_constants(1));
 }
+
+BatchedSchedule::~BatchedSchedule() = default;
 
 void BatchedSchedule::step(const std::vector<torch::Tensor>& params) {
   torch::NoGradGuard no_grad;
@@ -73,48 +77,53 @@ void BatchedSchedule::step(const std::vector<torch::Tensor>& params) {
   if (total_steps_ > 0)
     signals.fraction = static_cast<double>(t) / static_cast<double>(total_steps_);
   const double anneal = optim::detail::anneal(t, total_steps_);
-  const int64_t rows = histories_.size(0), groups = static_cast<int64_t>(schedules_.size()),
-                per_group = instances_ / groups;
-  // Each schedule decides for its own rows; the decisions go to every row's slot, with the
-  // anneals applied, in the pass's form.
-  auto histories = torch::empty_like(histories_);
-  std::vector<kernels::schedule::TensorDecision> decisions(static_cast<size_t>(rows));
-  std::vector<kernels::schedule::RuleConstants> constants;
-  for (int64_t c = 0; c < groups; ++c) {
-    auto& schedule = schedules_[static_cast<size_t>(c)];
-    const auto& mine = group_rows_[static_cast<size_t>(c)];
-    auto [decision, stepped] = schedule->decide(histories_.index_select(0, mine), t, signals);
-    histories.index_copy_(0, mine, stepped);
-    const double decay_anneal = schedule->options.anneal_decay() ? anneal : 1.0;
-    const auto step_sizes = decision.step_size.contiguous(), shrinks = decision.shrink.contiguous(),
-               gains = decision.gain.contiguous();
-    for (int64_t s = 0; s < mine.size(0); ++s)
-      decisions[static_cast<size_t>(mine.data_ptr<int64_t>()[s])] =
-          LearnedScheduleImpl::tensor_decision(step_sizes.data_ptr<double>()[s] * anneal,
-                                               shrinks.data_ptr<double>()[s] * decay_anneal,
-                                               gains.data_ptr<double>()[s]);
-    constants.push_back(schedule->rule_constants(t));
-  }
-  auto sums = torch::empty({rows, LearnedScheduleImpl::kStatistics}, torch::kDouble);
+  const int64_t groups = static_cast<int64_t>(schedules_.size()), per_group = instances_ / groups,
+                rows = histories_.size(1);
+  // Every schedule decides for its rows in one batched computation.
+  auto [decision, histories] = stack_->decide(histories_, t, signals);
+  const auto step_sizes = decision.step_size.contiguous(), shrinks = decision.shrink.contiguous(),
+             gains = decision.gain.contiguous();
+  constexpr int64_t kStatistics = LearnedScheduleImpl::kStatistics;
+  auto sums = torch::empty({groups, rows, kStatistics}, torch::kDouble);
+  std::vector<torch::Tensor> values, grads;  // each (K, n_i)
   for (size_t i = 0; i < params.size(); ++i) {
-    const auto& p = params[i];
-    TORCH_CHECK(p.grad().defined(), "BatchedSchedule::step: parameter ", i, " has no gradient");
-    const auto values = p.detach().view({instances_, -1});
-    const auto grads = p.grad().detach().contiguous().view({instances_, -1});
-    for (int64_t c = 0; c < groups; ++c) {
-      const int64_t first = static_cast<int64_t>(i) * instances_ + c * per_group;
-      const std::vector<kernels::schedule::TensorDecision> block(
-          decisions.begin() + first, decisions.begin() + first + per_group);
+    TORCH_CHECK(params[i].grad().defined(), "BatchedSchedule::step: parameter ", i,
+                " has no gradient");
+    values.push_back(params[i].detach().view({instances_, -1}));
+    grads.push_back(params[i].grad().detach().contiguous().view({instances_, -1}));
+  }
+  // Read and written through their storage: a few numbers per (schedule, tensor), 100s of pairs.
+  auto* sum_rows = sums.data_ptr<double>();
+  auto* skipped = skipped_.data_ptr<int64_t>();
+  std::vector<kernels::schedule::TensorDecision> block(static_cast<size_t>(per_group));
+  for (int64_t c = 0; c < groups; ++c) {
+    auto& constants = constants_[static_cast<size_t>(c)];
+    LearnedScheduleImpl::set_bias_corrections(constants, t);
+    const double decay_anneal =
+        schedules_[static_cast<size_t>(c)]->options.anneal_decay() ? anneal : 1.0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const int64_t first = c * rows + static_cast<int64_t>(i) * per_group;
+      for (int64_t j = 0; j < per_group; ++j)
+        block[static_cast<size_t>(j)] = LearnedScheduleImpl::tensor_decision(
+            step_sizes.data_ptr<double>()[first + j] * anneal,
+            shrinks.data_ptr<double>()[first + j] * decay_anneal,
+            gains.data_ptr<double>()[first + j]);
       const auto pass = kernels::schedule_step_rows_(
-          values.narrow(0, c * per_group, per_group), grads.narrow(0, c * per_group, per_group),
-          moments_[i].narrow(0, c * per_group, per_group), constants[static_cast<size_t>(c)],
-          block);
-      sums.narrow(0, first, per_group).copy_(pass.narrow(1, 0, LearnedScheduleImpl::kStatistics));
-      skipped_.narrow(0, c * per_group, per_group) +=
-          pass.select(1, LearnedScheduleImpl::kStatistics).to(at::kLong);
+          values[i].narrow(0, c * per_group, per_group),
+          grads[i].narrow(0, c * per_group, per_group),
+          moments_[i].narrow(0, c * per_group, per_group), constants, block);
+      const auto* out = pass.data_ptr<double>();  // (per_group, kStatistics + 1) float64
+      for (int64_t j = 0; j < per_group; ++j, out += kStatistics + 1) {
+        std::copy(out, out + kStatistics, sum_rows + (first + j) * kStatistics);
+        skipped[c * per_group + j] += static_cast<int64_t>(out[kStatistics]);
+      }
     }
   }
-  histories_ = LearnedScheduleImpl::record(histories, sums, numels_);
+  const auto width = histories.size(2);
+  histories_ = LearnedScheduleImpl::record(histories.view({-1, width}),
+                                           sums.view({-1, kStatistics}),
+                                           numels_)
+                   .view({groups, rows, width});
 }
 
 namespace {

@@ -102,11 +102,12 @@ void LearnedOptimizerModelImpl::pretty_print(std::ostream& stream) const {
 }
 
 int64_t LearnedOptimizerModelImpl::memory_size() const {
-  return step_memory().size();
+  return detail::memory_size(options.memory(), options.key_dim(), options.value_dim(),
+                             options.features());
 }
 
 int64_t LearnedOptimizerModelImpl::read_size() const {
-  return step_memory().read_size();
+  return detail::memory_read_size(options.memory(), options.key_dim(), options.value_dim());
 }
 
 int64_t LearnedOptimizerModelImpl::state_size() const {
@@ -120,7 +121,7 @@ torch::Tensor LearnedOptimizerModelImpl::initial_state(int64_t n,
 
 namespace detail {
 
-int64_t StepMemory::size() const {
+int64_t memory_size(Memory kind, int64_t key_dim, int64_t value_dim, int64_t features) {
   switch (kind) {
     case Memory::kFLT:
     case Memory::kPerformer: return features * (value_dim + 1);  // S (m x Dv) and z (m)
@@ -131,7 +132,7 @@ int64_t StepMemory::size() const {
   return 0;
 }
 
-int64_t StepMemory::read_size() const {
+int64_t memory_read_size(Memory kind, int64_t key_dim, int64_t value_dim) {
   switch (kind) {
     case Memory::kFLT:
     case Memory::kPerformer: return value_dim;
@@ -142,66 +143,107 @@ int64_t StepMemory::read_size() const {
   return 0;
 }
 
-std::pair<torch::Tensor, torch::Tensor> attend_step(const StepMemory& memory,
-                                                    const torch::Tensor& x,
-                                                    const torch::Tensor& state, int64_t t,
-                                                    double read_floor) {
-  const int64_t n = x.size(0);
-  if (memory.kind == Memory::kNone) return {x.new_zeros({n, 0}), state};
+torch::Tensor StackedLinear::operator()(const torch::Tensor& x) const {
+  return at::baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2));
+}
+
+torch::Tensor stack_models(const std::vector<torch::Tensor>& tensors) {
+  return tensors.size() == 1 ? tensors[0].unsqueeze(0) : at::stack(tensors);
+}
+
+StackedLinear stack_models(const std::vector<torch::nn::Linear>& layers) {
+  if (layers.empty() || layers[0].is_empty()) return {};
+  std::vector<torch::Tensor> weights, biases;
+  for (const auto& layer : layers) {
+    weights.push_back(layer->weight);
+    biases.push_back(layer->bias);
+  }
+  return {stack_models(weights), stack_models(biases)};
+}
+
+std::pair<torch::Tensor, torch::Tensor> RpeRows::at(const StepMemory& memory, int64_t t) {
+  if (memory.kind != Memory::kFLT) return {};
+  if (!n1_.defined() || t < first_ || t >= first_ + block_) {
+    first_ = t;
+    const auto positions =
+        torch::arange(t, t + block_, torch::kDouble).to(memory.query.weight.scalar_type());
+    std::vector<torch::Tensor> n1, n2;
+    for (const auto& flt : memory.flt) {
+      const auto [q, k] = flt->rpe_features(positions.view({1, -1, 1}));  // (1, 1, block, 2r)
+      n1.push_back(q.reshape({block_, -1}));
+      n2.push_back(k.reshape({block_, -1}));
+    }
+    n1_ = stack_models(n1);
+    n2_ = stack_models(n2);
+  }
+  return {n1_.select(1, t - first_), n2_.select(1, t - first_)};
+}
+
+std::pair<torch::Tensor, torch::Tensor> attend_step(
+    const StepMemory& memory, const torch::Tensor& x, const torch::Tensor& state, int64_t t,
+    double read_floor, const std::pair<torch::Tensor, torch::Tensor>& rpe) {
+  const int64_t models = x.size(0), n = x.size(1);
+  if (memory.kind == Memory::kNone) return {x.new_zeros({models, n, 0}), state};
   if (memory.kind == Memory::kLSTM) {
     const int64_t h = memory.key_dim;
-    auto lstm = memory.lstm;
-    auto [hx, cx] = lstm(x, std::make_tuple(state.narrow(1, 0, h), state.narrow(1, h, h)));
-    return {hx, at::cat({hx, cx}, 1)};
+    std::vector<torch::Tensor> reads, states;
+    for (int64_t c = 0; c < models; ++c) {
+      auto lstm = memory.lstm[static_cast<size_t>(c)];
+      const auto mine = state[c];
+      auto [hx, cx] = lstm(x[c], std::make_tuple(mine.narrow(1, 0, h), mine.narrow(1, h, h)));
+      reads.push_back(hx);
+      states.push_back(at::cat({hx, cx}, 1));
+    }
+    return {stack_models(reads), stack_models(states)};
   }
   if (memory.kind == Memory::kEMA) {
     // a_t = gamma a_{t-1} + (1 - gamma) v_t from a_0 = 0, read bias-corrected as Adam reads its
     // moments: a_t / (1 - gamma^t) is the gamma-weighted mean of v_1..v_t, from the first step.
-    auto value = memory.value;
     // gamma <= 1 - 1e-6 (logit <= log(1e6 - 1)): a float sigmoid rounds to 1 from logit ~17, where
     // the read's 1 / (1 - gamma^t) would be infinite.
-    const auto gamma = at::sigmoid(memory.discount_logit.clamp_max(detail::kMaxAverageLogit));
-    const auto average = gamma * state + (1 - gamma) * value(x);
+    const auto gamma =
+        at::sigmoid(memory.discount_logit.clamp_max(detail::kMaxAverageLogit)).unsqueeze(1);
+    const auto average = gamma * state + (1 - gamma) * memory.value(x);
     return {average / (1 - at::pow(gamma, static_cast<double>(t))), average};
   }
   // Bounded queries and keys: the unshifted FAVOR+ key features stay below exp(max_i |w_i|^2 / 2),
   // so the state needs no per-row stabilising shift.
   const double quarter = std::pow(static_cast<double>(memory.key_dim), -0.25);
-  auto query = memory.query, key = memory.key, value = memory.value;
-  auto q = at::tanh(query(x)) * quarter;  // (N, Dk)
-  auto k = at::tanh(key(x)) * quarter;
-  const auto v = value(x);     // (N, Dv)
-  torch::Tensor phi_q, phi_k;  // (N, m)
+  const auto q = at::tanh(memory.query(x)) * quarter;  // (C, N, Dk)
+  const auto k = at::tanh(memory.key(x)) * quarter;
+  const auto v = memory.value(x);  // (C, N, Dv)
+  torch::Tensor phi_q, phi_k;      // (C, N, m)
   if (memory.kind == Memory::kFLT) {
-    const auto position = torch::full({1, 1, 1}, static_cast<double>(t), x.options());
-    const auto [n1, n2] = memory.flt->rpe_features(position);  // (1, 1, 1, 2r) each
-    const auto rpe_q = n1.reshape({1, -1}).expand({n, n1.size(-1)});
-    const auto rpe_k = n2.reshape({1, -1}).expand({n, n2.size(-1)});
-    phi_q = memory.flt->feature_map->query_features({rpe_q, q});
-    phi_k = memory.flt->feature_map->unshifted_features({rpe_k, k});
+    TORCH_CHECK(rpe.first.defined() && rpe.first.size(0) == models,
+                "attend_step: the FLT memory needs the RPE rows of its ", models, " models");
+    const auto& map = memory.flt[0]->feature_map;
+    phi_q = map->query_features({rpe.first.unsqueeze(1).expand({models, n, -1}), q});
+    phi_k = map->unshifted_features({rpe.second.unsqueeze(1).expand({models, n, -1}), k});
   } else {
     phi_q = memory.feature_map->query_features(q);
     phi_k = memory.feature_map->unshifted_features(k);
   }
-  // The streaming state of causal linear attention, one per row (B = N, H = 1, one token per
-  // step): decay by gamma, append this step's key and value, read with this step's query. A row's
-  // memory is the state flattened: S (m, Dv) row-major, then z (m). At t = 1 it is zeros, i.e. an
-  // empty state (nothing to decay).
+  // The streaming state of causal linear attention, one per row (B = C models, H = N rows, one
+  // token per step): decay by gamma, append this step's key and value, read with this step's
+  // query. A row's memory is the state flattened: S (m, Dv) row-major, then z (m). At t = 1 it is
+  // zeros, i.e. an empty state (nothing to decay).
   const int64_t m = memory.features, dv = memory.value_dim;
   attention::LinearAttentionState cell;
-  cell.numerator = state.narrow(1, 0, m * dv).reshape({n, 1, m, dv});
-  cell.normaliser = state.narrow(1, m * dv, m).reshape({n, 1, m, 1});
+  cell.numerator = state.narrow(2, 0, m * dv).reshape({models, n, m, dv});
+  cell.normaliser = state.narrow(2, m * dv, m).reshape({models, n, m, 1});
   cell.steps = t - 1;
-  if (!cell.empty()) cell.decay(at::sigmoid(memory.discount_logit));
-  cell.append(phi_k.reshape({n, 1, 1, m}), v.reshape({n, 1, 1, dv}));
-  const auto read = cell.read(phi_q.reshape({n, 1, 1, m}), read_floor).reshape({n, dv});
-  return {read, at::cat({cell.numerator.reshape({n, m * dv}), cell.normaliser.reshape({n, m})}, 1)};
+  if (!cell.empty()) cell.decay(at::sigmoid(memory.discount_logit).view({models, 1, 1, 1}));
+  cell.append(phi_k.unsqueeze(2), v.unsqueeze(2));
+  const auto read = cell.read(phi_q.unsqueeze(2), read_floor).squeeze(2);
+  return {read, at::cat({cell.numerator.reshape({models, n, m * dv}),
+                         cell.normaliser.reshape({models, n, m})},
+                        2)};
 }
 
 }  // namespace detail
 
 detail::StepMemory LearnedOptimizerModelImpl::step_memory() const {
-  return detail::step_memory_of(*this);
+  return detail::step_memory_of(std::vector<const LearnedOptimizerModelImpl*>{this});
 }
 
 LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const torch::Tensor& param,
@@ -231,9 +273,12 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
        log_sign_encoding(m1_hat, kLogSignK), log_sign_encoding(rms, kLogSignK).narrow(1, 0, 1),
        log_sign_encoding(param.detach(), kLogSignK)},
       1);  // (N, kFeatures)
-  auto [read, memory] =
-      attend_step(step_memory(), x, state.narrow(1, kMoments, memory_size()), t, kReadFloor);
-  const auto out = head_out(at::tanh(head_in(at::cat({x, read}, 1))));  // (N, 2)
+  const auto memory_of = step_memory();
+  RpeRows rpe;
+  auto [read, memory] = attend_step(memory_of, x.unsqueeze(0),
+                                    state.narrow(1, kMoments, memory_size()).unsqueeze(0), t,
+                                    kReadFloor, rpe.at(memory_of, t));
+  const auto out = head_out(at::tanh(head_in(at::cat({x, read.squeeze(0)}, 1))));  // (N, 2)
   TORCH_CHECK(step_size.dim() == 0 || step_size.sizes() == grad.sizes(),
               "LearnedOptimizerModel::step: step_size must be a scalar or (N), got ",
               step_size.sizes());
@@ -241,7 +286,7 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
       adam_direction + correction_gate(g_ratio, adam_direction, m2_ratio) * out.select(1, 0);
   const auto magnitude = kMaxLogMagnitude * at::tanh(out.select(1, 1) / kMaxLogMagnitude);
   const auto update = -step_size * direction * at::exp(magnitude);
-  return {update, at::cat({at::stack({m1, m2, v}, 1), memory}, 1)};
+  return {update, at::cat({at::stack({m1, m2, v}, 1), memory.squeeze(0)}, 1)};
 }
 
 // ---- the per-tensor step-size controller ------------------------------------------------------

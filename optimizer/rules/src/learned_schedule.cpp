@@ -123,7 +123,10 @@ void LearnedScheduleImpl::reset() {
                                {/*discount_logit=*/std::log(999.0), /*rpe_scale=*/0.002,
                                 /*proposal_sigma=*/0.003});
   head_in = register_module(
-      "head_in", torch::nn::Linear(kFeatures + step_memory().read_size(), options.hidden()));
+      "head_in", torch::nn::Linear(kFeatures + detail::memory_read_size(options.memory(),
+                                                                         options.key_dim(),
+                                                                         options.value_dim()),
+                                   options.hidden()));
   head_out = register_module("head_out", torch::nn::Linear(options.hidden(), 3));
   corrector_in = register_module("corrector_in", torch::nn::Linear(2, kCorrectorHidden));
   corrector_out = register_module("corrector_out", torch::nn::Linear(kCorrectorHidden, 1));
@@ -151,12 +154,9 @@ void LearnedScheduleImpl::pretty_print(std::ostream& stream) const {
          << ", anneal_decay=" << (options.anneal_decay() ? "true" : "false") << ")";
 }
 
-detail::StepMemory LearnedScheduleImpl::step_memory() const {
-  return detail::step_memory_of(*this);
-}
-
 int64_t LearnedScheduleImpl::history_size() const {
-  return kHistory + step_memory().size();
+  return kHistory + detail::memory_size(options.memory(), options.key_dim(), options.value_dim(),
+                                        options.features());
 }
 
 torch::Tensor LearnedScheduleImpl::initial_history(const torch::Tensor& param) const {
@@ -170,130 +170,248 @@ torch::Tensor LearnedScheduleImpl::initial_history(const torch::Tensor& param) c
   return history;
 }
 
-torch::Tensor LearnedScheduleImpl::features(const torch::Tensor& histories, int64_t t,
-                                            const ScheduleSignals& signals) const {
-  TORCH_CHECK(histories.dim() == 2 && histories.size(1) == history_size() &&
-                  histories.scalar_type() == at::kDouble && histories.device().is_cpu(),
-              "LearnedSchedule: histories must be (S, ", history_size(),
-              ") float64 on the CPU, got ", histories.sizes(), " ", histories.scalar_type());
-  TORCH_CHECK(t >= 1, "LearnedSchedule: the step index must be >= 1, got ", t);
-  const auto h_all = histories.contiguous();
-  const int64_t count = h_all.size(0), width = h_all.size(1);
-  auto out = torch::zeros({count, kFeatures}, torch::kDouble);
-  const double floor_square = std::exp(2.0 * step_log_floor.item<double>());
-  const auto finite = [](const std::optional<double>& x) { return x && std::isfinite(*x); };
-  for (int64_t s = 0; s < count; ++s) {
-    const double* h = h_all.data_ptr<double>() + s * width;
-    double* f = out.data_ptr<double>() + s * kFeatures;
-    for (int i = 0; i < 4; ++i) f[i] = std::tanh(static_cast<double>(t) / kTimeScales[i]);
-    if (h[kCount] > 0.0) {
-      const double mean_g2 = h[kSumG2] / h[kCount];
-      f[4] = log_ratio(mean_g2, h[kGradFast]);
-      f[5] = log_ratio(mean_g2, h[kGradSlow]);
-      f[6] = log_ratio(mean_g2, h[kGradSlower]);
-      f[7] = cosine(h);
-      f[8] = h[kCosineFast];
-      f[9] = h[kCosineSlow];
-      f[10] = clip(0.5 * std::log((h[kSumP2] / h[kCount] + floor_square) /
-                                  (h[kInitialMeanSquare] + floor_square)));
-    }
-    if (finite(signals.loss)) {
-      f[11] = 1.0;
-      if (std::isfinite(h[kLossMin])) {
-        f[12] = relative(*signals.loss, h[kLossFast]);
-        f[13] = relative(*signals.loss, h[kLossSlow]);
-        f[14] = relative(*signals.loss, h[kLossMin]);
-      }
-    }
-    if (finite(signals.fraction)) {
-      f[15] = 1.0;
-      f[16] = std::clamp(*signals.fraction, 0.0, 2.0);
-    }
-    const double last = finite(signals.validation) ? *signals.validation : h[kValidationLast];
-    if (std::isfinite(last)) {
-      f[17] = 1.0;
-      const double best =
-          std::isfinite(h[kValidationMin]) ? std::min(h[kValidationMin], last) : last;
-      f[18] = relative(last, best);
-      f[19] = finite(signals.validation) && std::isfinite(h[kValidationLast])
-                  ? relative(last, h[kValidationLast])
-                  : (std::isfinite(h[kValidationChange]) ? h[kValidationChange] : 0.0);
+namespace {
+
+bool finite(const std::optional<double>& x) {
+  return x && std::isfinite(*x);
+}
+
+// One tensor's features at step t from its history h (kFeatures into f, zeroed by the caller);
+// floor_square: its schedule's scale floor, squared.
+void fill_features(const double* h, double floor_square, int64_t t,
+                   const ScheduleSignals& signals, double* f) {
+  for (int i = 0; i < 4; ++i) f[i] = std::tanh(static_cast<double>(t) / kTimeScales[i]);
+  if (h[kCount] > 0.0) {
+    const double mean_g2 = h[kSumG2] / h[kCount];
+    f[4] = log_ratio(mean_g2, h[kGradFast]);
+    f[5] = log_ratio(mean_g2, h[kGradSlow]);
+    f[6] = log_ratio(mean_g2, h[kGradSlower]);
+    f[7] = cosine(h);
+    f[8] = h[kCosineFast];
+    f[9] = h[kCosineSlow];
+    f[10] = clip(0.5 * std::log((h[kSumP2] / h[kCount] + floor_square) /
+                                (h[kInitialMeanSquare] + floor_square)));
+  }
+  if (finite(signals.loss)) {
+    f[11] = 1.0;
+    if (std::isfinite(h[kLossMin])) {
+      f[12] = relative(*signals.loss, h[kLossFast]);
+      f[13] = relative(*signals.loss, h[kLossSlow]);
+      f[14] = relative(*signals.loss, h[kLossMin]);
     }
   }
+  if (finite(signals.fraction)) {
+    f[15] = 1.0;
+    f[16] = std::clamp(*signals.fraction, 0.0, 2.0);
+  }
+  const double last = finite(signals.validation) ? *signals.validation : h[kValidationLast];
+  if (std::isfinite(last)) {
+    f[17] = 1.0;
+    const double best = std::isfinite(h[kValidationMin]) ? std::min(h[kValidationMin], last) : last;
+    f[18] = relative(last, best);
+    f[19] = finite(signals.validation) && std::isfinite(h[kValidationLast])
+                ? relative(last, h[kValidationLast])
+                : (std::isfinite(h[kValidationChange]) ? h[kValidationChange] : 0.0);
+  }
+}
+
+// The signals' running statistics in a tensor's history (identical for every tensor: the loss
+// and the metric are the run's).
+void record_signals(double* h, const ScheduleSignals& signals) {
+  if (finite(signals.loss)) {
+    const double loss = *signals.loss;
+    h[kLossFast] = average(h[kLossFast], loss, 0.9);
+    h[kLossSlow] = average(h[kLossSlow], loss, 0.99);
+    h[kLossMin] = std::isfinite(h[kLossMin]) ? std::min(h[kLossMin], loss) : loss;
+  }
+  if (finite(signals.validation)) {
+    const double metric = *signals.validation;
+    h[kValidationChange] =
+        std::isfinite(h[kValidationLast]) ? relative(metric, h[kValidationLast]) : 0.0;
+    h[kValidationLast] = metric;
+    h[kValidationMin] =
+        std::isfinite(h[kValidationMin]) ? std::min(h[kValidationMin], metric) : metric;
+  }
+}
+
+void check_histories(const torch::Tensor& histories, int64_t dims, int64_t width, int64_t t) {
+  TORCH_CHECK(histories.dim() == dims && histories.size(-1) == width &&
+                  histories.scalar_type() == at::kDouble && histories.device().is_cpu(),
+              "LearnedSchedule: histories must be (", dims == 2 ? "S" : "C, S", ", ", width,
+              ") float64 on the CPU, got ", histories.sizes(), " ", histories.scalar_type());
+  TORCH_CHECK(t >= 1, "LearnedSchedule: the step index must be >= 1, got ", t);
+}
+
+}  // namespace
+
+torch::Tensor LearnedScheduleImpl::features(const torch::Tensor& histories, int64_t t,
+                                            const ScheduleSignals& signals) const {
+  check_histories(histories, 2, history_size(), t);
+  const auto h = histories.contiguous();
+  auto out = torch::zeros({h.size(0), kFeatures}, torch::kDouble);
+  const double floor_square = std::exp(2.0 * step_log_floor.item<double>());
+  for (int64_t s = 0; s < h.size(0); ++s)
+    fill_features(h.data_ptr<double>() + s * h.size(1), floor_square, t, signals,
+                  out.data_ptr<double>() + s * kFeatures);
   return out;
 }
 
 std::pair<ScheduleDecision, torch::Tensor> LearnedScheduleImpl::decide(
     const torch::Tensor& histories, int64_t t, const ScheduleSignals& signals) {
-  const auto x = features(histories, t, signals).to(at::kFloat);  // (S, F)
-  const int64_t count = x.size(0), memory_size = step_memory().size();
-  auto next = histories.clone();
-  // A head whose last layer is zero (the untrained schedule, the design's default) decides the
-  // same whatever the memory reads, so the memory is not stepped then and keeps its state: that
-  // is ~0.6 ms a step of small tensor operations, most of the per-step cost on small models.
-  torch::Tensor read;
-  if (head_out->weight.count_nonzero().item<int64_t>() == 0) {
-    read = torch::zeros({count, step_memory().read_size()}, x.options());
-  } else {
-    const auto memory = histories.narrow(1, kHistory, memory_size).to(at::kFloat);
-    auto [memory_read, stepped] =
-        detail::attend_step(step_memory(), x, memory, t, detail::kReadFloor);
-    read = memory_read;
-    next.narrow(1, kHistory, memory_size).copy_(stepped.to(at::kDouble));
+  check_histories(histories, 2, history_size(), t);
+  auto [decision, next] = ScheduleStack(std::vector<const LearnedScheduleImpl*>{this})
+                              .decide(histories.unsqueeze(0), t, signals);
+  return {{decision.step_size.squeeze(0), decision.shrink.squeeze(0), decision.gain.squeeze(0)},
+          next.squeeze(0)};
+}
+
+// ---- several schedules deciding at once ---------------------------------------------------------
+
+struct ScheduleStack::Stacked {
+  LearnedScheduleOptions options;  ///< schedule 0's (the shape every schedule shares)
+  detail::StepMemory memory;
+  detail::RpeRows rpe;
+  detail::StackedLinear head_in, head_out;
+  torch::Tensor step_log_relative, step_log_floor;  ///< (C)
+  std::vector<double> floor_squares, growth_rates, growth_thresholds;
+  std::vector<bool> head_zero;  ///< schedule c's head's last layer is zero
+};
+
+ScheduleStack::ScheduleStack(const std::vector<LearnedSchedule>& schedules,
+                             int64_t rpe_block)
+    : ScheduleStack(
+          [&] {
+            std::vector<const LearnedScheduleImpl*> modules;
+            for (const auto& s : schedules) modules.push_back(s.get());
+            return modules;
+          }(),
+          rpe_block) {}
+
+ScheduleStack::ScheduleStack(const std::vector<const LearnedScheduleImpl*>& schedules,
+                             int64_t rpe_block)
+    : stacked_(std::make_shared<Stacked>()) {
+  TORCH_CHECK(!schedules.empty(), "ScheduleStack: no schedules");
+  auto& z = *stacked_;
+  z.rpe = detail::RpeRows(rpe_block);
+  z.options = schedules[0]->options;
+  const auto& o = z.options;
+  std::vector<torch::nn::Linear> head_in, head_out;
+  std::vector<torch::Tensor> log_relative, log_floor, log_rate, threshold;
+  for (size_t c = 0; c < schedules.size(); ++c) {
+    const auto& s = *schedules[c];
+    const auto& mine = s.options;
+    TORCH_CHECK(mine.hidden() == o.hidden() && mine.hand_rule() == o.hand_rule() &&
+                    mine.log_step_low() == o.log_step_low() &&
+                    mine.log_step_high() == o.log_step_high() &&
+                    mine.max_shrink() == o.max_shrink(),
+                "ScheduleStack: schedule ", c,
+                " differs from schedule 0 in its head's width, its hand rule or its bounds");
+    head_in.push_back(s.head_in);
+    head_out.push_back(s.head_out);
+    log_relative.push_back(s.step_log_relative);
+    log_floor.push_back(s.step_log_floor);
+    if (o.hand_rule()) {
+      log_rate.push_back(s.growth_log_rate);
+      threshold.push_back(s.growth_threshold);
+    }
+    // A zero head decides alike whatever the memory reads (see decide).
+    z.head_zero.push_back(s.head_out->weight.count_nonzero().item<int64_t>() == 0);
   }
-  const auto out = head_out(at::tanh(head_in(at::cat({x, read}, 1)))).to(at::kDouble);  // (S, 3)
+  z.memory = detail::step_memory_of(schedules);
+  z.head_in = detail::stack_models(head_in);
+  z.head_out = detail::stack_models(head_out);
+  z.step_log_relative = detail::stack_models(log_relative);
+  z.step_log_floor = detail::stack_models(log_floor);
+  const auto doubles = [](const std::vector<torch::Tensor>& scalars) {
+    std::vector<double> out;
+    for (const auto& x : scalars) out.push_back(x.item<double>());
+    return out;
+  };
+  z.floor_squares = doubles(log_floor);
+  for (auto& f : z.floor_squares) f = std::exp(2.0 * f);
+  if (o.hand_rule()) {
+    // The hand rule's rate and threshold, clamped whatever their learned values.
+    for (double r : doubles(log_rate))
+      z.growth_rates.push_back(std::clamp(std::exp(r), kMinGrowthRate, kMaxGrowthRate));
+    for (double c0 : doubles(threshold)) z.growth_thresholds.push_back(std::clamp(c0, -1.0, 1.0));
+  }
+}
+
+int64_t ScheduleStack::size() const {
+  return static_cast<int64_t>(stacked_->head_zero.size());
+}
+
+std::pair<ScheduleDecision, torch::Tensor> ScheduleStack::decide(const torch::Tensor& histories,
+                                                                 int64_t t,
+                                                                 const ScheduleSignals& signals) {
+  auto& z = *stacked_;
+  const int64_t models = size(), memory_size = z.memory.size();
+  check_histories(histories, 3, Impl::kHistory + memory_size, t);
+  TORCH_CHECK(histories.size(0) == models, "ScheduleStack::decide: histories hold ",
+              histories.size(0), " schedules' rows, the stack has ", models);
+  auto next = histories.contiguous().clone();  // (C, S, H); its rows are read and written below
+  const int64_t rows = next.size(1), width = next.size(2);
+  auto x_double = torch::zeros({models, rows, Impl::kFeatures}, torch::kDouble);
+  for (int64_t c = 0; c < models; ++c)
+    for (int64_t s = 0; s < rows; ++s)
+      fill_features(next.data_ptr<double>() + (c * rows + s) * width,
+                    z.floor_squares[static_cast<size_t>(c)], t, signals,
+                    x_double.data_ptr<double>() + (c * rows + s) * Impl::kFeatures);
+  const auto x = x_double.to(at::kFloat);  // (C, S, F)
+  // A head whose last layer is zero (the untrained schedule, the design's default) decides the
+  // same whatever the memory reads, so its memory is not stepped and keeps its state: that is
+  // ~0.6 ms a step of small tensor operations, most of the per-step cost on small models.
+  torch::Tensor read;
+  const auto zero = torch::tensor(std::vector<uint8_t>(z.head_zero.begin(), z.head_zero.end()))
+                        .to(at::kBool)
+                        .view({models, 1, 1});
+  if (std::all_of(z.head_zero.begin(), z.head_zero.end(), [](bool z) { return z; })) {
+    read = torch::zeros({models, rows, z.memory.read_size()}, x.options());
+  } else {
+    const auto memory = histories.narrow(2, Impl::kHistory, memory_size).to(at::kFloat);
+    auto [memory_read, stepped] = detail::attend_step(z.memory, x, memory, t, detail::kReadFloor,
+                                                      z.rpe.at(z.memory, t));
+    read = at::where(zero, at::zeros_like(memory_read), memory_read);
+    next.narrow(2, Impl::kHistory, memory_size).copy_(at::where(zero, memory, stepped).to(at::kDouble));
+  }
+  const auto out = z.head_out(at::tanh(z.head_in(at::cat({x, read}, 2)))).to(at::kDouble);
   // Log step multiplier in (low, high), 0 for an untrained head: low + (high - low) sigmoid(o + c)
   // with sigmoid(c) = -low / (high - low).
-  const double low = options.log_step_low(), high = options.log_step_high();
+  const double low = z.options.log_step_low(), high = z.options.log_step_high();
   const auto head_log_multiplier =
-      low + (high - low) * at::sigmoid(out.select(1, 0) + std::log(-low / high));
+      low + (high - low) * at::sigmoid(out.select(2, 0) + std::log(-low / high));
   // The hand rule's growth, stepped on the cosine the last pass recorded (none before a pass).
-  auto log_growth = torch::zeros({count}, torch::kDouble);
-  if (options.hand_rule()) {
-    const double rate =
-        std::clamp(std::exp(growth_log_rate.item<double>()), kMinGrowthRate, kMaxGrowthRate);
-    const double threshold = std::clamp(growth_threshold.item<double>(), -1.0, 1.0);
-    for (int64_t s = 0; s < count; ++s) {
-      double* h = next.data_ptr<double>() + s * next.size(1);
-      // A non-finite cosine (a pass whose sums overflowed) leaves G as it was.
-      if (h[kCount] > 0.0 && std::isfinite(h[kCosineFast]))
-        h[kLogGrowth] = std::clamp(h[kLogGrowth] + rate * (h[kCosineFast] - threshold), low, high);
-      log_growth.data_ptr<double>()[s] = h[kLogGrowth];
+  auto log_growth = torch::zeros({models, rows}, torch::kDouble);
+  if (z.options.hand_rule()) {
+    for (int64_t c = 0; c < models; ++c) {
+      const double rate = z.growth_rates[static_cast<size_t>(c)],
+                   threshold = z.growth_thresholds[static_cast<size_t>(c)];
+      for (int64_t s = 0; s < rows; ++s) {
+        double* h = next.data_ptr<double>() + (c * rows + s) * width;
+        // A non-finite cosine (a pass whose sums overflowed) leaves G as it was.
+        if (h[kCount] > 0.0 && std::isfinite(h[kCosineFast]))
+          h[kLogGrowth] =
+              std::clamp(h[kLogGrowth] + rate * (h[kCosineFast] - threshold), low, high);
+        log_growth.data_ptr<double>()[c * rows + s] = h[kLogGrowth];
+      }
     }
   }
   const auto log_multiplier = at::clamp(log_growth + head_log_multiplier, low, high);
   // Decoupled weight decay per step in (0, max_shrink), kUntrainedShrink for an untrained head
   // (AdamW's 0.01 x lr 1e-3).
-  const double max_shrink = options.max_shrink();
+  const double max_shrink = z.options.max_shrink();
   const auto shrink =
       max_shrink *
-      at::sigmoid(out.select(1, 1) + std::log(kUntrainedShrink / (max_shrink - kUntrainedShrink)));
-  const auto gain = at::tanh(out.select(1, 2));
-  auto scale = torch::empty({count}, torch::kDouble);
-  const auto h_in = histories.contiguous();  // read through its storage: many rows, few floats
-  for (int64_t s = 0; s < count; ++s)
-    scale.data_ptr<double>()[s] = scale_mean_square(h_in.data_ptr<double>() + s * h_in.size(1));
-  const auto step_size = at::exp(step_log_relative.to(at::kDouble) + log_multiplier) *
-                         at::sqrt(scale + at::exp(step_log_floor.to(at::kDouble) * 2.0));
-  // The signals' running statistics (identical for every tensor: the loss and the metric are the
-  // run's).
-  auto* h = next.data_ptr<double>();
-  for (int64_t s = 0; s < count; ++s, h += next.size(1)) {
-    if (signals.loss && std::isfinite(*signals.loss)) {
-      const double loss = *signals.loss;
-      h[kLossFast] = average(h[kLossFast], loss, 0.9);
-      h[kLossSlow] = average(h[kLossSlow], loss, 0.99);
-      h[kLossMin] = std::isfinite(h[kLossMin]) ? std::min(h[kLossMin], loss) : loss;
-    }
-    if (signals.validation && std::isfinite(*signals.validation)) {
-      const double metric = *signals.validation;
-      h[kValidationChange] =
-          std::isfinite(h[kValidationLast]) ? relative(metric, h[kValidationLast]) : 0.0;
-      h[kValidationLast] = metric;
-      h[kValidationMin] =
-          std::isfinite(h[kValidationMin]) ? std::min(h[kValidationMin], metric) : metric;
-    }
-  }
+      at::sigmoid(out.select(2, 1) + std::log(kUntrainedShrink / (max_shrink - kUntrainedShrink)));
+  const auto gain = at::tanh(out.select(2, 2));
+  auto scale = torch::empty({models, rows}, torch::kDouble);
+  for (int64_t r = 0; r < models * rows; ++r)
+    scale.data_ptr<double>()[r] = scale_mean_square(next.data_ptr<double>() + r * width);
+  const auto per_model = [&](const torch::Tensor& x) { return x.to(at::kDouble).view({models, 1}); };
+  const auto step_size = at::exp(per_model(z.step_log_relative) + log_multiplier) *
+                         at::sqrt(scale + at::exp(per_model(z.step_log_floor) * 2.0));
+  for (int64_t r = 0; r < models * rows; ++r)
+    record_signals(next.data_ptr<double>() + r * width, signals);
   return {{step_size, shrink, gain}, next};
 }
 
@@ -372,10 +490,15 @@ kernels::schedule::RuleConstants LearnedScheduleImpl::rule_constants(int64_t t) 
     c.out[j] = w2.data_ptr<float>()[j];
   }
   c.out_bias = corrector_out->bias.detach().to(at::kFloat).cpu().item<float>();
-  const double td = static_cast<double>(t);
-  c.bc1 = static_cast<float>(1.0 / (1.0 - std::pow(kBeta1, td)));
-  c.bc2 = static_cast<float>(1.0 / (1.0 - std::pow(kBeta2, td)));
+  set_bias_corrections(c, t);
   return c;
+}
+
+void LearnedScheduleImpl::set_bias_corrections(kernels::schedule::RuleConstants& constants,
+                                               int64_t t) {
+  const double td = static_cast<double>(t);
+  constants.bc1 = static_cast<float>(1.0 / (1.0 - std::pow(kBeta1, td)));
+  constants.bc2 = static_cast<float>(1.0 / (1.0 - std::pow(kBeta2, td)));
 }
 
 kernels::schedule::TensorDecision LearnedScheduleImpl::tensor_decision(double step_size,

@@ -8,6 +8,10 @@
 
 #include <torch/types.h>
 
+#include <memory>
+#include <vector>
+
+#include "flt/kernels/schedule_rule.h"
 #include "flt/metatrain/batched_tasks.h"
 #include "flt/optim/learned_schedule.h"
 
@@ -22,9 +26,10 @@ struct EpisodeSpec {
 };
 
 /// The rule's state over K instances of a task: per stacked parameter its moments (K, 2, n_i),
-/// and one history row per (tensor, instance), tensor-major: row i K + k. The instances may be
-/// run by several schedules at once (the candidates of an evolution-strategies generation): with
-/// C schedules, schedule c steps the c-th block of K / C consecutive instances.
+/// and one history row per (tensor, instance). The instances may be run by several schedules at
+/// once (the candidates of an evolution-strategies generation): with C schedules, schedule c steps
+/// the c-th block of K / C consecutive instances, and the C schedules decide together as one
+/// optim::ScheduleStack (one batched computation a step, not one per schedule).
 class BatchedSchedule {
  public:
   /// `params`: the stacked parameters, each (K, shape...) float32 contiguous; `total_steps` > 0
@@ -32,6 +37,7 @@ class BatchedSchedule {
   /// multiple of the number of schedules.
   BatchedSchedule(std::vector<optim::LearnedSchedule> schedules,
                   const std::vector<torch::Tensor>& params, int64_t total_steps);
+  ~BatchedSchedule();
   /// One step of every instance: reads each parameter's gradient (K, shape...), updates the
   /// parameters in place.
   void step(const std::vector<torch::Tensor>& params);
@@ -42,11 +48,15 @@ class BatchedSchedule {
 
  private:
   std::vector<optim::LearnedSchedule> schedules_;
-  std::vector<torch::Tensor> group_rows_;  ///< per schedule, its history rows (T K / C) int64
+  std::unique_ptr<optim::ScheduleStack> stack_;
+  /// Per schedule, what its pass reads besides the coordinates (the bias corrections set a step).
+  std::vector<kernels::schedule::RuleConstants> constants_;
   int64_t instances_, total_steps_, t_ = 0;
   std::vector<torch::Tensor> moments_;  ///< per parameter (K, 2, n_i) float32
-  torch::Tensor histories_;             ///< (T K, history) float64
-  torch::Tensor numels_;                ///< (T K) float64
+  /// (C, T K / C, history) float64: schedule c's rows, (tensor i, instance j of its block) at
+  /// i K / C + j
+  torch::Tensor histories_;
+  torch::Tensor numels_;  ///< (C T K / C) float64, the rows' coordinates in the same order
   torch::Tensor skipped_;               ///< (K) int64
 };
 

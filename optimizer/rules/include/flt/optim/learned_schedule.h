@@ -46,6 +46,7 @@
 #include <torch/serialize/archive.h>
 #include <torch/types.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -168,6 +169,9 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
   /// CUDA, with what the pass reads at step t besides the coordinates (the corrector's weights, the
   /// moments' bias corrections) and each tensor's decisions in the pass's form.
   kernels::schedule::RuleConstants rule_constants(int64_t t) const;
+  /// The part of them that changes with t (the moments' bias corrections): a run that keeps its
+  /// constants sets them each step instead of reading the weights again.
+  static void set_bias_corrections(kernels::schedule::RuleConstants& constants, int64_t t);
   static kernels::schedule::TensorDecision tensor_decision(double step_size, double shrink,
                                                            double gain);
 
@@ -182,11 +186,35 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
   torch::Tensor step_log_relative, step_log_floor;  ///< log rho, log floor (scalars)
   /// The hand rule's log kappa and c0 (scalars; undefined when the hand rule is off).
   torch::Tensor growth_log_rate, growth_threshold;
-
- private:
-  detail::StepMemory step_memory() const;
 };
 TORCH_MODULE(LearnedSchedule);
+
+/// Several schedules of one shape deciding at once (the candidates of an evolution-strategies
+/// generation, flt/metatrain/batched_run.h): their weights stacked along a leading schedule
+/// dimension, so that a step is one batched computation (~100 small tensor operations) whatever
+/// the number of schedules, where one decide call per schedule costs that many each.
+/// LearnedScheduleImpl::decide is a stack of one: the formulas exist once. The stack reads the
+/// schedules' weights when it is made (differentiably: a stack of one made with autograd on
+/// records its graph).
+class ScheduleStack {
+ public:
+  /// The schedules must share their shape (memory, widths, head, hand rule, bounds) and their
+  /// random features (seed); checked, naming the first that differs. The FLT memory's RPE features
+  /// are computed `rpe_block` steps at a time (a run asks for steps 1, 2, ... in order).
+  explicit ScheduleStack(const std::vector<LearnedSchedule>& schedules, int64_t rpe_block = 256);
+  explicit ScheduleStack(const std::vector<const LearnedScheduleImpl*>& schedules,
+                         int64_t rpe_block = 1);
+  /// Schedules C.
+  int64_t size() const;
+  /// LearnedScheduleImpl::decide for every schedule's rows: schedule c decides for histories[c].
+  /// histories: (C, S, history_size()) float64 -> decisions (C, S) each, histories (C, S, ...)
+  std::pair<ScheduleDecision, torch::Tensor> decide(const torch::Tensor& histories, int64_t t,
+                                                    const ScheduleSignals& signals);
+
+ private:
+  struct Stacked;  // the stacked weights (learned_schedule.cpp)
+  std::shared_ptr<Stacked> stacked_;
+};
 
 /// How a step memory weighs an entry Delta steps old, Delta = 0..max_distance: row 0 the learned
 /// RPE f(Delta) (1 for a Performer memory), row 1 gamma^Delta f(Delta) with the learned discount
