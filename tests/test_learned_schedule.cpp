@@ -307,10 +307,12 @@ TEST_F(LearnedSchedule, Stack_DecidesForEachScheduleWhatItsOwnDecideGives) {
   for (auto memory : fo::all_memories()) {
     SCOPED_TRACE(fo::memory_name(memory));
     std::vector<fo::LearnedSchedule> schedules = {
-        perturbed_schedule(memory, 1), fo::LearnedSchedule(fo::LearnedScheduleOptions().memory(memory)),
+        perturbed_schedule(memory, 1),
+        fo::LearnedSchedule(fo::LearnedScheduleOptions().memory(memory)),
         perturbed_schedule(memory, 2)};
     {
-      torch::NoGradGuard no_grad;  // every weight differs between the trained ones, not just the head
+      torch::NoGradGuard
+          no_grad;  // every weight differs between the trained ones, not just the head
       for (auto& p : schedules[2]->parameters()) p.add_(0.05 * torch::randn_like(p));
     }
     fo::ScheduleStack stack(schedules, /*rpe_block=*/4);
@@ -352,17 +354,22 @@ TEST_F(LearnedSchedule, Stack_DecidesForEachScheduleWhatItsOwnDecideGives) {
   // Schedules of other shapes or other random features cannot share a stack.
   expect_error(
       [] {
-        fo::ScheduleStack({fo::LearnedSchedule(), fo::LearnedSchedule(fo::LearnedScheduleOptions().hidden(8))});
+        fo::ScheduleStack(
+            {fo::LearnedSchedule(), fo::LearnedSchedule(fo::LearnedScheduleOptions().hidden(8))});
       },
       {"schedule 1", "head's width"});
   expect_error(
       [] {
-        fo::ScheduleStack({fo::LearnedSchedule(), fo::LearnedSchedule(fo::LearnedScheduleOptions().seed(3))});
+        fo::ScheduleStack(
+            {fo::LearnedSchedule(), fo::LearnedSchedule(fo::LearnedScheduleOptions().seed(3))});
       },
       {"model 1", "other random features"});
   fo::ScheduleStack two({fo::LearnedSchedule(), fo::LearnedSchedule()});
-  expect_error([&] { two.decide(torch::zeros({3, 1, 98}, torch::kDouble), 1, {}); },
-               {"3 schedules' rows", "the stack has 2"});
+  expect_error(
+      [&] {
+        two.decide(torch::zeros({3, 1, 98}, torch::kDouble), 1, {});
+      },
+      {"3 schedules' rows", "the stack has 2"});
 }
 
 // ---- signals, contract, save and load ----------------------------------------------------------

@@ -59,9 +59,7 @@ BatchedSchedule::BatchedSchedule(std::vector<optim::LearnedSchedule> schedules,
   for (size_t c = 0; c < mine.size(); ++c) rows[c] = at::stack(mine[c]);
   histories_ = at::stack(rows);  // (C, T per_group, H)
   // Every schedule's rows list the tensors in the same order, per_group rows each.
-  numels_ = torch::tensor(numels, torch::kDouble)
-                .repeat_interleave(per_group)
-                .repeat({groups});
+  numels_ = torch::tensor(numels, torch::kDouble).repeat_interleave(per_group).repeat({groups});
   skipped_ = torch::zeros({instances_}, torch::kInt64);
   for (const auto& schedule : schedules_) constants_.push_back(schedule->rule_constants(1));
 }
@@ -121,8 +119,7 @@ void BatchedSchedule::step(const std::vector<torch::Tensor>& params) {
   }
   const auto width = histories.size(2);
   histories_ = LearnedScheduleImpl::record(histories.view({-1, width}),
-                                           sums.view({-1, kStatistics}),
-                                           numels_)
+                                           sums.view({-1, kStatistics}), numels_)
                    .view({groups, rows, width});
 }
 

@@ -275,9 +275,9 @@ LearnedStep LearnedOptimizerModelImpl::step(const torch::Tensor& grad, const tor
       1);  // (N, kFeatures)
   const auto memory_of = step_memory();
   RpeRows rpe;
-  auto [read, memory] = attend_step(memory_of, x.unsqueeze(0),
-                                    state.narrow(1, kMoments, memory_size()).unsqueeze(0), t,
-                                    kReadFloor, rpe.at(memory_of, t));
+  auto [read, memory] =
+      attend_step(memory_of, x.unsqueeze(0), state.narrow(1, kMoments, memory_size()).unsqueeze(0),
+                  t, kReadFloor, rpe.at(memory_of, t));
   const auto out = head_out(at::tanh(head_in(at::cat({x, read.squeeze(0)}, 1))));  // (N, 2)
   TORCH_CHECK(step_size.dim() == 0 || step_size.sizes() == grad.sizes(),
               "LearnedOptimizerModel::step: step_size must be a scalar or (N), got ",

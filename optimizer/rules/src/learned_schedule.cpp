@@ -123,10 +123,10 @@ void LearnedScheduleImpl::reset() {
                                {/*discount_logit=*/std::log(999.0), /*rpe_scale=*/0.002,
                                 /*proposal_sigma=*/0.003});
   head_in = register_module(
-      "head_in", torch::nn::Linear(kFeatures + detail::memory_read_size(options.memory(),
-                                                                         options.key_dim(),
-                                                                         options.value_dim()),
-                                   options.hidden()));
+      "head_in",
+      torch::nn::Linear(kFeatures + detail::memory_read_size(options.memory(), options.key_dim(),
+                                                             options.value_dim()),
+                        options.hidden()));
   head_out = register_module("head_out", torch::nn::Linear(options.hidden(), 3));
   corrector_in = register_module("corrector_in", torch::nn::Linear(2, kCorrectorHidden));
   corrector_out = register_module("corrector_out", torch::nn::Linear(kCorrectorHidden, 1));
@@ -178,8 +178,8 @@ bool finite(const std::optional<double>& x) {
 
 // One tensor's features at step t from its history h (kFeatures into f, zeroed by the caller);
 // floor_square: its schedule's scale floor, squared.
-void fill_features(const double* h, double floor_square, int64_t t,
-                   const ScheduleSignals& signals, double* f) {
+void fill_features(const double* h, double floor_square, int64_t t, const ScheduleSignals& signals,
+                   double* f) {
   for (int i = 0; i < 4; ++i) f[i] = std::tanh(static_cast<double>(t) / kTimeScales[i]);
   if (h[kCount] > 0.0) {
     const double mean_g2 = h[kSumG2] / h[kCount];
@@ -277,8 +277,7 @@ struct ScheduleStack::Stacked {
   std::vector<bool> head_zero;  ///< schedule c's head's last layer is zero
 };
 
-ScheduleStack::ScheduleStack(const std::vector<LearnedSchedule>& schedules,
-                             int64_t rpe_block)
+ScheduleStack::ScheduleStack(const std::vector<LearnedSchedule>& schedules, int64_t rpe_block)
     : ScheduleStack(
           [&] {
             std::vector<const LearnedScheduleImpl*> modules;
@@ -369,10 +368,11 @@ std::pair<ScheduleDecision, torch::Tensor> ScheduleStack::decide(const torch::Te
     read = torch::zeros({models, rows, z.memory.read_size()}, x.options());
   } else {
     const auto memory = histories.narrow(2, Impl::kHistory, memory_size).to(at::kFloat);
-    auto [memory_read, stepped] = detail::attend_step(z.memory, x, memory, t, detail::kReadFloor,
-                                                      z.rpe.at(z.memory, t));
+    auto [memory_read, stepped] =
+        detail::attend_step(z.memory, x, memory, t, detail::kReadFloor, z.rpe.at(z.memory, t));
     read = at::where(zero, at::zeros_like(memory_read), memory_read);
-    next.narrow(2, Impl::kHistory, memory_size).copy_(at::where(zero, memory, stepped).to(at::kDouble));
+    next.narrow(2, Impl::kHistory, memory_size)
+        .copy_(at::where(zero, memory, stepped).to(at::kDouble));
   }
   const auto out = z.head_out(at::tanh(z.head_in(at::cat({x, read}, 2)))).to(at::kDouble);
   // Log step multiplier in (low, high), 0 for an untrained head: low + (high - low) sigmoid(o + c)
@@ -407,7 +407,9 @@ std::pair<ScheduleDecision, torch::Tensor> ScheduleStack::decide(const torch::Te
   auto scale = torch::empty({models, rows}, torch::kDouble);
   for (int64_t r = 0; r < models * rows; ++r)
     scale.data_ptr<double>()[r] = scale_mean_square(next.data_ptr<double>() + r * width);
-  const auto per_model = [&](const torch::Tensor& x) { return x.to(at::kDouble).view({models, 1}); };
+  const auto per_model = [&](const torch::Tensor& x) {
+    return x.to(at::kDouble).view({models, 1});
+  };
   const auto step_size = at::exp(per_model(z.step_log_relative) + log_multiplier) *
                          at::sqrt(scale + at::exp(per_model(z.step_log_floor) * 2.0));
   for (int64_t r = 0; r < models * rows; ++r)

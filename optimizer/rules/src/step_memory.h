@@ -17,8 +17,8 @@
 
 namespace flt::optim::detail {
 
-/// Floats of memory per row of a memory kind: S (m x Dv) and z (m) for the attention memories, h and
-/// c for the LSTM, the averages for kEMA, none for kNone.
+/// Floats of memory per row of a memory kind: S (m x Dv) and z (m) for the attention memories, h
+/// and c for the LSTM, the averages for kEMA, none for kNone.
 int64_t memory_size(Memory kind, int64_t key_dim, int64_t value_dim, int64_t features);
 /// Width of a memory kind's read-out.
 int64_t memory_read_size(Memory kind, int64_t key_dim, int64_t value_dim);
@@ -161,10 +161,10 @@ StepMemory step_memory_of(const std::vector<const Module*>& modules) {
       memory.flt.push_back(m.flt);
     }
     if (!m.feature_map.is_empty()) {
-      TORCH_CHECK(c == 0 || at::equal(m.feature_map->projection,
-                                      modules[0]->feature_map->projection),
-                  "step memory: model ", c,
-                  "'s Performer memory has other random features than model 0's (another seed)");
+      TORCH_CHECK(
+          c == 0 || at::equal(m.feature_map->projection, modules[0]->feature_map->projection),
+          "step memory: model ", c,
+          "'s Performer memory has other random features than model 0's (another seed)");
     }
     if (!m.lstm.is_empty()) memory.lstm.push_back(m.lstm);
   }
