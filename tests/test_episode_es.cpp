@@ -6,6 +6,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "flt/metatrain/batched_run.h"
 #include "flt/metatrain/episode_es.h"
@@ -47,6 +50,50 @@ torch::Tensor trained_theta(const fm::EpisodeES& es) {
   const auto theta0 = es.initial_state().theta;
   return theta0 + 0.05 * at::randn(theta0.sizes(), gen, at::kDouble);
 }
+
+/// Ranks that are threads of this process: each collective waits for every rank, then hands each
+/// the list of what all of them gave, in rank order (the default allreduce sums it in that order).
+class ThreadRanks {
+ public:
+  explicit ThreadRanks(int world) : world_(world), given_(static_cast<size_t>(world)) {}
+  class Rank final : public flt::Communicator {
+   public:
+    Rank(ThreadRanks& ranks, int rank) : ranks_(ranks), rank_(rank) {}
+    int rank() const override { return rank_; }
+    int world_size() const override { return ranks_.world_; }
+    std::vector<torch::Tensor> allgather(const torch::Tensor& local) override {
+      return ranks_.gather(rank_, local);
+    }
+    void broadcast(torch::Tensor& tensor) override { tensor.copy_(allgather(tensor)[0]); }
+    void barrier() override { allgather(torch::zeros({1})); }
+
+   private:
+    ThreadRanks& ranks_;
+    int rank_;
+  };
+
+ private:
+  std::vector<torch::Tensor> gather(int rank, const torch::Tensor& local) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    given_[static_cast<size_t>(rank)] = local.clone();
+    const int64_t round = round_;
+    if (++arrived_ == world_) {
+      all_ = given_;
+      arrived_ = 0;
+      ++round_;
+      done_.notify_all();
+    } else {
+      done_.wait(lock, [&] { return round_ != round; });
+    }
+    return all_;
+  }
+  int world_;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  std::vector<torch::Tensor> given_, all_;
+  int arrived_ = 0;
+  int64_t round_ = 0;
+};
 
 }  // namespace
 
@@ -163,6 +210,53 @@ TEST_F(EpisodeES, ACampaignResumesExactlyFromItsCheckpoint) {
   EXPECT_GT(moved.max().item<double>(), 0.009);
   expect_error([&] { fm::load_es_state(temp_path("missing-es-state.pt")); },
                {"missing-es-state.pt"});
+}
+
+// Ranks split a generation (the candidates of each episode, the references' grid; validation's one
+// candidate by episodes): every rank takes the step one process takes, for 2 and 3 ranks (3 splits
+// the 9 rates unevenly). The scores agree to rounding: a candidate's runs batched beside other
+// candidates than in one process's batch may round differently in the last bits (the batched
+// kernels choose their paths by size), carried by float32 runs of 20-40 steps to ~1e-8 in a score;
+// the votes, and so the step, are the same.
+TEST_F(EpisodeES, RanksSplittingAGenerationTakeTheStepOfOneProcess) {
+  fm::ReferenceCache alone_references;
+  fm::EpisodeES alone(small_schedule(), tiny_options().validation_every(1), alone_references);
+  auto expected = alone.initial_state();
+  const auto alone_record = alone.step(expected);
+  for (int world : {2, 3}) {
+    SCOPED_TRACE(world);
+    ThreadRanks ranks(world);
+    std::vector<fm::EpisodeESState> states(static_cast<size_t>(world));
+    std::vector<fm::GenerationRecord> records(static_cast<size_t>(world));
+    // Made here, one after another: small_schedule() seeds LibTorch's global generator.
+    std::vector<fo::LearnedSchedule> schedules;
+    for (int r = 0; r < world; ++r) schedules.push_back(small_schedule());
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        fm::ReferenceCache references;
+        fm::EpisodeES es(schedules[static_cast<size_t>(r)],
+                         tiny_options().validation_every(1).communicator(
+                             std::make_shared<ThreadRanks::Rank>(ranks, r)),
+                         references);
+        auto& state = states[static_cast<size_t>(r)];
+        state = es.initial_state();
+        records[static_cast<size_t>(r)] = es.step(state);
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    for (int r = 0; r < world; ++r) {
+      const auto& state = states[static_cast<size_t>(r)];
+      const auto& record = records[static_cast<size_t>(r)];
+      EXPECT_TRUE(torch::equal(state.theta, expected.theta)) << "rank " << r;
+      EXPECT_TRUE(torch::equal(state.adam_v, expected.adam_v)) << "rank " << r;
+      EXPECT_NEAR(record.perturbed_score, alone_record.perturbed_score, 1e-6) << "rank " << r;
+      EXPECT_NEAR(record.validation, alone_record.validation, 1e-6) << "rank " << r;
+      EXPECT_NEAR(record.validation_hand_rule, alone_record.validation_hand_rule, 1e-6)
+          << "rank " << r;
+      EXPECT_EQ(record.inner_steps, alone_record.inner_steps) << "rank " << r;
+    }
+  }
 }
 
 TEST_F(EpisodeES, BadSettingsAreNamed) {

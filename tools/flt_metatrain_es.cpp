@@ -14,17 +14,23 @@
 // weights file for ScheduleMnemosyneOptions::weights). The stop rule is set before the campaign:
 // from generation --stop-check on, if the best validation score has not beaten the hand rule's by
 // --stop-margin, the campaign writes DIR/STOPPED with the reason and ends.
+//
+// Several ranks split each generation (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets
+// them, or --rendezvous file://PATH): scripts/launch-ranks 2 build/tools/flt-metatrain-es --dir DIR
+// ...; every rank reads DIR, rank 0 alone writes it, and every rank takes the same steps.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "flt/detail/cli_checks.h"
 #include "flt/detail/progress.h"
+#include "flt/metatrain/distributed.h"
 #include "flt/metatrain/episode_es.h"
 #include "flt/optim/schedule_mnemosyne.h"
 #include "flt/runtime.h"
@@ -51,6 +57,8 @@ struct EsArgs {
   bool diagnose = false;
   int64_t step_sweep = 0;  // score the hand rule's step moved up and down, on this many generations
   std::string export_theta;  // write the campaign's current theta as a weights file and exit
+  std::string rendezvous;    // where the ranks meet (file://PATH, or MASTER_ADDR:MASTER_PORT)
+  int64_t timeout_seconds = 300;
 };
 
 std::vector<fm::BatchedFamily> families(const std::string& list) {
@@ -164,32 +172,76 @@ void step_sweep(fm::EpisodeES& es, const fo::LearnedSchedule& schedule, int64_t 
   }
 }
 
+// Why the stop rule ends the campaign after `record` (empty: it goes on).
+std::string stops(const EsArgs& a, const fm::EpisodeESState& state,
+                  const fm::GenerationRecord& record) {
+  if (state.generation < a.stop_check || !std::isfinite(record.validation_hand_rule) ||
+      state.best_validation < record.validation_hand_rule - a.stop_margin)
+    return "";
+  std::ostringstream why;
+  why << "stopped at generation " << state.generation << " by the stop rule: the best "
+      << "validation score " << state.best_validation << " (generation " << state.best_generation
+      << ") has not beaten the hand rule's " << record.validation_hand_rule << " by "
+      << a.stop_margin << "\n";
+  return why.str();
+}
+
+// Every rank's settings, compared: ranks started with other flags would split different work.
+void check_same_config(fm::Communicator& communicator, const std::string& config) {
+  const auto mine =
+      torch::tensor({static_cast<int64_t>(std::hash<std::string>{}(config))}, torch::kInt64);
+  const auto all = communicator.allgather(mine);
+  for (size_t r = 0; r < all.size(); ++r)
+    TORCH_CHECK(torch::equal(all[r], all[0]), "flt-metatrain-es: rank ", r,
+                " was started with other settings than rank 0; every rank needs the same flags");
+}
+
 // Runs generations until the campaign's end, this invocation's hours or its stop rule, each a
-// checkpoint (state.pt, best.pt, a line of log.tsv).
+// checkpoint (state.pt, best.pt, a line of log.tsv) that rank 0 writes.
 void run_generations(const EsArgs& a, fm::EpisodeES& es, fm::EpisodeESState& state,
                      size_t cached_references) {
   namespace fs = std::filesystem;
+  auto* communicator = a.es.communicator().get();
+  const bool writes = communicator == nullptr || communicator->rank() == 0;
   const std::string state_path = a.dir + "/state.pt";
-  std::printf("flt-metatrain-es: %lld numbers, generation %lld of %lld, %zu references cached\n",
-              static_cast<long long>(es.size()), static_cast<long long>(state.generation),
-              static_cast<long long>(a.generations), cached_references);
-  std::fflush(stdout);
-  const bool fresh_log = !fs::exists(a.dir + "/log.tsv");
-  std::ofstream log(a.dir + "/log.tsv", std::ios::app);
-  if (fresh_log)
-    log << "generation\ttheta\thand_rule\tperturbed\tvalidation\tvalidation_hand_rule\t"
-           "seconds\tinner_steps\ttasks\n";
+  if (writes) {
+    std::printf("flt-metatrain-es: %lld numbers, generation %lld of %lld, %zu references cached",
+                static_cast<long long>(es.size()), static_cast<long long>(state.generation),
+                static_cast<long long>(a.generations), cached_references);
+    if (communicator) std::printf(", %d ranks", communicator->world_size());
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  std::ofstream log;
+  if (writes) {
+    const bool fresh_log = !fs::exists(a.dir + "/log.tsv");
+    log.open(a.dir + "/log.tsv", std::ios::app);
+    if (fresh_log)
+      log << "generation\ttheta\thand_rule\tperturbed\tvalidation\tvalidation_hand_rule\t"
+             "seconds\tinner_steps\ttasks\n";
+  }
   const auto started = std::chrono::steady_clock::now();
   const auto elapsed_hours = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() /
            3600.0;
   };
-  flt::detail::ProgressBar bar("es", true, static_cast<double>(state.generation) / a.generations);
-  while (state.generation < a.generations && elapsed_hours() < a.hours) {
+  flt::detail::ProgressBar bar("es", writes, static_cast<double>(state.generation) / a.generations);
+  // Rank 0's clock decides when this invocation ends: ranks that disagreed would wait for each
+  // other in the next generation's collectives.
+  const auto within_budget = [&] {
+    auto go = torch::tensor({elapsed_hours() < a.hours ? 1 : 0}, torch::kInt64);
+    if (communicator) communicator->broadcast(go);
+    return go.item<int64_t>() == 1;
+  };
+  while (state.generation < a.generations && within_budget()) {
     const auto record = es.step(state, [&](int64_t done, int64_t total) {
       bar.update((state.generation + static_cast<double>(done) / total) / a.generations,
                  "generation " + std::to_string(state.generation));
     });
+    if (!writes) {
+      if (stops(a, state, record).empty()) continue;
+      return;
+    }
     fm::save_es_state(state, state_path);
     fo::save_schedule(es.schedule_at(state.best_theta), a.dir + "/best.pt");
     log << record.generation << '\t' << record.theta_score << '\t' << record.hand_rule_score << '\t'
@@ -202,21 +254,17 @@ void run_generations(const EsArgs& a, fm::EpisodeES& es, fm::EpisodeESState& sta
                  static_cast<long long>(record.generation), record.theta_score,
                  record.hand_rule_score, record.validation, record.validation_hand_rule,
                  record.seconds, static_cast<double>(record.inner_steps) / record.seconds);
-    if (state.generation >= a.stop_check && std::isfinite(record.validation_hand_rule) &&
-        !(state.best_validation < record.validation_hand_rule - a.stop_margin)) {
-      std::ostringstream why;
-      why << "stopped at generation " << state.generation << " by the stop rule: the best "
-          << "validation score " << state.best_validation << " (generation "
-          << state.best_generation << ") has not beaten the hand rule's "
-          << record.validation_hand_rule << " by " << a.stop_margin << "\n";
-      std::ofstream(a.dir + "/STOPPED") << why.str();
-      std::printf("%s", why.str().c_str());
+    const auto why = stops(a, state, record);
+    if (!why.empty()) {
+      std::ofstream(a.dir + "/STOPPED") << why;
+      std::printf("%s", why.c_str());
       return;
     }
   }
-  std::printf("flt-metatrain-es: at generation %lld; best validation %.4f (generation %lld)\n",
-              static_cast<long long>(state.generation), state.best_validation,
-              static_cast<long long>(state.best_generation));
+  if (writes)
+    std::printf("flt-metatrain-es: at generation %lld; best validation %.4f (generation %lld)\n",
+                static_cast<long long>(state.generation), state.best_validation,
+                static_cast<long long>(state.best_generation));
 }
 
 }  // namespace
@@ -283,9 +331,22 @@ int main(int argc, char** argv) {
                  "write the campaign's current theta as a schedule weights file (best.pt is the "
                  "best by validation, the hand rule until a theta beats it), then exit")
       ->type_name("FILE");
+  app.add_option("--rendezvous", a.rendezvous,
+                 "where the ranks meet when WORLD_SIZE > 1: file://PATH (a new file every rank "
+                 "can open), or empty for MASTER_ADDR:MASTER_PORT");
+  app.add_option("--timeout", a.timeout_seconds,
+                 "seconds a rank waits for the others (to join, and in each collective) before it "
+                 "stops with an error")
+      ->check(integer_at_least(1));
   CLI11_PARSE(app, argc, argv);
+  int rank = 0, world_size = 1;
   try {
     flt::set_threads(1);
+    auto rendezvous = fm::Rendezvous::from_environment();
+    rendezvous.method = a.rendezvous;
+    rendezvous.timeout = std::chrono::seconds(a.timeout_seconds);
+    rank = rendezvous.rank;
+    world_size = rendezvous.world_size;
     a.es.pairs(pairs)
         .sigma(sigma)
         .learning_rate(lr)
@@ -306,23 +367,32 @@ int main(int argc, char** argv) {
         .features(features)
         .rpe_features(rpe_features);
     namespace fs = std::filesystem;
-    fs::create_directories(a.dir);
     const std::string config_path = a.dir + "/config.txt", state_path = a.dir + "/state.pt";
     const std::string config = config_text(a);
-    if (fs::exists(config_path)) {
-      TORCH_CHECK(read_file(config_path) == config, "flt-metatrain-es: ", config_path,
-                  " was written with other settings; continue it with the same flags or use "
-                  "another --dir. It says:\n",
-                  read_file(config_path));
-    } else {
-      std::ofstream(config_path) << config;
-    }
     const bool inspect_only = a.diagnose || a.step_sweep > 0 || !a.export_theta.empty();
+    TORCH_CHECK(!(inspect_only && world_size > 1),
+                "flt-metatrain-es: --diagnose, --step-sweep "
+                "and --export-theta run on one process (WORLD_SIZE is ",
+                world_size, ")");
+    if (world_size > 1) {
+      a.es.communicator(fm::connect(rendezvous));
+      check_same_config(*a.es.communicator(), config);
+    }
+    if (rank == 0) {
+      fs::create_directories(a.dir);
+      if (!fs::exists(config_path)) std::ofstream(config_path) << config;
+    }
+    // The other ranks read what rank 0 wrote, once it has.
+    if (a.es.communicator()) a.es.communicator()->barrier();
+    TORCH_CHECK(read_file(config_path) == config, "flt-metatrain-es: ", config_path,
+                " was written with other settings; continue it with the same flags or use "
+                "another --dir. It says:\n",
+                read_file(config_path));
     if (fs::exists(a.dir + "/STOPPED") && !inspect_only) {
-      std::printf("%s", read_file(a.dir + "/STOPPED").c_str());
+      if (rank == 0) std::printf("%s", read_file(a.dir + "/STOPPED").c_str());
       return 0;
     }
-    fm::ReferenceCache references(a.dir + "/references.tsv");
+    fm::ReferenceCache references(a.dir + "/references.tsv", /*appends=*/rank == 0);
     torch::manual_seed(static_cast<uint64_t>(seed));  // the schedule's initial weights
     const fo::LearnedSchedule schedule(a.shape);
     fm::EpisodeES es(schedule, a.es, references);
@@ -349,8 +419,8 @@ int main(int argc, char** argv) {
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-metatrain-es: %s\n", e.what_without_backtrace());
     return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "flt-metatrain-es: %s\n", e.what());
+  } catch (const std::exception& e) {  // c10d's sockets throw std::system_error
+    std::fprintf(stderr, "flt-metatrain-es: rank %d of %d: %s\n", rank, world_size, e.what());
     return 1;
   }
   return 0;

@@ -66,6 +66,17 @@ std::string describe(const std::vector<Episode>& episodes) {
   return s.str();
 }
 
+// The part of n units of work rank `rank` of `world` does: [n rank / world, n (rank + 1) / world).
+std::pair<int64_t, int64_t> share_of(int64_t n, int rank, int world) {
+  return {n * rank / world, n * (rank + 1) / world};
+}
+
+// A matrix each rank filled its own rows or columns of (zeros elsewhere), summed over the ranks:
+// every rank ends with all of it (x + 0 is exact, so each entry keeps its computing rank's bits).
+void combine(Communicator* communicator, torch::Tensor& parts) {
+  if (communicator != nullptr && communicator->world_size() > 1) communicator->allreduce(parts);
+}
+
 // The task of `episode` with its instances repeated `times` times (block r is a copy).
 std::unique_ptr<BatchedTask> repeated(const BatchedTask& task, int64_t times) {
   std::vector<uint64_t> seeds;
@@ -157,13 +168,24 @@ torch::Tensor EpisodeES::references(const Episode& episode) {
     known = reference != nullptr;
   }
   if (known) return out;
-  // Every instance at every rate of the grid in one batched run: block g is the grid's rate g.
+  // Every instance at every rate of the grid in one batched run: block r is the grid's rate r
+  // (this rank's rates, when several ranks split the grid).
   const auto grid = episode_reference_grid();
   const auto g = static_cast<int64_t>(grid.size());
-  auto lrs = torch::empty({g * k}, torch::kDouble);
-  for (int64_t r = 0; r < g; ++r) lrs.narrow(0, r * k, k).fill_(grid[static_cast<size_t>(r)]);
-  const auto losses =
-      batched_adamw_cosine_final_losses(*repeated(task, g), episode.spec, lrs).contiguous();
+  auto* communicator = options_.communicator().get();
+  const auto [first, last] = communicator
+                                 ? share_of(g, communicator->rank(), communicator->world_size())
+                                 : std::pair<int64_t, int64_t>{0, g};
+  auto all_losses = torch::zeros({g * k}, torch::kDouble);
+  if (last > first) {
+    auto lrs = torch::empty({(last - first) * k}, torch::kDouble);
+    for (int64_t r = first; r < last; ++r)
+      lrs.narrow(0, (r - first) * k, k).fill_(grid[static_cast<size_t>(r)]);
+    all_losses.narrow(0, first * k, (last - first) * k)
+        .copy_(batched_adamw_cosine_final_losses(*repeated(task, last - first), episode.spec, lrs));
+  }
+  combine(communicator, all_losses);
+  const auto losses = all_losses;
   for (int64_t i = 0; i < k; ++i) {
     const auto& key = keys[static_cast<size_t>(i)];
     TunedReference reference;
@@ -188,23 +210,38 @@ torch::Tensor EpisodeES::instance_scores(const std::vector<torch::Tensor>& theta
   std::vector<LearnedSchedule> schedules;
   for (const auto& theta : thetas) schedules.push_back(schedule_at(theta));
   const auto candidates = static_cast<int64_t>(thetas.size());
-  std::vector<torch::Tensor> columns;  // per episode (C, K)
+  auto* communicator = options_.communicator().get();
+  const int rank = communicator ? communicator->rank() : 0,
+            world = communicator ? communicator->world_size() : 1;
+  int64_t columns = 0;
+  for (const auto& episode : episodes) columns += episode.task->instances();
+  auto scores = torch::zeros({candidates, columns}, torch::kDouble);  // this rank's entries
+  int64_t column = 0, index = 0;
   for (const auto& episode : episodes) {
     const auto reference = references(episode);
     const int64_t k = episode.task->instances();
-    const auto losses =
-        batched_schedule_final_losses(*repeated(*episode.task, candidates), episode.spec, schedules)
-            .contiguous();
-    auto scores = torch::empty({candidates, k}, torch::kDouble);
-    for (int64_t c = 0; c < candidates; ++c)
-      for (int64_t i = 0; i < k; ++i)
-        scores.data_ptr<double>()[c * k + i] =
-            reference_score(losses.data_ptr<double>()[c * k + i], reference.data_ptr<double>()[i]);
-    columns.push_back(scores);
-    inner_steps_ += candidates * k * episode.spec.steps;
+    // This rank's candidates of the episode: a block of them, or all of them on every world-th
+    // episode when there are fewer candidates than ranks.
+    const auto [first, last] = candidates >= world     ? share_of(candidates, rank, world)
+                               : index % world == rank ? std::pair<int64_t, int64_t>{0, candidates}
+                                                       : std::pair<int64_t, int64_t>{0, 0};
+    if (last > first) {
+      const std::vector<LearnedSchedule> mine(schedules.begin() + first, schedules.begin() + last);
+      const auto losses =
+          batched_schedule_final_losses(*repeated(*episode.task, last - first), episode.spec, mine)
+              .contiguous();
+      for (int64_t c = first; c < last; ++c)
+        for (int64_t i = 0; i < k; ++i)
+          scores.data_ptr<double>()[c * columns + column + i] = reference_score(
+              losses.data_ptr<double>()[(c - first) * k + i], reference.data_ptr<double>()[i]);
+    }
+    column += k;
+    ++index;
+    inner_steps_ += candidates * k * episode.spec.steps;  // every rank's, as one process counts
     if (progress) progress();
   }
-  return at::cat(columns, 1);
+  combine(communicator, scores);
+  return scores;
 }
 
 std::vector<double> EpisodeES::mean_scores(const std::vector<torch::Tensor>& thetas,

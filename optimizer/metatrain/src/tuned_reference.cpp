@@ -89,7 +89,8 @@ std::string reference_key(const Task& task, int64_t steps, uint64_t seed) {
   return key.str();
 }
 
-ReferenceCache::ReferenceCache(std::string path) : path_(std::move(path)) {
+ReferenceCache::ReferenceCache(std::string path, bool appends)
+    : path_(std::move(path)), appends_(appends) {
   if (path_.empty()) return;
   std::ifstream file(path_);
   if (!file) return;  // a new cache
@@ -124,7 +125,7 @@ const TunedReference* ReferenceCache::find(const std::string& key) const {
 const TunedReference& ReferenceCache::add(const std::string& key, TunedReference reference) {
   TORCH_CHECK(entries_.count(key) == 0, "ReferenceCache: ", key, " is already known");
   ++tuned_;
-  if (!path_.empty()) {
+  if (!path_.empty() && appends_) {
     std::ofstream file(path_, std::ios::app);
     TORCH_CHECK(file, "ReferenceCache: cannot append to ", path_);
     char number[32];

@@ -29,6 +29,7 @@
 
 #include "flt/metatrain/batched_run.h"
 #include "flt/metatrain/batched_tasks.h"
+#include "flt/metatrain/distributed.h"
 #include "flt/metatrain/tuned_reference.h"
 #include "flt/optim/learned_schedule.h"
 
@@ -63,6 +64,13 @@ struct EpisodeESOptions {
   TORCH_ARG(int64_t, validation_every) = 5;
   TORCH_ARG(int64_t, validation_episodes) = 8;
   TORCH_ARG(uint64_t, seed) = 0;
+  /// Ranks that split each generation's work (distributed.h's connect; null: this process alone).
+  /// Every episode's candidates are split into one block a rank (its episodes, when there are
+  /// fewer candidates than ranks: validation scores one), the references' grid likewise, and
+  /// the scores all-reduced: every rank takes the same step, the one a lone process takes (its
+  /// scores up to the last bits: a candidate's runs beside other candidates may round differently).
+  /// The ranks must start from the same state and references (rank 0's files).
+  TORCH_ARG(std::shared_ptr<Communicator>, communicator) = nullptr;
 };
 
 /// One generation's record.

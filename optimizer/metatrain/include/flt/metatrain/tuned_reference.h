@@ -57,8 +57,9 @@ constexpr double kReferenceScoreClip = 5.0;
 class ReferenceCache {
  public:
   /// Reads `path` if it exists (an empty path: in memory only); throws naming the path and line of
-  /// a malformed entry.
-  explicit ReferenceCache(std::string path = "");
+  /// a malformed entry. With `appends` false the file is only read and what is added stays in
+  /// memory (the ranks of a distributed campaign other than rank 0, which writes it).
+  explicit ReferenceCache(std::string path = "", bool appends = true);
   /// The reference of `task` at `steps` and `seed`: from the cache, else tuned and appended.
   const TunedReference& get(const Task& task, int64_t steps, uint64_t seed);
   /// The reference under `key`, or nullptr when none is known (a caller that tunes its own way,
@@ -73,6 +74,7 @@ class ReferenceCache {
 
  private:
   std::string path_;
+  bool appends_ = true;
   std::map<std::string, TunedReference> entries_;
   int64_t tuned_ = 0;
 };
