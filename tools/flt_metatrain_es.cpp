@@ -5,7 +5,8 @@
 //
 //   flt-metatrain-es --dir bench/campaigns/es-schedule --hours 2     (continues if DIR has a state)
 //   flt-metatrain-es --help                                          (every flag with its default)
-//   flt-metatrain-es --dir DIR ... --diagnose    (where the campaign's theta loses on validation)
+//   flt-metatrain-es --dir DIR ... --diagnose    (where the campaign's theta loses on validation,
+//                                                 and what its memory weighs)
 //   flt-metatrain-es --dir DIR ... --export-theta FILE   (theta as it stands, a weights file)
 //
 // DIR holds config.txt (the campaign's settings; a resumed campaign must match them), state.pt
@@ -120,6 +121,34 @@ void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
   for (const auto& [label, theta] : points) {
     std::printf("  %-52s %.4f\n", label, es.mean_scores({theta}, validation)[0]);
     std::fflush(stdout);
+  }
+  // What the memory reads: how it weighs an entry delta steps old (the FLT memory's learned RPE
+  // f(delta) with its discount, gamma^delta f(delta)), or the averages' time scales.
+  const std::vector<int64_t> distances = {0, 1, 3, 10, 30, 100, 300, 1000, 3000};
+  std::printf("what the memory weighs an entry delta steps old, theta_0 and theta:\n  %-24s",
+              "delta");
+  for (int64_t d : distances) std::printf(" %8lld", static_cast<long long>(d));
+  std::printf("\n");
+  for (const auto& [label, theta] : {points[0], points[1]}) {
+    const auto at = es.schedule_at(theta);
+    const auto weights =
+        fo::memory_weights(at->options.memory(), at->discount_logit, at->flt, distances.back());
+    if (weights.defined()) {
+      for (int64_t row = 0; row < 2; ++row) {
+        std::printf("  %-24s", (std::string(row == 0 ? "f, " : "gamma^d f, ") +
+                                (theta.equal(points[0].second) ? "theta_0" : "theta"))
+                                   .c_str());
+        for (int64_t d : distances) std::printf(" %8.3g", weights[row][d].item<double>());
+        std::printf("\n");
+      }
+    } else if (at->options.memory() == fo::Memory::kEMA) {
+      // Channel c weighs an entry gamma_c^delta: its time scale 1 / (1 - gamma_c).
+      const auto gamma = torch::sigmoid(at->discount_logit.detach().to(torch::kDouble));
+      std::printf("  time scales 1 / (1 - gamma_c), %s:", label);
+      for (int64_t c = 0; c < gamma.numel(); ++c)
+        std::printf(" %.3g", 1.0 / (1.0 - gamma[c].item<double>()));
+      std::printf("\n");
+    }
   }
 }
 
@@ -321,7 +350,8 @@ int main(int argc, char** argv) {
                  "the best validation score must beat the hand rule's by this much (log ratio)");
   app.add_flag("--diagnose", a.diagnose,
                "score the hand rule, theta and theta's change split in two on the validation set, "
-               "then exit (the campaign is not advanced)");
+               "print how the memory weighs its entries by age, then exit (the campaign is not "
+               "advanced)");
   app.add_option("--step-sweep", a.step_sweep,
                  "score the hand rule with its relative step moved by log -0.6 .. 1.2 on the "
                  "first N generations' training episodes and on the validation set, family by "
