@@ -296,6 +296,63 @@ void run_generations(const EsArgs& a, fm::EpisodeES& es, fm::EpisodeESState& sta
                 static_cast<long long>(state.best_generation));
 }
 
+// Joins the other ranks, opens the campaign in a.dir (checking its settings), and runs what was
+// asked: an inspection, or generations. -> exit code
+int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
+  const int rank = rendezvous.rank, world_size = rendezvous.world_size;
+  namespace fs = std::filesystem;
+  const std::string config_path = a.dir + "/config.txt", state_path = a.dir + "/state.pt";
+  const std::string config = config_text(a);
+  const bool inspect_only = a.diagnose || a.step_sweep > 0 || !a.export_theta.empty();
+  TORCH_CHECK(!(inspect_only && world_size > 1),
+              "flt-metatrain-es: --diagnose, --step-sweep "
+              "and --export-theta run on one process (WORLD_SIZE is ",
+              world_size, ")");
+  if (world_size > 1) {
+    a.es.communicator(fm::connect(rendezvous));
+    check_same_config(*a.es.communicator(), config);
+  }
+  if (rank == 0) {
+    fs::create_directories(a.dir);
+    if (!fs::exists(config_path)) std::ofstream(config_path) << config;
+  }
+  // The other ranks read what rank 0 wrote, once it has.
+  if (a.es.communicator()) a.es.communicator()->barrier();
+  TORCH_CHECK(read_file(config_path) == config, "flt-metatrain-es: ", config_path,
+              " was written with other settings; continue it with the same flags or use "
+              "another --dir. It says:\n",
+              read_file(config_path));
+  if (fs::exists(a.dir + "/STOPPED") && !inspect_only) {
+    if (rank == 0) std::printf("%s", read_file(a.dir + "/STOPPED").c_str());
+    return 0;
+  }
+  fm::ReferenceCache references(a.dir + "/references.tsv", /*appends=*/rank == 0);
+  torch::manual_seed(a.es.seed());  // the schedule's initial weights
+  const fo::LearnedSchedule schedule(a.shape);
+  fm::EpisodeES es(schedule, a.es, references);
+  auto state = fs::exists(state_path) ? fm::load_es_state(state_path) : es.initial_state();
+  if (a.diagnose) {
+    diagnose(es, schedule, state);
+    return 0;
+  }
+  if (a.step_sweep > 0) {
+    step_sweep(es, schedule, a.step_sweep);
+    return 0;
+  }
+  if (!a.export_theta.empty()) {
+    TORCH_CHECK(fs::exists(state_path), "flt-metatrain-es: --export-theta: ", a.dir,
+                " holds no campaign (no state.pt)");
+    fo::save_schedule(es.schedule_at(state.theta), a.export_theta);
+    std::printf("wrote theta of generation %lld to %s; best.pt is generation %lld's%s\n",
+                static_cast<long long>(state.generation), a.export_theta.c_str(),
+                static_cast<long long>(state.best_generation),
+                state.best_generation == 0 ? " (the hand rule)" : "");
+    return 0;
+  }
+  run_generations(a, es, state, references.size());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -396,56 +453,7 @@ int main(int argc, char** argv) {
         .value_dim(value_dim)
         .features(features)
         .rpe_features(rpe_features);
-    namespace fs = std::filesystem;
-    const std::string config_path = a.dir + "/config.txt", state_path = a.dir + "/state.pt";
-    const std::string config = config_text(a);
-    const bool inspect_only = a.diagnose || a.step_sweep > 0 || !a.export_theta.empty();
-    TORCH_CHECK(!(inspect_only && world_size > 1),
-                "flt-metatrain-es: --diagnose, --step-sweep "
-                "and --export-theta run on one process (WORLD_SIZE is ",
-                world_size, ")");
-    if (world_size > 1) {
-      a.es.communicator(fm::connect(rendezvous));
-      check_same_config(*a.es.communicator(), config);
-    }
-    if (rank == 0) {
-      fs::create_directories(a.dir);
-      if (!fs::exists(config_path)) std::ofstream(config_path) << config;
-    }
-    // The other ranks read what rank 0 wrote, once it has.
-    if (a.es.communicator()) a.es.communicator()->barrier();
-    TORCH_CHECK(read_file(config_path) == config, "flt-metatrain-es: ", config_path,
-                " was written with other settings; continue it with the same flags or use "
-                "another --dir. It says:\n",
-                read_file(config_path));
-    if (fs::exists(a.dir + "/STOPPED") && !inspect_only) {
-      if (rank == 0) std::printf("%s", read_file(a.dir + "/STOPPED").c_str());
-      return 0;
-    }
-    fm::ReferenceCache references(a.dir + "/references.tsv", /*appends=*/rank == 0);
-    torch::manual_seed(static_cast<uint64_t>(seed));  // the schedule's initial weights
-    const fo::LearnedSchedule schedule(a.shape);
-    fm::EpisodeES es(schedule, a.es, references);
-    auto state = fs::exists(state_path) ? fm::load_es_state(state_path) : es.initial_state();
-    if (a.diagnose) {
-      diagnose(es, schedule, state);
-      return 0;
-    }
-    if (a.step_sweep > 0) {
-      step_sweep(es, schedule, a.step_sweep);
-      return 0;
-    }
-    if (!a.export_theta.empty()) {
-      TORCH_CHECK(fs::exists(state_path), "flt-metatrain-es: --export-theta: ", a.dir,
-                  " holds no campaign (no state.pt)");
-      fo::save_schedule(es.schedule_at(state.theta), a.export_theta);
-      std::printf("wrote theta of generation %lld to %s; best.pt is generation %lld's%s\n",
-                  static_cast<long long>(state.generation), a.export_theta.c_str(),
-                  static_cast<long long>(state.best_generation),
-                  state.best_generation == 0 ? " (the hand rule)" : "");
-      return 0;
-    }
-    run_generations(a, es, state, references.size());
+    return open_and_run(a, rendezvous);
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "flt-metatrain-es: %s\n", e.what_without_backtrace());
     return 1;
