@@ -128,12 +128,8 @@ void declare_options(CLI::App& app, MetatrainArgs& args) {
       "--quiet", [&] { args.options.progress(false); }, "no progress bar");
   count(app.add_option("--threads", args.threads, "intra-op threads"));
   // Distributed: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment (torchrun's).
-  app.add_option("--rendezvous", args.rendezvous_method,
-                 "where the ranks meet when WORLD_SIZE > 1: file://PATH (a new file every rank "
-                 "can open), or empty for MASTER_ADDR:MASTER_PORT");
-  count(app.add_option("--timeout", args.timeout_seconds,
-                       "seconds a rank waits for the others (to join, and in each meta-iteration) "
-                       "before it stops with an error"));
+  flt::detail::add_rendezvous_flags(app, args.rendezvous_method, args.timeout_seconds,
+                                    "meta-iteration");
   // The rule's shape (stored in the weights file); defaults as LearnedOptimizerModelOptions.
   count(app.add_option("--hidden", args.model_options.hidden(), "hidden width of the head MLP"));
   count(

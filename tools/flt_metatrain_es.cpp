@@ -59,7 +59,8 @@ struct EsArgs {
   int64_t step_sweep = 0;  // score the hand rule's step moved up and down, on this many generations
   std::string export_theta;  // write the campaign's current theta as a weights file and exit
   std::string rendezvous;    // where the ranks meet (file://PATH, or MASTER_ADDR:MASTER_PORT)
-  int64_t timeout_seconds = 300;
+  int timeout_seconds = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::seconds>(fm::Rendezvous{}.timeout).count());
 };
 
 std::vector<fm::BatchedFamily> families(const std::string& list) {
@@ -418,13 +419,7 @@ int main(int argc, char** argv) {
                  "write the campaign's current theta as a schedule weights file (best.pt is the "
                  "best by validation, the hand rule until a theta beats it), then exit")
       ->type_name("FILE");
-  app.add_option("--rendezvous", a.rendezvous,
-                 "where the ranks meet when WORLD_SIZE > 1: file://PATH (a new file every rank "
-                 "can open), or empty for MASTER_ADDR:MASTER_PORT");
-  app.add_option("--timeout", a.timeout_seconds,
-                 "seconds a rank waits for the others (to join, and in each collective) before it "
-                 "stops with an error")
-      ->check(integer_at_least(1));
+  flt::detail::add_rendezvous_flags(app, a.rendezvous, a.timeout_seconds, "collective");
   CLI11_PARSE(app, argc, argv);
   int rank = 0, world_size = 1;
   try {

@@ -1,5 +1,5 @@
 #pragma once
-// Checks shared by the demos' command lines (CLI11): each error names the flag and the value.
+// Checks and flags shared by the command lines (CLI11): each error names the flag and the value.
 
 #include <c10/util/Exception.h>
 
@@ -44,6 +44,22 @@ CLI::Validator library_name(Parse parse) {
         }
       },
       "");
+}
+
+/// The flags of a program whose ranks meet through c10d (RANK, WORLD_SIZE, MASTER_ADDR and
+/// MASTER_PORT come from the environment, as torchrun sets them): --rendezvous and --timeout, the
+/// seconds a rank waits for the others to join and in each `collective` (what the program's
+/// ranks do together, for the help text).
+inline void add_rendezvous_flags(CLI::App& app, std::string& method, int& timeout_seconds,
+                                 const std::string& collective) {
+  app.add_option("--rendezvous", method,
+                 "where the ranks meet when WORLD_SIZE > 1: file://PATH (a new file every rank "
+                 "can open), or empty for MASTER_ADDR:MASTER_PORT");
+  app.add_option("--timeout", timeout_seconds,
+                 "seconds a rank waits for the others (to join, and in each " + collective +
+                     ") before it stops with an error")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
 }
 
 }  // namespace flt::detail
