@@ -245,11 +245,7 @@ void expect_fused_backward_equals_composite(Module module, const torch::Tensor& 
                                             double rtol = 1e-10, double atol = 1e-12) {
   const auto upstream = torch::randn({v.size(0), v.size(1), q.size(2), v.size(3)}, v.options());
   std::string path, composite_path;
-  std::vector<torch::Tensor> fused;
-  {
-    flt::attention::FavorFusedGuard fused_path_at_any_size;
-    fused = attention_output_and_gradients(module, q, k, v, upstream, call, path);
-  }
+  const auto fused = attention_output_and_gradients(module, q, k, v, upstream, call, path);
   std::vector<torch::Tensor> composite;
   {
     flt::attention::FavorCompositeGuard guard;
@@ -275,7 +271,6 @@ void expect_directional_derivatives(Module module, const torch::Tensor& q, const
                                     const std::string& label, double step = 1e-6,
                                     double rtol = 1e-6) {
   const auto upstream = torch::randn({v.size(0), v.size(1), q.size(2), v.size(3)}, v.options());
-  flt::attention::FavorFusedGuard fused_path_at_any_size;
   std::string path;
   const auto grads = attention_output_and_gradients(module, q, k, v, upstream, call, path);
   std::vector<torch::Tensor> inputs = {q, k, v};

@@ -676,11 +676,7 @@ TEST_F(Performer, FusedBackwardTwiceEqualsComposite) {
       dq.pow(2).sum().backward();
       return std::vector<torch::Tensor>{dq.detach(), qg.grad(), kg.grad()};
     };
-    std::vector<torch::Tensor> fused;
-    {
-      fa::FavorFusedGuard fused_path_at_any_size;
-      fused = run();
-    }
+    const auto fused = run();
     fa::FavorCompositeGuard guard;
     const auto composite = run();
     for (size_t i = 0; i < fused.size(); ++i)

@@ -544,27 +544,6 @@ bool fused_covers(const FeatureMapImpl& map, const PrecomputedInput& q, const Pr
   return fits(q) && fits(k);
 }
 
-// Non-causal CPU Performer calls with autograd whose features take at most this many bytes a side
-// (B H max(Lq, Lk) M) take the whole-sequence path and autograd's backward: there the fused
-// backward's extra work (it recomputes each block's features) costs more than the features' pages.
-// Measured side by side at B = 1, H = 8, D = 64, two threads (docs/benchmarks.md, "Performer
-// (non-causal) against plain ops"): whole / fused forward + backward 1.19-1.49x at 2-4 MB of
-// features, 1.10-1.43x at 8 MB, 0.94-0.96x at 16 MB, 0.67-0.76x at 32 MB; at 8 MB the fresh
-// features fault 6,000-14,000 times a call in the benchmark's process. The forward without
-// autograd keeps its panels (the whole path 0.93-1.14x there, with ~900 faults a call at 2 MB).
-constexpr int64_t kWholeSequenceBytes = int64_t{4} << 20;
-
-bool whole_sequence_pays(const FeatureMapImpl& map, const PrecomputedInput& q,
-                         const PrecomputedInput& k, const torch::Tensor& v, bool causal) {
-  if (causal || FavorFusedGuard::active() || !v.device().is_cpu()) return false;
-  // Measured for plain Performer inputs (one block); FLT's position block stays blocked (its
-  // pages, 2r columns a token, are what the blocked passes exist to avoid).
-  if (q.blocks.size() != 1 || k.blocks.size() != 1) return false;
-  const int64_t bytes =
-      v.size(0) * v.size(1) * std::max(q.length(), v.size(2)) * map.output_dim() * v.element_size();
-  return bytes <= kWholeSequenceBytes;
-}
-
 }  // namespace
 
 void detail::share_leading_projection(const FeatureMapImpl& map, PrecomputedInput& q,
@@ -579,7 +558,7 @@ torch::Tensor detail::favor_attention(const FeatureMapImpl& map, PrecomputedInpu
                                       PrecomputedInput k, const torch::Tensor& v, bool causal,
                                       double eps) {
   if (records_grad(map, q, k, v) || !v.device().is_cpu()) {
-    if (!fused_covers(map, q, k, v) || whole_sequence_pays(map, q, k, v, causal))
+    if (!fused_covers(map, q, k, v))
       return favor_composite(map, std::move(q), std::move(k), v, causal, eps);
     FavorCall call{&map, {}, {}, q.leading_rows, k.leading_rows, eps, causal};
     std::vector<torch::Tensor> flat;
@@ -600,22 +579,17 @@ torch::Tensor favor_attention(const FeatureMapImpl& map, FeatureInput q, Feature
 }
 
 namespace {
-thread_local int path_guards[2] = {0, 0};  // per FavorPath
+thread_local int composite_guards = 0;
 }  // namespace
 
-template <FavorPath Path>
-FavorPathGuard<Path>::FavorPathGuard() {
-  ++path_guards[static_cast<int>(Path)];
+FavorCompositeGuard::FavorCompositeGuard() {
+  ++composite_guards;
 }
-template <FavorPath Path>
-FavorPathGuard<Path>::~FavorPathGuard() {
-  --path_guards[static_cast<int>(Path)];
+FavorCompositeGuard::~FavorCompositeGuard() {
+  --composite_guards;
 }
-template <FavorPath Path>
-bool FavorPathGuard<Path>::active() {
-  return path_guards[static_cast<int>(Path)] > 0;
+bool FavorCompositeGuard::active() {
+  return composite_guards > 0;
 }
-template class FavorPathGuard<FavorPath::kComposite>;
-template class FavorPathGuard<FavorPath::kFused>;
 
 }  // namespace flt::attention
