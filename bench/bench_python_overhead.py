@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """What the Python wrapper adds to a Mnemosyne step: fltlab.optim.Mnemosyne.step() against the same
-step in C++ (bench_mnemosyne_step: flt::optim::Mnemosyne on the same 1M-parameter model), in
-alternating rounds, plus the library's step called straight through the extension (the rule's
+step in C++ (bench_mnemosyne_step: flt::optim::Mnemosyne on the same 1M-parameter model; its rounds
+first, then the Python sides' rounds alternating), plus the library's step called straight through the extension (the rule's
 `step_parameters` over the same states in optimizer.state), which isolates the Python optimizer's
-own bookkeeping. Medians of the rounds, ms per step; and the wrapper's fixed cost per call alone (step() when no parameter has a gradient), which the machine's
-noise does not hide.
+own bookkeeping. Medians of the rounds, ms per step; and the wrapper's fixed cost per
+call alone (step() when no parameter has a gradient), which the machine's noise does not hide.
 
     PYTHONPATH=build/python python3 bench/bench_python_overhead.py [--rounds 7] [--steps 50]
 """
@@ -59,11 +59,15 @@ def main():
     def direct():  # the library's step_parameters over the same states, lists made once
         optimizer._rule.step(params, states, lrs, total_steps, None, None)
 
+    # The C++ rounds first, then the two Python sides alternating: a Python step timed right after
+    # the C++ process ran was ~35% slower for tens of steps (the schedule's step is ~2 ms), which
+    # interleaving all three made the wrapper's cost.
     cpp, wrapper, extension = [], [], []
     for _ in range(args.rounds):
         out = subprocess.run([args.cpp, str(args.steps), "1"], capture_output=True, text=True,
                              env=env, check=True)
         cpp.append(float(out.stdout))
+    for _ in range(args.rounds):
         wrapper.append(per_step_ms(optimizer.step, args.steps))
         extension.append(per_step_ms(direct, args.steps))
 

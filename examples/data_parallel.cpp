@@ -11,7 +11,7 @@
 //   export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500
 //   RANK=0 build/examples/flt-data-parallel & RANK=1 build/examples/flt-data-parallel
 //
-// Flags: --optimizer coordinate|schedule (default coordinate, flt::optim::Mnemosyne), --steps N
+// Flags: --optimizer coordinate|schedule (default schedule, flt::optim::Mnemosyne), --steps N
 // (200), --batch B (global batch, 256), --accumulate K (micro-batches per rank and step, 1),
 // --hidden H (256), --threads T (cores / ranks on this machine), --timeout S (60), --log-every N
 // (20), --stop-at S (end this sitting after step S of --steps, as a batch job's time limit would),
@@ -38,7 +38,7 @@ namespace {
 namespace fo = flt::optim;
 
 struct Flags {
-  std::string optimizer = "coordinate";
+  std::string optimizer = "schedule";
   int64_t steps = 200, stop_at = 0, batch = 256, accumulate = 1, hidden = 256, log_every = 20;
   int64_t threads = 0, timeout = 60;
   std::string save, resume;

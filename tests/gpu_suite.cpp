@@ -368,16 +368,16 @@ torch::Tensor loss_gradient(const torch::Tensor& p) {
 
 void check_mnemosyne(torch::Device device) {
   constexpr int kSteps = 30;
-  const std::string name = "Mnemosyne " + std::to_string(kSteps) +
+  const std::string name = "CoordinateMnemosyne " + std::to_string(kSteps) +
                            " steps, CUDA parameters vs CPU (composite step) on " + device.str();
   run_case(name, [&] {
     // The CPU reference takes the composite step: the same arithmetic the CUDA parameters take
     // (the fused CPU step is a CPU-only vectorised copy of it, tested against it in CPU tests).
-    const auto options = flt::optim::MnemosyneOptions(1.0).total_steps(kSteps);
+    const auto options = flt::optim::CoordinateMnemosyneOptions(1.0).total_steps(kSteps);
     auto cpu_params = mnemosyne_params(torch::kCPU);
     auto dev_params = mnemosyne_params(device);
-    flt::optim::Mnemosyne cpu_opt(cpu_params, flt::optim::MnemosyneOptions(options).fused(false));
-    flt::optim::Mnemosyne dev_opt(dev_params, options);
+    flt::optim::CoordinateMnemosyne cpu_opt(cpu_params, flt::optim::CoordinateMnemosyneOptions(options).fused(false));
+    flt::optim::CoordinateMnemosyne dev_opt(dev_params, options);
     for (int step = 1; step <= kSteps; ++step) {
       for (auto* params : {&cpu_params, &dev_params}) {
         for (auto& p : *params) p.mutable_grad() = loss_gradient(p);

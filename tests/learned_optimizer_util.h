@@ -32,9 +32,9 @@ inline optim::LearnedOptimizerModel perturbed(optim::Memory memory, uint64_t see
 }
 
 /// Mnemosyne over `params` with `model` and learning rate `lr`.
-inline optim::Mnemosyne make_mnemosyne(std::vector<torch::Tensor> params,
+inline optim::CoordinateMnemosyne make_mnemosyne(std::vector<torch::Tensor> params,
                                        optim::LearnedOptimizerModel model, double lr = 1.0) {
-  return optim::Mnemosyne(std::move(params), optim::MnemosyneOptions(lr), std::move(model));
+  return optim::CoordinateMnemosyne(std::move(params), optim::CoordinateMnemosyneOptions(lr), std::move(model));
 }
 
 /// Continues a state saved by the Mnemosyne of version 0.1 (one class with a design option;
@@ -61,7 +61,7 @@ std::pair<torch::Tensor, torch::Tensor> continue_version_0_1_state(const std::st
 }
 
 /// One step on f(x) = sum_i (i + 1) x_i^2; returns the loss before it.
-inline torch::Tensor quadratic_step(optim::Mnemosyne& opt, torch::Tensor& x) {
+inline torch::Tensor quadratic_step(optim::CoordinateMnemosyne& opt, torch::Tensor& x) {
   opt.zero_grad();
   auto loss = (x * x * torch::arange(1, x.numel() + 1, x.options()).view(x.sizes())).sum();
   loss.backward();

@@ -143,7 +143,7 @@ double held_out_objective(fo::LearnedOptimizerModel model) {
                         gen, tiny_meta(fm::MetaEstimator::kPES, 1).sampling());
     auto p = task->initial(gen).requires_grad_(true);
     const double initial = task->eval_loss(p).item<double>();
-    auto opt = fo::Mnemosyne({p}, fo::MnemosyneOptions(), model);
+    auto opt = fo::CoordinateMnemosyne({p}, fo::CoordinateMnemosyneOptions(), model);
     auto noise = at::make_generator<at::CPUGeneratorImpl>(seed);
     for (int s = 0; s < 40; ++s) {
       opt.zero_grad();

@@ -101,7 +101,7 @@ TEST_F(Mnemosyne, StateSize_AtMost16FloatsPerCoordinate) {
   auto x = torch::randn({7, 11}).requires_grad_(true);
   auto opt = make_mnemosyne({x}, untrained());
   quadratic_step(opt, x);
-  const auto& state = static_cast<fo::MnemosyneParamState&>(*opt.state().begin()->second);
+  const auto& state = static_cast<fo::CoordinateMnemosyneParamState&>(*opt.state().begin()->second);
   EXPECT_EQ(state.state().sizes(), torch::IntArrayRef({15, 77}));  // slot-major
   EXPECT_EQ(state.step(), 1);
 }
@@ -129,8 +129,8 @@ TEST_F(Mnemosyne, ChunkSize_DoesNotChangeResults) {
   auto a = torch::randn({1000}).requires_grad_(true);
   auto b = a.detach().clone().requires_grad_(true);
   auto model = perturbed(fo::Memory::kFLT, 5);
-  fo::Mnemosyne big({a}, fo::MnemosyneOptions().chunk_size(1 << 20), model);
-  fo::Mnemosyne small({b}, fo::MnemosyneOptions().chunk_size(37), model);
+  fo::CoordinateMnemosyne big({a}, fo::CoordinateMnemosyneOptions().chunk_size(1 << 20), model);
+  fo::CoordinateMnemosyne small({b}, fo::CoordinateMnemosyneOptions().chunk_size(37), model);
   for (int s = 0; s < 5; ++s) {
     quadratic_step(big, a);
     quadratic_step(small, b);
@@ -145,8 +145,8 @@ TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
     ASSERT_TRUE(fo::detail::LearnedModelInternals::fused_supported(*model));
     auto a = torch::randn({3000}).requires_grad_(true);
     auto b = a.detach().clone().requires_grad_(true);
-    fo::Mnemosyne fused({a}, fo::MnemosyneOptions().fused(true), model);
-    fo::Mnemosyne composite({b}, fo::MnemosyneOptions().fused(false), model);
+    fo::CoordinateMnemosyne fused({a}, fo::CoordinateMnemosyneOptions().fused(true), model);
+    fo::CoordinateMnemosyne composite({b}, fo::CoordinateMnemosyneOptions().fused(false), model);
     for (int s = 0; s < 12; ++s) {
       const auto g =
           torch::randn({3000}) * std::pow(10.0, s % 5 - 2);  // gradients from 1e-2 to 1e2
@@ -162,7 +162,7 @@ TEST_F(Mnemosyne, FusedStep_MatchesTheCompositeReference) {
     // One step from the same (warmed-up) state: update and every state entry agree closely.
     // The optimizer keeps the state slot-major, (S, N); the composite step takes (N, S).
     const auto& warm =
-        static_cast<fo::MnemosyneParamState&>(*composite.state().begin()->second).state();
+        static_cast<fo::CoordinateMnemosyneParamState&>(*composite.state().begin()->second).state();
     auto state = warm.clone();
     auto param = b.detach().clone();
     const auto g = torch::randn({3000});
@@ -206,7 +206,7 @@ TEST_F(Mnemosyne, NonFiniteGradients_AreSkippedAndCounted) {
   EXPECT_EQ(x[3].item<float>(), 1.0f);
   EXPECT_NE(x[0].item<float>(), 1.0f);
   EXPECT_EQ(opt.skipped(), 3);
-  const auto& state = static_cast<fo::MnemosyneParamState&>(*opt.state().begin()->second);
+  const auto& state = static_cast<fo::CoordinateMnemosyneParamState&>(*opt.state().begin()->second);
   EXPECT_EQ(state.state().select(1, 1).abs().sum().item<float>(), 0.0f)
       << "a skipped coordinate keeps its state";
 }
@@ -257,8 +257,8 @@ TEST_F(Mnemosyne, NonFiniteGradients_InsideAFusedBlock_TouchOnlyThatCoordinate) 
     auto a = torch::randn({37}).requires_grad_(true);  // two full blocks and a tail of 5
     auto b = a.detach().clone().requires_grad_(true);
     auto model = perturbed(memory, 3);
-    fo::Mnemosyne fused({a}, fo::MnemosyneOptions().fused(true), model);
-    fo::Mnemosyne composite({b}, fo::MnemosyneOptions().fused(false), model);
+    fo::CoordinateMnemosyne fused({a}, fo::CoordinateMnemosyneOptions().fused(true), model);
+    fo::CoordinateMnemosyne composite({b}, fo::CoordinateMnemosyneOptions().fused(false), model);
     const std::vector<int64_t> bad = {5, 20, 34};  // first block, second block, tail
     for (int s = 0; s < 4; ++s) {
       auto g = torch::randn({37});
@@ -273,7 +273,7 @@ TEST_F(Mnemosyne, NonFiniteGradients_InsideAFusedBlock_TouchOnlyThatCoordinate) 
     // Tolerance as in FusedStep_MatchesTheCompositeReference (steps of eta ~ 0.05).
     EXPECT_TRUE(all_close(a, b, 1e-5, 1e-5)) << fo::memory_name(memory);
     const auto& state =
-        static_cast<fo::MnemosyneParamState&>(*fused.state().begin()->second).state();
+        static_cast<fo::CoordinateMnemosyneParamState&>(*fused.state().begin()->second).state();
     for (auto i : bad)
       EXPECT_EQ(state.select(1, i).abs().sum().item<float>(), 0.0f)
           << fo::memory_name(memory) << " " << i;
@@ -314,21 +314,21 @@ TEST_F(Mnemosyne, BadInput_NamesTheProblem) {
                {"lr must be finite and >= 0", "-1"});
   // Every constructor validates every option in the same place: with an explicit model,
   // chunk_size 0 once made the composite path loop forever.
-  const auto composite = fo::MnemosyneOptions().fused(false);
+  const auto composite = fo::CoordinateMnemosyneOptions().fused(false);
   expect_error(
-      [&] { fo::Mnemosyne({leaf}, fo::MnemosyneOptions(composite).chunk_size(0), untrained()); },
+      [&] { fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions(composite).chunk_size(0), untrained()); },
       {"chunk_size must be positive", "0"});
-  expect_error([&] { fo::Mnemosyne({leaf}, fo::MnemosyneOptions().total_steps(-5), untrained()); },
+  expect_error([&] { fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions().total_steps(-5), untrained()); },
                {"total_steps must be >= 0", "-5"});
-  expect_error([&] { fo::Mnemosyne({leaf}, fo::MnemosyneOptions(composite).chunk_size(-3)); },
+  expect_error([&] { fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions(composite).chunk_size(-3)); },
                {"chunk_size must be positive", "-3"});
-  expect_error([&] { fo::Mnemosyne({leaf}, fo::MnemosyneOptions(NAN), untrained()); },
+  expect_error([&] { fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions(NAN), untrained()); },
                {"lr must be finite", "nan"});
   {  // a param group's options edited between steps are checked at the next step
     auto x = torch::randn({3}).requires_grad_(true);
-    fo::Mnemosyne opt({x}, composite, untrained());
+    fo::CoordinateMnemosyne opt({x}, composite, untrained());
     quadratic_step(opt, x);
-    static_cast<fo::MnemosyneOptions&>(opt.param_groups()[0].options()).chunk_size(0);
+    static_cast<fo::CoordinateMnemosyneOptions&>(opt.param_groups()[0].options()).chunk_size(0);
     expect_error([&] { quadratic_step(opt, x); }, {"chunk_size must be positive", "0"});
   }
   auto emb = torch::randn({10, 4}).requires_grad_(true);
@@ -342,7 +342,7 @@ TEST_F(Mnemosyne, BadInput_NamesTheProblem) {
   auto w = torch::randn({4, 5}).requires_grad_(true);
   auto opt2 = make_mnemosyne({w}, untrained());
   quadratic_step(opt2, w);
-  auto& st = static_cast<fo::MnemosyneParamState&>(*opt2.state().begin()->second);
+  auto& st = static_cast<fo::CoordinateMnemosyneParamState&>(*opt2.state().begin()->second);
   st.state(st.state().t().contiguous());
   expect_error([&] { quadratic_step(opt2, w); }, {"must be (15, 20)", "[20, 15]"});
   expect_error([] { fo::LearnedOptimizerModel(fo::LearnedOptimizerModelOptions().features(0)); },
@@ -372,11 +372,11 @@ TEST_F(Mnemosyne, ParamGroups_UseTheirOwnLr) {
   auto a = torch::ones({3}).requires_grad_(true);
   auto b = torch::ones({3}).requires_grad_(true);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::vector<torch::Tensor>{a}, std::make_unique<fo::MnemosyneOptions>(1.0));
-  groups.emplace_back(std::vector<torch::Tensor>{b}, std::make_unique<fo::MnemosyneOptions>(0.0));
+  groups.emplace_back(std::vector<torch::Tensor>{a}, std::make_unique<fo::CoordinateMnemosyneOptions>(1.0));
+  groups.emplace_back(std::vector<torch::Tensor>{b}, std::make_unique<fo::CoordinateMnemosyneOptions>(0.0));
   const auto weights = temp_path("group_model.pt");
   fo::save_model(untrained(), weights);
-  fo::Mnemosyne opt(std::move(groups), fo::MnemosyneOptions().weights(weights));
+  fo::CoordinateMnemosyne opt(std::move(groups), fo::CoordinateMnemosyneOptions().weights(weights));
   opt.zero_grad();
   ((a + b) * (a + b)).sum().backward();
   opt.step();
@@ -388,8 +388,8 @@ TEST_F(Mnemosyne, StepLR_ScalesTheLearnedStep) {
   auto a = torch::ones({3}).requires_grad_(true);
   auto b = torch::ones({3}).requires_grad_(true);
   auto model = untrained();
-  fo::Mnemosyne full({a}, fo::MnemosyneOptions(1.0), model);
-  fo::Mnemosyne decayed({b}, fo::MnemosyneOptions(1.0), model);
+  fo::CoordinateMnemosyne full({a}, fo::CoordinateMnemosyneOptions(1.0), model);
+  fo::CoordinateMnemosyne decayed({b}, fo::CoordinateMnemosyneOptions(1.0), model);
   torch::optim::StepLR scheduler(decayed, /*step_size=*/1, /*gamma=*/0.5);
   quadratic_step(full, a);
   quadratic_step(decayed, b);
@@ -534,8 +534,8 @@ TEST_F(Mnemosyne, WeightsFile_RoundTripAndErrors) {
   expect_error([&] { fo::load_model(junk); }, {junk, "corrupt"});
   expect_error(
       [&] {
-        fo::Mnemosyne({torch::randn({2}).requires_grad_(true)},
-                      fo::MnemosyneOptions().weights("/missing.pt"));
+        fo::CoordinateMnemosyne({torch::randn({2}).requires_grad_(true)},
+                      fo::CoordinateMnemosyneOptions().weights("/missing.pt"));
       },
       {"/missing.pt"});
 }

@@ -1,6 +1,7 @@
-// The learned optimizer's behaviour over whole runs: LibTorch's XOR protocol with the shipped
-// rule, and settling (under pure noise, when gradients vanish, 10x past the meta-training horizon,
-// with cosine annealing, and the step-size controller's two directions).
+// The learned optimizers' behaviour over whole runs: LibTorch's XOR protocol with the default
+// (`Mnemosyne`, the schedule's hand rule) and with the coordinate design's shipped rule; the
+// coordinate design's settling (under pure noise, when gradients vanish, 10x past the
+// meta-training horizon, with cosine annealing, and the step-size controller's two directions).
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -19,11 +20,12 @@ using namespace flt::testing;
 
 // LibTorch's optimizer test protocol (test/cpp/api/optim.cpp): a 2-8-1 sigmoid MLP learns XOR with
 // binary cross-entropy; the running loss must fall below 0.1 within 3000 epochs of 200 samples.
-TEST_F(Mnemosyne, XOR_ConvergesWithThePretrainedDefault) {
+template <class Optimizer>
+void expect_xor_converges(const char* name) {
   torch::manual_seed(0);
   torch::nn::Sequential model(torch::nn::Linear(2, 8), torch::nn::Sigmoid(),
                               torch::nn::Linear(8, 1), torch::nn::Sigmoid());
-  fo::Mnemosyne optimizer(model->parameters());  // the shipped pretrained FLT-memory rule, lr 1
+  Optimizer optimizer(model->parameters());  // default options, lr 1
   double running_loss = 1.0;
   int epoch = 0;
   constexpr int kMaximumEpochs = 3000;
@@ -36,12 +38,45 @@ TEST_F(Mnemosyne, XOR_ConvergesWithThePretrainedDefault) {
       l.backward();
       return l;
     });
-    running_loss = running_loss * 0.99 + loss.item<double>() * 0.01;
+    running_loss = running_loss * 0.99 + loss.template item<double>() * 0.01;
     ++epoch;
   }
-  std::printf("  XOR: running loss %.4f after %d epochs\n", running_loss, epoch);
-  EXPECT_LT(running_loss, 0.1) << "after " << epoch << " epochs";
-  EXPECT_EQ(optimizer.skipped(), 0);
+  std::printf("  XOR, %s: running loss %.4f after %d epochs\n", name, running_loss, epoch);
+  EXPECT_LT(running_loss, 0.1) << name << " after " << epoch << " epochs";
+  EXPECT_EQ(optimizer.skipped(), 0) << name;
+}
+
+// The recommended optimizer as a user makes it: `Mnemosyne` (the schedule with its hand rule).
+TEST_F(Mnemosyne, XOR_ConvergesWithTheDefault) { expect_xor_converges<fo::Mnemosyne>("Mnemosyne"); }
+
+// The coordinate design with its shipped FLT-memory weights.
+TEST_F(Mnemosyne, XOR_ConvergesWithThePretrainedDefault) {
+  expect_xor_converges<fo::CoordinateMnemosyne>("CoordinateMnemosyne");
+}
+
+// `Mnemosyne` with default options is the hand rule: its schedule is the untrained one (the
+// learned head zero), whichever weights ship for the coordinate design.
+TEST_F(Mnemosyne, Default_IsTheScheduleWithItsHandRule) {
+  auto x = torch::randn({3, 4}).requires_grad_(true);
+  fo::Mnemosyne opt({x});
+  const auto schedule = opt.schedule();
+  ASSERT_TRUE(schedule);
+  EXPECT_EQ(schedule->options.memory(), fo::Memory::kFLT);
+  EXPECT_EQ(schedule->head_out->weight.abs().max().item<double>(), 0.0)
+      << "the learned head's last layer is not zero";
+  // The same steps as the explicitly untrained schedule, bit for bit.
+  auto y = x.detach().clone().requires_grad_(true);
+  fo::ScheduleMnemosyne untrained({y}, fo::ScheduleMnemosyneOptions().untrained(true));
+  for (int s = 0; s < 5; ++s) {
+    for (auto* p : {&x, &y}) {
+      auto loss = (*p * *p * torch::arange(1, 13).view({3, 4})).sum();
+      if (p->grad().defined()) p->mutable_grad().zero_();
+      loss.backward();
+    }
+    opt.step();
+    untrained.step();
+  }
+  EXPECT_TRUE(torch::equal(x, y));
 }
 
 // ---- settling (the rule must settle under noise and past its horizon: docs/design.md section 5)
@@ -60,7 +95,7 @@ TEST_F(Mnemosyne, XOR_ConvergesWithThePretrainedDefault) {
 TEST_F(Mnemosyne, PureNoiseGradients_ParameterNormStaysBounded) {
   torch::manual_seed(0);
   auto x = torch::zeros({10000}).requires_grad_(true);
-  fo::Mnemosyne opt({x});  // the shipped default
+  fo::CoordinateMnemosyne opt({x});  // its shipped weights
   double first_step = 0.0, rms = 0.0;
   for (int t = 1; t <= 5000; ++t) {
     x.mutable_grad() = torch::randn({10000});
@@ -130,7 +165,7 @@ TEST_F(Mnemosyne, PureNoiseGradients_UntrainedControllerSettles) {
 TEST_F(Mnemosyne, VanishingGradients_StopTheRule) {
   torch::manual_seed(2);
   auto x = torch::randn({4096}).mul_(0.1).requires_grad_(true);
-  fo::Mnemosyne opt({x});           // the shipped default
+  fo::CoordinateMnemosyne opt({x});           // its shipped weights
   for (int t = 1; t <= 100; ++t) {  // ordinary training: unit-scale gradients
     x.mutable_grad() = torch::randn({4096}) + 0.5;
     opt.step();
@@ -141,7 +176,7 @@ TEST_F(Mnemosyne, VanishingGradients_StopTheRule) {
     for (int t = 1; t <= steps; ++t) {
       x.mutable_grad() = scale * margin_direction;
       opt.step();
-      const auto& st = static_cast<fo::MnemosyneParamState&>(*opt.state().begin()->second);
+      const auto& st = static_cast<fo::CoordinateMnemosyneParamState&>(*opt.state().begin()->second);
       ASSERT_LE(st.controller()[0].item<double>(), 3.0);
     }
   };
@@ -171,7 +206,7 @@ TEST_F(Mnemosyne, ConvexProblem_NoLateLossRise10xPastTheHorizon) {
   const auto held_y = torch::matmul(held_a, truth) + 0.5 * torch::randn({256, 1});
   auto w = torch::zeros({d, 1}).requires_grad_(true);
   auto b = torch::zeros({1}).requires_grad_(true);
-  fo::Mnemosyne opt({w, b});
+  fo::CoordinateMnemosyne opt({w, b});
   const auto held_out = [&] {
     torch::NoGradGuard no_grad;
     return (torch::matmul(held_a, w) + b - held_y).pow(2).mean().item<double>();
@@ -200,7 +235,7 @@ TEST_F(Mnemosyne, ConvexProblem_NoLateLossRise10xPastTheHorizon) {
 
 TEST_F(Mnemosyne, TotalSteps_AnnealsTheStepToZero) {
   auto x = torch::randn({50}).requires_grad_(true);
-  fo::Mnemosyne opt({x}, fo::MnemosyneOptions().total_steps(100));
+  fo::CoordinateMnemosyne opt({x}, fo::CoordinateMnemosyneOptions().total_steps(100));
   std::vector<double> sizes;
   for (int t = 1; t <= 100; ++t) {
     quadratic_step(opt, x);
@@ -211,8 +246,8 @@ TEST_F(Mnemosyne, TotalSteps_AnnealsTheStepToZero) {
   EXPECT_LT(sizes[74], sizes[24]);
   expect_error(
       [] {
-        fo::Mnemosyne({torch::randn({2}).requires_grad_(true)},
-                      fo::MnemosyneOptions().total_steps(-5));
+        fo::CoordinateMnemosyne({torch::randn({2}).requires_grad_(true)},
+                      fo::CoordinateMnemosyneOptions().total_steps(-5));
       },
       {"total_steps", "-5"});
 }

@@ -2,7 +2,7 @@
 """Data-parallel training with fltlab's learned optimizers: torch.distributed (gloo) and
 DistributedDataParallel, every rank on its shard of each global batch.
 
-    python3 examples/python/train_data_parallel.py --ranks 2 [--optimizer schedule]
+    python3 examples/python/train_data_parallel.py --ranks 2 [--optimizer coordinate]
 
 starts 2 ranks with torch.multiprocessing on this machine; started with RANK, WORLD_SIZE,
 MASTER_ADDR and MASTER_PORT set (torchrun, scripts/launch-ranks, a batch system), it runs as that
@@ -119,7 +119,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ranks", type=int, default=1,
                         help="ranks to start here (ignored when RANK is set)")
-    parser.add_argument("--optimizer", choices=("coordinate", "schedule"), default="coordinate")
+    parser.add_argument("--optimizer", choices=("coordinate", "schedule"), default="schedule")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--stop-at", type=int, default=0)
     parser.add_argument("--batch", type=int, default=256)

@@ -77,12 +77,23 @@ def test_trajectory_equals_the_cpp_optimizer(design, optimizer, reference, tmp_p
     assert losses[-1] < 0.8 * losses[0]
 
 
+def test_mnemosyne_is_the_schedule_with_its_hand_rule():
+    """The recommended optimizer as a user makes it takes the untrained schedule's steps exactly."""
+    assert Mnemosyne is ScheduleMnemosyne
+    model, x, y = regression_problem(5)
+    twin = copy.deepcopy(model)
+    run(Mnemosyne(model.parameters()), model, x, y, 5)
+    run(ScheduleMnemosyne(twin.parameters(), untrained=True), twin, x, y, 5)
+    for a, b in zip(model.parameters(), twin.parameters()):
+        assert torch.equal(a, b)
+
+
 def test_steps_the_models_own_tensors():
     model, x, y = regression_problem(0)
     weight = model[0].weight
     address = weight.data_ptr()
     before = weight.detach().clone()
-    opt = Mnemosyne(model.parameters())
+    opt = CoordinateMnemosyne(model.parameters())
     assert opt.param_groups[0]["params"][0] is weight
     F.mse_loss(model(x), y).backward()
     opt.step()
@@ -92,7 +103,7 @@ def test_steps_the_models_own_tensors():
 
 def test_lr_is_read_at_every_step_and_groups_have_their_own():
     model, x, y = regression_problem(1)
-    opt = Mnemosyne([{"params": model[0].parameters()},
+    opt = CoordinateMnemosyne([{"params": model[0].parameters()},
                      {"params": model[2].parameters(), "lr": 0.0}], lr=0.5)
     assert [g["lr"] for g in opt.param_groups] == [0.5, 0.0]
     frozen = model[2].weight.detach().clone()
@@ -111,7 +122,7 @@ def test_lr_is_read_at_every_step_and_groups_have_their_own():
 
 def test_add_param_group_and_zero_grad():
     model, x, y = regression_problem(2)
-    opt = Mnemosyne(model[0].parameters())
+    opt = CoordinateMnemosyne(model[0].parameters())
     opt.add_param_group({"params": model[2].parameters(), "lr": 0.25, "total_steps": 100})
     assert opt.param_groups[1]["lr"] == 0.25
     F.mse_loss(model(x), y).backward()
@@ -166,7 +177,7 @@ def test_the_state_is_in_optimizer_state_and_the_step_uses_it(optimizer):
 
 def test_closure_loss_is_returned():
     model, x, y = regression_problem(3)
-    opt = Mnemosyne(model.parameters())
+    opt = CoordinateMnemosyne(model.parameters())
     seen = []
 
     def closure():
@@ -190,7 +201,7 @@ def run(opt, model, x, y, steps):
 def test_state_dict_is_plain_and_load_continues_exactly():
     model, x, y = regression_problem(4)
     twin = copy.deepcopy(model)
-    opt = Mnemosyne(model.parameters(), lr=0.7, total_steps=20)
+    opt = CoordinateMnemosyne(model.parameters(), lr=0.7, total_steps=20)
     run(opt, model, x, y, 5)
     state = opt.state_dict()
     assert type(state) is dict and type(state["state"]) is dict
@@ -202,9 +213,9 @@ def test_state_dict_is_plain_and_load_continues_exactly():
     torch.save(state, buffer)
 
     # The twin catches up with the same first 5 steps, then takes the saved state: both go on alike.
-    twin_opt = Mnemosyne(twin.parameters(), lr=0.7, total_steps=20)
+    twin_opt = CoordinateMnemosyne(twin.parameters(), lr=0.7, total_steps=20)
     run(twin_opt, twin, x, y, 5)
-    fresh = Mnemosyne(twin.parameters(), memory="performer")
+    fresh = CoordinateMnemosyne(twin.parameters(), memory="performer")
     fresh.load_state_dict(torch.load(io.BytesIO(buffer.getvalue())))
     assert fresh.param_groups[0]["lr"] == 0.7 and fresh.param_groups[0]["total_steps"] == 20
     run(opt, model, x, y, 5)
@@ -254,10 +265,10 @@ def test_bad_options_raise_as_torch_optim_naming_the_value(optimizer, kwargs, er
 
 def test_an_absolute_looking_lr_warns_once_at_construction():
     with pytest.warns(UserWarning, match=r"lr=0.001 multiplies the learned step"):
-        Mnemosyne([nn.Parameter(torch.zeros(3))], lr=1e-3)
+        CoordinateMnemosyne([nn.Parameter(torch.zeros(3))], lr=1e-3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        Mnemosyne([nn.Parameter(torch.zeros(3))], lr=0.5)  # a scale of the rule's step: silent
+        CoordinateMnemosyne([nn.Parameter(torch.zeros(3))], lr=0.5)  # a scale of the rule's step: silent
 
 
 def test_skipped_non_finite_gradients_warn_once():
@@ -297,7 +308,7 @@ def test_a_state_dict_of_fltlab_0_1_continues_exactly():
 
 def test_bad_lr_set_between_steps_is_named():
     p = nn.Parameter(torch.ones(3))
-    opt = Mnemosyne([p])
+    opt = CoordinateMnemosyne([p])
     opt.param_groups[0]["lr"] = -0.5
     p.grad = torch.ones(3)
     with pytest.raises(RuntimeError, match="got -0.5"):
@@ -310,12 +321,12 @@ def test_loading_another_optimizers_state_is_named():
     p.grad = torch.ones(3)
     adam.step()
     with pytest.raises(RuntimeError, match="exp_avg"):
-        Mnemosyne([p]).load_state_dict(adam.state_dict())
+        CoordinateMnemosyne([p]).load_state_dict(adam.state_dict())
 
 
 def test_wrong_state_shape_is_named_at_the_next_step():
     p = nn.Parameter(torch.ones(4))
-    opt = Mnemosyne([p])
+    opt = CoordinateMnemosyne([p])
     p.grad = torch.ones(4)
     opt.step()
     state = opt.state_dict()

@@ -113,7 +113,8 @@ void show_training(LabState& lab, TrainingView& view) {
                               "meta-weights (a memory per coordinate);\n"
                               "1 = the step size the meta-trained rule chose"
                             : "flt::optim::ScheduleMnemosyne: a per-tensor schedule whose\n"
-                              "FLT memory spans the run, over Adam's moments; 1 = its own step");
+                              "FLT memory spans the run, over Adam's moments (flt::optim::Mnemosyne);\n"
+                              "it ships untrained: the hand rule; 1 = its own step");
   } else {
     changed |= slider_double("Adam lr", &settings.lr, 1e-4, 1e-1, "%.2e", true);
   }

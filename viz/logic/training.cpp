@@ -41,8 +41,8 @@ using Clock = std::chrono::steady_clock;
 const char* optimizer_name(TrainingOptimizer optimizer) {
   switch (optimizer) {
     case TrainingOptimizer::kAdam: return "Adam";
-    case TrainingOptimizer::kMnemosyne: return "Mnemosyne (learned, FLT memory)";
-    case TrainingOptimizer::kLearnedSchedule: return "Mnemosyne, learned schedule";
+    case TrainingOptimizer::kMnemosyne: return "CoordinateMnemosyne (FLT memory per coordinate)";
+    case TrainingOptimizer::kLearnedSchedule: return "Mnemosyne (schedule, hand rule)";
   }
   return "?";
 }

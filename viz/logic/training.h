@@ -14,7 +14,7 @@
 
 namespace flt::viz {
 
-/// "Adam", "Mnemosyne (learned, FLT memory)", "Mnemosyne, learned schedule".
+/// "Adam", "CoordinateMnemosyne (FLT memory per coordinate)", "Mnemosyne (schedule, hand rule)".
 const char* optimizer_name(TrainingOptimizer optimizer);
 
 /// The learned RPE spectra of an FLT model's layer 0 at one step: g and f per head, row-major
