@@ -38,6 +38,7 @@
 
 #include "bench_util.h"
 #include "flt/detail/allocation_counter.h"
+#include "flt/detail/statistics.h"
 #include "flt/flt.h"
 
 namespace fa = flt::attention;
@@ -175,26 +176,37 @@ double peak_mb(const flt::bench::Result& r) {
 }
 
 // The library's non-causal Performer against the same forward written with plain LibTorch ops
-// (textbook_favor), at m = 64 and 256, side by side from one run.
+// (textbook_favor), at m = 64 and 256, side by side from one run: each cell's median over its
+// repetitions (--benchmark_repetitions, best with --benchmark_enable_random_interleaving=true,
+// which spreads the machine's drift over both sides), ms and faults a call.
 void print_plain_ops_table(const flt::bench::CollectingReporter& results) {
   std::printf(
-      "\n== Performer (non-causal) against plain ops, the public code's sequence: ms and minor "
-      "page "
-      "faults per call; plain / ours above 1: ours faster\n");
-  std::printf("%4s %-8s %6s | %9s %8s | %9s %8s | %12s\n", "m", "pass", "L", "ours ms", "faults",
-              "plain ms", "faults", "plain / ours");
+      "\n== Performer (non-causal) against plain ops, the public code's sequence: median ms and "
+      "minor page faults per call over the repetitions; plain / ours above 1: ours faster\n");
+  std::printf("%4s %-8s %6s | %9s %8s | %9s %8s | %12s | %4s\n", "m", "pass", "L", "ours ms",
+              "faults", "plain ms", "faults", "plain / ours", "reps");
   const std::pair<int, std::pair<const char*, const char*>> pairs[] = {
       {kFeatures, {"performer", "favor-textbook"}},
       {256, {"performer-m256", "favor-m256-textbook"}}};
+  const auto medians = [&](const std::string& name) {
+    std::vector<double> ms, faults;
+    for (const auto& r : results.all(name)) {
+      ms.push_back(r.ms);
+      faults.push_back(r.counters.at("faults"));
+    }
+    return std::make_pair(flt::detail::median(ms), flt::detail::median(faults));
+  };
   for (const auto& [m, names] : pairs) {
     for (const std::string mode : {"fwd", "fwd+bwd"}) {
       for (const auto length : kLengths) {
-        const auto* ours = results.find(key(names.first, mode, length));
-        const auto* plain = results.find(key(names.second, mode, length));
-        if (!ours || !plain) continue;
-        std::printf("%4d %-8s %6lld | %9.2f %8.0f | %9.2f %8.0f | %11.2fx\n", m, mode.c_str(),
-                    static_cast<long long>(length), ours->ms, ours->counters.at("faults"),
-                    plain->ms, plain->counters.at("faults"), plain->ms / ours->ms);
+        const auto& ours_runs = results.all(key(names.first, mode, length));
+        const auto& plain_runs = results.all(key(names.second, mode, length));
+        if (ours_runs.empty() || plain_runs.empty()) continue;
+        const auto [ours_ms, ours_faults] = medians(key(names.first, mode, length));
+        const auto [plain_ms, plain_faults] = medians(key(names.second, mode, length));
+        std::printf("%4d %-8s %6lld | %9.2f %8.0f | %9.2f %8.0f | %11.2fx | %4zu\n", m,
+                    mode.c_str(), static_cast<long long>(length), ours_ms, ours_faults, plain_ms,
+                    plain_faults, plain_ms / ours_ms, std::min(ours_runs.size(), plain_runs.size()));
       }
     }
   }
@@ -280,12 +292,6 @@ std::map<std::string, std::pair<double, double>> read_results(const std::string&
   return results;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 /// One run of this program (argv) in a child whose allocator is glibc's default or keeps freed
 /// memory; its results by benchmark name (ms, faults), or nothing when it failed.
 std::optional<std::map<std::string, std::pair<double, double>>> run_child(std::vector<char*> args,
@@ -364,8 +370,9 @@ int compare_allocators(std::vector<char*> args, int rounds) {
         if (ratios.empty()) continue;
         const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
         std::printf("%-36s | %9.2f %8.0f | %9.2f %8.0f | %5.2fx  %.2f-%.2fx\n", name.c_str(),
-                    median(ms[0]), median(faults[0]), median(ms[1]), median(faults[1]),
-                    median(ms[0]) / median(ms[1]), *low, *high);
+                    flt::detail::median(ms[0]), flt::detail::median(faults[0]),
+                    flt::detail::median(ms[1]), flt::detail::median(faults[1]),
+                    flt::detail::median(ms[0]) / flt::detail::median(ms[1]), *low, *high);
       }
     }
   }

@@ -31,7 +31,7 @@ struct Result {
 
 /// Console output as usual, and every benchmark's fastest repetition kept by name for the tables
 /// printed after the run (with --benchmark_repetitions=N the minimum filters out interference
-/// from other processes on a shared machine).
+/// from other processes on a shared machine); every repetition is kept too, for tables of medians.
 class CollectingReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
@@ -42,6 +42,7 @@ class CollectingReporter : public benchmark::ConsoleReporter {
              benchmark::GetTimeUnitMultiplier(run.time_unit);
       for (const auto& [name, counter] : run.counters) r.counters[name] = counter.value;
       const std::string key = run.run_name.function_name;  // registered name, no /real_time
+      repetitions[key].push_back(r);
       const auto it = results.find(key);
       if (it == results.end() || r.ms < it->second.ms) results[key] = r;
     }
@@ -51,7 +52,14 @@ class CollectingReporter : public benchmark::ConsoleReporter {
     const auto it = results.find(name);
     return it == results.end() ? nullptr : &it->second;
   }
+  /// Every repetition of `name` (empty when it did not run).
+  const std::vector<Result>& all(const std::string& name) const {
+    static const std::vector<Result> none;
+    const auto it = repetitions.find(name);
+    return it == repetitions.end() ? none : it->second;
+  }
   std::map<std::string, Result> results;
+  std::map<std::string, std::vector<Result>> repetitions;
 };
 
 FLT_CLONES inline float fma_probe(long rounds, float a, float b) {
