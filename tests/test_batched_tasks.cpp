@@ -207,10 +207,9 @@ TEST_F(BatchedTasks, BadInput_IsNamed) {
   spec.steps = 0;
   expect_error([&] { fm::batched_schedule_final_losses(*task, spec, fo::LearnedSchedule()); },
                {"steps must be positive, got 0"});
-  spec.steps = 3;
-  spec.report_loss = true;
-  expect_error([&] { fm::batched_schedule_final_losses(*task, spec, fo::LearnedSchedule()); },
-               {"report_loss"});
+  fm::BatchedSchedule rule({fo::LearnedSchedule()}, task->initial(), 0);
+  expect_error([&] { rule.step(task->initial(), torch::zeros({2})); },
+               {"losses must be (3), one per instance", "[2]"});
 }
 
 TEST_F(BatchedTasks, RowsPass_IsTheListPassRowByRow) {
@@ -243,7 +242,8 @@ TEST_F(BatchedTasks, RowsPass_IsTheListPassRowByRow) {
 }
 
 // The engine's run is the optimizer's: K instances batched end where ScheduleMnemosyne takes each
-// alone, for the untrained rule and for a schedule with a nonzero head (memory read, corrector on).
+// alone, for the untrained rule and for a schedule with a nonzero head (memory read, corrector on),
+// with and without each instance's training loss reported to its schedule.
 TEST_F(BatchedTasks, BatchedRun_EndsWhereTheOptimizerTakesEachInstanceAlone) {
   torch::manual_seed(3);
   fo::LearnedSchedule trained(fo::LearnedScheduleOptions().key_dim(2).value_dim(2).hidden(4));
@@ -259,11 +259,19 @@ TEST_F(BatchedTasks, BatchedRun_EndsWhereTheOptimizerTakesEachInstanceAlone) {
       spec.steps = 25;
       spec.seed = 99;
       spec.known_length = true;
-      const auto batched = fm::batched_schedule_final_losses(*task, spec, schedule);
-      const auto alone = fm::per_instance_schedule_final_losses(*task, spec, schedule);
-      EXPECT_TRUE(at::isfinite(batched).all().item<bool>());
-      // Batched and single kernels may round differently; 25 steps carry that roundoff along.
-      EXPECT_TRUE(all_close(batched, alone, 1e-4, 1e-7));
+      torch::Tensor unreported;
+      for (const bool report : {false, true}) {
+        spec.report_loss = report;
+        const auto batched = fm::batched_schedule_final_losses(*task, spec, schedule);
+        const auto alone = fm::per_instance_schedule_final_losses(*task, spec, schedule);
+        EXPECT_TRUE(at::isfinite(batched).all().item<bool>()) << "report_loss " << report;
+        // Batched and single kernels may round differently; 25 steps carry that roundoff along.
+        EXPECT_TRUE(all_close(batched, alone, 1e-4, 1e-7)) << "report_loss " << report;
+        // The trained head reads the loss: each instance's own, or the runs would not differ.
+        if (!report) unreported = batched;
+        if (report && schedule.get() == trained.get())
+          EXPECT_FALSE(all_close(batched, unreported, 1e-6, 0.0)) << "the loss was not read";
+      }
     }
   }
 }

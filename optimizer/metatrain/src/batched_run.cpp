@@ -60,18 +60,28 @@ BatchedSchedule::BatchedSchedule(std::vector<optim::LearnedSchedule> schedules,
   histories_ = at::stack(rows);  // (C, T per_group, H)
   // Every schedule's rows list the tensors in the same order, per_group rows each.
   numels_ = torch::tensor(numels, torch::kDouble).repeat_interleave(per_group).repeat({groups});
+  // Row (c, i per_group + j) is instance c per_group + j.
+  row_instances_ = (torch::arange(groups, torch::kLong).view({groups, 1, 1}) * per_group +
+                    torch::arange(per_group, torch::kLong).view({1, 1, per_group}))
+                       .expand({groups, static_cast<int64_t>(params.size()), per_group})
+                       .reshape(-1);
   skipped_ = torch::zeros({instances_}, torch::kInt64);
   for (const auto& schedule : schedules_) constants_.push_back(schedule->rule_constants(1));
 }
 
 BatchedSchedule::~BatchedSchedule() = default;
 
-void BatchedSchedule::step(const std::vector<torch::Tensor>& params) {
+void BatchedSchedule::step(const std::vector<torch::Tensor>& params, const torch::Tensor& losses) {
   torch::NoGradGuard no_grad;
   TORCH_CHECK(params.size() == moments_.size(), "BatchedSchedule::step: expected ", moments_.size(),
               " parameters, got ", params.size());
+  TORCH_CHECK(!losses.defined() || (losses.dim() == 1 && losses.size(0) == instances_),
+              "BatchedSchedule::step: losses must be (", instances_, "), one per instance, got ",
+              losses.sizes());
   const int64_t t = ++t_;
   optim::ScheduleSignals signals;
+  if (losses.defined())
+    signals.row_losses = losses.detach().to(at::kDouble).index_select(0, row_instances_);
   if (total_steps_ > 0)
     signals.fraction = static_cast<double>(t) / static_cast<double>(total_steps_);
   const double anneal = optim::detail::anneal(t, total_steps_);
@@ -143,9 +153,6 @@ torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const Episo
                                             const std::vector<optim::LearnedSchedule>& schedules) {
   TORCH_CHECK(spec.steps > 0, "batched_schedule_final_losses: steps must be positive, got ",
               spec.steps);
-  TORCH_CHECK(!spec.report_loss,
-              "batched_schedule_final_losses: report_loss is not supported by the batched engine "
-              "(each instance would need its own loss signal)");
   auto batches = run_stream(spec.seed, RunStream::kBatches);
   auto params = leaves(task.initial());
   BatchedSchedule rule(schedules, params, spec.known_length ? spec.steps : 0);
@@ -157,7 +164,7 @@ torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const Episo
     // its rows go on being stepped with the others, harmlessly: instances share no weights.
     diverged.logical_or_(~at::isfinite(loss.detach()));
     loss.sum().backward();
-    rule.step(params);
+    rule.step(params, spec.report_loss ? loss.detach() : torch::Tensor());
     for (auto& p : params) p.mutable_grad().zero_();
   }
   torch::NoGradGuard no_grad;

@@ -351,10 +351,23 @@ std::pair<ScheduleDecision, torch::Tensor> ScheduleStack::decide(const torch::Te
   auto next = histories.contiguous().clone();  // (C, S, H); its rows are read and written below
   const int64_t rows = next.size(1), width = next.size(2);
   auto x_double = torch::zeros({models, rows, Impl::kFeatures}, torch::kDouble);
+  // Each row's signals: the run's, with its own loss where the rows come from runs of their own.
+  torch::Tensor row_losses;
+  if (signals.row_losses.defined()) {
+    TORCH_CHECK(signals.row_losses.numel() == models * rows,
+                "ScheduleStack::decide: row_losses holds ", signals.row_losses.numel(),
+                " losses, the histories ", models * rows, " rows");
+    row_losses = signals.row_losses.to(at::kDouble).contiguous();
+  }
+  const auto row_signals = [&](int64_t r) {
+    ScheduleSignals mine = signals;
+    if (row_losses.defined()) mine.loss = row_losses.data_ptr<double>()[r];
+    return mine;
+  };
   for (int64_t c = 0; c < models; ++c)
     for (int64_t s = 0; s < rows; ++s)
       fill_features(next.data_ptr<double>() + (c * rows + s) * width,
-                    z.floor_squares[static_cast<size_t>(c)], t, signals,
+                    z.floor_squares[static_cast<size_t>(c)], t, row_signals(c * rows + s),
                     x_double.data_ptr<double>() + (c * rows + s) * Impl::kFeatures);
   const auto x = x_double.to(at::kFloat);  // (C, S, F)
   // A head whose last layer is zero (the untrained schedule, the design's default) decides the
@@ -413,7 +426,7 @@ std::pair<ScheduleDecision, torch::Tensor> ScheduleStack::decide(const torch::Te
   const auto step_size = at::exp(per_model(z.step_log_relative) + log_multiplier) *
                          at::sqrt(scale + at::exp(per_model(z.step_log_floor) * 2.0));
   for (int64_t r = 0; r < models * rows; ++r)
-    record_signals(next.data_ptr<double>() + r * width, signals);
+    record_signals(next.data_ptr<double>() + r * width, row_signals(r));
   return {{step_size, shrink, gain}, next};
 }
 

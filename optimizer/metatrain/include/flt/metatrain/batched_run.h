@@ -39,8 +39,9 @@ class BatchedSchedule {
                   const std::vector<torch::Tensor>& params, int64_t total_steps);
   ~BatchedSchedule();
   /// One step of every instance: reads each parameter's gradient (K, shape...), updates the
-  /// parameters in place.
-  void step(const std::vector<torch::Tensor>& params);
+  /// parameters in place. `losses` (K), when given: each instance's training loss of this step,
+  /// what its schedule reads as a reported loss (NaN: none; as ScheduleMnemosyne::report_loss).
+  void step(const std::vector<torch::Tensor>& params, const torch::Tensor& losses = {});
   /// Steps taken.
   int64_t steps() const { return t_; }
   /// Coordinates left unchanged (non-finite gradient or step), per instance. -> (K) int64
@@ -57,14 +58,15 @@ class BatchedSchedule {
   /// i K / C + j
   torch::Tensor histories_;
   torch::Tensor numels_;   ///< (C T K / C) float64, the rows' coordinates in the same order
+  torch::Tensor row_instances_;  ///< (C T K / C) int64, the instance each row belongs to
   torch::Tensor skipped_;  ///< (K) int64
 };
 
 /// The final held-out losses of the task's K instances after spec.steps steps of the schedule at
 /// lr 1 (spec.known_length: the run's length told), mini-batch keys drawn from the run's batch
 /// stream (tuned_reference.h's run_stream(spec.seed, kBatches)); an instance whose training loss
-/// turns non-finite scores +inf. spec.report_loss is not supported yet (each instance would need
-/// its own loss signal). -> (K) float64
+/// turns non-finite scores +inf; spec.report_loss: each instance's schedule reads its own training
+/// loss every step. -> (K) float64
 torch::Tensor batched_schedule_final_losses(const BatchedTask& task, const EpisodeSpec& spec,
                                             const optim::LearnedSchedule& schedule);
 /// The same with C schedules in one run: schedule c runs the c-th block of K / C consecutive

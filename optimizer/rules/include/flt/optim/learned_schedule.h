@@ -103,6 +103,10 @@ struct ScheduleSignals {
   std::optional<double> loss;        ///< the training loss of this step
   std::optional<double> fraction;    ///< t / total_steps when the run's length is known
   std::optional<double> validation;  ///< the latest validation metric the user reported
+  /// Rows from runs of their own (the batched engine's instances): (C S) float64, each row's
+  /// training loss of this step (NaN: none), read instead of `loss` when defined; ScheduleStack
+  /// only.
+  torch::Tensor row_losses;
 };
 
 /// One step's per-tensor decisions for S tensors.
