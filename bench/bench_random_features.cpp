@@ -206,7 +206,8 @@ void print_plain_ops_table(const flt::bench::CollectingReporter& results) {
         const auto [plain_ms, plain_faults] = medians(key(names.second, mode, length));
         std::printf("%4d %-8s %6lld | %9.2f %8.0f | %9.2f %8.0f | %11.2fx | %4zu\n", m,
                     mode.c_str(), static_cast<long long>(length), ours_ms, ours_faults, plain_ms,
-                    plain_faults, plain_ms / ours_ms, std::min(ours_runs.size(), plain_runs.size()));
+                    plain_faults, plain_ms / ours_ms,
+                    std::min(ours_runs.size(), plain_runs.size()));
       }
     }
   }

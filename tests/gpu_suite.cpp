@@ -376,7 +376,8 @@ void check_mnemosyne(torch::Device device) {
     const auto options = flt::optim::CoordinateMnemosyneOptions(1.0).total_steps(kSteps);
     auto cpu_params = mnemosyne_params(torch::kCPU);
     auto dev_params = mnemosyne_params(device);
-    flt::optim::CoordinateMnemosyne cpu_opt(cpu_params, flt::optim::CoordinateMnemosyneOptions(options).fused(false));
+    flt::optim::CoordinateMnemosyne cpu_opt(
+        cpu_params, flt::optim::CoordinateMnemosyneOptions(options).fused(false));
     flt::optim::CoordinateMnemosyne dev_opt(dev_params, options);
     for (int step = 1; step <= kSteps; ++step) {
       for (auto* params : {&cpu_params, &dev_params}) {

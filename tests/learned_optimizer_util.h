@@ -33,8 +33,10 @@ inline optim::LearnedOptimizerModel perturbed(optim::Memory memory, uint64_t see
 
 /// Mnemosyne over `params` with `model` and learning rate `lr`.
 inline optim::CoordinateMnemosyne make_mnemosyne(std::vector<torch::Tensor> params,
-                                       optim::LearnedOptimizerModel model, double lr = 1.0) {
-  return optim::CoordinateMnemosyne(std::move(params), optim::CoordinateMnemosyneOptions(lr), std::move(model));
+                                                 optim::LearnedOptimizerModel model,
+                                                 double lr = 1.0) {
+  return optim::CoordinateMnemosyne(std::move(params), optim::CoordinateMnemosyneOptions(lr),
+                                    std::move(model));
 }
 
 /// Continues a state saved by the Mnemosyne of version 0.1 (one class with a design option;

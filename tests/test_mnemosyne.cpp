@@ -316,14 +316,25 @@ TEST_F(Mnemosyne, BadInput_NamesTheProblem) {
   // chunk_size 0 once made the composite path loop forever.
   const auto composite = fo::CoordinateMnemosyneOptions().fused(false);
   expect_error(
-      [&] { fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions(composite).chunk_size(0), untrained()); },
+      [&] {
+        fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions(composite).chunk_size(0),
+                                untrained());
+      },
       {"chunk_size must be positive", "0"});
-  expect_error([&] { fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions().total_steps(-5), untrained()); },
-               {"total_steps must be >= 0", "-5"});
-  expect_error([&] { fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions(composite).chunk_size(-3)); },
-               {"chunk_size must be positive", "-3"});
-  expect_error([&] { fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions(NAN), untrained()); },
-               {"lr must be finite", "nan"});
+  expect_error(
+      [&] {
+        fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions().total_steps(-5),
+                                untrained());
+      },
+      {"total_steps must be >= 0", "-5"});
+  expect_error(
+      [&] {
+        fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions(composite).chunk_size(-3));
+      },
+      {"chunk_size must be positive", "-3"});
+  expect_error(
+      [&] { fo::CoordinateMnemosyne({leaf}, fo::CoordinateMnemosyneOptions(NAN), untrained()); },
+      {"lr must be finite", "nan"});
   {  // a param group's options edited between steps are checked at the next step
     auto x = torch::randn({3}).requires_grad_(true);
     fo::CoordinateMnemosyne opt({x}, composite, untrained());
@@ -372,8 +383,10 @@ TEST_F(Mnemosyne, ParamGroups_UseTheirOwnLr) {
   auto a = torch::ones({3}).requires_grad_(true);
   auto b = torch::ones({3}).requires_grad_(true);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::vector<torch::Tensor>{a}, std::make_unique<fo::CoordinateMnemosyneOptions>(1.0));
-  groups.emplace_back(std::vector<torch::Tensor>{b}, std::make_unique<fo::CoordinateMnemosyneOptions>(0.0));
+  groups.emplace_back(std::vector<torch::Tensor>{a},
+                      std::make_unique<fo::CoordinateMnemosyneOptions>(1.0));
+  groups.emplace_back(std::vector<torch::Tensor>{b},
+                      std::make_unique<fo::CoordinateMnemosyneOptions>(0.0));
   const auto weights = temp_path("group_model.pt");
   fo::save_model(untrained(), weights);
   fo::CoordinateMnemosyne opt(std::move(groups), fo::CoordinateMnemosyneOptions().weights(weights));
@@ -535,7 +548,7 @@ TEST_F(Mnemosyne, WeightsFile_RoundTripAndErrors) {
   expect_error(
       [&] {
         fo::CoordinateMnemosyne({torch::randn({2}).requires_grad_(true)},
-                      fo::CoordinateMnemosyneOptions().weights("/missing.pt"));
+                                fo::CoordinateMnemosyneOptions().weights("/missing.pt"));
       },
       {"/missing.pt"});
 }

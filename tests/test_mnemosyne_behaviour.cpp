@@ -47,7 +47,9 @@ void expect_xor_converges(const char* name) {
 }
 
 // The recommended optimizer as a user makes it: `Mnemosyne` (the schedule with its hand rule).
-TEST_F(Mnemosyne, XOR_ConvergesWithTheDefault) { expect_xor_converges<fo::Mnemosyne>("Mnemosyne"); }
+TEST_F(Mnemosyne, XOR_ConvergesWithTheDefault) {
+  expect_xor_converges<fo::Mnemosyne>("Mnemosyne");
+}
 
 // The coordinate design with its shipped FLT-memory weights.
 TEST_F(Mnemosyne, XOR_ConvergesWithThePretrainedDefault) {
@@ -165,8 +167,8 @@ TEST_F(Mnemosyne, PureNoiseGradients_UntrainedControllerSettles) {
 TEST_F(Mnemosyne, VanishingGradients_StopTheRule) {
   torch::manual_seed(2);
   auto x = torch::randn({4096}).mul_(0.1).requires_grad_(true);
-  fo::CoordinateMnemosyne opt({x});           // its shipped weights
-  for (int t = 1; t <= 100; ++t) {  // ordinary training: unit-scale gradients
+  fo::CoordinateMnemosyne opt({x});  // its shipped weights
+  for (int t = 1; t <= 100; ++t) {   // ordinary training: unit-scale gradients
     x.mutable_grad() = torch::randn({4096}) + 0.5;
     opt.step();
   }
@@ -176,7 +178,8 @@ TEST_F(Mnemosyne, VanishingGradients_StopTheRule) {
     for (int t = 1; t <= steps; ++t) {
       x.mutable_grad() = scale * margin_direction;
       opt.step();
-      const auto& st = static_cast<fo::CoordinateMnemosyneParamState&>(*opt.state().begin()->second);
+      const auto& st =
+          static_cast<fo::CoordinateMnemosyneParamState&>(*opt.state().begin()->second);
       ASSERT_LE(st.controller()[0].item<double>(), 3.0);
     }
   };
@@ -247,7 +250,7 @@ TEST_F(Mnemosyne, TotalSteps_AnnealsTheStepToZero) {
   expect_error(
       [] {
         fo::CoordinateMnemosyne({torch::randn({2}).requires_grad_(true)},
-                      fo::CoordinateMnemosyneOptions().total_steps(-5));
+                                fo::CoordinateMnemosyneOptions().total_steps(-5));
       },
       {"total_steps", "-5"});
 }

@@ -8,7 +8,8 @@
 //     OUT.
 //   flt_python_reference fashion TRAIN TEST STEPS BATCH HIDDEN SEED
 //     a 784-HIDDEN-10 ReLU MLP on the first TRAIN / TEST Fashion-MNIST examples, Mnemosyne (the
-//     default: the schedule's hand rule, total_steps = STEPS), minibatches in order; prints the held-out loss.
+//     default: the schedule's hand rule, total_steps = STEPS), minibatches in order; prints the
+//     held-out loss.
 #include <ATen/ATen.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/linear.h>

@@ -108,13 +108,14 @@ void show_training(LabState& lab, TrainingView& view) {
   if (settings.optimizer != TrainingOptimizer::kAdam) {
     changed |= slider_double("lr scale", &settings.learned_lr, 0.05, 10.0, "%.3g", true);
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip(settings.optimizer == TrainingOptimizer::kMnemosyne
-                            ? "flt::optim::CoordinateMnemosyne with the shipped pretrained\n"
-                              "meta-weights (a memory per coordinate);\n"
-                              "1 = the step size the meta-trained rule chose"
-                            : "flt::optim::ScheduleMnemosyne: a per-tensor schedule whose\n"
-                              "FLT memory spans the run, over Adam's moments (flt::optim::Mnemosyne);\n"
-                              "it ships untrained: the hand rule; 1 = its own step");
+      ImGui::SetTooltip(
+          settings.optimizer == TrainingOptimizer::kMnemosyne
+              ? "flt::optim::CoordinateMnemosyne with the shipped pretrained\n"
+                "meta-weights (a memory per coordinate);\n"
+                "1 = the step size the meta-trained rule chose"
+              : "flt::optim::ScheduleMnemosyne: a per-tensor schedule whose\n"
+                "FLT memory spans the run, over Adam's moments (flt::optim::Mnemosyne);\n"
+                "it ships untrained: the hand rule; 1 = its own step");
   } else {
     changed |= slider_double("Adam lr", &settings.lr, 1e-4, 1e-1, "%.2e", true);
   }

@@ -57,9 +57,9 @@ class BatchedSchedule {
   /// (C, T K / C, history) float64: schedule c's rows, (tensor i, instance j of its block) at
   /// i K / C + j
   torch::Tensor histories_;
-  torch::Tensor numels_;   ///< (C T K / C) float64, the rows' coordinates in the same order
+  torch::Tensor numels_;         ///< (C T K / C) float64, the rows' coordinates in the same order
   torch::Tensor row_instances_;  ///< (C T K / C) int64, the instance each row belongs to
-  torch::Tensor skipped_;  ///< (K) int64
+  torch::Tensor skipped_;        ///< (K) int64
 };
 
 /// The final held-out losses of the task's K instances after spec.steps steps of the schedule at
