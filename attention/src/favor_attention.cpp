@@ -148,17 +148,22 @@ void with_block_features(const PrecomputedInput& x, const std::vector<int64_t>& 
   }
 }
 
-// dL/dboth for both = [numerator, denominator] from g = dL/dout, out = num / d with
+// dL/dboth for both = [numerator, denominator] from g = dL/dout, the output out = num / d and
 // d = max(den, floor): [g / d, -(g . out) / d]; the floor carries no gradient, and at den = floor
 // half of it reaches den, as at::maximum's backward gives. -> (B, H, n, Dv + 1)
+torch::Tensor output_gradient(const torch::Tensor& out, const torch::Tensor& den,
+                              const torch::Tensor& floor, const torch::Tensor& g) {
+  const auto d = at::maximum(den, floor);
+  const auto share = at::where(den < floor, 0.0, at::where(den == floor, 0.5, 1.0));
+  return at::cat({g / d, (g * out).sum(-1, /*keepdim=*/true).div_(d).neg_().mul_(share)}, -1);
+}
+
+// The same from both itself (the causal scan forms it again in the backward).
 torch::Tensor both_gradient(const torch::Tensor& both, const torch::Tensor& floor,
                             const torch::Tensor& g) {
   const int64_t dv = both.size(-1) - 1;
-  const auto d = favor_normaliser(both, floor);
-  const auto den = both.narrow(-1, dv, 1);
-  const auto out = both.narrow(-1, 0, dv) / d;
-  const auto share = at::where(den < floor, 0.0, at::where(den == floor, 0.5, 1.0));
-  return at::cat({g / d, (g * out).sum(-1, /*keepdim=*/true).div_(d).neg_().mul_(share)}, -1);
+  return output_gradient(both.narrow(-1, 0, dv) / favor_normaliser(both, floor),
+                         both.narrow(-1, dv, 1), floor.to(both.scalar_type()), g);
 }
 
 // The makers of q's and k's block 0 (`PrecomputedInput::leading_rows`; null where it is formed):
@@ -180,7 +185,8 @@ struct FavorCall {
 };
 
 // FAVOR+ attention as one autograd function (favor_attention). The forward is the blocked one; it
-// keeps the inputs, W, the keys' shift and (non-causal) the keys' summary S and mass. With
+// keeps the inputs, W, the keys' shift and (non-causal) the keys' summary S and mass, the output
+// and each query's denominator and floor (so the backward does not form phi_q S again). With
 // g = dL/dout and both_i = [num_i, den_i] (dL/dboth_i by `both_gradient`), vv_j = [v_j, 1]:
 //   non-causal, both_i = phi_q_i S, S = sum_j phi_k_j vv_j^T:
 //     dL/dphi_q_i = dL/dboth_i S^T,  dL/dS = sum_i phi_q_i^T dL/dboth_i,
@@ -203,7 +209,7 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
     const auto& v = flat.back();
     const FeatureMapImpl& map = *call.map;
     const int64_t rows = favor_block_rows(map, v);
-    torch::Tensor out;
+    torch::Tensor out, den_floor;
     if (call.causal) {
       const auto shift =
           detail::causal_key_shift(map, k.first_token());  // as key_features(k, causal)
@@ -211,13 +217,15 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
       ctx->saved_data["shift"] = shift;
     } else {
       KeySummary keys;
-      out = favor_non_causal(map, q, k, v, call.eps, &keys);
+      out = favor_non_causal(map, q, k, v, call.eps, &keys, &den_floor);
+      ctx->saved_data["den_floor"] = den_floor;
       ctx->saved_data["summary"] = keys.summary;
       ctx->saved_data["mass"] = keys.mass;
       ctx->saved_data["shift"] = keys.shift;
     }
     auto saved = flat;
     saved.push_back(map.projection);  // undefined for kElu
+    saved.push_back(call.causal ? torch::Tensor() : out);
     ctx->save_for_backward(saved);
     ctx->saved_data["q_layout"] = call.q_layout;
     ctx->saved_data["k_layout"] = call.k_layout;
@@ -234,6 +242,8 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     auto flat = ctx->get_saved_variables();
+    const auto out = flat.back();  // undefined where causal
+    flat.pop_back();
     const auto w = flat.back();
     flat.pop_back();
     const FeatureMapImpl map(
@@ -264,8 +274,9 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
     } else if (causal) {
       grads = b.causal(ctx->saved_data["shift"].toTensor());
     } else {
-      grads = b.non_causal(ctx->saved_data["summary"].toTensor(),
-                           ctx->saved_data["mass"].toTensor(), ctx->saved_data["shift"].toTensor());
+      grads = b.non_causal({ctx->saved_data["summary"].toTensor(),
+                            ctx->saved_data["mass"].toTensor(), ctx->saved_data["shift"].toTensor()},
+                           out, ctx->saved_data["den_floor"].toTensor());
     }
     torch::autograd::variable_list result = {torch::Tensor()};  // FavorCall
     result.insert(result.end(), grads.begin(), grads.end());
@@ -347,15 +358,15 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
     // In the forward's panels: each panel's inputs, dL/dout and key summary sliced, its gradients
     // those of a call on the panel alone, added to the whole inputs' (where an input is broadcast
     // over batch or heads, FLT's position block shared by the batch, every panel adds to it).
-    std::vector<torch::Tensor> non_causal(const torch::Tensor& summary, const torch::Tensor& mass,
-                                          const torch::Tensor& shift) const {
+    std::vector<torch::Tensor> non_causal(const KeySummary& keys, const torch::Tensor& out,
+                                          const torch::Tensor& den_floor) const {
       const int64_t batch_size = v().size(0), heads = v().size(1);
       const auto [group, rows] = favor_panels(map, q().length(), v().size(2), v());
       // A head too long for a panel: blocks of tokens across every head (fewer, larger steps; one
       // head at a time made L = 2048-4096 at m = 64 slower, docs/benchmarks.md).
       if (group == 1 && heads > 1)
-        return non_causal_panel(summary, mass, shift, favor_block_rows(map, v()));
-      if (batch_size == 1 && group == heads) return non_causal_panel(summary, mass, shift, rows);
+        return non_causal_panel(keys, out, den_floor, favor_block_rows(map, v()));
+      if (batch_size == 1 && group == heads) return non_causal_panel(keys, out, den_floor, rows);
       // An input broadcast over the panels (fewer than 3 dims, or batch or heads of 1 where the
       // panels split them) takes the sum of every panel's gradient; the others' gradients are
       // written by each panel into its slice.
@@ -384,7 +395,9 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
           part.into.assign(flat.size(), torch::Tensor());
           for (size_t i = 0; i < flat.size(); ++i)
             if (!summed[i]) part.into[i] = panel(grads[i]);
-          const auto found = part.non_causal_panel(panel(summary), panel(mass), panel(shift), rows);
+          const KeySummary panel_keys{panel(keys.summary), panel(keys.mass), panel(keys.shift)};
+          const auto found =
+              part.non_causal_panel(panel_keys, panel(out), panel(den_floor), rows);
           for (size_t i = 0; i < found.size(); ++i) {
             if (!summed[i] || !found[i].defined()) continue;
             if (!grads[i].defined()) grads[i] = at::zeros(flat[i].sizes(), flat[i].options());
@@ -395,9 +408,10 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
       return grads;
     }
 
-    std::vector<torch::Tensor> non_causal_panel(const torch::Tensor& summary,
-                                                const torch::Tensor& mass,
-                                                const torch::Tensor& shift, int64_t rows) const {
+    std::vector<torch::Tensor> non_causal_panel(const KeySummary& keys, const torch::Tensor& out,
+                                                const torch::Tensor& den_floor,
+                                                int64_t rows) const {
+      const auto& summary = keys.summary;
       const auto q = this->q(), k = this->k();
       const auto& v = this->v();
       const int64_t dv = v.size(3);
@@ -416,9 +430,10 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
         with_block_features(
             q, q_layout, wanted, start, n, query_features,
             [&](const torch::Tensor& phi_q) {
-              const auto both = at::matmul(phi_q, summary);
+              const auto kept = den_floor.narrow(2, start, n);
               const auto grad_both =
-                  both_gradient(both, favor_floor(phi_q, mass, eps), g.narrow(2, start, n));
+                  output_gradient(out.narrow(2, start, n), kept.narrow(-1, 0, 1),
+                                  kept.narrow(-1, 1, 1), g.narrow(2, start, n));
               if (key_need || value_need)
                 grad_summary.add_(at::matmul(phi_q.transpose(-2, -1), grad_both));
               return query_need ? at::matmul(grad_both, summary_t) : torch::Tensor();
@@ -427,9 +442,11 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
       }
       // Keys: dL/dv and dL/dphi_k to k's inputs.
       const auto key_features = [&](const PrecomputedInput& x) {
-        return detail::key_features(map, x, shift);
+        return detail::key_features(map, x, keys.shift);
       };
-      const auto grad_summary_t = grad_summary.transpose(-2, -1);
+      // dL/dphi_k = [v, 1] dL/dS^T as v dL/dS_num^T plus the row dL/dS_den^T (no [v, 1] copy).
+      const auto grad_numerator_t = grad_summary.narrow(-1, 0, dv).transpose(-2, -1);
+      const auto grad_mass_t = grad_summary.narrow(-1, dv, 1).transpose(-2, -1);
       for (int64_t start = 0; start < lk && (key_need || value_need); start += rows) {
         const int64_t n = std::min(rows, lk - start);
         with_block_features(
@@ -440,7 +457,7 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
                     .narrow(2, start, n)
                     .copy_(at::matmul(phi_k, grad_summary.narrow(-1, 0, dv)));
               }
-              return key_need ? at::matmul(with_ones(v.narrow(2, start, n)), grad_summary_t)
+              return key_need ? at::matmul(v.narrow(2, start, n), grad_numerator_t).add_(grad_mass_t)
                               : torch::Tensor();
             },
             grads);

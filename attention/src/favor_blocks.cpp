@@ -82,13 +82,19 @@ KeySummary favor_key_summary(const FeatureMapImpl& map, const PrecomputedInput& 
 }
 
 void favor_queries(const FeatureMapImpl& map, const PrecomputedInput& q, const KeySummary& keys,
-                   double eps, int64_t rows, const torch::Tensor& out) {
+                   double eps, int64_t rows, const torch::Tensor& out,
+                   const torch::Tensor& den_floor) {
   const int64_t lq = q.length();
   for (int64_t start = 0; start < lq; start += rows) {
     const int64_t n = std::min(rows, lq - start);
     const auto phi_q = detail::query_features(map, q.rows(start, n));
-    normalize_into(out.narrow(2, start, n), at::matmul(phi_q, keys.summary),
-                   favor_floor(phi_q, keys.mass, eps));
+    const auto both = at::matmul(phi_q, keys.summary);
+    const auto floor = favor_floor(phi_q, keys.mass, eps);
+    normalize_into(out.narrow(2, start, n), both, floor);
+    if (!den_floor.defined()) continue;
+    const auto kept = den_floor.narrow(2, start, n);
+    kept.narrow(-1, 0, 1).copy_(both.narrow(-1, both.size(-1) - 1, 1));
+    kept.narrow(-1, 1, 1).copy_(floor);
   }
 }
 
@@ -102,17 +108,19 @@ Panels favor_panels(const FeatureMapImpl& map, int64_t lq, int64_t lk, const tor
 
 torch::Tensor favor_non_causal(const FeatureMapImpl& map, const PrecomputedInput& q,
                                const PrecomputedInput& k, const torch::Tensor& v, double eps,
-                               KeySummary* keys) {
+                               KeySummary* keys, torch::Tensor* den_floor) {
   const int64_t batch = v.size(0), heads = v.size(1);
   const auto [group, rows] = favor_panels(map, q.length(), v.size(2), v);
   const auto keys_normed = detail::with_half_squared_norms(k);
   auto out = at::empty({batch, heads, q.length(), v.size(3)}, v.options());
+  if (den_floor != nullptr) *den_floor = at::empty({batch, heads, q.length(), 2}, v.options());
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; h += group) {
       const int64_t n = std::min(group, heads - h);
       const auto panel = [&](const torch::Tensor& t) { return detail::heads_of(t, b, h, n); };
       const auto summary = favor_key_summary(map, keys_normed.heads(b, h, n), panel(v), rows);
-      favor_queries(map, q.heads(b, h, n), summary, eps, rows, panel(out));
+      favor_queries(map, q.heads(b, h, n), summary, eps, rows, panel(out),
+                    den_floor != nullptr ? panel(*den_floor) : torch::Tensor());
       if (keys == nullptr) continue;
       const auto keep = [&](torch::Tensor& whole, const torch::Tensor& part) {
         if (!part.defined()) return;

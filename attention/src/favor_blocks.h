@@ -61,9 +61,12 @@ struct KeySummary {
 KeySummary favor_key_summary(const FeatureMapImpl& map, const PrecomputedInput& k,
                              const torch::Tensor& v, int64_t rows);
 
-// Each block of queries against the keys' summary, into `out` (B, H, Lq, Dv).
+// Each block of queries against the keys' summary, into `out` (B, H, Lq, Dv); where `den_floor`
+// is defined (B, H, Lq, 2), each query's denominator and floor into it (what the backward reads with
+// the output, rather than forming phi_q S again).
 void favor_queries(const FeatureMapImpl& map, const PrecomputedInput& q, const KeySummary& keys,
-                   double eps, int64_t rows, const torch::Tensor& out);
+                   double eps, int64_t rows, const torch::Tensor& out,
+                   const torch::Tensor& den_floor = {});
 
 // Non-causal FAVOR+ in panels: as many whole heads as fit detail::kFavorPanelBytes of features (one
 // head with its tokens in blocks where one does not), each panel's keys summed, then its queries
@@ -73,8 +76,8 @@ void favor_queries(const FeatureMapImpl& map, const PrecomputedInput& q, const K
 // sums). Panels of 512 KB rather than 2 MB: temporaries of 2 MB were given back to the system by
 // glibc at the end of every call and faulted in again at the next (docs/benchmarks.md, "Performer
 // (non-causal) against plain ops"). The keys' per-token norms are computed once for the call.
-// With `keys`, the keys' summary (B, H, M, Dv + 1), mass and shift of every head are kept there.
-// -> (B, H, Lq, Dv)
+// With `keys`, the keys' summary (B, H, M, Dv + 1), mass and shift of every head are kept there;
+// with `den_floor`, every query's denominator and floor (B, H, Lq, 2). -> (B, H, Lq, Dv)
 // The panels of the non-causal passes: heads a panel (`group`) and tokens a block within it.
 struct Panels {
   int64_t group, rows;
@@ -84,7 +87,7 @@ Panels favor_panels(const FeatureMapImpl& map, int64_t lq, int64_t lk, const tor
 
 torch::Tensor favor_non_causal(const FeatureMapImpl& map, const PrecomputedInput& q,
                                const PrecomputedInput& k, const torch::Tensor& v, double eps,
-                               KeySummary* keys = nullptr);
+                               KeySummary* keys = nullptr, torch::Tensor* den_floor = nullptr);
 
 // q and k with block 0 formed whole where a maker of its rows stood in for it (made once for
 // both when they share the maker).
