@@ -274,9 +274,10 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
     } else if (causal) {
       grads = b.causal(ctx->saved_data["shift"].toTensor());
     } else {
-      grads = b.non_causal({ctx->saved_data["summary"].toTensor(),
-                            ctx->saved_data["mass"].toTensor(), ctx->saved_data["shift"].toTensor()},
-                           out, ctx->saved_data["den_floor"].toTensor());
+      grads =
+          b.non_causal({ctx->saved_data["summary"].toTensor(), ctx->saved_data["mass"].toTensor(),
+                        ctx->saved_data["shift"].toTensor()},
+                       out, ctx->saved_data["den_floor"].toTensor());
     }
     torch::autograd::variable_list result = {torch::Tensor()};  // FavorCall
     result.insert(result.end(), grads.begin(), grads.end());
@@ -396,8 +397,7 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
           for (size_t i = 0; i < flat.size(); ++i)
             if (!summed[i]) part.into[i] = panel(grads[i]);
           const KeySummary panel_keys{panel(keys.summary), panel(keys.mass), panel(keys.shift)};
-          const auto found =
-              part.non_causal_panel(panel_keys, panel(out), panel(den_floor), rows);
+          const auto found = part.non_causal_panel(panel_keys, panel(out), panel(den_floor), rows);
           for (size_t i = 0; i < found.size(); ++i) {
             if (!summed[i] || !found[i].defined()) continue;
             if (!grads[i].defined()) grads[i] = at::zeros(flat[i].sizes(), flat[i].options());
@@ -431,9 +431,8 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
             q, q_layout, wanted, start, n, query_features,
             [&](const torch::Tensor& phi_q) {
               const auto kept = den_floor.narrow(2, start, n);
-              const auto grad_both =
-                  output_gradient(out.narrow(2, start, n), kept.narrow(-1, 0, 1),
-                                  kept.narrow(-1, 1, 1), g.narrow(2, start, n));
+              const auto grad_both = output_gradient(out.narrow(2, start, n), kept.narrow(-1, 0, 1),
+                                                     kept.narrow(-1, 1, 1), g.narrow(2, start, n));
               if (key_need || value_need)
                 grad_summary.add_(at::matmul(phi_q.transpose(-2, -1), grad_both));
               return query_need ? at::matmul(grad_both, summary_t) : torch::Tensor();
@@ -457,8 +456,9 @@ class FavorFunction : public torch::autograd::Function<FavorFunction> {
                     .narrow(2, start, n)
                     .copy_(at::matmul(phi_k, grad_summary.narrow(-1, 0, dv)));
               }
-              return key_need ? at::matmul(v.narrow(2, start, n), grad_numerator_t).add_(grad_mass_t)
-                              : torch::Tensor();
+              return key_need
+                         ? at::matmul(v.narrow(2, start, n), grad_numerator_t).add_(grad_mass_t)
+                         : torch::Tensor();
             },
             grads);
       }

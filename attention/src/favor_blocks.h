@@ -62,8 +62,8 @@ KeySummary favor_key_summary(const FeatureMapImpl& map, const PrecomputedInput& 
                              const torch::Tensor& v, int64_t rows);
 
 // Each block of queries against the keys' summary, into `out` (B, H, Lq, Dv); where `den_floor`
-// is defined (B, H, Lq, 2), each query's denominator and floor into it (what the backward reads with
-// the output, rather than forming phi_q S again).
+// is defined (B, H, Lq, 2), each query's denominator and floor into it (what the backward reads
+// with the output, rather than forming phi_q S again).
 void favor_queries(const FeatureMapImpl& map, const PrecomputedInput& q, const KeySummary& keys,
                    double eps, int64_t rows, const torch::Tensor& out,
                    const torch::Tensor& den_floor = {});
