@@ -5,6 +5,7 @@
 #include <torch/serialize.h>
 
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -269,12 +270,17 @@ std::pair<ScheduleDecision, torch::Tensor> LearnedScheduleImpl::decide(
 
 struct ScheduleStack::Stacked {
   LearnedScheduleOptions options;  ///< schedule 0's (the shape every schedule shares)
+  /// The memories and heads (not stacked for a lone zero head: a zero head decides alike whatever
+  /// the memory reads, see decide, and the untrained rule is the library's default).
   detail::StepMemory memory;
   detail::RpeRows rpe;
   detail::StackedLinear head_in, head_out;
-  torch::Tensor step_log_relative, step_log_floor;  ///< (C)
-  std::vector<double> floor_squares, growth_rates, growth_thresholds;
   std::vector<bool> head_zero;  ///< schedule c's head's last layer is zero
+  bool all_heads_zero = true;
+  // Per schedule, read once: the head's last bias (a zero head's whole output), log rho, log
+  // floor, the floor squared, and the hand rule's clamped rate and threshold.
+  std::vector<std::array<double, 3>> head_bias;
+  std::vector<double> log_relative, log_floor, floor_squares, growth_rates, growth_thresholds;
 };
 
 ScheduleStack::ScheduleStack(const std::vector<LearnedSchedule>& schedules, int64_t rpe_block)
@@ -290,12 +296,12 @@ ScheduleStack::ScheduleStack(const std::vector<const LearnedScheduleImpl*>& sche
                              int64_t rpe_block)
     : stacked_(std::make_shared<Stacked>()) {
   TORCH_CHECK(!schedules.empty(), "ScheduleStack: no schedules");
+  torch::NoGradGuard no_grad;
   auto& z = *stacked_;
   z.rpe = detail::RpeRows(rpe_block);
   z.options = schedules[0]->options;
   const auto& o = z.options;
-  std::vector<torch::nn::Linear> head_in, head_out;
-  std::vector<torch::Tensor> log_relative, log_floor, log_rate, threshold;
+  const auto value = [](const torch::Tensor& scalar) { return scalar.item<double>(); };
   for (size_t c = 0; c < schedules.size(); ++c) {
     const auto& s = *schedules[c];
     const auto& mine = s.options;
@@ -305,35 +311,34 @@ ScheduleStack::ScheduleStack(const std::vector<const LearnedScheduleImpl*>& sche
                     mine.max_shrink() == o.max_shrink(),
                 "ScheduleStack: schedule ", c,
                 " differs from schedule 0 in its head's width, its hand rule or its bounds");
-    head_in.push_back(s.head_in);
-    head_out.push_back(s.head_out);
-    log_relative.push_back(s.step_log_relative);
-    log_floor.push_back(s.step_log_floor);
+    const bool zero = s.head_out->weight.count_nonzero().item<int64_t>() == 0;
+    z.head_zero.push_back(zero);
+    z.all_heads_zero = z.all_heads_zero && zero;
+    const auto bias = s.head_out->bias.to(at::kDouble).contiguous();
+    z.head_bias.push_back({bias.data_ptr<double>()[0], bias.data_ptr<double>()[1],
+                           bias.data_ptr<double>()[2]});
+    z.log_relative.push_back(value(s.step_log_relative));
+    z.log_floor.push_back(value(s.step_log_floor));
+    z.floor_squares.push_back(std::exp(2.0 * z.log_floor.back()));
     if (o.hand_rule()) {
-      log_rate.push_back(s.growth_log_rate);
-      threshold.push_back(s.growth_threshold);
+      // The hand rule's rate and threshold, clamped whatever their learned values.
+      z.growth_rates.push_back(
+          std::clamp(std::exp(value(s.growth_log_rate)), kMinGrowthRate, kMaxGrowthRate));
+      z.growth_thresholds.push_back(std::clamp(value(s.growth_threshold), -1.0, 1.0));
     }
-    // A zero head decides alike whatever the memory reads (see decide).
-    z.head_zero.push_back(s.head_out->weight.count_nonzero().item<int64_t>() == 0);
+  }
+  // A stack of one zero head (the untrained rule: LearnedScheduleImpl::decide makes one every
+  // step) uses none of the memory or the head. Larger stacks are stacked even so, which checks
+  // that they share their memory's shape and random features.
+  if (z.all_heads_zero && schedules.size() == 1) return;
+  std::vector<torch::nn::Linear> head_in, head_out;
+  for (const auto* s : schedules) {
+    head_in.push_back(s->head_in);
+    head_out.push_back(s->head_out);
   }
   z.memory = detail::step_memory_of(schedules);
   z.head_in = detail::stack_models(head_in);
   z.head_out = detail::stack_models(head_out);
-  z.step_log_relative = detail::stack_models(log_relative);
-  z.step_log_floor = detail::stack_models(log_floor);
-  const auto doubles = [](const std::vector<torch::Tensor>& scalars) {
-    std::vector<double> out;
-    for (const auto& x : scalars) out.push_back(x.item<double>());
-    return out;
-  };
-  z.floor_squares = doubles(log_floor);
-  for (auto& f : z.floor_squares) f = std::exp(2.0 * f);
-  if (o.hand_rule()) {
-    // The hand rule's rate and threshold, clamped whatever their learned values.
-    for (double r : doubles(log_rate))
-      z.growth_rates.push_back(std::clamp(std::exp(r), kMinGrowthRate, kMaxGrowthRate));
-    for (double c0 : doubles(threshold)) z.growth_thresholds.push_back(std::clamp(c0, -1.0, 1.0));
-  }
 }
 
 int64_t ScheduleStack::size() const {
@@ -344,13 +349,15 @@ std::pair<ScheduleDecision, torch::Tensor> ScheduleStack::decide(const torch::Te
                                                                  int64_t t,
                                                                  const ScheduleSignals& signals) {
   auto& z = *stacked_;
-  const int64_t models = size(), memory_size = z.memory.size();
+  const int64_t models = size();
+  const int64_t memory_size =
+      detail::memory_size(z.options.memory(), z.options.key_dim(), z.options.value_dim(),
+                          z.options.features());
   check_histories(histories, 3, Impl::kHistory + memory_size, t);
   TORCH_CHECK(histories.size(0) == models, "ScheduleStack::decide: histories hold ",
               histories.size(0), " schedules' rows, the stack has ", models);
   auto next = histories.contiguous().clone();  // (C, S, H); its rows are read and written below
   const int64_t rows = next.size(1), width = next.size(2);
-  auto x_double = torch::zeros({models, rows, Impl::kFeatures}, torch::kDouble);
   // Each row's signals: the run's, with its own loss where the rows come from runs of their own.
   torch::Tensor row_losses;
   if (signals.row_losses.defined()) {
@@ -364,69 +371,68 @@ std::pair<ScheduleDecision, torch::Tensor> ScheduleStack::decide(const torch::Te
     if (row_losses.defined()) mine.loss = row_losses.data_ptr<double>()[r];
     return mine;
   };
-  for (int64_t c = 0; c < models; ++c)
-    for (int64_t s = 0; s < rows; ++s)
-      fill_features(next.data_ptr<double>() + (c * rows + s) * width,
-                    z.floor_squares[static_cast<size_t>(c)], t, row_signals(c * rows + s),
-                    x_double.data_ptr<double>() + (c * rows + s) * Impl::kFeatures);
-  const auto x = x_double.to(at::kFloat);  // (C, S, F)
-  // A head whose last layer is zero (the untrained schedule, the design's default) decides the
-  // same whatever the memory reads, so its memory is not stepped and keeps its state: that is
-  // ~0.6 ms a step of small tensor operations, most of the per-step cost on small models.
-  torch::Tensor read;
-  const auto zero = torch::tensor(std::vector<uint8_t>(z.head_zero.begin(), z.head_zero.end()))
-                        .to(at::kBool)
-                        .view({models, 1, 1});
-  if (std::all_of(z.head_zero.begin(), z.head_zero.end(), [](bool z) { return z; })) {
-    read = torch::zeros({models, rows, z.memory.read_size()}, x.options());
-  } else {
+  double* h_all = next.data_ptr<double>();
+  // The head's output (C, S, 3) in float64. A head whose last layer is zero outputs its bias
+  // whatever it reads (the untrained schedule, the design's default), so its memory is not
+  // stepped and keeps its state, and neither its features nor its head are computed when every
+  // head is zero: that is ~0.6 ms a step of small tensor operations on the memory, and most of
+  // what is left of the per-step cost on small models.
+  torch::Tensor out;
+  if (!z.all_heads_zero) {
+    auto x_double = torch::zeros({models, rows, Impl::kFeatures}, torch::kDouble);
+    for (int64_t c = 0; c < models; ++c)
+      for (int64_t s = 0; s < rows; ++s)
+        fill_features(h_all + (c * rows + s) * width, z.floor_squares[static_cast<size_t>(c)], t,
+                      row_signals(c * rows + s),
+                      x_double.data_ptr<double>() + (c * rows + s) * Impl::kFeatures);
+    const auto x = x_double.to(at::kFloat);  // (C, S, F)
+    const auto zero = torch::tensor(std::vector<uint8_t>(z.head_zero.begin(), z.head_zero.end()))
+                          .to(at::kBool)
+                          .view({models, 1, 1});
     const auto memory = histories.narrow(2, Impl::kHistory, memory_size).to(at::kFloat);
     auto [memory_read, stepped] =
         detail::attend_step(z.memory, x, memory, t, detail::kReadFloor, z.rpe.at(z.memory, t));
-    read = at::where(zero, at::zeros_like(memory_read), memory_read);
+    const auto read = at::where(zero, at::zeros_like(memory_read), memory_read);
     next.narrow(2, Impl::kHistory, memory_size)
         .copy_(at::where(zero, memory, stepped).to(at::kDouble));
+    out = z.head_out(at::tanh(z.head_in(at::cat({x, read}, 2)))).to(at::kDouble).contiguous();
   }
-  const auto out = z.head_out(at::tanh(z.head_in(at::cat({x, read}, 2)))).to(at::kDouble);
+  // The rest is a handful of numbers a row, computed as scalars.
+  const double low = z.options.log_step_low(), high = z.options.log_step_high(),
+               max_shrink = z.options.max_shrink();
   // Log step multiplier in (low, high), 0 for an untrained head: low + (high - low) sigmoid(o + c)
   // with sigmoid(c) = -low / (high - low).
-  const double low = z.options.log_step_low(), high = z.options.log_step_high();
-  const auto head_log_multiplier =
-      low + (high - low) * at::sigmoid(out.select(2, 0) + std::log(-low / high));
-  // The hand rule's growth, stepped on the cosine the last pass recorded (none before a pass).
-  auto log_growth = torch::zeros({models, rows}, torch::kDouble);
-  if (z.options.hand_rule()) {
-    for (int64_t c = 0; c < models; ++c) {
-      const double rate = z.growth_rates[static_cast<size_t>(c)],
-                   threshold = z.growth_thresholds[static_cast<size_t>(c)];
-      for (int64_t s = 0; s < rows; ++s) {
-        double* h = next.data_ptr<double>() + (c * rows + s) * width;
-        // A non-finite cosine (a pass whose sums overflowed) leaves G as it was.
-        if (h[kCount] > 0.0 && std::isfinite(h[kCosineFast]))
-          h[kLogGrowth] =
-              std::clamp(h[kLogGrowth] + rate * (h[kCosineFast] - threshold), low, high);
-        log_growth.data_ptr<double>()[c * rows + s] = h[kLogGrowth];
-      }
-    }
-  }
-  const auto log_multiplier = at::clamp(log_growth + head_log_multiplier, low, high);
+  const double step_offset = std::log(-low / high);
   // Decoupled weight decay per step in (0, max_shrink), kUntrainedShrink for an untrained head
   // (AdamW's 0.01 x lr 1e-3).
-  const double max_shrink = z.options.max_shrink();
-  const auto shrink =
-      max_shrink *
-      at::sigmoid(out.select(2, 1) + std::log(kUntrainedShrink / (max_shrink - kUntrainedShrink)));
-  const auto gain = at::tanh(out.select(2, 2));
-  auto scale = torch::empty({models, rows}, torch::kDouble);
-  for (int64_t r = 0; r < models * rows; ++r)
-    scale.data_ptr<double>()[r] = scale_mean_square(next.data_ptr<double>() + r * width);
-  const auto per_model = [&](const torch::Tensor& x) {
-    return x.to(at::kDouble).view({models, 1});
-  };
-  const auto step_size = at::exp(per_model(z.step_log_relative) + log_multiplier) *
-                         at::sqrt(scale + at::exp(per_model(z.step_log_floor) * 2.0));
-  for (int64_t r = 0; r < models * rows; ++r)
-    record_signals(next.data_ptr<double>() + r * width, row_signals(r));
+  const double shrink_offset = std::log(kUntrainedShrink / (max_shrink - kUntrainedShrink));
+  const auto sigmoid = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  auto step_size = torch::empty({models, rows}, torch::kDouble),
+       shrink = torch::empty({models, rows}, torch::kDouble),
+       gain = torch::empty({models, rows}, torch::kDouble);
+  for (int64_t c = 0; c < models; ++c) {
+    const auto k = static_cast<size_t>(c);
+    for (int64_t s = 0; s < rows; ++s) {
+      const int64_t r = c * rows + s;
+      double* h = h_all + r * width;
+      const double* o = out.defined() ? out.data_ptr<double>() + 3 * r : z.head_bias[k].data();
+      // The hand rule's growth, stepped on the cosine the last pass recorded (none before a
+      // pass); a non-finite cosine (a pass whose sums overflowed) leaves G as it was.
+      if (z.options.hand_rule() && h[kCount] > 0.0 && std::isfinite(h[kCosineFast]))
+        h[kLogGrowth] = std::clamp(
+            h[kLogGrowth] + z.growth_rates[k] * (h[kCosineFast] - z.growth_thresholds[k]), low,
+            high);
+      const double log_growth = z.options.hand_rule() ? h[kLogGrowth] : 0.0;
+      const double head_log_multiplier = low + (high - low) * sigmoid(o[0] + step_offset);
+      const double log_multiplier = std::clamp(log_growth + head_log_multiplier, low, high);
+      step_size.data_ptr<double>()[r] =
+          std::exp(z.log_relative[k] + log_multiplier) *
+          std::sqrt(scale_mean_square(h) + std::exp(z.log_floor[k] * 2.0));
+      shrink.data_ptr<double>()[r] = max_shrink * sigmoid(o[1] + shrink_offset);
+      gain.data_ptr<double>()[r] = std::tanh(o[2]);
+      record_signals(h, row_signals(r));
+    }
+  }
   return {{step_size, shrink, gain}, next};
 }
 

@@ -198,8 +198,9 @@ TORCH_MODULE(LearnedSchedule);
 /// dimension, so that a step is one batched computation (~100 small tensor operations) whatever
 /// the number of schedules, where one decide call per schedule costs that many each.
 /// LearnedScheduleImpl::decide is a stack of one: the formulas exist once. The stack reads the
-/// schedules' weights when it is made (differentiably: a stack of one made with autograd on
-/// records its graph).
+/// schedules' weights when it is made, as values (the design is meta-trained by evolution
+/// strategies, which needs no gradient); when every head is zero it reads only the few numbers the
+/// untrained rule uses.
 class ScheduleStack {
  public:
   /// The schedules must share their shape (memory, widths, head, hand rule, bounds) and their
