@@ -315,8 +315,8 @@ ScheduleStack::ScheduleStack(const std::vector<const LearnedScheduleImpl*>& sche
     z.head_zero.push_back(zero);
     z.all_heads_zero = z.all_heads_zero && zero;
     const auto bias = s.head_out->bias.to(at::kDouble).contiguous();
-    z.head_bias.push_back({bias.data_ptr<double>()[0], bias.data_ptr<double>()[1],
-                           bias.data_ptr<double>()[2]});
+    z.head_bias.push_back(
+        {bias.data_ptr<double>()[0], bias.data_ptr<double>()[1], bias.data_ptr<double>()[2]});
     z.log_relative.push_back(value(s.step_log_relative));
     z.log_floor.push_back(value(s.step_log_floor));
     z.floor_squares.push_back(std::exp(2.0 * z.log_floor.back()));
@@ -350,9 +350,8 @@ std::pair<ScheduleDecision, torch::Tensor> ScheduleStack::decide(const torch::Te
                                                                  const ScheduleSignals& signals) {
   auto& z = *stacked_;
   const int64_t models = size();
-  const int64_t memory_size =
-      detail::memory_size(z.options.memory(), z.options.key_dim(), z.options.value_dim(),
-                          z.options.features());
+  const int64_t memory_size = detail::memory_size(z.options.memory(), z.options.key_dim(),
+                                                  z.options.value_dim(), z.options.features());
   check_histories(histories, 3, Impl::kHistory + memory_size, t);
   TORCH_CHECK(histories.size(0) == models, "ScheduleStack::decide: histories hold ",
               histories.size(0), " schedules' rows, the stack has ", models);
