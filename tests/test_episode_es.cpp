@@ -5,6 +5,7 @@
 // settings are named.
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <mutex>
@@ -210,6 +211,27 @@ TEST_F(EpisodeES, ACampaignResumesExactlyFromItsCheckpoint) {
   EXPECT_GT(moved.max().item<double>(), 0.009);
   expect_error([&] { fm::load_es_state(temp_path("missing-es-state.pt")); },
                {"missing-es-state.pt"});
+}
+
+// A best score kept from another validation set (char_gru's data is this repository's text, which
+// can move between a campaign's invocations) is not compared with this set's: a process's first
+// validation scores the best theta again, and the hand rule, and keeps the better.
+TEST_F(EpisodeES, AResumedCampaignScoresItsBestAgainOnItsOwnValidationSet) {
+  fm::ReferenceCache references;
+  fm::EpisodeES es(small_schedule(), tiny_options(), references);
+  auto state = es.initial_state();
+  es.step(state);  // generation 0, not validated
+  const auto best = state.theta.clone();
+  state.best_theta = best;
+  state.best_generation = 1;
+  state.best_validation = -1.0;  // a score from elsewhere, better than any here
+  fm::EpisodeES again(small_schedule(), tiny_options(), references);
+  const auto record = again.step(state);  // generation 1, validated
+  const double rescored = again.mean_scores({best}, again.validation_set())[0];
+  EXPECT_TRUE(std::isfinite(rescored));
+  EXPECT_EQ(state.best_validation,
+            std::min({rescored, record.validation, record.validation_hand_rule}));
+  EXPECT_GT(state.best_validation, -1.0);
 }
 
 // Ranks split a generation (the candidates of each episode, the references' grid; validation's one

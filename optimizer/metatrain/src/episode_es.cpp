@@ -262,7 +262,9 @@ GenerationRecord EpisodeES::step(EpisodeESState& state,
   const bool validating = (state.generation + 1) % options_.validation_every() == 0;
   const int64_t total =
       static_cast<int64_t>(episodes.size()) +
-      (validating ? (validation_.empty() ? 2 : 1) * options_.validation_episodes() : 0);
+      (validating ? (validation_.empty() ? (state.best_generation > 0 ? 3 : 2) : 1) *
+                        options_.validation_episodes()
+                  : 0);
   int64_t done = 0;
   const auto tick = [&] {
     if (progress) progress(++done, total);
@@ -294,6 +296,14 @@ GenerationRecord EpisodeES::step(EpisodeESState& state,
     if (validation_.empty()) {
       validation_ = validation_set();
       validation_hand_rule_ = mean_scores({theta0_}, validation_, tick)[0];
+      // The best so far, scored again on this process's set. The set is a function of the seed
+      // and of the data, and the character family's data is this repository's text, which can
+      // move between a campaign's invocations (scripts/metatrain-es pins it to one commit); the
+      // stop rule must compare scores on one set. With the data unchanged the score is the
+      // stored one exactly. The hand rule's is set below.
+      state.best_validation = state.best_generation > 0
+                                  ? mean_scores({state.best_theta}, validation_, tick)[0]
+                                  : std::numeric_limits<double>::infinity();
     }
     record.validation = mean_scores({state.theta}, validation_, tick)[0];
     record.validation_hand_rule = validation_hand_rule_;
