@@ -34,7 +34,11 @@ TEST_F(TunedReference, ScoreIsTheClippedLogRatio) {
   EXPECT_DOUBLE_EQ(fm::reference_score(std::numeric_limits<double>::infinity(), 1.0),
                    fm::kReferenceScoreClip);
   EXPECT_DOUBLE_EQ(fm::reference_score(std::nan(""), 1.0), fm::kReferenceScoreClip);
-  expect_error([] { fm::reference_score(1.0, 0.0); }, {"reference loss", "got 0"});
+  // A tuned reference can fit exactly (loss 0): scored against float32's smallest normal number.
+  EXPECT_DOUBLE_EQ(fm::reference_score(1.0, 0.0), fm::kReferenceScoreClip);
+  EXPECT_DOUBLE_EQ(fm::reference_score(0.0, 0.0), 0.0);
+  expect_error([] { fm::reference_score(1.0, -0.5); }, {"reference loss", "got -0.5"});
+  expect_error([] { fm::reference_score(1.0, std::nan("")); }, {"reference loss", "got nan"});
 }
 
 TEST_F(TunedReference, TuningIsDeterministicAndPicksTheGridsBest) {

@@ -65,13 +65,15 @@ TunedReference tune_adamw_cosine(const Task& task, int64_t steps, uint64_t seed,
 }
 
 double reference_score(double candidate_loss, double reference_loss) {
-  TORCH_CHECK(std::isfinite(reference_loss) && reference_loss > 0,
-              "reference_score: the reference loss must be finite and positive, got ",
-              reference_loss);
-  if (!(candidate_loss > 0) || !std::isfinite(candidate_loss))
-    return candidate_loss <= 0 ? -kReferenceScoreClip : kReferenceScoreClip;
-  return std::clamp(std::log(candidate_loss / reference_loss), -kReferenceScoreClip,
-                    kReferenceScoreClip);
+  TORCH_CHECK(std::isfinite(reference_loss) && reference_loss >= 0,
+              "reference_score: the reference loss must be finite and >= 0, got ", reference_loss);
+  if (!(candidate_loss <= std::numeric_limits<double>::max()))
+    return kReferenceScoreClip;  // NaN, inf
+  // Losses are float32: below its smallest normal number a loss is 0 (a run that fits exactly,
+  // which a tuned reference can), and two such losses are level.
+  const double floor = std::numeric_limits<float>::min();
+  return std::clamp(std::log(std::max(candidate_loss, floor) / std::max(reference_loss, floor)),
+                    -kReferenceScoreClip, kReferenceScoreClip);
 }
 
 std::string reference_key(const Task& task, int64_t steps, uint64_t seed) {

@@ -46,8 +46,9 @@ TunedReference tune_adamw_cosine(const Task& task, int64_t steps, uint64_t seed,
 /// The score of a candidate's final held-out loss against the reference's: log(candidate /
 /// reference), so 0 is level, -log 2 half the reference's loss; scale-free (a task's loss units
 /// cancel) and smooth, clipped to [-kClip, kClip] so that one diverged or degenerate instance
-/// cannot dominate a generation's mean. A non-finite candidate scores kClip, a loss of exactly 0
-/// -kClip.
+/// cannot dominate a generation's mean. A non-finite candidate scores kClip; a loss of 0 (either
+/// side) counts as float32's smallest normal number, so a candidate at 0 scores -kClip against a
+/// reference above it, kClip above a reference at 0, and 0 when both are 0.
 double reference_score(double candidate_loss, double reference_loss);
 constexpr double kReferenceScoreClip = 5.0;
 
