@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "ablation_plot.h"
 #include "flt/detail/cli_checks.h"
 #include "flt/detail/progress.h"
 #include "flt/metatrain/distributed.h"
@@ -57,8 +58,9 @@ struct EsArgs {
   double stop_margin = 0.02;
   bool diagnose = false;
   int64_t step_sweep = 0;  // score the hand rule's step moved up and down, on this many generations
-  std::string export_theta;  // write the campaign's current theta as a weights file and exit
-  std::string rendezvous;    // where the ranks meet (file://PATH, or MASTER_ADDR:MASTER_PORT)
+  std::string export_theta;   // write the campaign's current theta as a weights file and exit
+  std::string plot_ablation;  // draw the campaigns under --dir to this PNG and exit
+  std::string rendezvous;     // where the ranks meet (file://PATH, or MASTER_ADDR:MASTER_PORT)
   int timeout_seconds = static_cast<int>(
       std::chrono::duration_cast<std::chrono::seconds>(fm::Rendezvous{}.timeout).count());
 };
@@ -166,7 +168,7 @@ void step_sweep(fm::EpisodeES& es, const fo::LearnedSchedule& schedule, int64_t 
     if (p.key() == "step_log_relative") index = offset;
     offset += p.value().numel();
   }
-  TORCH_CHECK(index >= 0, "flt-metatrain-es: the schedule has no step_log_relative");
+  TORCH_CHECK(index >= 0, "the schedule has no step_log_relative");
   const std::vector<double> shifts = {-0.6, -0.3, 0.0, 0.3, 0.6, 0.9, 1.2};
   std::vector<torch::Tensor> thetas;
   for (double shift : shifts) {
@@ -222,7 +224,7 @@ void check_same_config(fm::Communicator& communicator, const std::string& config
       torch::tensor({static_cast<int64_t>(std::hash<std::string>{}(config))}, torch::kInt64);
   const auto all = communicator.allgather(mine);
   for (size_t r = 0; r < all.size(); ++r)
-    TORCH_CHECK(torch::equal(all[r], all[0]), "flt-metatrain-es: rank ", r,
+    TORCH_CHECK(torch::equal(all[r], all[0]), "rank ", r,
                 " was started with other settings than rank 0; every rank needs the same flags");
 }
 
@@ -306,7 +308,7 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
   const std::string config = config_text(a);
   const bool inspect_only = a.diagnose || a.step_sweep > 0 || !a.export_theta.empty();
   TORCH_CHECK(!(inspect_only && world_size > 1),
-              "flt-metatrain-es: --diagnose, --step-sweep "
+              "--diagnose, --step-sweep "
               "and --export-theta run on one process (WORLD_SIZE is ",
               world_size, ")");
   if (world_size > 1) {
@@ -319,7 +321,7 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
   }
   // The other ranks read what rank 0 wrote, once it has.
   if (a.es.communicator()) a.es.communicator()->barrier();
-  TORCH_CHECK(read_file(config_path) == config, "flt-metatrain-es: ", config_path,
+  TORCH_CHECK(read_file(config_path) == config, config_path,
               " was written with other settings; continue it with the same flags or use "
               "another --dir. It says:\n",
               read_file(config_path));
@@ -341,7 +343,7 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
     return 0;
   }
   if (!a.export_theta.empty()) {
-    TORCH_CHECK(fs::exists(state_path), "flt-metatrain-es: --export-theta: ", a.dir,
+    TORCH_CHECK(fs::exists(state_path), "--export-theta: ", a.dir,
                 " holds no campaign (no state.pt)");
     fo::save_schedule(es.schedule_at(state.theta), a.export_theta);
     std::printf("wrote theta of generation %lld to %s; best.pt is generation %lld's%s\n",
@@ -419,10 +421,20 @@ int main(int argc, char** argv) {
                  "write the campaign's current theta as a schedule weights file (best.pt is the "
                  "best by validation, the hand rule until a theta beats it), then exit")
       ->type_name("FILE");
+  app.add_option("--plot-ablation", a.plot_ablation,
+                 "read --dir as a folder of campaigns (MEMORY-sSEED, the memory ablation's), draw "
+                 "theta's validation score minus the hand rule's over the generations, a panel "
+                 "per seed, to this PNG, then exit")
+      ->type_name("PNG");
   flt::detail::add_rendezvous_flags(app, a.rendezvous, a.timeout_seconds, "collective");
   CLI11_PARSE(app, argc, argv);
   int rank = 0, world_size = 1;
   try {
+    if (!a.plot_ablation.empty()) {
+      const int drawn = flt::tools::plot_ablation(a.dir, a.plot_ablation, a.stop_margin);
+      std::printf("drew %d campaigns to %s\n", drawn, a.plot_ablation.c_str());
+      return 0;
+    }
     flt::set_threads(1);
     auto rendezvous = fm::Rendezvous::from_environment();
     rendezvous.method = a.rendezvous;
