@@ -101,9 +101,9 @@ inline int plot_ablation(const std::string& folder, const std::string& png, doub
     if (!std::isfinite(first)) first = 0, last = 1;
     series.push_back({"hand rule", {first, last}, {0.0, 0.0}, {0, 0, 0}, true});
     series.push_back({"stop rule's bar", {first, last}, {-margin, -margin}, {150, 150, 150}, true});
-    detail::plot_xy_panel(canvas, column * panel_w, 0, panel_w, panel_h,
-                          "seed " + std::to_string(seed), "generation",
-                          "theta's validation score - hand rule's", series, false, false);
+    detail::plot_xy_panel(
+        canvas, column * panel_w, 0, panel_w, panel_h, "seed " + std::to_string(seed), "generation",
+        "theta's validation score - hand rule's (below 0: theta ahead)", series, false, false);
     ++column;
   }
   TORCH_CHECK(canvas.save(png), "cannot write ", png);
