@@ -117,6 +117,27 @@ TEST_F(EpisodeES, AGenerationIsAFunctionOfSeedAndIndex) {
     EXPECT_EQ(episode.task->family(), fm::BatchedFamily::kAutoencoder);
 }
 
+// Draw 0 is the campaign's validation set; a fresh draw has the same families and size, other
+// instances, and is the same every time it is drawn.
+TEST_F(EpisodeES, FreshValidationDrawsAreNewAndRepeatable) {
+  fm::ReferenceCache references;
+  fm::EpisodeES es(small_schedule(), tiny_options().validation_episodes(3), references);
+  const auto campaign = es.validation_set(), again = es.validation_set(0);
+  const auto fresh = es.validation_set(1), fresh_again = es.validation_set(1);
+  ASSERT_EQ(campaign.size(), 3u);
+  ASSERT_EQ(fresh.size(), 3u);
+  for (size_t i = 0; i < campaign.size(); ++i) {
+    EXPECT_EQ(campaign[i].task->seeds(), again[i].task->seeds());
+    EXPECT_EQ(campaign[i].spec.seed, again[i].spec.seed);
+    EXPECT_EQ(fresh[i].task->seeds(), fresh_again[i].task->seeds());
+    EXPECT_EQ(fresh[i].spec.steps, fresh_again[i].spec.steps);
+    EXPECT_EQ(fresh[i].task->family(), fm::BatchedFamily::kAutoencoder);
+    EXPECT_NE(fresh[i].task->seeds(), campaign[i].task->seeds());
+    EXPECT_NE(fresh[i].spec.seed, campaign[i].spec.seed);
+  }
+  expect_error([&] { es.validation_set(-1); }, {"validation draw -1"});
+}
+
 // Instance k's reference is the best over the grid of AdamW-cosine runs of instance k alone; a
 // second call reads the cache.
 TEST_F(EpisodeES, ReferencesAreEachInstancesBestOverTheGridAndKept) {

@@ -8,6 +8,8 @@
 //   flt-metatrain-es --dir DIR ... --diagnose    (where the campaign's theta loses on validation,
 //                                                 and what its memory weighs)
 //   flt-metatrain-es --dir DIR ... --export-theta FILE   (theta as it stands, a weights file)
+//   flt-metatrain-es --dir DIR ... --fresh-validation N  (best.pt's lead on N fresh held-out sets)
+//   flt-metatrain-es --dir FOLDER --plot-ablation PNG    (the memory ablation's figure)
 //
 // DIR holds config.txt (the campaign's settings; a resumed campaign must match them), state.pt
 // (theta, Adam's moments, the best theta by validation), log.tsv (one line a generation),
@@ -58,9 +60,10 @@ struct EsArgs {
   double stop_margin = 0.02;
   bool diagnose = false;
   int64_t step_sweep = 0;  // score the hand rule's step moved up and down, on this many generations
-  std::string export_theta;   // write the campaign's current theta as a weights file and exit
-  std::string plot_ablation;  // draw the campaigns under --dir to this PNG and exit
-  std::string rendezvous;     // where the ranks meet (file://PATH, or MASTER_ADDR:MASTER_PORT)
+  std::string export_theta;      // write the campaign's current theta as a weights file and exit
+  std::string plot_ablation;     // draw the campaigns under --dir to this PNG and exit
+  int64_t fresh_validation = 0;  // score best.pt and the hand rule on this many fresh sets, exit
+  std::string rendezvous;        // where the ranks meet (file://PATH, or MASTER_ADDR:MASTER_PORT)
   int timeout_seconds = static_cast<int>(
       std::chrono::duration_cast<std::chrono::seconds>(fm::Rendezvous{}.timeout).count());
 };
@@ -153,6 +156,48 @@ void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
       std::printf("\n");
     }
   }
+}
+
+// The best theta's lead over the hand rule on the campaign's validation set, which chose it among
+// every validation's theta, and on `sets` fresh draws of the same held-out families that no
+// campaign scores: how much of the lead is the choice fitting those 8 episodes.
+void fresh_validation(fm::EpisodeES& es, const fm::EpisodeESState& state, int64_t sets) {
+  if (state.best_generation == 0) {
+    std::printf(
+        "best.pt is the hand rule (no theta has beaten it on validation): no lead to check\n");
+    return;
+  }
+  const std::vector<torch::Tensor> thetas = {es.initial_state().theta, state.best_theta};
+  std::printf(
+      "the hand rule and best.pt (generation %lld's theta) on validation sets: mean log ratio to "
+      "tuned AdamW-cosine; lead = hand rule - theta, above 0 theta is ahead\n  %-32s %9s %9s "
+      "%9s\n",
+      static_cast<long long>(state.best_generation), "set", "hand rule", "theta", "lead");
+  const auto per_set = static_cast<double>(es.validation_set(0).size());
+  flt::detail::ProgressBar bar("fresh validation");
+  std::vector<double> fresh;
+  for (int64_t draw = 0; draw <= sets; ++draw) {
+    double done = 0;
+    const auto scores = es.mean_scores(thetas, es.validation_set(draw), [&] {
+      bar.update((draw + ++done / per_set) / (sets + 1), "set " + std::to_string(draw));
+    });
+    const double lead = scores[0] - scores[1];
+    const std::string label =
+        draw == 0 ? "the campaign's (it chose theta)" : "fresh draw " + std::to_string(draw);
+    // The scores as log.tsv and STOPPED write them (6 digits), so the campaign's row reads
+    // against them.
+    std::printf("  %-32s %9.6g %9.6g %+9.4f\n", label.c_str(), scores[0], scores[1], lead);
+    std::fflush(stdout);
+    if (draw > 0) fresh.push_back(lead);
+  }
+  if (fresh.size() < 2) return;
+  double mean = 0, square = 0;
+  for (double lead : fresh) mean += lead / static_cast<double>(fresh.size());
+  for (double lead : fresh) square += (lead - mean) * (lead - mean);
+  const double error =
+      std::sqrt(square / static_cast<double>(fresh.size() - 1) / static_cast<double>(fresh.size()));
+  std::printf("  fresh draws: mean lead %+.4f, standard error %.4f over %zu sets\n", mean, error,
+              fresh.size());
 }
 
 // Where each training and validation family wants the step: theta_0 with its relative step moved
@@ -306,10 +351,11 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
   namespace fs = std::filesystem;
   const std::string config_path = a.dir + "/config.txt", state_path = a.dir + "/state.pt";
   const std::string config = config_text(a);
-  const bool inspect_only = a.diagnose || a.step_sweep > 0 || !a.export_theta.empty();
+  const bool inspect_only =
+      a.diagnose || a.step_sweep > 0 || a.fresh_validation > 0 || !a.export_theta.empty();
   TORCH_CHECK(!(inspect_only && world_size > 1),
-              "--diagnose, --step-sweep "
-              "and --export-theta run on one process (WORLD_SIZE is ",
+              "--diagnose, --step-sweep, --fresh-validation and --export-theta run on one process "
+              "(WORLD_SIZE is ",
               world_size, ")");
   if (world_size > 1) {
     a.es.communicator(fm::connect(rendezvous));
@@ -340,6 +386,10 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
   }
   if (a.step_sweep > 0) {
     step_sweep(es, schedule, a.step_sweep);
+    return 0;
+  }
+  if (a.fresh_validation > 0) {
+    fresh_validation(es, state, a.fresh_validation);
     return 0;
   }
   if (!a.export_theta.empty()) {
@@ -416,6 +466,11 @@ int main(int argc, char** argv) {
                  "score the hand rule with its relative step moved by log -0.6 .. 1.2 on the "
                  "first N generations' training episodes and on the validation set, family by "
                  "family, then exit")
+      ->check(integer_at_least(1));
+  app.add_option("--fresh-validation", a.fresh_validation,
+                 "score the hand rule and best.pt on the campaign's validation set and on N fresh "
+                 "draws of the same held-out families (their references join the cache), print "
+                 "each lead and the fresh draws' mean, then exit")
       ->check(integer_at_least(1));
   app.add_option("--export-theta", a.export_theta,
                  "write the campaign's current theta as a schedule weights file (best.pt is the "

@@ -1,7 +1,8 @@
 # Run by ctest as `cmake -DPROGRAM=flt-metatrain-es -DWORK=DIR -P metatrain_es_tiny.cmake`: a tiny
 # campaign (episodes of 20 steps) checkpoints, its stop rule ends it (a margin no theta can beat)
-# and says why in DIR/STOPPED, a second invocation does not advance it, and --export-theta writes
-# the theta it ended at beside best.pt.
+# and says why in DIR/STOPPED, a second invocation does not advance it, --export-theta writes
+# the theta it ended at beside best.pt, and --fresh-validation scores best.pt again on the
+# campaign's validation set as the campaign did (STOPPED's numbers) and on two fresh draws.
 file(REMOVE_RECURSE "${WORK}")
 set(flags --dir "${WORK}" --generations 5 --pairs 1 --episodes 1 --instances 2 --min-steps 20
           --max-steps 20 --validation-every 1 --validation-episodes 1 --memory none --stop-check 2
@@ -36,3 +37,12 @@ run("wrote theta of generation 2 to .*theta.pt; best.pt is generation [0-9]'s"
 if(NOT EXISTS "${WORK}/theta.pt")
   message(FATAL_ERROR "--export-theta did not write ${WORK}/theta.pt")
 endif()
+file(READ "${WORK}/STOPPED" stopped)
+string(REGEX MATCH "best validation score ([0-9.e-]+) \\(generation ([0-9]+)\\) has not beaten the hand rule's ([0-9.e-]+)" _ "${stopped}")
+set(best "${CMAKE_MATCH_1}")
+set(best_generation "${CMAKE_MATCH_2}")
+set(hand_rule "${CMAKE_MATCH_3}")
+string(REPLACE "." "[.]" best "${best}")
+string(REPLACE "." "[.]" hand_rule "${hand_rule}")
+run("best.pt \\(generation ${best_generation}'s theta\\).*the campaign's \\(it chose theta\\) +${hand_rule} +${best} .*fresh draw 1 .*fresh draw 2 .*fresh draws: mean lead [-+][0-9.]+, standard error [0-9.]+ over 2 sets"
+    --fresh-validation 2)

@@ -151,9 +151,10 @@ std::vector<Episode> EpisodeES::batch(int64_t generation) const {
               generator(options_.seed(), generation, kBatch));
 }
 
-std::vector<Episode> EpisodeES::validation_set() const {
+std::vector<Episode> EpisodeES::validation_set(int64_t draw_index) const {
+  TORCH_CHECK(draw_index >= 0, "EpisodeES: validation draw ", draw_index, " (0 or more)");
   return draw(options_.validation_families(), options_.validation_episodes(), options_,
-              generator(options_.seed(), 0, kValidation));
+              generator(options_.seed(), draw_index, kValidation));
 }
 
 torch::Tensor EpisodeES::references(const Episode& episode) {

@@ -120,8 +120,10 @@ class EpisodeES {
 
   /// The generation's episodes (a function of seed and generation).
   std::vector<Episode> batch(int64_t generation) const;
-  /// The fixed validation set.
-  std::vector<Episode> validation_set() const;
+  /// Draw `draw` of the validation families: draw 0 is the campaign's fixed validation set, the
+  /// one that chooses best.pt; draws 1, 2, ... are fresh sets of the same families and size that
+  /// no campaign scores, for an estimate of the best theta's lead free of that choice.
+  std::vector<Episode> validation_set(int64_t draw = 0) const;
   /// The reference score of each of `thetas` on every instance of `episodes`, all candidates of an
   /// episode in one batched run (`progress`: each finished episode). -> (thetas, instances) float64
   torch::Tensor instance_scores(const std::vector<torch::Tensor>& thetas,
