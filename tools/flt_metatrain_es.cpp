@@ -34,6 +34,7 @@
 #include "ablation_plot.h"
 #include "flt/detail/cli_checks.h"
 #include "flt/detail/progress.h"
+#include "flt/detail/statistics.h"
 #include "flt/metatrain/distributed.h"
 #include "flt/metatrain/episode_es.h"
 #include "flt/optim/schedule_mnemosyne.h"
@@ -191,12 +192,9 @@ void fresh_validation(fm::EpisodeES& es, const fm::EpisodeESState& state, int64_
     if (draw > 0) fresh.push_back(lead);
   }
   if (fresh.size() < 2) return;
-  double mean = 0, square = 0;
-  for (double lead : fresh) mean += lead / static_cast<double>(fresh.size());
-  for (double lead : fresh) square += (lead - mean) * (lead - mean);
-  const double error =
-      std::sqrt(square / static_cast<double>(fresh.size() - 1) / static_cast<double>(fresh.size()));
-  std::printf("  fresh draws: mean lead %+.4f, standard error %.4f over %zu sets\n", mean, error,
+  std::printf("  fresh draws: mean lead %+.4f, standard error %.4f over %zu sets\n",
+              flt::detail::mean(fresh),
+              flt::detail::sample_std(fresh) / std::sqrt(static_cast<double>(fresh.size())),
               fresh.size());
 }
 
@@ -389,6 +387,8 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
     return 0;
   }
   if (a.fresh_validation > 0) {
+    TORCH_CHECK(fs::exists(state_path), "--fresh-validation: ", a.dir,
+                " holds no campaign (no state.pt)");
     fresh_validation(es, state, a.fresh_validation);
     return 0;
   }
