@@ -2,7 +2,7 @@
 // SGD on an MLP with about 1M parameters and on a small model of 30 tensors (gradients fixed, so
 // only the optimizer's step is timed). The mnemosyne_KIND rows time the shipped rules;
 // mnemosyne_flt_hiddenH the FLT rule's shape with a head of width H; schedule_KIND
-// ScheduleMnemosyne (untrained, its default; schedule_flt_trained: a trained one's cost).
+// ScheduleMnemosyne (untrained, its default; schedule_KIND_trained: a trained one's cost).
 //   build/bench/bench_optimizer
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
@@ -102,6 +102,10 @@ BENCHMARK_CAPTURE(run, step / schedule_flt, schedule(fo::Memory::kFLT, false))->
 BENCHMARK_CAPTURE(run, step / schedule_flt_trained, schedule(fo::Memory::kFLT, true))
     ->Apply(config);
 BENCHMARK_CAPTURE(run, step / schedule_none, schedule(fo::Memory::kNone, false))->Apply(config);
+BENCHMARK_CAPTURE(run, step / schedule_none_trained, schedule(fo::Memory::kNone, true))
+    ->Apply(config);
+BENCHMARK_CAPTURE(run, step / schedule_ema_trained, schedule(fo::Memory::kEMA, true))
+    ->Apply(config);
 BENCHMARK_CAPTURE(run, step / mnemosyne_flt_hidden32, mnemosyne_flt_hidden(32))->Apply(config);
 BENCHMARK_CAPTURE(run, step / mnemosyne_flt_hidden16, mnemosyne_flt_hidden(16))->Apply(config);
 

@@ -372,6 +372,42 @@ TEST_F(LearnedSchedule, Stack_DecidesForEachScheduleWhatItsOwnDecideGives) {
       {"3 schedules' rows", "the stack has 2"});
 }
 
+// decide keeps its stack of the schedule between calls; it must still decide with the weights as
+// they are at the call: after an in-place edit, a load, a replaced tensor, and not with a clone's.
+TEST_F(LearnedSchedule, Decide_ReadsTheWeightsAsTheyAreNow) {
+  auto schedule = perturbed_schedule(fo::Memory::kFLT, 1);
+  const auto h = at::stack({schedule->initial_history(torch::randn({5})),
+                            schedule->initial_history(torch::randn({7}))});
+  torch::NoGradGuard no_grad;
+  // The reference: a stack made for this call alone.
+  const auto expect_fresh = [&](fo::LearnedSchedule& s, const std::string& label) {
+    auto [decision, next] = s->decide(h, 3, {});
+    auto [fresh, fresh_next] = fo::ScheduleStack({s}).decide(h.unsqueeze(0), 3, {});
+    EXPECT_TRUE(torch::equal(decision.step_size, fresh.step_size[0])) << label;
+    EXPECT_TRUE(torch::equal(decision.gain, fresh.gain[0])) << label;
+    EXPECT_TRUE(torch::equal(at::nan_to_num(next, -7.0), at::nan_to_num(fresh_next[0], -7.0)))
+        << label;
+    return decision.gain.clone();
+  };
+  const auto first = expect_fresh(schedule, "first call");
+  schedule->head_out->weight.mul_(2.0);
+  schedule->head_out->bias.add_(0.2);  // read as a value when the stack is made
+  schedule->query->weight.add_(0.1);
+  const auto edited = expect_fresh(schedule, "after an in-place edit");
+  EXPECT_FALSE(torch::equal(first, edited));
+  std::stringstream saved;
+  torch::save(perturbed_schedule(fo::Memory::kFLT, 2), saved);
+  torch::load(schedule, saved);
+  EXPECT_FALSE(torch::equal(expect_fresh(schedule, "after a load"), edited));
+  schedule->head_out->weight.set_data(torch::zeros_like(schedule->head_out->weight));
+  expect_fresh(schedule, "after set_data (the untrained rule)");
+  auto copy = std::dynamic_pointer_cast<Impl>(schedule->clone());
+  fo::LearnedSchedule clone(copy);
+  clone->head_out->weight.normal_(0.0, 0.5);
+  expect_fresh(clone, "a clone, edited");
+  expect_fresh(schedule, "the original after its clone's edit");
+}
+
 // ---- signals, contract, save and load ----------------------------------------------------------
 
 TEST_F(LearnedSchedule, Signals_ReachTheFeatures) {

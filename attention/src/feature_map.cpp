@@ -577,7 +577,10 @@ void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tenso
   TORCH_CHECK(empty() || phi_k.size(3) == numerator.size(2), "LinearAttentionState::append: phi_k ",
               phi_k.sizes(), " has ", phi_k.size(3), " features but the state holds ",
               numerator.size(2), " (S ", numerator.sizes(), ")");
-  const auto kv = at::matmul(phi_k.transpose(-2, -1), v);  // (B, H, M, Dv)
+  // One token's phi_k^T v is an outer product: a broadcast product, where ATen's bmm would run its
+  // tiny matrices with a thread fork per call (see times_state).
+  const auto kv = phi_k.size(2) == 1 ? phi_k.transpose(-2, -1) * v
+                                     : at::matmul(phi_k.transpose(-2, -1), v);  // (B, H, M, Dv)
   const auto k_sum = phi_k.sum(-2).unsqueeze(-1);          // (B, H, M, 1)
   if (empty()) {
     numerator = kv;
@@ -596,17 +599,31 @@ void LinearAttentionState::check_read(const torch::Tensor& phi_q) const {
               "), got ", phi_q.sizes());
 }
 
+namespace {
+
+// phi (B, H, T, M) times a state tensor (B, H, M, X). For one token (a streaming step: a decoding
+// layer, an optimizer's memory) it is a broadcast product summed over M: ATen 1.13 runs bmm on
+// matrices this small in a parallel_for of grain 1 over the batch, so each product forked the
+// intra-op threads, which doubled the optimizer memory's step at 2 threads (docs/benchmarks.md,
+// "Optimizer step").
+torch::Tensor times_state(const torch::Tensor& phi, const torch::Tensor& state) {
+  if (phi.size(2) != 1) return at::matmul(phi, state);
+  return (phi.transpose(-2, -1) * state).sum(-2, /*keepdim=*/true);
+}
+
+}  // namespace
+
 torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q, double eps) const {
   check_read(phi_q);
-  return at::matmul(phi_q, numerator) / at::matmul(phi_q, normaliser).clamp_min(eps);
+  return times_state(phi_q, numerator) / times_state(phi_q, normaliser).clamp_min(eps);
 }
 
 torch::Tensor LinearAttentionState::read(const torch::Tensor& phi_q,
                                          const torch::Tensor& floor) const {
   check_read(phi_q);
   TORCH_CHECK(floor.defined(), "LinearAttentionState::read: floor must be a defined tensor");
-  return at::matmul(phi_q, numerator) /
-         at::maximum(at::matmul(phi_q, normaliser), floor.to(phi_q.scalar_type()));
+  return times_state(phi_q, numerator) /
+         at::maximum(times_state(phi_q, normaliser), floor.to(phi_q.scalar_type()));
 }
 
 void LinearAttentionState::decay(const torch::Tensor& factor) {

@@ -9,6 +9,8 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <mutex>
+#include <optional>
 #include <vector>
 
 #include "flt/kernels/schedule_step.h"
@@ -146,6 +148,7 @@ void LearnedScheduleImpl::reset() {
   head_out->bias.zero_();
   corrector_out->weight.zero_();
   corrector_out->bias.zero_();
+  decide_cache_ = std::make_shared<DecideCache>();  // a clone (which calls reset) has its own
 }
 
 void LearnedScheduleImpl::pretty_print(std::ostream& stream) const {
@@ -257,11 +260,29 @@ torch::Tensor LearnedScheduleImpl::features(const torch::Tensor& histories, int6
   return out;
 }
 
+// The stack decide made last, and what it read: each parameter's and buffer's storage and version
+// counter (an in-place edit, load or optimizer step bumps the version; an assignment changes the
+// storage). The mutex serialises optimizers that share one schedule.
+struct LearnedScheduleImpl::DecideCache {
+  std::mutex mutex;
+  std::vector<std::pair<const void*, uint32_t>> read;
+  std::optional<ScheduleStack> stack;
+};
+
 std::pair<ScheduleDecision, torch::Tensor> LearnedScheduleImpl::decide(
     const torch::Tensor& histories, int64_t t, const ScheduleSignals& signals) {
   check_histories(histories, 2, history_size(), t);
-  auto [decision, next] = ScheduleStack(std::vector<const LearnedScheduleImpl*>{this})
-                              .decide(histories.unsqueeze(0), t, signals);
+  std::vector<std::pair<const void*, uint32_t>> read;
+  for (const auto& tensors : {parameters(), buffers()})
+    for (const auto& tensor : tensors) read.emplace_back(tensor.data_ptr(), tensor._version());
+  auto& cache = *decide_cache_;
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  if (!cache.stack || cache.read != read) {
+    // A run asks for steps 1, 2, ... in order: the FLT memory's RPE features 64 steps at a time.
+    cache.stack.emplace(std::vector<const LearnedScheduleImpl*>{this}, /*rpe_block=*/64);
+    cache.read = std::move(read);
+  }
+  auto [decision, next] = cache.stack->decide(histories.unsqueeze(0), t, signals);
   return {{decision.step_size.squeeze(0), decision.shrink.squeeze(0), decision.gain.squeeze(0)},
           next.squeeze(0)};
 }
@@ -327,8 +348,8 @@ ScheduleStack::ScheduleStack(const std::vector<const LearnedScheduleImpl*>& sche
       z.growth_thresholds.push_back(std::clamp(value(s.growth_threshold), -1.0, 1.0));
     }
   }
-  // A stack of one zero head (the untrained rule: LearnedScheduleImpl::decide makes one every
-  // step) uses none of the memory or the head. Larger stacks are stacked even so, which checks
+  // A stack of one zero head (the untrained rule, as LearnedScheduleImpl::decide stacks it) uses
+  // none of the memory or the head. Larger stacks are stacked even so, which checks
   // that they share their memory's shape and random features.
   if (z.all_heads_zero && schedules.size() == 1) return;
   std::vector<torch::nn::Linear> head_in, head_out;

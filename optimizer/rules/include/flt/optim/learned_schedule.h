@@ -190,6 +190,13 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
   torch::Tensor step_log_relative, step_log_floor;  ///< log rho, log floor (scalars)
   /// The hand rule's log kappa and c0 (scalars; undefined when the hand rule is off).
   torch::Tensor growth_log_rate, growth_threshold;
+
+ private:
+  /// decide's stack of this schedule alone, kept while every parameter and buffer it read has the
+  /// same storage and version counter: made anew each step, a trained head paid for stacking its
+  /// weights and for its memory's RPE features of one step at a time (learned_schedule.cpp).
+  struct DecideCache;
+  std::shared_ptr<DecideCache> decide_cache_;
 };
 TORCH_MODULE(LearnedSchedule);
 
