@@ -105,18 +105,27 @@ std::string read_file(const std::string& path) {
 // only one part of theta's change: the schedule's own step numbers (relative step, floor, growth
 // rate and threshold) or the rest (head, corrector, memory). Which part of what the training
 // families taught costs the held-out families.
-void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
-              const fm::EpisodeESState& state) {
-  const auto theta0 = es.initial_state().theta;
-  const auto change = state.theta - theta0;
-  auto step_part = torch::zeros_like(change);
+// 1 at the schedule's own step numbers in a theta (relative step, floor, the hand rule's growth
+// rate and threshold), 0 at the rest (head, corrector, memory).
+torch::Tensor step_numbers_mask(const fo::LearnedSchedule& schedule, const torch::Tensor& theta) {
+  auto mask = torch::zeros_like(theta);
   int64_t offset = 0;
   for (const auto& p : schedule->named_parameters()) {
     const auto& name = p.key();
     if (name.rfind("step_", 0) == 0 || name.rfind("growth_", 0) == 0)
-      step_part.narrow(0, offset, p.value().numel()).fill_(1.0);
+      mask.narrow(0, offset, p.value().numel()).fill_(1.0);
     offset += p.value().numel();
   }
+  TORCH_CHECK(offset == theta.numel(), "step_numbers_mask: the schedule has ", offset,
+              " numbers, theta ", theta.numel());
+  return mask;
+}
+
+void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
+              const fm::EpisodeESState& state) {
+  const auto theta0 = es.initial_state().theta;
+  const auto change = state.theta - theta0;
+  const auto step_part = step_numbers_mask(schedule, change);
   const auto validation = es.validation_set();
   const std::vector<std::pair<const char*, torch::Tensor>> points = {
       {"hand rule (theta_0)", theta0},
@@ -161,22 +170,31 @@ void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
 
 // The best theta's lead over the hand rule on the campaign's validation set, which chose it among
 // every validation's theta, and on `sets` fresh draws of the same held-out families that no
-// campaign scores: how much of the lead is the choice fitting those 8 episodes.
-void fresh_validation(fm::EpisodeES& es, const fm::EpisodeESState& state, int64_t sets) {
+// campaign scores: how much of the lead is the choice fitting those 8 episodes. Beside it, the
+// leads of the hand rule moved by one part of best.pt's change (as --diagnose splits it): whether
+// the lead comes from re-tuning the schedule's step numbers or from the learned head, corrector
+// and memory.
+void fresh_validation(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
+                      const fm::EpisodeESState& state, int64_t sets) {
   if (state.best_generation == 0) {
     std::printf(
         "best.pt is the hand rule (no theta has beaten it on validation): no lead to check\n");
     return;
   }
-  const std::vector<torch::Tensor> thetas = {es.initial_state().theta, state.best_theta};
+  const auto theta0 = es.initial_state().theta, change = state.best_theta - theta0;
+  const auto step_part = step_numbers_mask(schedule, change);
+  const std::vector<torch::Tensor> thetas = {theta0, state.best_theta, theta0 + change * step_part,
+                                             theta0 + change * (1 - step_part)};
   std::printf(
       "the hand rule and best.pt (generation %lld's theta) on validation sets: mean log ratio to "
-      "tuned AdamW-cosine; lead = hand rule - theta, above 0 theta is ahead\n  %-32s %9s %9s "
-      "%9s\n",
-      static_cast<long long>(state.best_generation), "set", "hand rule", "theta", "lead");
+      "tuned AdamW-cosine; lead = hand rule - theta, above 0 theta is ahead; the last two columns "
+      "the leads of the hand rule moved by best.pt's change in its step numbers only, and in the "
+      "rest only\n  %-32s %9s %9s %9s %12s %9s\n",
+      static_cast<long long>(state.best_generation), "set", "hand rule", "theta", "lead",
+      "step numbers", "the rest");
   const auto per_set = static_cast<double>(es.validation_set(0).size());
   flt::detail::ProgressBar bar("fresh validation");
-  std::vector<double> fresh;
+  std::vector<double> fresh, fresh_steps, fresh_rest;
   for (int64_t draw = 0; draw <= sets; ++draw) {
     double done = 0;
     const auto scores = es.mean_scores(thetas, es.validation_set(draw), [&] {
@@ -187,15 +205,25 @@ void fresh_validation(fm::EpisodeES& es, const fm::EpisodeESState& state, int64_
         draw == 0 ? "the campaign's (it chose theta)" : "fresh draw " + std::to_string(draw);
     // The scores as log.tsv and STOPPED write them (6 digits), so the campaign's row reads
     // against them.
-    std::printf("  %-32s %9.6g %9.6g %+9.4f\n", label.c_str(), scores[0], scores[1], lead);
+    std::printf("  %-32s %9.6g %9.6g %+9.4f %+12.4f %+9.4f\n", label.c_str(), scores[0], scores[1],
+                lead, scores[0] - scores[2], scores[0] - scores[3]);
     std::fflush(stdout);
-    if (draw > 0) fresh.push_back(lead);
+    if (draw == 0) continue;
+    fresh.push_back(lead);
+    fresh_steps.push_back(scores[0] - scores[2]);
+    fresh_rest.push_back(scores[0] - scores[3]);
   }
   if (fresh.size() < 2) return;
+  const auto standard_error = [](const std::vector<double>& x) {
+    return flt::detail::sample_std(x) / std::sqrt(static_cast<double>(x.size()));
+  };
   std::printf("  fresh draws: mean lead %+.4f, standard error %.4f over %zu sets\n",
-              flt::detail::mean(fresh),
-              flt::detail::sample_std(fresh) / std::sqrt(static_cast<double>(fresh.size())),
-              fresh.size());
+              flt::detail::mean(fresh), standard_error(fresh), fresh.size());
+  std::printf(
+      "  the same for the step numbers' change only: %+.4f, %.4f; for the rest's only: %+.4f, "
+      "%.4f\n",
+      flt::detail::mean(fresh_steps), standard_error(fresh_steps), flt::detail::mean(fresh_rest),
+      standard_error(fresh_rest));
 }
 
 // Where each training and validation family wants the step: theta_0 with its relative step moved
@@ -389,7 +417,7 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
   if (a.fresh_validation > 0) {
     TORCH_CHECK(fs::exists(state_path), "--fresh-validation: ", a.dir,
                 " holds no campaign (no state.pt)");
-    fresh_validation(es, state, a.fresh_validation);
+    fresh_validation(es, schedule, state, a.fresh_validation);
     return 0;
   }
   if (!a.export_theta.empty()) {

@@ -44,5 +44,5 @@ set(best_generation "${CMAKE_MATCH_2}")
 set(hand_rule "${CMAKE_MATCH_3}")
 string(REPLACE "." "[.]" best "${best}")
 string(REPLACE "." "[.]" hand_rule "${hand_rule}")
-run("best.pt \\(generation ${best_generation}'s theta\\).*the campaign's \\(it chose theta\\) +${hand_rule} +${best} .*fresh draw 1 .*fresh draw 2 .*fresh draws: mean lead [-+][0-9.]+, standard error [0-9.]+ over 2 sets"
+run("best.pt \\(generation ${best_generation}'s theta\\).*the campaign's \\(it chose theta\\) +${hand_rule} +${best} .*fresh draw 1 .*fresh draw 2 .*fresh draws: mean lead [-+][0-9.]+, standard error [0-9.]+ over 2 sets\n  the same for the step numbers' change only: [-+][0-9.]+, [0-9.]+; for the rest's only: [-+][0-9.]+, [0-9.]+"
     --fresh-validation 2)
