@@ -261,26 +261,35 @@ torch::Tensor LearnedScheduleImpl::features(const torch::Tensor& histories, int6
 }
 
 // The stack decide made last, and what it read: each parameter's and buffer's storage and version
-// counter (an in-place edit, load or optimizer step bumps the version; an assignment changes the
-// storage). The mutex serialises optimizers that share one schedule.
+// counter then (an in-place edit, a load or an optimizer's step bumps the version; set_data
+// changes the storage). The mutex serialises optimizers that share one schedule.
 struct LearnedScheduleImpl::DecideCache {
   std::mutex mutex;
+  std::vector<torch::Tensor> watched;
   std::vector<std::pair<const void*, uint32_t>> read;
   std::optional<ScheduleStack> stack;
+
+  bool current() const {
+    for (size_t i = 0; i < watched.size(); ++i)
+      if (watched[i].data_ptr() != read[i].first || watched[i]._version() != read[i].second)
+        return false;
+    return stack.has_value();
+  }
 };
 
 std::pair<ScheduleDecision, torch::Tensor> LearnedScheduleImpl::decide(
     const torch::Tensor& histories, int64_t t, const ScheduleSignals& signals) {
   check_histories(histories, 2, history_size(), t);
-  std::vector<std::pair<const void*, uint32_t>> read;
-  for (const auto& tensors : {parameters(), buffers()})
-    for (const auto& tensor : tensors) read.emplace_back(tensor.data_ptr(), tensor._version());
   auto& cache = *decide_cache_;
   std::lock_guard<std::mutex> lock(cache.mutex);
-  if (!cache.stack || cache.read != read) {
+  if (!cache.current()) {
+    cache.watched = parameters();
+    for (const auto& buffer : buffers()) cache.watched.push_back(buffer);
+    cache.read.clear();
+    for (const auto& tensor : cache.watched)
+      cache.read.emplace_back(tensor.data_ptr(), tensor._version());
     // A run asks for steps 1, 2, ... in order: the FLT memory's RPE features 64 steps at a time.
     cache.stack.emplace(std::vector<const LearnedScheduleImpl*>{this}, /*rpe_block=*/64);
-    cache.read = std::move(read);
   }
   auto [decision, next] = cache.stack->decide(histories.unsqueeze(0), t, signals);
   return {{decision.step_size.squeeze(0), decision.shrink.squeeze(0), decision.gain.squeeze(0)},
