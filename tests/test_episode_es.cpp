@@ -302,6 +302,26 @@ TEST_F(EpisodeES, RanksSplittingAGenerationTakeTheStepOfOneProcess) {
   }
 }
 
+// With the step numbers fixed, ES perturbs and moves only the rest: after two generations the
+// relative step, floor, growth rate and threshold are theta_0's and the head has moved; without
+// the option the same generations move the step numbers too.
+TEST_F(EpisodeES, FixedStepNumbersStayTheHandRules) {
+  const auto mask = fm::step_numbers_mask(small_schedule());
+  ASSERT_EQ(mask.sum().item<double>(), 4.0);  // step_log_relative, step_log_floor, growth_*
+  for (bool fixed : {true, false}) {
+    SCOPED_TRACE(fixed ? "fixed" : "free");
+    fm::ReferenceCache references;
+    fm::EpisodeES es(small_schedule(),
+                     tiny_options().validation_every(100).fixed_step_numbers(fixed), references);
+    auto state = es.initial_state();
+    const auto theta0 = state.theta.clone();
+    for (int g = 0; g < 2; ++g) es.step(state);
+    const auto moved = (state.theta - theta0).abs();
+    EXPECT_EQ((moved * mask).max().item<double>() == 0.0, fixed);
+    EXPECT_GT((moved * (1 - mask)).max().item<double>(), 0.0);
+  }
+}
+
 TEST_F(EpisodeES, BadSettingsAreNamed) {
   fm::ReferenceCache references;
   auto overlap = tiny_options();

@@ -376,8 +376,8 @@ TEST_F(LearnedSchedule, Stack_DecidesForEachScheduleWhatItsOwnDecideGives) {
 // they are at the call: after an in-place edit, a load, a replaced tensor, and not with a clone's.
 TEST_F(LearnedSchedule, Decide_ReadsTheWeightsAsTheyAreNow) {
   auto schedule = perturbed_schedule(fo::Memory::kFLT, 1);
-  const auto h = at::stack({schedule->initial_history(torch::randn({5})),
-                            schedule->initial_history(torch::randn({7}))});
+  const auto h = at::stack(
+      {schedule->initial_history(torch::randn({5})), schedule->initial_history(torch::randn({7}))});
   torch::NoGradGuard no_grad;
   // The reference: a stack made for this call alone.
   const auto expect_fresh = [&](fo::LearnedSchedule& s, const std::string& label) {

@@ -91,6 +91,8 @@ std::string config_text(const EsArgs& a) {
     << "\nvalue_dim " << a.shape.value_dim() << "\nfeatures " << a.shape.features()
     << "\nrpe_features " << a.shape.rpe_features() << "\nstop_check " << a.stop_check
     << "\nstop_margin " << a.stop_margin << "\n";
+  // Only when set: campaigns begun before the option continue with their config.txt.
+  if (o.fixed_step_numbers()) s << "fixed_step_numbers 1\n";
   return s.str();
 }
 
@@ -105,27 +107,11 @@ std::string read_file(const std::string& path) {
 // only one part of theta's change: the schedule's own step numbers (relative step, floor, growth
 // rate and threshold) or the rest (head, corrector, memory). Which part of what the training
 // families taught costs the held-out families.
-// 1 at the schedule's own step numbers in a theta (relative step, floor, the hand rule's growth
-// rate and threshold), 0 at the rest (head, corrector, memory).
-torch::Tensor step_numbers_mask(const fo::LearnedSchedule& schedule, const torch::Tensor& theta) {
-  auto mask = torch::zeros_like(theta);
-  int64_t offset = 0;
-  for (const auto& p : schedule->named_parameters()) {
-    const auto& name = p.key();
-    if (name.rfind("step_", 0) == 0 || name.rfind("growth_", 0) == 0)
-      mask.narrow(0, offset, p.value().numel()).fill_(1.0);
-    offset += p.value().numel();
-  }
-  TORCH_CHECK(offset == theta.numel(), "step_numbers_mask: the schedule has ", offset,
-              " numbers, theta ", theta.numel());
-  return mask;
-}
-
 void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
               const fm::EpisodeESState& state) {
   const auto theta0 = es.initial_state().theta;
   const auto change = state.theta - theta0;
-  const auto step_part = step_numbers_mask(schedule, change);
+  const auto step_part = fm::step_numbers_mask(schedule);
   const auto validation = es.validation_set();
   const std::vector<std::pair<const char*, torch::Tensor>> points = {
       {"hand rule (theta_0)", theta0},
@@ -182,7 +168,7 @@ void fresh_validation(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
     return;
   }
   const auto theta0 = es.initial_state().theta, change = state.best_theta - theta0;
-  const auto step_part = step_numbers_mask(schedule, change);
+  const auto step_part = fm::step_numbers_mask(schedule);
   const std::vector<torch::Tensor> thetas = {theta0, state.best_theta, theta0 + change * step_part,
                                              theta0 + change * (1 - step_part)};
   std::printf(
@@ -452,7 +438,7 @@ int main(int argc, char** argv) {
   int64_t pairs = a.es.pairs(), episodes = a.es.episodes(), instances = a.es.instances(),
           min_steps = a.es.min_steps(), max_steps = a.es.max_steps(),
           every = a.es.validation_every(), validation_episodes = a.es.validation_episodes();
-  bool rescale = a.es.rescale();
+  bool rescale = a.es.rescale(), fixed_step_numbers = a.es.fixed_step_numbers();
   double sigma = a.es.sigma(), lr = a.es.learning_rate();
   int64_t seed = 0, hidden = a.shape.hidden(), key_dim = a.shape.key_dim(),
           value_dim = a.shape.value_dim(), features = a.shape.features(),
@@ -465,6 +451,9 @@ int main(int argc, char** argv) {
   app.add_option("--instances", instances, "instances per episode, every candidate on each")
       ->check(integer_at_least(1));
   app.add_flag("--rescale", rescale, "the parameter-rescaling augmentation on every episode");
+  app.add_flag("--fixed-step-numbers", fixed_step_numbers,
+               "hold the schedule's step numbers at the hand rule's: ES moves only the head, the "
+               "corrector and the memory");
   app.add_option("--min-steps", min_steps, "shortest episode")->check(integer_at_least(1));
   app.add_option("--max-steps", max_steps, "longest episode")->check(integer_at_least(1));
   app.add_option("--train-families", a.train, "families the generations draw from");
@@ -532,6 +521,7 @@ int main(int argc, char** argv) {
         .min_steps(min_steps)
         .max_steps(max_steps)
         .rescale(rescale)
+        .fixed_step_numbers(fixed_step_numbers)
         .validation_every(every)
         .validation_episodes(validation_episodes)
         .seed(static_cast<uint64_t>(seed));

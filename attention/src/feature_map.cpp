@@ -577,11 +577,11 @@ void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tenso
   TORCH_CHECK(empty() || phi_k.size(3) == numerator.size(2), "LinearAttentionState::append: phi_k ",
               phi_k.sizes(), " has ", phi_k.size(3), " features but the state holds ",
               numerator.size(2), " (S ", numerator.sizes(), ")");
-  // One token's phi_k^T v is an outer product: a broadcast product, where ATen's bmm would run its
-  // tiny matrices with a thread fork per call (see times_state).
+  // phi_k^T v (B, H, M, Dv). One token's is an outer product: a broadcast product, where ATen's
+  // bmm would run its tiny matrices with a thread fork per call (see times_state).
   const auto kv = phi_k.size(2) == 1 ? phi_k.transpose(-2, -1) * v
-                                     : at::matmul(phi_k.transpose(-2, -1), v);  // (B, H, M, Dv)
-  const auto k_sum = phi_k.sum(-2).unsqueeze(-1);          // (B, H, M, 1)
+                                     : at::matmul(phi_k.transpose(-2, -1), v);
+  const auto k_sum = phi_k.sum(-2).unsqueeze(-1);  // (B, H, M, 1)
   if (empty()) {
     numerator = kv;
     normaliser = k_sum;

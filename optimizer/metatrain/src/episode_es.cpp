@@ -126,6 +126,17 @@ EpisodeES::EpisodeES(LearnedSchedule schedule, EpisodeESOptions options, Referen
                   " is both trained on and held out for validation");
   torch::NoGradGuard no_grad;
   theta0_ = torch::nn::utils::parameters_to_vector(template_->parameters()).to(at::kDouble).clone();
+  moved_ = o.fixed_step_numbers() ? 1 - step_numbers_mask(template_) : torch::ones_like(theta0_);
+}
+
+torch::Tensor step_numbers_mask(const LearnedSchedule& schedule) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : schedule->named_parameters()) {
+    const auto& name = p.key();
+    const bool step_number = name.rfind("step_", 0) == 0 || name.rfind("growth_", 0) == 0;
+    parts.push_back(torch::full({p.value().numel()}, step_number ? 1.0 : 0.0, at::kDouble));
+  }
+  return at::cat(parts);
 }
 
 EpisodeESState EpisodeES::initial_state() const {
@@ -273,7 +284,8 @@ GenerationRecord EpisodeES::step(EpisodeESState& state,
   // Every candidate on the same episodes, in one batched run an episode: the hand rule, theta,
   // then theta + sigma eps_k and theta - sigma eps_k pair by pair.
   auto noise_gen = generator(options_.seed(), state.generation, kNoise);
-  const auto eps = at::randn({options_.pairs(), state.theta.numel()}, noise_gen, at::kDouble);
+  auto eps = at::randn({options_.pairs(), state.theta.numel()}, noise_gen, at::kDouble);
+  if (options_.fixed_step_numbers()) eps *= moved_;  // their estimate, and so their step, is 0
   std::vector<torch::Tensor> thetas = {theta0_, state.theta};
   for (int64_t k = 0; k < options_.pairs(); ++k) {
     thetas.push_back(state.theta + options_.sigma() * eps[k]);

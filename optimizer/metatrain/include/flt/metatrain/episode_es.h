@@ -48,8 +48,12 @@ struct EpisodeESOptions {
   TORCH_ARG(std::vector<BatchedFamily>, validation_families);
   /// Antithetic pairs per generation (2 x pairs perturbed candidates).
   TORCH_ARG(int64_t, pairs) = 16;
-  /// Perturbation scale, on every number of theta.
+  /// Perturbation scale, on every number of theta that ES moves.
   TORCH_ARG(double, sigma) = 0.05;
+  /// Hold the schedule's step numbers (step_numbers_mask) at theta_0's, the hand rule's: ES
+  /// perturbs and moves only the head, the corrector and the memory, which set each tensor's step
+  /// relative to the hand rule's and each coordinate's correction, never the absolute scale.
+  TORCH_ARG(bool, fixed_step_numbers) = false;
   /// Adam's step on theta.
   TORCH_ARG(double, learning_rate) = 0.01;
   /// Episodes per generation, and instances per episode; every candidate runs every instance.
@@ -98,6 +102,11 @@ struct EpisodeESState {
   int64_t best_generation = -1;
 };
 
+/// 1 at the schedule's own step numbers in its flattened parameters (theta): the relative step,
+/// the floor, the hand rule's growth rate and threshold; 0 at the head, corrector and memory.
+/// -> (P) float64
+torch::Tensor step_numbers_mask(const optim::LearnedSchedule& schedule);
+
 /// The learning rates the references are tuned over: 1e-4 .. 1, half decades (the families'
 /// tuned rates reach 1, docs/benchmarks.md "Which runs the families cover").
 std::vector<double> episode_reference_grid();
@@ -140,6 +149,7 @@ class EpisodeES {
  private:
   optim::LearnedSchedule template_;
   torch::Tensor theta0_;
+  torch::Tensor moved_;  ///< (P) 1 where ES perturbs and moves theta, 0 where it stays theta_0's
   EpisodeESOptions options_;
   ReferenceCache& references_;
   /// The validation set and the hand rule's score on it, made at the first validation.
