@@ -579,8 +579,8 @@ void LinearAttentionState::append(const torch::Tensor& phi_k, const torch::Tenso
               numerator.size(2), " (S ", numerator.sizes(), ")");
   // phi_k^T v (B, H, M, Dv). One token's is an outer product: a broadcast product, where ATen's
   // bmm would run its tiny matrices with a thread fork per call (see times_state).
-  const auto kv = phi_k.size(2) == 1 ? phi_k.transpose(-2, -1) * v
-                                     : at::matmul(phi_k.transpose(-2, -1), v);
+  const auto kv =
+      phi_k.size(2) == 1 ? phi_k.transpose(-2, -1) * v : at::matmul(phi_k.transpose(-2, -1), v);
   const auto k_sum = phi_k.sum(-2).unsqueeze(-1);  // (B, H, M, 1)
   if (empty()) {
     numerator = kv;
