@@ -8,7 +8,8 @@
 //   flt-metatrain-es --dir DIR ... --diagnose    (where the campaign's theta loses on validation,
 //                                                 and what its memory weighs)
 //   flt-metatrain-es --dir DIR ... --export-theta FILE   (theta as it stands, a weights file)
-//   flt-metatrain-es --dir DIR ... --fresh-validation N  (best.pt's lead on N fresh held-out sets)
+//   flt-metatrain-es --dir DIR ... --fresh-validation N [--fresh-from K]  (best.pt's lead on N
+//                                                 fresh held-out sets, draws K.., default 1..)
 //   flt-metatrain-es --dir FOLDER --plot-ablation PNG    (the memory ablation's figure)
 //
 // DIR holds config.txt (the campaign's settings; a resumed campaign must match them), state.pt
@@ -64,6 +65,7 @@ struct EsArgs {
   std::string export_theta;      // write the campaign's current theta as a weights file and exit
   std::string plot_ablation;     // draw the campaigns under --dir to this PNG and exit
   int64_t fresh_validation = 0;  // score best.pt and the hand rule on this many fresh sets, exit
+  int64_t fresh_from = 1;        // the first of them (draws 1.. unless earlier ones chose a design)
   std::string rendezvous;        // where the ranks meet (file://PATH, or MASTER_ADDR:MASTER_PORT)
   int timeout_seconds = static_cast<int>(
       std::chrono::duration_cast<std::chrono::seconds>(fm::Rendezvous{}.timeout).count());
@@ -161,7 +163,7 @@ void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
 // the lead comes from re-tuning the schedule's step numbers or from the learned head, corrector
 // and memory.
 void fresh_validation(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
-                      const fm::EpisodeESState& state, int64_t sets) {
+                      const fm::EpisodeESState& state, int64_t sets, int64_t first) {
   if (state.best_generation == 0) {
     std::printf(
         "best.pt is the hand rule (no theta has beaten it on validation): no lead to check\n");
@@ -181,10 +183,11 @@ void fresh_validation(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
   const auto per_set = static_cast<double>(es.validation_set(0).size());
   flt::detail::ProgressBar bar("fresh validation");
   std::vector<double> fresh, fresh_steps, fresh_rest;
-  for (int64_t draw = 0; draw <= sets; ++draw) {
+  for (int64_t i = 0; i <= sets; ++i) {
+    const int64_t draw = i == 0 ? 0 : first + i - 1;
     double done = 0;
     const auto scores = es.mean_scores(thetas, es.validation_set(draw), [&] {
-      bar.update((draw + ++done / per_set) / (sets + 1), "set " + std::to_string(draw));
+      bar.update((i + ++done / per_set) / (sets + 1), "set " + std::to_string(draw));
     });
     const double lead = scores[0] - scores[1];
     const std::string label =
@@ -403,7 +406,7 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
   if (a.fresh_validation > 0) {
     TORCH_CHECK(fs::exists(state_path), "--fresh-validation: ", a.dir,
                 " holds no campaign (no state.pt)");
-    fresh_validation(es, schedule, state, a.fresh_validation);
+    fresh_validation(es, schedule, state, a.fresh_validation, a.fresh_from);
     return 0;
   }
   if (!a.export_theta.empty()) {
@@ -488,6 +491,10 @@ int main(int argc, char** argv) {
                  "score the hand rule and best.pt on the campaign's validation set and on N fresh "
                  "draws of the same held-out families (their references join the cache), print "
                  "each lead and the fresh draws' mean, then exit")
+      ->check(integer_at_least(1));
+  app.add_option("--fresh-from", a.fresh_from,
+                 "the first fresh draw --fresh-validation scores (draws that chose a design are no "
+                 "longer fresh for it)")
       ->check(integer_at_least(1));
   app.add_option("--export-theta", a.export_theta,
                  "write the campaign's current theta as a schedule weights file (best.pt is the "

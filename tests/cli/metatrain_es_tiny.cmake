@@ -46,3 +46,6 @@ string(REPLACE "." "[.]" best "${best}")
 string(REPLACE "." "[.]" hand_rule "${hand_rule}")
 run("best.pt \\(generation ${best_generation}'s theta\\).*the campaign's \\(it chose theta\\) +${hand_rule} +${best} .*fresh draw 1 .*fresh draw 2 .*fresh draws: mean lead [-+][0-9.]+, standard error [0-9.]+ over 2 sets\n  the same for the step numbers' change only: [-+][0-9.]+, [0-9.]+; for the rest's only: [-+][0-9.]+, [0-9.]+"
     --fresh-validation 2)
+# The same from draw 5: the campaign's set again, then draws 5 and 6.
+run("the campaign's \\(it chose theta\\) +${hand_rule} +${best} [^\n]*\n  fresh draw 5 [^\n]*\n  fresh draw 6 [^\n]*\n  fresh draws: mean lead [-+][0-9.]+, standard error [0-9.]+ over 2 sets"
+    --fresh-validation 2 --fresh-from 5)
