@@ -1,5 +1,6 @@
 #pragma once
-// Helpers shared by the learned optimizer's tests (test_mnemosyne*.cpp, test_meta_train.cpp).
+// Helpers shared by the learned optimizer's tests (test_mnemosyne*.cpp, test_meta_train.cpp,
+// test_learned_schedule.cpp, test_schedule_stack.cpp).
 
 #include <torch/serialize.h>
 #include <torch/types.h>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "flt/optim/learned_schedule.h"
 #include "flt/optim/mnemosyne.h"
 #include "test_util.h"
 
@@ -15,6 +17,20 @@ namespace flt::testing {
 
 /// The fixture of the learned optimizer's tests (test_mnemosyne*.cpp).
 class Mnemosyne : public SeededTest {};
+
+/// A schedule whose head and corrector are not zero, so every path of the rule is exercised.
+inline optim::LearnedSchedule perturbed_schedule(optim::Memory memory, uint64_t seed,
+                                                 bool hand_rule = true) {
+  torch::manual_seed(seed);
+  optim::LearnedSchedule schedule(
+      optim::LearnedScheduleOptions().memory(memory).hand_rule(hand_rule));
+  torch::NoGradGuard no_grad;
+  schedule->head_out->weight.normal_(0.0, 0.5);
+  schedule->head_out->bias.normal_(0.0, 0.3);
+  schedule->corrector_out->weight.normal_(0.0, 0.5);
+  schedule->corrector_out->bias.normal_(0.0, 0.1);
+  return schedule;
+}
 
 /// A fresh (untrained) model: its head starts at zero, so it is Adam with the controller's step.
 inline optim::LearnedOptimizerModel untrained(optim::Memory memory = optim::Memory::kFLT) {

@@ -25,18 +25,6 @@ fo::ScheduleMnemosyneOptions schedule_options(double lr = 1.0) {
   return fo::ScheduleMnemosyneOptions(lr);
 }
 
-/// A schedule whose head and corrector are not zero, so every path of the rule is exercised.
-fo::LearnedSchedule perturbed_schedule(fo::Memory memory, uint64_t seed, bool hand_rule = true) {
-  torch::manual_seed(seed);
-  fo::LearnedSchedule schedule(fo::LearnedScheduleOptions().memory(memory).hand_rule(hand_rule));
-  torch::NoGradGuard no_grad;
-  schedule->head_out->weight.normal_(0.0, 0.5);
-  schedule->head_out->bias.normal_(0.0, 0.3);
-  schedule->corrector_out->weight.normal_(0.0, 0.5);
-  schedule->corrector_out->bias.normal_(0.0, 0.1);
-  return schedule;
-}
-
 /// One step of sum_i c_i x_i^2 + sum w^2 with curvatures c in [1, 2) (two tensors; mild, so that
 /// no coordinate oscillates across 0 where rounding differences would be amplified).
 void quadratic_step(fo::ScheduleMnemosyne& opt, torch::Tensor& x, torch::Tensor& w) {
@@ -298,114 +286,6 @@ TEST_F(LearnedSchedule, UntrainedHead_LeavesTheMemoryUnsteppedAndDecidesAlike) {
     EXPECT_TRUE(all_close(decision.step_size, stepped_decision.step_size, 1e-12, 0.0));
     h = Impl::record(next, sums, torch::tensor({6.0}));
   }
-}
-
-// Several schedules deciding at once (an ES generation's candidates): each schedule's rows get
-// what its own decide gives them, for every memory kind, with an untrained schedule among trained
-// ones (its memory stays unstepped), over steps that cross the RPE rows' blocks.
-TEST_F(LearnedSchedule, Stack_DecidesForEachScheduleWhatItsOwnDecideGives) {
-  for (auto memory : fo::all_memories()) {
-    SCOPED_TRACE(fo::memory_name(memory));
-    std::vector<fo::LearnedSchedule> schedules = {
-        perturbed_schedule(memory, 1),
-        fo::LearnedSchedule(fo::LearnedScheduleOptions().memory(memory)),
-        perturbed_schedule(memory, 2)};
-    {
-      torch::NoGradGuard
-          no_grad;  // every weight differs between the trained ones, not just the head
-      for (auto& p : schedules[2]->parameters()) p.add_(0.05 * torch::randn_like(p));
-    }
-    fo::ScheduleStack stack(schedules, /*rpe_block=*/4);
-    std::vector<torch::Tensor> alone;
-    for (size_t c = 0; c < schedules.size(); ++c) {
-      std::vector<torch::Tensor> rows;
-      for (int s = 0; s < 3; ++s)
-        rows.push_back(schedules[c]->initial_history(torch::randn({5 + s})));
-      alone.push_back(at::stack(rows));
-    }
-    auto together = at::stack(alone);
-    torch::NoGradGuard no_grad;
-    const fo::ScheduleSignals signals{std::nullopt, 0.25, std::nullopt};
-    for (int64_t t = 1; t <= 10; ++t) {
-      auto [decision, next] = stack.decide(together, t, signals);
-      const auto sums = torch::rand({3, Impl::kStatistics}, torch::kDouble) + 0.1;
-      for (size_t c = 0; c < schedules.size(); ++c) {
-        const auto i = static_cast<int64_t>(c);
-        auto [own, own_next] = schedules[c]->decide(alone[c], t, signals);
-        EXPECT_TRUE(all_close(decision.step_size[i], own.step_size, 1e-6, 0.0)) << t << " " << c;
-        EXPECT_TRUE(all_close(decision.shrink[i], own.shrink, 1e-6, 0.0)) << t << " " << c;
-        EXPECT_TRUE(all_close(decision.gain[i], own.gain, 1e-5, 1e-7)) << t << " " << c;
-        // Unseen signals are NaN in both: compared as a number neither holds.
-        const auto filled = [](const torch::Tensor& x) { return at::nan_to_num(x, -7.0); };
-        EXPECT_TRUE(all_close(filled(next[i]), filled(own_next), 1e-5, 1e-7)) << t << " " << c;
-        alone[c] = Impl::record(own_next, sums, torch::full({3}, 6.0, torch::kDouble));
-      }
-      together = Impl::record(next.view({9, -1}), sums.repeat({3, 1}),
-                              torch::full({9}, 6.0, torch::kDouble))
-                     .view({3, 3, -1});
-    }
-    if (memory != fo::Memory::kNone) {
-      const auto slots = schedules[1]->history_size() - Impl::kHistory;
-      EXPECT_TRUE(torch::equal(together[1].narrow(1, Impl::kHistory, slots),
-                               torch::zeros({3, slots}, torch::kDouble)))
-          << "the untrained schedule's memory was stepped";
-    }
-  }
-  // Schedules of other shapes or other random features cannot share a stack.
-  expect_error(
-      [] {
-        fo::ScheduleStack(
-            {fo::LearnedSchedule(), fo::LearnedSchedule(fo::LearnedScheduleOptions().hidden(8))});
-      },
-      {"schedule 1", "head's width"});
-  expect_error(
-      [] {
-        fo::ScheduleStack(
-            {fo::LearnedSchedule(), fo::LearnedSchedule(fo::LearnedScheduleOptions().seed(3))});
-      },
-      {"model 1", "other random features"});
-  fo::ScheduleStack two({fo::LearnedSchedule(), fo::LearnedSchedule()});
-  expect_error(
-      [&] {
-        two.decide(torch::zeros({3, 1, 98}, torch::kDouble), 1, {});
-      },
-      {"3 schedules' rows", "the stack has 2"});
-}
-
-// decide keeps its stack of the schedule between calls; it must still decide with the weights as
-// they are at the call: after an in-place edit, a load, a replaced tensor, and not with a clone's.
-TEST_F(LearnedSchedule, Decide_ReadsTheWeightsAsTheyAreNow) {
-  auto schedule = perturbed_schedule(fo::Memory::kFLT, 1);
-  const auto h = at::stack(
-      {schedule->initial_history(torch::randn({5})), schedule->initial_history(torch::randn({7}))});
-  torch::NoGradGuard no_grad;
-  // The reference: a stack made for this call alone.
-  const auto expect_fresh = [&](fo::LearnedSchedule& s, const std::string& label) {
-    auto [decision, next] = s->decide(h, 3, {});
-    auto [fresh, fresh_next] = fo::ScheduleStack({s}).decide(h.unsqueeze(0), 3, {});
-    EXPECT_TRUE(torch::equal(decision.step_size, fresh.step_size[0])) << label;
-    EXPECT_TRUE(torch::equal(decision.gain, fresh.gain[0])) << label;
-    EXPECT_TRUE(torch::equal(at::nan_to_num(next, -7.0), at::nan_to_num(fresh_next[0], -7.0)))
-        << label;
-    return decision.gain.clone();
-  };
-  const auto first = expect_fresh(schedule, "first call");
-  schedule->head_out->weight.mul_(2.0);
-  schedule->head_out->bias.add_(0.2);  // read as a value when the stack is made
-  schedule->query->weight.add_(0.1);
-  const auto edited = expect_fresh(schedule, "after an in-place edit");
-  EXPECT_FALSE(torch::equal(first, edited));
-  std::stringstream saved;
-  torch::save(perturbed_schedule(fo::Memory::kFLT, 2), saved);
-  torch::load(schedule, saved);
-  EXPECT_FALSE(torch::equal(expect_fresh(schedule, "after a load"), edited));
-  schedule->head_out->weight.set_data(torch::zeros_like(schedule->head_out->weight));
-  expect_fresh(schedule, "after set_data (the untrained rule)");
-  auto copy = std::dynamic_pointer_cast<Impl>(schedule->clone());
-  fo::LearnedSchedule clone(copy);
-  clone->head_out->weight.normal_(0.0, 0.5);
-  expect_fresh(clone, "a clone, edited");
-  expect_fresh(schedule, "the original after its clone's edit");
 }
 
 // ---- signals, contract, save and load ----------------------------------------------------------

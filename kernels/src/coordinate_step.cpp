@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "flt/detail/cpu_clones.h"  // FLT_CLONES_AVX512 (16 lanes = one AVX-512 register)
@@ -181,10 +183,9 @@ FLT_INLINE void block_affine(const float* w, const float* b, const float (*x)[kL
 /// to avoid tensor operations per block (a LibTorch op costs about a microsecond to dispatch,
 /// the whole step of a block of 16 coordinates less). The composite `step` calls the state
 /// itself; the tests hold the two together. Layout per coordinate: S (m x Dv) row-major, z (m).
-FLT_INLINE void linear_attention_memory(const BlockPlan& w, float (*in)[kLanes],
+FLT_INLINE void linear_attention_memory(const RuleWeights& w, int64_t F, float (*in)[kLanes],
                                         float (*mem)[kLanes], float (*read)[kLanes]) {
   constexpr int64_t L = kLanes;
-  const int64_t F = kFeatures;
   alignas(64) float q[kMaxWidth][L], k[kMaxWidth][L], v[kMaxWidth][L];
   alignas(64) float phi_q[kMaxWidth][L], phi_k[kMaxWidth][L];
   block_affine(w.wq, w.bq, in, w.key_dim, F, q);
@@ -240,10 +241,9 @@ FLT_INLINE void linear_attention_memory(const BlockPlan& w, float (*in)[kLanes],
 }
 
 /// The EMA memory of one block: values from x = in[0..F) averaged into `mem`, read unbiased.
-FLT_INLINE void ema_memory(const BlockPlan& w, float (*in)[kLanes], float (*mem)[kLanes],
-                           float (*read)[kLanes]) {
+FLT_INLINE void ema_memory(const RuleWeights& w, int64_t F, float (*in)[kLanes],
+                           float (*mem)[kLanes], float (*read)[kLanes]) {
   constexpr int64_t L = kLanes;
-  const int64_t F = kFeatures;
   alignas(64) float v[kMaxWidth][L];
   block_affine(w.wv, w.bv, in, w.value_dim, F, v);
   for (int64_t e = 0; e < w.value_dim; ++e) {
@@ -255,10 +255,9 @@ FLT_INLINE void ema_memory(const BlockPlan& w, float (*in)[kLanes], float (*mem)
 }
 
 /// The LSTM memory of one block, `mem` = [h, c]: the read is the new h.
-FLT_INLINE void lstm_memory(const BlockPlan& w, float (*in)[kLanes], float (*mem)[kLanes],
-                            float (*read)[kLanes]) {
+FLT_INLINE void lstm_memory(const RuleWeights& w, int64_t F, float (*in)[kLanes],
+                            float (*mem)[kLanes], float (*read)[kLanes]) {
   constexpr int64_t L = kLanes;
-  const int64_t F = kFeatures;
   alignas(64) float gates[4 * kMaxWidth][L];
   // Gates i, f, g, o (LibTorch's order) from x and the previous h; memory = [h, c].
   block_affine(w.lstm_ih, w.lstm_b, in, 4 * w.key_dim, F, gates);
@@ -280,6 +279,26 @@ FLT_INLINE void lstm_memory(const BlockPlan& w, float (*in)[kLanes], float (*mem
       read[d][l] = hh;
     }
   }
+}
+
+/// The memory and head of one block: the memory read into in[F..F + reads), then the head's
+/// `outputs` numbers tanh(W_in [x, read] + b_in) -> W_out . + b_out into out (h: scratch).
+FLT_INLINE void memory_and_head(const RuleWeights& w, int64_t F, float (*in)[kLanes],
+                                float (*mem)[kLanes], float (*h)[kLanes], int64_t outputs,
+                                float (*out)[kLanes]) {
+  float(*read)[kLanes] = in + F;
+  if (w.memory == MemoryKind::kLinearAttention) {
+    linear_attention_memory(w, F, in, mem, read);
+  } else if (w.memory == MemoryKind::kEMA) {
+    ema_memory(w, F, in, mem, read);
+  } else if (w.memory == MemoryKind::kLSTM) {
+    lstm_memory(w, F, in, mem, read);
+  }
+  block_affine(w.w_in, w.b_in, in, w.hidden, F + w.reads, h);
+  for (int64_t j = 0; j < w.hidden; ++j) {
+    FOR_LANES(l) h[j][l] = tanh_approx(h[j][l]);
+  }
+  block_affine(w.w_out, w.b_out, h, outputs, w.hidden, out);
 }
 
 /// One full block of kLanes coordinates starting at grad/param/state (slot j of coordinate l at
@@ -326,22 +345,8 @@ FLT_CLONES_AVX512 int64_t step_block(const BlockPlan& w, const float* grad, floa
     log_sign(param[l], in[8][l], in[9][l]);
   }
 
-  float(*mem)[L] = st + M;
-  float(*read)[L] = in + F;
-  if (w.memory == MemoryKind::kLinearAttention) {
-    linear_attention_memory(w, in, mem, read);
-  } else if (w.memory == MemoryKind::kEMA) {
-    ema_memory(w, in, mem, read);
-  } else if (w.memory == MemoryKind::kLSTM) {
-    lstm_memory(w, in, mem, read);
-  }
-
   // Head: MLP([x, read]) -> (direction, log-magnitude); update = -scale (adam + gate d) e^a.
-  block_affine(w.w_in, w.b_in, in, w.hidden, F + w.reads, h);
-  for (int64_t j = 0; j < w.hidden; ++j) {
-    FOR_LANES(l) h[j][l] = tanh_approx(h[j][l]);
-  }
-  block_affine(w.w_out, w.b_out, h, 2, w.hidden, out);
+  memory_and_head(w, F, in, st + M, h, 2, out);
   FOR_LANES(l) {
     const float a = kMaxLogMagnitudeF * tanh_approx(out[1][l] * (1.0f / kMaxLogMagnitudeF));
     const float gate = correction_gate(in[0][l], in[1][l], in[2][l]);
@@ -402,6 +407,26 @@ int64_t step_tail(const BlockPlan& w, const float* grad, float* param, float* st
   return skipped;  // padding lanes have finite zero gradients: never skipped
 }
 
+/// memory_head_rows for `count` <= kLanes rows from row-major inputs, memories and outputs
+/// (padding lanes see zeros and are not written back).
+FLT_CLONES_AVX512 void rows_block(const RuleWeights& w, int64_t inputs, int64_t outputs,
+                                  int64_t count, const float* x, float* memory,
+                                  int64_t memory_width, float* out) {
+  constexpr int64_t L = kLanes;
+  alignas(64) float in[kMaxInputs + kMaxWidth][L] = {};
+  alignas(64) float mem[kMaxState][L] = {};
+  alignas(64) float h[kMaxWidth][L], o[kMaxWidth][L];
+  for (int64_t l = 0; l < count; ++l) {
+    for (int64_t c = 0; c < inputs; ++c) in[c][l] = x[l * inputs + c];
+    for (int64_t j = 0; j < memory_width; ++j) mem[j][l] = memory[l * memory_width + j];
+  }
+  memory_and_head(w, inputs, in, mem, h, outputs, o);
+  for (int64_t l = 0; l < count; ++l) {
+    for (int64_t j = 0; j < memory_width; ++j) memory[l * memory_width + j] = mem[j][l];
+    for (int64_t c = 0; c < outputs; ++c) out[l * outputs + c] = o[c][l];
+  }
+}
+
 }  // namespace
 
 void coordinate_steps_(const RuleWeights& weights, std::vector<TensorSlice>& tensors) {
@@ -449,6 +474,19 @@ void coordinate_steps_(const RuleWeights& weights, std::vector<TensorSlice>& ten
         tensors[k].statistics[i] += partial[kStatistics * b + i];
     }
   }
+}
+
+void memory_head_rows(const RuleWeights& weights, int64_t inputs, int64_t outputs, int64_t rows,
+                      const float* x, float* memory, int64_t memory_width, float* out) {
+  if (inputs < 1 || inputs > kMaxInputs || outputs < 1 || outputs > kMaxWidth || memory_width < 0 ||
+      memory_width > kMaxState || weights.hidden > kMaxWidth || weights.reads > kMaxWidth)
+    throw std::invalid_argument("memory_head_rows: inputs " + std::to_string(inputs) +
+                                ", outputs " + std::to_string(outputs) + ", memory " +
+                                std::to_string(memory_width) + " or hidden " +
+                                std::to_string(weights.hidden) + " out of the fused bounds");
+  for (int64_t r = 0; r < rows; r += kLanes)
+    rows_block(weights, inputs, outputs, std::min(kLanes, rows - r), x + r * inputs,
+               memory + r * memory_width, memory_width, out + r * outputs);
 }
 
 }  // namespace flt::kernels::coordinate

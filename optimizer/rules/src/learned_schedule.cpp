@@ -15,6 +15,7 @@
 
 #include "flt/kernels/schedule_step.h"
 #include "learned_rule.h"
+#include "learned_step_fused.h"
 #include "pretrained_weights.h"
 #include "step_memory.h"
 
@@ -311,19 +312,103 @@ struct ScheduleStack::Stacked {
   // floor, the floor squared, and the hand rule's clamped rate and threshold.
   std::vector<std::array<double, 3>> head_bias;
   std::vector<double> log_relative, log_floor, floor_squares, growth_rates, growth_thresholds;
+  /// The memories and heads laid out for the fused kernel, one plan per schedule
+  /// (learned_step_fused.h); empty where the composite runs (see the constructor).
+  std::vector<detail::FusedMemoryPlan> fused;
+
+  /// decide's memory step and head for C schedules' S rows of features x (C, S, F) float64: the
+  /// head's outputs (C, S, 3) float64, the stepped memories written into `next`. A zero head's
+  /// output is its bias and its memory keeps its state.
+  torch::Tensor fused_memory_and_head(const torch::Tensor& x, torch::Tensor& next, int64_t t);
+  /// The same as tensor operations (attend_step and the stacked head): the fused path's reference,
+  /// and the path of configurations the kernel does not cover.
+  torch::Tensor composite_memory_and_head(const torch::Tensor& x, const torch::Tensor& histories,
+                                          torch::Tensor& next, int64_t t);
 };
 
-ScheduleStack::ScheduleStack(const std::vector<LearnedSchedule>& schedules, int64_t rpe_block)
+torch::Tensor ScheduleStack::Stacked::fused_memory_and_head(const torch::Tensor& x,
+                                                            torch::Tensor& next, int64_t t) {
+  const int64_t models = x.size(0), rows = x.size(1), inputs = Impl::kFeatures;
+  const int64_t width = next.size(2), memory_width = memory.size();
+  torch::Tensor n1, n2;  // the FLT memory's position rows at t: (C, 2r)
+  if (options.memory() == Memory::kFLT) std::tie(n1, n2) = rpe.at(memory, t);
+  const auto row_of = [](const torch::Tensor& rows_at_t, int64_t c) {
+    return rows_at_t.defined() ? rows_at_t.data_ptr<float>() + c * rows_at_t.stride(0) : nullptr;
+  };
+  auto out = torch::empty({models, rows, 3}, torch::kDouble);
+  std::vector<float> x_rows(rows * inputs), memory_rows(rows * memory_width), head(rows * 3);
+  const double* x_all = x.data_ptr<double>();
+  double* h_all = next.data_ptr<double>();
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t c = 0; c < models; ++c) {
+    double* o = out.data_ptr<double>() + c * rows * 3;
+    const auto k = static_cast<size_t>(c);
+    if (head_zero[k]) {
+      for (int64_t s = 0; s < rows; ++s) std::copy_n(head_bias[k].data(), 3, o + 3 * s);
+      continue;
+    }
+    detail::set_step_terms(fused[k], t, row_of(n1, c), row_of(n2, c));
+    double* h = h_all + c * rows * width;
+    for (int64_t s = 0; s < rows; ++s) {
+      for (int64_t i = 0; i < inputs; ++i)
+        x_rows[s * inputs + i] = static_cast<float>(x_all[(c * rows + s) * inputs + i]);
+      for (int64_t j = 0; j < memory_width; ++j)
+        memory_rows[s * memory_width + j] = static_cast<float>(h[s * width + Impl::kHistory + j]);
+    }
+    kernels::coordinate::memory_head_rows(fused[k].weights, inputs, 3, rows, x_rows.data(),
+                                          memory_rows.data(), memory_width, head.data());
+    for (int64_t s = 0; s < rows; ++s) {
+      // A NaN feature (the only non-finite value features take: they are clipped) makes the row's
+      // memory and decisions NaN, as tensor operations would; the kernel's branch-free exp and
+      // max need not carry it.
+      const float* xs = x_rows.data() + s * inputs;
+      const bool finite = std::all_of(xs, xs + inputs, [](float v) { return std::isfinite(v); });
+      for (int64_t j = 0; j < memory_width; ++j)
+        h[s * width + Impl::kHistory + j] = finite ? memory_rows[s * memory_width + j] : kNaN;
+      for (int64_t j = 0; j < 3; ++j) o[3 * s + j] = finite ? head[3 * s + j] : kNaN;
+    }
+  }
+  return out;
+}
+
+torch::Tensor ScheduleStack::Stacked::composite_memory_and_head(const torch::Tensor& x_double,
+                                                                const torch::Tensor& histories,
+                                                                torch::Tensor& next, int64_t t) {
+  const int64_t models = x_double.size(0), memory_size = memory.size();
+  const auto x = x_double.to(at::kFloat);  // (C, S, F)
+  // The head reads x and the memory's read, if there is a memory. Each operation skipped here
+  // is ~1 us of a step that is Adam's 0.02 ms on a small model.
+  auto input = x;
+  if (memory_size > 0) {
+    const auto state = histories.narrow(2, Impl::kHistory, memory_size).to(at::kFloat);
+    auto [read, stepped] =
+        detail::attend_step(memory, x, state, t, detail::kReadFloor, rpe.at(memory, t));
+    if (std::find(head_zero.begin(), head_zero.end(), true) != head_zero.end()) {
+      // A zero head's memory keeps its state, and its read (unused, but NaN x 0 is NaN) is 0.
+      const auto zero = torch::tensor(std::vector<uint8_t>(head_zero.begin(), head_zero.end()))
+                            .to(at::kBool)
+                            .view({models, 1, 1});
+      read = at::where(zero, at::zeros_like(read), read);
+      stepped = at::where(zero, state, stepped);
+    }
+    next.narrow(2, Impl::kHistory, memory_size).copy_(stepped);
+    input = at::cat({x, read}, 2);
+  }
+  return head_out(at::tanh(head_in(input))).to(at::kDouble).contiguous();
+}
+
+ScheduleStack::ScheduleStack(const std::vector<LearnedSchedule>& schedules, int64_t rpe_block,
+                             bool composite)
     : ScheduleStack(
           [&] {
             std::vector<const LearnedScheduleImpl*> modules;
             for (const auto& s : schedules) modules.push_back(s.get());
             return modules;
           }(),
-          rpe_block) {}
+          rpe_block, composite) {}
 
 ScheduleStack::ScheduleStack(const std::vector<const LearnedScheduleImpl*>& schedules,
-                             int64_t rpe_block)
+                             int64_t rpe_block, bool composite)
     : stacked_(std::make_shared<Stacked>()) {
   TORCH_CHECK(!schedules.empty(), "ScheduleStack: no schedules");
   torch::NoGradGuard no_grad;
@@ -369,10 +454,16 @@ ScheduleStack::ScheduleStack(const std::vector<const LearnedScheduleImpl*>& sche
   z.memory = detail::step_memory_of(schedules);
   z.head_in = detail::stack_models(head_in);
   z.head_out = detail::stack_models(head_out);
+  if (!composite && detail::fused_memory_supported(*schedules[0]))
+    for (const auto* s : schedules) z.fused.push_back(detail::fused_memory_plan(*s));
 }
 
 int64_t ScheduleStack::size() const {
   return static_cast<int64_t>(stacked_->head_zero.size());
+}
+
+bool ScheduleStack::fused() const {
+  return !stacked_->fused.empty();
 }
 
 std::pair<ScheduleDecision, torch::Tensor> ScheduleStack::decide(const torch::Tensor& histories,
@@ -414,27 +505,11 @@ std::pair<ScheduleDecision, torch::Tensor> ScheduleStack::decide(const torch::Te
         fill_features(h_all + (c * rows + s) * width, z.floor_squares[static_cast<size_t>(c)], t,
                       row_signals(c * rows + s),
                       x_double.data_ptr<double>() + (c * rows + s) * Impl::kFeatures);
-    const auto x = x_double.to(at::kFloat);  // (C, S, F)
-    // The head reads x and the memory's read, if there is a memory. Each operation skipped here
-    // is ~1 us of a step that is Adam's 0.02 ms on a small model.
-    auto input = x;
-    if (memory_size > 0) {
-      const auto memory = histories.narrow(2, Impl::kHistory, memory_size).to(at::kFloat);
-      auto [read, stepped] =
-          detail::attend_step(z.memory, x, memory, t, detail::kReadFloor, z.rpe.at(z.memory, t));
-      if (std::find(z.head_zero.begin(), z.head_zero.end(), true) != z.head_zero.end()) {
-        // A zero head's memory keeps its state, and its read (unused, but NaN x 0 is NaN) is 0.
-        const auto zero =
-            torch::tensor(std::vector<uint8_t>(z.head_zero.begin(), z.head_zero.end()))
-                .to(at::kBool)
-                .view({models, 1, 1});
-        read = at::where(zero, at::zeros_like(read), read);
-        stepped = at::where(zero, memory, stepped);
-      }
-      next.narrow(2, Impl::kHistory, memory_size).copy_(stepped);
-      input = at::cat({x, read}, 2);
+    if (!z.fused.empty()) {
+      out = z.fused_memory_and_head(x_double, next, t);
+    } else {
+      out = z.composite_memory_and_head(x_double, histories, next, t);
     }
-    out = z.head_out(at::tanh(z.head_in(input))).to(at::kDouble).contiguous();
   }
   // The rest is a handful of numbers a row, computed as scalars.
   const double low = z.options.log_step_low(), high = z.options.log_step_high(),
@@ -565,92 +640,6 @@ kernels::schedule::TensorDecision LearnedScheduleImpl::tensor_decision(double st
                                                                        double shrink, double gain) {
   return {static_cast<float>(step_size), static_cast<float>(1.0 - shrink),
           static_cast<float>(gain)};
-}
-
-// ---- weights files -------------------------------------------------------------------------
-
-namespace {
-constexpr const char* kScheduleFormat = "flt-learned-schedule";
-// Version 4 adds anneal_decay (older files load with it off). Version 3 adds the hand rule (its
-// flag and options; its learned numbers are among the weights). Version 2 stores the bounds of the
-// step multiplier and of the decay; version 1 (the stopped campaign's files) had them fixed at
-// (-10, 2) and 1. Versions 1 and 2 load with the hand rule off.
-constexpr int64_t kScheduleVersion = 4;
-}  // namespace
-
-void write_schedule(torch::serialize::OutputArchive& archive, const LearnedScheduleImpl& schedule) {
-  const auto& o = schedule.options;
-  archive.write("format", torch::IValue(std::string(kScheduleFormat)));
-  archive.write("version", torch::IValue(kScheduleVersion));
-  detail::write_shape_options(archive, o);
-  archive.write("log_step_low", torch::IValue(o.log_step_low()));
-  archive.write("log_step_high", torch::IValue(o.log_step_high()));
-  archive.write("max_shrink", torch::IValue(o.max_shrink()));
-  archive.write("hand_rule", torch::IValue(o.hand_rule()));
-  archive.write("growth_rate", torch::IValue(o.growth_rate()));
-  archive.write("growth_threshold", torch::IValue(o.growth_threshold()));
-  archive.write("anneal_decay", torch::IValue(o.anneal_decay()));
-  detail::write_module_weights(archive, schedule);
-}
-
-LearnedSchedule read_schedule(torch::serialize::InputArchive& archive, const std::string& source) {
-  torch::IValue value;
-  TORCH_CHECK(archive.try_read("format", value) && value.isString() &&
-                  value.toStringRef() == kScheduleFormat,
-              "learned schedule weights: ", source,
-              " is not a schedule of the tensor-schedule design (ScheduleMnemosyne's weights, as "
-              "save_schedule and flt-metatrain-es write them)");
-  archive.read("version", value);
-  const auto version = value.toInt();
-  TORCH_CHECK(version >= 1 && version <= kScheduleVersion, "learned schedule weights: ", source,
-              " has format version ", version, ", this build reads 1 to ", kScheduleVersion);
-  LearnedScheduleOptions o;
-  detail::read_shape_options(archive, o);
-  const auto read_double = [&](const char* name) {
-    archive.read(name, value);
-    return value.toDouble();
-  };
-  if (version == 1) {
-    o.log_step_low(-10.0).log_step_high(2.0).max_shrink(1.0);
-  } else {
-    o.log_step_low(read_double("log_step_low"))
-        .log_step_high(read_double("log_step_high"))
-        .max_shrink(read_double("max_shrink"));
-  }
-  o.hand_rule(false);
-  if (version >= 3) {
-    archive.read("hand_rule", value);
-    o.hand_rule(value.toBool())
-        .growth_rate(read_double("growth_rate"))
-        .growth_threshold(read_double("growth_threshold"));
-  }
-  o.anneal_decay(version >= 4 && archive.try_read("anneal_decay", value) && value.toBool());
-  LearnedSchedule schedule(o);
-  detail::read_module_weights(archive, *schedule);
-  return schedule;
-}
-
-torch::Tensor memory_weights(Memory memory, const torch::Tensor& discount_logit,
-                             const attention::FLTAttention& flt, int64_t max_distance) {
-  TORCH_CHECK(max_distance >= 0, "memory_weights: max_distance must be >= 0, got ", max_distance);
-  if (memory != Memory::kFLT && memory != Memory::kPerformer) return {};
-  torch::NoGradGuard no_grad;
-  const auto delta = torch::arange(max_distance + 1, torch::kDouble);
-  const auto rpe = memory == Memory::kFLT ? flt->rpe_function(delta.to(torch::kFloat).view({-1, 1}))
-                                                .to(torch::kDouble)
-                                                .reshape({-1})
-                                          : torch::ones_like(delta);
-  const double gamma = torch::sigmoid(discount_logit.to(torch::kDouble)).item<double>();
-  return torch::stack({rpe, at::pow(gamma, delta) * rpe});
-}
-
-void save_schedule(const LearnedSchedule& schedule, const std::string& path) {
-  detail::save_weights_file(path, [&](auto& archive) { write_schedule(archive, *schedule); });
-}
-
-LearnedSchedule load_schedule(const std::string& path) {
-  return detail::load_weights_file(path, "learned schedule weights",
-                                   [&](auto& archive) { return read_schedule(archive, path); });
 }
 
 }  // namespace flt::optim

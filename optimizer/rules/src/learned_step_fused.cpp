@@ -36,95 +36,96 @@ kernels::coordinate::MemoryKind memory_kind(Memory memory) {
 namespace detail {
 
 bool LearnedModelInternals::fused_supported(const LearnedOptimizerModelImpl& model) {
-  const auto& options = model.options;
   // (The RPE features only enter the per-step logits computed outside the blocks: any r works.)
-  const int64_t widest =
-      std::max({options.hidden(), options.key_dim(), options.value_dim(), options.features()});
-  if (widest > kernels::coordinate::kMaxWidth ||
-      model.state_size() > kernels::coordinate::kMaxState)
-    return false;
-  if (options.memory() == Memory::kFLT)
-    return model.flt->feature_map->options.kind() == attention::FeatureKind::kPositive;
-  if (options.memory() == Memory::kPerformer)
-    return model.feature_map->options.kind() == attention::FeatureKind::kPositive;
-  return true;
+  return fused_memory_supported(model) && model.state_size() <= kernels::coordinate::kMaxState;
 }
 
-struct FusedPlan {
-  std::vector<torch::Tensor> owned;  // the float32 weights `weights` points into
-  kernels::coordinate::RuleWeights weights;
-};
+FusedMemoryPlan fused_memory_plan(const MemoryLayers& layers) {
+  torch::NoGradGuard no_grad;
+  FusedMemoryPlan prepared;
+  kernels::coordinate::RuleWeights& plan = prepared.weights;
+  plan.memory = memory_kind(layers.kind);
+  plan.key_dim = layers.key_dim, plan.value_dim = layers.value_dim;
+  plan.features = layers.features, plan.hidden = layers.hidden;
+  plan.reads = memory_read_size(layers.kind, layers.key_dim, layers.value_dim);
+  // Weights as contiguous float32 (a few hundred floats).
+  const auto keep = [&owned = prepared.owned](const torch::Tensor& tensor) {
+    owned.push_back(contiguous_float(tensor));
+    return owned.back().data_ptr<float>();
+  };
+  plan.w_in = keep(layers.head_in->weight), plan.b_in = keep(layers.head_in->bias);
+  plan.w_out = keep(layers.head_out->weight), plan.b_out = keep(layers.head_out->bias);
+  const Memory memory = layers.kind;
+  if (memory == Memory::kFLT || memory == Memory::kPerformer) {
+    plan.wq = keep(layers.query->weight), plan.bq = keep(layers.query->bias);
+    plan.wk = keep(layers.key->weight), plan.bk = keep(layers.key->bias);
+    plan.wv = keep(layers.value->weight), plan.bv = keep(layers.value->bias);
+    plan.gamma = 1.0f / (1.0f + std::exp(-layers.discount_logit.item<float>()));
+    plan.proj = keep(layers.projection);  // (m, 2r + Dk) for FLT, (m, Dk) for Performer
+    plan.proj_cols = layers.projection.size(1);
+    plan.rpe_width = memory == Memory::kFLT ? plan.proj_cols - plan.key_dim : 0;
+  } else if (memory == Memory::kEMA) {
+    plan.wv = keep(layers.value->weight), plan.bv = keep(layers.value->bias);
+    const auto gamma = torch::sigmoid(
+        layers.discount_logit.to(torch::kDouble).clamp_max(detail::kMaxAverageLogit));
+    for (int64_t e = 0; e < plan.value_dim; ++e) {
+      prepared.ema_discounts.push_back(gamma[e].item<double>());
+      plan.ema_keep[e] = static_cast<float>(prepared.ema_discounts.back());
+      plan.ema_gain[e] = static_cast<float>(1.0 - prepared.ema_discounts.back());
+    }
+  } else if (memory == Memory::kLSTM) {
+    plan.lstm_ih = keep(layers.lstm->weight_ih), plan.lstm_hh = keep(layers.lstm->weight_hh);
+    plan.lstm_b = keep(layers.lstm->bias_ih + layers.lstm->bias_hh);
+  }
+  plan.quarter = std::pow(static_cast<float>(plan.key_dim), -0.25f);
+  plan.inv_sqrt_m = 1.0f / std::sqrt(static_cast<float>(plan.features));
+  return prepared;
+}
+
+void set_step_terms(FusedMemoryPlan& prepared, int64_t t, const float* n1, const float* n2) {
+  auto& plan = prepared.weights;
+  if (plan.rpe_width > 0) {
+    double q_norm = 0.0, k_norm = 0.0;
+    for (int64_t c = 0; c < plan.rpe_width; ++c) {
+      q_norm += 0.5 * double(n1[c]) * n1[c];
+      k_norm += 0.5 * double(n2[c]) * n2[c];
+    }
+    for (int64_t i = 0; i < plan.features; ++i) {
+      double q_logit = -q_norm, k_logit = -k_norm;
+      for (int64_t c = 0; c < plan.rpe_width; ++c) {
+        q_logit += double(plan.proj[i * plan.proj_cols + c]) * n1[c];
+        k_logit += double(plan.proj[i * plan.proj_cols + c]) * n2[c];
+      }
+      plan.rpe_q_logits[i] = static_cast<float>(q_logit);
+      plan.rpe_k_logits[i] = static_cast<float>(k_logit);
+    }
+  }
+  for (size_t e = 0; e < prepared.ema_discounts.size(); ++e)
+    plan.ema_unbias[e] =
+        static_cast<float>(1.0 / (1.0 - std::pow(prepared.ema_discounts[e], double(t))));
+}
+
+struct FusedPlan : FusedMemoryPlan {};
 
 std::shared_ptr<const FusedPlan> LearnedModelInternals::prepare_fused_step(
     const LearnedOptimizerModelImpl& model, int64_t t) {
   TORCH_CHECK(fused_supported(model),
               "LearnedOptimizerModel: this configuration has no fused path");
-  const auto& options = model.options;
   TORCH_CHECK(t >= 1, "prepare_fused_step: the step index t must be >= 1, got ", t);
   torch::NoGradGuard no_grad;
   auto prepared = std::make_shared<FusedPlan>();
-  kernels::coordinate::RuleWeights& plan = prepared->weights;
-  plan.memory = memory_kind(options.memory());
-  plan.key_dim = options.key_dim(), plan.value_dim = options.value_dim();
-  plan.features = options.features(), plan.hidden = options.hidden();
-  plan.reads = model.read_size();
-  // Weights as contiguous float32 (a few hundred floats).
-  const auto keep = [&owned = prepared->owned](const torch::Tensor& tensor) {
-    owned.push_back(contiguous_float(tensor));
-    return owned.back().data_ptr<float>();
-  };
-  plan.w_in = keep(model.head_in->weight), plan.b_in = keep(model.head_in->bias);
-  plan.w_out = keep(model.head_out->weight), plan.b_out = keep(model.head_out->bias);
-  const Memory memory = options.memory();
-  if (memory == Memory::kFLT || memory == Memory::kPerformer) {
-    plan.wq = keep(model.query->weight), plan.bq = keep(model.query->bias);
-    plan.wk = keep(model.key->weight), plan.bk = keep(model.key->bias);
-    plan.wv = keep(model.value->weight), plan.bv = keep(model.value->bias);
-    plan.gamma = 1.0f / (1.0f + std::exp(-model.discount_logit.item<float>()));
-    const auto& projection =
-        memory == Memory::kFLT ? model.flt->feature_map->projection : model.feature_map->projection;
-    plan.proj = keep(projection);  // (m, 2r + Dk) for FLT, (m, Dk) for Performer
-    plan.proj_cols = projection.size(1);
-    if (memory == Memory::kFLT) {
-      const auto position = torch::full({1, 1, 1}, static_cast<double>(t), torch::kFloat);
-      const auto [n1, n2] = model.flt->rpe_features(position);
-      const auto q_rpe = contiguous_float(n1.reshape({-1})),
-                 k_rpe = contiguous_float(n2.reshape({-1}));
-      plan.rpe_width = q_rpe.numel();
-      const float *n1_ptr = q_rpe.data_ptr<float>(), *n2_ptr = k_rpe.data_ptr<float>();
-      double q_norm = 0.0, k_norm = 0.0;
-      for (int64_t c = 0; c < plan.rpe_width; ++c) {
-        q_norm += 0.5 * double(n1_ptr[c]) * n1_ptr[c];
-        k_norm += 0.5 * double(n2_ptr[c]) * n2_ptr[c];
-      }
-      for (int64_t i = 0; i < plan.features; ++i) {
-        double q_logit = -q_norm, k_logit = -k_norm;
-        for (int64_t c = 0; c < plan.rpe_width; ++c) {
-          q_logit += double(plan.proj[i * plan.proj_cols + c]) * n1_ptr[c];
-          k_logit += double(plan.proj[i * plan.proj_cols + c]) * n2_ptr[c];
-        }
-        plan.rpe_q_logits[i] = static_cast<float>(q_logit);
-        plan.rpe_k_logits[i] = static_cast<float>(k_logit);
-      }
-    }
-  } else if (memory == Memory::kEMA) {
-    plan.wv = keep(model.value->weight), plan.bv = keep(model.value->bias);
-    const auto gamma =
-        torch::sigmoid(model.discount_logit.to(torch::kDouble).clamp_max(detail::kMaxAverageLogit));
-    for (int64_t e = 0; e < plan.value_dim; ++e) {
-      const double keep_e = gamma[e].item<double>();
-      plan.ema_keep[e] = static_cast<float>(keep_e);
-      plan.ema_gain[e] = static_cast<float>(1.0 - keep_e);
-      plan.ema_unbias[e] = static_cast<float>(1.0 / (1.0 - std::pow(keep_e, t)));
-    }
-  } else if (memory == Memory::kLSTM) {
-    plan.lstm_ih = keep(model.lstm->weight_ih), plan.lstm_hh = keep(model.lstm->weight_hh);
-    plan.lstm_b = keep(model.lstm->bias_ih + model.lstm->bias_hh);
+  static_cast<FusedMemoryPlan&>(*prepared) = fused_memory_plan(model);
+  torch::Tensor n1, n2;
+  if (model.options.memory() == Memory::kFLT) {
+    const auto position = torch::full({1, 1, 1}, static_cast<double>(t), torch::kFloat);
+    const auto [q_rpe, k_rpe] = model.flt->rpe_features(position);
+    n1 = contiguous_float(q_rpe.reshape({-1})), n2 = contiguous_float(k_rpe.reshape({-1}));
   }
+  set_step_terms(*prepared, t, n1.defined() ? n1.data_ptr<float>() : nullptr,
+                 n2.defined() ? n2.data_ptr<float>() : nullptr);
+  auto& plan = prepared->weights;
   plan.c1 = 1.0 / (1.0 - std::pow(kBeta1, t)), plan.c2 = 1.0 / (1.0 - std::pow(kBeta2, t));
   plan.cv = 1.0 / (1.0 - std::pow(kBetaV, t));
-  plan.quarter = std::pow(static_cast<float>(plan.key_dim), -0.25f);
-  plan.inv_sqrt_m = 1.0f / std::sqrt(static_cast<float>(plan.features));
   return prepared;
 }
 

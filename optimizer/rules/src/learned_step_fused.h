@@ -8,15 +8,77 @@
 
 #include <torch/types.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "flt/kernels/coordinate_step.h"
 #include "flt/optim/learned_model.h"
 #include "learned_rule.h"
+#include "step_memory.h"
 
 namespace flt::optim::detail {
+
+/// A design's memory and head laid out for the fused kernels (flt/kernels/coordinate_step.h): the
+/// first design's coordinate step and the second's per-tensor decision (ScheduleStack) read the
+/// same layout, made here once. Valid while the module's weights are unchanged; `set_step_terms`
+/// fills in what changes with the step index.
+struct FusedMemoryPlan {
+  std::vector<torch::Tensor> owned;  ///< the float32 weights `weights` points into
+  kernels::coordinate::RuleWeights weights;
+  std::vector<double> ema_discounts;  ///< the EMA's gamma per channel (its read's unbiasing)
+};
+
+/// Whether a module of either design (the members register_step_memory made, and head_in,
+/// head_out) has a fused path: widths within the kernel's bounds and, for the attention memories,
+/// positive FAVOR+ features.
+template <typename Module>
+bool fused_memory_supported(const Module& model) {
+  const auto& o = model.options;
+  const int64_t widest = std::max({o.hidden(), o.key_dim(), o.value_dim(), o.features()});
+  if (widest > kernels::coordinate::kMaxWidth ||
+      memory_size(o.memory(), o.key_dim(), o.value_dim(), o.features()) >
+          kernels::coordinate::kMaxState)
+    return false;
+  if (o.memory() == Memory::kFLT)
+    return model.flt->feature_map->options.kind() == attention::FeatureKind::kPositive;
+  if (o.memory() == Memory::kPerformer)
+    return model.feature_map->options.kind() == attention::FeatureKind::kPositive;
+  return true;
+}
+
+/// The weights of the plan for `kind`, from the layers and tensors a module of either design holds
+/// (fused_memory_plan below passes them). Checks nothing: fused_memory_supported does.
+struct MemoryLayers {
+  Memory kind = Memory::kNone;
+  int64_t key_dim = 0, value_dim = 0, features = 0, hidden = 0;
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, head_in{nullptr},
+      head_out{nullptr};
+  torch::nn::LSTMCell lstm{nullptr};
+  torch::Tensor discount_logit, projection;  ///< projection: the FAVOR+ map's W
+};
+FusedMemoryPlan fused_memory_plan(const MemoryLayers& layers);
+
+template <typename Module>
+FusedMemoryPlan fused_memory_plan(const Module& model) {
+  const auto& o = model.options;
+  MemoryLayers layers;
+  layers.kind = o.memory(), layers.key_dim = o.key_dim(), layers.value_dim = o.value_dim();
+  layers.features = o.features(), layers.hidden = o.hidden();
+  layers.query = model.query, layers.key = model.key, layers.value = model.value;
+  layers.head_in = model.head_in, layers.head_out = model.head_out, layers.lstm = model.lstm;
+  layers.discount_logit = model.discount_logit;
+  if (o.memory() == Memory::kFLT) layers.projection = model.flt->feature_map->projection;
+  if (o.memory() == Memory::kPerformer) layers.projection = model.feature_map->projection;
+  return fused_memory_plan(layers);
+}
+
+/// The plan's terms at step index t: the FLT memory's RPE logits from its position rows at t
+/// (n1 for the queries, n2 for the keys: 2r floats each; ignored by the other memories) and the
+/// EMA's read unbiasing 1 / (1 - gamma^t).
+void set_step_terms(FusedMemoryPlan& plan, int64_t t, const float* n1, const float* n2);
 
 /// What a fused step reports for one tensor.
 struct FusedResult {

@@ -17,6 +17,8 @@ namespace flt::kernels::coordinate {
 /// coordinate. Larger models take the composite reference.
 constexpr int64_t kMaxWidth = 64;
 constexpr int64_t kMaxState = 160;
+/// Inputs per row of `memory_head_rows` at most.
+constexpr int64_t kMaxInputs = 32;
 
 /// The memory cell over the step index (flt::optim::Memory).
 enum class MemoryKind { kLinearAttention, kEMA, kLSTM, kNone };
@@ -63,5 +65,15 @@ struct TensorSlice {
 /// model's tensors are each too small to split between threads, together they are not). Each
 /// slice's results do not depend on the others or on the thread count.
 void coordinate_steps_(const RuleWeights& weights, std::vector<TensorSlice>& tensors);
+
+/// The same memory and head for rows whose inputs the caller computed (the second design's
+/// per-tensor network, flt/optim/learned_schedule.h, whose features are not the coordinate rule's):
+/// row r reads x[r * inputs, (r + 1) * inputs), steps memory[r * memory_width, ...) in place (the
+/// composite's state row: S (m x Dv) row-major then z (m); the EMA's averages; the LSTM's h, c)
+/// and writes the head's `outputs` numbers to out[r * outputs, ...), with the memory and head code
+/// of coordinate_steps_, a block of rows at a time. Throws std::invalid_argument naming a width
+/// beyond the fused bounds.
+void memory_head_rows(const RuleWeights& weights, int64_t inputs, int64_t outputs, int64_t rows,
+                      const float* x, float* memory, int64_t memory_width, float* out);
 
 }  // namespace flt::kernels::coordinate

@@ -212,12 +212,20 @@ class ScheduleStack {
  public:
   /// The schedules must share their shape (memory, widths, head, hand rule, bounds) and their
   /// random features (seed); checked, naming the first that differs. The FLT memory's RPE features
-  /// are computed `rpe_block` steps at a time (a run asks for steps 1, 2, ... in order).
-  explicit ScheduleStack(const std::vector<LearnedSchedule>& schedules, int64_t rpe_block = 256);
+  /// are computed `rpe_block` steps at a time (a run asks for steps 1, 2, ... in order). The
+  /// memories and heads step in the fused kernel of the first design's coordinate step
+  /// (flt/kernels/coordinate_step.h: a few loops over each row's numbers, where tensor operations
+  /// cost ~80 dispatches a step), except for configurations it does not cover (positive FAVOR+
+  /// features, widths up to 64) or with `composite`: the same formulas as tensor operations, the
+  /// fused path's reference, equal up to float rounding.
+  explicit ScheduleStack(const std::vector<LearnedSchedule>& schedules, int64_t rpe_block = 256,
+                         bool composite = false);
   explicit ScheduleStack(const std::vector<const LearnedScheduleImpl*>& schedules,
-                         int64_t rpe_block = 1);
+                         int64_t rpe_block = 1, bool composite = false);
   /// Schedules C.
   int64_t size() const;
+  /// Whether the memories and heads step in the fused kernel (see the constructor).
+  bool fused() const;
   /// LearnedScheduleImpl::decide for every schedule's rows: schedule c decides for histories[c].
   /// histories: (C, S, history_size()) float64 -> decisions (C, S) each, histories (C, S, ...)
   std::pair<ScheduleDecision, torch::Tensor> decide(const torch::Tensor& histories, int64_t t,
