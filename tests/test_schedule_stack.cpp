@@ -19,6 +19,13 @@ namespace {
 
 class ScheduleStack : public flt::testing::SeededTest {};
 
+/// Three schedules of one memory: trained ones (their heads not zero) around an untrained one.
+std::vector<fo::LearnedSchedule> trained_around_untrained(fo::Memory memory) {
+  return {perturbed_schedule(memory, 1),
+          fo::LearnedSchedule(fo::LearnedScheduleOptions().memory(memory)),
+          perturbed_schedule(memory, 2)};
+}
+
 }  // namespace
 
 // Several schedules deciding at once (an ES generation's candidates): each schedule's rows get
@@ -27,10 +34,7 @@ class ScheduleStack : public flt::testing::SeededTest {};
 TEST_F(ScheduleStack, DecidesForEachScheduleWhatItsOwnDecideGives) {
   for (auto memory : fo::all_memories()) {
     SCOPED_TRACE(fo::memory_name(memory));
-    std::vector<fo::LearnedSchedule> schedules = {
-        perturbed_schedule(memory, 1),
-        fo::LearnedSchedule(fo::LearnedScheduleOptions().memory(memory)),
-        perturbed_schedule(memory, 2)};
+    auto schedules = trained_around_untrained(memory);
     {
       torch::NoGradGuard
           no_grad;  // every weight differs between the trained ones, not just the head
@@ -102,10 +106,7 @@ TEST_F(ScheduleStack, FusedKernelMatchesTheComposite) {
   constexpr int64_t kRows = 21;
   for (auto memory : fo::all_memories()) {
     SCOPED_TRACE(fo::memory_name(memory));
-    std::vector<fo::LearnedSchedule> schedules = {
-        perturbed_schedule(memory, 1),
-        fo::LearnedSchedule(fo::LearnedScheduleOptions().memory(memory)),
-        perturbed_schedule(memory, 2)};
+    auto schedules = trained_around_untrained(memory);
     fo::ScheduleStack fused(schedules, /*rpe_block=*/4), composite(schedules, 4, true);
     ASSERT_TRUE(fused.fused());
     ASSERT_FALSE(composite.fused());
