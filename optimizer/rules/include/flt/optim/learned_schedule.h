@@ -201,9 +201,10 @@ class LearnedScheduleImpl : public torch::nn::Cloneable<LearnedScheduleImpl> {
 TORCH_MODULE(LearnedSchedule);
 
 /// Several schedules of one shape deciding at once (the candidates of an evolution-strategies
-/// generation, flt/metatrain/batched_run.h): their weights stacked along a leading schedule
-/// dimension, so that a step is one batched computation (~100 small tensor operations) whatever
-/// the number of schedules, where one decide call per schedule costs that many each.
+/// generation, flt/metatrain/batched_run.h): their weights laid out once when the stack is made,
+/// so that a step is one pass over every schedule's rows (the fused kernel, or the composite's
+/// ~100 small tensor operations on weights stacked along a leading schedule dimension) whatever
+/// the number of schedules, where one decide call per schedule would cost that each.
 /// LearnedScheduleImpl::decide is a stack of one: the formulas exist once. The stack reads the
 /// schedules' weights when it is made, as values (the design is meta-trained by evolution
 /// strategies, which needs no gradient); when every head is zero it reads only the few numbers the
