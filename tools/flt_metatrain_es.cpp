@@ -17,7 +17,8 @@
 // references.tsv (the tuned AdamW-cosine references, reused) and best.pt (the best schedule, a
 // weights file for ScheduleMnemosyneOptions::weights). The stop rule is set before the campaign:
 // from generation --stop-check on, if the best validation score has not beaten the hand rule's by
-// --stop-margin, the campaign writes DIR/STOPPED with the reason and ends.
+// --stop-margin, the campaign writes DIR/STOPPED with the reason and ends. To stop an invocation
+// without losing work, create DIR/STOP (or --stop-file): it ends after the generation in progress.
 //
 // Several ranks split each generation (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets
 // them, or --rendezvous file://PATH): scripts/launch-ranks 2 build/tools/flt-metatrain-es --dir DIR
@@ -67,6 +68,7 @@ struct EsArgs {
   int64_t fresh_validation = 0;  // score best.pt and the hand rule on this many fresh sets, exit
   int64_t fresh_from = 1;        // the first of them (draws 1.. unless earlier ones chose a design)
   std::string rendezvous;        // where the ranks meet (file://PATH, or MASTER_ADDR:MASTER_PORT)
+  std::string stop_file;         // while it exists, no generation starts (default DIR/STOP)
   int timeout_seconds = static_cast<int>(
       std::chrono::duration_cast<std::chrono::seconds>(fm::Rendezvous{}.timeout).count());
 };
@@ -318,10 +320,13 @@ void run_generations(const EsArgs& a, fm::EpisodeES& es, fm::EpisodeESState& sta
            3600.0;
   };
   flt::detail::ProgressBar bar("es", writes, static_cast<double>(state.generation) / a.generations);
-  // Rank 0's clock decides when this invocation ends: ranks that disagreed would wait for each
-  // other in the next generation's collectives.
+  // Rank 0's clock and its look at the stop file decide when this invocation ends: ranks that
+  // disagreed would wait for each other in the next generation's collectives. The stop file ends
+  // it at a generation's boundary, where a signal would lose the generation in progress.
+  bool asked_to_stop = false;
   const auto within_budget = [&] {
-    auto go = torch::tensor({elapsed_hours() < a.hours ? 1 : 0}, torch::kInt64);
+    asked_to_stop = writes && fs::exists(a.stop_file);
+    auto go = torch::tensor({elapsed_hours() < a.hours && !asked_to_stop ? 1 : 0}, torch::kInt64);
     if (communicator) communicator->broadcast(go);
     return go.item<int64_t>() == 1;
   };
@@ -353,6 +358,9 @@ void run_generations(const EsArgs& a, fm::EpisodeES& es, fm::EpisodeESState& sta
       return;
     }
   }
+  if (asked_to_stop)
+    std::printf("flt-metatrain-es: %s asks the campaign to stop; remove it to continue\n",
+                a.stop_file.c_str());
   if (writes)
     std::printf("flt-metatrain-es: at generation %lld; best validation %.4f (generation %lld)\n",
                 static_cast<long long>(state.generation), state.best_validation,
@@ -505,8 +513,13 @@ int main(int argc, char** argv) {
                  "theta's validation score minus the hand rule's over the generations, a panel "
                  "per seed, to this PNG, then exit")
       ->type_name("PNG");
+  app.add_option("--stop-file", a.stop_file,
+                 "while this file exists no generation starts: creating it ends the campaign after "
+                 "the generation in progress, checkpointed (default DIR/STOP)")
+      ->type_name("FILE");
   flt::detail::add_rendezvous_flags(app, a.rendezvous, a.timeout_seconds, "collective");
   CLI11_PARSE(app, argc, argv);
+  if (a.stop_file.empty()) a.stop_file = a.dir + "/STOP";
   int rank = 0, world_size = 1;
   try {
     if (!a.plot_ablation.empty()) {

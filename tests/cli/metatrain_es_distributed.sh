@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # flt-metatrain-es on 2 ranks over loopback (ranks split each generation's candidates and the
-# references' grid): a campaign of 3 generations on 2 ranks, stopped after 1 and continued, ends
-# with the state of 1 process's uninterrupted campaign, byte for byte; rank 0 alone writes the
-# campaign's files. Run by ctest as
+# references' grid): a campaign of 3 generations on 2 ranks, stopped after 1, asked to stop by its
+# stop file (no generation starts), then continued, ends with the state of 1 process's
+# uninterrupted campaign, byte for byte; rank 0 alone writes the campaign's files. Run by ctest as
 #   metatrain_es_distributed.sh FLT_METATRAIN_ES LAUNCHER WORK_DIR
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,6 +18,13 @@ tiny=(--pairs 2 --episodes 2 --instances 2 --min-steps 20 --max-steps 40 --valid
 "$program" --dir one --generations 3 "${tiny[@]}" >one.log 2>&1 || fail "1 process"
 "$launcher" 2 "$program" --dir two --generations 1 "${tiny[@]}" >two-first.log 2>&1 ||
   fail "2 ranks, generation 0"
+# A stop file present: no generation starts, both ranks end cleanly, the campaign is untouched.
+touch two/STOP
+"$launcher" 2 "$program" --dir two --generations 3 "${tiny[@]}" >two-stop.log 2>&1 ||
+  fail "2 ranks asked to stop"
+grep -q "two/STOP asks the campaign to stop" two-stop.log || fail "no word of the stop file"
+[ "$(wc -l <two/log.tsv)" -eq 2 ] || fail "a generation ran though two/STOP asked it to stop"
+rm two/STOP
 "$launcher" 2 "$program" --dir two --generations 3 "${tiny[@]}" >two.log 2>&1 ||
   fail "2 ranks, generations 1 and 2"
 grep -q "generation 1 of 3, 4 references cached, 2 ranks" two.log ||
