@@ -322,6 +322,44 @@ TEST_F(EpisodeES, FixedStepNumbersStayTheHandRules) {
   }
 }
 
+// The memory reaches the step only through the head's weights on its read: with them zeroed, a
+// change to the memory's own numbers (discount, RPE spectrum, projections) moves no final loss,
+// while with them kept it does. Without a memory the mask is empty.
+TEST_F(EpisodeES, CuttingTheMemorysReadCutsEveryPathFromTheMemory) {
+  const auto schedule = small_schedule();
+  const auto read = fm::memory_read_mask(schedule);
+  const auto in = schedule->head_in->weight.size(1);
+  ASSERT_GT(in, fo::LearnedScheduleImpl::kFeatures);
+  EXPECT_EQ(read.sum().item<double>(),
+            static_cast<double>(4 * (in - fo::LearnedScheduleImpl::kFeatures)));  // hidden 4
+  std::vector<torch::Tensor> parts;  // 1 at the memory's own numbers
+  for (const auto& p : schedule->named_parameters()) {
+    const bool own = p.key().rfind("head_", 0) != 0 && p.key().rfind("corrector_", 0) != 0 &&
+                     p.key().rfind("step_", 0) != 0 && p.key().rfind("growth_", 0) != 0;
+    parts.push_back(torch::full({p.value().numel()}, own ? 1.0 : 0.0, at::kDouble));
+  }
+  const auto memory_part = at::cat(parts);
+  ASSERT_GT(memory_part.sum().item<double>(), 0.0);
+
+  fm::ReferenceCache references;
+  fm::EpisodeES es(schedule, tiny_options(), references);
+  const auto episodes = es.batch(1);
+  const auto& episode = episodes.front();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+  const auto nudge = 0.5 * memory_part * at::randn(memory_part.sizes(), gen, at::kDouble);
+  const auto theta = trained_theta(es), cut = theta * (1 - read);
+  const auto losses = [&](const torch::Tensor& t) {
+    return fm::batched_schedule_final_losses(*episode.task, episode.spec, es.schedule_at(t));
+  };
+  EXPECT_TRUE(torch::equal(losses(cut), losses(cut + nudge)));
+  EXPECT_FALSE(torch::equal(losses(theta), losses(theta + nudge)));
+
+  torch::manual_seed(0);
+  const fo::LearnedSchedule none(
+      fo::LearnedScheduleOptions().memory(fo::Memory::kNone).key_dim(2).value_dim(2).hidden(4));
+  EXPECT_EQ(fm::memory_read_mask(none).sum().item<double>(), 0.0);
+}
+
 TEST_F(EpisodeES, BadSettingsAreNamed) {
   fm::ReferenceCache references;
   auto overlap = tiny_options();

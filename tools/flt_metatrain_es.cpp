@@ -109,19 +109,22 @@ std::string read_file(const std::string& path) {
 
 // The validation scores of theta_0 (the hand rule), the campaign's theta, and theta_0 moved by
 // only one part of theta's change: the schedule's own step numbers (relative step, floor, growth
-// rate and threshold) or the rest (head, corrector, memory). Which part of what the training
-// families taught costs the held-out families.
+// rate and threshold) or the rest (head, corrector, memory), and theta with its memory's read cut
+// off. Which part of what the training families taught costs the held-out families.
 void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
               const fm::EpisodeESState& state) {
   const auto theta0 = es.initial_state().theta;
   const auto change = state.theta - theta0;
   const auto step_part = fm::step_numbers_mask(schedule);
   const auto validation = es.validation_set();
-  const std::vector<std::pair<const char*, torch::Tensor>> points = {
+  std::vector<std::pair<const char*, torch::Tensor>> points = {
       {"hand rule (theta_0)", theta0},
       {"theta", state.theta},
       {"theta_0 + theta's change in the step numbers only", theta0 + change * step_part},
       {"theta_0 + theta's change in the rest only", theta0 + change * (1 - step_part)}};
+  const auto read_part = fm::memory_read_mask(schedule);
+  if (read_part.sum().item<double>() > 0)
+    points.emplace_back("theta without its memory's read", state.theta * (1 - read_part));
   std::printf("validation scores at generation %lld (mean log ratio to tuned AdamW-cosine):\n",
               static_cast<long long>(state.generation));
   for (const auto& [label, theta] : points) {
@@ -163,7 +166,7 @@ void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
 // campaign scores: how much of the lead is the choice fitting those 8 episodes. Beside it, the
 // leads of the hand rule moved by one part of best.pt's change (as --diagnose splits it): whether
 // the lead comes from re-tuning the schedule's step numbers or from the learned head, corrector
-// and memory.
+// and memory; and best.pt with its memory's read cut off (memory_read_mask): what the memory adds.
 void fresh_validation(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
                       const fm::EpisodeESState& state, int64_t sets, int64_t first) {
   if (state.best_generation == 0) {
@@ -173,18 +176,26 @@ void fresh_validation(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
   }
   const auto theta0 = es.initial_state().theta, change = state.best_theta - theta0;
   const auto step_part = fm::step_numbers_mask(schedule);
-  const std::vector<torch::Tensor> thetas = {theta0, state.best_theta, theta0 + change * step_part,
-                                             theta0 + change * (1 - step_part)};
+  std::vector<torch::Tensor> thetas = {theta0, state.best_theta, theta0 + change * step_part,
+                                       theta0 + change * (1 - step_part)};
+  // With a memory, best.pt with its read cut off as well: what the memory adds to it.
+  const auto read_part = fm::memory_read_mask(schedule);
+  const bool has_memory = read_part.sum().item<double>() > 0;
+  if (has_memory) thetas.push_back(state.best_theta * (1 - read_part));
   std::printf(
       "the hand rule and best.pt (generation %lld's theta) on validation sets: mean log ratio to "
-      "tuned AdamW-cosine; lead = hand rule - theta, above 0 theta is ahead; the last two columns "
-      "the leads of the hand rule moved by best.pt's change in its step numbers only, and in the "
-      "rest only\n  %-32s %9s %9s %9s %12s %9s\n",
-      static_cast<long long>(state.best_generation), "set", "hand rule", "theta", "lead",
-      "step numbers", "the rest");
+      "tuned AdamW-cosine; lead = hand rule - theta, above 0 theta is ahead; then the leads of the "
+      "hand rule moved by best.pt's change in its step numbers only, and in the rest only%s\n"
+      "  %-32s %9s %9s %9s %12s %9s%s\n",
+      static_cast<long long>(state.best_generation),
+      has_memory ? "; and what the memory adds (best.pt without its memory's read - best.pt, "
+                   "above 0 the memory helps)"
+                 : "",
+      "set", "hand rule", "theta", "lead", "step numbers", "the rest",
+      has_memory ? "    memory" : "");
   const auto per_set = static_cast<double>(es.validation_set(0).size());
   flt::detail::ProgressBar bar("fresh validation");
-  std::vector<double> fresh, fresh_steps, fresh_rest;
+  std::vector<double> fresh, fresh_steps, fresh_rest, fresh_memory;
   for (int64_t i = 0; i <= sets; ++i) {
     const int64_t draw = i == 0 ? 0 : first + i - 1;
     double done = 0;
@@ -192,17 +203,21 @@ void fresh_validation(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
       bar.update((i + ++done / per_set) / (sets + 1), "set " + std::to_string(draw));
     });
     const double lead = scores[0] - scores[1];
+    const double memory = has_memory ? scores[4] - scores[1] : 0.0;
     const std::string label =
         draw == 0 ? "the campaign's (it chose theta)" : "fresh draw " + std::to_string(draw);
     // The scores as log.tsv and STOPPED write them (6 digits), so the campaign's row reads
     // against them.
-    std::printf("  %-32s %9.6g %9.6g %+9.4f %+12.4f %+9.4f\n", label.c_str(), scores[0], scores[1],
+    std::printf("  %-32s %9.6g %9.6g %+9.4f %+12.4f %+9.4f", label.c_str(), scores[0], scores[1],
                 lead, scores[0] - scores[2], scores[0] - scores[3]);
+    if (has_memory) std::printf(" %+9.4f", memory);
+    std::printf("\n");
     std::fflush(stdout);
     if (draw == 0) continue;
     fresh.push_back(lead);
     fresh_steps.push_back(scores[0] - scores[2]);
     fresh_rest.push_back(scores[0] - scores[3]);
+    fresh_memory.push_back(memory);
   }
   if (fresh.size() < 2) return;
   const auto standard_error = [](const std::vector<double>& x) {
@@ -215,6 +230,9 @@ void fresh_validation(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
       "%.4f\n",
       flt::detail::mean(fresh_steps), standard_error(fresh_steps), flt::detail::mean(fresh_rest),
       standard_error(fresh_rest));
+  if (has_memory)
+    std::printf("  what the memory adds to best.pt: %+.4f, %.4f\n", flt::detail::mean(fresh_memory),
+                standard_error(fresh_memory));
 }
 
 // Where each training and validation family wants the step: theta_0 with its relative step moved

@@ -139,6 +139,18 @@ torch::Tensor step_numbers_mask(const LearnedSchedule& schedule) {
   return at::cat(parts);
 }
 
+torch::Tensor memory_read_mask(const LearnedSchedule& schedule) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : schedule->named_parameters()) {
+    auto part = torch::zeros(p.value().sizes(), at::kDouble);
+    if (p.key() == "head_in.weight")
+      part.narrow(1, LearnedScheduleImpl::kFeatures, part.size(1) - LearnedScheduleImpl::kFeatures)
+          .fill_(1.0);
+    parts.push_back(part.flatten());
+  }
+  return at::cat(parts);
+}
+
 EpisodeESState EpisodeES::initial_state() const {
   EpisodeESState state;
   state.theta = theta0_.clone();

@@ -107,6 +107,11 @@ struct EpisodeESState {
 /// -> (P) float64
 torch::Tensor step_numbers_mask(const optim::LearnedSchedule& schedule);
 
+/// 1 at the head's weights on the memory's read (the columns of head_in past the schedule's own
+/// features), the one path from the memory to the step: theta * (1 - mask) is theta with its
+/// memory cut off, what the memory adds to a trained theta. All 0 without a memory. -> (P) float64
+torch::Tensor memory_read_mask(const optim::LearnedSchedule& schedule);
+
 /// The learning rates the references are tuned over: 1e-4 .. 1, half decades (the families'
 /// tuned rates reach 1, docs/benchmarks.md "Which runs the families cover").
 std::vector<double> episode_reference_grid();
