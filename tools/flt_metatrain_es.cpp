@@ -8,6 +8,8 @@
 //   flt-metatrain-es --dir DIR ... --diagnose    (where the campaign's theta loses on validation,
 //                                                 and what its memory weighs)
 //   flt-metatrain-es --dir DIR ... --export-theta FILE   (theta as it stands, a weights file)
+//   flt-metatrain-es --dir DIR ... --export-best-parts PREFIX   (the hand rule moved by best.pt's
+//                                                 change in one part only: two weights files)
 //   flt-metatrain-es --dir DIR ... --fresh-validation N [--fresh-from K]  (best.pt's lead on N
 //                                                 fresh held-out sets, draws K.., default 1..)
 //   flt-metatrain-es --dir FOLDER --plot-ablation PNG    (the memory ablation's figure)
@@ -64,6 +66,7 @@ struct EsArgs {
   bool diagnose = false;
   int64_t step_sweep = 0;  // score the hand rule's step moved up and down, on this many generations
   std::string export_theta;      // write the campaign's current theta as a weights file and exit
+  std::string export_best_parts;  // write best.pt's change split in two parts as weights files
   std::string plot_ablation;     // draw the campaigns under --dir to this PNG and exit
   int64_t fresh_validation = 0;  // score best.pt and the hand rule on this many fresh sets, exit
   int64_t fresh_from = 1;        // the first of them (draws 1.. unless earlier ones chose a design)
@@ -107,21 +110,32 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-// The validation scores of theta_0 (the hand rule), the campaign's theta, and theta_0 moved by
-// only one part of theta's change: the schedule's own step numbers (relative step, floor, growth
-// rate and threshold) or the rest (head, corrector, memory), and theta with its memory's read cut
-// off. Which part of what the training families taught costs the held-out families.
+// theta_0 (the hand rule) moved by only one part of theta's change: the schedule's own step
+// numbers (relative step, floor, growth rate and threshold), and the rest (head, corrector,
+// memory).
+struct ChangeParts {
+  torch::Tensor step_numbers, rest;
+};
+ChangeParts change_parts(const torch::Tensor& theta0, const torch::Tensor& theta,
+                         const fo::LearnedSchedule& schedule) {
+  const auto change = theta - theta0;
+  const auto step_part = fm::step_numbers_mask(schedule);
+  return {theta0 + change * step_part, theta0 + change * (1 - step_part)};
+}
+
+// The validation scores of theta_0, the campaign's theta, theta_0 moved by one part of theta's
+// change (change_parts), and theta with its memory's read cut off. Which part of what the
+// training families taught costs the held-out families.
 void diagnose(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
               const fm::EpisodeESState& state) {
   const auto theta0 = es.initial_state().theta;
-  const auto change = state.theta - theta0;
-  const auto step_part = fm::step_numbers_mask(schedule);
+  const auto parts = change_parts(theta0, state.theta, schedule);
   const auto validation = es.validation_set();
   std::vector<std::pair<const char*, torch::Tensor>> points = {
       {"hand rule (theta_0)", theta0},
       {"theta", state.theta},
-      {"theta_0 + theta's change in the step numbers only", theta0 + change * step_part},
-      {"theta_0 + theta's change in the rest only", theta0 + change * (1 - step_part)}};
+      {"theta_0 + theta's change in the step numbers only", parts.step_numbers},
+      {"theta_0 + theta's change in the rest only", parts.rest}};
   const auto read_part = fm::memory_read_mask(schedule);
   if (read_part.sum().item<double>() > 0)
     points.emplace_back("theta without its memory's read", state.theta * (1 - read_part));
@@ -174,10 +188,9 @@ void fresh_validation(fm::EpisodeES& es, const fo::LearnedSchedule& schedule,
         "best.pt is the hand rule (no theta has beaten it on validation): no lead to check\n");
     return;
   }
-  const auto theta0 = es.initial_state().theta, change = state.best_theta - theta0;
-  const auto step_part = fm::step_numbers_mask(schedule);
-  std::vector<torch::Tensor> thetas = {theta0, state.best_theta, theta0 + change * step_part,
-                                       theta0 + change * (1 - step_part)};
+  const auto theta0 = es.initial_state().theta;
+  const auto parts = change_parts(theta0, state.best_theta, schedule);
+  std::vector<torch::Tensor> thetas = {theta0, state.best_theta, parts.step_numbers, parts.rest};
   // With a memory, best.pt with its read cut off as well: what the memory adds to it.
   const auto read_part = fm::memory_read_mask(schedule);
   const bool has_memory = read_part.sum().item<double>() > 0;
@@ -393,9 +406,10 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
   const std::string config_path = a.dir + "/config.txt", state_path = a.dir + "/state.pt";
   const std::string config = config_text(a);
   const bool inspect_only =
-      a.diagnose || a.step_sweep > 0 || a.fresh_validation > 0 || !a.export_theta.empty();
+      a.diagnose || a.step_sweep > 0 || a.fresh_validation > 0 || !a.export_theta.empty() ||
+      !a.export_best_parts.empty();
   TORCH_CHECK(!(inspect_only && world_size > 1),
-              "--diagnose, --step-sweep, --fresh-validation and --export-theta run on one process "
+              "--diagnose, --step-sweep, --fresh-validation and the exports run on one process "
               "(WORLD_SIZE is ",
               world_size, ")");
   if (world_size > 1) {
@@ -443,6 +457,23 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
                 static_cast<long long>(state.generation), a.export_theta.c_str(),
                 static_cast<long long>(state.best_generation),
                 state.best_generation == 0 ? " (the hand rule)" : "");
+    return 0;
+  }
+  if (!a.export_best_parts.empty()) {
+    TORCH_CHECK(fs::exists(state_path), "--export-best-parts: ", a.dir,
+                " holds no campaign (no state.pt)");
+    TORCH_CHECK(state.best_generation > 0, "--export-best-parts: ", a.dir,
+                "'s best.pt is the hand rule (no theta has beaten it on validation): no change to "
+                "split");
+    const auto parts = change_parts(es.initial_state().theta, state.best_theta, schedule);
+    const std::string steps_file = a.export_best_parts + "-step-numbers.pt",
+                      rest_file = a.export_best_parts + "-rest.pt";
+    fo::save_schedule(es.schedule_at(parts.step_numbers), steps_file);
+    fo::save_schedule(es.schedule_at(parts.rest), rest_file);
+    std::printf("wrote the hand rule moved by best.pt's (generation %lld's) change in its step "
+                "numbers only to %s, in the rest only to %s\n",
+                static_cast<long long>(state.best_generation), steps_file.c_str(),
+                rest_file.c_str());
     return 0;
   }
   run_generations(a, es, state, references.size());
@@ -526,6 +557,11 @@ int main(int argc, char** argv) {
                  "write the campaign's current theta as a schedule weights file (best.pt is the "
                  "best by validation, the hand rule until a theta beats it), then exit")
       ->type_name("FILE");
+  app.add_option("--export-best-parts", a.export_best_parts,
+                 "write the hand rule moved by best.pt's change in its step numbers only "
+                 "(PREFIX-step-numbers.pt) and in the rest only (PREFIX-rest.pt) as schedule "
+                 "weights files, then exit")
+      ->type_name("PREFIX");
   app.add_option("--plot-ablation", a.plot_ablation,
                  "read --dir as a folder of campaigns (MEMORY-sSEED, the memory ablation's), draw "
                  "theta's validation score minus the hand rule's over the generations, a panel "
