@@ -66,7 +66,7 @@ struct EsArgs {
   bool diagnose = false;
   int64_t step_sweep = 0;  // score the hand rule's step moved up and down, on this many generations
   std::string export_theta;      // write the campaign's current theta as a weights file and exit
-  std::string export_best_parts;  // write best.pt's change split in two parts as weights files
+  std::string export_parts;      // write best.pt's change split in two as weights files, exit
   std::string plot_ablation;     // draw the campaigns under --dir to this PNG and exit
   int64_t fresh_validation = 0;  // score best.pt and the hand rule on this many fresh sets, exit
   int64_t fresh_from = 1;        // the first of them (draws 1.. unless earlier ones chose a design)
@@ -405,9 +405,8 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
   namespace fs = std::filesystem;
   const std::string config_path = a.dir + "/config.txt", state_path = a.dir + "/state.pt";
   const std::string config = config_text(a);
-  const bool inspect_only =
-      a.diagnose || a.step_sweep > 0 || a.fresh_validation > 0 || !a.export_theta.empty() ||
-      !a.export_best_parts.empty();
+  const bool inspect_only = a.diagnose || a.step_sweep > 0 || a.fresh_validation > 0 ||
+                            !a.export_theta.empty() || !a.export_parts.empty();
   TORCH_CHECK(!(inspect_only && world_size > 1),
               "--diagnose, --step-sweep, --fresh-validation and the exports run on one process "
               "(WORLD_SIZE is ",
@@ -459,21 +458,21 @@ int open_and_run(EsArgs& a, const fm::Rendezvous& rendezvous) {
                 state.best_generation == 0 ? " (the hand rule)" : "");
     return 0;
   }
-  if (!a.export_best_parts.empty()) {
+  if (!a.export_parts.empty()) {
     TORCH_CHECK(fs::exists(state_path), "--export-best-parts: ", a.dir,
                 " holds no campaign (no state.pt)");
     TORCH_CHECK(state.best_generation > 0, "--export-best-parts: ", a.dir,
                 "'s best.pt is the hand rule (no theta has beaten it on validation): no change to "
                 "split");
     const auto parts = change_parts(es.initial_state().theta, state.best_theta, schedule);
-    const std::string steps_file = a.export_best_parts + "-step-numbers.pt",
-                      rest_file = a.export_best_parts + "-rest.pt";
+    const std::string steps_file = a.export_parts + "-step-numbers.pt",
+                      rest_file = a.export_parts + "-rest.pt";
     fo::save_schedule(es.schedule_at(parts.step_numbers), steps_file);
     fo::save_schedule(es.schedule_at(parts.rest), rest_file);
-    std::printf("wrote the hand rule moved by best.pt's (generation %lld's) change in its step "
-                "numbers only to %s, in the rest only to %s\n",
-                static_cast<long long>(state.best_generation), steps_file.c_str(),
-                rest_file.c_str());
+    std::printf(
+        "wrote the hand rule moved by best.pt's (generation %lld's) change in its step "
+        "numbers only to %s, in the rest only to %s\n",
+        static_cast<long long>(state.best_generation), steps_file.c_str(), rest_file.c_str());
     return 0;
   }
   run_generations(a, es, state, references.size());
@@ -557,7 +556,7 @@ int main(int argc, char** argv) {
                  "write the campaign's current theta as a schedule weights file (best.pt is the "
                  "best by validation, the hand rule until a theta beats it), then exit")
       ->type_name("FILE");
-  app.add_option("--export-best-parts", a.export_best_parts,
+  app.add_option("--export-best-parts", a.export_parts,
                  "write the hand rule moved by best.pt's change in its step numbers only "
                  "(PREFIX-step-numbers.pt) and in the rest only (PREFIX-rest.pt) as schedule "
                  "weights files, then exit")
