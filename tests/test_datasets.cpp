@@ -109,6 +109,27 @@ TEST_F(Datasets, LicenceText_VocabularyAndHeldOutTail) {
   EXPECT_TRUE(torch::equal(again.train, corpus.train));
 }
 
+TEST_F(Datasets, PythonText_CodeWithTheLicenceAlphabet) {
+  const auto corpus = fd::python_text();
+  EXPECT_EQ(corpus.vocab, 97);
+  EXPECT_EQ(corpus.alphabet, fd::licence_text().alphabet);
+  const int64_t total = corpus.train.size(0) + corpus.test.size(0);
+  EXPECT_GT(total, 200000);
+  EXPECT_EQ(corpus.test.size(0), total / 10);
+  // Python: the first module is argparse, and the held-out tail is pathlib's.
+  std::string head, tail;
+  for (int64_t i = 0; i < 2000; ++i) head += corpus.alphabet[corpus.train[i].item<int64_t>()];
+  for (int64_t i = 0; i < 2000; ++i) tail += corpus.alphabet[corpus.test[i].item<int64_t>()];
+  EXPECT_NE(head.find("argparse"), std::string::npos) << head;
+  EXPECT_NE(tail.find("def "), std::string::npos) << tail;
+}
+
+TEST_F(Datasets, PythonText_MissingFolderNamesTheFileAndTheVariable) {
+  const std::string dir = "/nonexistent/flt-python";
+  ScopedEnv env("FLT_PYTHON_TEXT_DIR", dir);
+  expect_error([] { fd::python_text(); }, {dir + "/argparse.py", "FLT_PYTHON_TEXT_DIR"});
+}
+
 TEST_F(Datasets, Tabular_ShapesStandardisationAndFixedSplit) {
   const auto names = fd::tabular_names();
   // One policy with the Fashion-MNIST tests: the setup (scripts/setup.sh) installs both data

@@ -7,6 +7,7 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <fstream>
 
 #include "flt/harness/training_runs.h"
+#include "flt/metatrain/datasets.h"
 #include "harness_test_util.h"
 
 namespace fh = flt::harness;
@@ -136,6 +138,41 @@ TEST_F(TrainingRuns, Suite_NamesScalingAndSkippedTabularRuns) {
 TEST_F(TrainingRuns, Suite_EveryRunTrainsUnderAdam) {
   // Each run of the suite, 2% of its steps: finite held-out losses, and Adam lowers them.
   for (const auto& run : fh::held_out_training_runs(0.02)) {
+    SCOPED_TRACE(run.name);
+    const auto curve = fh::run_training(run, 0, [](std::vector<torch::Tensor> p) {
+      return std::make_unique<torch::optim::Adam>(std::move(p), torch::optim::AdamOptions(3e-3));
+    });
+    EXPECT_FALSE(curve.diverged);
+    EXPECT_LT(curve.final_loss(), curve.held_out[0]);
+  }
+}
+
+TEST_F(TrainingRuns, Development_OtherNamesAndDataThanTheHeldOutSuite) {
+  const auto names = fh::development_training_run_names();
+  EXPECT_EQ(names.size(), 12u);
+  for (const auto& held_out : fh::held_out_training_run_names()) {
+    EXPECT_EQ(std::count(names.begin(), names.end(), held_out), 0) << held_out;
+  }
+  const auto runs = fh::development_training_runs(0.1, {"fmnist-mlp", "fmnist-autoencoder"});
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].steps, 100);  // 1000 x 0.1
+  // Fashion-MNIST from index 10,000 on; held out, the training file's last images: neither the
+  // first 10,000 training images nor the test images, which checks from outside read.
+  const auto all = flt::metatrain::data::fashion_mnist();
+  const int64_t n = all.train_x.size(0);
+  EXPECT_TRUE(torch::equal(runs[0].split.train_x, all.train_x.narrow(0, 10000, 1000)));
+  EXPECT_TRUE(torch::equal(runs[0].split.train_y, all.train_y.narrow(0, 10000, 1000)));
+  EXPECT_TRUE(torch::equal(runs[0].split.test_x, all.train_x.narrow(0, n - 2000, 2000)));
+  // The autoencoder regresses its 14x14 input.
+  EXPECT_EQ(runs[1].split.classes, 0);
+  EXPECT_EQ(runs[1].split.train_x.sizes(), (std::vector<int64_t>{4000, 1, 14, 14}));
+  EXPECT_TRUE(torch::equal(runs[1].split.train_y, runs[1].split.train_x.flatten(1)));
+  expect_error([] { fh::development_training_runs(1.0, {"text-gru"}); }, {"\"text-gru\""});
+  expect_error([] { fh::development_training_runs(-1.0); }, {"steps_scale", "-1"});
+}
+
+TEST_F(TrainingRuns, Development_EveryRunTrainsUnderAdam) {
+  for (const auto& run : fh::development_training_runs(0.02)) {
     SCOPED_TRACE(run.name);
     const auto curve = fh::run_training(run, 0, [](std::vector<torch::Tensor> p) {
       return std::make_unique<torch::optim::Adam>(std::move(p), torch::optim::AdamOptions(3e-3));

@@ -290,7 +290,9 @@ void run_real_suite(const RealSuiteOptions& options) {
   if (options.quick) {
     runs.push_back(fh::quick_training_run());
   } else {
-    auto all = fh::held_out_training_runs(options.steps_scale, options.only, &skipped);
+    auto all = options.development
+                   ? fh::development_training_runs(options.steps_scale, options.only)
+                   : fh::held_out_training_runs(options.steps_scale, options.only, &skipped);
     for (size_t i = 0; i < all.size(); ++i) {
       if (static_cast<int64_t>(i) % options.parts == options.part)
         runs.push_back(std::move(all[i]));
@@ -301,9 +303,10 @@ void run_real_suite(const RealSuiteOptions& options) {
   const auto real = real_contenders(options);
   const auto& contenders = real.all;
   std::fprintf(stderr,
-               "real training runs: %zu runs x %zu optimizers, %lld evaluation seeds, lr tuned on "
+               "%s: %zu runs x %zu optimizers, %lld evaluation seeds, lr tuned on "
                "%lld other seeds%s%s\n",
-               runs.size(), contenders.size(), static_cast<long long>(options.eval.eval_seeds),
+               options.development ? "development runs" : "real training runs", runs.size(),
+               contenders.size(), static_cast<long long>(options.eval.eval_seeds),
                static_cast<long long>(options.eval.tuning_seeds),
                options.eval.tuning_cache.empty() ? "" : ", tuning cache ",
                options.eval.tuning_cache.c_str());

@@ -22,6 +22,7 @@ struct RealSuiteOptions {
   /// has i % parts == part, so that several processes share the suite.
   int64_t part = 0, parts = 1;
   bool quick = false;
+  bool development = false;   // the development runs instead of the held-out ones
   bool known_length = false;  // also Mnemosyne told the run's length (its cosine annealing)
 };
 

@@ -1,7 +1,8 @@
 // flt-eval-optim: compares the learned optimizers with tuned Adam and SGD-momentum, and with the
 // baselines that claim to need no tuning (Prodigy, Schedule-Free AdamW), on held-out tasks.
 //
-//   flt-eval-optim [--suite synthetic|real|all] [--out DIR] [--seeds 5] [--tuning-seeds 3]
+//   flt-eval-optim [--suite synthetic|real|development|all] [--out DIR] [--seeds 5] [--tuning-seeds
+//   3]
 //                  [--tasks rastrigin-2d,...] [--weights NAME=[DESIGN:]FILE ...]
 //                  [--no-baselines-sgd]
 //                  [--tune-learned] [--quick] [--steps-scale 1] [--part K/N] [--tuning-cache FILE]
@@ -11,6 +12,8 @@
 // runs (training_runs.h: real torch::nn models in ordinary minibatch loops, scored on held-out
 // data) against Adam at lr 1e-3 and Adam / AdamW with cosine decay tuned per run; writes
 // DIR/eval-real.csv, DIR/eval-real-curves.csv, DIR/eval-real.png and DIR/eval-real-TASK.png.
+// --suite development: the same for the development runs, real runs of the same kinds on other
+// data, where a design is chosen before the held-out runs test it.
 //
 // Both suites also run Prodigy (lr 1, constant and with cosine decay) and Schedule-Free AdamW
 // (lr 0.0025, without and with a 5% warm-up, evaluated at its average x) untuned, at their
@@ -113,20 +116,24 @@ void declare_options(CLI::App& app, EvalArgs& a) {
   std::vector<std::string> task_names;
   for (const auto& task : fh::held_out_tasks()) task_names.push_back(task.name);
   for (const auto& name : fh::held_out_training_run_names()) task_names.push_back(name);
+  for (const auto& name : fh::development_training_run_names()) task_names.push_back(name);
   app.description(
       "flt-eval-optim: compares the learned optimizers with Adam and SGD-momentum, their learning "
       "rates tuned per task, on held-out tasks; writes DIR/eval.csv and DIR/eval.png, and what the "
       "learned rules' memories see (DIR/memory.csv, DIR/memory-rpe.png). With "
       "--suite real: held-out real training runs (real models, minibatches, held-out data) "
       "against Adam 1e-3 and tuned Adam / AdamW with cosine decay; writes DIR/eval-real*.csv and "
-      "DIR/eval-real*.png. Both suites also run, untuned at their authors' defaults, Prodigy (lr "
+      "DIR/eval-real*.png; --suite development: the same on the development runs (other data, for "
+      "choosing a design). Both suites also run, untuned at their authors' defaults, Prodigy (lr "
       "1; prodigy-cosine: with cosine decay) and Schedule-Free AdamW (lr 0.0025, evaluated at its "
       "average; schedule-free-adamw-warmup: a linear warm-up over 5% of the steps).");
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--suite", a.suite,
-                 "synthetic: the synthetic tasks; real: held-out real training runs; all: both")
+                 "synthetic: the synthetic tasks; real: held-out real training runs; development: "
+                 "real runs of their kinds on other data, for choosing a design; all: synthetic "
+                 "and real")
       ->capture_default_str()
-      ->check(CLI::IsMember({"synthetic", "real", "all"}));
+      ->check(CLI::IsMember({"synthetic", "real", "development", "all"}));
   app.add_option("--out", a.out, "output directory")->capture_default_str();
   app.add_option("--seeds", a.options.eval_seeds, "evaluation seeds")
       ->capture_default_str()
@@ -404,16 +411,19 @@ int main(int argc, char** argv) {
     if (app.count("--seeds") == 0) a.options.eval_seeds = 3;
     if (app.count("--tuning-seeds") == 0) a.options.tuning_seeds = 2;
   }
+  a.real.development = a.suite == "development";
   std::vector<std::string> synthetic_only;
+  const auto real_names =
+      a.real.development ? fh::development_training_run_names() : fh::held_out_training_run_names();
   for (const auto& name : a.only) {
-    const auto real_names = fh::held_out_training_run_names();
     if (std::find(real_names.begin(), real_names.end(), name) != real_names.end())
       a.real.only.push_back(name);
     else
       synthetic_only.push_back(name);
   }
-  const bool run_synthetic = (a.suite != "real") && (a.only.empty() || !synthetic_only.empty());
-  const bool run_real = (a.suite != "synthetic") && (a.only.empty() || !a.real.only.empty());
+  const bool synthetic_suite = a.suite == "synthetic" || a.suite == "all";
+  const bool run_synthetic = synthetic_suite && (a.only.empty() || !synthetic_only.empty());
+  const bool run_real = a.suite != "synthetic" && (a.only.empty() || !a.real.only.empty());
   if (!a.only.empty() && !run_synthetic && !run_real) {
     std::fprintf(stderr, "flt-eval-optim: --tasks names no task of --suite %s\n", a.suite.c_str());
     return 1;

@@ -30,19 +30,36 @@ namespace nn = torch::nn;
 
 /// Where a run's data come from.
 struct DataSource {
-  enum Kind { kFashionMnist, kLicenceText, kTabular, kSmoothRegression };
+  enum Kind { kFashionMnist, kFashionMnistDevelopment, kText, kTabular, kSynthetic };
   Kind kind;
   int64_t train = 0, test = 0;  ///< Fashion-MNIST: the images kept of each part
-  const char* set = nullptr;    ///< tabular: the data set (Debian's python3-sklearn ships it)
-  int64_t sequence_length = 0;  ///< text: the window a language model reads
+  /// Fashion-MNIST development: average-pool the images by this factor (2: 14x14); regress the
+  /// (pooled) image itself instead of the class.
+  int64_t pool = 1;
+  bool autoencode = false;
+  const char* set = nullptr;             ///< tabular: the data set (python3-sklearn ships it)
+  data::TextCorpus (*text)() = nullptr;  ///< text: the corpus
+  int64_t sequence_length = 0;           ///< text: the window a language model reads
+  data::Split (*generate)() = nullptr;   ///< synthetic: the generator
 };
 
 DataSource fmnist(int64_t train, int64_t test) {
   return {DataSource::kFashionMnist, train, test};
 }
 
-DataSource licence_text(int64_t sequence_length) {
-  DataSource source{DataSource::kLicenceText};
+/// Development runs' Fashion-MNIST: `train` training images from index 10,000 on, and the last
+/// `test` images of the training file held out. Its first 10,000 training images and its test
+/// images are left to checks from outside the project; meta-training reads 8x8 images of the
+/// same range (batched_tasks.cpp).
+DataSource fmnist_development(int64_t train, int64_t test, int64_t pool = 1,
+                              bool autoencode = false) {
+  DataSource source{DataSource::kFashionMnistDevelopment, train, test, pool, autoencode};
+  return source;
+}
+
+DataSource text(data::TextCorpus (*corpus)(), int64_t sequence_length) {
+  DataSource source{DataSource::kText};
+  source.text = corpus;
   source.sequence_length = sequence_length;
   return source;
 }
@@ -53,26 +70,80 @@ DataSource sklearn(const char* set) {
   return source;
 }
 
-/// y = sum_j sin(x . w_j) + 0.3 x_0 x_1 over 8 inputs, standardised, plus N(0, 0.1^2) noise: 2000
-/// training and 1000 held-out points from a fixed generator (the same data for every seed).
-DataSource smooth_regression() {
-  return {DataSource::kSmoothRegression};
+DataSource synthetic(data::Split (*generate)()) {
+  DataSource source{DataSource::kSynthetic};
+  source.generate = generate;
+  return source;
 }
 
-data::Split smooth_regression_split() {
+/// `n_train` training and the rest held-out rows of (x, y).
+data::Split split_rows(const char* name, const torch::Tensor& x, const torch::Tensor& y,
+                       int64_t n_train, int64_t classes = 0) {
+  data::Split split;
+  split.name = name;
+  split.classes = classes;
+  split.train_x = x.slice(0, 0, n_train).contiguous();
+  split.test_x = x.slice(0, n_train).contiguous();
+  split.train_y = y.slice(0, 0, n_train).contiguous();
+  split.test_y = y.slice(0, n_train).contiguous();
+  return split;
+}
+
+/// Standardised to mean 0 and standard deviation 1.
+torch::Tensor standardised(const torch::Tensor& y) {
+  return (y - y.mean()) / y.std();
+}
+
+/// y = sum_j sin(x . w_j) + 0.3 x_0 x_1 over 8 inputs, standardised, plus N(0, 0.1^2) noise: 2000
+/// training and 1000 held-out points from a fixed generator (the same data for every seed).
+data::Split smooth_regression() {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(123);
   const auto x = at::randn({3000, 8}, gen);
   const auto w = at::randn({8, 4}, gen);
   auto y = at::sin(x.matmul(w)).sum(1, true) + 0.3 * (x.select(1, 0) * x.select(1, 1)).unsqueeze(1);
-  y = (y - y.mean()) / y.std();
-  y = y + 0.1 * at::randn(y.sizes(), gen);
-  data::Split split;
-  split.name = "deep-tanh-regression";
-  split.train_x = x.slice(0, 0, 2000);
-  split.test_x = x.slice(0, 2000);
-  split.train_y = y.slice(0, 0, 2000);
-  split.test_y = y.slice(0, 2000);
-  return split;
+  y = standardised(y) + 0.1 * at::randn(y.sizes(), gen);
+  return split_rows("deep-tanh-regression", x, y, 2000);
+}
+
+/// Development: a linear target of 20 correlated inputs (x = z A, A's singular values spread over
+/// two decades, so the least-squares problem is ill-conditioned), y standardised plus N(0, 0.5^2)
+/// noise; 200 training and 300 held-out points.
+data::Split ill_conditioned_regression() {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(2024);
+  const auto q = std::get<0>(at::linalg_qr(at::randn({20, 20}, gen)));
+  const auto spread = at::pow(10.0, at::linspace(0.0, -2.0, 20));
+  const auto x = at::randn({500, 20}, gen).matmul(q * spread.unsqueeze(0)).matmul(q.t());
+  const auto x_std = x / x.slice(0, 0, 200).std({0}, /*unbiased=*/true, /*keepdim=*/true);
+  auto y = standardised(x_std.matmul(at::randn({20, 1}, gen)));
+  y = y + 0.5 * at::randn(y.sizes(), gen);
+  return split_rows("ill-conditioned-linreg", x_std, y, 200);
+}
+
+/// Development: a random teacher MLP 10-32-1 ReLU of 10 standard normal inputs, standardised, plus
+/// N(0, 0.3^2) noise; 400 training and 1000 held-out points (a student larger than the teacher
+/// overfits them).
+data::Split teacher_regression() {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(2025);
+  const auto x = at::randn({1400, 10}, gen);
+  const auto w1 = at::randn({10, 32}, gen) / std::sqrt(10.0);
+  const auto w2 = at::randn({32, 1}, gen) / std::sqrt(32.0);
+  auto y = standardised(at::relu(x.matmul(w1)).matmul(w2));
+  y = y + 0.3 * at::randn(y.sizes(), gen);
+  return split_rows("teacher-regression", x, y, 400);
+}
+
+/// Development: two interleaved spirals in the plane (1.5 turns each, radius 0.2-1, N(0, 0.08^2)
+/// jitter), 2 classes; 300 training and 1000 held-out points.
+data::Split two_spirals() {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(2026);
+  const int64_t n = 1300;
+  const auto label = at::randint(0, 2, {n}, gen, at::kLong);
+  const auto t = at::rand({n}, gen);
+  const auto angle = 3.0 * M_PI * t + M_PI * label.to(at::kFloat);
+  const auto radius = 0.2 + 0.8 * t;
+  auto x = at::stack({radius * at::cos(angle), radius * at::sin(angle)}, 1);
+  x = x + 0.08 * at::randn(x.sizes(), gen);
+  return split_rows("two-spirals", x / x.std(), label, 300, 2);
 }
 
 void load(const DataSource& source, TrainingRun& run) {
@@ -80,12 +151,34 @@ void load(const DataSource& source, TrainingRun& run) {
     case DataSource::kFashionMnist:
       run.split = data::fashion_mnist(source.train, source.test);
       return;
-    case DataSource::kLicenceText:
-      run.corpus = data::licence_text();
+    case DataSource::kFashionMnistDevelopment: {
+      const auto all = data::fashion_mnist();
+      const int64_t n = all.train_x.size(0);
+      TORCH_CHECK(10000 + source.train + source.test <= n, run.name, ": needs ",
+                  10000 + source.train + source.test, " Fashion-MNIST training images, found ", n);
+      const auto pooled = [&](const torch::Tensor& images) {
+        return source.pool == 1 ? images.contiguous()
+                                : at::avg_pool2d(images, source.pool).contiguous();
+      };
+      run.split.name = "fashion-mnist development";
+      run.split.train_x = pooled(all.train_x.narrow(0, 10000, source.train));
+      run.split.test_x = pooled(all.train_x.narrow(0, n - source.test, source.test));
+      if (source.autoencode) {
+        run.split.train_y = run.split.train_x.flatten(1);
+        run.split.test_y = run.split.test_x.flatten(1);
+      } else {
+        run.split.classes = all.classes;
+        run.split.train_y = all.train_y.narrow(0, 10000, source.train);
+        run.split.test_y = all.train_y.narrow(0, n - source.test, source.test);
+      }
+      return;
+    }
+    case DataSource::kText:
+      run.corpus = source.text();
       run.sequence_length = source.sequence_length;
       return;
     case DataSource::kTabular: run.split = data::tabular(source.set); return;
-    case DataSource::kSmoothRegression: run.split = smooth_regression_split(); return;
+    case DataSource::kSynthetic: run.split = source.generate(); return;
   }
 }
 
@@ -139,13 +232,28 @@ ModelRecipe mlp(std::vector<int64_t> hidden) {
   };
 }
 
-/// conv8-pool-conv16-pool-linear, ReLU, on the 64 digit pixels read as one 8x8 image.
-TrainableModel digits_cnn(const DataShape& d) {
-  return sequential(nn::Sequential(
-      nn::Unflatten(nn::UnflattenOptions(1, {1, 8, 8})),
-      nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
-      nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
-      nn::Flatten(), nn::Linear(16 * 2 * 2, d.outputs)));
+/// conv8-pool-conv16-pool-linear, ReLU, on one-channel `side` x `side` images; flat inputs (the 64
+/// digit pixels) are read as one image first.
+ModelRecipe small_cnn(int64_t side) {
+  return [side](const DataShape& d) {
+    // Initialised last layer first: the order in which the held-out suite's recorded results drew
+    // these weights (GCC evaluated the arguments of the nn::Sequential constructor right to left).
+    const int64_t pooled = side / 2 / 2;
+    nn::Linear head(16 * pooled * pooled, d.outputs);
+    nn::Conv2d conv2(nn::Conv2dOptions(8, 16, 3).padding(1));
+    nn::Conv2d conv1(nn::Conv2dOptions(1, 8, 3).padding(1));
+    nn::Sequential net;
+    if (!d.images) net->push_back(nn::Unflatten(nn::UnflattenOptions(1, {1, side, side})));
+    net->push_back(conv1);
+    net->push_back(nn::ReLU());
+    net->push_back(nn::MaxPool2d(2));
+    net->push_back(conv2);
+    net->push_back(nn::ReLU());
+    net->push_back(nn::MaxPool2d(2));
+    net->push_back(nn::Flatten());
+    net->push_back(head);
+    return sequential(net);
+  };
 }
 
 /// Character LM: embedding -> one recurrent layer (`Rnn`: nn::LSTM or nn::GRU) -> linear.
@@ -205,12 +313,12 @@ const std::vector<RunSpec>& held_out_specs() {
   // second design meta-trains on it.
   static const std::vector<RunSpec> specs = {
       // name, family, data, model, loss, batch, steps, eval_every, eval_examples
-      {"text-gru", "char GRU embed 32 hidden 64 / licence text", licence_text(32),
+      {"text-gru", "char GRU embed 32 hidden 64 / licence text", text(data::licence_text, 32),
        recurrent_lm<nn::GRU, nn::GRUOptions>, kCrossEntropy, 16, 1500, 50, 256},
-      {"text-lstm", "char LSTM embed 32 hidden 64 / licence text", licence_text(32),
+      {"text-lstm", "char LSTM embed 32 hidden 64 / licence text", text(data::licence_text, 32),
        recurrent_lm<nn::LSTM, nn::LSTMOptions>, kCrossEntropy, 16, 1500, 50, 256},
       {"text-transformer", "TransformerLM softmax 2 layers E32 2 heads / licence text",
-       licence_text(32), transformer_lm, kCrossEntropy, 16, 1500, 50, 256},
+       text(data::licence_text, 32), transformer_lm, kCrossEntropy, 16, 1500, 50, 256},
       {"iris-logreg-full", "logistic regression full batch / iris", sklearn("iris"),
        mlp<nn::ReLU>({}), kCrossEntropy, kFullBatch, 2000, 50},
       {"wine-logreg-full", "logistic regression full batch / wine", sklearn("wine"),
@@ -234,14 +342,52 @@ const std::vector<RunSpec>& held_out_specs() {
       {"digits-mlp-tanh", "MLP 64-64-10 tanh / digits", sklearn("digits"), mlp<nn::Tanh>({64}),
        kCrossEntropy, 32, 2000, 50},
       {"digits-cnn", "CNN conv8-pool-conv16-pool-linear ReLU / digits as 8x8 images",
-       sklearn("digits"), digits_cnn, kCrossEntropy, 32, 1500, 50},
+       sklearn("digits"), small_cnn(8), kCrossEntropy, 32, 1500, 50},
       {"digits-logreg", "logistic regression / digits", sklearn("digits"), mlp<nn::ReLU>({}),
        kCrossEntropy, 16, 1000, 25},
       {"diabetes-mlp", "MLP 10-32-32-1 ReLU / diabetes", sklearn("diabetes"),
        mlp<nn::ReLU>({32, 32}), kSquaredError, 16, 1000, 25},
       {"deep-tanh-regression",
        "MLP 8-64-64-64-64-1 tanh / smooth function of 8 inputs plus noise (synthetic)",
-       smooth_regression(), mlp<nn::Tanh>({64, 64, 64, 64}), kSquaredError, 32, 3000, 100},
+       synthetic(smooth_regression), mlp<nn::Tanh>({64, 64, 64, 64}), kSquaredError, 32, 3000, 100},
+  };
+  return specs;
+}
+
+const std::vector<RunSpec>& development_specs() {
+  // Runs of the held-out suite's kinds on data neither it nor any outside check reads: Fashion-
+  // MNIST from index 10,000 on (small sets for the tabular runs' late overfitting, 14x14 images for
+  // the CNN and the autoencoder), Python's standard library for the character models, and three
+  // synthetic sets. A design is chosen on these; the held-out suite then tests it once.
+  static const std::vector<RunSpec> specs = {
+      // name, family, data, model, loss, batch, steps, eval_every, eval_examples
+      {"python-gru", "char GRU embed 32 hidden 64 / Python source", text(data::python_text, 32),
+       recurrent_lm<nn::GRU, nn::GRUOptions>, kCrossEntropy, 16, 1500, 50, 256},
+      {"python-lstm", "char LSTM embed 32 hidden 64 / Python source", text(data::python_text, 32),
+       recurrent_lm<nn::LSTM, nn::LSTMOptions>, kCrossEntropy, 16, 1500, 50, 256},
+      {"python-transformer", "TransformerLM softmax 2 layers E32 2 heads / Python source",
+       text(data::python_text, 32), transformer_lm, kCrossEntropy, 16, 1500, 50, 256},
+      {"fmnist-logreg-full", "logistic regression full batch / Fashion-MNIST 500",
+       fmnist_development(500, 2000), mlp<nn::ReLU>({}), kCrossEntropy, kFullBatch, 2000, 50},
+      {"ill-conditioned-linreg-full",
+       "linear regression full batch / 20 correlated inputs (synthetic)",
+       synthetic(ill_conditioned_regression), mlp<nn::ReLU>({}), kSquaredError, kFullBatch, 2000,
+       50},
+      {"spirals-mlp-tanh", "MLP 2-32-32-2 tanh / two spirals (synthetic)", synthetic(two_spirals),
+       mlp<nn::Tanh>({32, 32}), kCrossEntropy, 16, 2000, 50},
+      {"fmnist-mlp", "MLP 784-32-32-10 ReLU / Fashion-MNIST 1000", fmnist_development(1000, 2000),
+       mlp<nn::ReLU>({32, 32}), kCrossEntropy, 16, 1000, 25},
+      {"fmnist-mlp-tanh", "MLP 196-64-10 tanh / Fashion-MNIST 14x14 4000",
+       fmnist_development(4000, 2000, 2), mlp<nn::Tanh>({64}), kCrossEntropy, 32, 2000, 50},
+      {"fmnist-cnn", "CNN conv8-pool-conv16-pool-linear ReLU / Fashion-MNIST 14x14 4000",
+       fmnist_development(4000, 2000, 2), small_cnn(14), kCrossEntropy, 32, 1500, 50},
+      {"fmnist-logreg", "logistic regression / Fashion-MNIST 4000", fmnist_development(4000, 2000),
+       mlp<nn::ReLU>({}), kCrossEntropy, 16, 1000, 25},
+      {"fmnist-autoencoder", "MLP autoencoder 196-64-16-64-196 ReLU / Fashion-MNIST 14x14 4000",
+       fmnist_development(4000, 2000, 2, /*autoencode=*/true), mlp<nn::ReLU>({64, 16, 64}),
+       kSquaredError, 32, 1500, 50},
+      {"teacher-mlp", "MLP 10-64-64-1 ReLU / a random ReLU teacher plus noise (synthetic)",
+       synthetic(teacher_regression), mlp<nn::ReLU>({64, 64}), kSquaredError, 16, 1000, 25},
   };
   return specs;
 }
@@ -268,27 +414,27 @@ TrainingRun scaled(TrainingRun run, double scale) {
   return run;
 }
 
-}  // namespace
-
-std::vector<std::string> held_out_training_run_names() {
+std::vector<std::string> names_of(const std::vector<RunSpec>& specs) {
   std::vector<std::string> names;
-  for (const auto& spec : held_out_specs()) names.emplace_back(spec.name);
+  for (const auto& spec : specs) names.emplace_back(spec.name);
   return names;
 }
 
-std::vector<TrainingRun> held_out_training_runs(double steps_scale,
-                                                const std::vector<std::string>& only,
-                                                std::vector<std::string>* skipped) {
-  TORCH_CHECK(steps_scale > 0.0 && std::isfinite(steps_scale),
-              "held_out_training_runs: steps_scale must be positive, got ", steps_scale);
-  const auto all = held_out_training_run_names();
+/// The runs of `specs` that `only` names (all when empty), scaled; runs whose data set is not
+/// installed are left out and listed in `skipped`.
+std::vector<TrainingRun> select_runs(const std::vector<RunSpec>& specs, const char* who,
+                                     double steps_scale, const std::vector<std::string>& only,
+                                     std::vector<std::string>* skipped) {
+  TORCH_CHECK(steps_scale > 0.0 && std::isfinite(steps_scale), who,
+              ": steps_scale must be positive, got ", steps_scale);
+  const auto all = names_of(specs);
   for (const auto& name : only) {
-    TORCH_CHECK(std::find(all.begin(), all.end(), name) != all.end(),
-                "held_out_training_runs: unknown run \"", name, "\"");
+    TORCH_CHECK(std::find(all.begin(), all.end(), name) != all.end(), who, ": unknown run \"", name,
+                "\"");
   }
   const auto tabular = data::tabular_names();
   std::vector<TrainingRun> runs;
-  for (const auto& spec : held_out_specs()) {
+  for (const auto& spec : specs) {
     if (!only.empty() && std::find(only.begin(), only.end(), spec.name) == only.end()) continue;
     if (spec.data.kind == DataSource::kTabular &&
         std::find(tabular.begin(), tabular.end(), spec.data.set) == tabular.end()) {
@@ -302,6 +448,27 @@ std::vector<TrainingRun> held_out_training_runs(double steps_scale,
     runs.push_back(scaled(make_run(spec), steps_scale));
   }
   return runs;
+}
+
+}  // namespace
+
+std::vector<std::string> held_out_training_run_names() {
+  return names_of(held_out_specs());
+}
+
+std::vector<TrainingRun> held_out_training_runs(double steps_scale,
+                                                const std::vector<std::string>& only,
+                                                std::vector<std::string>* skipped) {
+  return select_runs(held_out_specs(), "held_out_training_runs", steps_scale, only, skipped);
+}
+
+std::vector<std::string> development_training_run_names() {
+  return names_of(development_specs());
+}
+
+std::vector<TrainingRun> development_training_runs(double steps_scale,
+                                                   const std::vector<std::string>& only) {
+  return select_runs(development_specs(), "development_training_runs", steps_scale, only, nullptr);
 }
 
 TrainingRun quick_training_run() {

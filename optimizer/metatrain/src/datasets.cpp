@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -23,6 +24,10 @@ namespace {
 constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 constexpr const char* kSklearnDataDir = "/usr/lib/python3/dist-packages/sklearn/datasets/data";
 constexpr const char* kLicenceDir = "/usr/share/common-licenses";
+constexpr const char* kPythonLibParent = "/usr/lib";
+/// The modules of Python's standard library that python_text reads, in this order.
+constexpr const char* kPythonTextModules[] = {"argparse.py", "dataclasses.py", "difflib.py",
+                                              "pathlib.py"};
 
 std::string env_or(const char* variable, const char* fallback) {
   const char* value = std::getenv(variable);
@@ -329,6 +334,45 @@ TextCorpus source_text() {
   std::sort(files.begin(), files.end());
   cached = corpus_of(files);
   return cached;
+}
+
+std::string python_text_dir() {
+  const char* set = std::getenv("FLT_PYTHON_TEXT_DIR");
+  if (set != nullptr && *set != '\0') return set;
+  // The newest /usr/lib/python3.N that holds the modules (Debian 12: python3.11).
+  std::string best;
+  int best_minor = -1;
+  if (fs::is_directory(kPythonLibParent)) {
+    for (const auto& entry : fs::directory_iterator(kPythonLibParent)) {
+      const auto name = entry.path().filename().string();
+      int minor = -1;
+      char tail = 0;
+      if (std::sscanf(name.c_str(), "python3.%d%c", &minor, &tail) != 1) continue;
+      if (minor > best_minor && fs::is_regular_file(entry.path() / kPythonTextModules[0])) {
+        best = entry.path().string();
+        best_minor = minor;
+      }
+    }
+  }
+  return best.empty() ? std::string(kPythonLibParent) + "/python3.N" : best;
+}
+
+TextCorpus python_text() {
+  static std::mutex mutex;
+  static std::map<std::string, TextCorpus> cache;  // by folder
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto dir = python_text_dir();
+  auto found = cache.find(dir);
+  if (found != cache.end()) return found->second;
+  std::vector<fs::path> files;
+  for (const char* module : kPythonTextModules) {
+    const auto path = fs::path(dir) / module;
+    TORCH_CHECK(fs::is_regular_file(path), "python_text: ", path.string(),
+                " not found: the text is Python's standard library (Debian's python3 package), "
+                "or set FLT_PYTHON_TEXT_DIR");
+    files.push_back(path);
+  }
+  return cache.emplace(dir, corpus_of(files)).first->second;
 }
 
 std::vector<std::string> tabular_names() {

@@ -113,6 +113,21 @@ std::vector<TrainingRun> held_out_training_runs(double steps_scale = 1.0,
                                                 const std::vector<std::string>& only = {},
                                                 std::vector<std::string>* skipped = nullptr);
 
+/// The development runs' 12 names: runs of the held-out suite's kinds on other data, for choosing
+/// a design before the held-out suite tests it once: three character models of Python source
+/// (python-gru, python-lstm, python-transformer); full-batch linear models (fmnist-logreg-full,
+/// ill-conditioned-linreg-full); minibatch MLPs, a CNN, a logistic regression and an autoencoder
+/// on Fashion-MNIST images from index 10,000 on (fmnist-mlp, fmnist-mlp-tanh, fmnist-cnn,
+/// fmnist-logreg, fmnist-autoencoder); and MLPs on two synthetic sets (spirals-mlp-tanh,
+/// teacher-mlp). Their data sets are read by neither the held-out suite nor checks from outside
+/// the project (datasets.h, python_text; training_run_catalogue.cpp, the generators).
+std::vector<std::string> development_training_run_names();
+
+/// The development runs (those of `only` when it is not empty; an unknown name throws), their
+/// steps scaled as held_out_training_runs' are.
+std::vector<TrainingRun> development_training_runs(double steps_scale = 1.0,
+                                                   const std::vector<std::string>& only = {});
+
 /// One small, fast run (a tanh MLP on 2000 Fashion-MNIST images, 100 steps) for smoke tests; not
 /// part of the held-out suite.
 TrainingRun quick_training_run();

@@ -60,6 +60,13 @@ TextCorpus licence_text();
 /// Meta-training's character models read it (the held-out suite's text is the licences).
 TextCorpus source_text();
 
+/// Python source as text: four modules of Python's standard library (argparse, dataclasses,
+/// difflib, pathlib; on Debian 12 292 K characters) from the newest /usr/lib/python3.N (the
+/// environment variable FLT_PYTHON_TEXT_DIR names another folder), with the alphabet of
+/// licence_text. The development runs' character models read it (training_runs.h); neither
+/// meta-training nor the held-out suite does. Throws naming the missing file.
+TextCorpus python_text();
+
 /// The small tabular data sets that Debian's `python3-sklearn` package ships as CSV files (the
 /// environment variable FLT_SKLEARN_DATA_DIR overrides their folder
 /// /usr/lib/python3/dist-packages/sklearn/datasets/data): the names of those present, among
