@@ -135,9 +135,11 @@ TEST_F(TrainingRuns, Suite_NamesScalingAndSkippedTabularRuns) {
   expect_error([] { fh::held_out_training_runs(0.0); }, {"steps_scale", "0"});
 }
 
-TEST_F(TrainingRuns, Suite_EveryRunTrainsUnderAdam) {
-  // Each run of the suite, 2% of its steps: finite held-out losses, and Adam lowers them.
-  for (const auto& run : fh::held_out_training_runs(0.02)) {
+namespace {
+
+/// Each run, 2% of its steps: finite held-out losses, and Adam lowers them.
+void expect_every_run_trains_under_adam(const std::vector<fh::TrainingRun>& runs) {
+  for (const auto& run : runs) {
     SCOPED_TRACE(run.name);
     const auto curve = fh::run_training(run, 0, [](std::vector<torch::Tensor> p) {
       return std::make_unique<torch::optim::Adam>(std::move(p), torch::optim::AdamOptions(3e-3));
@@ -145,6 +147,12 @@ TEST_F(TrainingRuns, Suite_EveryRunTrainsUnderAdam) {
     EXPECT_FALSE(curve.diverged);
     EXPECT_LT(curve.final_loss(), curve.held_out[0]);
   }
+}
+
+}  // namespace
+
+TEST_F(TrainingRuns, Suite_EveryRunTrainsUnderAdam) {
+  expect_every_run_trains_under_adam(fh::held_out_training_runs(0.02));
 }
 
 TEST_F(TrainingRuns, Development_OtherNamesAndDataThanTheHeldOutSuite) {
@@ -172,14 +180,7 @@ TEST_F(TrainingRuns, Development_OtherNamesAndDataThanTheHeldOutSuite) {
 }
 
 TEST_F(TrainingRuns, Development_EveryRunTrainsUnderAdam) {
-  for (const auto& run : fh::development_training_runs(0.02)) {
-    SCOPED_TRACE(run.name);
-    const auto curve = fh::run_training(run, 0, [](std::vector<torch::Tensor> p) {
-      return std::make_unique<torch::optim::Adam>(std::move(p), torch::optim::AdamOptions(3e-3));
-    });
-    EXPECT_FALSE(curve.diverged);
-    EXPECT_LT(curve.final_loss(), curve.held_out[0]);
-  }
+  expect_every_run_trains_under_adam(fh::development_training_runs(0.02));
 }
 
 TEST_F(TrainingRuns, Compare_TiesWithinOnePercentAndSpeedup) {
