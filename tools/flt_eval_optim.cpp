@@ -1,8 +1,8 @@
 // flt-eval-optim: compares the learned optimizers with tuned Adam and SGD-momentum, and with the
 // baselines that claim to need no tuning (Prodigy, Schedule-Free AdamW), on held-out tasks.
 //
-//   flt-eval-optim [--suite synthetic|real|development|all] [--out DIR] [--seeds 5] [--tuning-seeds
-//   3]
+//   flt-eval-optim [--suite synthetic|real|development|all] [--out DIR] [--seeds 5]
+//                  [--tuning-seeds 3]
 //                  [--tasks rastrigin-2d,...] [--weights NAME=[DESIGN:]FILE ...]
 //                  [--no-baselines-sgd]
 //                  [--tune-learned] [--quick] [--steps-scale 1] [--part K/N] [--tuning-cache FILE]
